@@ -1,0 +1,239 @@
+"""`amptui`: the dashboard, and the commands that work without it.
+
+Only the standard library and amptui's core are imported here; torch and textual load when a
+command needs them, so `amptui --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .core.errors import UserError
+
+EXAMPLES = """\
+examples:
+  amptui                                     open the dashboard
+  amptui run quickstart                      train the default preset here, with live numbers
+  amptui run mlp-recipe --set amp.autocast=false --set run.max_steps=20
+  amptui run scaler-lab --detach             start in the background, print the run id
+  amptui runs                                list runs and their status
+  amptui stop RUN_ID / amptui resume RUN_ID  stop with a checkpoint / continue from it
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="amptui", description="A terminal dashboard for PyTorch automatic mixed precision (AMP) training.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"amptui {__version__}")
+    parser.add_argument("--runs-dir", metavar="DIR", help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def runs_dir_option(p):
+        p.add_argument("--runs-dir", metavar="DIR", default=argparse.SUPPRESS,
+                       help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
+
+    p = sub.add_parser("run", help="run a preset without the dashboard")
+    p.add_argument("preset", help="a built-in or saved preset name, or a path to a .toml file")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset key, e.g. --set amp.dtype=bfloat16 (repeatable)")
+    p.add_argument("--detach", action="store_true", help="start in the background and print the run id")
+    runs_dir_option(p)
+
+    p = sub.add_parser("stop", help="stop a running run gracefully (checkpoint, then status stopped)")
+    p.add_argument("run_id")
+    runs_dir_option(p)
+
+    p = sub.add_parser("resume", help="continue a stopped, failed or killed run from its last checkpoint")
+    p.add_argument("run_id")
+    p.add_argument("--detach", action="store_true", help="continue in the background")
+    runs_dir_option(p)
+
+    p = sub.add_parser("runs", help="list runs")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    runs_dir_option(p)
+
+    p = sub.add_parser("presets", help="list, show or save presets")
+    psub = p.add_subparsers(dest="action", metavar="ACTION")
+    psub.add_parser("list", help="built-in and saved presets")
+    show = psub.add_parser("show", help="print a preset with every key resolved")
+    show.add_argument("name")
+    show.add_argument("--raw", action="store_true", help="print the file as written")
+    save = psub.add_parser("save", help="save a preset (with overrides) under a new name")
+    save.add_argument("name")
+    save.add_argument("--from", dest="source", required=True, metavar="PRESET")
+    save.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    save.add_argument("--force", action="store_true", help="overwrite a saved preset of that name")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        handler = COMMANDS.get(args.command or "dashboard")
+        return handler(args) or 0
+    except UserError as exc:
+        print(f"amptui: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+def cmd_run(args) -> int:
+    from .core import config, launch, presets
+
+    preset = presets.find_preset(args.preset)
+    overrides = config.parse_set(args.sets)
+    run_dir, cfg = launch.create_run(preset, overrides, args.runs_dir)
+    proc = launch.start(run_dir)
+    return _attach(run_dir, proc, args.detach, offset=0)
+
+
+def cmd_resume(args) -> int:
+    from .core import launch, runs
+
+    run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)
+    launch.check_resumable(run_dir)
+    offset = _size(run_dir / "events.jsonl")
+    proc = launch.start(run_dir, resume=True)
+    return _attach(run_dir, proc, args.detach, offset=offset)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _attach(run_dir: Path, proc, detach: bool, offset: int) -> int:
+    """Follow a just-started trainer on the terminal, or leave it running and print its id."""
+    from .console import ProgressPrinter
+    from .core.events import EventReader
+
+    if detach:
+        print(f"started in the background; follow it with: amptui watch {run_dir.name}")
+        print(f"output: {run_dir / 'output.log'}")
+        print(run_dir.name)
+        return 0
+    reader = EventReader(run_dir / "events.jsonl", offset=offset)
+    printer = ProgressPrinter()
+    end = None
+    stopping = False
+    while end is None:
+        try:
+            batch = reader.read()
+            printer.feed(batch)
+            end = next((r for r in batch if r.get("kind") == "end"), None)
+            if end is None:
+                if proc.poll() is not None:  # gone without an end record: one last look, then give up
+                    batch = reader.read()
+                    printer.feed(batch)
+                    end = next((r for r in batch if r.get("kind") == "end"), None)
+                    if end is None:
+                        break
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            if stopping:  # a second Ctrl-C: leave it running in the background
+                printer.close()
+                print(f"left running in the background: amptui watch {run_dir.name}", file=sys.stderr)
+                return 130
+            stopping = True
+            print(f"\nstopping (checkpoint first); Ctrl-C again to leave it running", file=sys.stderr)
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    printer.close()
+    try:
+        proc.wait(timeout=30)
+    except Exception:
+        pass
+    if end is None:
+        print(f"amptui: error: the trainer exited without finishing (exit code {proc.returncode}); "
+              f"see {run_dir / 'output.log'}", file=sys.stderr)
+        return 1
+    print(f"run {run_dir.name}: {end['status']}")
+    if end["status"] == "failed":
+        error = end.get("error") or {}
+        print(f"amptui: error: {error.get('type', 'Error')}: {error.get('message', '')} "
+              f"(details in {run_dir / 'output.log'})", file=sys.stderr)
+        return 1
+    if end["status"] == "stopped":
+        print(f"resume with: amptui resume {run_dir.name}")
+        return 130 if stopping else 0
+    return 0
+
+
+def cmd_stop(args) -> int:
+    from .core import launch, runs
+
+    run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)
+    info = launch.stop(run_dir)
+    if info.status == "running":
+        print(f"run {info.run_id}: stop requested; still finishing its current step (check `amptui runs`)")
+        return 1
+    print(f"run {info.run_id}: {info.status} at step {info.step}")
+    return 0 if info.status == "stopped" else 1
+
+
+def cmd_runs(args) -> int:
+    from .console import runs_table
+    from .core import runs
+
+    found = runs.list_runs(runs.runs_root(args.runs_dir))
+    if args.format == "json":
+        print(json.dumps([r.as_json() for r in found], indent=2))
+    elif not found:
+        print(f"no runs in {runs.runs_root(args.runs_dir)} (start one with `amptui run quickstart`)")
+    else:
+        print(runs_table(found))
+    return 0
+
+
+def cmd_presets(args) -> int:
+    from .console import table
+    from .core import config, presets
+
+    action = args.action or "list"
+    if action == "list":
+        rows = [("NAME", "KIND", "DESCRIPTION")]
+        rows += [(p.name, "built-in" if p.builtin else "saved", p.description) for p in presets.list_presets()]
+        print(table(rows))
+        print(f"\nsaved presets live in {presets.saved_dir()}")
+    elif action == "show":
+        preset = presets.find_preset(args.name)
+        if args.raw:
+            print(preset.path.read_text(), end="")
+        else:
+            cfg = preset.config()
+            print(config.to_toml(cfg.to_dict(), f"# preset {preset.name} ({preset.path}), every key resolved"), end="")
+    elif action == "save":
+        source = presets.find_preset(args.source)
+        cfg = source.config(config.parse_set(args.sets))
+        values = cfg.to_dict()
+        if values["run"]["name"] == source.name:
+            values["run"]["name"] = args.name
+        path = presets.save_preset(args.name, values, force=args.force, source=source.name)
+        print(f"saved preset {args.name!r} to {path}")
+    return 0
+
+
+def cmd_dashboard(args) -> int:
+    print("the dashboard is not built yet; see `amptui --help` for the commands", file=sys.stderr)
+    return 2
+
+
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "runs": cmd_runs, "presets": cmd_presets,
+            "dashboard": cmd_dashboard}

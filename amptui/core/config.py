@@ -1,0 +1,352 @@
+"""The preset schema (PRODUCT.md section 3): every key, its default, its type and what it means.
+
+A preset is a TOML file that states only what differs from the defaults. `build_config`
+merges defaults, the preset and `--set` overrides and validates the result before anything
+starts; every mistake becomes a `ConfigError` naming the file, the key and (for TOML syntax)
+the line.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Key:
+    """One preset key: its type ("str", "int", "float", "bool" or "auto|bool"), default and doc."""
+
+    type: str
+    default: Any
+    doc: str
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "run": {
+        "name": Key("str", "", "Name shown in run lists; empty means the preset's name."),
+        "description": Key("str", "", "One line on what this preset demonstrates."),
+        "seed": Key("int", 0, "Seed for model init, data order and synthetic data.", minimum=0),
+        "epochs": Key("int", 1, "Passes over the training set.", minimum=1),
+        "max_steps": Key("int", 0, "Stop after this many optimizer steps (0 = no limit).", minimum=0),
+        "device": Key("str", "auto", "Where to train; auto picks cuda when available.", ("auto", "cpu", "cuda")),
+    },
+    "model": {
+        "name": Key("str", "smallcnn", "Architecture.", ("alexnet", "resnet18", "mlp", "smallcnn")),
+        "num_classes": Key("int", 10, "Output classes of a classifier.", minimum=1),
+        "pretrained": Key("bool", False, "Start from ImageNet weights found locally (alexnet, resnet18)."),
+        "width": Key("int", 32, "smallcnn: channels of the first conv; mlp: features of every Linear.", minimum=1),
+        "depth": Key("int", 3, "mlp: number of Linear layers.", minimum=1),
+    },
+    "data": {
+        "name": Key("str", "synthetic", "Dataset: cifar10, an Intel-layout imagefolder, learnable synthetic "
+                    "images, or the AMP recipe's random regression tensors.",
+                    ("cifar10", "imagefolder", "synthetic", "random")),
+        "root": Key("str", "data", "Folder holding the dataset files (relative to where amptui runs)."),
+        "download": Key("bool", True, "cifar10: try to download when the files are missing."),
+        "img_size": Key("int", 32, "Images are resized to img_size x img_size.", minimum=8),
+        "batch_size": Key("int", 64, "Samples per micro-batch on each process.", minimum=1),
+        "num_workers": Key("int", 0, "DataLoader worker processes.", minimum=0),
+        "augment": Key("bool", False, "Random horizontal flips on training images."),
+        "train_samples": Key("int", 2048, "synthetic / random: samples in the training set.", minimum=1),
+        "val_samples": Key("int", 512, "synthetic / random: samples in the validation set (0 = none).", minimum=0),
+    },
+    "optim": {
+        "name": Key("str", "adamw", "Optimizer (fused kernels on CUDA).", ("adamw", "adam", "sgd")),
+        "lr": Key("float", 1e-3, "Peak learning rate.", minimum=0.0),
+        "weight_decay": Key("float", 0.0, "Weight decay.", minimum=0.0),
+        "momentum": Key("float", 0.0, "sgd: momentum.", minimum=0.0),
+    },
+    "sched": {
+        "name": Key("str", "none", "none; plateau on the mean epoch train loss; cosine per step with linear "
+                    "warmup.", ("none", "plateau", "cosine")),
+        "warmup_epochs": Key("float", 0.0, "cosine: epochs of linear warmup from lr/100 to lr.", minimum=0.0),
+        "patience": Key("int", 3, "plateau: epochs without improvement before the lr drops.", minimum=0),
+        "factor": Key("float", 0.1, "plateau: multiply the lr by this on a plateau.", minimum=0.0),
+        "min_lr": Key("float", 0.0, "Lowest lr either schedule goes to.", minimum=0.0),
+    },
+    "amp": {
+        "autocast": Key("bool", True, "Run forward and loss under torch.autocast."),
+        "dtype": Key("str", "auto", "Autocast dtype; auto is float16 on CUDA, bfloat16 on CPU.",
+                     ("auto", "float16", "bfloat16")),
+        "grad_scaler": Key("auto|bool", "auto", "torch.amp.GradScaler; auto means on exactly when autocast "
+                           "runs in float16."),
+        "init_scale": Key("float", 65536.0, "GradScaler: initial loss scale.", minimum=0.0),
+        "growth_factor": Key("float", 2.0, "GradScaler: scale multiplier after growth_interval clean steps.",
+                             minimum=1.0),
+        "backoff_factor": Key("float", 0.5, "GradScaler: scale multiplier on inf/NaN (the step is skipped).",
+                              minimum=0.0),
+        "growth_interval": Key("int", 2000, "GradScaler: clean steps before the scale grows.", minimum=1),
+        "clip_grad_norm": Key("float", 0.0, "Clip the gradient norm to this (0 = off); always after unscale_.",
+                              minimum=0.0),
+        "accumulate": Key("int", 1, "Micro-batches per optimizer step.", minimum=1),
+    },
+    "dist": {
+        "mode": Key("str", "none", "none: one process; dp: nn.DataParallel; ddp: torchrun + DDP.",
+                    ("none", "dp", "ddp")),
+        "nproc_per_node": Key("int", 1, "ddp: processes per machine.", minimum=1),
+        "nnodes": Key("int", 1, "ddp: machines taking part.", minimum=1),
+        "node_rank": Key("int", 0, "ddp: this machine's index.", minimum=0),
+        "rdzv_endpoint": Key("str", "127.0.0.1:29500", "ddp: HOST:PORT of the rendezvous."),
+        "backend": Key("str", "auto", "ddp: process-group backend; auto is nccl on CUDA, gloo on CPU.",
+                       ("auto", "nccl", "gloo")),
+        "max_restarts": Key("int", 0, "ddp: torchrun restarts before the run fails.", minimum=0),
+    },
+    "log": {
+        "every": Key("int", 10, "Optimizer steps between step records (metrics are read from the device "
+                     "only then).", minimum=1),
+        "checkpoint_every": Key("int", 1, "Epochs between checkpoints (0 = off).", minimum=0),
+        "checkpoint_every_steps": Key("int", 0, "Optimizer steps between checkpoints (0 = off).", minimum=0),
+        "eval_every": Key("int", 1, "Epochs between evaluations on the validation set (0 = never).", minimum=0),
+    },
+    "debug": {
+        "inject_inf_every": Key("int", 0, "Poison the gradients with inf every N steps (0 = off).", minimum=0),
+        "fail_at_step": Key("int", 0, "Raise an error at this optimizer step (0 = off).", minimum=0),
+        "fail_rank": Key("int", 0, "The rank that raises at fail_at_step.", minimum=0),
+    },
+}
+
+
+def defaults() -> dict[str, dict[str, Any]]:
+    return {section: {name: key.default for name, key in keys.items()} for section, keys in SCHEMA.items()}
+
+
+class Section:
+    """Read-only attribute access to one section: `cfg.amp.dtype`."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        self.__dict__.update(values)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("config sections are read-only; use Config.with_overrides")
+
+
+class Config:
+    """A complete, validated configuration: every key of SCHEMA present with a legal value."""
+
+    def __init__(self, values: Mapping[str, Mapping[str, Any]]):
+        self._values = copy.deepcopy({s: dict(v) for s, v in values.items()})
+        for section, keys in self._values.items():
+            object.__setattr__(self, section, Section(keys))
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return copy.deepcopy(self._values)
+
+    def get(self, dotted: str) -> Any:
+        section, name = dotted.split(".", 1)
+        return self._values[section][name]
+
+    def with_overrides(self, overrides: Mapping[str, Any], source: str = "--set") -> "Config":
+        return build_config(self._values, overrides, source=source)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and other._values == self._values
+
+    def __repr__(self) -> str:
+        return f"Config({self._values!r})"
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; syntax errors name the file and line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    return parse_toml(text, str(path))
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib says "... (at line 3, column 7)"; keep that, prefix the file.
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+
+
+_SET_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$", re.S)
+
+
+def parse_set(assignments: Iterable[str]) -> dict[str, Any]:
+    """Turn `--set amp.dtype=bfloat16` style strings into {"amp.dtype": "bfloat16"}.
+
+    Values are TOML values; a bare word that is not valid TOML (bfloat16, cpu) is taken as a
+    string so the common case needs no quotes.
+    """
+    overrides: dict[str, Any] = {}
+    for item in assignments:
+        match = _SET_RE.match(item)
+        if not match:
+            raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE, e.g. amp.dtype=bfloat16")
+        section, name, raw = match.group(1), match.group(2), match.group(3).strip()
+        key = f"{section}.{name}"
+        _schema_key(key, "--set")
+        if raw == "":
+            raise ConfigError(f"--set {key}: missing value after '='")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            if re.fullmatch(r"[A-Za-z0-9_.:/+\-]+", raw):
+                value = raw
+            else:
+                raise ConfigError(f"--set {key}: {raw!r} is not a TOML value (quote strings: {key}='\"...\"')") from None
+        overrides[key] = value
+    return overrides
+
+
+def flatten(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """A preset document -> {"section.key": value}, refusing unknown sections and keys."""
+    flat: dict[str, Any] = {}
+    for section, table in doc.items():
+        if section not in SCHEMA:
+            raise ConfigError(f"{source}: unknown section [{section}] (known: {', '.join(SCHEMA)})")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: {section} must be a table [{section}], not a value")
+        for name, value in table.items():
+            key = f"{section}.{name}"
+            _schema_key(key, source)
+            flat[key] = value
+    return flat
+
+
+def _schema_key(dotted: str, source: str) -> Key:
+    section, _, name = dotted.partition(".")
+    if section not in SCHEMA:
+        raise ConfigError(f"{source}: unknown section '{section}' in '{dotted}' (known: {', '.join(SCHEMA)})")
+    if name not in SCHEMA[section]:
+        close = [k for k in SCHEMA[section] if k.startswith(name[:3])] if name else []
+        hint = f"; did you mean {section}.{close[0]}?" if close else f" (known: {', '.join(SCHEMA[section])})"
+        raise ConfigError(f"{source}: unknown key '{dotted}'{hint}")
+    return SCHEMA[section][name]
+
+
+_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+               "auto|bool": '"auto", true or false'}
+
+
+def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
+    """Validate one value against its key; returns it normalised (int -> float for float keys)."""
+    key = _schema_key(dotted, source)
+    bad = ConfigError(f"{source}: {dotted} must be {_TYPE_WORDS[key.type]}, got {value!r}")
+    if key.type == "bool":
+        if not isinstance(value, bool):
+            raise bad
+    elif key.type == "auto|bool":
+        if not (isinstance(value, bool) or value == "auto"):
+            raise bad
+    elif key.type == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+    elif key.type == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad
+        value = float(value)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise bad
+    elif key.type == "str":
+        if not isinstance(value, str):
+            raise bad
+    if key.choices is not None and value not in key.choices:
+        raise ConfigError(f"{source}: {dotted} must be one of {', '.join(key.choices)}; got {value!r}")
+    if key.minimum is not None and value < key.minimum:
+        raise ConfigError(f"{source}: {dotted} must be >= {key.minimum:g}, got {value!r}")
+    return value
+
+
+def build_config(base: Mapping[str, Mapping[str, Any]] | None = None,
+                 overrides: Mapping[str, Any] | None = None,
+                 *, source: str = "preset", overrides_source: str = "--set") -> Config:
+    """defaults <- base (a preset document or a full config) <- overrides ({"a.b": v}) -> Config."""
+    values = defaults()
+    for layer, where in ((flatten(base or {}, source), source), (dict(overrides or {}), overrides_source)):
+        for dotted, value in layer.items():
+            section, name = dotted.split(".", 1)
+            values[section][name] = check_value(dotted, value, where)
+    _check_combinations(values, source)
+    return Config(values)
+
+
+def _check_combinations(v: dict[str, dict[str, Any]], source: str) -> None:
+    """Rules across keys that need no hardware knowledge (those live in launch.preflight)."""
+    if v["dist"]["node_rank"] >= v["dist"]["nnodes"]:
+        raise ConfigError(f"{source}: dist.node_rank ({v['dist']['node_rank']}) must be < dist.nnodes "
+                          f"({v['dist']['nnodes']})")
+    if v["debug"]["fail_rank"] >= world_size(v) and v["debug"]["fail_at_step"]:
+        raise ConfigError(f"{source}: debug.fail_rank ({v['debug']['fail_rank']}) must be < the world size "
+                          f"({world_size(v)})")
+    if v["data"]["name"] == "random" and v["model"]["name"] != "mlp":
+        raise ConfigError(f"{source}: data.name = \"random\" (regression tensors) needs model.name = \"mlp\"")
+    if v["model"]["name"] == "mlp" and v["data"]["name"] != "random":
+        raise ConfigError(f"{source}: model.name = \"mlp\" trains on data.name = \"random\"")
+    if v["model"]["pretrained"] and v["model"]["name"] not in ("alexnet", "resnet18"):
+        raise ConfigError(f"{source}: model.pretrained needs model.name alexnet or resnet18")
+
+
+def world_size(values: Mapping[str, Mapping[str, Any]]) -> int:
+    dist = values["dist"]
+    return dist["nproc_per_node"] * dist["nnodes"] if dist["mode"] == "ddp" else 1
+
+
+def to_toml(values: Mapping[str, Mapping[str, Any]], header: str = "") -> str:
+    import tomli_w
+
+    text = tomli_w.dumps({s: dict(v) for s, v in values.items()})
+    return (header + "\n" + text) if header else text
+
+
+def minimal(values: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Only the keys that differ from the defaults: what a saved preset needs to say."""
+    base = defaults()
+    out: dict[str, dict[str, Any]] = {}
+    for section, keys in values.items():
+        diff = {k: v for k, v in keys.items() if base[section].get(k) != v}
+        if diff:
+            out[section] = diff
+    return out
+
+
+# --- precision in words, shared by the trainer, `runs`, `compare` and the dashboard ---------
+
+def resolve_precision(values: Mapping[str, Mapping[str, Any]], device_type: str) -> tuple[bool, str, bool]:
+    """(autocast, dtype name, grad_scaler) with every "auto" decided for this device type."""
+    amp = values["amp"]
+    dtype = amp["dtype"]
+    if dtype == "auto":
+        dtype = "float16" if device_type == "cuda" else "bfloat16"
+    scaler = amp["grad_scaler"]
+    if scaler == "auto":
+        scaler = bool(amp["autocast"]) and dtype == "float16"
+    return bool(amp["autocast"]), dtype, bool(scaler)
+
+
+def precision_words(values: Mapping[str, Mapping[str, Any]], device_type: str | None = None) -> str:
+    """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"."""
+    if device_type is None:
+        device_type = "cuda" if values["run"]["device"] == "cuda" else "cpu"
+    autocast, dtype, scaler = resolve_precision(values, device_type)
+    words = f"autocast {dtype}" if autocast else "fp32"
+    return words + (" + GradScaler" if scaler else "")
+
+
+def precision_short(values: Mapping[str, Mapping[str, Any]], device_type: str | None = None) -> str:
+    """Variant-style name: fp32, bf16, fp16+scaler (the names `amptui ab` uses)."""
+    if device_type is None:
+        device_type = "cuda" if values["run"]["device"] == "cuda" else "cpu"
+    autocast, dtype, scaler = resolve_precision(values, device_type)
+    name = {"float16": "fp16", "bfloat16": "bf16"}[dtype] if autocast else "fp32"
+    return name + ("+scaler" if scaler else "")

@@ -1,0 +1,100 @@
+"""Starting, stopping and resuming trainer processes.
+
+The trainer always runs as a process of its own, in a new session (setsid), with its output
+appended to the run's output.log: closing the terminal or quitting the dashboard never takes
+it down. DDP runs go through torchrun, which starts one trainer per rank.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import config as cfgmod
+from . import preflight, runs
+from .errors import UserError
+from .presets import Preset, atomic_write_text
+
+
+def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False) -> list[str]:
+    """The command that runs a (resolved) config: the trainer module, under torchrun for DDP."""
+    trainer = ["-m", "amptui.trainer", str(run_dir)] + (["--resume"] if resume else [])
+    if cfg.dist.mode != "ddp":
+        return [sys.executable, "-u", *trainer]
+    d = cfg.dist
+    launcher = [sys.executable, "-u", "-m", "torch.distributed.run", "--nproc-per-node", str(d.nproc_per_node),
+                "--max-restarts", str(d.max_restarts)]
+    if d.nnodes == 1:
+        launcher += ["--standalone"]  # a free port per run, so two local DDP runs never collide
+    else:
+        launcher += ["--nnodes", str(d.nnodes), "--node-rank", str(d.node_rank), "--rdzv-backend", "c10d",
+                     "--rdzv-endpoint", d.rdzv_endpoint]
+    return launcher + trainer
+
+
+def create_run(preset: Preset, overrides: dict | None = None, root: Path | None = None) -> tuple[Path, cfgmod.Config]:
+    """Validate, resolve for this machine, then make the run folder with its config.toml.
+
+    Nothing is written before every check has passed.
+    """
+    cfg = preflight.resolve(preset.config(overrides))
+    path = runs.new_run_dir(runs.runs_root(root), cfg.run.name)
+    header = f"# amptui run {path.name}: preset {preset.name!r} resolved for this machine"
+    atomic_write_text(path / "config.toml", cfgmod.to_toml(cfg.to_dict(), header))
+    (path / "checkpoints").mkdir()
+    return path, cfg
+
+
+def load_config(run_dir: Path) -> cfgmod.Config:
+    cfg_path = run_dir / "config.toml"
+    return cfgmod.build_config(cfgmod.read_toml(cfg_path), source=str(cfg_path))
+
+
+def start(run_dir: Path, resume: bool = False) -> subprocess.Popen:
+    """Start the trainer for `run_dir` in its own session; returns at once."""
+    cfg = load_config(run_dir)
+    command = trainer_command(cfg, run_dir, resume)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(run_dir / "output.log", "ab") as log:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=os.getcwd(), env=env, start_new_session=True)
+    runs.write_launch_info(run_dir, proc.pid, command)
+    return proc
+
+
+def stop(run_dir: Path, wait_s: float = 60.0) -> runs.RunInfo:
+    """Ask a running run to stop: SIGTERM to its process group; the trainer checkpoints and ends."""
+    info = runs.load_run(run_dir)
+    if info.status != "running":
+        raise UserError(f"run {info.run_id} is not running (status {info.status})")
+    launch = runs.read_launch_info(run_dir)
+    pid = launch.get("pid")
+    try:
+        os.killpg(os.getpgid(pid), signal.SIGTERM)
+    except (ProcessLookupError, TypeError):
+        raise UserError(f"run {info.run_id}: its process {pid} is gone") from None
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        info = runs.load_run(run_dir)
+        if info.status != "running":
+            return info
+        time.sleep(0.2)
+    return info
+
+
+def check_resumable(run_dir: Path) -> runs.RunInfo:
+    info = runs.load_run(run_dir)
+    if info.status == "running":
+        raise UserError(f"run {info.run_id} is still running; stop it first (amptui stop {info.run_id})")
+    if info.status == "completed":
+        raise UserError(f"run {info.run_id} has completed; start a new one with `amptui run`")
+    if not (run_dir / "checkpoints" / "last.pt").is_file():
+        raise UserError(f"run {info.run_id} has no checkpoint to resume from (it ended {info.status} before "
+                        "its first checkpoint); start it again with `amptui run`")
+    # The machine may have changed since: the same checks as a new run.
+    preflight.check_data(load_config(run_dir).to_dict())
+    return info

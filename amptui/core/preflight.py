@@ -1,0 +1,150 @@
+"""Checks made before a run folder exists: the hardware asked for, the data, the weights.
+
+Everything that would otherwise fail minutes into a run, or leave a half-made run behind,
+fails here with one line that says where amptui looked and what to do. The trainer repeats
+the same checks when it starts (a resumed run may find a different machine).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from . import config as cfgmod
+from .errors import UserError
+
+CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5",
+               "test_batch", "batches.meta")
+SYNTHETIC_HINT = "or --set data.name=synthetic to try amptui without it"
+
+
+def device_type(requested: str) -> str:
+    import torch
+
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise UserError("run.device = \"cuda\" but this machine has no usable CUDA GPU "
+                        f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); "
+                        "use --set run.device=cpu (or auto)")
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
+def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
+    """Refuse impossible setups; decide every "auto" for this machine. Returns the resolved config."""
+    values = cfg.to_dict()
+    dev = device_type(values["run"]["device"])
+    if values["dist"]["mode"] == "dp":
+        import torch
+
+        count = torch.cuda.device_count() if dev == "cuda" else 0
+        if count < 2:
+            raise UserError(f"dist.mode = \"dp\" (DataParallel) needs at least 2 GPUs; this machine has "
+                            f"{count} usable on {dev}. Use dist.mode=none, or dist.mode=ddp for several "
+                            "processes")
+    autocast, dtype, scaler = cfgmod.resolve_precision(values, dev)
+    overrides = {"run.device": dev, "amp.dtype": dtype, "amp.grad_scaler": scaler}
+    if values["dist"]["backend"] == "auto":
+        overrides["dist.backend"] = "nccl" if dev == "cuda" else "gloo"
+    check_data(values)
+    check_weights(values)
+    return cfg.with_overrides(overrides, source="resolved config")
+
+
+def odd_combinations(values: dict[str, dict[str, Any]]) -> list[str]:
+    """Legal but surprising AMP setups: the run goes on, with a warning event for each."""
+    amp = values["amp"]
+    dev = values["run"]["device"]
+    notes = []
+    if amp["grad_scaler"] is True and not amp["autocast"]:
+        notes.append("GradScaler without autocast: gradients are float32 and cannot overflow, so the scaler "
+                     "only adds work")
+    elif amp["grad_scaler"] is True and amp["dtype"] == "bfloat16":
+        notes.append("GradScaler with bfloat16: bfloat16 has float32's range, so loss scaling is not needed")
+    if amp["autocast"] and amp["dtype"] == "float16" and amp["grad_scaler"] is False:
+        notes.append("float16 autocast without a GradScaler: small gradients may underflow to zero")
+    if amp["autocast"] and amp["dtype"] == "float16" and dev == "cpu":
+        notes.append("float16 autocast on the CPU: most CPUs compute float16 slowly; bfloat16 is the CPU's "
+                     "fast format")
+    return notes
+
+
+# --- data ----------------------------------------------------------------------------------------
+
+def imagefolder_dirs(root: Path) -> tuple[Path, Path] | None:
+    """The Intel Image Classification layout: seg_train/ and seg_test/ (Kaggle nests them once more)."""
+    for base in (root,):
+        train, test = base / "seg_train", base / "seg_test"
+        if (train / "seg_train").is_dir():
+            train = train / "seg_train"
+        if (test / "seg_test").is_dir():
+            test = test / "seg_test"
+        if train.is_dir() and test.is_dir():
+            return train, test
+    return None
+
+
+def check_data(values: dict[str, dict[str, Any]]) -> None:
+    data = values["data"]
+    root = Path(data["root"]).expanduser()
+    if data["name"] == "cifar10":
+        folder = root / "cifar-10-batches-py"
+        missing = [f for f in CIFAR_FILES if not (folder / f).is_file()]
+        if not missing:
+            return
+        if not data["download"]:
+            raise UserError(f"CIFAR-10 not found: looked in {folder} (missing {', '.join(missing)}); put the "
+                            f"python version of CIFAR-10 there, set data.download=true, {SYNTHETIC_HINT}")
+        _download_cifar10(root, folder)
+    elif data["name"] == "imagefolder":
+        dirs = imagefolder_dirs(root)
+        if dirs is None:
+            raise UserError(f"image folder not found: looked for {root}/seg_train/<class>/ and "
+                            f"{root}/seg_test/<class>/ (Intel Image Classification layout); set data.root, "
+                            f"{SYNTHETIC_HINT}")
+        for split in dirs:
+            classes = [p for p in split.iterdir() if p.is_dir()]
+            if not classes:
+                raise UserError(f"image folder {split} has no class subfolders; expected {split}/<class>/*.jpg")
+        n_classes = len([p for p in dirs[0].iterdir() if p.is_dir()])
+        if n_classes != values["model"]["num_classes"]:
+            raise UserError(f"{dirs[0]} has {n_classes} classes but model.num_classes = "
+                            f"{values['model']['num_classes']}; --set model.num_classes={n_classes}")
+
+
+def _download_cifar10(root: Path, folder: Path) -> None:
+    created = not root.exists()
+    try:
+        from torchvision.datasets import CIFAR10
+
+        CIFAR10(str(root), train=True, download=True)
+    except Exception as exc:  # no network, proxy, disk: all the same to the user
+        if created:
+            shutil.rmtree(root, ignore_errors=True)
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"CIFAR-10 not found in {folder} and the download failed ({reason}); put the python "
+                        f"version of CIFAR-10 (cifar-10-python.tar.gz, extracted) there, {SYNTHETIC_HINT}"
+                        ) from None
+
+
+# --- weights -------------------------------------------------------------------------------------
+
+def pretrained_weights_path(model_name: str) -> Path:
+    """Where torchvision keeps ImageNet weights: $TORCH_HOME/hub/checkpoints/<file from the URL>."""
+    import torch.hub
+    from torchvision import models
+
+    weights = {"alexnet": models.AlexNet_Weights.IMAGENET1K_V1,
+               "resnet18": models.ResNet18_Weights.IMAGENET1K_V1}[model_name]
+    return Path(torch.hub.get_dir()) / "checkpoints" / Path(weights.url).name
+
+
+def check_weights(values: dict[str, dict[str, Any]]) -> None:
+    model = values["model"]
+    if not model["pretrained"]:
+        return
+    path = pretrained_weights_path(model["name"])
+    if not path.is_file():
+        raise UserError(f"ImageNet weights for {model['name']} not found at {path}; copy them there from a "
+                        "machine with internet, or --set model.pretrained=false to train from scratch")

@@ -1,0 +1,124 @@
+"""Built-in and saved presets: finding them by name or path, loading, saving atomically."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import config as cfgmod
+from .errors import ConfigError, UserError
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "presets"
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+
+
+def saved_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "amptui" / "presets"
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    path: Path
+    builtin: bool
+    description: str = ""
+
+    def document(self) -> dict[str, Any]:
+        """The preset's TOML document, checked against the schema (unknown keys refused)."""
+        doc = cfgmod.read_toml(self.path)
+        cfgmod.flatten(doc, str(self.path))
+        return doc
+
+    def config(self, overrides: Mapping[str, Any] | None = None) -> cfgmod.Config:
+        values = self.document()
+        cfg = cfgmod.build_config(values, overrides, source=str(self.path))
+        if not cfg.run.name:
+            cfg = cfg.with_overrides({"run.name": self.name}, source=str(self.path))
+        return cfg
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.match(name) or ".." in name:
+        raise UserError(f"preset name {name!r}: use letters, digits, '-', '_', '.', '+' (at most 64), "
+                        "no path separators")
+    return name
+
+
+def _describe(path: Path) -> str:
+    try:
+        doc = cfgmod.read_toml(path)
+    except ConfigError:
+        return "(invalid TOML)"
+    run = doc.get("run", {})
+    return str(run.get("description", "")) if isinstance(run, dict) else ""
+
+
+def list_presets() -> list[Preset]:
+    """Built-ins first (sorted, quickstart on top), then saved presets; a saved preset never hides a
+    built-in of the same name."""
+    found: list[Preset] = []
+    builtin = sorted(BUILTIN_DIR.glob("*.toml"), key=lambda p: (p.stem != "quickstart", p.stem))
+    names = set()
+    for path in builtin:
+        found.append(Preset(path.stem, path, True, _describe(path)))
+        names.add(path.stem)
+    directory = saved_dir()
+    if directory.is_dir():
+        for path in sorted(directory.glob("*.toml")):
+            if path.stem not in names:
+                found.append(Preset(path.stem, path, False, _describe(path)))
+    return found
+
+
+def find_preset(ref: str) -> Preset:
+    """A built-in name, a saved name, or a path to a .toml file."""
+    if ref.endswith(".toml") or os.sep in ref:
+        path = Path(ref).expanduser()
+        if not path.is_file():
+            raise UserError(f"preset file {ref}: no such file")
+        return Preset(path.stem, path, False, _describe(path))
+    for preset in list_presets():
+        if preset.name == ref:
+            return preset
+    known = ", ".join(p.name for p in list_presets())
+    raise UserError(f"no preset named {ref!r} (known: {known}; or give a path to a .toml file)")
+
+
+def save_preset(name: str, values: Mapping[str, Mapping[str, Any]], *, force: bool = False,
+                source: str = "") -> Path:
+    """Write the keys that differ from the defaults to the saved-presets folder, atomically."""
+    check_name(name)
+    if (BUILTIN_DIR / f"{name}.toml").exists():
+        raise UserError(f"preset {name!r} is built in; choose another name")
+    directory = saved_dir()
+    target = directory / f"{name}.toml"
+    if target.exists() and not force:
+        raise UserError(f"preset {name!r} already exists at {target}; use --force to overwrite")
+    cfgmod.build_config(values, source=f"preset {name!r}")  # never save something that would not load
+    body = cfgmod.minimal(values)
+    header = f"# amptui preset {name!r}" + (f", saved from {source}" if source else "")
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, cfgmod.to_toml(body, header))
+    return target
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write to a temp file beside `path`, fsync, then os.replace: readers see old or new, never half."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

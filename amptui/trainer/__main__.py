@@ -1,0 +1,23 @@
+"""`python -m amptui.trainer RUN_DIR [--resume]`: train the run described by RUN_DIR/config.toml.
+
+Started by `amptui run`, the dashboard, or torchrun (one process per rank); it talks to the
+rest of amptui only through RUN_DIR/events.jsonl.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from .loop import run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m amptui.trainer")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--resume", action="store_true", help="continue from RUN_DIR/checkpoints/last.pt")
+    args = parser.parse_args()
+    return run(args.run_dir.resolve(), args.resume)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,429 @@
+"""The training loop: one process (one rank), configured by the run folder's config.toml.
+
+Read top to bottom it is the tutorials' loop:
+
+    with torch.autocast(device_type, dtype):      # forward and loss only
+        loss = criterion(model(x), y)
+    scaler.scale(loss).backward()                  # backward outside autocast
+    scaler.unscale_(optimizer)                     # before clipping
+    clip_grad_norm_(...)
+    scaler.step(optimizer); scaler.update()
+
+plus what a dashboard needs: metrics accumulated on the device and written to the event stream
+every `log.every` steps, checkpoints, a graceful stop on SIGTERM/SIGINT, and resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..core import config as cfgmod
+from ..core import preflight
+from ..core.errors import UserError
+from ..core.events import EventWriter, events_file
+from . import checkpoint, telemetry
+from .data import build_train_val
+from .models import CNNS, build_model
+from .optim import Schedule, build_optimizer
+
+
+class StopRequested(Exception):
+    pass
+
+
+@dataclass
+class Progress:
+    """Counters that make a resumed run continue exactly where it stopped."""
+
+    step: int = 0             # optimizer steps done
+    epoch: int = 0            # current epoch, 0-based
+    batch_in_epoch: int = 0   # micro-batches of the current epoch already consumed
+    skipped_total: int = 0
+    epoch_loss_sum: float = 0.0
+    epoch_batches: int = 0
+
+
+class Dist:
+    """torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE); a single process without it."""
+
+    def __init__(self) -> None:
+        self.rank = int(os.environ.get("RANK", 0))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.world_size = int(os.environ.get("WORLD_SIZE", 1))
+        self.enabled = self.world_size > 1
+
+    def init(self, backend: str) -> None:
+        if self.enabled:
+            torch.distributed.init_process_group(backend=backend)
+
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            torch.distributed.all_reduce(tensor)
+        return tensor
+
+    def any(self, flag: bool, device: torch.device) -> bool:
+        if not self.enabled:
+            return flag
+        t = torch.tensor([1.0 if flag else 0.0], device=device)
+        torch.distributed.all_reduce(t)
+        return bool(t.item() > 0)
+
+    def close(self) -> None:
+        if self.enabled and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+class Trainer:
+    def __init__(self, run_dir: Path, resume: bool):
+        self.run_dir = run_dir
+        self.resume = resume
+        cfg_path = run_dir / "config.toml"
+        self.cfg = cfgmod.build_config(cfgmod.read_toml(cfg_path), source=str(cfg_path))
+        self.dist = Dist()
+        self.events = EventWriter(events_file(run_dir, self.dist.rank), self.dist.rank)
+        self.stop_requested = False
+        self.progress = Progress()
+        self.t_start = time.time()
+        self.last_loss: float | None = None
+        self.val_acc: float | None = None
+        self.overflow_names: dict[int, list[str]] = {}
+        self.checkpointed_step = -1
+
+    # --- setup -------------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        cfg = self.cfg
+        preflight.check_data(cfg.to_dict())
+        preflight.check_weights(cfg.to_dict())
+        if cfg.run.device == "cuda":
+            if not torch.cuda.is_available():
+                raise UserError("this run was configured for CUDA but no CUDA GPU is usable here")
+            self.device = torch.device("cuda", self.dist.local_rank)
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+        self.dist.init(cfg.dist.backend)
+        torch.manual_seed(cfg.run.seed)
+
+        self.autocast, dtype_name, use_scaler = cfgmod.resolve_precision(cfg.to_dict(), self.device.type)
+        self.amp_dtype = getattr(torch, dtype_name)
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, init_scale=cfg.amp.init_scale, growth_factor=cfg.amp.growth_factor,
+            backoff_factor=cfg.amp.backoff_factor, growth_interval=cfg.amp.growth_interval, enabled=use_scaler)
+
+        model = build_model(cfg.model).to(self.device)
+        if self.device.type == "cuda" and cfg.model.name in CNNS:
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model
+        self.ddp_model = model
+        if self.dist.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.ddp_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        elif cfg.dist.mode == "dp":
+            self.ddp_model = nn.DataParallel(model)
+        self.criterion = nn.MSELoss() if cfg.data.name == "random" else nn.CrossEntropyLoss()
+
+        self.train_data, self.val_data = build_train_val(cfg, self.dist.rank, self.dist.world_size, self.device)
+        self.steps_per_epoch = self.train_data.batches_per_epoch // cfg.amp.accumulate
+        if self.steps_per_epoch < 1:
+            raise UserError(f"amp.accumulate ({cfg.amp.accumulate}) is more than the {self.train_data.batches_per_epoch}"
+                            " batches of an epoch; lower it or use more data")
+        total = self.steps_per_epoch * cfg.run.epochs
+        self.total_steps = min(total, cfg.run.max_steps) if cfg.run.max_steps else total
+        self.optimizer = build_optimizer(cfg, self.model.parameters(), self.device)
+        self.schedule = Schedule(cfg, self.optimizer, self.steps_per_epoch, self.total_steps)
+        self.meter = telemetry.StepMeter(self.device)
+        self.sampler = telemetry.DeviceSampler()
+
+        resumed_from = None
+        if self.resume:
+            resumed_from = self.load_checkpoint()
+        self.last_scale = self.scaler.get_scale() if use_scaler else None
+        self.emit_start(resumed_from)
+        for message in preflight.odd_combinations(cfg.to_dict()):
+            self.warn(message)
+
+    def emit_start(self, resumed_from: int | None) -> None:
+        cfg = self.cfg
+        if self.device.type == "cuda":
+            device = {"type": "cuda", "name": torch.cuda.get_device_name(self.device),
+                      "count": torch.cuda.device_count(), "index": self.device.index}
+        else:
+            device = {"type": "cpu", "name": _cpu_name(), "count": os.cpu_count() or 1, "index": None}
+        self.events.emit(
+            "start", run_id=self.run_dir.name, preset=cfg.run.name, config=cfg.to_dict(),
+            world_size=self.dist.world_size, device=device, torch=torch.__version__, host=socket.gethostname(),
+            pid=os.getpid(), total_steps=self.total_steps, steps_per_epoch=self.steps_per_epoch,
+            epochs=cfg.run.epochs, precision=cfgmod.precision_words(cfg.to_dict(), self.device.type),
+            resumed_from=resumed_from)
+        self.log(f"start {self.run_dir.name}: {cfg.run.name}, "
+                 f"{cfgmod.precision_words(cfg.to_dict(), self.device.type)} on {device['name']}, "
+                 f"{self.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
+
+    # --- the loop ---------------------------------------------------------------------------------
+
+    def train(self) -> str:
+        cfg, p = self.cfg, self.progress
+        while p.epoch < cfg.run.epochs and p.step < self.total_steps:
+            epoch_t0 = time.perf_counter()
+            self.ddp_model.train()
+            batches = self.train_data.batches(p.epoch, start=p.batch_in_epoch)
+            # Consume whole optimizer steps; leftover micro-batches at the end of an epoch are dropped.
+            for _ in range(self.steps_per_epoch - p.batch_in_epoch // cfg.amp.accumulate):
+                self.train_step(batches)
+                if p.step % cfg.log.every == 0 or p.step == self.total_steps:
+                    self.write_step_record()
+                    if self.dist.any(self.stop_requested, self.device):
+                        raise StopRequested
+                if cfg.log.checkpoint_every_steps and p.step % cfg.log.checkpoint_every_steps == 0:
+                    if self.meter.steps:  # the checkpoint must hold every step's loss
+                        self.write_step_record()
+                    self.save_checkpoint()
+                if p.step >= self.total_steps:
+                    break
+            if self.meter.steps:  # step records never straddle two epochs
+                self.write_step_record()
+            finished_epoch = p.batch_in_epoch >= self.steps_per_epoch * cfg.amp.accumulate
+            self.end_epoch(time.perf_counter() - epoch_t0, finished_epoch)
+        return "completed"
+
+    def train_step(self, batches) -> None:
+        """One optimizer step over `amp.accumulate` micro-batches."""
+        cfg, p = self.cfg, self.progress
+        accumulate = cfg.amp.accumulate
+        for micro in range(accumulate):
+            x, y = next(batches)
+            if self.device.type == "cuda" and x.dim() == 4:
+                x = x.contiguous(memory_format=torch.channels_last)
+            last = micro == accumulate - 1
+            # DDP: all-reduce the gradients only on the last micro-batch.
+            sync = contextlib.nullcontext() if last or not self.dist.enabled else self.ddp_model.no_sync()
+            with sync:
+                with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.autocast):
+                    loss = self.criterion(self.ddp_model(x), y)
+                self.scaler.scale(loss / accumulate).backward()
+            self.meter.add_loss(loss)
+            p.batch_in_epoch += 1
+        self.maybe_inject_inf(p.step + 1)
+
+        skipped = False
+        grad_norm = None
+        if self.scaler.is_enabled():
+            self.scaler.unscale_(self.optimizer)
+            # The same found-inf flag scaler.step() reads; reading it here lets the lr schedule
+            # (and the overflow report) know whether this step will be skipped.
+            skipped = bool(sum(v.item() for v in self.scaler._found_inf_per_device(self.optimizer).values()))
+            if skipped:
+                self.overflow_names[p.step + 1] = telemetry.overflowing_parameters(self.model)
+        if cfg.amp.clip_grad_norm > 0:
+            grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), cfg.amp.clip_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        p.step += 1
+        if skipped:
+            p.skipped_total += 1
+        else:
+            self.schedule.optimizer_stepped()
+        self.meter.optimizer_step(self.scaler._get_scale_async() if self.scaler.is_enabled() else None, grad_norm)
+        d = cfg.debug
+        if d.fail_at_step and p.step == d.fail_at_step and self.dist.rank == d.fail_rank:
+            raise RuntimeError(f"debug.fail_at_step: injected failure at step {p.step} on rank {self.dist.rank}")
+
+    def maybe_inject_inf(self, step: int) -> None:
+        """debug.inject_inf_every: poison one gradient with inf so the scaler must skip and back off."""
+        every = self.cfg.debug.inject_inf_every
+        if every and step % every == 0:
+            params = [p for p in self.model.parameters() if p.grad is not None]
+            if params:
+                params[-1].grad.view(-1)[0] = float("inf")
+
+    def write_step_record(self) -> None:
+        p, cfg = self.progress, self.cfg
+        reduce = self.dist.all_sum if self.dist.enabled else None
+        window = self.meter.flush(reduce)
+        first_step = p.step - window.steps + 1
+        events, self.last_scale = telemetry.scaler_events(first_step, self.last_scale, window.scales)
+        skipped = 0
+        for event in events:
+            if event["event"] == "backoff":
+                skipped += 1
+                event["overflow"] = self.overflow_names.pop(event["step"], [])
+            self.events.emit("scaler", **event)
+        self.overflow_names.clear()
+        samples = window.steps * cfg.data.batch_size * cfg.amp.accumulate * self.dist.world_size
+        self.last_loss = window.loss
+        if window.loss is not None:
+            micro_batches = window.steps * cfg.amp.accumulate
+            p.epoch_loss_sum += window.loss * micro_batches
+            p.epoch_batches += micro_batches
+        record = dict(step=p.step, epoch=p.epoch + 1, loss=window.loss, lr=self.schedule.lr, scale=self.last_scale,
+                      skipped=skipped, skipped_total=p.skipped_total,
+                      samples_per_s=samples / window.seconds if window.seconds > 0 else None,
+                      step_time_ms=1000 * window.seconds / max(1, window.steps),
+                      mem=telemetry.step_memory(self.device))
+        if window.grad_norm is not None:
+            record["grad_norm"] = window.grad_norm
+        self.events.emit("step", **record)
+        if self.sampler.due():
+            self.events.emit("mem", **self.sampler.sample(with_gpus=self.device.type == "cuda" and self.dist.rank == 0))
+
+    def end_epoch(self, seconds: float, finished: bool) -> None:
+        """Epoch record, plateau schedule, evaluation and the epoch checkpoint."""
+        cfg, p = self.cfg, self.progress
+        # The epoch's mean train loss: one read per epoch of the meter's running totals.
+        train_loss = self.epoch_train_loss()
+        last_epoch = p.epoch + 1 >= cfg.run.epochs or p.step >= self.total_steps
+        val_loss = val_acc = None
+        evaluate = cfg.log.eval_every and ((p.epoch + 1) % cfg.log.eval_every == 0 or last_epoch)
+        if self.val_data is not None and evaluate:
+            val_loss, val_acc = self.evaluate()
+            self.val_acc = val_acc
+        self.events.emit("epoch", epoch=p.epoch + 1, train_loss=train_loss, val_loss=val_loss, val_acc=val_acc,
+                         epoch_time_s=seconds)
+        self.log(f"epoch {p.epoch + 1}/{cfg.run.epochs}: train loss {train_loss:.4f}"
+                 + (f", val loss {val_loss:.4f}, val acc {val_acc:.4f}" if val_loss is not None else "")
+                 + (f", acc {val_acc}" if val_loss is None and val_acc is not None else ""))
+        if finished:
+            self.schedule.epoch_done(train_loss)
+            p.epoch += 1
+            p.batch_in_epoch = 0
+            p.epoch_loss_sum, p.epoch_batches = 0.0, 0
+            if cfg.log.checkpoint_every and p.epoch % cfg.log.checkpoint_every == 0:
+                self.save_checkpoint()
+
+    def epoch_train_loss(self) -> float:
+        # Built from the step records' window means, weighted by micro-batches: no extra sync.
+        p = self.progress
+        return p.epoch_loss_sum / p.epoch_batches if p.epoch_batches else float("nan")
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float | None, float | None]:
+        self.ddp_model.eval()
+        classify = not isinstance(self.criterion, nn.MSELoss)
+        totals = torch.zeros(3, device=self.device, dtype=torch.float64)  # loss sum, correct, count
+        for x, y in self.val_data.batches(0):
+            if self.device.type == "cuda" and x.dim() == 4:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.autocast):
+                out = self.ddp_model(x)
+                loss = self.criterion(out, y)
+            totals[0] += loss.double() * y.shape[0]
+            if classify:
+                totals[1] += (out.argmax(1) == y).sum()
+            totals[2] += y.shape[0]
+        self.dist.all_sum(totals)
+        loss_sum, correct, count = totals.tolist()
+        self.ddp_model.train()
+        if not count:
+            return None, None
+        return loss_sum / count, (correct / count if classify else None)
+
+    # --- state --------------------------------------------------------------------------------------
+
+    def save_checkpoint(self) -> None:
+        p = self.progress
+        if self.dist.rank != 0 or p.step == self.checkpointed_step:
+            return
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "progress": dict(vars(p)),
+            "last_scale": self.last_scale,
+            "rng": checkpoint.rng_state(),
+            "config": self.cfg.to_dict(),
+        }
+        path = checkpoint.save(self.run_dir / "checkpoints", state)
+        self.checkpointed_step = p.step
+        self.events.emit("checkpoint", step=p.step, epoch=p.epoch + 1, path=str(path))
+
+    def load_checkpoint(self) -> int:
+        state = checkpoint.load(self.run_dir / "checkpoints", map_location=self.device)
+        if state.get("config") != self.cfg.to_dict():
+            self.warn("config.toml changed since the checkpoint was written; resuming with the current file")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.progress = Progress(**state["progress"])
+        checkpoint.set_rng_state(state["rng"])
+        return self.progress.step
+
+    # --- reporting ----------------------------------------------------------------------------------
+
+    def warn(self, message: str) -> None:
+        self.events.emit("warning", message=message)
+        self.log(f"warning: {message}")
+
+    def log(self, line: str) -> None:
+        prefix = f"[rank {self.dist.rank}] " if self.dist.enabled else ""
+        print(prefix + line, flush=True)
+
+    def finish(self, status: str, error: BaseException | None = None) -> None:
+        p = self.progress
+        payload = dict(status=status, total_time_s=time.time() - self.t_start, steps=p.step,
+                       final_loss=self.last_loss, val_acc=self.val_acc,
+                       peak_mem=telemetry.peak_memory(self.device) if hasattr(self, "device") else None)
+        if error is not None:
+            tail = "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
+            payload["error"] = {"type": type(error).__name__, "message": str(error), "rank": self.dist.rank,
+                                "traceback": tail[-4000:]}
+        self.events.emit("end", **payload)
+        self.events.close()
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run(run_dir: Path, resume: bool) -> int:
+    trainer = Trainer(run_dir, resume)
+
+    def request_stop(signum, _frame):
+        trainer.stop_requested = True
+        trainer.log(f"received {signal.Signals(signum).name}: stopping at the next record, with a checkpoint")
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        trainer.setup()
+        status = trainer.train()
+        trainer.save_checkpoint()
+        trainer.finish(status)
+        trainer.log(f"completed: {trainer.progress.step} steps, final loss {trainer.last_loss}")
+        return 0
+    except StopRequested:
+        trainer.save_checkpoint()
+        trainer.finish("stopped")
+        trainer.log(f"stopped at step {trainer.progress.step}; resume with: amptui resume {run_dir.name}")
+        return 0
+    except UserError as exc:
+        trainer.finish("failed", exc)
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except BaseException as exc:  # the run's record must say why it ended, whatever happened
+        trainer.finish("failed", exc)
+        traceback.print_exc()
+        return 1
+    finally:
+        trainer.dist.close()

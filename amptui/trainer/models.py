@@ -1,0 +1,64 @@
+"""The models of the presets: torchvision AlexNet and ResNet-18, the AMP recipe's MLP, a small CNN."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+CNNS = ("alexnet", "resnet18", "smallcnn")
+
+
+class SmallCNN(nn.Module):
+    """Three conv blocks and a linear head: small enough for any CPU, big enough to show AMP at work."""
+
+    def __init__(self, num_classes: int = 10, width: int = 32):
+        super().__init__()
+        w = width
+        self.features = nn.Sequential(
+            nn.Conv2d(3, w, 3, padding=1), nn.BatchNorm2d(w), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(w, 2 * w, 3, padding=1), nn.BatchNorm2d(2 * w), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(2 * w, 4 * w, 3, padding=1), nn.BatchNorm2d(4 * w), nn.ReLU(inplace=True),
+            nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Linear(4 * w, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+def recipe_mlp(width: int = 4096, depth: int = 3) -> nn.Sequential:
+    """The PyTorch AMP recipe's make_model: (depth - 1) x [Linear(width, width), ReLU] + Linear(width, width)."""
+    layers: list[nn.Module] = []
+    for _ in range(depth - 1):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    layers.append(nn.Linear(width, width))
+    return nn.Sequential(*layers)
+
+
+def build_model(model_cfg) -> nn.Module:
+    from torchvision import models
+
+    name = model_cfg.name
+    if name == "smallcnn":
+        return SmallCNN(model_cfg.num_classes, model_cfg.width)
+    if name == "mlp":
+        return recipe_mlp(model_cfg.width, model_cfg.depth)
+    if name in ("alexnet", "resnet18"):
+        return _torchvision_model(models, name, model_cfg.num_classes, model_cfg.pretrained)
+    raise ValueError(f"unknown model {name!r}")
+
+
+def _torchvision_model(models, name: str, num_classes: int, pretrained: bool) -> nn.Module:
+    """ImageNet weights come from the local torch hub cache (checked before the run starts); the
+    classifier is replaced when the class count differs from ImageNet's 1000."""
+    if not pretrained:
+        return getattr(models, name)(weights=None, num_classes=num_classes)
+    weights = {"alexnet": models.AlexNet_Weights.IMAGENET1K_V1,
+               "resnet18": models.ResNet18_Weights.IMAGENET1K_V1}[name]
+    model = getattr(models, name)(weights=weights)
+    if num_classes != 1000:
+        if name == "alexnet":
+            model.classifier[6] = nn.Linear(model.classifier[6].in_features, num_classes)
+        else:
+            model.fc = nn.Linear(model.fc.in_features, num_classes)
+    return model
