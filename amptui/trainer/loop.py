@@ -167,7 +167,7 @@ class Trainer:
             world_size=self.dist.world_size, device=device, torch=torch.__version__, host=socket.gethostname(),
             pid=os.getpid(), total_steps=self.total_steps, steps_per_epoch=self.steps_per_epoch,
             epochs=cfg.run.epochs, precision=cfgmod.precision_words(cfg.to_dict(), self.device.type),
-            resumed_from=resumed_from)
+            resumed_from=resumed_from, scale=self.last_scale)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, "
                  f"{cfgmod.precision_words(cfg.to_dict(), self.device.type)} on {device['name']}, "
                  f"{self.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
@@ -349,7 +349,7 @@ class Trainer:
         }
         path = checkpoint.save(self.run_dir / "checkpoints", state)
         self.checkpointed_step = p.step
-        self.events.emit("checkpoint", step=p.step, epoch=p.epoch + 1, path=str(path))
+        self.events.emit("checkpoint", step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path))
 
     def load_checkpoint(self) -> int:
         state = checkpoint.load(self.run_dir / "checkpoints", map_location=self.device)

@@ -1,0 +1,48 @@
+"""Shared fixtures: every test gets its own runs folder and saved-presets folder, and a way to run
+the real `amptui` command line in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """Runs and saved presets go to temp folders; the working directory is a temp folder too."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("AMPTUI_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def runs_dir(isolated) -> Path:
+    return isolated / "runs"
+
+
+def amptui(*args: str, timeout: float = 240, check: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the real CLI (`python -m amptui ...`) and capture its output."""
+    proc = subprocess.run([sys.executable, "-m", "amptui", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"amptui {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def events(run_dir: Path, name: str = "events.jsonl") -> list[dict]:
+    return [json.loads(line) for line in (run_dir / name).read_text().splitlines() if line.strip()]
+
+
+def only_run(runs_dir: Path) -> Path:
+    found = [p for p in runs_dir.iterdir() if p.is_dir()]
+    assert len(found) == 1, found
+    return found[0]

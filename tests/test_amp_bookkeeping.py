@@ -1,0 +1,97 @@
+"""Unit tests of the trainer's AMP bookkeeping with a real GradScaler on the CPU (float16, tiny)."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from amptui.trainer import checkpoint
+from amptui.trainer.telemetry import StepMeter, overflowing_parameters, scaler_events
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def amp_step(model, opt, scaler, meter, poison=None):
+    x, y = torch.randn(4, 8), torch.randn(4, 4)
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = nn.functional.mse_loss(model(x), y)
+    scaler.scale(loss).backward()
+    if poison is not None:
+        dict(model.named_parameters())[poison].grad.view(-1)[0] = float("inf")
+    scaler.unscale_(opt)
+    found = sum(v.item() for v in scaler._found_inf_per_device(opt).values())
+    names = overflowing_parameters(model) if found else []
+    scaler.step(opt)
+    scaler.update()
+    opt.zero_grad()
+    meter.add_loss(loss)
+    meter.optimizer_step(scaler._get_scale_async(), None)
+    return bool(found), names
+
+
+def test_an_injected_inf_is_skipped_and_backs_off_and_clean_steps_grow():
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
+    meter = StepMeter(torch.device("cpu"))
+    before = [p.detach().clone() for p in model.parameters()]
+    skipped, names = amp_step(model, opt, scaler, meter, poison="2.weight")
+    assert skipped and names == ["2.weight"]  # only the poisoned layer is blamed
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())), "a skipped step changes nothing"
+    for _ in range(2):
+        assert amp_step(model, opt, scaler, meter) == (False, [])
+    window = meter.flush()
+    assert window.steps == 3 and window.scales == [512.0, 512.0, 1024.0]
+    assert math.isfinite(window.loss)
+    events, last = scaler_events(1, 1024.0, window.scales)
+    assert events == [
+        {"step": 1, "event": "backoff", "old_scale": 1024.0, "new_scale": 512.0},
+        {"step": 3, "event": "growth", "old_scale": 512.0, "new_scale": 1024.0},
+    ]
+    assert last == 1024.0
+
+
+def test_overflow_attribution_ranks_the_worst_parameter_first():
+    model = tiny_model()
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    model[0].weight.grad[:3] = float("inf")    # 3 rows x 8 = 24 values
+    model[2].bias.grad[0] = float("nan")       # 1 value
+    assert overflowing_parameters(model) == ["0.weight", "2.bias"]
+
+
+def test_meter_reads_the_device_once_per_window():
+    meter = StepMeter(torch.device("cpu"))
+    for value in (1.0, 2.0, 3.0):
+        meter.add_loss(torch.tensor(value))
+        meter.optimizer_step(None, torch.tensor(value * 10))
+    window = meter.flush()
+    assert (window.steps, window.loss, window.scales, window.grad_norm) == (3, 2.0, [], 30.0)
+    assert meter.flush().steps == 0  # the window starts over
+
+
+def test_checkpoint_round_trip_is_atomic_and_weights_only(tmp_path):
+    model = tiny_model()
+    scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
+    checkpoint.save(tmp_path, {"model": model.state_dict(), "scaler": scaler.state_dict(),
+                               "rng": checkpoint.rng_state(), "progress": {"step": 7}})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]  # no temp file left
+    state = checkpoint.load(tmp_path)
+    assert state["scaler"]["scale"] == 256.0 and state["progress"]["step"] == 7
+    checkpoint.set_rng_state(state["rng"])
+
+
+class RunsCode:
+    def __reduce__(self):
+        return (exec, ("open('pwned', 'w').write('x')",))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused(tmp_path, isolated):
+    torch.save({"model": RunsCode()}, tmp_path / "last.pt")
+    with pytest.raises(Exception):
+        checkpoint.load(tmp_path)
+    assert not (isolated / "pwned").exists()

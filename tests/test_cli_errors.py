@@ -1,0 +1,96 @@
+"""Bad input: one clear line naming the file, key or line; non-zero exit; no traceback; nothing
+left on disk. Each case goes through the real command line."""
+
+import pytest
+
+from conftest import FIXTURES, amptui
+
+
+def assert_clean_refusal(proc, runs_dir, *words):
+    assert proc.returncode == 2, proc
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("amptui: error: "), proc.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert not runs_dir.exists() or not any(runs_dir.iterdir()), "a refused run must leave nothing behind"
+
+
+def test_malformed_toml_names_the_file_and_line(runs_dir):
+    proc = amptui("run", str(FIXTURES / "presets" / "bad_syntax.toml"))
+    assert_clean_refusal(proc, runs_dir, "bad_syntax.toml", "line 3")
+
+
+def test_unknown_key_in_a_preset_is_refused(runs_dir):
+    proc = amptui("run", str(FIXTURES / "presets" / "unknown_key.toml"))
+    assert_clean_refusal(proc, runs_dir, "unknown_key.toml", "amp.autocastt")
+
+
+def test_bad_set_names_its_key(runs_dir):
+    assert_clean_refusal(amptui("run", "quickstart", "--set", "amp.dtype=float8"), runs_dir, "amp.dtype")
+    assert_clean_refusal(amptui("run", "quickstart", "--set", "data.batch_size=big"), runs_dir, "data.batch_size")
+    assert_clean_refusal(amptui("run", "quickstart", "--set", "amp.bogus=1"), runs_dir, "amp.bogus")
+
+
+def test_unknown_preset(runs_dir):
+    assert_clean_refusal(amptui("run", "no-such-preset"), runs_dir, "no-such-preset", "quickstart")
+
+
+def test_missing_cifar10_is_explained(runs_dir, isolated):
+    proc = amptui("run", "alexnet-cifar10", "--set", "data.download=false", "--set", "data.root=nowhere")
+    assert_clean_refusal(proc, runs_dir, "CIFAR-10 not found", "nowhere/cifar-10-batches-py", "data.name=synthetic")
+    assert not (isolated / "nowhere").exists()
+
+
+def test_failed_cifar10_download_is_explained_and_leaves_nothing(runs_dir, isolated):
+    # No network here (nor in CI): the real download is tried and fails.
+    proc = amptui("run", "alexnet-cifar10", "--set", "data.root=cifar")
+    assert_clean_refusal(proc, runs_dir, "CIFAR-10 not found", "download failed", "data.name=synthetic")
+    assert not (isolated / "cifar").exists()
+
+
+def test_missing_image_folder_is_explained(runs_dir):
+    proc = amptui("run", "resnet18-intel", "--set", "model.pretrained=false", "--set", "data.root=intel")
+    assert_clean_refusal(proc, runs_dir, "intel/seg_train", "data.name=synthetic")
+
+
+def test_missing_pretrained_weights_are_explained(runs_dir, isolated, monkeypatch):
+    (isolated / "intel" / "seg_train" / "a").mkdir(parents=True)
+    (isolated / "intel" / "seg_test" / "a").mkdir(parents=True)
+    proc = amptui("run", "resnet18-intel", "--set", "data.root=intel", "--set", "model.num_classes=1",
+                  env={"TORCH_HOME": str(isolated / "torch-home")})
+    assert_clean_refusal(proc, runs_dir, "ImageNet weights for resnet18", "torch-home", "model.pretrained=false")
+
+
+def test_cuda_on_a_machine_without_one_is_refused(runs_dir):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert_clean_refusal(amptui("run", "quickstart", "--set", "run.device=cuda"), runs_dir, "run.device", "cpu")
+
+
+def test_dataparallel_needs_two_gpus(runs_dir):
+    assert_clean_refusal(amptui("run", "quickstart", "--set", "dist.mode=dp"), runs_dir, "at least 2 GPUs")
+
+
+@pytest.mark.parametrize("command", ["stop", "resume"])
+@pytest.mark.parametrize("run_id", ["../etc", "/etc/passwd", "no-such-run"])
+def test_bad_run_ids(command, run_id, runs_dir):
+    proc = amptui(command, run_id)
+    assert_clean_refusal(proc, runs_dir)
+    assert run_id in proc.stderr or repr(run_id) in proc.stderr
+
+
+def test_help_is_fast_and_lists_the_commands():
+    proc = amptui("--help", check=True)
+    for command in ("run", "stop", "resume", "runs", "presets"):
+        assert command in proc.stdout
+    import subprocess, sys, time
+
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import amptui.cli"], check=True)
+    assert time.perf_counter() - start < 5  # generous: the real check is that torch is not imported
+    out = subprocess.run([sys.executable, "-c", "import sys, amptui.cli; print('torch' in sys.modules)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

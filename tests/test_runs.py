@@ -1,0 +1,82 @@
+"""Run storage: ids, folders, and status from events plus the process table."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from amptui.core import runs
+from amptui.core.errors import UserError
+from amptui.core.events import EventWriter
+
+
+def make_run(root, name="r1", records=(), pid=None):
+    path = root / name
+    path.mkdir(parents=True)
+    (path / "config.toml").write_text('[run]\nname = "quickstart"\n')
+    with EventWriter(path / "events.jsonl") as w:
+        for kind, fields in records:
+            w.emit(kind, **fields)
+    if pid is not None:
+        runs.write_launch_info(path, pid, ["test"])
+    return path
+
+
+def test_status_comes_from_the_last_session(tmp_path):
+    start = ("start", {"total_steps": 10})
+    done = make_run(tmp_path, "done", [start, ("step", {"step": 10}), ("end", {"status": "completed", "steps": 10})])
+    assert runs.load_run(done).status == "completed" and runs.load_run(done).progress == 1.0
+    # stopped, then resumed: the new session has no end yet and its process is gone
+    resumed = make_run(tmp_path, "resumed", [start, ("end", {"status": "stopped", "steps": 4}), start,
+                                             ("step", {"step": 6})], pid=999_999_999)
+    assert runs.load_run(resumed).status == "killed"
+
+
+def test_running_while_the_process_lives_then_killed(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        path = make_run(tmp_path, "live", [("start", {"total_steps": 5})], pid=proc.pid)
+        assert runs.load_run(path).status == "running"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert runs.load_run(path).status == "killed"
+
+
+def test_a_reused_pid_is_not_mistaken_for_the_run(tmp_path):
+    path = make_run(tmp_path, "old", [("start", {})], pid=os.getpid())
+    info = json.loads((path / "run.json").read_text())
+    info["create_time"] -= 3600  # the run's process started an hour before this one
+    (path / "run.json").write_text(json.dumps(info))
+    assert runs.load_run(path).status == "killed"
+
+
+def test_run_ids_are_unique_even_in_the_same_second(tmp_path):
+    made = {runs.new_run_dir(tmp_path, "quickstart").name for _ in range(50)}
+    assert len(made) == 50
+
+
+@pytest.mark.parametrize("bad", ["../x", "/etc", "a/b", "..", "", ".hidden"])
+def test_run_ids_cannot_leave_the_runs_folder(tmp_path, bad):
+    with pytest.raises(UserError):
+        runs.run_dir(tmp_path, bad)
+
+
+def test_list_is_newest_first_and_reads_only_head_and_tail_of_big_files(tmp_path):
+    old = make_run(tmp_path, "old", [("start", {"total_steps": 3}), ("end", {"status": "completed", "steps": 3})])
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / "config.toml").write_text("")
+    with EventWriter(new / "events.jsonl") as w:
+        w.emit("start", total_steps=200_000)
+        for step in range(1, 20_001):
+            w.emit("step", step=step, loss=1.0 / step)
+        w.emit("end", status="stopped", steps=20_000)
+    t0 = time.perf_counter()
+    listed = runs.list_runs(tmp_path)
+    assert time.perf_counter() - t0 < 1.0
+    assert [r.run_id for r in listed] == ["new", "old"]
+    assert (listed[0].status, listed[0].step, listed[0].total_steps) == ("stopped", 20_000, 200_000)
