@@ -40,8 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--runs-dir", metavar="DIR", default=argparse.SUPPRESS,
                        help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
 
-    p = sub.add_parser("run", help="run a preset without the dashboard")
-    p.add_argument("preset", help="a built-in or saved preset name, or a path to a .toml file")
+    p = sub.add_parser("run", help="run a preset without the dashboard",
+                       usage="amptui run PRESET [--set KEY=VALUE]... [--detach] | amptui run [PRESET] --script FILE "
+                             "[--set ...] [-- ARGS...]")
+    p.add_argument("preset", nargs="?", help="a built-in or saved preset name, or a path to a .toml file")
+    p.add_argument("--script", metavar="FILE", help="launch your own training script (which writes events with "
+                   "amptui.Monitor); arguments after -- go to the script")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key, e.g. --set amp.dtype=bfloat16 (repeatable)")
     p.add_argument("--detach", action="store_true", help="start in the background and print the run id")
@@ -60,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json"), default="table")
     runs_dir_option(p)
 
+    p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--no-bench", action="store_true", help="skip the matmul measurements")
+
     p = sub.add_parser("presets", help="list, show or save presets")
     psub = p.add_subparsers(dest="action", metavar="ACTION")
     psub.add_parser("list", help="built-in and saved presets")
@@ -75,7 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after a bare "--" belongs to the user's script (`amptui run --script x.py -- ARGS`).
+    script_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
     args = build_parser().parse_args(argv)
+    args.script_args = script_args
     try:
         handler = COMMANDS.get(args.command or "dashboard")
         return handler(args) or 0
@@ -93,10 +106,14 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_run(args) -> int:
     from .core import config, launch, presets
 
-    preset = presets.find_preset(args.preset)
+    if not args.preset and not args.script:
+        raise UserError("name a preset (see `amptui presets list`) or a script with --script FILE")
+    preset = presets.find_preset(args.preset) if args.preset else None
     overrides = config.parse_set(args.sets)
+    if args.script:
+        overrides["run.script"] = args.script
     run_dir, cfg = launch.create_run(preset, overrides, args.runs_dir)
-    proc = launch.start(run_dir)
+    proc = launch.start(run_dir, script_args=args.script_args)
     return _attach(run_dir, proc, args.detach, offset=0)
 
 
@@ -230,10 +247,16 @@ def cmd_presets(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    from .doctor import run_doctor
+
+    return run_doctor(args)
+
+
 def cmd_dashboard(args) -> int:
     print("the dashboard is not built yet; see `amptui --help` for the commands", file=sys.stderr)
     return 2
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "runs": cmd_runs, "presets": cmd_presets,
-            "dashboard": cmd_dashboard}
+            "doctor": cmd_doctor, "dashboard": cmd_dashboard}

@@ -42,6 +42,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "epochs": Key("int", 1, "Passes over the training set.", minimum=1),
         "max_steps": Key("int", 0, "Stop after this many optimizer steps (0 = no limit).", minimum=0),
         "device": Key("str", "auto", "Where to train; auto picks cuda when available.", ("auto", "cpu", "cuda")),
+        "script": Key("str", "", "Your own training script to launch instead of amptui's trainer (it writes "
+                      "events with amptui.Monitor); empty means amptui's trainer."),
     },
     "model": {
         "name": Key("str", "smallcnn", "Architecture.", ("alexnet", "resnet18", "mlp", "smallcnn")),
@@ -49,6 +51,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "pretrained": Key("bool", False, "Start from ImageNet weights found locally (alexnet, resnet18)."),
         "width": Key("int", 32, "smallcnn: channels of the first conv; mlp: features of every Linear.", minimum=1),
         "depth": Key("int", 3, "mlp: number of Linear layers.", minimum=1),
+        "factory": Key("str", "", "Your own model: \"package.module:function\" returning an nn.Module; empty "
+                       "means model.name."),
+        "args": Key("table", {}, "Keyword arguments for model.factory (other keys of [model] that amptui does not "
+                    "know are collected here too)."),
     },
     "data": {
         "name": Key("str", "synthetic", "Dataset: cifar10, an Intel-layout imagefolder, learnable synthetic "
@@ -62,6 +68,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "augment": Key("bool", False, "Random horizontal flips on training images."),
         "train_samples": Key("int", 2048, "synthetic / random: samples in the training set.", minimum=1),
         "val_samples": Key("int", 512, "synthetic / random: samples in the validation set (0 = none).", minimum=0),
+        "factory": Key("str", "", "Your own data: \"package.module:function\" returning (train, validation) "
+                       "datasets; empty means data.name."),
     },
     "optim": {
         "name": Key("str", "adamw", "Optimizer (fused kernels on CUDA).", ("adamw", "adam", "sgd")),
@@ -217,10 +225,16 @@ def flatten(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
             raise ConfigError(f"{source}: unknown section [{section}] (known: {', '.join(SCHEMA)})")
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: {section} must be a table [{section}], not a value")
+        extra = {}
         for name, value in table.items():
             key = f"{section}.{name}"
+            if section == "model" and table.get("factory") and name not in SCHEMA["model"]:
+                extra[name] = value  # a user model's own keyword arguments
+                continue
             _schema_key(key, source)
             flat[key] = value
+        if extra:
+            flat["model.args"] = {**table.get("args", {}), **extra} if isinstance(table.get("args", {}), dict) else extra
     return flat
 
 
@@ -236,7 +250,7 @@ def _schema_key(dotted: str, source: str) -> Key:
 
 
 _TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
-               "auto|bool": '"auto", true or false'}
+               "auto|bool": '"auto", true or false', "table": "a table of keyword arguments"}
 
 
 def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
@@ -260,6 +274,9 @@ def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
             raise bad
     elif key.type == "str":
         if not isinstance(value, str):
+            raise bad
+    elif key.type == "table":
+        if not isinstance(value, dict):
             raise bad
     if key.choices is not None and value not in key.choices:
         raise ConfigError(f"{source}: {dotted} must be one of {', '.join(key.choices)}; got {value!r}")
@@ -289,6 +306,13 @@ def _check_combinations(v: dict[str, dict[str, Any]], source: str) -> None:
     if v["debug"]["fail_rank"] >= world_size(v) and v["debug"]["fail_at_step"]:
         raise ConfigError(f"{source}: debug.fail_rank ({v['debug']['fail_rank']}) must be < the world size "
                           f"({world_size(v)})")
+    for dotted in ("model.factory", "data.factory"):
+        section, name = dotted.split(".")
+        ref = v[section][name]
+        if ref and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", ref):
+            raise ConfigError(f"{source}: {dotted} = {ref!r} must look like \"package.module:function\"")
+    if v["model"]["factory"] or v["data"]["factory"]:
+        return  # the user's code decides what fits together
     if v["data"]["name"] == "random" and v["model"]["name"] != "mlp":
         raise ConfigError(f"{source}: data.name = \"random\" (regression tensors) needs model.name = \"mlp\"")
     if v["model"]["name"] == "mlp" and v["data"]["name"] != "random":

@@ -20,9 +20,17 @@ from .errors import UserError
 from .presets import Preset, atomic_write_text
 
 
-def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False) -> list[str]:
-    """The command that runs a (resolved) config: the trainer module, under torchrun for DDP."""
-    trainer = ["-m", "amptui.trainer", str(run_dir)] + (["--resume"] if resume else [])
+RUN_DIR_ENV = "AMPTUI_RUN_DIR"  # tells a user's script (its amptui.Monitor) where its run folder is
+
+
+def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
+                    script_args: list[str] | None = None) -> list[str]:
+    """The command that runs a (resolved) config: amptui's trainer, or the user's own script
+    (`run.script`), under torchrun for DDP."""
+    if cfg.run.script:
+        trainer = [cfg.run.script, *(script_args or [])]
+    else:
+        trainer = ["-m", "amptui.trainer", str(run_dir)] + (["--resume"] if resume else [])
     if cfg.dist.mode != "ddp":
         return [sys.executable, "-u", *trainer]
     d = cfg.dist
@@ -36,12 +44,23 @@ def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False) -> 
     return launcher + trainer
 
 
-def create_run(preset: Preset, overrides: dict | None = None, root: Path | None = None) -> tuple[Path, cfgmod.Config]:
+def create_run(preset: Preset | None, overrides: dict | None = None,
+               root: Path | None = None) -> tuple[Path, cfgmod.Config]:
     """Validate, resolve for this machine, then make the run folder with its config.toml.
 
-    Nothing is written before every check has passed.
+    `preset` None means the defaults (e.g. `amptui run --script train.py`). Nothing is written
+    before every check has passed.
     """
-    cfg = preflight.resolve(preset.config(overrides))
+    if preset is None:
+        preset = Preset("script", Path("<defaults>"), True)
+        cfg = cfgmod.build_config({}, overrides)
+        if cfg.run.script and not cfg.run.name:
+            cfg = cfg.with_overrides({"run.name": Path(cfg.run.script).stem})
+    else:
+        cfg = preset.config(overrides)
+    if cfg.run.script and not Path(cfg.run.script).is_file():
+        raise UserError(f"run.script = {cfg.run.script!r}: no such file (relative to {os.getcwd()})")
+    cfg = preflight.resolve(cfg)
     path = runs.new_run_dir(runs.runs_root(root), cfg.run.name)
     header = f"# amptui run {path.name}: preset {preset.name!r} resolved for this machine"
     atomic_write_text(path / "config.toml", cfgmod.to_toml(cfg.to_dict(), header))
@@ -54,11 +73,11 @@ def load_config(run_dir: Path) -> cfgmod.Config:
     return cfgmod.build_config(cfgmod.read_toml(cfg_path), source=str(cfg_path))
 
 
-def start(run_dir: Path, resume: bool = False) -> subprocess.Popen:
+def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None) -> subprocess.Popen:
     """Start the trainer for `run_dir` in its own session; returns at once."""
     cfg = load_config(run_dir)
-    command = trainer_command(cfg, run_dir, resume)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    command = trainer_command(cfg, run_dir, resume, script_args)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{RUN_DIR_ENV: str(run_dir.resolve())})
     with open(run_dir / "output.log", "ab") as log:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=os.getcwd(), env=env, start_new_session=True)
@@ -90,6 +109,8 @@ def check_resumable(run_dir: Path) -> runs.RunInfo:
     info = runs.load_run(run_dir)
     if info.status == "running":
         raise UserError(f"run {info.run_id} is still running; stop it first (amptui stop {info.run_id})")
+    if load_config(run_dir).run.script:
+        raise UserError(f"run {info.run_id} ran your own script; resume it the way that script resumes")
     if info.status == "completed":
         raise UserError(f"run {info.run_id} has completed; start a new one with `amptui run`")
     if not (run_dir / "checkpoints" / "last.pt").is_file():
