@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detach", action="store_true", help="continue in the background")
     runs_dir_option(p)
 
+    p = sub.add_parser("watch", help="open the dashboard's run screen on a run, live or finished")
+    p.add_argument("run_id")
+    runs_dir_option(p)
+
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("--format", choices=("table", "json"), default="table")
     runs_dir_option(p)
@@ -254,9 +258,23 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_dashboard(args) -> int:
-    print("the dashboard is not built yet; see `amptui --help` for the commands", file=sys.stderr)
-    return 2
+    from .core import runs
+
+    from .dashboard.app import make_app
+
+    make_app(runs.runs_root(args.runs_dir)).run()
+    return 0
+
+
+def cmd_watch(args) -> int:
+    from .core import runs
+
+    run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)  # a bad id: one line, exit 2
+    from .dashboard.app import make_app
+
+    make_app(runs.runs_root(args.runs_dir), watch=run_dir).run()
+    return 0
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "runs": cmd_runs, "presets": cmd_presets,
-            "doctor": cmd_doctor, "dashboard": cmd_dashboard}
+            "doctor": cmd_doctor, "dashboard": cmd_dashboard, "watch": cmd_watch}

@@ -60,7 +60,11 @@ def summarize(run_dir: Path) -> RunSummary:
     """Read a run's whole rank-0 event stream (in chunks, constant memory) into its summary."""
     run_dir = Path(run_dir)
     summary = RunSummary(run_id=run_dir.name)
-    reader = EventReader(events_file(run_dir))
+    path = events_file(run_dir)
+    if not path.exists():  # a node of a multi-node run without rank 0: its lowest rank speaks
+        ranked = sorted(run_dir.glob("events.rank*.jsonl"), key=lambda p: int(p.name[11:-6] or 0))
+        path = ranked[0] if ranked else path
+    reader = EventReader(path)
     first_t = last_t = None
     epoch_times: list[float] = []
     peak = None

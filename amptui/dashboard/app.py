@@ -1,0 +1,98 @@
+"""The amptui dashboard: `amptui` opens the home screen, `amptui watch RUN_ID` a run screen.
+
+Imports only amptui.core / amptui.console (never torch or the trainer): it opens fast and stays
+small. Runs are started as separate, detached processes, so quitting never stops them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from textual.app import App
+
+from ..core.runs import process_alive as _process_alive
+from ..core.runs import runs_root as _runs_root
+
+
+class AmptuiApp(App):
+    CSS_PATH = "amptui.tcss"
+    TITLE = "amptui"
+    ENABLE_COMMAND_PALETTE = False
+
+    def __init__(self, runs_root: Path | str | None = None, *, watch: Path | None = None,
+                 clock: Callable[[], float] = time.time,
+                 process_alive: Callable[[dict], bool] = _process_alive):
+        super().__init__()
+        self.runs_display = str(_runs_root(runs_root))  # as the user gave it, for titles
+        self.runs_root = _runs_root(runs_root).resolve()
+        self.watch_dir = Path(watch) if watch else None
+        self.clock = clock
+        self.process_alive = process_alive
+
+    def on_mount(self) -> None:
+        from .screens.home import HomeScreen
+        from .screens.run import RunScreen
+
+        if self.watch_dir is not None:
+            self.push_screen(RunScreen(self.watch_dir, standalone=True))
+        else:
+            self.push_screen(HomeScreen())
+
+    # --- navigation used by the screens ----------------------------------------------------------
+    def home(self):
+        from .screens.home import HomeScreen
+
+        return next((s for s in self.screen_stack if isinstance(s, HomeScreen)), None)
+
+    def open_run(self, run_dir: Path) -> None:
+        from .screens.run import RunScreen
+
+        self.push_screen(RunScreen(run_dir))
+
+    def go_home(self, screen) -> None:
+        """Leave a run screen; the run goes on. From `amptui watch` there is no home yet: open it."""
+        from .screens.home import HomeScreen
+
+        if self.home() is not None:
+            while self.screen is not self.home():
+                self.pop_screen()
+            self.home().refresh_runs()
+        else:
+            self.switch_screen(HomeScreen())
+
+    def open_compare(self, run_dirs: list[Path]) -> None:
+        from .screens.compare import CompareScreen
+
+        self.push_screen(CompareScreen(run_dirs))
+
+    def compare_with(self, run_dir: Path) -> None:
+        """From a run screen: this run against the runs marked on home (their first is the baseline),
+        or else against the latest other run of the same preset."""
+        from ..core.runs import list_runs
+        from .widgets.runtable import RunTable
+
+        home = self.home()
+        marked = []
+        if home is not None:
+            marked = [m for m in home.query_one(RunTable).marked if m != run_dir.name]
+        dirs = [self.runs_root / m for m in marked]
+        if not dirs:
+            runs = list_runs(Path(run_dir).parent)
+            this = next((r for r in runs if r.run_id == run_dir.name), None)
+            other = next((r for r in runs if r.run_id != run_dir.name and this is not None
+                          and r.preset == this.preset and r.status != "running"), None)
+            if other is None:
+                self.notify("nothing to compare with: mark runs with space on the home screen",
+                            severity="warning")
+                return
+            dirs = [other.path]
+        self.open_compare(dirs + [Path(run_dir)])
+
+
+def make_app(runs_dir: Path | str | None = None, watch: str | Path | None = None, *,
+             clock: Callable[[], float] = time.time,
+             process_alive: Callable[[dict], bool] = _process_alive) -> AmptuiApp:
+    """The app factory (used by the CLI, the tests and the screenshot script)."""
+    return AmptuiApp(runs_dir, watch=Path(watch) if watch else None, clock=clock, process_alive=process_alive)

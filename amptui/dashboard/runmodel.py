@@ -1,0 +1,372 @@
+"""What the run screen shows, built from event records; no Textual in here.
+
+`RunModel.feed(records)` folds records into bounded state (downsampled series, the last few
+scaler events, ...); `RunTail.poll(model)` reads new records from a run's event files (rank 0
+and any `events.rank<N>.jsonl`) and its output.log, in chunks, so a huge history streams in
+without stalling anything. The tail runs in a worker thread; the screen renders from the model
+a few times a second. All model access goes through `model.lock`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+from ..core.events import EventReader, events_file
+from ..core.runs import process_alive, read_launch_info
+from ..core.series import Series
+
+SERIES_CAP = 400
+MAX_MEM_SERIES = 8
+CHUNK_BYTES = 2 * 1024 * 1024
+LOG_LINES = 400
+LOG_TAIL_BYTES = 64 * 1024
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+class RunModel:
+    def __init__(self, run_id: str = ""):
+        self.lock = threading.RLock()
+        self.version = 0
+        self.run_id = run_id
+        self.primary_rank = 0  # the rank whose file speaks for the run (0, or a node's lowest rank)
+        self.preset = ""
+        self.precision = ""
+        self.device: dict[str, Any] = {}
+        self.world_size = 1
+        self.total_steps: int | None = None
+        self.steps_per_epoch: int | None = None
+        self.epochs: int | None = None
+        self.started_t: float | None = None
+        self.session_t: float | None = None
+        self.session_step = 0
+        self.last_t: float | None = None
+        self.step = 0
+        self.epoch = 0
+        self.loss: float | None = None
+        self.lr: float | None = None
+        self.scale: float | None = None
+        self.skipped_total = 0
+        self.samples_per_s: float | None = None
+        self.step_time_ms: float | None = None
+        self.grad_norm: float | None = None
+        self.has_scaler = False
+        self.loss_s = Series(SERIES_CAP, "mean")
+        self.lr_s = Series(SERIES_CAP, "last")
+        self.scale_s = Series(SERIES_CAP, "last")
+        self.sps_s = Series(SERIES_CAP, "mean")
+        self.steptime_s = Series(SERIES_CAP, "mean")
+        self.backoffs = Series(SERIES_CAP // 2, "min")
+        self.growths = Series(SERIES_CAP // 2, "max")
+        self.n_backoff = 0
+        self.n_growth = 0
+        self.scaler_events: deque[dict[str, Any]] = deque(maxlen=6)
+        self.mem: dict[str, Series] = {}
+        self.mem_now: dict[str, tuple[float, float | None]] = {}  # label -> (value, total)
+        self.mem_peak: dict[str, float] = {}
+        self.rank_step: dict[int, int] = {}
+        self.epochs_seen: deque[dict[str, Any]] = deque(maxlen=50)
+        self.warnings: deque[str] = deque(maxlen=10)
+        self.checkpoints = 0
+        self.last_checkpoint: dict[str, Any] | None = None
+        self.end: dict[str, Any] | None = None
+        self.alive: bool | None = None  # process check, set by the tail
+        self.records = 0
+        self.log_lines: deque[str] = deque(maxlen=LOG_LINES)
+        self.log_seq = 0  # lines ever appended, so a view can append only what is new
+        self.loading = True  # still catching up with the history on disk
+
+    # --- status -----------------------------------------------------------------------------
+    @property
+    def status(self) -> str:
+        if self.end is not None:
+            return str(self.end.get("status", "failed"))
+        if self.alive is False:
+            return "killed"
+        if self.started_t is None:
+            return "starting"
+        return "running"
+
+    def elapsed(self, now: float) -> float | None:
+        if self.started_t is None:
+            return None
+        if self.end is not None or self.status == "killed":
+            end_t = (self.end or {}).get("t") or self.last_t or self.started_t
+            return max(0.0, end_t - self.started_t)
+        return max(0.0, now - self.started_t)
+
+    def eta(self, now: float) -> float | None:
+        if self.status != "running" or not self.total_steps or self.session_t is None:
+            return None
+        done = self.step - self.session_step
+        if done <= 0 or self.step >= self.total_steps:
+            return None
+        return (now - self.session_t) / done * (self.total_steps - self.step)
+
+    @property
+    def progress(self) -> float:
+        if not self.total_steps:
+            return 0.0
+        return min(1.0, self.step / self.total_steps)
+
+    # --- folding records -----------------------------------------------------------------------
+    def feed(self, records: list[dict[str, Any]]) -> None:
+        if not records:
+            return
+        with self.lock:
+            for rec in records:
+                handler = getattr(self, "_on_" + str(rec.get("kind")), None)
+                if handler is not None:
+                    try:
+                        handler(rec)
+                    except (TypeError, ValueError, KeyError, AttributeError):
+                        pass  # a record with odd fields must never take the screen down
+                t = rec.get("t")
+                if isinstance(t, (int, float)):
+                    self.last_t = t if self.last_t is None else max(self.last_t, t)
+            self.records += len(records)
+            self.version += 1
+
+    def _on_start(self, rec: dict[str, Any]) -> None:
+        if rec.get("rank", 0) != self.primary_rank:
+            return
+        self.run_id = rec.get("run_id") or self.run_id
+        self.preset = rec.get("preset") or self.preset
+        self.precision = rec.get("precision") or self.precision
+        self.device = rec.get("device") or self.device
+        self.world_size = rec.get("world_size") or self.world_size
+        self.total_steps = rec.get("total_steps") or self.total_steps
+        self.steps_per_epoch = rec.get("steps_per_epoch") or self.steps_per_epoch
+        self.epochs = rec.get("epochs") or self.epochs
+        if self.started_t is None:
+            self.started_t = rec.get("t")
+        self.session_t = rec.get("t")
+        self.session_step = rec.get("resumed_from") or 0
+        cfg = rec.get("config") or {}
+        amp = cfg.get("amp") or {}
+        self.has_scaler = bool(amp.get("grad_scaler") is True or "GradScaler" in self.precision)
+        self.end = None  # a resumed session: the run goes on
+
+    def _on_step(self, rec: dict[str, Any]) -> None:
+        rank = rec.get("rank", 0) or 0
+        step = rec.get("step")
+        if not isinstance(step, int) or isinstance(step, bool) or not isinstance(rank, int):
+            return  # not a step record we can place
+        rec = {k: (v if k in ("mem", "rank", "kind") or _num(v) is not None else None) for k, v in rec.items()}
+        self.rank_step[rank] = step
+        self._mem_from_step(rank, step, rec.get("mem") or {})
+        if rank != self.primary_rank:
+            return
+        self.step = step
+        self.epoch = int(rec.get("epoch") or self.epoch)
+        self.loss = rec.get("loss")
+        self.lr = rec.get("lr")
+        self.scale = rec.get("scale")
+        self.skipped_total = rec.get("skipped_total") or 0
+        self.samples_per_s = rec.get("samples_per_s")
+        self.step_time_ms = rec.get("step_time_ms")
+        self.grad_norm = rec.get("grad_norm", self.grad_norm)
+        self.loss_s.add(step, self.loss)
+        self.lr_s.add(step, self.lr)
+        if self.scale is not None and self.scale > 0:
+            self.has_scaler = True
+            self.scale_s.add(step, math.log2(self.scale))
+        self.sps_s.add(step, self.samples_per_s)
+        self.steptime_s.add(step, self.step_time_ms)
+
+    def _mem_series(self, label: str) -> Series | None:
+        series = self.mem.get(label)
+        if series is None:
+            if len(self.mem) >= MAX_MEM_SERIES:
+                return None
+            series = self.mem[label] = Series(SERIES_CAP, "max")
+        return series
+
+    def _mem_point(self, label: str, x: float, value: Any, total: Any = None) -> None:
+        if not isinstance(value, (int, float)):
+            return
+        series = self._mem_series(label)
+        if series is not None:
+            series.add(x, float(value))
+        self.mem_now[label] = (float(value), float(total) if isinstance(total, (int, float)) else None)
+        self.mem_peak[label] = max(self.mem_peak.get(label, 0.0), float(value))
+
+    def _mem_from_step(self, rank: int, step: int, mem: dict[str, Any]) -> None:
+        if "allocated" in mem:
+            self._mem_point(f"r{rank} allocated", step, mem.get("allocated"))
+            self._mem_point(f"r{rank} reserved", step, mem.get("reserved"))
+            if mem.get("peak_allocated") is not None:
+                self.mem_peak[f"r{rank} allocated"] = max(self.mem_peak.get(f"r{rank} allocated", 0.0),
+                                                          float(mem["peak_allocated"]))
+        elif "rss" in mem:
+            self._mem_point(f"r{rank} rss", step, mem.get("rss"))
+            if mem.get("peak_rss") is not None:
+                self.mem_peak[f"r{rank} rss"] = max(self.mem_peak.get(f"r{rank} rss", 0.0), float(mem["peak_rss"]))
+
+    def _on_mem(self, rec: dict[str, Any]) -> None:
+        rank = rec.get("rank", 0) or 0
+        x = self.rank_step.get(rank, self.step)
+        for dev in rec.get("devices") or []:
+            if rank != 0 and self.world_size > 1 and dev.get("index") is None:
+                continue
+            self._mem_point(f"gpu{dev.get('index', 0)} used", x, dev.get("used"), dev.get("total"))
+        if not rec.get("devices") and f"r{rank} rss" not in self.mem and rec.get("rss") is not None:
+            self._mem_point(f"r{rank} rss", x, rec.get("rss"))
+
+    def _on_scaler(self, rec: dict[str, Any]) -> None:
+        self.has_scaler = True
+        step = rec.get("step") or 0
+        new = rec.get("new_scale")
+        y = math.log2(new) if isinstance(new, (int, float)) and new > 0 else None
+        if rec.get("event") == "backoff":
+            self.n_backoff += 1
+            self.backoffs.add(step, y)
+        else:
+            self.n_growth += 1
+            self.growths.add(step, y)
+        overflow = rec.get("overflow") or []
+        self.scaler_events.append({"step": step, "event": rec.get("event"), "old": rec.get("old_scale"),
+                                   "new": new, "overflow": list(overflow[:4]), "n_overflow": len(overflow)})
+
+    def _on_epoch(self, rec: dict[str, Any]) -> None:
+        if rec.get("rank", 0) != self.primary_rank:
+            return
+        self.epochs_seen.append(rec)
+
+    def _on_checkpoint(self, rec: dict[str, Any]) -> None:
+        self.checkpoints += 1
+        self.last_checkpoint = rec
+
+    def _on_warning(self, rec: dict[str, Any]) -> None:
+        self.warnings.append(str(rec.get("message", "")))
+
+    def _on_end(self, rec: dict[str, Any]) -> None:
+        primary = rec.get("rank", 0) == self.primary_rank
+        if primary or rec.get("status") == "failed":
+            if self.end is None or primary:
+                self.end = rec
+                if primary and isinstance(rec.get("steps"), int):
+                    self.step = rec["steps"]
+
+    def add_log(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        with self.lock:
+            self.log_lines.extend(lines)
+            self.log_seq += len(lines)
+            self.version += 1
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        end = self.end or {}
+        return end.get("error") or None
+
+
+class RunTail:
+    """Reads a run folder's event files and log into a RunModel; call `poll` repeatedly."""
+
+    def __init__(self, run_dir: Path, model: RunModel, alive: Callable[[dict], bool] = process_alive):
+        self.run_dir = Path(run_dir)
+        self.model = model
+        self.readers: dict[int, EventReader] = {0: EventReader(events_file(self.run_dir, 0))}
+        self._alive = alive
+        self._log_path = self.run_dir / "output.log"
+        self._log_offset: int | None = None
+        self._log_partial = b""
+        self._last_scan = 0.0
+        self._last_alive = 0.0
+
+    def prefill(self) -> None:
+        """Name and precision from config.toml, before the trainer's start record arrives."""
+        try:
+            from ..core.runs import load_run
+
+            info = load_run(self.run_dir)
+        except Exception:  # a half-written folder: the events will tell
+            return
+        with self.model.lock:
+            self.model.preset = self.model.preset or info.preset
+            self.model.precision = self.model.precision or info.precision_words
+            self.model.version += 1
+
+    def _scan_ranks(self) -> None:
+        for path in self.run_dir.glob("events.rank*.jsonl"):
+            m = re.fullmatch(r"events\.rank(\d+)\.jsonl", path.name)
+            if m and int(m.group(1)) not in self.readers:
+                self.readers[int(m.group(1))] = EventReader(path)
+        # On a node of a multi-node run without rank 0, its lowest rank speaks for the run.
+        if not events_file(self.run_dir, 0).exists() and len(self.readers) > 1:
+            with self.model.lock:
+                self.model.primary_rank = min(r for r in self.readers if r != 0)
+
+    def _read_log(self) -> list[str]:
+        try:
+            size = self._log_path.stat().st_size
+        except FileNotFoundError:
+            return []
+        if self._log_offset is None:
+            self._log_offset = max(0, size - LOG_TAIL_BYTES)
+            skip_first = self._log_offset > 0
+        else:
+            skip_first = False
+        if size < self._log_offset:  # truncated: start again
+            self._log_offset, self._log_partial = 0, b""
+        if size == self._log_offset:
+            return []
+        with open(self._log_path, "rb") as fh:
+            fh.seek(self._log_offset)
+            chunk = fh.read(min(size - self._log_offset, LOG_TAIL_BYTES * 4))
+        self._log_offset += len(chunk)
+        data = self._log_partial + chunk
+        parts = data.split(b"\n")
+        self._log_partial = parts.pop()
+        if skip_first and parts:
+            parts = parts[1:]
+        lines = []
+        for raw in parts:
+            text = raw.decode("utf-8", "replace")
+            text = _ANSI.sub("", text.split("\r")[-1] if "\r" in text.rstrip("\r") else text.rstrip("\r"))
+            lines.append(text)
+        return lines
+
+    def poll(self, now: float | None = None) -> bool:
+        """Read what is new (at most a chunk per file). True when more is already waiting."""
+        now = time.monotonic() if now is None else now
+        if now - self._last_scan > 2.0:
+            self._last_scan = now
+            self._scan_ranks()
+        more = False
+        for reader in list(self.readers.values()):
+            before = reader.offset
+            records = reader.read(CHUNK_BYTES)
+            self.model.feed(records)
+            if reader.offset - before >= CHUNK_BYTES:
+                more = True
+        self.model.add_log(self._read_log())
+        if not more:
+            with self.model.lock:
+                if self.model.loading:
+                    self.model.loading = False
+                    self.model.version += 1
+        if self.model.end is None and (now - self._last_alive > 2.0 or self.model.alive is None):
+            self._last_alive = now
+            info = read_launch_info(self.run_dir)
+            alive = self._alive(info) if info else (self.model.started_t is not None and False)
+            if not info:
+                alive = None if self.model.started_t is None else False
+            with self.model.lock:
+                if alive != self.model.alive:
+                    self.model.alive = alive
+                    self.model.version += 1
+        return more

@@ -1,0 +1,365 @@
+"""The run screen: header, progress, loss / lr / loss-scale / memory / throughput panels, the
+output log and, when the run failed, its error. Attached to a run folder, live or finished."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Log, ProgressBar, Static
+from textual.worker import get_current_worker
+
+from ...console import fmt_bytes, fmt_duration
+from ...core.errors import UserError
+from ..runmodel import RunModel, RunTail
+from ..widgets.plot import Figure, Line, MetricPlot
+
+FLUSH_HZ = 4
+PANELS = (("loss", "loss"), ("lr", "lr"), ("scale", "loss scale"), ("mem", "memory"),
+          ("speed", "throughput"), ("log", "log"))
+TITLES = {"loss": "loss", "lr": "learning rate", "scale": "loss scale (log2)", "mem": "memory",
+          "speed": "throughput", "log": "output.log"}
+STATUS_STYLE = {"running": "bold green", "completed": "bold cyan", "stopped": "bold yellow",
+                "failed": "bold red", "killed": "bold red", "starting": "green"}
+COMPACT_W, COMPACT_H = 100, 30
+
+
+def fmt_scale(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x > 0 and float(math.log2(x)).is_integer():
+        return f"2^{int(math.log2(x))}"
+    return f"{x:g}"
+
+
+class Panel(Vertical):
+    ALLOW_MAXIMIZE = True
+
+
+class RunScreen(Screen):
+    BINDINGS = [
+        Binding("s", "stop", "Stop"),
+        Binding("d", "detach", "Detach"),
+        Binding("q", "back", "Back"),
+        Binding("c", "compare", "Compare"),
+        Binding("n", "next_panel", "Next panel"),
+        Binding("escape", "restore", "Restore", show=False),
+    ] + [Binding(str(i + 1), f"panel({i})", name, show=False) for i, (_, name) in enumerate(PANELS)]
+
+    def __init__(self, run_dir: Path, *, standalone: bool = False):
+        super().__init__(id=None)
+        self.run_dir = Path(run_dir)
+        self.standalone = standalone  # opened by `amptui watch`: q quits, d goes home
+        self.model = RunModel(self.run_dir.name)
+        self._rendered = -1
+        self._log_seq = 0
+        self.active = 0
+        self._stopping = False
+        self.scaler_lines = 4
+
+    # --- layout -----------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="run-header")
+        with Horizontal(id="progress-row"):
+            yield ProgressBar(total=1.0, show_eta=False, id="progress")
+            yield Static(id="progress-text")
+        yield Static(id="error-panel")
+        yield Static(id="panel-tabs")
+        with Grid(id="panels"):
+            with Panel(id="p-loss", classes="panel"):
+                yield MetricPlot(id="plot-loss")
+            with Panel(id="p-lr", classes="panel"):
+                yield MetricPlot(id="plot-lr")
+            with Panel(id="p-scale", classes="panel"):
+                yield MetricPlot(id="plot-scale")
+                yield Static(id="scale-info", classes="info")
+            with Panel(id="p-mem", classes="panel"):
+                yield MetricPlot(id="plot-mem")
+                yield Static(id="mem-info", classes="info")
+            with Panel(id="p-speed", classes="panel"):
+                yield MetricPlot(id="plot-speed")
+            with Panel(id="p-log", classes="panel"):
+                yield Log(max_lines=400, id="log", auto_scroll=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for i, (key, name) in enumerate(PANELS):
+            self.query_one(f"#p-{key}").border_title = f"{i + 1} {TITLES[key]}"
+        self.query_one("#error-panel").display = False
+        self._layout(self.size.width, self.size.height)
+        self.flush()
+        self.set_interval(1 / FLUSH_HZ, self.flush)
+        self.tail()
+
+    def on_resize(self, event) -> None:
+        self._layout(event.size.width, event.size.height)
+
+    def _layout(self, width: int, height: int) -> None:
+        compact = width < COMPACT_W or height < COMPACT_H
+        self.set_class(compact, "-compact")
+        for i, (key, _) in enumerate(PANELS):
+            self.query_one(f"#p-{key}").set_class(i == self.active, "-active")
+        self._tabs()
+
+    def _tabs(self) -> None:
+        parts = []
+        for i, (key, name) in enumerate(PANELS):
+            style = "bold reverse" if i == self.active else "dim"
+            parts.append((f" {i + 1} {name} ", style))
+            parts.append(" ")
+        self.query_one("#panel-tabs", Static).update(Text.assemble(*parts))
+
+    # --- live data -------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="run-tail")
+    def tail(self) -> None:
+        """Read the run's files into the model; the UI thread renders it FLUSH_HZ times a second."""
+        worker = get_current_worker()
+        tail = RunTail(self.run_dir, self.model, alive=self.app.process_alive)
+        tail.prefill()
+        idle = 0
+        while not worker.is_cancelled:
+            try:
+                more = tail.poll()
+            except OSError:
+                more = False
+            if more:
+                continue
+            finished = self.model.end is not None or self.model.status == "killed"
+            idle = idle + 1 if finished else 0
+            # A finished run can still be resumed (new records appended): keep looking, slowly.
+            time.sleep(1.0 if idle > 10 else 0.1)
+
+    def flush(self) -> None:
+        """Render the model if it changed (coalesces any number of records into one redraw)."""
+        now = self.app.clock()
+        m = self.model
+        with m.lock:
+            changed = m.version != self._rendered
+            self._rendered = m.version
+            self._header(now)
+            if not changed:
+                return
+            self._error()
+            self._plots()
+            new_lines = m.log_seq - self._log_seq
+            lines = list(m.log_lines)[-new_lines:] if new_lines > 0 else []
+            self._log_seq = m.log_seq
+        if lines:
+            self.query_one("#log", Log).write_lines(lines)
+
+    def _header(self, now: float) -> None:
+        m = self.model
+        status = m.status
+        if m.loading and m.records:
+            status_text = ("loading history…", "italic")
+        else:
+            status_text = (f"● {status}", STATUS_STYLE.get(status, ""))
+        device = m.device.get("name") or "?"
+        dtype = m.device.get("type") or ""
+        if m.world_size > 1:
+            device = f"{device} ({dtype}) x{m.world_size}"
+        elif dtype:
+            device = f"{device} ({dtype})"
+        eta = m.eta(now)
+        header = Text.assemble(
+            (m.preset or m.run_id, "bold"), " · ", (m.precision or "precision ?", "bold magenta"), " · ",
+            device, " · ", status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
+            *((" · ETA ", fmt_duration(eta)) if eta is not None else ()),
+        )
+        self.query_one("#run-header", Static).update(header)
+        self.query_one("#progress", ProgressBar).update(progress=m.progress)
+        total = m.total_steps or "?"
+        epochs = f" · epoch {m.epoch}/{m.epochs}" if m.epochs else ""
+        self.query_one("#progress-text", Static).update(f"step {m.step}/{total}{epochs} · {m.run_id}")
+
+    def _error(self) -> None:
+        m = self.model
+        panel = self.query_one("#error-panel", Static)
+        err = m.error
+        if m.status == "failed":
+            err = err or {}
+            tb = [l for l in str(err.get("traceback") or "").rstrip().splitlines()]
+            width = max(20, self.size.width - 6)
+            tail = [l if len(l) <= width else l[: width - 1] + "…" for l in tb[-(2 if self.has_class("-compact") else 6):]]
+            rank = err.get("rank")
+            text = Text.assemble(
+                ("✗ run failed", "bold red"), f" at step {(m.end or {}).get('steps', m.step)}",
+                f" (rank {rank})" if rank is not None else "", ": ",
+                (f"{err.get('type', 'Error')}: {err.get('message', '')}", "bold"),
+                "\n" if tail else "", ("\n".join(tail), "dim"))
+            panel.update(text)
+            panel.display = True
+            panel.set_class(True, "-failed")
+        elif m.status == "killed":
+            panel.update(Text.assemble(("✗ the trainer process is gone", "bold red"),
+                                       f" without an end record (killed?) after step {m.step}. Its output is "
+                                       f"in {self.run_dir / 'output.log'}; continue it with: amptui resume "
+                                       f"{m.run_id}"))
+            panel.display = True
+        elif m.status == "stopped":
+            panel.update(Text.assemble(("■ stopped", "bold yellow"),
+                                       f" at step {m.step}; continue it with: amptui resume {m.run_id}"))
+            panel.display = True
+            panel.set_class(False, "-failed")
+        else:
+            panel.display = False
+
+    def _plots(self) -> None:
+        m = self.model
+        # loss
+        xs, ys = m.loss_s.points()
+        self.query_one("#plot-loss", MetricPlot).update_figure(Figure([Line(xs, ys, color="cyan")]))
+        last = f"{m.loss:.4f}" if m.loss is not None else "-"
+        ep = m.epochs_seen[-1] if m.epochs_seen else None
+        extra = ""
+        if ep and ep.get("val_acc") is not None:
+            extra = f" · val acc {100 * ep['val_acc']:.1f}%"
+        self.query_one("#p-loss").border_subtitle = f"{last}{extra}"
+        # lr
+        xs, ys = m.lr_s.points()
+        self.query_one("#plot-lr", MetricPlot).update_figure(Figure([Line(xs, ys, color="green")]))
+        self.query_one("#p-lr").border_subtitle = f"{m.lr:.3g}" if m.lr is not None else "-"
+        # loss scale, log2 axis with backoffs and growths marked
+        self._scale_panel()
+        # memory
+        self._mem_panel()
+        # throughput
+        xs, ys = m.sps_s.points()
+        self.query_one("#plot-speed", MetricPlot).update_figure(
+            Figure([Line(xs, ys, label="samples/s", color="orange")]))
+        sps = f"{m.samples_per_s:,.0f} samples/s" if m.samples_per_s else "-"
+        st = f"{m.step_time_ms:.1f} ms/step" if m.step_time_ms else ""
+        self.query_one("#p-speed").border_subtitle = " · ".join(p for p in (sps, st) if p)
+
+    def _scale_panel(self) -> None:
+        m = self.model
+        plot = self.query_one("#plot-scale", MetricPlot)
+        info = self.query_one("#scale-info", Static)
+        plot.display = m.has_scaler
+        if not m.has_scaler:
+            info.update(Text(f"no GradScaler ({m.precision or 'precision unknown'}) · skipped steps "
+                             f"{m.skipped_total}", style="dim"))
+            self.query_one("#p-scale").border_subtitle = ""
+            return
+        xs, ys = m.scale_s.points()
+        bx, by = m.backoffs.points()
+        gx, gy = m.growths.points()
+        lines = [Line(xs, ys, label="log2 scale", color="magenta")]
+        if bx:
+            lines.append(Line(bx, by, label="backoff", color="red", marker="▼", scatter=True))
+        if gx:
+            lines.append(Line(gx, gy, label="growth", color="green", marker="▲", scatter=True))
+        all_y = ys + by + gy
+        yticks = None
+        if all_y:
+            lo, hi = math.floor(min(all_y)), math.ceil(max(all_y))
+            step = max(1, (hi - lo) // 4 or 1)
+            ticks = list(range(lo, hi + 1, step))
+            yticks = ([float(t) for t in ticks], [f"2^{t}" for t in ticks])
+        plot.update_figure(Figure(lines, yticks=yticks))
+        self.query_one("#p-scale").border_subtitle = f"scale {fmt_scale(m.scale)}"
+        parts: list = [("skipped ", ""), (str(m.skipped_total), "bold red" if m.skipped_total else "bold"),
+                       f" · ▼ {m.n_backoff} backoffs · ▲ {m.n_growth} growths"]
+        for ev in list(reversed(m.scaler_events))[:self.scaler_lines]:
+            mark, style = ("▼", "red") if ev["event"] == "backoff" else ("▲", "green")
+            line = f"\n{mark} step {ev['step']}: {fmt_scale(ev['old'])}→{fmt_scale(ev['new'])}"
+            parts.append((line, style))
+            if ev["overflow"]:
+                more = ev["n_overflow"] - len(ev["overflow"])
+                parts.append(" inf/NaN in " + ", ".join(ev["overflow"][:3]) + (f" +{more}" if more > 0 else ""))
+        info.update(Text.assemble(*parts, no_wrap=True, overflow="ellipsis"))
+
+    def _mem_panel(self) -> None:
+        m = self.model
+        colors = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
+        lines = []
+        gib = 1024 ** 3
+        unit, div = ("GiB", gib)
+        peaks = [v for v in m.mem_peak.values()]
+        if peaks and max(peaks) < gib:
+            unit, div = ("MiB", 1024 ** 2)
+        for i, (label, series) in enumerate(m.mem.items()):
+            xs, ys = series.points()
+            lines.append(Line(xs, [y / div for y in ys], label=label, color=colors[i % len(colors)]))
+        self.query_one("#plot-mem", MetricPlot).update_figure(Figure(lines))
+        self.query_one("#p-mem").border_subtitle = unit
+        parts = []
+        for label, (value, total) in m.mem_now.items():
+            of = f"/{fmt_bytes(total)}" if total else ""
+            peak = m.mem_peak.get(label)
+            parts.append(f"{label} {fmt_bytes(value)}{of} (peak {fmt_bytes(peak)})")
+        self.query_one("#mem-info", Static).update(Text("\n".join(parts[:4]), no_wrap=True, overflow="ellipsis"))
+
+    # --- actions -----------------------------------------------------------------------------------
+    def action_panel(self, index: int) -> None:
+        self.active = index
+        self._layout(self.size.width, self.size.height)
+        if not self.has_class("-compact"):
+            panel = self.query_one(f"#p-{PANELS[index][0]}")
+            if self.maximized is panel:
+                self.minimize()
+            else:
+                self.maximize(panel, container=False)
+
+    def action_next_panel(self) -> None:
+        self.active = (self.active + 1) % len(PANELS)
+        self._layout(self.size.width, self.size.height)
+        if self.maximized is not None:
+            self.maximize(self.query_one(f"#p-{PANELS[self.active][0]}"), container=False)
+
+    def action_restore(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+
+    def action_stop(self) -> None:
+        if self.model.status != "running":
+            self.notify(f"the run is not running ({self.model.status})", severity="warning")
+            return
+        if self._stopping:
+            self.notify("already stopping…")
+            return
+        from .modals import ConfirmModal
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._stopping = True
+                self.notify("stopping: the run writes a checkpoint, then ends", timeout=4)
+                self._stop()
+
+        self.app.push_screen(ConfirmModal(f"Stop run {self.model.run_id}?\nIt writes a checkpoint and ends "
+                                          "with status stopped (resume it later with amptui resume).",
+                                          yes="Stop", no="Keep running"), answer)
+
+    @work(thread=True, exclusive=True, group="run-stop")
+    def _stop(self) -> None:
+        from ...core import launch
+
+        try:
+            info = launch.stop(self.run_dir, wait_s=60)
+            message, severity = f"run {info.run_id}: {info.status} at step {info.step}", "information"
+        except UserError as exc:
+            message, severity = str(exc), "error"
+        self.app.call_from_thread(self._stopped, message, severity)
+
+    def _stopped(self, message: str, severity: str) -> None:
+        self._stopping = False
+        self.notify(message, severity=severity)
+
+    def action_detach(self) -> None:
+        self.app.go_home(self)
+
+    def action_back(self) -> None:
+        if self.standalone:
+            self.app.exit()
+        else:
+            self.app.go_home(self)
+
+    def action_compare(self) -> None:
+        self.app.compare_with(self.run_dir)

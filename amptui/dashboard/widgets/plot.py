@@ -1,0 +1,105 @@
+"""A line plot (textual-plotext) that redraws only when its data changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from textual_plotext import PlotextPlot
+
+COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
+
+
+@dataclass
+class Line:
+    xs: Sequence[float]
+    ys: Sequence[float]
+    label: str = ""
+    color: str = "cyan"
+    marker: str = "braille"
+    scatter: bool = False
+
+
+@dataclass
+class Figure:
+    lines: list[Line] = field(default_factory=list)
+    ylabel: str = ""
+    yticks: tuple[list[float], list[str]] | None = None
+    ylim: tuple[float, float] | None = None
+    xlim: tuple[float, float] | None = None
+    empty: str = "waiting for data"
+
+    def key(self) -> tuple:
+        return (tuple((len(l.xs), l.xs[-1] if l.xs else None, l.ys[-1] if l.ys else None, l.label)
+                      for l in self.lines), self.ylabel, self.yticks and tuple(self.yticks[0]), self.ylim,
+                self.xlim)
+
+
+def _short(n: int) -> str:
+    if abs(n) >= 1_000_000:
+        return f"{n / 1_000_000:.3g}M"
+    if abs(n) >= 10_000:
+        return f"{n / 1000:.3g}k"
+    return str(n)
+
+
+class MetricPlot(PlotextPlot):
+    """`update_figure(fig)` stores the data; the plot is rebuilt at the widget's size on render."""
+
+    DEFAULT_CSS = """
+    MetricPlot { height: 1fr; min-height: 5; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self._figure = Figure()
+        self._key: tuple | None = None
+
+    def update_figure(self, figure: Figure) -> bool:
+        key = figure.key()
+        if key == self._key:
+            return False
+        self._key = key
+        self._figure = figure
+        self.refresh()
+        return True
+
+    def render(self):
+        if not any(line.xs for line in self._figure.lines):
+            from rich.text import Text
+
+            return Text(self._figure.empty, style="dim italic", justify="center")
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        fig = self._figure
+        drawn = False
+        for line in fig.lines:
+            if not line.xs:
+                continue
+            drawn = True
+            kwargs = {"color": line.color, "marker": line.marker}
+            if line.label:
+                kwargs["label"] = line.label
+            if line.scatter:
+                plt.scatter(list(line.xs), list(line.ys), **kwargs)
+            else:
+                plt.plot(list(line.xs), list(line.ys), **kwargs)
+        if not drawn:
+            plt.title(fig.empty)
+        else:
+            xs = [x for line in fig.lines for x in line.xs]
+            lo, hi = min(xs), max(xs)
+            if hi > lo and all(float(x).is_integer() for x in (lo, hi)):
+                n = max(2, min(5, self.size.width // 10))
+                ticks = sorted({int(round(lo + (hi - lo) * i / (n - 1))) for i in range(n)})
+                plt.xticks(ticks, [_short(t) for t in ticks])
+        if fig.yticks and drawn:
+            plt.yticks(*fig.yticks)
+        if fig.ylim and drawn:
+            plt.ylim(*fig.ylim)
+        if fig.xlim and drawn:
+            plt.xlim(*fig.xlim)
+        if fig.ylabel:
+            plt.ylabel(fig.ylabel)
+        return super().render()

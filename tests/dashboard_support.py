@@ -1,0 +1,58 @@
+"""Shared helpers for the dashboard tests (canned runs, a frozen clock, waiting for workers)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+QUICK = "20261121-231544-quickstart-8ab8"
+SCALER = "20261121-231557-scaler-lab-058d"
+FAILED = "20261121-231609-quickstart-b640"
+LIVE = "20261121-231700-scaler-lab-live"
+FROZEN_NOW = 1795302966.0  # a few seconds after the live fixture's last record
+
+
+def copy_runs(root: Path, live: bool = False) -> Path:
+    shutil.copytree(FIXTURES / "runs", root, dirs_exist_ok=True)
+    if live:
+        shutil.copytree(FIXTURES / "live" / LIVE, root / LIVE)
+    return root
+
+
+async def until(pilot, condition, timeout: float = 10.0, step: float = 0.05) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(step)
+
+
+class Notes(list):
+    """Records app.notify calls: (message, severity)."""
+
+    def install(self, app):
+        original = app.notify
+
+        def notify(message, *args, **kwargs):
+            self.append((str(message), kwargs.get("severity", "information")))
+            return original(message, *args, **kwargs)
+
+        app.notify = notify
+        return self
+
+    def text(self) -> str:
+        return "\n".join(m for m, _ in self)
+
+
+def async_test(fn):
+    """Run an async test with asyncio.run (no pytest async plugin needed)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
