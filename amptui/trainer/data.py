@@ -78,8 +78,10 @@ def _image_transforms(data_cfg, mean, std, train: bool):
 
 
 def build_datasets(cfg) -> tuple[Dataset, Dataset | None]:
-    """(train, validation) for classifier data; `random` is handled by RandomBatches."""
+    """(train, validation) for classifier data or `data.factory`; `random` is handled by RandomBatches."""
     data, model = cfg.data, cfg.model
+    if getattr(data, "factory", ""):
+        return build_user_datasets(cfg)
     if data.name == "synthetic":
         val = SyntheticImages(data.val_samples, model.num_classes, data.img_size, cfg.run.seed, "val")
         train = SyntheticImages(data.train_samples, model.num_classes, data.img_size, cfg.run.seed, "train")
@@ -102,6 +104,78 @@ def build_datasets(cfg) -> tuple[Dataset, Dataset | None]:
         val = ImageFolder(str(test_dir), transform=_image_transforms(data, IMAGENET_MEAN, IMAGENET_STD, False))
         return train, val
     raise ValueError(f"unknown dataset {data.name!r}")
+
+
+def build_user_datasets(cfg) -> tuple[Dataset, Dataset | None]:
+    """`data.factory = "package.module:function"` returning (train, validation) map-style datasets
+    (validation may be None). The function gets those of root, img_size, augment, train_samples,
+    val_samples, seed and num_classes that it names as parameters. Failures are UserErrors."""
+    from ..core import usercode
+    from ..core.errors import UserError
+
+    ref, key = cfg.data.factory, "data.factory"
+    fn = usercode.load_factory(ref, key)
+    settings = {"root": str(Path(cfg.data.root).expanduser()), "img_size": cfg.data.img_size,
+                "augment": cfg.data.augment, "train_samples": cfg.data.train_samples,
+                "val_samples": cfg.data.val_samples, "seed": cfg.run.seed, "num_classes": cfg.model.num_classes}
+    result = usercode.call_factory(fn, ref, key, usercode.data_kwargs(fn, settings))
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        got = f"a {type(result).__name__} of {len(result)}" if isinstance(result, (tuple, list)) else \
+            type(result).__name__
+        raise UserError(f'{key} = "{ref}" returned {got}; it must return (train, validation) datasets '
+                        "(validation may be None)")
+    train, val = result
+    for what, ds in (("train", train), ("validation", val)):
+        if ds is None and what == "validation":
+            continue
+        if isinstance(ds, torch.utils.data.IterableDataset) or not (hasattr(ds, "__len__")
+                                                                    and hasattr(ds, "__getitem__")):
+            raise UserError(f'{key} = "{ref}" returned a {what} set of type {type(ds).__name__}; amptui needs '
+                            "map-style datasets (with __len__ and __getitem__)")
+        if len(ds) == 0:
+            raise UserError(f'{key} = "{ref}" returned an empty {what} set')
+    return train, val
+
+
+def _target_of(sample):
+    if isinstance(sample, dict) or not isinstance(sample, (tuple, list)) or len(sample) != 2:
+        return None
+    return sample[1]
+
+
+def choose_criterion(cfg, train) -> torch.nn.Module:
+    """The loss for this run's data: MSE for the recipe's random regression tensors and for float
+    targets of a `data.factory`; CrossEntropy for integer class labels. `train` is what
+    `build_train_val` returned for training. Looks at one sample (factories only)."""
+    from ..core.errors import UserError
+
+    if isinstance(train, RandomBatches):
+        return torch.nn.MSELoss()
+    if not getattr(cfg.data, "factory", ""):
+        return torch.nn.CrossEntropyLoss()
+    dataset = train.loader.dataset if isinstance(train, TrainData) else train
+    ref = cfg.data.factory
+    try:
+        sample = dataset[0]
+    except Exception as exc:
+        raise UserError(f'data.factory = "{ref}": reading sample 0 of its train set raised '
+                        f"{type(exc).__name__}: {exc}") from None
+    target = _target_of(sample)
+    if target is None:
+        raise UserError(f'data.factory = "{ref}": samples must be (input, target) pairs, got '
+                        f"{type(sample).__name__}")
+    if isinstance(target, bool) or isinstance(target, int):
+        return torch.nn.CrossEntropyLoss()
+    if isinstance(target, float):
+        return torch.nn.MSELoss()
+    if isinstance(target, torch.Tensor):
+        if target.dtype.is_floating_point:
+            return torch.nn.MSELoss()
+        if not target.dtype.is_complex and target.dtype != torch.bool:
+            return torch.nn.CrossEntropyLoss()
+    raise UserError(f'data.factory = "{ref}": targets must be integer class labels (CrossEntropy) or float '
+                    f"tensors (MSE), got {type(target).__name__}"
+                    + (f" of {target.dtype}" if isinstance(target, torch.Tensor) else ""))
 
 
 class ResumableSampler(DistributedSampler):
@@ -171,7 +245,7 @@ class RandomBatches:
 
 def build_train_val(cfg, rank: int, world_size: int, device: torch.device):
     """(train batches, validation batches or None) for this rank."""
-    if cfg.data.name == "random":
+    if cfg.data.name == "random" and not getattr(cfg.data, "factory", ""):
         val = RandomBatches(cfg, rank, device, "val") if cfg.data.val_samples >= cfg.data.batch_size else None
         return RandomBatches(cfg, rank, device, "train"), val
     train_ds, val_ds = build_datasets(cfg)

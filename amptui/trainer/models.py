@@ -36,6 +36,8 @@ def recipe_mlp(width: int = 4096, depth: int = 3) -> nn.Sequential:
 
 
 def build_model(model_cfg) -> nn.Module:
+    if getattr(model_cfg, "factory", ""):
+        return build_user_model(model_cfg)
     from torchvision import models
 
     name = model_cfg.name
@@ -46,6 +48,26 @@ def build_model(model_cfg) -> nn.Module:
     if name in ("alexnet", "resnet18"):
         return _torchvision_model(models, name, model_cfg.num_classes, model_cfg.pretrained)
     raise ValueError(f"unknown model {name!r}")
+
+
+def build_user_model(model_cfg) -> nn.Module:
+    """`model.factory = "package.module:function"`: called with `model.args` as keyword arguments
+    (plus num_classes when it names that parameter or takes **kwargs); must return an nn.Module.
+    Every failure is a UserError naming the factory."""
+    from ..core import usercode
+    from ..core.errors import UserError
+
+    ref, key = model_cfg.factory, "model.factory"
+    fn = usercode.load_factory(ref, key)
+    kwargs = usercode.model_kwargs(fn, getattr(model_cfg, "args", {}) or {}, model_cfg.num_classes)
+    usercode.check_call(fn, ref, key, kwargs)
+    model = usercode.call_factory(fn, ref, key, kwargs)
+    if not isinstance(model, nn.Module):
+        raise UserError(f'{key} = "{ref}" returned {type(model).__name__}, not a torch.nn.Module')
+    if not any(True for _ in model.parameters()):
+        raise UserError(f'{key} = "{ref}" returned a {type(model).__name__} without parameters; there is '
+                        "nothing to train")
+    return model
 
 
 def _torchvision_model(models, name: str, num_classes: int, pretrained: bool) -> nn.Module:
