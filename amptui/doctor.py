@@ -1,0 +1,99 @@
+"""`amptui doctor`: what this machine offers for AMP and which dtype to use."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from . import hardware
+
+
+def collect(bench: bool = True) -> dict[str, Any]:
+    info = hardware.describe()
+    rates = hardware.measure_all() if bench else {}
+    dtype, scaler, reason = hardware.recommend(info, rates)
+    info["rates"] = rates            # {device: {dtype: TFLOP/s}}; {} with --no-bench
+    info["benchmarked"] = bench
+    info["recommendation"] = {"dtype": dtype, "autocast": dtype != "float32", "grad_scaler": scaler,
+                              "reason": reason}
+    return info
+
+
+def run_doctor(args, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    report = collect(bench=not getattr(args, "no_bench", False))
+    if getattr(args, "format", "text") == "json":
+        out.write(json.dumps(report, indent=2) + "\n")
+    else:
+        out.write(render_text(report))
+    return 0
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def _yes(flag: Any) -> str:
+    return "yes" if flag else "no"
+
+
+def _cudnn(v: int | None) -> str:
+    if not v:
+        return "none"
+    # cuDNN 9+: major*10000 + minor*100 + patch; cuDNN 8: major*1000 + minor*100 + patch
+    major, rest = (v // 10000, v % 10000) if v >= 10000 else (v // 1000, v % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def render_text(r: dict[str, Any]) -> str:
+    t, cpu, nvml = r["torch"], r["cpu"], r["nvml"]
+    lines = ["PyTorch",
+             f"  torch {t['version']}   CUDA build {t['cuda'] or 'none (CPU-only build)'}"
+             + (f"   ROCm/HIP {t['hip']}" if t.get("hip") else "")
+             + f"   cuDNN {_cudnn(t['cudnn'])}",
+             f"  CUDA available: {_yes(t['cuda_available'])}   CPU threads: {t['threads']}"
+             + (f"   TF32 matmuls: {'on' if t['tf32_matmul'] else 'off'}" if t.get("tf32_matmul") is not None else ""),
+             "", "GPUs"]
+    if r["gpus"]:
+        for g in r["gpus"]:
+            lines.append(f"  cuda:{g['index']}  {g['name']}  {_gib(g['total_memory'])}  compute capability "
+                         f"{g['compute_capability']}  tensor cores: {_yes(g['tensor_cores'])}  bf16: {_yes(g['bf16'])}")
+    else:
+        lines.append("  none" + ("" if t["cuda"] else " (this torch build has no CUDA)")
+                     + ("" if t["cuda_available"] or not t["cuda"] else " (no usable CUDA device or driver)"))
+    lines += ["", "NVML (GPU telemetry)"]
+    if nvml["available"]:
+        lines.append(f"  available: driver {nvml.get('driver')}, {nvml.get('devices')} device(s)")
+    else:
+        lines.append(f"  not available: {nvml['reason']}")
+        lines.append("  (GPU memory/utilisation panels fall back to torch's own counters; CPU runs do not need it)")
+    flags = cpu["flags"]
+    lines += ["", "CPU",
+              f"  {cpu['model']}   {cpu['cores']} cores ({cpu['usable_cores']} usable)   "
+              f"torch kernels: {cpu['capability'] or '-'}",
+              "  " + "  ".join(f"{name} {_yes(flags.get(name))}" for name in
+                               ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "avx512f", "f16c")),
+              "", "Measured matmul rates (TFLOP/s, square matrices)"]
+    if not r["benchmarked"]:
+        lines.append("  skipped (--no-bench)")
+    else:
+        dtypes = hardware.DTYPES
+        lines.append("  " + f"{'device':<10}" + "".join(f"{d:>11}" for d in dtypes))
+        for device, rates in r["rates"].items():
+            cells = "".join(f"{'n/a' if rates.get(d) is None else format(rates[d], '.3f'):>11}" for d in dtypes)
+            lines.append("  " + f"{device:<10}" + cells)
+    rec = r["recommendation"]
+    setup = ("autocast " + rec["dtype"] + (" + GradScaler" if rec["grad_scaler"] else ", no GradScaler")
+             if rec["autocast"] else "float32, autocast off")
+    lines += ["", f"Recommendation: {setup}",
+              f"  {rec['reason']}",
+              f"  (try it: amptui run quickstart {_sets(rec)})", ""]
+    return "\n".join(lines)
+
+
+def _sets(rec: dict[str, Any]) -> str:
+    if not rec["autocast"]:
+        return "--set amp.autocast=false"
+    return (f"--set amp.autocast=true --set amp.dtype={rec['dtype']} "
+            f"--set amp.grad_scaler={'true' if rec['grad_scaler'] else 'false'}")
