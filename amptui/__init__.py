@@ -1,6 +1,16 @@
 """amptui: a terminal dashboard for PyTorch automatic mixed precision training.
 
-Importing this package stays cheap (no torch, no textual) so `amptui --help` answers fast.
+Importing this package stays cheap (no torch, no textual) so `amptui --help` answers fast;
+`amptui.Monitor` (which needs torch) loads on first use.
 """
 
 __version__ = "0.1.0"
+__all__ = ["Monitor", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "Monitor":
+        from .monitor import Monitor
+
+        return Monitor
+    raise AttributeError(f"module 'amptui' has no attribute {name!r}")

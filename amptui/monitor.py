@@ -1,0 +1,396 @@
+"""`amptui.Monitor`: your own training loop writes the same event stream as amptui's trainer.
+
+    import amptui
+    with amptui.Monitor("my-run", scaler=scaler, optimizer=optimizer, model=model) as mon:
+        for epoch in range(epochs):
+            for x, y in loader:
+                ...                                   # autocast, scaler.scale(loss).backward(), ...
+                scaler.step(optimizer); scaler.update()
+                mon.step(loss, batch_size=len(x))     # once per optimizer step
+            mon.epoch(val_acc=evaluate())
+
+Measuring does not change what is measured: `step()` adds the loss to a sum on the device and
+keeps a reference to the GradScaler's scale tensor; both are read back with one device-to-host
+copy every `log_every` steps. A step whose scale went down was skipped (GradScaler backs off
+if and only if it found inf/NaN gradients), so skipped steps need no extra sync either.
+
+The run folder: `$AMPTUI_RUN_DIR` when the script was started by `amptui run --script`, else a
+new folder under `$AMPTUI_RUNS_DIR` (default ./runs) with config.toml and run.json, so `amptui
+runs`, `watch`, `compare` and the dashboard see it. Under torchrun rank 0 writes events.jsonl
+and rank N events.rank<N>.jsonl (create the Monitor after init_process_group when amptui did
+not launch the script, so the ranks agree on the folder).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from .core import config as cfgmod
+from .core import runs
+from .core.events import EventWriter, events_file
+from .core.presets import atomic_write_text
+from .trainer import telemetry
+
+RUN_DIR_ENV = "AMPTUI_RUN_DIR"
+
+
+class Monitor:
+    """Write amptui's event stream (start, step, scaler, epoch, mem, warning, end) from your loop.
+
+    name: shown as the run's preset name. scaler: your torch.amp.GradScaler (scale, growth and
+    backoff, skipped steps). optimizer: for the learning rate. model: for the device (and the
+    parameter count in the start record). config: a preset-shaped dict ({"amp": {"dtype":
+    "float16"}, ...}), dotted keys ({"amp.dtype": "float16"}) or a Config, saying how you train,
+    so `amptui runs`/`compare` name the precision right. run_dir: where to write (default: see
+    the module doc). log_every: optimizer steps per step record (default config log.every, 10).
+    total_steps / epochs: for progress bars, when known.
+    """
+
+    def __init__(self, name: str, scaler=None, optimizer=None, model=None, config: Any = None,
+                 run_dir: str | os.PathLike | None = None, *, log_every: int | None = None,
+                 total_steps: int | None = None, epochs: int | None = None, device: Any = None):
+        self.name = str(name)
+        self.scaler = scaler
+        self.optimizer = optimizer
+        self.model = model
+        self.rank = int(os.environ.get("RANK", 0))
+        self.world_size = int(os.environ.get("WORLD_SIZE", 1))
+        self.device = self._guess_device(device, model, scaler)
+        self.closed = False
+        self.stop_requested = False
+        self.steps = 0
+        self.skipped_total = 0
+        self.last_loss: float | None = None
+        self.val_acc: float | None = None
+        self.t_start = time.time()
+        self._epoch = 0
+        self._epoch_t0 = time.perf_counter()
+        self._epoch_loss_sum = 0.0
+        self._epoch_steps = 0
+        self._window_samples = 0
+        self._have_samples = False
+        self._meter: telemetry.StepMeter | None = None
+        self._sampler = telemetry.DeviceSampler()
+        self._old_sigterm = None
+        self._log_every_arg = log_every
+        self._epochs_arg = epochs
+
+        self.run_dir, values = self._open_run_dir(run_dir, config)
+        self.config = cfgmod.Config(values)
+        self.log_every = int(log_every or values["log"]["every"] or 10)
+        self.events = EventWriter(events_file(self.run_dir, self.rank), self.rank) if self._writes else None
+        self.last_scale = self._scaler_enabled and float(scaler.get_scale()) or None  # once, at start
+        self._emit("start", run_id=self.run_dir.name, preset=self.name, config=values, world_size=self.world_size,
+                   device=self._device_info(), torch=torch.__version__, host=socket.gethostname(), pid=os.getpid(),
+                   total_steps=total_steps, epochs=epochs, steps_per_epoch=None,
+                   precision=cfgmod.precision_words(values, self.device.type), resumed_from=None,
+                   scale=self.last_scale, source="monitor",
+                   parameters=sum(p.numel() for p in model.parameters()) if model is not None else None)
+        self._install_sigterm()
+
+    # --- setup ----------------------------------------------------------------------------------
+
+    @property
+    def _scaler_enabled(self) -> bool:
+        return self.scaler is not None and bool(getattr(self.scaler, "is_enabled", lambda: True)())
+
+    @staticmethod
+    def _guess_device(device, model, scaler) -> torch.device:
+        if device is not None:
+            return torch.device(device)
+        if model is not None:
+            for p in model.parameters():
+                return p.device
+        if scaler is not None and getattr(scaler, "_device", None):
+            return torch.device(scaler._device)
+        return torch.device("cpu")
+
+    def _device_info(self) -> dict:
+        if self.device.type == "cuda":
+            return {"type": "cuda", "name": torch.cuda.get_device_name(self.device),
+                    "count": torch.cuda.device_count(), "index": self.device.index}
+        return {"type": self.device.type, "name": _cpu_name(), "count": os.cpu_count() or 1, "index": None}
+
+    def _user_values(self, config: Any) -> dict[str, Any]:
+        """config -> {"section.key": value} (checked against the schema later)."""
+        if config is None:
+            return {}
+        if isinstance(config, cfgmod.Config):
+            config = config.to_dict()
+        if not isinstance(config, Mapping):
+            raise TypeError("Monitor(config=...) takes a dict or an amptui Config")
+        flat: dict[str, Any] = {}
+        for key, value in config.items():
+            if "." in key:
+                flat[key] = value
+            elif isinstance(value, Mapping):
+                flat.update(cfgmod.flatten({key: dict(value)}, "Monitor(config=...)"))
+            else:
+                raise cfgmod.ConfigError(f"Monitor(config=...): {key!r} must be a section table or a dotted key")
+        return flat
+
+    def _resolved(self, base: Mapping | None, config: Any) -> dict:
+        """The run's config: base (the run folder's) <- what we can tell from the objects <- yours."""
+        user = self._user_values(config)
+        told: dict[str, Any] = {}
+        base_run = (base or {}).get("run", {}) if isinstance((base or {}).get("run"), dict) else {}
+        if base is None or base_run.get("name", "") in ("", Path(base_run.get("script", "")).stem):
+            told["run.name"] = self.name  # amptui's default name (the script's stem) gives way to yours
+        if base is None:
+            script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+            if script and os.path.isfile(script):
+                told["run.script"] = script
+            if self.world_size > 1:
+                per_node = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
+                told.update({"dist.mode": "ddp", "dist.nproc_per_node": per_node,
+                             "dist.nnodes": max(1, self.world_size // per_node),
+                             "dist.node_rank": int(os.environ.get("GROUP_RANK", 0))})
+        if "amp.grad_scaler" not in user:
+            told["amp.grad_scaler"] = self._scaler_enabled
+            if self._scaler_enabled and "amp.dtype" not in user and base is None:
+                told["amp.dtype"] = "float16"  # a GradScaler is what float16 needs
+        if "run.epochs" not in user and self._epochs_arg:
+            told["run.epochs"] = int(self._epochs_arg)
+        if "log.every" not in user and self._log_every_arg is not None:
+            told["log.every"] = self._log_every_arg
+        cfg = cfgmod.build_config(base or {}, {**told, **user}, source="Monitor(config=...)",
+                                  overrides_source="Monitor(config=...)")
+        values = cfg.to_dict()
+        dev = self.device.type if self.device.type in ("cpu", "cuda") else "cpu"
+        autocast, dtype, scaler = cfgmod.resolve_precision(values, dev)
+        values["run"]["device"] = dev
+        values["amp"]["dtype"] = dtype
+        values["amp"]["grad_scaler"] = scaler
+        if values["dist"]["backend"] == "auto":
+            values["dist"]["backend"] = "nccl" if dev == "cuda" else "gloo"
+        return values
+
+    def _open_run_dir(self, run_dir, config) -> tuple[Path, dict]:
+        env_dir = os.environ.get(RUN_DIR_ENV)
+        path = Path(run_dir) if run_dir is not None else (Path(env_dir) if env_dir else None)
+        self._writes = True
+        if path is not None:  # launched by amptui (or told where): the folder may hold config.toml
+            base = None
+            cfg_path = path / "config.toml"
+            if cfg_path.is_file():
+                base = cfgmod.read_toml(cfg_path)
+            values = self._resolved(base, config)
+            if self.rank == 0:
+                path.mkdir(parents=True, exist_ok=True)
+                text = cfgmod.to_toml(values, f"# amptui run {path.name}: written by amptui.Monitor")
+                if not cfg_path.is_file() or cfg_path.read_text() != text:
+                    atomic_write_text(cfg_path, text)
+                if not (path / "run.json").is_file():
+                    runs.write_launch_info(path, os.getpid(), list(sys.argv))
+            return path, values
+        values = self._resolved(None, config)
+        path = self._shared_new_dir()
+        if self.rank == 0:
+            atomic_write_text(path / "config.toml", cfgmod.to_toml(values, f"# amptui run {path.name}: written by "
+                                                                             "amptui.Monitor"))
+            (path / "checkpoints").mkdir(exist_ok=True)
+            runs.write_launch_info(path, os.getpid(), list(sys.argv))
+        return path, values
+
+    def _shared_new_dir(self) -> Path:
+        """Rank 0 makes the folder; under torch.distributed the other ranks learn it by broadcast.
+        Without a process group, ranks other than 0 cannot know it and write nothing."""
+        dist = torch.distributed
+        shared = self.world_size > 1 and dist.is_available() and dist.is_initialized()
+        path = runs.new_run_dir(runs.runs_root(), self.name) if self.rank == 0 else None
+        if shared:
+            box = [str(path) if path else None]
+            dist.broadcast_object_list(box, src=0)
+            path = Path(box[0])
+        elif self.rank != 0:
+            self._writes = False
+            path = Path(os.devnull)
+        return path
+
+    def _install_sigterm(self) -> None:
+        """`amptui stop` sends SIGTERM: end at the next step() with status stopped (only when the
+        script has no SIGTERM handler of its own)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                self._old_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError):
+            pass
+
+    def _on_sigterm(self, signum, _frame) -> None:
+        self.stop_requested = True
+
+    # --- recording ----------------------------------------------------------------------------------
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.emit(kind, **fields)
+
+    def step(self, loss, batch_size: int | None = None) -> None:
+        """Call once per optimizer step, after scaler.update() (or optimizer.step()). No host sync:
+        the loss stays on the device until the next record."""
+        if self.closed:
+            raise RuntimeError("Monitor.step() after close()")
+        if not isinstance(loss, torch.Tensor):
+            loss = torch.tensor(float(loss))
+        if self._meter is None:
+            self._meter = telemetry.StepMeter(loss.device)
+        meter = self._meter
+        meter.add_loss(loss.reshape(-1)[0] if loss.dim() else loss)
+        scale = None
+        if self._scaler_enabled:
+            scale = self.scaler._get_scale_async()
+            if scale is None:  # update() never ran: still the initial scale
+                scale = torch.tensor(float(self.scaler.get_scale()), device=loss.device)
+        meter.optimizer_step(scale, None)
+        self.steps += 1
+        if batch_size is not None:
+            self._window_samples += int(batch_size)
+            self._have_samples = True
+        if self.steps % self.log_every == 0:
+            self._write_step()
+        if self.stop_requested:
+            self.close("stopped")
+            raise SystemExit(0)
+
+    def _reduce(self):
+        dist = torch.distributed
+        if self.world_size > 1 and dist.is_available() and dist.is_initialized():
+            def all_sum(t):
+                dist.all_reduce(t)
+                return t
+            return all_sum
+        return None
+
+    def _write_step(self, reduce: bool = True) -> None:
+        meter = self._meter
+        if meter is None or not meter.steps:
+            return
+        window = meter.flush(self._reduce() if reduce else None)
+        first = self.steps - window.steps + 1
+        scaler_events, self.last_scale = telemetry.scaler_events(first, self.last_scale, window.scales)
+        skipped = 0
+        for event in scaler_events:
+            if event["event"] == "backoff":
+                skipped += 1
+                event["overflow"] = []  # the gradients are gone by now; finding names would cost a sync a step
+            self._emit("scaler", **event)
+        self.skipped_total += skipped
+        self.last_loss = window.loss
+        if window.loss is not None:
+            self._epoch_loss_sum += window.loss * window.steps
+            self._epoch_steps += window.steps
+        samples = self._window_samples * self.world_size if self._have_samples else None
+        self._window_samples = 0
+        record = dict(step=self.steps, epoch=self._epoch + 1, loss=window.loss, lr=self._lr(),
+                      scale=self.last_scale if self._scaler_enabled else None, skipped=skipped,
+                      skipped_total=self.skipped_total,
+                      samples_per_s=samples / window.seconds if samples is not None and window.seconds > 0 else None,
+                      step_time_ms=1000 * window.seconds / max(1, window.steps),
+                      mem=telemetry.step_memory(meter.device))
+        self._emit("step", **record)
+        if self._sampler.due():
+            self._emit("mem", **self._sampler.sample(with_gpus=meter.device.type == "cuda" and self.rank == 0))
+
+    def _lr(self) -> float | None:
+        if self.optimizer is None or not getattr(self.optimizer, "param_groups", None):
+            return None
+        lr = self.optimizer.param_groups[0].get("lr")
+        return float(lr) if lr is not None else None
+
+    def epoch(self, **metrics: Any) -> None:
+        """End of an epoch: train_loss (default: the mean of this epoch's steps), val_loss, val_acc,
+        or any other number you pass. `epoch=N` sets the epoch number (default: counts up)."""
+        if self.closed:
+            raise RuntimeError("Monitor.epoch() after close()")
+        self._write_step()  # step records never straddle two epochs
+        number = int(metrics.pop("epoch", self._epoch + 1))
+        fields = {k: _number(v) for k, v in metrics.items()}
+        if "train_loss" not in fields:
+            fields["train_loss"] = self._epoch_loss_sum / self._epoch_steps if self._epoch_steps else None
+        fields.setdefault("val_loss", None)
+        fields.setdefault("val_acc", None)
+        if fields["val_acc"] is not None:
+            self.val_acc = fields["val_acc"]
+        now = time.perf_counter()
+        self._emit("epoch", epoch=number, epoch_time_s=now - self._epoch_t0, **fields)
+        self._epoch = number
+        self._epoch_t0 = now
+        self._epoch_loss_sum, self._epoch_steps = 0.0, 0
+
+    def warning(self, message: str) -> None:
+        self._emit("warning", message=str(message))
+
+    def close(self, status: str = "completed", error: BaseException | None = None) -> None:
+        """Write the last step record and the `end` record. Safe to call twice."""
+        if self.closed:
+            return
+        if status not in ("completed", "stopped", "failed"):
+            raise ValueError(f"status must be completed, stopped or failed, not {status!r}")
+        self.closed = True
+        try:
+            # Collectives only when every rank is expected to get here together.
+            self._write_step(reduce=status == "completed")
+            device = self._meter.device if self._meter is not None else self.device
+            payload = dict(status=status, total_time_s=time.time() - self.t_start, steps=self.steps,
+                           final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=self.skipped_total,
+                           peak_mem=telemetry.peak_memory(device))
+            if error is not None:
+                tail = "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
+                payload["error"] = {"type": type(error).__name__, "message": str(error), "rank": self.rank,
+                                    "traceback": tail[-4000:]}
+            self._emit("end", **payload)
+        finally:
+            if self.events is not None:
+                self.events.close()
+            if self._old_sigterm is not None:
+                try:
+                    signal.signal(signal.SIGTERM, self._old_sigterm)
+                except (ValueError, OSError):
+                    pass
+
+    def __enter__(self) -> "Monitor":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.close("completed")
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.close("stopped")
+        elif issubclass(exc_type, SystemExit) and exc.code in (None, 0):
+            self.close("completed")
+        else:
+            self.close("failed", exc)
+        return False  # re-raise
+
+    def __repr__(self) -> str:
+        return f"Monitor({self.name!r}, run_dir={str(self.run_dir)!r}, steps={self.steps})"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value.tolist()
+    return value

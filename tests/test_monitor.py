@@ -1,0 +1,197 @@
+"""amptui.Monitor: an existing training loop writes amptui's event stream -- in-process, as the
+example script under plain `python`, and launched by `amptui run --script`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import amptui
+from amptui.core import runs
+from conftest import REPO, amptui as amptui_cli, events, only_run
+
+EXAMPLE = REPO / "examples" / "amp_recipe_monitor.py"
+# float16 + GradScaler with a huge initial scale on a 64-wide model: real overflows, backoffs and
+# growth within seconds on a CPU (float16 matmuls are slow on CPUs; keep them tiny).
+SCALER_ARGS = ["--dtype", "float16", "--size", "64", "--batch-size", "32", "--num-batches", "10",
+               "--init-scale", str(2.0 ** 32), "--growth-interval", "5", "--log-every", "5"]
+STEP_FIELDS = {"v", "kind", "t", "rank", "step", "epoch", "loss", "lr", "scale", "skipped", "skipped_total",
+               "samples_per_s", "step_time_ms", "mem"}
+
+
+def by_kind(records, kind):
+    return [r for r in records if r["kind"] == kind]
+
+
+def tiny_loop(steps: int, mon: amptui.Monitor | None = None, fp16: bool = True, after_step=None):
+    """The AMP recipe's loop at toy size: float16 + GradScaler (huge init scale, so it backs off)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 30, growth_interval=4, enabled=fp16)
+    x, y = torch.randn(8, 16), torch.randn(8, 16)
+    return model, opt, scaler, _run(steps, model, opt, scaler, x, y, mon, after_step)
+
+
+def _run(steps, model, opt, scaler, x, y, mon, after_step):
+    def loop(mon=mon):
+        for _ in range(steps):
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = nn.functional.mse_loss(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+            if mon is not None:
+                mon.step(loss, batch_size=8)
+            if after_step is not None:
+                after_step()
+    return loop
+
+
+def test_import_amptui_stays_free_of_torch():
+    code = "import sys, amptui; assert 'torch' not in sys.modules; amptui.Monitor; assert 'torch' in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_monitor_in_process_writes_a_valid_stream(runs_dir):
+    model, opt, scaler, _ = tiny_loop(0)
+    with amptui.Monitor("my-loop", scaler=scaler, optimizer=opt, model=model, log_every=5, total_steps=23,
+                        config={"amp": {"dtype": "float16"}}) as mon:
+        loop = _run(23, model, opt, scaler, torch.randn(8, 16), torch.randn(8, 16), mon, None)
+        loop()
+        mon.epoch(val_acc=torch.tensor(0.25))
+        mon.warning("just so")
+    run_dir = only_run(runs_dir)
+    assert mon.run_dir == run_dir
+    assert {"config.toml", "run.json", "events.jsonl"} <= {p.name for p in run_dir.iterdir()}
+    recs = events(run_dir)
+    kinds = [r["kind"] for r in recs]
+    assert kinds[0] == "start" and kinds[-1] == "end" and {"step", "scaler", "epoch", "mem", "warning"} <= set(kinds)
+    start = recs[0]
+    for key in ("run_id", "preset", "config", "world_size", "device", "torch", "host", "pid"):
+        assert key in start, key
+    assert start["run_id"] == run_dir.name and start["preset"] == "my-loop" and start["pid"] == os.getpid()
+    assert start["precision"] == "autocast float16 + GradScaler" and start["device"]["type"] == "cpu"
+    steps = by_kind(recs, "step")
+    assert [s["step"] for s in steps] == [5, 10, 15, 20, 23]  # every 5, plus the rest at the epoch's end
+    for rec in steps:
+        assert STEP_FIELDS <= set(rec), STEP_FIELDS - set(rec)
+        assert rec["lr"] == 0.01 and rec["scale"] > 0 and rec["samples_per_s"] > 0 and "rss" in rec["mem"]
+    backoffs = [r for r in by_kind(recs, "scaler") if r["event"] == "backoff"]
+    growths = [r for r in by_kind(recs, "scaler") if r["event"] == "growth"]
+    assert backoffs and growths
+    assert sum(s["skipped"] for s in steps) == len(backoffs) == steps[-1]["skipped_total"]
+    assert steps[-1]["scale"] == scaler.get_scale()
+    assert all(b["new_scale"] == b["old_scale"] / 2 for b in backoffs)
+    epoch = by_kind(recs, "epoch")[0]
+    assert epoch["epoch"] == 1 and epoch["val_acc"] == 0.25 and epoch["train_loss"] > 0
+    end = recs[-1]
+    assert end["status"] == "completed" and end["steps"] == 23 and end["val_acc"] == 0.25
+    info = runs.load_run(run_dir)
+    assert (info.status, info.preset, info.precision, info.step, info.total_steps) == \
+        ("completed", "my-loop", "fp16+scaler", 23, 23)
+
+
+def test_an_exception_inside_the_with_ends_the_run_failed_and_is_reraised(runs_dir):
+    model = nn.Linear(4, 4)
+    with pytest.raises(ValueError, match="boom"):
+        with amptui.Monitor("boom", model=model) as mon:
+            mon.step(torch.tensor(1.5))
+            raise ValueError("boom at step 1")
+    recs = events(only_run(runs_dir))
+    end = recs[-1]
+    assert end["kind"] == "end" and end["status"] == "failed" and end["steps"] == 1 and end["final_loss"] == 1.5
+    assert end["error"]["type"] == "ValueError" and end["error"]["message"] == "boom at step 1"
+    assert "raise ValueError" in end["error"]["traceback"]
+    info = runs.load_run(only_run(runs_dir))
+    assert info.status == "failed" and "boom at step 1" in info.error
+
+
+def test_no_host_sync_per_step(runs_dir, monkeypatch):
+    """CPU tensors have no device to wait for, and torch.cuda.set_sync_debug_mode needs CUDA; so
+    every Python-level device-to-host read (item, tolist, float/int/bool of a tensor) is counted
+    by wrapping it -- the mock stands in only for CUDA's sync-debug mode. The GradScaler's own
+    per-step read (scaler.step checks found_inf) is AMP's and happens without the Monitor too:
+    the Monitor may add exactly one read per `log_every` window."""
+    counts = {"n": 0}
+    for name in ("item", "tolist", "__float__", "__int__", "__bool__", "numpy"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *a, _original=original, **k):
+            counts["n"] += 1
+            return _original(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+
+    per_step: list[int] = []
+    _, _, _, baseline = tiny_loop(40, after_step=lambda: per_step.append(counts["n"]))
+    baseline()
+    base_total, base_steps = counts["n"], per_step[:]
+    assert base_total >= 40  # GradScaler.step reads found_inf once per step (AMP's own sync)
+
+    counts["n"], per_step[:] = 0, []
+    model, opt, scaler, _ = tiny_loop(0)
+    mon = amptui.Monitor("sync-count", scaler=scaler, optimizer=opt, model=model, log_every=10)
+    created = counts["n"]
+    loop = _run(40, model, opt, scaler, torch.randn(8, 16), torch.randn(8, 16), mon,
+                lambda: per_step.append(counts["n"]))
+    loop()
+    extra = [(m - created) - b for b, m in zip(base_steps, per_step)]
+    # Cumulative extra reads after each step: 0 inside a window, +1 at steps 10, 20, 30, 40.
+    assert extra == [i // 10 for i in range(1, 41)], extra
+    mon.close()
+    assert len(by_kind(events(only_run(runs_dir)), "step")) == 4
+
+
+def _example_run_checks(run_dir: Path, expect_preset: str):
+    recs = events(run_dir)
+    steps = by_kind(recs, "step")
+    assert steps and all(s["loss"] is not None and s["lr"] == 1e-3 and s["scale"] for s in steps)
+    backoffs = [r for r in by_kind(recs, "scaler") if r["event"] == "backoff"]
+    assert backoffs and steps[-1]["skipped_total"] == len(backoffs) == sum(s["skipped"] for s in steps)
+    assert recs[-1]["kind"] == "end" and recs[-1]["status"] == "completed"
+    assert recs[0]["preset"] == expect_preset
+
+
+@pytest.mark.slow
+def test_example_under_plain_python_shows_in_amptui_runs(runs_dir):
+    subprocess.run([sys.executable, str(EXAMPLE), *SCALER_ARGS, "--steps", "20"], check=True, timeout=120,
+                   capture_output=True, text=True)
+    run_dir = only_run(runs_dir)
+    _example_run_checks(run_dir, "amp-recipe")
+    listed = json.loads(amptui_cli("runs", "--format", "json", check=True).stdout)
+    assert [(r["run_id"], r["status"], r["precision"], r["step"]) for r in listed] == \
+        [(run_dir.name, "completed", "fp16+scaler", 20)]
+    assert listed[0]["final_loss"] is not None
+
+
+@pytest.mark.slow
+def test_example_under_amptui_run_script(runs_dir):
+    proc = amptui_cli("run", "--script", str(EXAMPLE), "--", *SCALER_ARGS, "--steps", "30", check=True)
+    run_dir = only_run(runs_dir)
+    assert proc.stdout.strip().splitlines()[-1] == f"run {run_dir.name}: completed"
+    assert "skipped" in proc.stdout
+    _example_run_checks(run_dir, "amp-recipe")
+    assert "30 steps; final loss" in (run_dir / "output.log").read_text()
+    listed = json.loads(amptui_cli("runs", "--format", "json", check=True).stdout)
+    assert [(r["run_id"], r["status"], r["precision"], r["step"], r["total_steps"]) for r in listed] == \
+        [(run_dir.name, "completed", "fp16+scaler", 30, 30)]
+
+
+@pytest.mark.slow
+def test_example_under_torchrun_is_rank_aware(runs_dir):
+    amptui_cli("run", "--script", str(EXAMPLE), "--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2",
+               "--", "--steps", "10", check=True)
+    run_dir = only_run(runs_dir)
+    rank0, rank1 = events(run_dir), events(run_dir, "events.rank1.jsonl")
+    assert {r["rank"] for r in rank0} == {0} and {r["rank"] for r in rank1} == {1}
+    assert rank0[0]["world_size"] == 2 and rank1[0]["world_size"] == 2
+    assert rank0[-1]["status"] == rank1[-1]["status"] == "completed"
+    assert runs.load_run(run_dir).world_size == 2
