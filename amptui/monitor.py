@@ -36,12 +36,13 @@ from typing import Any, Mapping
 import torch
 
 from .core import config as cfgmod
-from .core import runs
+from .core import launch, runs
 from .core.events import EventWriter, events_file
 from .core.presets import atomic_write_text
 from .trainer import telemetry
 
-RUN_DIR_ENV = "AMPTUI_RUN_DIR"
+RUN_DIR_ENV = launch.RUN_DIR_ENV
+STOP_FILE = getattr(launch, "STOP_FILE", "stop-requested")  # `amptui stop` writes it into the run folder
 
 
 class Monitor:
@@ -218,9 +219,10 @@ class Monitor:
         return path
 
     def _install_sigterm(self) -> None:
-        """`amptui stop` sends SIGTERM: end at the next step() with status stopped (only when the
-        script has no SIGTERM handler of its own)."""
-        if threading.current_thread() is not threading.main_thread():
+        """SIGTERM to a single process ends the run as stopped at its next record (only when the
+        script has no SIGTERM handler of its own). Not under torchrun: its agent uses SIGTERM to
+        take the other ranks down when one fails, and `amptui stop` writes the stop file anyway."""
+        if self.world_size > 1 or threading.current_thread() is not threading.main_thread():
             return
         try:
             if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
@@ -260,9 +262,21 @@ class Monitor:
             self._have_samples = True
         if self.steps % self.log_every == 0:
             self._write_step()
-        if self.stop_requested:
-            self.close("stopped")
-            raise SystemExit(0)
+            if self._stop_now():
+                # `amptui stop` (or SIGTERM): end the run as stopped and leave the script, at a
+                # record boundary, all ranks at the same step (as amptui's trainer does).
+                self.close("stopped")
+                raise SystemExit(0)
+
+    def _stop_now(self) -> bool:
+        """Checked once per record: the run folder's stop file (what `amptui stop` writes) or
+        SIGTERM. Under torch.distributed the ranks agree with one small all-reduce."""
+        flag = self.stop_requested or (self._writes and (self.run_dir / STOP_FILE).exists())
+        reduce = self._reduce()
+        if reduce is not None and self._meter is not None:
+            agreed = reduce(torch.tensor([1.0 if flag else 0.0], device=self._meter.device))
+            flag = bool(agreed.item() > 0)
+        return bool(flag)
 
     def _reduce(self):
         dist = torch.distributed

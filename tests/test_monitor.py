@@ -195,3 +195,26 @@ def test_example_under_torchrun_is_rank_aware(runs_dir):
     assert rank0[0]["world_size"] == 2 and rank1[0]["world_size"] == 2
     assert rank0[-1]["status"] == rank1[-1]["status"] == "completed"
     assert runs.load_run(run_dir).world_size == 2
+
+
+@pytest.mark.slow
+def test_amptui_stop_ends_a_script_run_as_stopped(runs_dir):
+    import time
+
+    proc = amptui_cli("run", "--detach", "--script", str(EXAMPLE), "--", "--epochs", "100000", check=True)
+    run_id = proc.stdout.strip().splitlines()[-1]
+    run_dir = runs_dir / run_id
+    try:
+        deadline = time.monotonic() + 60
+        while not any(r["kind"] == "step" for r in (events(run_dir) if (run_dir / "events.jsonl").exists() else [])):
+            assert time.monotonic() < deadline, (run_dir / "output.log").read_text()
+            time.sleep(0.2)
+        stop = amptui_cli("stop", run_id)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+    finally:  # never leave the script we started running
+        pid = runs.read_launch_info(run_dir).get("pid")
+        if pid and runs.process_alive(runs.read_launch_info(run_dir)):
+            os.kill(pid, 9)
+    end = events(run_dir)[-1]
+    assert end["kind"] == "end" and end["status"] == "stopped"
+    assert runs.load_run(run_dir).status == "stopped"
