@@ -98,6 +98,13 @@ def test_monitor_in_process_writes_a_valid_stream(runs_dir):
     info = runs.load_run(run_dir)
     assert (info.status, info.preset, info.precision, info.step, info.total_steps) == \
         ("completed", "my-loop", "fp16+scaler", 23, 23)
+    from amptui.dashboard.runmodel import RunModel  # what the dashboard's run screen shows
+
+    model_view = RunModel(run_dir.name)
+    model_view.feed(recs)
+    assert model_view.status == "completed" and model_view.has_scaler and model_view.lr == 0.01
+    assert model_view.loss == steps[-1]["loss"] and model_view.scale == scaler.get_scale()
+    assert model_view.skipped_total == len(backoffs)
 
 
 def test_an_exception_inside_the_with_ends_the_run_failed_and_is_reraised(runs_dir):
