@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -49,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key, e.g. --set amp.dtype=bfloat16 (repeatable)")
     p.add_argument("--detach", action="store_true", help="start in the background and print the run id")
+    p.add_argument("--print-launch", action="store_true",
+                   help="print the command to run on every node of a multi-node DDP run, and start nothing")
     runs_dir_option(p)
 
     p = sub.add_parser("stop", help="stop a running run gracefully (checkpoint, then status stopped)")
@@ -116,9 +116,30 @@ def cmd_run(args) -> int:
     overrides = config.parse_set(args.sets)
     if args.script:
         overrides["run.script"] = args.script
+    if args.print_launch:
+        return _print_launch(args, preset, overrides)
     run_dir, cfg = launch.create_run(preset, overrides, args.runs_dir)
     proc = launch.start(run_dir, script_args=args.script_args)
     return _attach(run_dir, proc, args.detach, offset=0)
+
+
+def _print_launch(args, preset, overrides) -> int:
+    """Each node's `amptui run` line, and the torchrun command it starts there."""
+    import shlex
+
+    from .core import launch
+
+    cfg = launch.resolve_config(preset, overrides)
+    if cfg.dist.mode != "ddp":
+        raise UserError("--print-launch is for DDP runs: add --set dist.mode=ddp")
+    base = ["amptui", "run"] + ([args.preset] if args.preset else []) + \
+        [a for s in args.sets if not s.startswith("dist.node_rank=") for a in ("--set", s)]
+    for node in range(cfg.dist.nnodes):
+        node_cfg = cfg.with_overrides({"dist.node_rank": node})
+        print(f"# node {node} of {cfg.dist.nnodes}:")
+        print(shlex.join(base + ["--set", f"dist.node_rank={node}"]))
+        print("#   which runs: " + shlex.join(["torchrun", *launch.torchrun_args(node_cfg, Path("runs/RUN_ID"))]))
+    return 0
 
 
 def cmd_resume(args) -> int:
@@ -141,7 +162,7 @@ def _size(path: Path) -> int:
 def _attach(run_dir: Path, proc, detach: bool, offset: int) -> int:
     """Follow a just-started trainer on the terminal, or leave it running and print its id."""
     from .console import ProgressPrinter
-    from .core.events import EventReader
+    from .core.events import EventReader, primary_events_file
 
     if detach:
         print(f"started in the background; follow it with: amptui watch {run_dir.name}")
@@ -154,6 +175,8 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int) -> int:
     stopping = False
     while end is None:
         try:
+            if reader.offset == offset and primary_events_file(run_dir) != reader.path:
+                reader = EventReader(primary_events_file(run_dir))  # this node holds no rank 0
             batch = reader.read()
             printer.feed(batch)
             end = next((r for r in batch if r.get("kind") == "end"), None)
@@ -171,11 +194,10 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int) -> int:
                 print(f"left running in the background: amptui watch {run_dir.name}", file=sys.stderr)
                 return 130
             stopping = True
-            print(f"\nstopping (checkpoint first); Ctrl-C again to leave it running", file=sys.stderr)
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            print("\nstopping (checkpoint first); Ctrl-C again to leave it running", file=sys.stderr)
+            from .core.launch import request_stop
+
+            request_stop(run_dir)
     printer.close()
     try:
         proc.wait(timeout=30)

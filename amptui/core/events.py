@@ -21,6 +21,17 @@ def events_file(run_dir: Path, rank: int = 0) -> Path:
     return Path(run_dir) / ("events.jsonl" if rank == 0 else f"events.rank{rank}.jsonl")
 
 
+def primary_events_file(run_dir: Path) -> Path:
+    """The file that speaks for a run: rank 0's, or on a node of a multi-node run that holds other
+    ranks (torchrun's rendezvous decides who is rank 0), this node's lowest rank's."""
+    run_dir = Path(run_dir)
+    main = events_file(run_dir)
+    if main.exists():
+        return main
+    ranked = sorted(run_dir.glob("events.rank*.jsonl"), key=lambda p: int(p.name[11:-6] or 0))
+    return ranked[0] if ranked else main
+
+
 def _clean(value: Any) -> Any:
     """JSON has no inf/NaN: write them as null plus nothing else surprising."""
     if isinstance(value, float):

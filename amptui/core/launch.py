@@ -8,7 +8,6 @@ it down. DDP runs go through torchrun, which starts one trainer per rank.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,34 +24,47 @@ RUN_DIR_ENV = "AMPTUI_RUN_DIR"  # tells a user's script (its amptui.Monitor) whe
 
 def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
                     script_args: list[str] | None = None) -> list[str]:
-    """The command that runs a (resolved) config: amptui's trainer, or the user's own script
-    (`run.script`), under torchrun for DDP."""
+    """The command that runs a (resolved) config: amptui's trainer or the user's own script
+    (`run.script`); for DDP, the supervisor that runs them under torchrun."""
+    if cfg.dist.mode == "ddp":
+        return [sys.executable, "-u", "-m", "amptui.trainer.torchrun", str(run_dir)] + \
+            (["--resume"] if resume else []) + (["--", *script_args] if script_args else [])
+    return [sys.executable, "-u", *worker_args(cfg, run_dir, resume, script_args)]
+
+
+def worker_args(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
+                script_args: list[str] | None = None) -> list[str]:
+    """What one worker runs, after `python`: amptui's trainer module or the user's script."""
     if cfg.run.script:
-        trainer = [cfg.run.script, *(script_args or [])]
-    else:
-        trainer = ["-m", "amptui.trainer", str(run_dir)] + (["--resume"] if resume else [])
-    if cfg.dist.mode != "ddp":
-        return [sys.executable, "-u", *trainer]
+        return [cfg.run.script, *(script_args or [])]
+    return ["-m", "amptui.trainer", str(run_dir)] + (["--resume"] if resume else [])
+
+
+def torchrun_args(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
+                  script_args: list[str] | None = None) -> list[str]:
+    """torchrun's arguments for a DDP run (what `--print-launch` shows)."""
     d = cfg.dist
-    launcher = [sys.executable, "-u", "-m", "torch.distributed.run", "--nproc-per-node", str(d.nproc_per_node),
-                "--max-restarts", str(d.max_restarts)]
+    args = ["--nproc-per-node", str(d.nproc_per_node), "--max-restarts", str(d.max_restarts)]
     if d.nnodes == 1:
-        launcher += ["--standalone"]  # a free port per run, so two local DDP runs never collide
+        args += ["--standalone"]  # a free port per run, so two local DDP runs never collide
     else:
-        launcher += ["--nnodes", str(d.nnodes), "--node-rank", str(d.node_rank), "--rdzv-backend", "c10d",
-                     "--rdzv-endpoint", d.rdzv_endpoint]
-    return launcher + trainer
+        args += ["--nnodes", str(d.nnodes), "--node-rank", str(d.node_rank), "--rdzv-backend", "c10d",
+                 "--rdzv-endpoint", d.rdzv_endpoint, "--rdzv-id", f"amptui-{cfg.run.name}-{cfg.run.seed}"]
+    # Every rank's output in output.log, each line prefixed with its rank.
+    args += ["--log-dir", str(run_dir / "torchrun"), "--tee", "3",
+             "--log-line-prefix-template", "[rank ${rank}] "]
+    worker = worker_args(cfg, run_dir, resume, script_args)
+    if worker[0] == "-m":
+        return args + worker
+    return args + ["--no-python", sys.executable, "-u", *worker]
 
 
-def create_run(preset: Preset | None, overrides: dict | None = None,
-               root: Path | None = None) -> tuple[Path, cfgmod.Config]:
-    """Validate, resolve for this machine, then make the run folder with its config.toml.
+def resolve_config(preset: Preset | None, overrides: dict | None = None) -> cfgmod.Config:
+    """The preset with its overrides, validated and resolved for this machine (nothing written).
 
-    `preset` None means the defaults (e.g. `amptui run --script train.py`). Nothing is written
-    before every check has passed.
+    `preset` None means the defaults (e.g. `amptui run --script train.py`).
     """
     if preset is None:
-        preset = Preset("script", Path("<defaults>"), True)
         cfg = cfgmod.build_config({}, overrides)
         if cfg.run.script and not cfg.run.name:
             cfg = cfg.with_overrides({"run.name": Path(cfg.run.script).stem})
@@ -60,9 +72,18 @@ def create_run(preset: Preset | None, overrides: dict | None = None,
         cfg = preset.config(overrides)
     if cfg.run.script and not Path(cfg.run.script).is_file():
         raise UserError(f"run.script = {cfg.run.script!r}: no such file (relative to {os.getcwd()})")
-    cfg = preflight.resolve(cfg)
+    return preflight.resolve(cfg)
+
+
+def create_run(preset: Preset | None, overrides: dict | None = None,
+               root: Path | None = None) -> tuple[Path, cfgmod.Config]:
+    """Validate and resolve, then make the run folder with its config.toml.
+
+    Nothing is written before every check has passed.
+    """
+    cfg = resolve_config(preset, overrides)
     path = runs.new_run_dir(runs.runs_root(root), cfg.run.name)
-    header = f"# amptui run {path.name}: preset {preset.name!r} resolved for this machine"
+    header = f"# amptui run {path.name}: preset {cfg.run.name!r} resolved for this machine"
     atomic_write_text(path / "config.toml", cfgmod.to_toml(cfg.to_dict(), header))
     (path / "checkpoints").mkdir()
     return path, cfg
@@ -73,9 +94,13 @@ def load_config(run_dir: Path) -> cfgmod.Config:
     return cfgmod.build_config(cfgmod.read_toml(cfg_path), source=str(cfg_path))
 
 
+STOP_FILE = "stop-requested"
+
+
 def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None) -> subprocess.Popen:
     """Start the trainer for `run_dir` in its own session; returns at once."""
     cfg = load_config(run_dir)
+    (run_dir / STOP_FILE).unlink(missing_ok=True)
     command = trainer_command(cfg, run_dir, resume, script_args)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{RUN_DIR_ENV: str(run_dir.resolve())})
     with open(run_dir / "output.log", "ab") as log:
@@ -85,17 +110,21 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
     return proc
 
 
-def stop(run_dir: Path, wait_s: float = 60.0) -> runs.RunInfo:
-    """Ask a running run to stop: SIGTERM to its process group; the trainer checkpoints and ends."""
+def request_stop(run_dir: Path) -> None:
+    """Ask every rank to stop at its next step record (checkpoint, then status `stopped`).
+
+    A file rather than a signal: under torchrun the workers live in sessions of their own, and
+    all ranks must agree on the step they stop at (they check it together, once per record).
+    """
+    atomic_write_text(run_dir / STOP_FILE, f"{time.time()}\n")
+
+
+def stop(run_dir: Path, wait_s: float = 120.0) -> runs.RunInfo:
+    """Request a graceful stop and wait for the run's `end` record."""
     info = runs.load_run(run_dir)
     if info.status != "running":
         raise UserError(f"run {info.run_id} is not running (status {info.status})")
-    launch = runs.read_launch_info(run_dir)
-    pid = launch.get("pid")
-    try:
-        os.killpg(os.getpgid(pid), signal.SIGTERM)
-    except (ProcessLookupError, TypeError):
-        raise UserError(f"run {info.run_id}: its process {pid} is gone") from None
+    request_stop(run_dir)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         info = runs.load_run(run_dir)

@@ -47,6 +47,9 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
     overrides = {"run.device": dev, "amp.dtype": dtype, "amp.grad_scaler": scaler}
     if values["dist"]["backend"] == "auto":
         overrides["dist.backend"] = "nccl" if dev == "cuda" else "gloo"
+    from .usercode import check_factories
+
+    check_factories(values)
     check_data(values)
     check_weights(values)
     return cfg.with_overrides(overrides, source="resolved config")
@@ -87,6 +90,8 @@ def imagefolder_dirs(root: Path) -> tuple[Path, Path] | None:
 
 def check_data(values: dict[str, dict[str, Any]]) -> None:
     data = values["data"]
+    if data.get("factory"):
+        return  # the user's factory finds its own data
     root = Path(data["root"]).expanduser()
     if data["name"] == "cifar10":
         folder = root / "cifar-10-batches-py"

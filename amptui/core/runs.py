@@ -24,7 +24,7 @@ from typing import Any
 
 from . import config as cfgmod
 from .errors import ConfigError, UserError
-from .events import events_file, read_events
+from .events import primary_events_file, read_events
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 STATUSES = ("running", "completed", "stopped", "failed", "killed")
@@ -196,7 +196,7 @@ def load_run(path: Path) -> RunInfo:
         info.error = str(exc)
     launch = read_launch_info(path)
     info.pid = launch.get("pid")
-    head, tail = _head_tail(events_file(path))
+    head, tail = _head_tail(primary_events_file(path))
     first_start = next((r for r in head if r.get("kind") == "start"), None)
     if first_start:
         info.started = first_start.get("t")
@@ -230,7 +230,8 @@ def load_run(path: Path) -> RunInfo:
             info.val_acc = last_session_end["val_acc"]
         error = last_session_end.get("error") or {}
         if error:
-            info.error = f"{error.get('type', 'Error')}: {error.get('message', '')}"
+            where = f"rank {error['rank']}: " if info.world_size > 1 and error.get("rank") is not None else ""
+            info.error = f"{where}{error.get('type', 'Error')}: {error.get('message', '')}"
     elif process_alive(launch):
         info.status = "running"
         last_t = time.time()

@@ -8,9 +8,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from torch.distributed.elastic.multiprocessing.errors import record
+
 from .loop import run
 
 
+@record  # anything that escapes the loop's own handling still reaches torchelastic's error file
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m amptui.trainer")
     parser.add_argument("run_dir", type=Path)

@@ -33,8 +33,10 @@ from ..core import config as cfgmod
 from ..core import preflight
 from ..core.errors import UserError
 from ..core.events import EventWriter, events_file
+from ..core.launch import STOP_FILE
 from . import checkpoint, telemetry
-from .data import build_train_val
+from .alarms import ScaleAlarms
+from .data import build_train_val, choose_criterion
 from .models import CNNS, build_model
 from .optim import Schedule, build_optimizer
 
@@ -63,6 +65,7 @@ class Dist:
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
         self.world_size = int(os.environ.get("WORLD_SIZE", 1))
         self.enabled = self.world_size > 1
+        self.under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ
 
     def init(self, backend: str) -> None:
         if self.enabled:
@@ -85,6 +88,18 @@ class Dist:
             torch.distributed.destroy_process_group()
 
 
+class AutocastForward(nn.Module):
+    """Runs the wrapped module's forward under autocast, in whatever thread calls it."""
+
+    def __init__(self, module: nn.Module, device_type: str, dtype: torch.dtype, enabled: bool):
+        super().__init__()
+        self.module, self.device_type, self.dtype, self.enabled = module, device_type, dtype, enabled
+
+    def forward(self, *args, **kwargs):
+        with torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled):
+            return self.module(*args, **kwargs)
+
+
 class Trainer:
     def __init__(self, run_dir: Path, resume: bool):
         self.run_dir = run_dir
@@ -94,6 +109,7 @@ class Trainer:
         self.dist = Dist()
         self.events = EventWriter(events_file(run_dir, self.dist.rank), self.dist.rank)
         self.stop_requested = False
+        self.stop_file = run_dir / STOP_FILE
         self.progress = Progress()
         self.t_start = time.time()
         self.last_loss: float | None = None
@@ -132,10 +148,11 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.ddp_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
         elif cfg.dist.mode == "dp":
-            self.ddp_model = nn.DataParallel(model)
-        self.criterion = nn.MSELoss() if cfg.data.name == "random" else nn.CrossEntropyLoss()
-
+            # DataParallel runs each replica's forward in a thread of its own; autocast state is
+            # per thread, so it is entered inside the replicas' forward, not only around the call.
+            self.ddp_model = nn.DataParallel(AutocastForward(model, self.device.type, self.amp_dtype, self.autocast))
         self.train_data, self.val_data = build_train_val(cfg, self.dist.rank, self.dist.world_size, self.device)
+        self.criterion = choose_criterion(cfg, self.train_data)
         self.steps_per_epoch = self.train_data.batches_per_epoch // cfg.amp.accumulate
         if self.steps_per_epoch < 1:
             raise UserError(f"amp.accumulate ({cfg.amp.accumulate}) is more than the {self.train_data.batches_per_epoch}"
@@ -146,6 +163,15 @@ class Trainer:
         self.schedule = Schedule(cfg, self.optimizer, self.steps_per_epoch, self.total_steps)
         self.meter = telemetry.StepMeter(self.device)
         self.sampler = telemetry.DeviceSampler()
+
+        self.step_flops = self.count_flops()
+        self.peak_tflops = None
+        if self.dist.rank == 0:  # one rank measures: ranks sharing a CPU would only slow each other down
+            from ..hardware import peak_tflops
+
+            self.peak_tflops = peak_tflops(self.device, self.amp_dtype if self.autocast else torch.float32)
+        self.alarms = ScaleAlarms(cfg.amp.growth_interval, dtype_name if self.autocast else "float32",
+                                  bf16_available=self.device.type == "cpu" or torch.cuda.is_bf16_supported())
 
         resumed_from = None
         if self.resume:
@@ -167,10 +193,28 @@ class Trainer:
             world_size=self.dist.world_size, device=device, torch=torch.__version__, host=socket.gethostname(),
             pid=os.getpid(), total_steps=self.total_steps, steps_per_epoch=self.steps_per_epoch,
             epochs=cfg.run.epochs, precision=cfgmod.precision_words(cfg.to_dict(), self.device.type),
-            resumed_from=resumed_from, scale=self.last_scale)
+            resumed_from=resumed_from, scale=self.last_scale, step_flops=self.step_flops,
+            peak_tflops=self.peak_tflops)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, "
                  f"{cfgmod.precision_words(cfg.to_dict(), self.device.type)} on {device['name']}, "
                  f"{self.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
+
+    def count_flops(self) -> int | None:
+        """FLOPs of one optimizer step, counted once on a real batch (achieved TFLOP/s = this x
+        steps / time). The batch is drawn with the RNG state saved and put back."""
+        from .flops import count_step_flops
+
+        rng = checkpoint.rng_state()
+        try:
+            x, y = next(iter(self.train_data.batches(0)))
+            flops = count_step_flops(self.model, self.criterion, x, y, self.device.type, self.amp_dtype,
+                                     self.autocast)
+        except Exception as exc:  # an exotic op FlopCounterMode cannot follow: report no tflops
+            self.log(f"FLOP count unavailable: {exc}")
+            return None
+        finally:
+            checkpoint.set_rng_state(rng)
+        return flops * self.cfg.amp.accumulate
 
     # --- the loop ---------------------------------------------------------------------------------
 
@@ -185,7 +229,7 @@ class Trainer:
                 self.train_step(batches)
                 if p.step % cfg.log.every == 0 or p.step == self.total_steps:
                     self.write_step_record()
-                    if self.dist.any(self.stop_requested, self.device):
+                    if self.dist.any(self.stop_requested or self.stop_file.exists(), self.device):
                         raise StopRequested
                 if cfg.log.checkpoint_every_steps and p.step % cfg.log.checkpoint_every_steps == 0:
                     if self.meter.steps:  # the checkpoint must hold every step's loss
@@ -276,7 +320,11 @@ class Trainer:
                       mem=telemetry.step_memory(self.device))
         if window.grad_norm is not None:
             record["grad_norm"] = window.grad_norm
+        if self.step_flops and window.seconds > 0:
+            record["tflops"] = self.step_flops * window.steps / window.seconds / 1e12
         self.events.emit("step", **record)
+        for alarm in self.alarms.observe(events, p.step, self.last_scale, window.loss):
+            self.warn(alarm.message, code=alarm.code)
         if self.sampler.due():
             self.events.emit("mem", **self.sampler.sample(with_gpus=self.device.type == "cuda" and self.dist.rank == 0))
 
@@ -365,13 +413,12 @@ class Trainer:
 
     # --- reporting ----------------------------------------------------------------------------------
 
-    def warn(self, message: str) -> None:
-        self.events.emit("warning", message=message)
+    def warn(self, message: str, code: str = "config") -> None:
+        self.events.emit("warning", message=message, code=code)
         self.log(f"warning: {message}")
 
     def log(self, line: str) -> None:
-        prefix = f"[rank {self.dist.rank}] " if self.dist.enabled else ""
-        print(prefix + line, flush=True)
+        print(line, flush=True)  # under torchrun, each line gets its "[rank N]" prefix from torchrun
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
         p = self.progress
@@ -396,6 +443,23 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def record_failure(exc: BaseException) -> None:
+    """Under torchrun: write this rank's exception to torchelastic's error file (what `@record`
+    writes), with an exact time so the supervisor can tell the root cause from the ranks that
+    failed because of it."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    import json
+
+    now = time.time()
+    data = {"message": {"message": f"{type(exc).__name__}: {exc}",
+                        "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(now)),
+                                      "amptui_time": now}}}
+    with open(path, "w") as fh:
+        json.dump(data, fh)
+
+
 def run(run_dir: Path, resume: bool) -> int:
     trainer = Trainer(run_dir, resume)
 
@@ -417,13 +481,22 @@ def run(run_dir: Path, resume: bool) -> int:
         trainer.finish("stopped")
         trainer.log(f"stopped at step {trainer.progress.step}; resume with: amptui resume {run_dir.name}")
         return 0
-    except UserError as exc:
-        trainer.finish("failed", exc)
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 1
     except BaseException as exc:  # the run's record must say why it ended, whatever happened
+        if trainer.dist.under_torchrun:
+            # The supervisor writes the run's end record from torchelastic's error files, naming
+            # the rank that failed first; this rank only records its own exception.
+            record_failure(exc)
+            if trainer.dist.rank == 0:
+                trainer.events.close()
+            else:
+                trainer.finish("failed", exc)  # into this rank's own events.rank<N>.jsonl
+            print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            return 1
         trainer.finish("failed", exc)
-        traceback.print_exc()
+        if isinstance(exc, UserError):
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+        else:
+            traceback.print_exc()
         return 1
     finally:
         trainer.dist.close()

@@ -1,0 +1,78 @@
+"""Alarms about the loss scale and the loss, raised as `warning` events that say what they mean
+and what to try. They look only at numbers each step record has already read from the device,
+so they cost nothing extra."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+BACKOFF_STREAK = 5          # consecutive skipped steps that make an alarm, once the scale has settled
+CALIBRATION_STREAK = 16     # before the first growth a high init_scale is still coming down: allow 2**16
+STUCK_STEPS = 100           # at least this many steps (and 3 growth intervals) without growth
+REPEATED_OVERFLOWS = 10     # float16 backoffs after the first growth before suggesting bfloat16
+
+
+@dataclass
+class Alarm:
+    code: str
+    message: str
+
+
+@dataclass
+class ScaleAlarms:
+    growth_interval: int
+    dtype: str
+    bf16_available: bool
+    raised: set[str] = field(default_factory=set)
+    streak: int = 0
+    last_growth_step: int = 0
+    backoffs_since_growth: int = 0
+    grown_once: bool = False
+    backoffs_after_growth: int = 0
+
+    def _once(self, code: str, message: str, out: list[Alarm]) -> None:
+        if code not in self.raised:
+            self.raised.add(code)
+            out.append(Alarm(code, message))
+
+    def observe(self, scaler_events: list[dict], last_step: int, scale: float | None,
+                loss: float | None) -> list[Alarm]:
+        """Feed one step record's scaler events (growth/backoff) and values; get new alarms."""
+        out: list[Alarm] = []
+        if loss is None or not math.isfinite(loss):
+            self._once("loss_not_finite", f"the loss is not finite (NaN or inf) at step {last_step}: this is not "
+                       "an overflow the GradScaler can fix. Check the data for NaN/inf, lower optim.lr, or enable "
+                       "amp.clip_grad_norm; try amp.autocast=false to see whether reduced precision causes it", out)
+        for event in scaler_events:
+            if event["event"] == "growth":
+                self.streak = 0
+                self.grown_once = True
+                self.last_growth_step = event["step"]
+                self.backoffs_since_growth = 0
+                self.raised.discard("backoff_streak")
+                continue
+            self.streak += 1
+            self.backoffs_since_growth += 1
+            if self.grown_once:
+                self.backoffs_after_growth += 1
+            limit = BACKOFF_STREAK if self.grown_once else CALIBRATION_STREAK
+            if self.streak >= limit and "backoff_streak" not in self.raised:
+                names = ", ".join(event.get("overflow", [])[:3]) or "unknown parameters"
+                self._once("backoff_streak", f"{self.streak} optimizer steps in a row skipped (up to step "
+                           f"{event['step']}), scale now {event['new_scale']:g}: gradients overflow at every scale "
+                           f"tried, in {names}. Lower amp.init_scale, or check those layers", out)
+            if event["new_scale"] < 1.0:
+                self._once("scale_below_one", f"the loss scale fell below 1 ({event['new_scale']:g}) at step "
+                           f"{event['step']}: the gradients hold inf/NaN even unscaled, so scaling cannot fix them. "
+                           "Look for NaN in the loss or inputs, lower optim.lr, or use amp.dtype=bfloat16", out)
+        if scale is not None and self.backoffs_since_growth and \
+                last_step - self.last_growth_step >= max(3 * self.growth_interval, STUCK_STEPS):
+            self._once("scale_stuck", f"the loss scale has not grown for {last_step - self.last_growth_step} steps "
+                       f"(stuck at {scale:g}): gradients overflow again before each growth_interval "
+                       f"({self.growth_interval}) completes", out)
+        if self.dtype == "float16" and self.bf16_available and self.backoffs_after_growth >= REPEATED_OVERFLOWS:
+            self._once("use_bfloat16", f"float16 overflowed {self.backoffs_after_growth} times after the scale "
+                       "settled: this device supports bfloat16, which has float32's range and needs no loss "
+                       "scaling; try --set amp.dtype=bfloat16", out)
+        return out

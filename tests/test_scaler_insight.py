@@ -1,0 +1,88 @@
+"""Why the loss scale moves: overflow attribution, alarms, an lr schedule that skipped steps
+do not advance, and achieved FLOP/s in the step records."""
+
+import pytest
+
+from amptui.trainer.alarms import ScaleAlarms
+from conftest import amptui, events, only_run
+
+
+def backoff(step, old, new, names=("fc.weight",)):
+    return {"step": step, "event": "backoff", "old_scale": old, "new_scale": new, "overflow": list(names)}
+
+
+def growth(step, old, new):
+    return {"step": step, "event": "growth", "old_scale": old, "new_scale": new}
+
+
+def codes(alarms):
+    return [a.code for a in alarms]
+
+
+def test_alarm_scale_below_one_once():
+    alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False)
+    assert codes(alarms.observe([backoff(1, 2.0, 1.0)], 1, 1.0, 0.5)) == []
+    got = alarms.observe([backoff(2, 1.0, 0.5)], 2, 0.5, 0.5)
+    assert codes(got) == ["scale_below_one"] and "scaling cannot fix" in got[0].message
+    assert alarms.observe([backoff(3, 0.5, 0.25)], 3, 0.25, 0.5) == []  # said once
+
+
+def test_alarm_backoff_streak_after_the_scale_settled():
+    alarms = ScaleAlarms(growth_interval=4, dtype="float16", bf16_available=False)
+    alarms.observe([growth(10, 8.0, 16.0)], 10, 16.0, 1.0)
+    events = [backoff(11 + i, 2.0 ** (10 - i), 2.0 ** (9 - i), ["layer3.1.conv2.weight"]) for i in range(5)]
+    got = alarms.observe(events, 15, 32.0, 1.0)
+    assert codes(got) == ["backoff_streak"] and "layer3.1.conv2.weight" in got[0].message
+
+
+def test_calibration_from_a_high_init_scale_is_not_an_alarm():
+    alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False)
+    events = [backoff(i + 1, 2.0 ** (32 - i), 2.0 ** (31 - i)) for i in range(10)]
+    assert alarms.observe(events, 10, 2.0 ** 22, 1.0) == []
+
+
+def test_alarm_stuck_scale_and_bfloat16_suggestion():
+    alarms = ScaleAlarms(growth_interval=8, dtype="float16", bf16_available=True)
+    alarms.observe([growth(5, 1.0, 2.0)], 5, 2.0, 1.0)
+    got = []
+    for i in range(10):
+        got += alarms.observe([backoff(10 + 20 * i, 2.0, 1.0), growth(20 + 20 * i, 1.0, 2.0)], 20 + 20 * i, 2.0, 1.0)
+    assert "use_bfloat16" in codes(got)
+    stuck = ScaleAlarms(growth_interval=8, dtype="float16", bf16_available=False)
+    stuck.observe([growth(1, 1.0, 2.0), backoff(2, 2.0, 1.0)], 2, 1.0, 1.0)
+    assert codes(stuck.observe([], 150, 1.0, 1.0)) == ["scale_stuck"]
+
+
+def test_alarm_non_finite_loss():
+    alarms = ScaleAlarms(growth_interval=8, dtype="bfloat16", bf16_available=True)
+    assert codes(alarms.observe([], 3, None, float("nan"))) == ["loss_not_finite"]
+    assert codes(alarms.observe([], 4, None, None)) == []
+
+
+@pytest.mark.slow
+def test_poisoned_gradients_collapse_the_scale_without_moving_the_lr(runs_dir):
+    amptui("run", "scaler-lab", "--set", "debug.inject_inf_every=1", "--set", "run.epochs=1",
+           "--set", "amp.init_scale=1024", "--set", "sched.name=cosine", "--set", "log.every=4", check=True)
+    run_dir = only_run(runs_dir)
+    recs = events(run_dir)
+    steps = [r for r in recs if r["kind"] == "step"]
+    assert len({s["lr"] for s in steps}) == 1, "an all-skipped run leaves the lr where it was"
+    assert steps[-1]["skipped_total"] == steps[-1]["step"] == 32
+    assert steps[-1]["scale"] < 1
+    warnings = [r for r in recs if r["kind"] == "warning"]
+    assert any(w["code"] == "scale_below_one" for w in warnings)
+    backoffs = [r for r in recs if r["kind"] == "scaler"]
+    assert all(b["event"] == "backoff" and b["overflow"] == ["head.bias"] for b in backoffs), \
+        "only the poisoned parameter is named"
+    log = (run_dir / "output.log").read_text()
+    assert "lr_scheduler" not in log and "optimizer.step()" not in log
+
+
+@pytest.mark.slow
+def test_step_records_carry_achieved_tflops_and_the_start_the_peak(runs_dir):
+    amptui("run", "quickstart", "--set", "run.max_steps=6", check=True)
+    recs = events(only_run(runs_dir))
+    start = recs[0]
+    assert start["step_flops"] > 0 and start["peak_tflops"] > 0
+    steps = [r for r in recs if r["kind"] == "step"]
+    assert all(0 < s["tflops"] < 10 * start["peak_tflops"] for s in steps)
