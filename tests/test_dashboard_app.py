@@ -244,7 +244,7 @@ async def test_finished_run_fills_every_panel(root):
         m = screen.model
         assert m.step == 256 and m.n_backoff == 37 and m.skipped_total == 37 and m.n_growth > 0
         info = str(screen.query_one("#scale-info").render())
-        assert "skipped 37" in info and "step 253" in info and "inf/NaN in" in info
+        assert "skipped 37" in info and "step 253" in info and "inf in head.weight" in info
         assert "r0 rss" in str(screen.query_one("#mem-info").render())
         assert screen.query_one("#log").line_count > 3
         assert "completed" in str(screen.query_one("#run-header").render())

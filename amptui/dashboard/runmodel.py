@@ -9,6 +9,7 @@ a few times a second. All model access goes through `model.lock`.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -17,13 +18,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from ..core.events import EventReader, events_file
+from ..core.events import events_file
 from ..core.runs import process_alive, read_launch_info
 from ..core.series import Series
 
 SERIES_CAP = 400
 MAX_MEM_SERIES = 8
-CHUNK_BYTES = 2 * 1024 * 1024
+CHUNK_BYTES = 1024 * 1024
 LOG_LINES = 400
 LOG_TAIL_BYTES = 64 * 1024
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -273,13 +274,75 @@ class RunModel:
         return end.get("error") or None
 
 
+SKIM_ABOVE_BYTES = 32 * 1024 * 1024  # a history bigger than this is skimmed on first attach
+SKIM_TARGET_STEPS = 40_000            # step records parsed while skimming, at most (roughly)
+_STEP_MARK = b'"kind":"step"'
+
+
+class SkimReader:
+    """Like core.events.EventReader (whole records only; a torn last line waits), plus skimming:
+    with stride k > 1 only every k-th step record is parsed (and always the newest of each chunk,
+    so counters such as skipped_total stay exact). Every other kind is always parsed."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.offset = 0
+        self.bad_lines = 0
+        self._partial = b""
+        self._steps = 0
+
+    def read(self, max_bytes: int, stride: int = 1) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read(max_bytes)
+        except FileNotFoundError:
+            return []
+        if not chunk:
+            return []
+        self.offset += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        out: list[dict[str, Any]] = []
+        pending: tuple[int, bytes] | None = None
+        for line in lines:
+            if not line.strip():
+                continue
+            if stride > 1 and _STEP_MARK in line:
+                self._steps += 1
+                if self._steps % stride:
+                    pending = (len(out), line)
+                    continue
+                pending = None
+            record = self._parse(line)
+            if record is not None:
+                out.append(record)
+        if pending is not None:
+            record = self._parse(pending[1])
+            if record is not None:
+                out.insert(pending[0], record)
+        return out
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        try:
+            record = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            self.bad_lines += 1
+            return None
+        if isinstance(record, dict) and "kind" in record:
+            return record
+        self.bad_lines += 1
+        return None
+
+
 class RunTail:
     """Reads a run folder's event files and log into a RunModel; call `poll` repeatedly."""
 
     def __init__(self, run_dir: Path, model: RunModel, alive: Callable[[dict], bool] = process_alive):
         self.run_dir = Path(run_dir)
         self.model = model
-        self.readers: dict[int, EventReader] = {0: EventReader(events_file(self.run_dir, 0))}
+        self.readers: dict[int, SkimReader] = {0: SkimReader(events_file(self.run_dir, 0))}
+        self._skim: dict[int, tuple[int, int]] = {}  # rank -> (stride, until offset) for the first catch-up
         self._alive = alive
         self._log_path = self.run_dir / "output.log"
         self._log_offset: int | None = None
@@ -304,7 +367,7 @@ class RunTail:
         for path in self.run_dir.glob("events.rank*.jsonl"):
             m = re.fullmatch(r"events\.rank(\d+)\.jsonl", path.name)
             if m and int(m.group(1)) not in self.readers:
-                self.readers[int(m.group(1))] = EventReader(path)
+                self.readers[int(m.group(1))] = SkimReader(path)
         # On a node of a multi-node run without rank 0, its lowest rank speaks for the run.
         if not events_file(self.run_dir, 0).exists() and len(self.readers) > 1:
             with self.model.lock:
@@ -347,9 +410,18 @@ class RunTail:
             self._last_scan = now
             self._scan_ranks()
         more = False
-        for reader in list(self.readers.values()):
+        for rank, reader in list(self.readers.items()):
+            if rank not in self._skim:
+                try:
+                    size = reader.path.stat().st_size
+                except FileNotFoundError:
+                    size = 0
+                # ~300 bytes a step record: parse about SKIM_TARGET_STEPS of a huge history on attach
+                stride = max(1, size // 300 // SKIM_TARGET_STEPS) if size > SKIM_ABOVE_BYTES else 1
+                self._skim[rank] = (stride, size)
+            stride, until = self._skim[rank]
             before = reader.offset
-            records = reader.read(CHUNK_BYTES)
+            records = reader.read(CHUNK_BYTES, stride if reader.offset < until else 1)
             self.model.feed(records)
             if reader.offset - before >= CHUNK_BYTES:
                 more = True

@@ -22,6 +22,7 @@ from ..runmodel import RunModel, RunTail
 from ..widgets.plot import Figure, Line, MetricPlot
 
 FLUSH_HZ = 4
+PLOT_HZ = 2
 PANELS = (("loss", "loss"), ("lr", "lr"), ("scale", "loss scale"), ("mem", "memory"),
           ("speed", "throughput"), ("log", "log"))
 TITLES = {"loss": "loss", "lr": "learning rate", "scale": "loss scale (log2)", "mem": "memory",
@@ -59,6 +60,7 @@ class RunScreen(Screen):
         self.standalone = standalone  # opened by `amptui watch`: q quits, d goes home
         self.model = RunModel(self.run_dir.name)
         self._rendered = -1
+        self._plotted = 0.0
         self._log_seq = 0
         self.active = 0
         self._stopping = False
@@ -142,12 +144,16 @@ class RunScreen(Screen):
         m = self.model
         with m.lock:
             changed = m.version != self._rendered
-            self._rendered = m.version
             self._header(now)
             if not changed:
                 return
             self._error()
-            self._plots()
+            # plots cost a few ms each: redraw them at most PLOT_HZ times a second
+            tick = time.monotonic()
+            if tick - self._plotted >= 1 / PLOT_HZ or m.end is not None:
+                self._plotted = tick
+                self._rendered = m.version
+                self._plots()
             new_lines = m.log_seq - self._log_seq
             lines = list(m.log_lines)[-new_lines:] if new_lines > 0 else []
             self._log_seq = m.log_seq
@@ -161,7 +167,7 @@ class RunScreen(Screen):
             status_text = ("loading history…", "italic")
         else:
             status_text = (f"● {status}", STATUS_STYLE.get(status, ""))
-        device = m.device.get("name") or "?"
+        device = " ".join(str(m.device.get("name") or "?").replace("(R)", "").replace("(TM)", "").split())
         dtype = m.device.get("type") or ""
         if m.world_size > 1:
             device = f"{device} ({dtype}) x{m.world_size}"
@@ -170,8 +176,8 @@ class RunScreen(Screen):
         eta = m.eta(now)
         header = Text.assemble(
             (m.preset or m.run_id, "bold"), " · ", (m.precision or "precision ?", "bold magenta"), " · ",
-            device, " · ", status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
-            *((" · ETA ", fmt_duration(eta)) if eta is not None else ()),
+            status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
+            *((" · ETA ", (fmt_duration(eta), "bold")) if eta is not None else ()), " · ", device,
         )
         self.query_one("#run-header", Static).update(header)
         self.query_one("#progress", ProgressBar).update(progress=m.progress)
@@ -263,17 +269,17 @@ class RunScreen(Screen):
             step = max(1, (hi - lo) // 4 or 1)
             ticks = list(range(lo, hi + 1, step))
             yticks = ([float(t) for t in ticks], [f"2^{t}" for t in ticks])
-        plot.update_figure(Figure(lines, yticks=yticks))
+        plot.update_figure(Figure(lines, yticks=yticks, legend=False))  # the info below says ▼ / ▲
         self.query_one("#p-scale").border_subtitle = f"scale {fmt_scale(m.scale)}"
         parts: list = [("skipped ", ""), (str(m.skipped_total), "bold red" if m.skipped_total else "bold"),
-                       f" · ▼ {m.n_backoff} backoffs · ▲ {m.n_growth} growths"]
+                       " · ", (f"▼ {m.n_backoff}", "red"), " backoff · ", (f"▲ {m.n_growth}", "green"), " growth"]
         for ev in list(reversed(m.scaler_events))[:self.scaler_lines]:
             mark, style = ("▼", "red") if ev["event"] == "backoff" else ("▲", "green")
             line = f"\n{mark} step {ev['step']}: {fmt_scale(ev['old'])}→{fmt_scale(ev['new'])}"
             parts.append((line, style))
             if ev["overflow"]:
                 more = ev["n_overflow"] - len(ev["overflow"])
-                parts.append(" inf/NaN in " + ", ".join(ev["overflow"][:3]) + (f" +{more}" if more > 0 else ""))
+                parts.append(" inf in " + ", ".join(ev["overflow"][:3]) + (f" +{more}" if more > 0 else ""))
         info.update(Text.assemble(*parts, no_wrap=True, overflow="ellipsis"))
 
     def _mem_panel(self) -> None:

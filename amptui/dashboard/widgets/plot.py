@@ -28,6 +28,7 @@ class Figure:
     ylim: tuple[float, float] | None = None
     xlim: tuple[float, float] | None = None
     empty: str = "waiting for data"
+    legend: bool = True  # labels are shown when more than one line has one
 
     def key(self) -> tuple:
         return (tuple((len(l.xs), l.xs[-1] if l.xs else None, l.ys[-1] if l.ys else None, l.label)
@@ -74,12 +75,13 @@ class MetricPlot(PlotextPlot):
         plt.clear_figure()
         fig = self._figure
         drawn = False
+        legend = fig.legend and sum(1 for line in fig.lines if line.xs and line.label) > 1
         for line in fig.lines:
             if not line.xs:
                 continue
             drawn = True
             kwargs = {"color": line.color, "marker": line.marker}
-            if line.label:
+            if line.label and legend:
                 kwargs["label"] = line.label
             if line.scatter:
                 plt.scatter(list(line.xs), list(line.ys), **kwargs)

@@ -1,0 +1,126 @@
+"""End to end, as a person would: the real `amptui` in tmux at 110x34 and a real CPU run.
+
+`amptui` shows the presets; r on quickstart opens the run screen, whose panels fill with live
+numbers; d then q leaves the run going; `amptui` again lists it and w reattaches with the full
+history. Skipped when tmux is missing (.ci/run installs it with apt-get).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+
+AMPTUI = Path(sys.executable).parent / "amptui"
+STEPS = 70
+
+
+class Tmux:
+    def __init__(self, cwd: Path, env: dict[str, str], width: int = 110, height: int = 34):
+        self.name = f"amptui-e2e-{uuid.uuid4().hex[:8]}"
+        self.env = env
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
+                        "-c", str(cwd), "bash --noprofile --norc"], check=True, env=env)
+
+    def send(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def type_line(self, text: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
+        self.send("Enter")
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
+                              check=True).stdout
+
+    def wait_for(self, predicate, timeout: float = 60.0, what: str = "") -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if predicate(text):
+                return text
+            time.sleep(0.25)
+        raise AssertionError(f"timed out waiting for {what or predicate}; screen:\n{text}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
+    env = dict(os.environ, TERM="xterm-256color", XDG_CONFIG_HOME=str(tmp_path / "config"), COLORTERM="",
+               PATH=f"{AMPTUI.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("AMPTUI_RUNS_DIR", None)
+    env.pop("TMUX", None)
+    tmux = Tmux(tmp_path, env)
+    runs = tmp_path / "runs"
+    try:
+        tmux.type_line(f"{AMPTUI} ; echo AMPTUI-EXIT=$?")
+        home = tmux.wait_for(lambda s: "Presets" in s and "quickstart" in s and "built-in" in s, 30, "home")
+        assert "Run" in home and "Save as" in home and "Quit" in home  # the footer keys
+        # keep it short: max steps 70 (one epoch of quickstart and a bit), typed into its toggle
+        tmux.send(*["Tab"] * 10)
+        for attempt in range(5):
+            time.sleep(0.3)
+            tmux.send("C-u")
+            time.sleep(0.3)
+            tmux.send("-l", str(STEPS))
+            try:
+                tmux.wait_for(lambda s: f"at most {STEPS} steps" in s, 3, "the max steps toggle")
+                break
+            except AssertionError:
+                if attempt == 4:
+                    raise
+        tmux.send("Escape")
+        time.sleep(0.6)  # a lone ESC is told from an escape sequence by the pause after it
+        tmux.send("r")
+        live = tmux.wait_for(lambda s: re.search(rf"step [1-9]\d*/{STEPS}", s) is not None and "ETA" in s, 90,
+                             "live numbers on the run screen")
+        assert "autocast bfloat16" in live and "running" in live
+        assert "loss" in live and "throughput" in live and "memory" in live
+        tmux.wait_for(lambda s: "waiting for data" not in s.split("learning rate")[0], 20, "loss plot")
+        tmux.send("d")
+        tmux.wait_for(lambda s: "Presets" in s and ("running" in s or "completed" in s), 20, "home after detach")
+        tmux.send("q")
+        tmux.wait_for(lambda s: "AMPTUI-EXIT=0" in s, 20, "a clean exit")
+
+        (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+        from amptui.core.runs import load_run
+
+        assert load_run(run_dir).status in ("running", "completed")  # quitting did not stop it
+
+        tmux.send("clear", "Enter")
+        tmux.type_line(f"{AMPTUI} ; echo AMPTUI-EXIT=$?")
+        tmux.wait_for(lambda s: run_dir.name in s, 30, "the run in the history")
+        tmux.send("w")
+        tmux.wait_for(lambda s: run_dir.name in s and "elapsed" in s, 20, "reattached run screen")
+        done = tmux.wait_for(lambda s: "completed" in s and f"step {STEPS}/{STEPS}" in s, 180, "the run completing")
+        assert "100%" in done
+        tmux.wait_for(lambda s: re.search(r"val acc \d", s) is not None, 10, "full history in the loss panel")
+        tmux.send("q")
+        tmux.wait_for(lambda s: "Presets" in s, 20, "home again")
+        tmux.send("q")
+        tmux.wait_for(lambda s: s.count("AMPTUI-EXIT=0") >= 1 and "Presets" not in s, 20, "exit")
+        end = [json.loads(l) for l in (run_dir / "events.jsonl").read_text().splitlines() if '"kind":"end"' in l]
+        assert end and end[-1]["status"] == "completed"
+    finally:
+        tmux.kill()
+        for run_dir in runs.glob("*") if runs.exists() else []:
+            info = run_dir / "run.json"
+            if info.exists():  # never leave a trainer behind
+                pid = json.loads(info.read_text()).get("pid")
+                try:
+                    os.killpg(pid, 15)
+                except (ProcessLookupError, PermissionError, TypeError):
+                    pass

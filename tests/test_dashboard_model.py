@@ -1,0 +1,142 @@
+"""The dashboard's data side without a screen: bounded series, the run model, the tail, compare."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import tracemalloc
+
+import pytest
+
+from amptui.core import compare as cmp
+from amptui.core.series import Series
+from amptui.dashboard.runmodel import SERIES_CAP, RunModel, RunTail
+
+from dashboard_support import FAILED, FIXTURES, QUICK, SCALER, copy_runs
+
+
+def test_series_stays_bounded_and_keeps_its_shape():
+    s = Series(cap=100, mode="mean")
+    for i in range(100_000):
+        s.add(i, float(i))
+    xs, ys = s.points()
+    assert len(xs) <= 101 and s.count == 100_000
+    assert xs == sorted(xs) and xs[-1] == 99_999
+    # bucket means of a straight line stay on it
+    assert all(abs(y - x) < s.stride for x, y in zip(xs, ys))
+
+
+@pytest.mark.parametrize("mode,expect", [("max", 9.0), ("min", 0.0), ("last", 9.0)])
+def test_series_modes(mode, expect):
+    s = Series(cap=2, mode=mode)
+    for i in range(10):
+        s.add(i, float(i % 10))
+    assert len(s) <= 3
+    assert (max if mode != "min" else min)(s.points()[1]) == expect
+
+
+def test_series_skips_missing_values():
+    s = Series(cap=10)
+    for v in (None, float("nan"), 1.0):
+        s.add(0, v)
+    assert s.points() == ([0], [1.0])
+
+
+def _step(i, scale=None, rank=0):
+    return {"v": 1, "kind": "step", "t": 1000.0 + i, "rank": rank, "step": i, "epoch": 1 + i // 1000,
+            "loss": 1.0 / (1 + i), "lr": 1e-3, "scale": scale, "skipped": 0, "skipped_total": 0,
+            "samples_per_s": 1000.0, "step_time_ms": 10.0, "mem": {"allocated": 1e9, "reserved": 2e9,
+                                                                   "peak_allocated": 1.5e9}}
+
+
+def test_a_long_history_keeps_memory_flat():
+    model = RunModel("big")
+    model.feed([{"v": 1, "kind": "start", "t": 1000.0, "rank": 0, "total_steps": 300_000, "precision": "x"}])
+    tracemalloc.start()
+    model.feed([_step(i, scale=65536.0) for i in range(1, 20_001)])
+    after_small = tracemalloc.get_traced_memory()[0]
+    for chunk in range(20_001, 300_001, 20_000):
+        model.feed([_step(i, scale=65536.0) for i in range(chunk, chunk + 20_000)])
+    after_big = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert model.step == 300_000
+    for series in (model.loss_s, model.lr_s, model.scale_s, model.sps_s, *model.mem.values()):
+        assert len(series) <= SERIES_CAP + 1
+    assert after_big - after_small < 2_000_000  # 15x the records, no growth beyond noise
+    assert set(model.mem) == {"r0 allocated", "r0 reserved"}
+
+
+def test_tail_reads_fixture_log_and_scaler_events(tmp_path):
+    root = copy_runs(tmp_path / "runs")
+    model = RunModel()
+    tail = RunTail(root / SCALER, model, alive=lambda info: False)
+    while tail.poll():
+        pass
+    assert model.status == "completed" and model.step == 256 and model.total_steps == 256
+    assert model.n_backoff == 37 and model.skipped_total == 37 and model.has_scaler
+    assert model.scaler_events[-1]["step"] == 253 and model.scaler_events[-1]["overflow"][0] == "head.weight"
+    assert min(model.backoffs.points()[1]) == math.log2(262144.0)
+    assert any("completed" in line for line in model.log_lines)
+    assert model.precision == "autocast float16 + GradScaler" and model.elapsed(time.time()) < 10
+
+
+def test_tail_follows_appends_torn_lines_and_other_ranks(tmp_path):
+    run = tmp_path / "r1"
+    run.mkdir()
+    events = run / "events.jsonl"
+    start = {"v": 1, "kind": "start", "t": 1.0, "rank": 0, "run_id": "r1", "total_steps": 10, "world_size": 2,
+             "device": {"type": "cuda", "name": "GPU", "count": 2}, "precision": "autocast float16 + GradScaler"}
+    events.write_text(json.dumps(start) + "\n")
+    (run / "run.json").write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
+    model = RunModel()
+    tail = RunTail(run, model, alive=lambda info: True)
+    tail.poll()
+    assert model.status == "running" and model.world_size == 2
+    line = json.dumps(_step(1, scale=1024.0)) + "\n"
+    with open(events, "a") as fh:
+        fh.write(line[:40])  # torn: the writer is mid-line
+    tail.poll()
+    assert model.step == 0
+    with open(events, "a") as fh:
+        fh.write(line[40:])
+    (run / "events.rank1.jsonl").write_text(json.dumps(_step(1, rank=1)) + "\n" + json.dumps(
+        {"v": 1, "kind": "mem", "t": 2.0, "rank": 1, "devices": [{"index": 1, "name": "GPU", "used": 3e9,
+                                                                   "total": 8e9, "util": 50}]}) + "\n")
+    tail._last_scan = -10.0
+    tail.poll(now=100.0)
+    assert model.step == 1 and model.scale == 1024.0
+    assert {"r0 allocated", "r1 allocated", "gpu1 used"} <= set(model.mem)
+    assert model.mem_now["gpu1 used"] == (3e9, 8e9)
+
+
+def test_status_starting_then_killed(tmp_path):
+    run = tmp_path / "r2"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"pid": 1, "host": "x"}))
+    alive = {"v": True}
+    model = RunModel()
+    tail = RunTail(run, model, alive=lambda info: alive["v"])
+    tail.poll()
+    assert model.status == "starting"
+    alive["v"] = False
+    tail.poll(now=time.monotonic() + 10)
+    assert model.status == "killed"
+
+
+def test_compare_rows_from_fixtures(tmp_path):
+    root = copy_runs(tmp_path / "runs")
+    summaries = [cmp.summarize(root / r) for r in (QUICK, SCALER, FAILED)]
+    rows = cmp.compare_rows(summaries)
+    assert rows[0].speedup == 1.0 and rows[0].memory_saving == 0.0
+    assert rows[1].skipped == 37 and rows[1].precision == "autocast float16 + GradScaler"
+    assert rows[1].speedup == pytest.approx(summaries[0].total_time_s / summaries[1].total_time_s)
+    assert rows[2].status == "failed" and rows[2].val_acc is None and rows[2].time_per_epoch_s is None
+    assert rows[0].val_acc == pytest.approx(0.98046875) and rows[0].time_per_epoch_s > 0
+    table = cmp.render(rows, "table")
+    assert "speed-up" in table and "1.00x" in table and "98.05%" in table
+    md = cmp.render(rows, "markdown")
+    assert md.splitlines()[1].startswith("|---")
+    assert cmp.render(rows, "csv").splitlines()[0].startswith("run,precision,final_loss")
+    assert json.loads(cmp.render(rows, "json"))[1]["skipped"] == 37
+    assert cmp.compare_rows([]) == []

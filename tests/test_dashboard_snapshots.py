@@ -1,0 +1,92 @@
+"""Snapshot tests: canned event files, a frozen clock, no live times anywhere in the picture.
+
+Update after an intended visual change with:
+    python -m pytest tests/test_dashboard_snapshots.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from amptui.dashboard.app import make_app
+from amptui.dashboard.screens.compare import CompareScreen
+from amptui.dashboard.screens.home import HomeScreen
+from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.widgets.runtable import RunTable
+
+from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_runs, until
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", "config")  # relative: the same path in every picture
+    copy_runs(tmp_path / "runs")
+    return tmp_path / "runs"
+
+
+def app_for(**kwargs):
+    return make_app("runs", clock=lambda: FROZEN_NOW, **kwargs)
+
+
+async def home_loaded(pilot):
+    await until(pilot, lambda: isinstance(pilot.app.screen, HomeScreen)
+                and pilot.app.screen.query_one(RunTable).row_count == 3)
+    await pilot.pause(0.3)
+
+
+async def run_loaded(pilot):
+    screen = pilot.app.screen
+    await until(pilot, lambda: isinstance(screen, RunScreen) and not screen.model.loading
+                and screen.model.records > 0 and screen.model.log_seq > 0)
+    await pilot.pause(0.8)  # one plot redraw after the last batch
+
+
+def test_snapshot_home(runs, snap_compare):
+    assert snap_compare(app_for(), terminal_size=(110, 34), run_before=home_loaded)
+
+
+def test_snapshot_home_80x24(runs, snap_compare):
+    assert snap_compare(app_for(), terminal_size=(80, 24), run_before=home_loaded)
+
+
+def test_snapshot_run_scaler_lab(runs, snap_compare):
+    assert snap_compare(app_for(watch=runs / SCALER), terminal_size=(110, 34), run_before=run_loaded)
+
+
+def test_snapshot_run_live(runs, snap_compare):
+    copy_runs(runs, live=True)
+    assert snap_compare(app_for(watch=runs / LIVE), terminal_size=(110, 34), run_before=run_loaded)
+
+
+def test_snapshot_run_failed_80x24(runs, snap_compare):
+    assert snap_compare(app_for(watch=runs / FAILED), terminal_size=(80, 24), run_before=run_loaded)
+
+
+def test_snapshot_run_scale_panel_80x24(runs, snap_compare):
+    async def before(pilot):
+        await run_loaded(pilot)
+        await pilot.press("3")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(watch=runs / SCALER), terminal_size=(80, 24), run_before=before)
+
+
+def test_snapshot_compare(runs, snap_compare):
+    async def before(pilot):
+        pilot.app.open_compare([runs / QUICK, runs / SCALER, runs / FAILED])
+        await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.rows)
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(watch=runs / QUICK), terminal_size=(110, 34), run_before=before)
+
+
+def test_snapshot_save_as(runs, snap_compare):
+    async def before(pilot):
+        await home_loaded(pilot)
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        await pilot.press(*"quickstart")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
