@@ -23,6 +23,7 @@ not launch the script, so the ranks agree on the folder).
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -98,6 +99,14 @@ class Monitor:
                    scale=self.last_scale, source="monitor",
                    parameters=sum(p.numel() for p in model.parameters()) if model is not None else None)
         self._install_sigterm()
+        atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """A script that never called close(): its run still gets an end record -- failed with the
+        error when Python is exiting on an uncaught exception, completed otherwise."""
+        if not self.closed:
+            error = getattr(sys, "last_value", None) or getattr(sys, "last_exc", None)
+            self.close("failed", error) if error is not None else self.close("completed")
 
     # --- setup ----------------------------------------------------------------------------------
 
@@ -249,7 +258,7 @@ class Monitor:
         if self._meter is None:
             self._meter = telemetry.StepMeter(loss.device)
         meter = self._meter
-        meter.add_loss(loss.reshape(-1)[0] if loss.dim() else loss)
+        meter.add_loss(loss.detach().float().mean() if loss.dim() else loss)
         scale = None
         if self._scaler_enabled:
             scale = self.scaler._get_scale_async()
@@ -366,6 +375,7 @@ class Monitor:
                                     "traceback": tail[-4000:]}
             self._emit("end", **payload)
         finally:
+            atexit.unregister(self._at_exit)
             if self.events is not None:
                 self.events.close()
             if self._old_sigterm is not None:

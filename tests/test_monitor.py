@@ -122,6 +122,19 @@ def test_an_exception_inside_the_with_ends_the_run_failed_and_is_reraised(runs_d
     assert info.status == "failed" and "boom at step 1" in info.error
 
 
+def test_a_script_that_never_closes_still_gets_its_end_record(runs_dir, isolated):
+    script = isolated / "forgetful.py"
+    script.write_text("import torch, amptui\n"
+                      "mon = amptui.Monitor('forgetful', model=torch.nn.Linear(2, 2))\n"
+                      "mon.step(torch.tensor(2.0))\n"
+                      "raise RuntimeError('lost the data loader')\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "lost the data loader" in proc.stderr
+    end = events(only_run(runs_dir))[-1]
+    assert end["kind"] == "end" and end["status"] == "failed" and end["steps"] == 1
+    assert end["error"]["message"] == "lost the data loader"
+
+
 def test_no_host_sync_per_step(runs_dir, monkeypatch):
     """CPU tensors have no device to wait for, and torch.cuda.set_sync_debug_mode needs CUDA; so
     every Python-level device-to-host read (item, tolist, float/int/bool of a tensor) is counted
