@@ -64,6 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id")
     runs_dir_option(p)
 
+    p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
+    p.add_argument("preset")
+    p.add_argument("--variants", metavar="V,V,...",
+                   help="from fp32, fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
+                        "CUDA, fp32,bf16 on CPU)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table")
+    runs_dir_option(p)
+
+    p = sub.add_parser("compare", help="the tutorials' table for some runs (speed-up and saving against the first)")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table")
+    runs_dir_option(p)
+
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("--format", choices=("table", "json"), default="table")
     runs_dir_option(p)
@@ -159,8 +173,10 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _attach(run_dir: Path, proc, detach: bool, offset: int) -> int:
-    """Follow a just-started trainer on the terminal, or leave it running and print its id."""
+def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "") -> int:
+    """Follow a just-started trainer on the terminal, or leave it running and print its id.
+
+    With a `label` (one run of an A/B) only one progress line and a summary are shown."""
     from .console import ProgressPrinter
     from .core.events import EventReader, primary_events_file
 
@@ -170,7 +186,7 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int) -> int:
         print(run_dir.name)
         return 0
     reader = EventReader(run_dir / "events.jsonl", offset=offset)
-    printer = ProgressPrinter()
+    printer = ProgressPrinter(label=label)
     end = None
     stopping = False
     while end is None:
@@ -203,6 +219,8 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int) -> int:
         proc.wait(timeout=30)
     except Exception:
         pass
+    if label:
+        return 0 if end is not None and end["status"] == "completed" else 1
     if end is None:
         print(f"amptui: error: the trainer exited without finishing (exit code {proc.returncode}); "
               f"see {run_dir / 'output.log'}", file=sys.stderr)
@@ -216,6 +234,46 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int) -> int:
     if end["status"] == "stopped":
         print(f"resume with: amptui resume {run_dir.name}")
         return 130 if stopping else 0
+    return 0
+
+
+def cmd_ab(args) -> int:
+    from .core import ab, compare, config, launch, preflight, presets
+
+    preset = presets.find_preset(args.preset)
+    overrides = config.parse_set(args.sets)
+    ab.check_overrides(overrides)
+    device = preflight.device_type(preset.config(overrides).run.device)
+    variants = ab.expand(args.variants, device)
+    # Check every variant before the first one starts: a bad combination fails now, not halfway.
+    for _, variant in variants:
+        launch.resolve_config(preset, {**overrides, **variant})
+    run_dirs, failed = [], []
+    for i, (name, variant) in enumerate(variants, 1):
+        run_dir, _ = launch.create_run(preset, {**overrides, **variant}, args.runs_dir)
+        run_dirs.append(run_dir)
+        if _attach(run_dir, launch.start(run_dir), False, 0, label=f"[{i}/{len(variants)}] {name:<11}") != 0:
+            failed.append(name)
+    rows = compare.compare_rows([compare.summarize(d) for d in run_dirs])
+    print()
+    print(compare.render(rows, args.format))
+    if args.format in ("table", "markdown"):
+        print(f"\n{compare.TIMING_NOTE}")
+        print(f"again later: amptui compare {' '.join(d.name for d in run_dirs)}")
+    if failed:
+        print(f"amptui: error: variant(s) {', '.join(failed)} did not complete", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .core import compare, runs
+
+    root = runs.runs_root(args.runs_dir)
+    dirs = [runs.run_dir(root, run_id) for run_id in args.run_ids]
+    print(compare.render(compare.compare_rows([compare.summarize(d) for d in dirs]), args.format))
+    if args.format in ("table", "markdown"):
+        print(f"\n{compare.TIMING_NOTE}")
     return 0
 
 
@@ -299,4 +357,4 @@ def cmd_watch(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "runs": cmd_runs, "presets": cmd_presets,
-            "doctor": cmd_doctor, "dashboard": cmd_dashboard, "watch": cmd_watch}
+            "doctor": cmd_doctor, "ab": cmd_ab, "compare": cmd_compare, "dashboard": cmd_dashboard, "watch": cmd_watch}

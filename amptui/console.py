@@ -46,8 +46,9 @@ class ProgressPrinter:
     """Turns event records into terminal output. On a TTY one line is redrawn in place; elsewhere
     (logs, CI) a line per step record, at most one a second."""
 
-    def __init__(self, out: TextIO = sys.stdout):
+    def __init__(self, out: TextIO = sys.stdout, label: str = ""):
         self.out = out
+        self.label = label  # set: compact output, one progress line and a summary (amptui ab)
         self.tty = out.isatty()
         self.total_steps: int | None = None
         self.epochs: int | None = None
@@ -61,7 +62,10 @@ class ProgressPrinter:
 
     def feed(self, records: list[dict[str, Any]]) -> None:
         for rec in records:
-            handler = getattr(self, f"_on_{rec.get('kind')}", None)
+            kind = rec.get("kind")
+            if self.label and kind not in ("start", "step", "end"):
+                continue
+            handler = getattr(self, f"_on_{kind}", None)
             if handler:
                 handler(rec)
 
@@ -79,6 +83,8 @@ class ProgressPrinter:
         self.precision = rec.get("precision", "")
         self.start_step = rec.get("resumed_from") or 0
         self.started = time.monotonic()
+        if self.label:
+            return
         device = rec.get("device") or {}
         resumed = f", resumed from step {self.start_step}" if self.start_step else ""
         self._say(f"{rec.get('run_id')}: {self.preset}, {self.precision} on {device.get('name', '?')} "
@@ -111,12 +117,12 @@ class ProgressPrinter:
 
     def _on_step(self, rec):
         self.last_step = rec
-        line = self.status_line(rec)
+        line = self.label + self.status_line(rec)
         if self.tty:
             self.out.write("\r\x1b[2K" + line)
             self.out.flush()
             self._line_open = True
-        elif time.monotonic() - self._last_plain >= 1.0 or rec.get("step") == self.total_steps:
+        elif time.monotonic() - self._last_plain >= (5.0 if self.label else 1.0) or rec.get("step") == self.total_steps:
             self._last_plain = time.monotonic()
             self._say(line)
 
@@ -146,7 +152,7 @@ class ProgressPrinter:
         peak = fmt_bytes(rec.get("peak_mem"))
         acc = rec.get("val_acc")
         skipped = self.last_step.get("skipped_total", 0) if self.last_step else 0
-        self._say(f"{status}: {rec.get('steps')} steps in {fmt_duration(rec.get('total_time_s'))}, "
+        self._say(f"{self.label}{status}: {rec.get('steps')} steps in {fmt_duration(rec.get('total_time_s'))}, "
                   f"final loss {fmt_num(rec.get('final_loss'))}"
                   + (f", val acc {100 * acc:.2f}%" if acc is not None else "")
                   + f", peak memory {peak}, skipped steps {skipped}")

@@ -130,13 +130,13 @@ def test_compare_rows_from_fixtures(tmp_path):
     rows = cmp.compare_rows(summaries)
     assert rows[0].speedup == 1.0 and rows[0].memory_saving == 0.0
     assert rows[1].skipped == 37 and rows[1].precision == "autocast float16 + GradScaler"
-    assert rows[1].speedup == pytest.approx(summaries[0].total_time_s / summaries[1].total_time_s)
+    assert rows[1].speedup == pytest.approx(summaries[1].steady_samples_per_s / summaries[0].steady_samples_per_s)
     assert rows[2].status == "failed" and rows[2].val_acc is None and rows[2].time_per_epoch_s is None
     assert rows[0].val_acc == pytest.approx(0.98046875) and rows[0].time_per_epoch_s > 0
     table = cmp.render(rows, "table")
     assert "speed-up" in table and "1.00x" in table and "98.05%" in table
     md = cmp.render(rows, "markdown")
     assert md.splitlines()[1].startswith("|---")
-    assert cmp.render(rows, "csv").splitlines()[0].startswith("run,precision,final_loss")
+    assert cmp.render(rows, "csv").splitlines()[0].startswith("run_id,preset,precision,status,final_loss")
     assert json.loads(cmp.render(rows, "json"))[1]["skipped"] == 37
     assert cmp.compare_rows([]) == []

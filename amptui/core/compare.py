@@ -20,6 +20,12 @@ from .events import EventReader, events_file
 from .series import Series
 
 _CHUNK = 8 * 1024 * 1024
+# Timings leave out start-up and warm-up: step records whose window ends in the first 10% of the
+# run's steps (at least the first record) do not count. Each window is timed between two reads of
+# the device, so it is a synchronised device timing.
+WARMUP_FRACTION = 0.1
+TIMING_NOTE = ("speed-up = steady-state samples/s against the first run (start-up and the first 10% of steps "
+               "left out; windows timed between device syncs); memory saving = 1 - peak / first run's peak")
 
 
 @dataclass
@@ -39,6 +45,8 @@ class RunSummary:
     time_per_epoch_s: float | None = None
     skipped: int = 0
     world_size: int = 1
+    steady_samples_per_s: float | None = None   # after warm-up; see WARMUP_FRACTION
+    steady_step_ms: float | None = None
     loss_curve: Series = field(default_factory=lambda: Series(cap=400))
 
     def as_dict(self) -> dict[str, Any]:
@@ -67,6 +75,8 @@ def summarize(run_dir: Path) -> RunSummary:
     reader = EventReader(path)
     first_t = last_t = None
     epoch_times: list[float] = []
+    windows: list[tuple[int, int, float, float]] = []  # (last step, steps, seconds, samples) per step record
+    prev_step = 0
     peak = None
     end = None
     while True:
@@ -86,7 +96,14 @@ def summarize(run_dir: Path) -> RunSummary:
                 summary.total_steps = rec.get("total_steps", summary.total_steps)
                 summary.world_size = rec.get("world_size", summary.world_size)
                 end = None  # a resumed session continues the run
+                prev_step = rec.get("resumed_from") or 0
             elif kind == "step":
+                step = rec.get("step", 0)
+                if rec.get("step_time_ms") is not None and step > prev_step:
+                    seconds = rec["step_time_ms"] / 1000 * (step - prev_step)
+                    rate = rec.get("samples_per_s")
+                    windows.append((step, step - prev_step, seconds, rate * seconds if rate else 0.0))
+                prev_step = step
                 summary.steps = rec.get("step", summary.steps)
                 summary.final_loss = rec.get("loss", summary.final_loss)
                 summary.skipped = rec.get("skipped_total", summary.skipped) or 0
@@ -116,9 +133,23 @@ def summarize(run_dir: Path) -> RunSummary:
     if summary.total_time_s is None and first_t is not None and last_t is not None:
         summary.total_time_s = max(0.0, last_t - first_t)
     summary.peak_mem = peak
+    _steady_rates(summary, windows)
     if epoch_times:
         summary.time_per_epoch_s = sum(epoch_times) / len(epoch_times)
     return summary
+
+
+def _steady_rates(summary: RunSummary, windows: list[tuple[int, int, float, float]]) -> None:
+    """Samples/s and ms/step over the step records after warm-up (see WARMUP_FRACTION)."""
+    total = summary.total_steps or (windows[-1][0] if windows else 0)
+    warm = max(1, int(WARMUP_FRACTION * total))
+    steady = [w for w in windows[1:] if w[0] - w[1] >= warm] or windows[-1:]
+    steps = sum(w[1] for w in steady)
+    seconds = sum(w[2] for w in steady)
+    if seconds > 0 and steps:
+        summary.steady_step_ms = 1000 * seconds / steps
+        samples = sum(w[3] for w in steady)
+        summary.steady_samples_per_s = samples / seconds if samples else None
 
 
 @dataclass
@@ -129,10 +160,12 @@ class CompareRow:
     status: str
     final_loss: float | None
     val_acc: float | None
+    val_acc_delta: float | None  # this run's val acc - the first run's
     peak_mem: float | None
     total_time_s: float | None
     time_per_epoch_s: float | None
-    speedup: float | None        # first run's time / this run's time (1.0 for the first)
+    samples_per_s: float | None  # steady state (see WARMUP_FRACTION)
+    speedup: float | None        # steady samples/s against the first run (1.0 for the first)
     memory_saving: float | None  # 1 - this peak / first peak (0.0 for the first)
     skipped: int
     steps: int
@@ -149,18 +182,22 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
     rows: list[CompareRow] = []
     base = summaries[0] if summaries else None
     for s in summaries:
-        speedup = _ratio(base.total_time_s, s.total_time_s) if base else None
+        speedup = _ratio(s.steady_samples_per_s, base.steady_samples_per_s) if base else None
+        if speedup is None and base:  # no throughput recorded (e.g. a Monitor without batch sizes)
+            speedup = _ratio(base.steady_step_ms, s.steady_step_ms)
         ratio = _ratio(s.peak_mem, base.peak_mem) if base else None
+        delta = s.val_acc - base.val_acc if base and s.val_acc is not None and base.val_acc is not None else None
         rows.append(CompareRow(
             run_id=s.run_id, preset=s.preset, precision=s.precision, status=s.status,
-            final_loss=s.final_loss, val_acc=s.val_acc, peak_mem=s.peak_mem, total_time_s=s.total_time_s,
-            time_per_epoch_s=s.time_per_epoch_s, speedup=speedup,
-            memory_saving=None if ratio is None else 1.0 - ratio, skipped=s.skipped, steps=s.steps))
+            final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=s.peak_mem,
+            total_time_s=s.total_time_s, time_per_epoch_s=s.time_per_epoch_s, samples_per_s=s.steady_samples_per_s,
+            speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, skipped=s.skipped,
+            steps=s.steps))
     return rows
 
 
-HEADERS = ("run", "precision", "final loss", "val acc", "peak mem", "total time", "time/epoch", "speed-up",
-           "mem saving", "skipped")
+HEADERS = ("run", "precision", "final loss", "val acc", "acc vs 1st", "peak mem", "total time", "time/epoch",
+           "samples/s", "speed-up", "mem saving", "skipped")
 
 
 def _bytes(n: float | None) -> str:
@@ -190,9 +227,11 @@ def cells(row: CompareRow) -> tuple[str, ...]:
         row.precision or "-",
         "-" if row.final_loss is None else f"{row.final_loss:.4f}",
         "-" if row.val_acc is None else f"{100 * row.val_acc:.2f}%",
+        "-" if row.val_acc_delta is None else f"{100 * row.val_acc_delta:+.2f} pt",
         _bytes(row.peak_mem),
         _secs(row.total_time_s),
         _secs(row.time_per_epoch_s),
+        "-" if row.samples_per_s is None else f"{row.samples_per_s:.0f}",
         "-" if row.speedup is None else f"{row.speedup:.2f}x",
         "-" if row.memory_saving is None else f"{100 * row.memory_saving:+.1f}%",
         str(row.skipped),
@@ -202,12 +241,12 @@ def cells(row: CompareRow) -> tuple[str, ...]:
 def render(rows: list[CompareRow], fmt: str = "table") -> str:
     if fmt == "json":
         return json.dumps([asdict(r) for r in rows], indent=2)
-    if fmt == "csv":
+    if fmt == "csv":  # raw numbers (bytes, seconds, fractions), for spreadsheets and scripts
         out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow([f.replace(" ", "_") for f in HEADERS])
+        writer = csv.DictWriter(out, fieldnames=list(CompareRow.__dataclass_fields__))
+        writer.writeheader()
         for r in rows:
-            writer.writerow(cells(r))
+            writer.writerow(asdict(r))
         return out.getvalue()
     table = [HEADERS] + [cells(r) for r in rows]
     if fmt == "markdown":

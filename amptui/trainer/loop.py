@@ -220,6 +220,7 @@ class Trainer:
 
     def train(self) -> str:
         cfg, p = self.cfg, self.progress
+        self.meter.restart_clock()  # set-up (data, FLOP count, peak measurement) is not step time
         while p.epoch < cfg.run.epochs and p.step < self.total_steps:
             epoch_t0 = time.perf_counter()
             self.ddp_model.train()

@@ -39,6 +39,9 @@ class StepMeter:
         self.grad_norm: torch.Tensor | None = None
         self.started = time.perf_counter()
 
+    def restart_clock(self) -> None:
+        self.started = time.perf_counter()
+
     def add_loss(self, loss: torch.Tensor) -> None:
         self.loss_sum += loss.detach().float()
         self.micro_batches += 1
