@@ -118,6 +118,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "checkpoint_every": Key("int", 1, "Epochs between checkpoints (0 = off).", minimum=0),
         "checkpoint_every_steps": Key("int", 0, "Optimizer steps between checkpoints (0 = off).", minimum=0),
         "eval_every": Key("int", 1, "Epochs between evaluations on the validation set (0 = never).", minimum=0),
+        "tensorboard": Key("bool", False, "Also write TensorBoard scalars to RUN_DIR/tensorboard (needs the "
+                           "amptui[tensorboard] extra)."),
     },
     "debug": {
         "inject_inf_every": Key("int", 0, "Poison the gradients with inf every N steps (0 = off).", minimum=0),

@@ -50,6 +50,7 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
     from .usercode import check_factories
 
     check_factories(values)
+    check_tensorboard(values)
     check_data(values)
     check_weights(values)
     return cfg.with_overrides(overrides, source="resolved config")
@@ -71,6 +72,14 @@ def odd_combinations(values: dict[str, dict[str, Any]]) -> list[str]:
         notes.append("float16 autocast on the CPU: most CPUs compute float16 slowly; bfloat16 is the CPU's "
                      "fast format")
     return notes
+
+
+def check_tensorboard(values: dict[str, dict[str, Any]]) -> None:
+    import importlib.util
+
+    if values["log"]["tensorboard"] and importlib.util.find_spec("tensorboard") is None:
+        raise UserError("log.tensorboard = true needs TensorBoard, which is not installed: "
+                        "pip install 'amptui[tensorboard]' (or --set log.tensorboard=false)")
 
 
 # --- data ----------------------------------------------------------------------------------------

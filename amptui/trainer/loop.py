@@ -164,6 +164,11 @@ class Trainer:
         self.meter = telemetry.StepMeter(self.device)
         self.sampler = telemetry.DeviceSampler()
 
+        self.tensorboard = None
+        if cfg.log.tensorboard and self.dist.rank == 0:
+            from .tensorboard import TensorBoardScalars
+
+            self.tensorboard = TensorBoardScalars(self.run_dir)
         self.step_flops = self.count_flops()
         self.peak_tflops = None
         if self.dist.rank == 0:  # one rank measures: ranks sharing a CPU would only slow each other down
@@ -324,6 +329,8 @@ class Trainer:
         if self.step_flops and window.seconds > 0:
             record["tflops"] = self.step_flops * window.steps / window.seconds / 1e12
         self.events.emit("step", **record)
+        if self.tensorboard:
+            self.tensorboard.step(record)
         for alarm in self.alarms.observe(events, p.step, self.last_scale, window.loss):
             self.warn(alarm.message, code=alarm.code)
         if self.sampler.due():
@@ -340,8 +347,10 @@ class Trainer:
         if self.val_data is not None and evaluate:
             val_loss, val_acc = self.evaluate()
             self.val_acc = val_acc
-        self.events.emit("epoch", epoch=p.epoch + 1, train_loss=train_loss, val_loss=val_loss, val_acc=val_acc,
-                         epoch_time_s=seconds)
+        record = self.events.emit("epoch", epoch=p.epoch + 1, train_loss=train_loss, val_loss=val_loss,
+                                  val_acc=val_acc, epoch_time_s=seconds)
+        if self.tensorboard:
+            self.tensorboard.epoch(record, p.step)
         self.log(f"epoch {p.epoch + 1}/{cfg.run.epochs}: train loss {train_loss:.4f}"
                  + (f", val loss {val_loss:.4f}, val acc {val_acc:.4f}" if val_loss is not None else "")
                  + (f", acc {val_acc}" if val_loss is None and val_acc is not None else ""))
@@ -432,6 +441,8 @@ class Trainer:
                                 "traceback": tail[-4000:]}
         self.events.emit("end", **payload)
         self.events.close()
+        if getattr(self, "tensorboard", None):
+            self.tensorboard.close()
 
 
 def _cpu_name() -> str:

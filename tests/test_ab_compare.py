@@ -1,0 +1,140 @@
+"""A/B experiments and the compare table: variant expansion, the table's arithmetic on canned
+event files, the four formats, TensorBoard export, and real short A/B runs."""
+
+import csv
+import io
+import json
+
+import pytest
+from PIL import Image
+
+from amptui.core import ab, compare
+from amptui.core.errors import UserError
+from amptui.core.events import EventWriter
+from conftest import amptui, events
+
+
+def test_variant_expansion_and_defaults():
+    assert [n for n, _ in ab.expand(None, "cuda")] == ["fp32", "fp16", "fp16+scaler"]
+    assert [n for n, _ in ab.expand(None, "cpu")] == ["fp32", "bf16"]
+    got = dict(ab.expand("fp32, bf16+scaler", "cpu"))
+    assert got["fp32"] == {"amp.autocast": False, "amp.grad_scaler": False}
+    assert got["bf16+scaler"] == {"amp.autocast": True, "amp.dtype": "bfloat16", "amp.grad_scaler": True}
+    with pytest.raises(UserError, match="unknown fp8"):
+        ab.expand("fp32,fp8", "cpu")
+    with pytest.raises(UserError, match="each variant once"):
+        ab.expand("fp32,fp32", "cpu")
+    with pytest.raises(UserError, match="choose them with --variants"):
+        ab.check_overrides({"amp.dtype": "float16"})
+
+
+def canned_run(root, name, ms_per_step, batch, peak, acc, steps=100, every=10, precision="fp32"):
+    """An event file as the trainer writes it, with known timings and memory."""
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text('[run]\nname = "canned"\n')
+    with EventWriter(run / "events.jsonl") as w:
+        w.emit("start", preset="canned", precision=precision, total_steps=steps, world_size=1,
+               device={"type": "cpu", "name": "test", "count": 1})
+        for step in range(every, steps + 1, every):
+            first = step == every  # the warm-up window is slow and must not count
+            ms = ms_per_step * (5 if first else 1)
+            w.emit("step", step=step, loss=1.0 / step, skipped_total=1, step_time_ms=ms,
+                   samples_per_s=batch / (ms / 1000), mem={"rss": peak, "peak_rss": peak})
+        w.emit("epoch", epoch=1, train_loss=0.5, val_acc=acc, epoch_time_s=steps * ms_per_step / 1000)
+        w.emit("end", status="completed", steps=steps, final_loss=0.01, val_acc=acc, peak_mem=peak,
+               total_time_s=steps * ms_per_step / 1000 + 3.0)
+    return run
+
+
+def test_table_arithmetic_on_canned_runs(tmp_path):
+    base = canned_run(tmp_path, "a", ms_per_step=20.0, batch=64, peak=1000 * 2**20, acc=0.90)
+    fast = canned_run(tmp_path, "b", ms_per_step=8.0, batch=64, peak=600 * 2**20, acc=0.91, precision="bf16")
+    rows = compare.compare_rows([compare.summarize(base), compare.summarize(fast)])
+    assert rows[0].speedup == pytest.approx(1.0) and rows[0].memory_saving == pytest.approx(0.0)
+    assert rows[1].samples_per_s == pytest.approx(64 / 0.008)
+    assert rows[1].speedup == pytest.approx(20.0 / 8.0), "warm-up window left out"
+    assert rows[1].memory_saving == pytest.approx(0.4)
+    assert rows[1].val_acc_delta == pytest.approx(0.01)
+    assert rows[1].skipped == 1 and rows[1].total_time_s == pytest.approx(0.8 + 3.0)
+
+
+def test_compare_cli_in_four_formats(runs_dir):
+    canned_run(runs_dir, "a", 20.0, 64, 2**30, 0.9)
+    canned_run(runs_dir, "b", 10.0, 64, 2**29, 0.9)
+    table = amptui("compare", "a", "b", check=True).stdout
+    assert "2.00x" in table and "+50.0%" in table and "steady-state" in table
+    md = amptui("compare", "a", "b", "--format", "markdown", check=True).stdout.splitlines()
+    assert md[0].startswith("| run |") and md[1].startswith("|---") and md[3].startswith("| b |")
+    rows = list(csv.DictReader(io.StringIO(amptui("compare", "a", "b", "--format", "csv", check=True).stdout)))
+    assert [r["run_id"] for r in rows] == ["a", "b"] and float(rows[1]["speedup"]) == pytest.approx(2.0)
+    data = json.loads(amptui("compare", "a", "b", "--format", "json", check=True).stdout)
+    assert data[1]["memory_saving"] == pytest.approx(0.5)
+    bad = amptui("compare", "a", "../b")
+    assert bad.returncode == 2 and "not a run id" in bad.stderr
+
+
+def test_tensorboard_missing_is_explained(monkeypatch):
+    import sys
+
+    from amptui.core import preflight
+
+    # Stand-in for a machine without the optional extra: hide the installed package.
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "tensorboard" else object())
+    with pytest.raises(UserError, match=r"pip install 'amptui\[tensorboard\]'"):
+        preflight.check_tensorboard({"log": {"tensorboard": True}})
+
+
+@pytest.mark.slow
+def test_tensorboard_scalars_are_written(runs_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    amptui("run", "quickstart", "--set", "log.tensorboard=true", "--set", "run.max_steps=6", check=True)
+    (run_dir,) = list(runs_dir.iterdir())
+    acc = EventAccumulator(str(run_dir / "tensorboard"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"train/loss", "train/lr", "train/samples_per_s", "memory/rss_mib", "epoch/train_loss"} <= tags
+    assert [e.step for e in acc.Scalars("train/loss")][-1] == 6
+
+
+@pytest.mark.slow
+def test_real_ab_of_the_recipe_prints_the_table(runs_dir):
+    proc = amptui("ab", "mlp-recipe", "--variants", "fp32,bf16", "--set", "model.width=256",
+                  "--set", "data.batch_size=128", "--set", "data.train_samples=2560", "--set", "run.max_steps=10",
+                  check=True)
+    assert "[1/2] fp32" in proc.stdout and "[2/2] bf16" in proc.stdout
+    assert "speed-up" in proc.stdout and "1.00x" in proc.stdout
+    listed = json.loads(amptui("runs", "--format", "json", check=True).stdout)
+    assert sorted(r["precision"] for r in listed) == ["bf16", "fp32"]
+    assert all(r["status"] == "completed" for r in listed)
+    first = [events(runs_dir / r["run_id"]) for r in listed]
+    assert all(e[0]["config"]["run"]["seed"] == first[0][0]["config"]["run"]["seed"] for e in first)
+
+
+def write_images(root, per_class=12):
+    """A small labelled ImageFolder in the Intel layout: each class is a colour."""
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    for split, n in (("seg_train", per_class), ("seg_test", per_class // 2)):
+        for c, name in enumerate(("red", "green", "blue")):
+            (root / split / name).mkdir(parents=True)
+            for i in range(n):
+                pixels = rng.integers(0, 90, (24, 24, 3), dtype=np.uint8)
+                pixels[..., c] = 220
+                Image.fromarray(pixels).save(root / split / name / f"{i}.png")
+
+
+@pytest.mark.slow
+def test_ab_on_real_labelled_images_reports_agreeing_accuracy(runs_dir, isolated):
+    write_images(isolated / "imgs")
+    proc = amptui("ab", "resnet18-intel", "--format", "json", "--set", "model.pretrained=false",
+                  "--set", "model.name=smallcnn", "--set", "model.num_classes=3", "--set", "data.root=imgs",
+                  "--set", "data.img_size=24", "--set", "data.batch_size=12", "--set", "data.num_workers=0",
+                  "--set", "optim.lr=3e-3", "--set", "run.epochs=6", "--set", "sched.warmup_epochs=0", check=True)
+    table = json.loads(proc.stdout[proc.stdout.index("\n[\n"):])  # after the progress lines
+    accs = [row["val_acc"] for row in table]
+    assert len(accs) == 2 and all(a is not None for a in accs)
+    assert min(accs) >= 0.8 and abs(accs[0] - accs[1]) <= 0.1
