@@ -4,7 +4,6 @@ can be broken giving one line that names the factory string."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import textwrap
 from pathlib import Path
@@ -12,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from amptui.core import config as cfgmod
-from amptui.core import preflight, usercode
+from amptui.core import usercode
 from amptui.core.errors import UserError
-from amptui.trainer import loop
 from conftest import amptui, events, only_run
 
 TINY_MODEL = '''
@@ -105,12 +103,7 @@ def model(width=16):
 '''
 
 
-CRITERION_WIRED = "choose_criterion" in inspect.getsource(loop)
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(not CRITERION_WIRED, run=False, strict=False,
-                   reason="needs the loop to take its loss from data.choose_criterion (issue 8 owner)")
 def test_data_factory_with_float_targets_trains_with_mse(isolated, runs_dir):
     write(isolated / "regress.py", REGRESSION)
     write(isolated / "regress.toml", '''
@@ -210,12 +203,7 @@ def test_data_factory_returning_the_wrong_thing(isolated):
         usercode.check_factories(cfgmod.build_config({"data": {"factory": "baddata:nope"}}).to_dict())
 
 
-PREFLIGHT_WIRED = "usercode" in inspect.getsource(preflight)
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(not PREFLIGHT_WIRED, run=False, strict=False,
-                   reason="needs preflight to call usercode.check_factories (issue 8 owner)")
 @pytest.mark.parametrize("case", ["missing module", "missing function", "import raising", "bad keyword"])
 def test_broken_factory_on_the_command_line_exit_2_no_traceback_no_run_folder(isolated, runs_dir, case):
     ref, message = _broken(isolated, case)
