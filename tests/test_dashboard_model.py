@@ -52,19 +52,57 @@ def _step(i, scale=None, rank=0):
 
 def test_a_long_history_keeps_memory_flat():
     model = RunModel("big")
-    model.feed([{"v": 1, "kind": "start", "t": 1000.0, "rank": 0, "total_steps": 300_000, "precision": "x"}])
+    model.feed([{"v": 1, "kind": "start", "t": 1000.0, "rank": 0, "total_steps": 200_000, "precision": "x"}])
+    model.feed([_step(i, scale=65536.0) for i in range(1, 10_001)])
     tracemalloc.start()
-    model.feed([_step(i, scale=65536.0) for i in range(1, 20_001)])
-    after_small = tracemalloc.get_traced_memory()[0]
-    for chunk in range(20_001, 300_001, 20_000):
-        model.feed([_step(i, scale=65536.0) for i in range(chunk, chunk + 20_000)])
-    after_big = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    assert model.step == 300_000
+    model.feed([_step(i, scale=65536.0) for i in range(10_001, 20_001)])
+    small = tracemalloc.get_traced_memory()[0]
+    for chunk in range(20_001, 200_001, 30_000):
+        model.feed([_step(i, scale=65536.0) for i in range(chunk, chunk + 30_000)])
+        if chunk == 20_001:
+            tracemalloc.stop()  # the rest untraced: fast
+    big = sum(len(s) for s in (model.loss_s, model.lr_s, model.scale_s, model.sps_s, *model.mem.values()))
+    assert model.step == 200_000
     for series in (model.loss_s, model.lr_s, model.scale_s, model.sps_s, *model.mem.values()):
         assert len(series) <= SERIES_CAP + 1
-    assert after_big - after_small < 2_000_000  # 15x the records, no growth beyond noise
+    assert big <= 7 * (SERIES_CAP + 1)
+    assert small < 2_000_000  # 10k more records cost next to nothing once the series are full
     assert set(model.mem) == {"r0 allocated", "r0 reserved"}
+
+
+def test_a_huge_event_file_is_skimmed_on_attach(tmp_path):
+    from amptui.dashboard import runmodel
+
+    run = tmp_path / "huge"
+    run.mkdir()
+    with open(run / "events.jsonl", "w") as fh:
+        fh.write(json.dumps({"v": 1, "kind": "start", "t": 0.0, "rank": 0, "run_id": "huge", "total_steps": 60_000,
+                             "precision": "autocast float16 + GradScaler"}, separators=(",", ":")) + "\n")
+        for i in range(1, 60_001):
+            fh.write(json.dumps(_step(i, scale=1024.0), separators=(",", ":")) + "\n")
+            if i % 500 == 0:
+                fh.write(json.dumps({"v": 1, "kind": "scaler", "t": 0.0, "rank": 0, "step": i, "event": "backoff",
+                                     "old_scale": 2048.0, "new_scale": 1024.0}, separators=(",", ":")) + "\n")
+    size = (run / "events.jsonl").stat().st_size
+    old = runmodel.SKIM_ABOVE_BYTES, runmodel.SKIM_TARGET_STEPS
+    runmodel.SKIM_ABOVE_BYTES, runmodel.SKIM_TARGET_STEPS = size // 4, 3_000  # as if it were 1M records
+    try:
+        model = RunModel()
+        tail = RunTail(run, model, alive=lambda info: True)
+        started = time.perf_counter()
+        while tail.poll():
+            pass
+        elapsed = time.perf_counter() - started
+    finally:
+        runmodel.SKIM_ABOVE_BYTES, runmodel.SKIM_TARGET_STEPS = old
+    assert model.step == 60_000 and model.n_backoff == 120  # newest step and every scaler event kept
+    assert model.loss_s.count < 10_000  # only a sample of the step records was parsed
+    assert elapsed < 5.0
+    # records appended after the catch-up are all read
+    with open(run / "events.jsonl", "a") as fh:
+        fh.write(json.dumps(_step(60_001, scale=1024.0), separators=(",", ":")) + "\n")
+    tail.poll()
+    assert model.step == 60_001
 
 
 def test_tail_reads_fixture_log_and_scaler_events(tmp_path):

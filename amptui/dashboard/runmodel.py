@@ -62,6 +62,8 @@ class RunModel:
         self.samples_per_s: float | None = None
         self.step_time_ms: float | None = None
         self.grad_norm: float | None = None
+        self.tflops: float | None = None
+        self.peak_tflops: float | None = None
         self.has_scaler = False
         self.loss_s = Series(SERIES_CAP, "mean")
         self.lr_s = Series(SERIES_CAP, "last")
@@ -154,6 +156,7 @@ class RunModel:
             self.started_t = rec.get("t")
         self.session_t = rec.get("t")
         self.session_step = rec.get("resumed_from") or 0
+        self.peak_tflops = _num(rec.get("peak_tflops")) or self.peak_tflops
         cfg = rec.get("config") or {}
         amp = cfg.get("amp") or {}
         self.has_scaler = bool(amp.get("grad_scaler") is True or "GradScaler" in self.precision)
@@ -178,6 +181,7 @@ class RunModel:
         self.samples_per_s = rec.get("samples_per_s")
         self.step_time_ms = rec.get("step_time_ms")
         self.grad_norm = rec.get("grad_norm", self.grad_norm)
+        self.tflops = rec.get("tflops", self.tflops)
         self.loss_s.add(step, self.loss)
         self.lr_s.add(step, self.lr)
         if self.scale is not None and self.scale > 0:

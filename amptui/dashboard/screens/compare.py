@@ -38,9 +38,16 @@ class CompareScreen(Screen):
         self.query_one("#compare-plot-box").border_title = "Loss (overlaid)"
         table = self.query_one("#compare-table", DataTable)
         table.add_column("#", key="n")
-        for h in cmp.HEADERS[1:] + cmp.HEADERS[:1]:  # the long run id last: the numbers fit at 80 columns
+        for h in self._order():
             table.add_column(h, key=h)
         self.load()
+
+    @staticmethod
+    def _order() -> list[str]:
+        """The headline numbers first, the long run id last, so what matters shows at 80 columns."""
+        first = [h for h in ("precision", "speed-up", "mem saving", "final loss", "val acc") if h in cmp.HEADERS]
+        rest = [h for h in cmp.HEADERS if h not in first and h != "run"]
+        return first + rest + ["run"]
 
     @work(thread=True, exclusive=True, group="compare")
     def load(self) -> None:
@@ -54,8 +61,9 @@ class CompareScreen(Screen):
         table.clear()
         for i, row in enumerate(rows):
             color = COLORS[i % len(COLORS)]
-            cells = list(cmp.cells(row))
-            cells = cells[1:] + [Text(cells[0], style=color)]
+            by_header = dict(zip(cmp.HEADERS, cmp.cells(row)))
+            by_header["run"] = Text(by_header["run"], style=color)
+            cells = [by_header[h] for h in self._order()]
             table.add_row(Text(str(i + 1), style=f"bold {color}"), *cells, key=row.run_id)
         lines = []
         for i, s in enumerate(summaries):

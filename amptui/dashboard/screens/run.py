@@ -72,6 +72,7 @@ class RunScreen(Screen):
         with Horizontal(id="progress-row"):
             yield ProgressBar(total=1.0, show_eta=False, id="progress")
             yield Static(id="progress-text")
+        yield Static(id="warning-bar")
         yield Static(id="error-panel")
         yield Static(id="panel-tabs")
         with Grid(id="panels"):
@@ -95,6 +96,7 @@ class RunScreen(Screen):
         for i, (key, name) in enumerate(PANELS):
             self.query_one(f"#p-{key}").border_title = f"{i + 1} {TITLES[key]}"
         self.query_one("#error-panel").display = False
+        self.query_one("#warning-bar").display = False
         self._layout(self.size.width, self.size.height)
         self.flush()
         self.set_interval(1 / FLUSH_HZ, self.flush)
@@ -242,7 +244,17 @@ class RunScreen(Screen):
             Figure([Line(xs, ys, label="samples/s", color="orange")]))
         sps = f"{m.samples_per_s:,.0f} samples/s" if m.samples_per_s else "-"
         st = f"{m.step_time_ms:.1f} ms/step" if m.step_time_ms else ""
-        self.query_one("#p-speed").border_subtitle = " · ".join(p for p in (sps, st) if p)
+        tf = ""
+        if m.tflops:
+            tf = f"{m.tflops:.1f} TFLOP/s" + (f" ({100 * m.tflops / m.peak_tflops:.0f}% of peak)"
+                                              if m.peak_tflops else "")
+        self.query_one("#p-speed").border_subtitle = " · ".join(p for p in (sps, st, tf) if p)
+        # warnings (odd AMP combinations, loss-scale alarms): the newest, and how many
+        bar = self.query_one("#warning-bar", Static)
+        if m.warnings:
+            count = f"  (+{len(m.warnings) - 1} earlier, in output.log)" if len(m.warnings) > 1 else ""
+            bar.update(Text.assemble(("⚠ ", "bold yellow"), m.warnings[-1], (count, "dim")))
+        bar.display = bool(m.warnings)
 
     def _scale_panel(self) -> None:
         m = self.model

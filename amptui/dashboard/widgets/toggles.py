@@ -8,7 +8,7 @@ from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Grid, Vertical
+from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static, Switch
@@ -115,7 +115,9 @@ class TogglesPanel(Vertical):
             for t in TOGGLES:
                 yield Label(t.label, classes="toggle-label")
                 if t.kind == "switch":
-                    yield Switch(id=t.wid, classes="toggle")
+                    with Horizontal(classes="switch-cell"):
+                        yield Switch(id=t.wid, classes="toggle")
+                        yield Static("on", id=f"{t.wid}-state", classes="switch-state")
                 elif t.kind == "select":
                     yield Select(t.options, id=t.wid, allow_blank=False, compact=True, classes="toggle")
                 else:
@@ -175,15 +177,23 @@ class TogglesPanel(Vertical):
     def refresh_summary(self) -> None:
         summary = self.query_one("#toggle-summary", Static)
         error = self.query_one("#toggle-error", Static)
+        for t in TOGGLES:
+            if t.kind == "switch":
+                on = self.query_one(f"#{t.wid}", Switch).value
+                self.query_one(f"#{t.wid}-state", Static).update("on" if on else "off")
         try:
             values = self.values()
         except ConfigError as exc:
             summary.update("")
             error.update(f"✗ {exc}")
+            error.display = True
+            summary.display = False
             self.add_class("-invalid")
             return
         self.remove_class("-invalid")
         error.update("")
+        error.display = False
+        summary.display = True
         device = values["run"]["device"]
         dtype = device if device != "auto" else ("cuda" if self.cuda else "cpu")
         words = cfgmod.precision_words(values, dtype)

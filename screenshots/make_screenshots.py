@@ -1,0 +1,115 @@
+"""Make the README's dashboard screenshots (SVG) from real runs on this machine.
+
+    python screenshots/make_screenshots.py            # writes screenshots/*.svg
+
+Runs a few short CPU runs with the real `amptui` in a scratch folder (about a minute), then drives
+the dashboard headless at 110x34 and saves: the home screen, a live scaler-lab run with its
+backoffs and growths, a failed run with its error, and the compare screen (fp32 vs bf16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SIZE = (110, 34)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=HERE, help="where the SVGs go (default: screenshots/)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="amptui-shots-"))
+    os.environ["XDG_CONFIG_HOME"] = str(work / "config")
+    os.environ.pop("AMPTUI_RUNS_DIR", None)
+    os.chdir(work)
+    runs = work / "runs"
+
+    def run(*sets: str, preset: str = "quickstart") -> str:
+        command = [sys.executable, "-m", "amptui", "run", preset, "--runs-dir", str(runs)]
+        for s in sets:
+            command += ["--set", s]
+        before = set(runs.iterdir()) if runs.exists() else set()
+        subprocess.run(command, cwd=work, capture_output=True, text=True)
+        (new,) = set(runs.iterdir()) - before
+        return new.name
+
+    print("real runs in", work)
+    fp32 = run("amp.autocast=false", "run.epochs=3")
+    bf16 = run("run.epochs=3")
+    failed = run("debug.fail_at_step=40")
+    print("  fp32", fp32, "\n  bf16", bf16, "\n  failed", failed)
+    live = subprocess.run([sys.executable, "-m", "amptui", "run", "scaler-lab", "--detach", "--runs-dir", str(runs),
+                           "--set", "run.epochs=20"], cwd=work, capture_output=True, text=True,
+                          check=True).stdout.strip().splitlines()[-1]
+    print("  live", live)
+
+    from amptui.dashboard.app import make_app
+    from amptui.dashboard.screens.compare import CompareScreen
+    from amptui.dashboard.screens.run import RunScreen
+    from amptui.dashboard.widgets.runtable import RunTable
+
+    async def until(pilot, cond, timeout=120.0):
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise SystemExit("timed out driving the dashboard")
+            await pilot.pause(0.1)
+
+    async def shoot() -> None:
+        app = make_app("runs")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.screen.query(RunTable) and app.screen.query_one(RunTable).row_count >= 4)
+            table = app.screen.query_one(RunTable)
+            for rid in (fp32, bf16):
+                table.move_cursor(row=table._order.index(rid))
+                table.action_toggle_mark()
+            table.focus()
+            table.move_cursor(row=0)
+            await pilot.pause(0.5)
+            app.save_screenshot("home.svg", str(args.out))
+
+            app.open_run(runs / live)
+            await until(pilot, lambda: isinstance(app.screen, RunScreen))
+            screen = app.screen
+            await until(pilot, lambda: screen.model.n_growth >= 4 and screen.model.n_backoff >= 10)
+            await pilot.pause(0.8)
+            app.save_screenshot("run-live-scaler.svg", str(args.out))
+            await pilot.press("q")
+
+            app.open_run(runs / failed)
+            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.end is not None)
+            await pilot.pause(0.8)
+            app.save_screenshot("run-failed.svg", str(args.out))
+            await pilot.press("q")
+
+            await pilot.pause(0.2)
+            await pilot.press("c")
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows)
+            await pilot.pause(0.5)
+            app.save_screenshot("compare.svg", str(args.out))
+
+        small = make_app("runs")
+        async with small.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: small.screen.query(RunTable) and small.screen.query_one(RunTable).row_count)
+            await pilot.pause(0.5)
+            small.save_screenshot("home-80x24.svg", str(args.out))
+
+    asyncio.run(shoot())
+    subprocess.run([sys.executable, "-m", "amptui", "stop", live, "--runs-dir", str(runs)], cwd=work,
+                   capture_output=True)
+    for name in ("home", "run-live-scaler", "run-failed", "compare", "home-80x24"):
+        print("wrote", args.out / f"{name}.svg")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
