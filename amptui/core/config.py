@@ -224,7 +224,7 @@ def flatten(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for section, table in doc.items():
         if section not in SCHEMA:
-            raise ConfigError(f"{source}: unknown section [{section}] (known: {', '.join(SCHEMA)})")
+            raise ConfigError(f"{source}: unknown section [{_shown(section)}] (known: {', '.join(SCHEMA)})")
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: {section} must be a table [{section}], not a value")
         extra = {}
@@ -240,14 +240,20 @@ def flatten(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
     return flat
 
 
+def _shown(name: str) -> str:
+    """A user's key as it can be shown on one line."""
+    return name if name.isprintable() else repr(name)[1:-1]
+
+
 def _schema_key(dotted: str, source: str) -> Key:
     section, _, name = dotted.partition(".")
     if section not in SCHEMA:
-        raise ConfigError(f"{source}: unknown section '{section}' in '{dotted}' (known: {', '.join(SCHEMA)})")
+        raise ConfigError(f"{source}: unknown section '{_shown(section)}' in '{_shown(dotted)}' "
+                          f"(known: {', '.join(SCHEMA)})")
     if name not in SCHEMA[section]:
         close = [k for k in SCHEMA[section] if k.startswith(name[:3])] if name else []
         hint = f"; did you mean {section}.{close[0]}?" if close else f" (known: {', '.join(SCHEMA[section])})"
-        raise ConfigError(f"{source}: unknown key '{dotted}'{hint}")
+        raise ConfigError(f"{source}: unknown key '{_shown(dotted)}'{hint}")
     return SCHEMA[section][name]
 
 

@@ -145,6 +145,26 @@ def check_resumable(run_dir: Path) -> runs.RunInfo:
     if not (run_dir / "checkpoints" / "last.pt").is_file():
         raise UserError(f"run {info.run_id} has no checkpoint to resume from (it ended {info.status} before "
                         "its first checkpoint); start it again with `amptui run`")
+    current = load_config(run_dir)
+    _check_checkpoint_fits(run_dir, current)
     # The machine may have changed since: the same checks as a new run.
-    preflight.check_data(load_config(run_dir).to_dict())
+    preflight.check_data(current.to_dict())
     return info
+
+
+def _check_checkpoint_fits(run_dir: Path, current: cfgmod.Config) -> None:
+    """Refuse a resume whose config.toml no longer describes what the checkpoint holds."""
+    import torch
+
+    from ..trainer import checkpoint
+
+    try:
+        state = torch.load(run_dir / "checkpoints" / checkpoint.FILENAME, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise UserError(f"run {run_dir.name}: its checkpoint cannot be read safely ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:200]})") from None
+    changed = checkpoint.structural(checkpoint.config_changes(state.get("config", {}), current.to_dict()))
+    if changed:
+        listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in changed)
+        raise UserError(f"run {run_dir.name}: config.toml changed since its checkpoint ({listed}); the checkpoint "
+                        "no longer fits. Put those values back, or start a new run")

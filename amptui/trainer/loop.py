@@ -140,7 +140,7 @@ class Trainer:
             backoff_factor=cfg.amp.backoff_factor, growth_interval=cfg.amp.growth_interval, enabled=use_scaler)
 
         model = build_model(cfg.model).to(self.device)
-        if self.device.type == "cuda" and cfg.model.name in CNNS:
+        if self.device.type == "cuda" and cfg.model.name in CNNS and not cfg.model.factory:
             model = model.to(memory_format=torch.channels_last)
         self.model = model
         self.ddp_model = model
@@ -404,6 +404,7 @@ class Trainer:
             "last_scale": self.last_scale,
             "rng": checkpoint.rng_state(),
             "config": self.cfg.to_dict(),
+            "code": checkpoint.code_fingerprint(),
         }
         path = checkpoint.save(self.run_dir / "checkpoints", state)
         self.checkpointed_step = p.step
@@ -411,8 +412,15 @@ class Trainer:
 
     def load_checkpoint(self) -> int:
         state = checkpoint.load(self.run_dir / "checkpoints", map_location=self.device)
-        if state.get("config") != self.cfg.to_dict():
-            self.warn("config.toml changed since the checkpoint was written; resuming with the current file")
+        changes = checkpoint.config_changes(state.get("config", {}), self.cfg.to_dict())
+        if changes:
+            listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in changes)
+            self.warn(f"config.toml changed since the checkpoint ({listed}); resuming with the current file",
+                      code="resume_config_changed")
+        if state.get("code") != checkpoint.code_fingerprint():
+            self.warn(f"amptui's trainer code changed since the checkpoint ({state.get('code')} -> "
+                      f"{checkpoint.code_fingerprint()}); results may not match an uninterrupted run",
+                      code="resume_code_changed")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])

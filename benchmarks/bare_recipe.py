@@ -1,0 +1,77 @@
+"""The PyTorch AMP recipe's training loop, hand-written, no amptui: the baseline the
+benchmarks compare amptui's trainer against.
+
+    python benchmarks/bare_recipe.py --dtype bf16 --width 1024 --batch 256 --steps 200 --warmup 20
+
+Prints one JSON line: the mean milliseconds per optimizer step after `--warmup` steps.
+Same model (depth x Linear(width) with ReLU), data (fixed random batches made up front and
+reused, as the recipe does), SGD lr 1e-3, MSELoss, autocast + GradScaler spelled as the recipe.
+"""
+
+import argparse
+import json
+import time
+
+import torch
+from torch import nn
+
+
+def make_model(width: int, depth: int) -> nn.Sequential:
+    layers = []
+    for _ in range(depth - 1):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    layers.append(nn.Linear(width, width))
+    return nn.Sequential(*layers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
+    parser.add_argument("--scaler", action="store_true")
+    parser.add_argument("--width", type=int, default=1024)
+    parser.add_argument("--depth", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--batches", type=int, default=50, help="distinct batches, reused in order")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    data = [(torch.randn(args.batch, args.width, generator=g).to(device),
+             torch.randn(args.batch, args.width, generator=g).to(device)) for _ in range(args.batches)]
+    net = make_model(args.width, args.depth).to(device)
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    loss_fn = nn.MSELoss()
+    use_amp = args.dtype != "fp32"
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    scaler = torch.amp.GradScaler(device.type, enabled=args.scaler)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    start = None
+    for step in range(args.steps):
+        if step == args.warmup:
+            sync()
+            start = time.perf_counter()
+        x, y = data[step % len(data)]
+        with torch.autocast(device_type=device.type, dtype=dtype, enabled=use_amp):
+            output = net(x)
+            loss = loss_fn(output, y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+    sync()
+    measured = args.steps - args.warmup
+    ms = 1000 * (time.perf_counter() - start) / measured
+    print(json.dumps({"dtype": args.dtype, "ms_per_step": ms, "samples_per_s": args.batch * 1000 / ms,
+                      "steps": measured, "width": args.width, "batch": args.batch, "device": device.type}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""Faults done for real: signals to the trainer, a full disk and a death mid-checkpoint, runs
+started together, a resume whose config changed, and random hostile config input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from amptui.core import config
+from amptui.core.errors import ConfigError
+from amptui.trainer import checkpoint
+from conftest import amptui, events
+
+# --- hostile config input -------------------------------------------------------------------------
+
+toml_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True) | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=6)
+known_keys = st.sampled_from([f"{s}.{k}" for s, keys in config.SCHEMA.items() for k in keys])
+any_key = known_keys | st.text(max_size=20)
+
+
+def _doc_from(pairs):
+    doc = {}
+    for dotted, value in pairs:
+        section, _, name = dotted.partition(".")
+        if value is None:
+            continue
+        doc.setdefault(section or "run", {})
+        if isinstance(doc[section or "run"], dict):
+            doc[section or "run"][name or "x"] = value
+    return doc
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(any_key, toml_values), max_size=6))
+def test_random_documents_give_a_config_or_one_clear_error(pairs):
+    try:
+        cfg = config.build_config(_doc_from(pairs), source="random.toml")
+    except ConfigError as exc:
+        assert str(exc).startswith("random.toml") and "\n" not in str(exc)
+    else:
+        config.build_config(cfg.to_dict())  # what validated once validates again
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=40), max_size=4))
+def test_random_set_strings_give_overrides_or_one_clear_error(assignments):
+    try:
+        overrides = config.parse_set(assignments)
+        config.build_config({}, overrides)
+    except ConfigError as exc:
+        assert str(exc) and "\n" not in str(exc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_random_toml_text_gives_a_document_or_one_clear_error(text):
+    try:
+        config.build_config(config.parse_toml(text, "fuzz.toml"), source="fuzz.toml")
+    except ConfigError as exc:
+        assert str(exc).startswith("fuzz.toml")
+
+
+# --- checkpoints under a full disk and a death mid-write ------------------------------------------
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A real 256 KiB filesystem (tmpfs), so a write really fails with ENOSPC."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_full_disk_keeps_the_previous_checkpoint(tiny_disk):
+    checkpoint.save(tiny_disk, {"step": 1, "w": torch.ones(100)})
+    with pytest.raises(OSError):
+        checkpoint.save(tiny_disk, {"step": 2, "w": torch.ones(1_000_000)})  # 4 MB: does not fit
+    assert checkpoint.load(tiny_disk)["step"] == 1
+    assert [p.name for p in tiny_disk.iterdir()] == ["last.pt"], "the failed temp file is removed"
+
+
+def test_death_mid_write_keeps_the_previous_checkpoint(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, torch
+        from pathlib import Path
+        from amptui.trainer import checkpoint
+        d = Path({str(tmp_path)!r})
+        checkpoint.save(d, {{"step": 1}})
+        print("saved", flush=True)
+        checkpoint.save(d, {{"step": 2, "w": [torch.randn(4_000_000) for _ in range(40)]}})
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "saved"
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob(".last.pt.*.tmp")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    child.kill()
+    child.wait()
+    assert checkpoint.load(tmp_path)["step"] == 1
+    checkpoint.save(tmp_path, {"step": 3})  # the next save clears what the dead writer left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+    assert checkpoint.load(tmp_path)["step"] == 3
+
+
+# --- real trainer processes -----------------------------------------------------------------------
+
+def start_detached(*sets):
+    args = [a for s in sets for a in ("--set", s)]
+    return amptui("run", "quickstart", "--detach", *args, check=True).stdout.strip().splitlines()[-1]
+
+
+def wait_steps(run_dir, n, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (run_dir / "events.jsonl").exists():
+            steps = [r["step"] for r in events(run_dir) if r["kind"] == "step"]
+            if steps and steps[-1] >= n:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no step {n} in time")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_sigint_checkpoint_then_stop(runs_dir, sig):
+    run_id = start_detached("run.epochs=50")
+    run_dir = runs_dir / run_id
+    wait_steps(run_dir, 10)
+    pid = json.loads((run_dir / "run.json").read_text())["pid"]
+    os.kill(pid, sig)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(r["kind"] == "end" for r in events(run_dir)):
+        time.sleep(0.2)
+    recs = events(run_dir)
+    assert recs[-1]["kind"] == "end" and recs[-1]["status"] == "stopped"
+    assert recs[-2]["kind"] == "checkpoint" and recs[-2]["step"] == recs[-1]["steps"]
+    assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["progress"]["step"] == recs[-1]["steps"]
+
+
+@pytest.mark.slow
+def test_runs_started_together_get_their_own_folders(runs_dir):
+    procs = [subprocess.Popen([sys.executable, "-m", "amptui", "run", "quickstart", "--detach",
+                               "--set", "run.max_steps=4"], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    ids = [p.communicate(timeout=120)[0].strip().splitlines()[-1] for p in procs]
+    assert len(set(ids)) == 3
+    for run_id in ids:
+        run_dir = runs_dir / run_id
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(r["kind"] == "end" for r in events(run_dir)):
+            time.sleep(0.2)
+        recs = events(run_dir)
+        assert {r["run_id"] for r in recs if r["kind"] == "start"} == {run_id}, "no shared files"
+        assert recs[-1]["status"] == "completed"
+
+
+@pytest.mark.slow
+def test_resume_after_the_config_changed(runs_dir):
+    amptui("run", "quickstart", "--set", "run.max_steps=8", "--set", "log.checkpoint_every_steps=4",
+           "--set", "debug.fail_at_step=6", "--set", "log.every=1")
+    (run_dir,) = list(runs_dir.iterdir())
+    cfg_path = run_dir / "config.toml"
+    original = cfg_path.read_text()
+    cfg_path.write_text(original.replace("width = 16", "width = 32"))
+    refused = amptui("resume", run_dir.name)
+    assert refused.returncode == 2 and "model.width 16 -> 32" in refused.stderr and "Traceback" not in refused.stderr
+    assert [r["kind"] for r in events(run_dir)].count("start") == 1, "a refused resume starts nothing"
+    cfg_path.write_text(original.replace("fail_at_step = 6", "fail_at_step = 0").replace("lr = 0.003", "lr = 0.002"))
+    amptui("resume", run_dir.name, check=True)
+    warnings = [r for r in events(run_dir) if r["kind"] == "warning" and r.get("code") == "resume_config_changed"]
+    assert len(warnings) == 1 and "optim.lr 0.003 -> 0.002" in warnings[0]["message"]
+    assert events(run_dir)[-1]["status"] == "completed"
