@@ -118,6 +118,11 @@ def nvml_status() -> dict[str, Any]:
             pass
 
 
+def cpu_name() -> str:
+    """The CPU's model name, as the `start` record and the doctor report it."""
+    return _read_cpuinfo()[0] or platform.processor() or platform.machine()
+
+
 def _cpu_info(torch) -> dict[str, Any]:
     model, flags = _read_cpuinfo()
     try:

@@ -40,6 +40,7 @@ from .core import config as cfgmod
 from .core import launch, runs
 from .core.events import EventWriter, events_file
 from .core.presets import atomic_write_text
+from .hardware import cpu_name
 from .trainer import telemetry
 
 RUN_DIR_ENV = launch.RUN_DIR_ENV
@@ -129,7 +130,7 @@ class Monitor:
         if self.device.type == "cuda":
             return {"type": "cuda", "name": torch.cuda.get_device_name(self.device),
                     "count": torch.cuda.device_count(), "index": self.device.index}
-        return {"type": self.device.type, "name": _cpu_name(), "count": os.cpu_count() or 1, "index": None}
+        return {"type": self.device.type, "name": cpu_name(), "count": os.cpu_count() or 1, "index": None}
 
     def _user_values(self, config: Any) -> dict[str, Any]:
         """config -> {"section.key": value} (checked against the schema later)."""
@@ -400,18 +401,6 @@ class Monitor:
 
     def __repr__(self) -> str:
         return f"Monitor({self.name!r}, run_dir={str(self.run_dir)!r}, steps={self.steps})"
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
 
 
 def _number(value: Any) -> Any:

@@ -66,7 +66,7 @@ def test_run_ids_cannot_leave_the_runs_folder(tmp_path, bad):
 
 
 def test_list_is_newest_first_and_reads_only_head_and_tail_of_big_files(tmp_path):
-    old = make_run(tmp_path, "old", [("start", {"total_steps": 3}), ("end", {"status": "completed", "steps": 3})])
+    make_run(tmp_path, "old", [("start", {"total_steps": 3}), ("end", {"status": "completed", "steps": 3})])
     new = tmp_path / "new"
     new.mkdir()
     (new / "config.toml").write_text("")

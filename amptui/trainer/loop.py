@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
 import signal
 import socket
 import sys
@@ -31,6 +30,7 @@ from torch import nn
 
 from ..core import config as cfgmod
 from ..core import preflight
+from ..hardware import cpu_name
 from ..core.errors import UserError
 from ..core.events import EventWriter, events_file
 from ..core.launch import STOP_FILE
@@ -192,7 +192,7 @@ class Trainer:
             device = {"type": "cuda", "name": torch.cuda.get_device_name(self.device),
                       "count": torch.cuda.device_count(), "index": self.device.index}
         else:
-            device = {"type": "cpu", "name": _cpu_name(), "count": os.cpu_count() or 1, "index": None}
+            device = {"type": "cpu", "name": cpu_name(), "count": os.cpu_count() or 1, "index": None}
         self.events.emit(
             "start", run_id=self.run_dir.name, preset=cfg.run.name, config=cfg.to_dict(),
             world_size=self.dist.world_size, device=device, torch=torch.__version__, host=socket.gethostname(),
@@ -451,16 +451,6 @@ class Trainer:
         self.events.close()
         if getattr(self, "tensorboard", None):
             self.tensorboard.close()
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def record_failure(exc: BaseException) -> None:
