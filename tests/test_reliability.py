@@ -183,3 +183,31 @@ def test_resume_after_the_config_changed(runs_dir):
     warnings = [r for r in events(run_dir) if r["kind"] == "warning" and r.get("code") == "resume_config_changed"]
     assert len(warnings) == 1 and "optim.lr 0.003 -> 0.002" in warnings[0]["message"]
     assert events(run_dir)[-1]["status"] == "completed"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(subprocess.run(["which", "tmux"], capture_output=True).returncode != 0, reason="needs tmux")
+@pytest.mark.parametrize("detach", [True, False])
+def test_a_run_survives_its_terminal_closing(runs_dir, isolated, detach):
+    """Start a run in a real terminal (tmux), close the terminal mid-run: the run completes."""
+    session = f"amptui-hup-{os.getpid()}-{int(detach)}"
+    flags = "--detach" if detach else ""
+    command = (f"cd {isolated} && {sys.executable} -m amptui run quickstart {flags} --set run.epochs=3 "
+               f"--runs-dir {runs_dir}; sleep 600")
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "20", command], check=True)
+    try:
+        deadline = time.monotonic() + 90
+        run_dir = None
+        while time.monotonic() < deadline:
+            found = list(runs_dir.glob("*/events.jsonl")) if runs_dir.exists() else []
+            if found and any(r["kind"] == "step" for r in events(found[0].parent)):
+                run_dir = found[0].parent
+                break
+            time.sleep(0.2)
+        assert run_dir is not None, "the run did not start"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)  # the terminal closes
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(r["kind"] == "end" for r in events(run_dir)):
+        time.sleep(0.3)
+    assert events(run_dir)[-1]["status"] == "completed"
