@@ -39,7 +39,9 @@ async def run_loaded(pilot):
     screen = pilot.app.screen
     await until(pilot, lambda: isinstance(screen, RunScreen) and not screen.model.loading
                 and screen.model.records > 0 and screen.model.log_seq > 0)
-    await pilot.pause(0.8)  # one plot redraw after the last batch
+    # everything the model holds has been drawn (plots are redrawn at most twice a second)
+    await until(pilot, lambda: screen._rendered == screen.model.version and screen._log_seq == screen.model.log_seq)
+    await pilot.pause(0.3)
 
 
 def test_snapshot_home(runs, snap_compare):

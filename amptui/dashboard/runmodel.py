@@ -438,8 +438,9 @@ class RunTail:
         if self.model.end is None and (now - self._last_alive > 2.0 or self.model.alive is None):
             self._last_alive = now
             info = read_launch_info(self.run_dir)
-            alive = self._alive(info) if info else (self.model.started_t is not None and False)
-            if not info:
+            if info:
+                alive: bool | None = bool(self._alive(info))
+            else:  # no launch record: not started yet, or started by something that is gone
                 alive = None if self.model.started_t is None else False
             with self.model.lock:
                 if alive != self.model.alive:

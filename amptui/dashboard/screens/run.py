@@ -72,6 +72,7 @@ class RunScreen(Screen):
         with Horizontal(id="progress-row"):
             yield ProgressBar(total=1.0, show_eta=False, id="progress")
             yield Static(id="progress-text")
+        yield Static(id="stats")
         yield Static(id="warning-bar")
         yield Static(id="error-panel")
         yield Static(id="panel-tabs")
@@ -186,6 +187,32 @@ class RunScreen(Screen):
         total = m.total_steps or "?"
         epochs = f" · epoch {m.epoch}/{m.epochs}" if m.epochs else ""
         self.query_one("#progress-text", Static).update(f"step {m.step}/{total}{epochs} · {m.run_id}")
+        self.query_one("#stats", Static).update(self._stats())
+
+    def _stats(self) -> Text:
+        """Every live number on one line, so even one panel at 80x24 leaves nothing out."""
+        m = self.model
+        parts: list = []
+
+        def add(label: str, value: str, style: str = "bold") -> None:
+            if parts:
+                parts.append(("  ", ""))
+            parts.extend([(label + " ", "dim"), (value, style)])
+
+        add("loss", f"{m.loss:.4f}" if m.loss is not None else "-")
+        add("lr", f"{m.lr:.3g}" if m.lr is not None else "-")
+        if m.has_scaler:
+            add("scale", fmt_scale(m.scale))
+        add("skipped", str(m.skipped_total), "bold red" if m.skipped_total else "bold")
+        mem = next(iter(m.mem_now.items()), None)
+        if mem:
+            add(mem[0].split(" ", 1)[-1], fmt_bytes(mem[1][0]))
+        if m.samples_per_s:
+            add("samples/s", f"{m.samples_per_s:,.0f}")
+        ep = m.epochs_seen[-1] if m.epochs_seen else None
+        if ep and ep.get("val_acc") is not None:
+            add("val acc", f"{100 * ep['val_acc']:.1f}%")
+        return Text.assemble(*parts, no_wrap=True, overflow="ellipsis")
 
     def _error(self) -> None:
         m = self.model
@@ -274,14 +301,7 @@ class RunScreen(Screen):
             lines.append(Line(bx, by, label="backoff", color="red", marker="▼", scatter=True))
         if gx:
             lines.append(Line(gx, gy, label="growth", color="green", marker="▲", scatter=True))
-        all_y = ys + by + gy
-        yticks = None
-        if all_y:
-            lo, hi = math.floor(min(all_y)), math.ceil(max(all_y))
-            step = max(1, (hi - lo) // 4 or 1)
-            ticks = list(range(lo, hi + 1, step))
-            yticks = ([float(t) for t in ticks], [f"2^{t}" for t in ticks])
-        plot.update_figure(Figure(lines, yticks=yticks, legend=False))  # the info below says ▼ / ▲
+        plot.update_figure(Figure(lines, log2_ticks=True, legend=False))  # the info below says ▼ / ▲
         self.query_one("#p-scale").border_subtitle = f"scale {fmt_scale(m.scale)}"
         parts: list = [("skipped ", ""), (str(m.skipped_total), "bold red" if m.skipped_total else "bold"),
                        " · ", (f"▼ {m.n_backoff}", "red"), " backoff · ", (f"▲ {m.n_growth}", "green"), " growth"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -29,11 +30,12 @@ class Figure:
     xlim: tuple[float, float] | None = None
     empty: str = "waiting for data"
     legend: bool = True  # labels are shown when more than one line has one
+    log2_ticks: bool = False  # y values are log2 of something: label the ticks 2^k
 
     def key(self) -> tuple:
         return (tuple((len(l.xs), l.xs[-1] if l.xs else None, l.ys[-1] if l.ys else None, l.label)
                       for l in self.lines), self.ylabel, self.yticks and tuple(self.yticks[0]), self.ylim,
-                self.xlim)
+                self.xlim, self.log2_ticks, self.legend)
 
 
 def _short(n: int) -> str:
@@ -96,7 +98,15 @@ class MetricPlot(PlotextPlot):
                 n = max(2, min(5, self.size.width // 10))
                 ticks = sorted({int(round(lo + (hi - lo) * i / (n - 1))) for i in range(n)})
                 plt.xticks(ticks, [_short(t) for t in ticks])
-        if fig.yticks and drawn:
+        if fig.log2_ticks and drawn:
+            ys = [y for line in fig.lines for y in line.ys]
+            lo, hi = math.floor(min(ys)), math.ceil(max(ys))
+            # no more ticks than rows to hold them apart: a crowded axis drops labels unpredictably
+            room = max(2, (self.size.height - 3) // 2)
+            step = max(1, math.ceil((hi - lo) / max(1, room - 1)))
+            ticks = list(range(lo, hi + 1, step))
+            plt.yticks([float(t) for t in ticks], [f"2^{t}" for t in ticks])
+        elif fig.yticks and drawn:
             plt.yticks(*fig.yticks)
         if fig.ylim and drawn:
             plt.ylim(*fig.ylim)
