@@ -40,6 +40,22 @@ class AmptuiApp(App):
         else:
             self.push_screen(HomeScreen())
 
+    def from_thread(self, callback, *args) -> None:
+        """call_from_thread that is quiet when the worker was cancelled or the app is closing."""
+        from textual.worker import NoActiveWorker, get_current_worker
+
+        try:
+            if get_current_worker().is_cancelled:
+                return
+        except NoActiveWorker:
+            pass
+        if not self.is_running:
+            return
+        try:
+            self.call_from_thread(callback, *args)
+        except RuntimeError:  # the app closed meanwhile
+            pass
+
     # --- navigation used by the screens ----------------------------------------------------------
     def home(self):
         from .screens.home import HomeScreen

@@ -53,7 +53,7 @@ class CompareScreen(Screen):
     def load(self) -> None:
         summaries = [cmp.summarize(d) for d in self.run_dirs]
         rows = cmp.compare_rows(summaries)
-        self.app.call_from_thread(self._show, summaries, rows)
+        self.app.from_thread(self._show, summaries, rows)
 
     def _show(self, summaries: list[cmp.RunSummary], rows: list[cmp.CompareRow]) -> None:
         self.rows = rows

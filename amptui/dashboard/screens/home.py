@@ -130,7 +130,7 @@ class HomeScreen(Screen):
             runs = list_runs(self.app.runs_root)
         except OSError:
             return
-        self.app.call_from_thread(self._show_runs, runs)
+        self.app.from_thread(self._show_runs, runs)
 
     def _show_runs(self, runs) -> None:
         table = self.query_one(RunTable)
@@ -183,16 +183,16 @@ class HomeScreen(Screen):
             proc = subprocess.run(command, capture_output=True, text=True, timeout=180,
                                   stdin=subprocess.DEVNULL)
         except (OSError, subprocess.SubprocessError) as exc:
-            self.app.call_from_thread(self._launched, None, f"could not start amptui: {exc}")
+            self.app.from_thread(self._launched, None, f"could not start amptui: {exc}")
             return
         if proc.returncode == 0:
             lines = [l for l in proc.stdout.strip().splitlines() if l.strip()]
-            self.app.call_from_thread(self._launched, lines[-1].strip() if lines else None, None)
+            self.app.from_thread(self._launched, lines[-1].strip() if lines else None, None)
         else:
             lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
             message = lines[-1] if lines else f"amptui run exited with {proc.returncode}"
             message = message.removeprefix("amptui: error: ")
-            self.app.call_from_thread(self._launched, None, message)
+            self.app.from_thread(self._launched, None, message)
 
     def _launched(self, run_id: str | None, error: str | None) -> None:
         self._launching = False

@@ -384,7 +384,7 @@ class RunScreen(Screen):
             message, severity = f"run {info.run_id}: {info.status} at step {info.step}", "information"
         except UserError as exc:
             message, severity = str(exc), "error"
-        self.app.call_from_thread(self._stopped, message, severity)
+        self.app.from_thread(self._stopped, message, severity)
 
     def _stopped(self, message: str, severity: str) -> None:
         self._stopping = False
