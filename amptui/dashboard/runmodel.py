@@ -67,6 +67,7 @@ class RunModel:
         self.has_scaler = False
         self.loss_s = Series(SERIES_CAP, "mean")
         self.lr_s = Series(SERIES_CAP, "last")
+        self.val_s = Series(SERIES_CAP // 2, "last")  # validation loss at each evaluated epoch
         self.scale_s = Series(SERIES_CAP, "last")
         self.sps_s = Series(SERIES_CAP, "mean")
         self.steptime_s = Series(SERIES_CAP, "mean")
@@ -248,6 +249,7 @@ class RunModel:
         if rec.get("rank", 0) != self.primary_rank:
             return
         self.epochs_seen.append(rec)
+        self.val_s.add(self.step, _num(rec.get("val_loss")))
 
     def _on_checkpoint(self, rec: dict[str, Any]) -> None:
         self.checkpoints += 1

@@ -250,7 +250,11 @@ class RunScreen(Screen):
         m = self.model
         # loss
         xs, ys = m.loss_s.points()
-        self.query_one("#plot-loss", MetricPlot).update_figure(Figure([Line(xs, ys, color="cyan")]))
+        vx, vy = m.val_s.points()
+        lines = [Line(xs, ys, label="train", color="cyan")]
+        if vx:
+            lines.append(Line(vx, vy, label="val", color="green", marker="●", scatter=True))
+        self.query_one("#plot-loss", MetricPlot).update_figure(Figure(lines))
         last = f"{m.loss:.4f}" if m.loss is not None else "-"
         ep = m.epochs_seen[-1] if m.epochs_seen else None
         extra = ""
@@ -288,9 +292,20 @@ class RunScreen(Screen):
         plot = self.query_one("#plot-scale", MetricPlot)
         info = self.query_one("#scale-info", Static)
         plot.display = m.has_scaler
+        info.styles.text_wrap = "nowrap" if m.has_scaler else "wrap"
+        info.styles.max_height = 5 if m.has_scaler else 12
         if not m.has_scaler:
-            info.update(Text(f"no GradScaler ({m.precision or 'precision unknown'}) · skipped steps "
-                             f"{m.skipped_total}", style="dim"))
+            precision = m.precision or ""
+            if "bfloat16" in precision:
+                why = ("bfloat16 keeps float32's exponent range, so small gradients do not underflow: "
+                       "no loss scaling needed.")
+            elif "float16" in precision:
+                why = ("float16 without a GradScaler: small gradients can underflow to zero. Turn the "
+                       "GradScaler on (amp.grad_scaler).")
+            else:
+                why = "float32 gradients need no loss scaling."
+            info.update(Text.assemble(("no GradScaler", "bold"), f" ({precision or '?'}) · skipped "
+                                      f"{m.skipped_total}\n", (why, "dim")))
             self.query_one("#p-scale").border_subtitle = ""
             return
         xs, ys = m.scale_s.points()
