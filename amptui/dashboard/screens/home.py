@@ -63,6 +63,7 @@ class HomeScreen(Screen):
         with Vertical(id="runs-box"):
             yield RunTable(id="runs")
             yield Static("no runs yet: pick a preset and press r", id="runs-empty")
+            yield Static(id="run-detail")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -137,6 +138,27 @@ class HomeScreen(Screen):
         table.set_runs(runs)
         self.query_one("#runs-empty").display = not runs
         table.display = bool(runs)
+        self._show_detail()
+
+    @on(DataTable.RowHighlighted, "#runs")
+    def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        table = self.query_one(RunTable)
+        detail = self.query_one("#run-detail", Static)
+        info = table.runs.get(table.highlighted_run() or "")
+        if info is None:
+            detail.update("")
+            return
+        if info.error:
+            detail.update(Text.assemble((f"{info.run_id}: ", "bold"), (info.error, "red")))
+        else:
+            extra = f" · final loss {info.final_loss:.4f}" if info.final_loss is not None else ""
+            if info.val_acc is not None:
+                extra += f" · val acc {100 * info.val_acc:.2f}%"
+            detail.update(Text.assemble((info.run_id, "bold"), f" · {info.precision_words or info.precision}"
+                                        f"{extra} · w watch · space mark for compare", style="dim"))
 
     @on(DataTable.RowSelected, "#runs")
     def _run_selected(self, event: DataTable.RowSelected) -> None:
@@ -198,6 +220,7 @@ class HomeScreen(Screen):
         self._launching = False
         if error or not run_id:
             self.notify(error or "the run did not start", title="Run refused", severity="error", timeout=10)
+            self.query_one(TogglesPanel).show_refusal(f"run refused: {error or 'the run did not start'}")
             return
         self.refresh_runs()
         self.app.open_run(Path(self.app.runs_root) / run_id)

@@ -203,6 +203,12 @@ class TogglesPanel(Vertical):
         extent = f"{values['run']['epochs']} epochs" + (f", at most {steps} steps" if steps else "")
         summary.update(f"→ {words} · {par} on {dtype} · {extent}")
 
+    def show_refusal(self, message: str) -> None:
+        """A reason the launcher gave (preflight: hardware, data); stays until the next change."""
+        error = self.query_one("#toggle-error", Static)
+        error.update(f"✗ {message}")
+        error.display = True
+
     @on(Switch.Changed)
     @on(Select.Changed)
     @on(Input.Changed)
