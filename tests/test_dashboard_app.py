@@ -149,6 +149,8 @@ async def test_a_refused_launch_shows_the_reason(root, monkeypatch):
         await until(pilot, lambda: notes)
         assert ("CUDA requested but none", "error") in notes
         assert isinstance(app.screen, HomeScreen)
+        await pilot.pause()
+        assert "run refused: CUDA requested but none" in str(app.screen.query_one("#toggle-error").render())
 
 
 @async_test
@@ -217,6 +219,7 @@ async def test_w_opens_a_failed_run_with_its_error_and_q_goes_back(root):
     async with app.run_test(size=(110, 34)) as pilot:
         await home_ready(pilot)
         await select_run(pilot, FAILED)
+        assert "RuntimeError: debug.fail_at_step" in str(app.screen.query_one("#run-detail").render())
         await pilot.press("w")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
