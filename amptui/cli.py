@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs_dir_option(p)
 
     p = sub.add_parser("watch", help="open the dashboard's run screen on a run, live or finished")
-    p.add_argument("run_id")
+    p.add_argument("run_id", help="the run's id, as `amptui runs` lists it")
     runs_dir_option(p)
 
     p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
@@ -337,9 +337,15 @@ def cmd_doctor(args) -> int:
     return run_doctor(args)
 
 
+def _need_terminal() -> None:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UserError("the dashboard needs an interactive terminal (for scripts: amptui run / runs / compare)")
+
+
 def cmd_dashboard(args) -> int:
     from .core import runs
 
+    _need_terminal()
     from .dashboard.app import make_app
 
     make_app(runs.runs_root(args.runs_dir)).run()
@@ -350,6 +356,7 @@ def cmd_watch(args) -> int:
     from .core import runs
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)  # a bad id: one line, exit 2
+    _need_terminal()
     from .dashboard.app import make_app
 
     make_app(runs.runs_root(args.runs_dir), watch=run_dir).run()
