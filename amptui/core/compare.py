@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .events import EventReader, events_file
+from .fmt import fmt_bytes, fmt_duration
 from .series import Series
 
 _CHUNK = 8 * 1024 * 1024
@@ -200,24 +201,10 @@ HEADERS = ("run", "precision", "final loss", "val acc", "acc vs 1st", "peak mem"
            "samples/s", "speed-up", "mem saving", "skipped")
 
 
-def _bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
 def _secs(s: float | None) -> str:
     if s is None:
         return "-"
-    if s < 60:
-        return f"{s:.1f} s"
-    m, sec = divmod(int(round(s)), 60)
-    h, m = divmod(m, 60)
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+    return f"{s:.1f} s" if s < 60 else fmt_duration(s)
 
 
 def cells(row: CompareRow) -> tuple[str, ...]:
@@ -228,7 +215,7 @@ def cells(row: CompareRow) -> tuple[str, ...]:
         "-" if row.final_loss is None else f"{row.final_loss:.4f}",
         "-" if row.val_acc is None else f"{100 * row.val_acc:.2f}%",
         "-" if row.val_acc_delta is None else f"{100 * row.val_acc_delta:+.2f} pt",
-        _bytes(row.peak_mem),
+        fmt_bytes(row.peak_mem),
         _secs(row.total_time_s),
         _secs(row.time_per_epoch_s),
         "-" if row.samples_per_s is None else f"{row.samples_per_s:.0f}",
