@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .events import EventReader, events_file
+from .events import EventReader, primary_events_file
 from .fmt import fmt_bytes, fmt_duration
 from .series import Series
 
@@ -69,11 +69,7 @@ def summarize(run_dir: Path) -> RunSummary:
     """Read a run's whole rank-0 event stream (in chunks, constant memory) into its summary."""
     run_dir = Path(run_dir)
     summary = RunSummary(run_id=run_dir.name)
-    path = events_file(run_dir)
-    if not path.exists():  # a node of a multi-node run without rank 0: its lowest rank speaks
-        ranked = sorted(run_dir.glob("events.rank*.jsonl"), key=lambda p: int(p.name[11:-6] or 0))
-        path = ranked[0] if ranked else path
-    reader = EventReader(path)
+    reader = EventReader(primary_events_file(run_dir))
     first_t = last_t = None
     epoch_times: list[float] = []
     windows: list[tuple[int, int, float, float]] = []  # (last step, steps, seconds, samples) per step record
