@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+pytestmark = pytest.mark.slow
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 AMPTUI = Path(sys.executable).parent / "amptui"
 STEPS = 70
@@ -58,6 +58,7 @@ class Tmux:
         subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
 
 
+@needs_tmux
 def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
     env = dict(os.environ, TERM="xterm-256color", XDG_CONFIG_HOME=str(tmp_path / "config"), COLORTERM="",
                PATH=f"{AMPTUI.parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -124,3 +125,47 @@ def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
                     os.killpg(pid, 15)
                 except (ProcessLookupError, PermissionError, TypeError):
                     pass
+
+
+def test_stop_from_the_run_screen_stops_a_real_run(tmp_path, monkeypatch):
+    """s, then y: the real trainer checkpoints and ends `stopped`; the screen says how to resume."""
+    import asyncio
+
+    from amptui.dashboard.app import make_app
+    from amptui.dashboard.screens.modals import ConfirmModal
+    from amptui.dashboard.screens.run import RunScreen
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    out = subprocess.run([str(AMPTUI), "run", "scaler-lab", "--detach", "--runs-dir", "runs", "--set", "run.epochs=50"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    run_dir = tmp_path / "runs" / out.stdout.strip().splitlines()[-1]
+
+    async def drive():
+        app = make_app("runs", watch=run_dir)
+        async with app.run_test(size=(110, 34)) as pilot:
+            screen = app.screen
+            deadline = time.monotonic() + 90
+            while not (screen.model.status == "running" and screen.model.step > 3):
+                assert time.monotonic() < deadline, "the run never got going"
+                await pilot.pause(0.2)
+            await pilot.press("s")
+            while not isinstance(app.screen, ConfirmModal):
+                await pilot.pause(0.05)
+            await pilot.press("y")
+            while screen.model.status != "stopped":
+                assert time.monotonic() < deadline + 60, f"not stopped: {screen.model.status}"
+                await pilot.pause(0.2)
+            await pilot.pause(0.5)
+            assert isinstance(app.screen, RunScreen)
+            assert "amptui resume" in str(screen.query_one("#error-panel").render())
+
+    try:
+        asyncio.run(drive())
+    finally:
+        pid = json.loads((run_dir / "run.json").read_text()).get("pid")
+        try:
+            os.killpg(pid, 15)
+        except (ProcessLookupError, PermissionError, TypeError):
+            pass
