@@ -302,6 +302,9 @@ async def test_panel_keys_at_80x24(root):
         assert screen.query_one("#p-scale").display and not screen.query_one("#p-loss").display
         await pilot.press("n")
         assert screen.query_one("#p-mem").display
+        await pilot.click("#panel-tabs", offset=(3, 0))  # the mouse: " 1 loss "
+        await pilot.pause()
+        assert screen.query_one("#p-loss").display and not screen.query_one("#p-mem").display
         keys = {b.binding.key for b in app.active_bindings.values() if b.binding.show}
         assert {"s", "d", "q"} <= keys
         await pilot.resize_terminal(120, 40)

@@ -44,6 +44,19 @@ class Panel(Vertical):
     ALLOW_MAXIMIZE = True
 
 
+class PanelTabs(Static):
+    """The compact layout's tab line: a click picks a panel, like its number key."""
+
+    def on_click(self, event) -> None:
+        x = 1  # left padding
+        for i, (_, name) in enumerate(PANELS):
+            width = len(f" {i + 1} {name} ") + 1
+            if x <= event.x < x + width:
+                self.screen.action_panel(i)
+                return
+            x += width
+
+
 class RunScreen(Screen):
     BINDINGS = [
         Binding("s", "stop", "Stop"),
@@ -75,7 +88,7 @@ class RunScreen(Screen):
         yield Static(id="stats")
         yield Static(id="warning-bar")
         yield Static(id="error-panel")
-        yield Static(id="panel-tabs")
+        yield PanelTabs(id="panel-tabs")
         with Grid(id="panels"):
             with Panel(id="p-loss", classes="panel"):
                 yield MetricPlot(id="plot-loss")
