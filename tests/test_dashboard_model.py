@@ -178,3 +178,21 @@ def test_compare_rows_from_fixtures(tmp_path):
     assert cmp.render(rows, "csv").splitlines()[0].startswith("run_id,preset,precision,status,final_loss")
     assert json.loads(cmp.render(rows, "json"))[1]["skipped"] == 37
     assert cmp.compare_rows([]) == []
+
+
+def test_home_runs_cache_reads_finished_runs_once(tmp_path, monkeypatch):
+    from amptui.dashboard.screens import home
+
+    root = copy_runs(tmp_path / "runs")
+    calls = []
+    real = home.load_run
+    monkeypatch.setattr(home, "load_run", lambda p: calls.append(p.name) or real(p))
+    cache = home.RunsCache()
+    first = cache.scan(root)
+    assert [r.run_id for r in first] == [FAILED, SCALER, QUICK] and len(calls) == 3
+    cache.scan(root)
+    assert len(calls) == 3  # nothing changed: nothing read
+    with open(root / QUICK / "events.jsonl", "a") as fh:
+        fh.write("\n")
+    again = cache.scan(root)
+    assert calls[3:] == [QUICK] and len(again) == 3

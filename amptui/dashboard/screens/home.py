@@ -20,7 +20,7 @@ from textual.widgets.option_list import Option
 from ...core import config as cfgmod
 from ...core import presets as presetmod
 from ...core.errors import ConfigError, UserError
-from ...core.runs import list_runs
+from ...core.runs import RunInfo, load_run
 from ..widgets.runtable import RunTable
 from ..widgets.toggles import TogglesPanel
 
@@ -34,6 +34,43 @@ def toml_value(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value)
     return repr(value)
+
+
+class RunsCache:
+    """`core.runs.list_runs` for a refresh every few seconds: a finished run whose files have not
+    changed is not read again, so hundreds of big runs cost a few stat calls."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[tuple, RunInfo]] = {}
+
+    @staticmethod
+    def _stamp(path: Path) -> tuple:
+        stamp = []
+        for name in ("events.jsonl", "run.json", "config.toml"):
+            try:
+                st = (path / name).stat()
+                stamp.append((st.st_mtime_ns, st.st_size))
+            except FileNotFoundError:
+                stamp.append(None)
+        return tuple(stamp)
+
+    def scan(self, root: Path) -> list[RunInfo]:
+        if not root.is_dir():
+            return []
+        found: dict[str, tuple[tuple, RunInfo]] = {}
+        for path in root.iterdir():
+            if not (path / "config.toml").is_file():
+                continue
+            stamp = self._stamp(path)
+            known = self._known.get(path.name)
+            if known and known[0] == stamp and known[1].status in ("completed", "failed", "stopped"):
+                found[path.name] = known
+            else:
+                found[path.name] = (stamp, load_run(path))
+        self._known = found
+        runs = [info for _, info in found.values()]
+        runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)
+        return runs
 
 
 class HomeScreen(Screen):
@@ -51,6 +88,7 @@ class HomeScreen(Screen):
         self.presets: list[presetmod.Preset] = []
         self.preset: presetmod.Preset | None = None
         self._launching = False
+        self._runs_cache = RunsCache()
 
     def compose(self) -> ComposeResult:
         yield Static(id="home-title")
@@ -128,7 +166,7 @@ class HomeScreen(Screen):
     @work(thread=True, exclusive=True, group="home-runs")
     def _load_runs(self) -> None:
         try:
-            runs = list_runs(self.app.runs_root)
+            runs = self._runs_cache.scan(self.app.runs_root)
         except OSError:
             return
         self.app.from_thread(self._show_runs, runs)
