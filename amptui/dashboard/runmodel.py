@@ -281,8 +281,19 @@ class RunModel:
 
 
 SKIM_ABOVE_BYTES = 32 * 1024 * 1024  # a history bigger than this is skimmed on first attach
-SKIM_TARGET_STEPS = 40_000            # step records parsed while skimming, at most (roughly)
+SKIM_TARGET_STEPS = 20_000            # step records parsed while skimming, at most (roughly)
 _STEP_MARK = b'"kind":"step"'
+# one regex pass is several times faster than bytes.find per marker on lines that all start alike
+_MARKED_RE = re.compile(rb'"kind":"(start|epoch|checkpoint|warning|end|scaler)"')
+
+
+def _compact(path: Path) -> bool:
+    """Written by amptui's EventWriter (compact separators), so the kind markers are exact."""
+    try:
+        with open(path, "rb") as fh:
+            return b'"kind":"start"' in fh.read(4096)
+    except OSError:
+        return False
 
 
 class SkimReader:
@@ -296,6 +307,7 @@ class SkimReader:
         self.bad_lines = 0
         self._partial = b""
         self._steps = 0
+        self.unparsed_scaler: dict[str, int] = {}  # set by a skimming read
 
     def read(self, max_bytes: int, stride: int = 1) -> list[dict[str, Any]]:
         try:
@@ -307,7 +319,12 @@ class SkimReader:
         if not chunk:
             return []
         self.offset += len(chunk)
-        lines = (self._partial + chunk).split(b"\n")
+        data = self._partial + chunk
+        if stride > 1:
+            cut = data.rfind(b"\n")
+            self._partial = data[cut + 1:]
+            return self._skim(data[:cut + 1], stride)
+        lines = data.split(b"\n")
         self._partial = lines.pop()
         out: list[dict[str, Any]] = []
         pending: tuple[int, bytes] | None = None
@@ -327,6 +344,53 @@ class SkimReader:
             record = self._parse(pending[1])
             if record is not None:
                 out.insert(pending[0], record)
+        return out
+
+    def _skim(self, data: bytes, stride: int) -> list[dict[str, Any]]:
+        """Records of a chunk of whole lines, without looking at most of them: every rare kind
+        (start, epoch, checkpoint, warning, end) found by its marker, step and mem records sampled
+        one line per `stride` lines' worth of bytes, scaler events every `stride`-th plus the last
+        few, and the newest step in full. Scaler events left unparsed are still counted."""
+
+        def line_at(pos: int) -> tuple[int, int]:
+            end = data.find(b"\n", pos)
+            return data.rfind(b"\n", 0, pos) + 1, len(data) if end == -1 else end
+
+        spans: set[tuple[int, int]] = set()
+        counts = {"backoff": 0, "growth": 0}
+        scaler_at = []
+        for match in _MARKED_RE.finditer(data):  # one pass finds the rare kinds and the scaler events
+            if match.group(1) == b"scaler":
+                head = data[match.end():match.end() + 160]
+                event = "backoff" if b'"event":"backoff"' in head else "growth" if b'"event":"growth"' in head else ""
+                if event:
+                    counts[event] += 1
+                scaler_at.append(match.start())
+            else:
+                spans.add(line_at(match.start()))
+        gap = stride * 300
+        pos = 0
+        while pos < len(data):
+            span = line_at(pos)
+            spans.add(span)
+            pos = span[1] + 1 + gap
+        pos = data.rfind(_STEP_MARK)
+        if pos != -1:
+            spans.add(line_at(pos))
+        for i, at in enumerate(scaler_at):
+            if i % stride == 0 or i >= len(scaler_at) - 6:
+                spans.add(line_at(at))
+        out = []
+        for start, end in sorted(spans):
+            line = data[start:end]
+            if line.strip():
+                record = self._parse(line)
+                if record is not None:
+                    out.append(record)
+        for record in out:
+            if record.get("kind") == "scaler" and record.get("event") in counts:
+                counts[record["event"]] -= 1
+        self.unparsed_scaler = counts
         return out
 
     def _parse(self, line: bytes) -> dict[str, Any] | None:
@@ -424,11 +488,19 @@ class RunTail:
                     size = 0
                 # ~300 bytes a step record: parse about SKIM_TARGET_STEPS of a huge history on attach
                 stride = max(1, size // 300 // SKIM_TARGET_STEPS) if size > SKIM_ABOVE_BYTES else 1
+                if stride > 1 and not _compact(reader.path):
+                    stride = 1  # skimming finds records by their compact markers; read everything
                 self._skim[rank] = (stride, size)
             stride, until = self._skim[rank]
             before = reader.offset
-            records = reader.read(CHUNK_BYTES, stride if reader.offset < until else 1)
+            skimming = stride > 1 and reader.offset < until
+            records = reader.read(CHUNK_BYTES * 8 if skimming else CHUNK_BYTES, stride if skimming else 1)
             self.model.feed(records)
+            if skimming and reader.unparsed_scaler:
+                with self.model.lock:
+                    self.model.n_backoff += reader.unparsed_scaler.get("backoff", 0)
+                    self.model.n_growth += reader.unparsed_scaler.get("growth", 0)
+                reader.unparsed_scaler = {}
             if reader.offset - before >= CHUNK_BYTES:
                 more = True
         self.model.add_log(self._read_log())
