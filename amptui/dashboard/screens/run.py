@@ -78,6 +78,7 @@ class RunScreen(Screen):
         self.active = 0
         self._stopping = False
         self.scaler_lines = 4
+        self._shown: dict[str, Text] = {}
 
     # --- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -195,12 +196,20 @@ class RunScreen(Screen):
             status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
             *((" · ETA ", (fmt_duration(eta), "bold")) if eta is not None else ()), " · ", device,
         )
-        self.query_one("#run-header", Static).update(header)
-        self.query_one("#progress", ProgressBar).update(progress=m.progress)
         total = m.total_steps or "?"
         epochs = f" · epoch {m.epoch}/{m.epochs}" if m.epochs else ""
-        self.query_one("#progress-text", Static).update(f"step {m.step}/{total}{epochs} · {m.run_id}")
-        self.query_one("#stats", Static).update(self._stats())
+        self._set("#run-header", header)
+        self._set("#progress-text", Text(f"step {m.step}/{total}{epochs} · {m.run_id}"))
+        self._set("#stats", self._stats())
+        bar = self.query_one("#progress", ProgressBar)
+        if bar.progress != m.progress:
+            bar.update(progress=m.progress)
+
+    def _set(self, selector: str, text: Text) -> None:
+        """Update a line only when it changed: an idle screen draws nothing."""
+        if self._shown.get(selector) != text:
+            self._shown[selector] = text
+            self.query_one(selector, Static).update(text)
 
     def _stats(self) -> Text:
         """Every live number on one line, so even one panel at 80x24 leaves nothing out."""
