@@ -168,21 +168,25 @@ class RunModel:
         step = rec.get("step")
         if not isinstance(step, int) or isinstance(step, bool) or not isinstance(rank, int):
             return  # not a step record we can place
-        rec = {k: (v if k in ("mem", "rank", "kind") or _num(v) is not None else None) for k, v in rec.items()}
         self.rank_step[rank] = step
-        self._mem_from_step(rank, step, rec.get("mem") or {})
+        mem = rec.get("mem")
+        if isinstance(mem, dict):
+            self._mem_from_step(rank, step, mem)
         if rank != self.primary_rank:
             return
+        get = rec.get
         self.step = step
-        self.epoch = int(rec.get("epoch") or self.epoch)
-        self.loss = rec.get("loss")
-        self.lr = rec.get("lr")
-        self.scale = rec.get("scale")
-        self.skipped_total = rec.get("skipped_total") or 0
-        self.samples_per_s = rec.get("samples_per_s")
-        self.step_time_ms = rec.get("step_time_ms")
-        self.grad_norm = rec.get("grad_norm", self.grad_norm)
-        self.tflops = rec.get("tflops", self.tflops)
+        self.epoch = int(_num(get("epoch")) or self.epoch)
+        self.loss = _num(get("loss"))
+        self.lr = _num(get("lr"))
+        self.scale = _num(get("scale"))
+        self.skipped_total = int(_num(get("skipped_total")) or 0)
+        self.samples_per_s = _num(get("samples_per_s"))
+        self.step_time_ms = _num(get("step_time_ms"))
+        if "grad_norm" in rec:
+            self.grad_norm = _num(get("grad_norm"))
+        if "tflops" in rec:
+            self.tflops = _num(get("tflops"))
         self.loss_s.add(step, self.loss)
         self.lr_s.add(step, self.lr)
         if self.scale is not None and self.scale > 0:
@@ -281,7 +285,7 @@ class RunModel:
 
 
 SKIM_ABOVE_BYTES = 32 * 1024 * 1024  # a history bigger than this is skimmed on first attach
-SKIM_TARGET_STEPS = 20_000            # step records parsed while skimming, at most (roughly)
+SKIM_TARGET_STEPS = 10_000            # step records parsed while skimming (plots keep 400 points)
 _STEP_MARK = b'"kind":"step"'
 # one regex pass is several times faster than bytes.find per marker on lines that all start alike
 _MARKED_RE = re.compile(rb'"kind":"(start|epoch|checkpoint|warning|end|scaler)"')
@@ -318,12 +322,14 @@ class SkimReader:
             return []
         if not chunk:
             return []
+        if stride > 1 and not self._partial:
+            # skimming: stop after the last newline and read the torn rest again next time (no copies)
+            cut = chunk.rfind(b"\n") + 1
+            if cut:
+                self.offset += cut
+                return self._skim(chunk, cut, stride)
         self.offset += len(chunk)
         data = self._partial + chunk
-        if stride > 1:
-            cut = data.rfind(b"\n")
-            self._partial = data[cut + 1:]
-            return self._skim(data[:cut + 1], stride)
         lines = data.split(b"\n")
         self._partial = lines.pop()
         out: list[dict[str, Any]] = []
@@ -346,20 +352,20 @@ class SkimReader:
                 out.insert(pending[0], record)
         return out
 
-    def _skim(self, data: bytes, stride: int) -> list[dict[str, Any]]:
+    def _skim(self, data: bytes, size: int, stride: int) -> list[dict[str, Any]]:
         """Records of a chunk of whole lines, without looking at most of them: every rare kind
         (start, epoch, checkpoint, warning, end) found by its marker, step and mem records sampled
         one line per `stride` lines' worth of bytes, scaler events every `stride`-th plus the last
         few, and the newest step in full. Scaler events left unparsed are still counted."""
 
         def line_at(pos: int) -> tuple[int, int]:
-            end = data.find(b"\n", pos)
-            return data.rfind(b"\n", 0, pos) + 1, len(data) if end == -1 else end
+            end = data.find(b"\n", pos, size)
+            return data.rfind(b"\n", 0, pos) + 1, size if end == -1 else end
 
         spans: set[tuple[int, int]] = set()
         counts = {"backoff": 0, "growth": 0}
         scaler_at = []
-        for match in _MARKED_RE.finditer(data):  # one pass finds the rare kinds and the scaler events
+        for match in _MARKED_RE.finditer(data, 0, size):  # one pass: the rare kinds and the scaler events
             if match.group(1) == b"scaler":
                 head = data[match.end():match.end() + 160]
                 event = "backoff" if b'"event":"backoff"' in head else "growth" if b'"event":"growth"' in head else ""
@@ -370,11 +376,11 @@ class SkimReader:
                 spans.add(line_at(match.start()))
         gap = stride * 300
         pos = 0
-        while pos < len(data):
+        while pos < size:
             span = line_at(pos)
             spans.add(span)
             pos = span[1] + 1 + gap
-        pos = data.rfind(_STEP_MARK)
+        pos = data.rfind(_STEP_MARK, 0, size)
         if pos != -1:
             spans.add(line_at(pos))
         for i, at in enumerate(scaler_at):
