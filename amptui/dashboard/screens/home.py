@@ -192,7 +192,8 @@ class HomeScreen(Screen):
         if info.error:
             detail.update(Text.assemble((f"{info.run_id}: ", "bold"), (info.error, "red")))
         else:
-            extra = f" · final loss {info.final_loss:.4f}" if info.final_loss is not None else ""
+            word = "loss" if info.status == "running" else "final loss"
+            extra = f" · {word} {info.final_loss:.4f}" if info.final_loss is not None else ""
             if info.val_acc is not None:
                 extra += f" · val acc {100 * info.val_acc:.2f}%"
             detail.update(Text.assemble((info.run_id, "bold"), f" · {info.precision_words or info.precision}"
