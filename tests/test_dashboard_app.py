@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from amptui.core.runs import load_run
+
 from amptui.core import presets as presetmod
 from amptui.dashboard.app import make_app
 from amptui.dashboard.screens.compare import CompareScreen
@@ -17,7 +19,7 @@ from amptui.dashboard.screens.home import HomeScreen
 from amptui.dashboard.screens.modals import ConfirmModal, SaveAsModal
 from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
-from amptui.dashboard.widgets.toggles import TOGGLES, TogglesPanel
+from amptui.dashboard.widgets.toggles import TogglesPanel
 
 from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, Notes, async_test, copy_runs, until
 
@@ -357,11 +359,43 @@ async def test_torn_and_garbage_lines_do_not_crash(root):
     with open(path, "a") as fh:
         fh.write('not json\n{"v":1,"kind":"step","step":"x","loss":"bad"}\n{"v":1,"kind":"st')
     app = app_for(root, watch=root / QUICK)
+    notes = Notes().install(app)
     async with app.run_test(size=(110, 34)) as pilot:
         screen = app.screen
         await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
         await pilot.pause(0.3)
         assert screen.model.step == 320
+        await until(pilot, lambda: "unreadable" in notes.text())
+        with open(path, "a") as fh:  # the torn record completes; another bad line arrives
+            fh.write('ep"}\nmore garbage\n')
+        await until(pilot, lambda: screen.model.bad_lines == 2)
+        await pilot.pause(0.5)
+    reports = [m for m, _ in notes if "unreadable" in m]
+    assert reports == ["skipped 1 unreadable line(s) in the event files; everything else was read"], \
+        "reported once"
+
+
+@async_test
+async def test_a_runs_an_ab_of_the_preset_in_the_background(root):
+    """`a` starts the real `amptui ab` (fp32 and bf16 on this CPU) detached; both runs appear."""
+    before = {p.name for p in root.iterdir()}
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot)
+        home.query_one("#t-run-max-steps").value = "4"
+        home.query_one("#presets").focus()
+        await pilot.press("a")
+        await pilot.pause(0.5)
+    deadline = time.monotonic() + 120
+    new, log = [], None
+    while time.monotonic() < deadline:
+        new = [p for p in root.iterdir() if p.name not in before and p.is_dir()]
+        log = next(root.glob("ab-*-quickstart.log"), None)
+        if log is not None and "speed-up" in log.read_text():  # the table comes after the last variant
+            break
+        time.sleep(0.5)
+    assert sorted(load_run(p).precision for p in new) == ["bf16", "fp32"]
+    assert all(load_run(p).status == "completed" and load_run(p).step == 4 for p in new)
 
 
 # --- compare ------------------------------------------------------------------------------------------------
@@ -398,7 +432,7 @@ async def test_space_marks_and_c_compares(root):
 async def test_c_on_a_run_screen_compares_with_the_marked_runs(root):
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
-        home = await home_ready(pilot)
+        await home_ready(pilot)
         await select_run(pilot, QUICK)
         await pilot.press("space")
         await select_run(pilot, FAILED)

@@ -42,6 +42,7 @@ class RunModel:
         self.version = 0
         self.run_id = run_id
         self.primary_rank = 0  # the rank whose file speaks for the run (0, or a node's lowest rank)
+        self.bad_lines = 0  # complete lines in the event files that were not records (skipped)
         self.preset = ""
         self.precision = ""
         self.device: dict[str, Any] = {}
@@ -510,6 +511,11 @@ class RunTail:
             if reader.offset - before >= CHUNK_BYTES:
                 more = True
         self.model.add_log(self._read_log())
+        bad = sum(r.bad_lines for r in self.readers.values())
+        if bad != self.model.bad_lines:
+            with self.model.lock:
+                self.model.bad_lines = bad
+                self.model.version += 1
         if not more:
             with self.model.lock:
                 if self.model.loading:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ class RunsCache:
 class HomeScreen(Screen):
     BINDINGS = [
         Binding("r", "run", "Run"),
+        Binding("a", "ab", "A/B"),
         Binding("s", "save_as", "Save as"),
         Binding("w", "watch", "Watch"),
         Binding("c", "compare", "Compare"),
@@ -219,18 +221,47 @@ class HomeScreen(Screen):
         if self._launching:
             self.notify("a run is already starting…")
             return
-        values = self._current_values()
-        if values is None:
+        overrides = self._changed_toggles()
+        if overrides is None:
             return
+        self._launching = True
+        self.notify(f"starting {self.preset.name}…", timeout=3)
+        self._launch(self.preset, overrides)
+
+    def _changed_toggles(self) -> dict[str, Any] | None:
+        """The toggles that differ from the preset (None, with a notice, when one is invalid)."""
+        if self._current_values() is None:
+            return None
         toggles = self.query_one(TogglesPanel)
         overrides = {}
         for key, value in toggles.overrides().items():
             section, name = key.split(".")
             if toggles.base[section][name] != value:
                 overrides[key] = value
-        self._launching = True
-        self.notify(f"starting {self.preset.name}…", timeout=3)
-        self._launch(self.preset, overrides)
+        return overrides
+
+    def action_ab(self) -> None:
+        """`amptui ab` on the highlighted preset and toggles: one run per precision variant (the
+        device's default variants), one after another, in the background; they appear in Runs."""
+        if self.preset is None:
+            return
+        overrides = self._changed_toggles()
+        if overrides is None:
+            return
+        overrides = {k: v for k, v in overrides.items() if k not in ("amp.autocast", "amp.dtype", "amp.grad_scaler")}
+        ref = self.preset.name if self.preset.builtin else str(self.preset.path)
+        root = Path(self.app.runs_root)
+        root.mkdir(parents=True, exist_ok=True)
+        log = root / f"ab-{time.strftime('%Y%m%d-%H%M%S')}-{self.preset.name}.log"
+        command = [sys.executable, "-m", "amptui", "ab", ref, "--runs-dir", str(root)]
+        for key, value in overrides.items():
+            command += ["--set", f"{key}={toml_value(value)}"]
+        with open(log, "ab") as out:
+            subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                             start_new_session=True)  # like a run: quitting the dashboard does not stop it
+        self.notify(f"A/B of {self.preset.name} started: its precision variants run one after another and "
+                    f"appear in Runs; mark them with space and press c. Table and progress: {log}", timeout=10)
+        self.set_timer(2.0, self.refresh_runs)
 
     @work(thread=True, exclusive=True, group="home-launch")
     def _launch(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:

@@ -73,6 +73,7 @@ class RunScreen(Screen):
         self.standalone = standalone  # opened by `amptui watch`: q quits, d goes home
         self.model = RunModel(self.run_dir.name)
         self._rendered = -1
+        self._bad_lines_reported = False
         self._plotted = 0.0
         self._log_seq = 0
         self.active = 0
@@ -165,6 +166,10 @@ class RunScreen(Screen):
             if not changed:
                 return
             self._error()
+            if m.bad_lines and not self._bad_lines_reported:
+                self._bad_lines_reported = True  # said once; the rest of the stream is read as usual
+                self.notify(f"skipped {m.bad_lines} unreadable line(s) in the event files; everything else was "
+                            "read", severity="warning", timeout=8)
             # plots cost a few ms each: redraw them at most PLOT_HZ times a second
             tick = time.monotonic()
             if tick - self._plotted >= 1 / PLOT_HZ or m.end is not None:
@@ -299,8 +304,8 @@ class RunScreen(Screen):
         st = f"{m.step_time_ms:.1f} ms/step" if m.step_time_ms else ""
         tf = ""
         if m.tflops:
-            tf = f"{m.tflops:.1f} TFLOP/s" + (f" ({100 * m.tflops / m.peak_tflops:.0f}% of peak)"
-                                              if m.peak_tflops else "")
+            rate = f"{m.tflops:.1f} TFLOP/s" if m.tflops >= 0.1 else f"{1000 * m.tflops:.1f} GFLOP/s"
+            tf = rate + (f" ({100 * m.tflops / m.peak_tflops:.0f}% of peak)" if m.peak_tflops else "")
         self.query_one("#p-speed").border_subtitle = " · ".join(p for p in (sps, st, tf) if p)
         # warnings (odd AMP combinations, loss-scale alarms): the newest, and how many
         bar = self.query_one("#warning-bar", Static)
