@@ -169,3 +169,47 @@ def test_stop_from_the_run_screen_stops_a_real_run(tmp_path, monkeypatch):
             os.killpg(pid, 15)
         except (ProcessLookupError, PermissionError, TypeError):
             pass
+
+
+@needs_tmux
+def test_dashboard_killed_mid_run_leaves_the_run_going_and_reattach_shows_everything(tmp_path):
+    """SIGKILL the dashboard (no chance to clean up) while its run trains: the run completes, and
+    `amptui watch` afterwards shows the whole history."""
+    import psutil
+
+    from amptui.core.runs import load_run
+
+    env = dict(os.environ, TERM="xterm-256color", XDG_CONFIG_HOME=str(tmp_path / "config"), COLORTERM="",
+               PATH=f"{AMPTUI.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("AMPTUI_RUNS_DIR", None)
+    env.pop("TMUX", None)
+    tmux = Tmux(tmp_path, env)
+    runs = tmp_path / "runs"
+    try:
+        tmux.type_line(f"{AMPTUI} ; echo AMPTUI-EXIT=$?")
+        tmux.wait_for(lambda s: "Presets" in s and "quickstart" in s, 30, "home")
+        tmux.send("r")
+        tmux.wait_for(lambda s: re.search(r"step [1-9]\d*/320", s) is not None, 90, "the run screen, live")
+        shell = int(subprocess.run(["tmux", "display-message", "-p", "-t", tmux.name, "#{pane_pid}"],
+                                   capture_output=True, text=True, check=True).stdout)
+        (dashboard,) = [p for p in psutil.Process(shell).children() if "amptui" in " ".join(p.cmdline())]
+        dashboard.kill()
+        tmux.wait_for(lambda s: "AMPTUI-EXIT=137" in s, 20, "the dashboard killed")
+        (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+        assert load_run(run_dir).status == "running", "killing the dashboard did not touch the run"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and load_run(run_dir).status == "running":
+            time.sleep(0.5)
+        assert load_run(run_dir).status == "completed"
+        tmux.send("reset", "Enter")
+        tmux.type_line(f"{AMPTUI} watch {run_dir.name}")
+        done = tmux.wait_for(lambda s: "completed" in s and "step 320/320" in s, 30, "the finished run")
+        assert "100%" in done
+        tmux.wait_for(lambda s: re.search(r"val acc \d", s) is not None, 10, "full history")
+    finally:
+        tmux.kill()
+        for info in runs.glob("*/run.json") if runs.exists() else []:
+            try:
+                os.killpg(json.loads(info.read_text())["pid"], 15)
+            except (ProcessLookupError, PermissionError, KeyError, TypeError):
+                pass
