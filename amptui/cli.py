@@ -220,6 +220,8 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "") -> 
     except Exception:
         pass
     if label:
+        if stopping:
+            return 130
         return 0 if end is not None and end["status"] == "completed" else 1
     if end is None:
         print(f"amptui: error: the trainer exited without finishing (exit code {proc.returncode}); "
@@ -248,11 +250,15 @@ def cmd_ab(args) -> int:
     # Check every variant before the first one starts: a bad combination fails now, not halfway.
     for _, variant in variants:
         launch.resolve_config(preset, {**overrides, **variant})
-    run_dirs, failed = [], []
+    run_dirs, failed, interrupted = [], [], False
     for i, (name, variant) in enumerate(variants, 1):
         run_dir, _ = launch.create_run(preset, {**overrides, **variant}, args.runs_dir)
         run_dirs.append(run_dir)
-        if _attach(run_dir, launch.start(run_dir), False, 0, label=f"[{i}/{len(variants)}] {name:<11}") != 0:
+        code = _attach(run_dir, launch.start(run_dir), False, 0, label=f"[{i}/{len(variants)}] {name:<11}")
+        if code == 130:  # Ctrl-C: the A/B ends here; the variants after this one are not started
+            interrupted = True
+            break
+        if code != 0:
             failed.append(name)
     rows = compare.compare_rows([compare.summarize(d) for d in run_dirs])
     print()
@@ -260,6 +266,9 @@ def cmd_ab(args) -> int:
     if args.format in ("table", "markdown"):
         print(f"\n{compare.TIMING_NOTE}")
         print(f"again later: amptui compare {' '.join(d.name for d in run_dirs)}")
+    if interrupted:
+        print(f"amptui: error: interrupted after {len(run_dirs)} of {len(variants)} variants", file=sys.stderr)
+        return 130
     if failed:
         print(f"amptui: error: variant(s) {', '.join(failed)} did not complete", file=sys.stderr)
         return 1

@@ -254,8 +254,8 @@ class Monitor:
         the loss stays on the device until the next record."""
         if self.closed:
             raise RuntimeError("Monitor.step() after close()")
-        if not isinstance(loss, torch.Tensor):
-            loss = torch.tensor(float(loss))
+        if not isinstance(loss, torch.Tensor):  # a Python number: on the device the meter already uses
+            loss = torch.tensor(float(loss), device=self._meter.device if self._meter is not None else "cpu")
         if self._meter is None:
             self._meter = telemetry.StepMeter(loss.device)
         meter = self._meter

@@ -59,6 +59,23 @@ def test_table_arithmetic_on_canned_runs(tmp_path):
     assert rows[1].skipped == 1 and rows[1].total_time_s == pytest.approx(0.8 + 3.0)
 
 
+def test_a_resumed_run_counts_all_its_sessions_and_whole_epochs_only(tmp_path):
+    run = tmp_path / "resumed"
+    run.mkdir()
+    with EventWriter(run / "events.jsonl") as w:
+        w.emit("start", total_steps=20)
+        w.emit("epoch", epoch=1, epoch_time_s=10.0)
+        w.emit("epoch", epoch=2, epoch_time_s=3.0, partial=True)  # a partial epoch before a stop
+        w.emit("end", status="stopped", steps=12, total_time_s=15.0, peak_mem=900.0)
+        w.emit("start", total_steps=20, resumed_from=12)
+        w.emit("epoch", epoch=2, epoch_time_s=6.0, partial=True)  # resumed mid-epoch
+        w.emit("end", status="completed", steps=20, total_time_s=8.0, peak_mem=700.0)
+    summary = compare.summarize(run)
+    assert summary.total_time_s == pytest.approx(23.0)
+    assert summary.peak_mem == 900.0 and summary.status == "completed"
+    assert summary.time_per_epoch_s == pytest.approx(10.0)
+
+
 def test_compare_cli_in_four_formats(runs_dir):
     canned_run(runs_dir, "a", 20.0, 64, 2**30, 0.9)
     canned_run(runs_dir, "b", 10.0, 64, 2**29, 0.9)
@@ -111,6 +128,28 @@ def test_real_ab_of_the_recipe_prints_the_table(runs_dir):
     assert all(r["status"] == "completed" for r in listed)
     first = [events(runs_dir / r["run_id"]) for r in listed]
     assert all(e[0]["config"]["run"]["seed"] == first[0][0]["config"]["run"]["seed"] for e in first)
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_whole_ab(runs_dir):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "amptui", "ab", "quickstart", "--set", "run.epochs=20"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        found = list(runs_dir.glob("*/events.jsonl")) if runs_dir.exists() else []
+        if found and '"kind":"step"' in found[0].read_text():
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted after 1 of 2 variants" in err
+    (run_dir,) = list(runs_dir.iterdir())
+    assert events(run_dir)[-1]["status"] == "stopped", "the running variant stops with a checkpoint"
 
 
 def write_images(root, per_class=12):

@@ -70,6 +70,11 @@ def test_cuda_on_a_machine_without_one_is_refused(runs_dir):
     assert_clean_refusal(amptui("run", "quickstart", "--set", "run.device=cuda"), runs_dir, "run.device", "cpu")
 
 
+def test_accumulation_longer_than_an_epoch_is_refused_up_front(runs_dir):
+    proc = amptui("run", "quickstart", "--set", "amp.accumulate=1000")
+    assert_clean_refusal(proc, runs_dir, "amp.accumulate (1000)", "64 batches")
+
+
 def test_dataparallel_needs_two_gpus(runs_dir):
     assert_clean_refusal(amptui("run", "quickstart", "--set", "dist.mode=dp"), runs_dir, "at least 2 GPUs")
 

@@ -61,6 +61,12 @@ def test_bad_set_names_the_key(assignment, words):
     ({"amp.dtype": "float8"}, "amp.dtype must be one of auto, float16, bfloat16"),
     ({"optim.lr": True}, "optim.lr must be a number"),
     ({"dist.node_rank": 2, "dist.nnodes": 2}, "dist.node_rank"),
+    ({"amp.growth_factor": 1.0}, r"amp.growth_factor must be > 1"),
+    ({"amp.backoff_factor": 1.0}, r"amp.backoff_factor must be in \(0, 1\)"),
+    ({"amp.init_scale": 0}, r"amp.init_scale must be > 0"),
+    ({"sched.factor": 1.5}, r"sched.factor must be in \[0, 1\)"),
+    ({"run.seed": 2**64}, r"run.seed must be in \[0, 4294967295\]"),
+    ({"model.name": "alexnet", "data.img_size": 16}, r"needs data.img_size >= 63"),
 ])
 def test_wrong_values_name_the_key(overrides, words):
     with pytest.raises(ConfigError, match=words):

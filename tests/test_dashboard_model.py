@@ -13,7 +13,7 @@ from amptui.core import compare as cmp
 from amptui.core.series import Series
 from amptui.dashboard.runmodel import SERIES_CAP, RunModel, RunTail
 
-from dashboard_support import FAILED, FIXTURES, QUICK, SCALER, copy_runs
+from dashboard_support import FAILED, QUICK, SCALER, copy_runs
 
 
 def test_series_stays_bounded_and_keeps_its_shape():
@@ -196,3 +196,16 @@ def test_home_runs_cache_reads_finished_runs_once(tmp_path, monkeypatch):
         fh.write("\n")
     again = cache.scan(root)
     assert calls[3:] == [QUICK] and len(again) == 3
+
+
+def test_a_resumed_session_redraws_the_redone_steps_once():
+    from amptui.dashboard.runmodel import RunModel
+
+    model = RunModel("r")
+    model.feed([{"kind": "start", "t": 1.0, "total_steps": 40}])
+    model.feed([{"kind": "step", "rank": 0, "step": s, "loss": 1.0 / s} for s in range(1, 19)])
+    model.feed([{"kind": "end", "status": "failed", "steps": 18},
+                {"kind": "start", "t": 2.0, "resumed_from": 14, "total_steps": 40}])
+    model.feed([{"kind": "step", "rank": 0, "step": s, "loss": 1.0 / s} for s in range(15, 41)])
+    xs, _ = model.loss_s.points()
+    assert xs == sorted(set(xs)) and xs[-1] == 40

@@ -76,6 +76,7 @@ def summarize(run_dir: Path) -> RunSummary:
     prev_step = 0
     peak = None
     end = None
+    session_time: float | None = None
     while True:
         batch = reader.read(_CHUNK)
         if not batch:
@@ -110,12 +111,16 @@ def summarize(run_dir: Path) -> RunSummary:
                     peak = p if peak is None else max(peak, p)
             elif kind == "epoch":
                 summary.epochs_done = max(summary.epochs_done, rec.get("epoch") or 0)
-                if rec.get("epoch_time_s") is not None:
-                    epoch_times.append(float(rec["epoch_time_s"]))
+                if rec.get("epoch_time_s") is not None and not rec.get("partial"):
+                    epoch_times.append(float(rec["epoch_time_s"]))  # whole epochs only
                 if rec.get("val_acc") is not None:
                     summary.val_acc = rec["val_acc"]
             elif kind == "end":
                 end = rec
+                if rec.get("total_time_s") is not None:  # a resumed run's time is all its sessions'
+                    session_time = (session_time or 0.0) + float(rec["total_time_s"])
+                if rec.get("peak_mem") is not None:
+                    peak = float(rec["peak_mem"]) if peak is None else max(peak, float(rec["peak_mem"]))
     if end is not None:
         summary.status = end.get("status", "failed")
         summary.steps = end.get("steps", summary.steps) or summary.steps
@@ -123,10 +128,7 @@ def summarize(run_dir: Path) -> RunSummary:
             summary.final_loss = end["final_loss"]
         if end.get("val_acc") is not None:
             summary.val_acc = end["val_acc"]
-        if end.get("peak_mem") is not None:
-            peak = float(end["peak_mem"])
-        if end.get("total_time_s") is not None:
-            summary.total_time_s = float(end["total_time_s"])
+        summary.total_time_s = session_time
     if summary.total_time_s is None and first_t is not None and last_t is not None:
         summary.total_time_s = max(0.0, last_t - first_t)
     summary.peak_mem = peak

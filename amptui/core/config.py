@@ -306,8 +306,35 @@ def build_config(base: Mapping[str, Mapping[str, Any]] | None = None,
     return Config(values)
 
 
+_OPEN_RANGES = {  # (low, high, low inclusive, high inclusive): bounds torch itself enforces mid-run
+    "amp.growth_factor": (1.0, None, False, False),
+    "amp.backoff_factor": (0.0, 1.0, False, False),
+    "amp.init_scale": (0.0, None, False, False),
+    "sched.factor": (0.0, 1.0, True, False),
+    "run.seed": (0, 2**32 - 1, True, True),
+}
+
+
+def _check_ranges(v: dict[str, dict[str, Any]], source: str) -> None:
+    for dotted, (low, high, low_in, high_in) in _OPEN_RANGES.items():
+        section, name = dotted.split(".")
+        x = v[section][name]
+        if (low is not None and (x < low or (x == low and not low_in))) or \
+                (high is not None and (x > high or (x == high and not high_in))):
+            lo = "" if low is None else ("[" if low_in else "(") + f"{low:g}"
+            hi = "" if high is None else (f"{high:g}" if isinstance(high, float) else str(high)) + \
+                ("]" if high_in else ")")
+            where = f"in {lo}, {hi}" if low is not None and high is not None else \
+                (f"> {low:g}" if not low_in else f">= {low:g}")
+            raise ConfigError(f"{source}: {dotted} must be {where}, got {x!r}")
+
+
 def _check_combinations(v: dict[str, dict[str, Any]], source: str) -> None:
     """Rules across keys that need no hardware knowledge (those live in launch.preflight)."""
+    _check_ranges(v, source)
+    if v["model"]["name"] == "alexnet" and v["data"]["img_size"] < 63 and not v["model"]["factory"]:
+        raise ConfigError(f"{source}: model.name = \"alexnet\" needs data.img_size >= 63 (its feature maps vanish "
+                          f"below that), got {v['data']['img_size']}")
     if v["dist"]["node_rank"] >= v["dist"]["nnodes"]:
         raise ConfigError(f"{source}: dist.node_rank ({v['dist']['node_rank']}) must be < dist.nnodes "
                           f"({v['dist']['nnodes']})")

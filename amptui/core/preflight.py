@@ -43,6 +43,13 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
             raise UserError(f"dist.mode = \"dp\" (DataParallel) needs at least 2 GPUs; this machine has "
                             f"{count} usable on {dev}. Use dist.mode=none, or dist.mode=ddp for several "
                             "processes")
+    if values["dist"]["mode"] == "ddp" and dev == "cuda":
+        import torch
+
+        count = torch.cuda.device_count()
+        if values["dist"]["nproc_per_node"] > count:
+            raise UserError(f"dist.nproc_per_node = {values['dist']['nproc_per_node']} but this machine has {count} "
+                            f"CUDA GPU(s): one process per GPU; use --set dist.nproc_per_node={count}")
     autocast, dtype, scaler = cfgmod.resolve_precision(values, dev)
     overrides = {"run.device": dev, "amp.dtype": dtype, "amp.grad_scaler": scaler}
     if values["dist"]["backend"] == "auto":
@@ -51,8 +58,9 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
 
     check_factories(values)
     check_tensorboard(values)
-    check_data(values)
     check_weights(values)
+    check_epoch_size(values)
+    check_data(values)  # last: it may download
     return cfg.with_overrides(overrides, source="resolved config")
 
 
@@ -68,6 +76,9 @@ def odd_combinations(values: dict[str, dict[str, Any]]) -> list[str]:
         notes.append("GradScaler with bfloat16: bfloat16 has float32's range, so loss scaling is not needed")
     if amp["autocast"] and amp["dtype"] == "float16" and amp["grad_scaler"] is False:
         notes.append("float16 autocast without a GradScaler: small gradients may underflow to zero")
+    if values["debug"]["inject_inf_every"] and not amp["grad_scaler"]:
+        notes.append("debug.inject_inf_every without a GradScaler: nothing skips the poisoned steps, so the "
+                     "weights turn inf/NaN; add --set amp.grad_scaler=true to watch the scaler handle it")
     if amp["autocast"] and amp["dtype"] == "float16" and dev == "cpu":
         notes.append("float16 autocast on the CPU: most CPUs compute float16 slowly; bfloat16 is the CPU's "
                      "fast format")
@@ -80,6 +91,22 @@ def check_tensorboard(values: dict[str, dict[str, Any]]) -> None:
     if values["log"]["tensorboard"] and importlib.util.find_spec("tensorboard") is None:
         raise UserError("log.tensorboard = true needs TensorBoard, which is not installed: "
                         "pip install 'amptui[tensorboard]' (or --set log.tensorboard=false)")
+
+
+def check_epoch_size(values: dict[str, dict[str, Any]]) -> None:
+    """amp.accumulate must fit in an epoch (known up front for synthetic, random and CIFAR-10 data)."""
+    data, amp = values["data"], values["amp"]
+    if data.get("factory"):
+        return
+    samples = {"synthetic": data["train_samples"], "random": data["train_samples"], "cifar10": 50_000}.get(data["name"])
+    if samples is None:
+        return
+    per_rank = -(-samples // cfgmod.world_size(values))
+    batches = max(1, data["train_samples"] // data["batch_size"]) if data["name"] == "random" else \
+        -(-per_rank // data["batch_size"])
+    if amp["accumulate"] > batches:
+        raise UserError(f"amp.accumulate ({amp['accumulate']}) is more than the {batches} batches of an epoch; "
+                        "lower it, or use more data or smaller batches")
 
 
 # --- data ----------------------------------------------------------------------------------------

@@ -56,6 +56,14 @@ class Series:
             if len(self.xs) > self.cap:
                 self._halve()
 
+    def rewind(self, x: float) -> None:
+        """Forget points after `x`: a run resumed from an earlier checkpoint redoes those steps."""
+        while self.xs and self.xs[-1] > x:
+            self.xs.pop()
+            self.ys.pop()
+        if self._px is not None and self._px > x:
+            self._px, self._pn = None, 0
+
     def _halve(self) -> None:
         xs, ys = self.xs, self.ys
         n = len(xs) - (len(xs) % 2)

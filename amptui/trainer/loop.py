@@ -159,7 +159,7 @@ class Trainer:
                             " batches of an epoch; lower it or use more data")
         total = self.steps_per_epoch * cfg.run.epochs
         self.total_steps = min(total, cfg.run.max_steps) if cfg.run.max_steps else total
-        self.optimizer = build_optimizer(cfg, self.model.parameters(), self.device)
+        self.optimizer = build_optimizer(cfg, self.model.parameters(), self.device, use_scaler)
         self.schedule = Schedule(cfg, self.optimizer, self.steps_per_epoch, self.total_steps)
         self.meter = telemetry.StepMeter(self.device)
         self.sampler = telemetry.DeviceSampler()
@@ -175,6 +175,9 @@ class Trainer:
             from ..hardware import peak_tflops
 
             self.peak_tflops = peak_tflops(self.device, self.amp_dtype if self.autocast else torch.float32)
+        if self.device.type == "cuda":  # the FLOP count and the matmul measurement are not the run's memory
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(self.device)
         self.alarms = ScaleAlarms(cfg.amp.growth_interval, dtype_name if self.autocast else "float32",
                                   bf16_available=self.device.type == "cpu" or torch.cuda.is_bf16_supported())
 
@@ -228,6 +231,7 @@ class Trainer:
         self.meter.restart_clock()  # set-up (data, FLOP count, peak measurement) is not step time
         while p.epoch < cfg.run.epochs and p.step < self.total_steps:
             epoch_t0 = time.perf_counter()
+            resumed_mid_epoch = p.batch_in_epoch > 0  # its epoch_time_s covers only part of it
             self.ddp_model.train()
             batches = self.train_data.batches(p.epoch, start=p.batch_in_epoch)
             # Consume whole optimizer steps; leftover micro-batches at the end of an epoch are dropped.
@@ -235,7 +239,9 @@ class Trainer:
                 self.train_step(batches)
                 if p.step % cfg.log.every == 0 or p.step == self.total_steps:
                     self.write_step_record()
-                    if self.dist.any(self.stop_requested or self.stop_file.exists(), self.device):
+                    stop = self.stop_requested or self.stop_file.exists()
+                    # the last step finishes the run instead (final evaluation included)
+                    if p.step < self.total_steps and self.dist.any(stop, self.device):
                         raise StopRequested
                 if cfg.log.checkpoint_every_steps and p.step % cfg.log.checkpoint_every_steps == 0:
                     if self.meter.steps:  # the checkpoint must hold every step's loss
@@ -246,7 +252,7 @@ class Trainer:
             if self.meter.steps:  # step records never straddle two epochs
                 self.write_step_record()
             finished_epoch = p.batch_in_epoch >= self.steps_per_epoch * cfg.amp.accumulate
-            self.end_epoch(time.perf_counter() - epoch_t0, finished_epoch)
+            self.end_epoch(time.perf_counter() - epoch_t0, finished_epoch, partial=resumed_mid_epoch or not finished_epoch)
         return "completed"
 
     def train_step(self, batches) -> None:
@@ -336,7 +342,7 @@ class Trainer:
         if self.sampler.due():
             self.events.emit("mem", **self.sampler.sample(with_gpus=self.device.type == "cuda" and self.dist.rank == 0))
 
-    def end_epoch(self, seconds: float, finished: bool) -> None:
+    def end_epoch(self, seconds: float, finished: bool, partial: bool) -> None:
         """Epoch record, plateau schedule, evaluation and the epoch checkpoint."""
         cfg, p = self.cfg, self.progress
         # The epoch's mean train loss: one read per epoch of the meter's running totals.
@@ -348,7 +354,7 @@ class Trainer:
             val_loss, val_acc = self.evaluate()
             self.val_acc = val_acc
         record = self.events.emit("epoch", epoch=p.epoch + 1, train_loss=train_loss, val_loss=val_loss,
-                                  val_acc=val_acc, epoch_time_s=seconds)
+                                  val_acc=val_acc, epoch_time_s=seconds, partial=partial)
         if self.tensorboard:
             self.tensorboard.epoch(record, p.step)
         self.log(f"epoch {p.epoch + 1}/{cfg.run.epochs}: train loss {train_loss:.4f}"
@@ -411,7 +417,8 @@ class Trainer:
         self.events.emit("checkpoint", step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path))
 
     def load_checkpoint(self) -> int:
-        state = checkpoint.load(self.run_dir / "checkpoints", map_location=self.device)
+        # On the CPU first: RNG states must stay CPU tensors; load_state_dict moves the rest.
+        state = checkpoint.load(self.run_dir / "checkpoints", map_location="cpu")
         changes = checkpoint.config_changes(state.get("config", {}), self.cfg.to_dict())
         if changes:
             listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in changes)

@@ -7,10 +7,13 @@ import math
 import torch
 
 
-def build_optimizer(cfg, params, device: torch.device) -> torch.optim.Optimizer:
+def build_optimizer(cfg, params, device: torch.device, grad_scaler: bool) -> torch.optim.Optimizer:
     o = cfg.optim
-    # Fused kernels on CUDA: one launch per step, and GradScaler hands them the inf check.
-    extra = {"fused": True} if device.type == "cuda" else {}
+    # Fused kernels on CUDA, except with a GradScaler: there GradScaler.step reads the inf flag on
+    # the host for a non-fused optimizer anyway, and the trainer uses that same read to keep the lr
+    # schedule off skipped steps and to name the overflowing layers. With a fused optimizer the
+    # flag never leaves the GPU, so knowing about a skip would cost a sync of its own each step.
+    extra = {"fused": True} if device.type == "cuda" and not grad_scaler else {}
     if o.name == "adamw":
         return torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, **extra)
     if o.name == "adam":

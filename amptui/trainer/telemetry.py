@@ -100,6 +100,21 @@ def overflowing_parameters(model: torch.nn.Module, limit: int = 8) -> list[str]:
     return [name.removeprefix("module.") for _, name in ranked[:limit]]
 
 
+def _visible_gpus(nv) -> list[tuple[int, object]]:
+    """(torch index, NVML handle) of the GPUs this process can use. NVML counts every GPU in PCI
+    order and ignores CUDA_VISIBLE_DEVICES; torch's device UUIDs tie the two together."""
+    try:
+        pairs = []
+        for index in range(torch.cuda.device_count()):
+            uuid = str(torch.cuda.get_device_properties(index).uuid)
+            pairs.append((index, nv.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")))
+        if pairs:
+            return pairs
+    except Exception:  # an older driver or torch without UUIDs: every GPU, by NVML's own order
+        pass
+    return [(index, nv.nvmlDeviceGetHandleByIndex(index)) for index in range(nv.nvmlDeviceGetCount())]
+
+
 # --- memory ----------------------------------------------------------------------------------------
 
 def _rss() -> tuple[int, int]:
@@ -156,8 +171,7 @@ class DeviceSampler:
                 self._nvml = pynvml
             nv = self._nvml
             devices = []
-            for index in range(nv.nvmlDeviceGetCount()):
-                handle = nv.nvmlDeviceGetHandleByIndex(index)
+            for index, handle in _visible_gpus(nv):
                 info = nv.nvmlDeviceGetMemoryInfo(handle)
                 util = nv.nvmlDeviceGetUtilizationRates(handle)
                 devices.append({"index": index, "name": nv.nvmlDeviceGetName(handle), "used": int(info.used),
