@@ -35,6 +35,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--monitor", action="store_true", help="add amptui.Monitor to the loop (its overhead)")
     args = parser.parse_args()
 
     device = torch.device(args.device)
@@ -53,6 +54,11 @@ def main() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    monitor = None
+    if args.monitor:  # the handful of lines a user adds to watch this loop in amptui
+        import amptui
+
+        monitor = amptui.Monitor("bare-recipe", scaler=scaler, optimizer=opt, model=net)
     start = None
     for step in range(args.steps):
         if step == args.warmup:
@@ -66,9 +72,13 @@ def main() -> None:
         scaler.step(opt)
         scaler.update()
         opt.zero_grad(set_to_none=True)
+        if monitor is not None:
+            monitor.step(loss, batch_size=args.batch)
     sync()
     measured = args.steps - args.warmup
     ms = 1000 * (time.perf_counter() - start) / measured
+    if monitor is not None:
+        monitor.close()
     print(json.dumps({"dtype": args.dtype, "ms_per_step": ms, "samples_per_s": args.batch * 1000 / ms,
                       "steps": measured, "width": args.width, "batch": args.batch, "device": device.type}))
 

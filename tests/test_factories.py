@@ -76,15 +76,24 @@ def test_model_factory_from_the_working_directory_trains(isolated, runs_dir):
 def test_model_factory_trains_under_ddp_on_the_cpu(isolated, runs_dir):
     write(isolated / "tiny_model.py", TINY_MODEL)
     write(isolated / "custom.toml", PRESET)
-    proc = amptui("run", "custom.toml", "--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2")
-    if proc.returncode != 0:
-        pytest.xfail("DDP lands with issue 4: " + (proc.stderr.strip().splitlines() or [""])[-1])
+    amptui("run", "custom.toml", "--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2", check=True)
     run_dir = only_run(runs_dir)
     recs, rank1 = events(run_dir), events(run_dir, "events.rank1.jsonl")
     assert recs[0]["world_size"] == 2 and recs[-1]["status"] == "completed"
     assert rank1[-1]["kind"] == "end" and rank1[-1]["rank"] == 1
     assert sorted(c["rank"] for c in calls(isolated)) == ["0", "1"]
     assert all(c["hidden"] == 12 for c in calls(isolated))
+
+
+@pytest.mark.slow
+def test_model_factory_under_ab(isolated, runs_dir):
+    write(isolated / "tiny_model.py", TINY_MODEL)
+    write(isolated / "custom.toml", PRESET)
+    proc = amptui("ab", "custom.toml", "--variants", "fp32,bf16", "--format", "json", check=True)
+    table = json.loads(proc.stdout[proc.stdout.index("\n[\n"):])
+    assert [row["precision"] for row in table] == ["fp32", "autocast bfloat16"]
+    assert all(row["status"] == "completed" and row["val_acc"] is not None for row in table)
+    assert len(calls(isolated)) == 2  # one model per variant, from the user's factory
 
 
 REGRESSION = '''
