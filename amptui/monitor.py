@@ -303,13 +303,12 @@ class Monitor:
             return
         window = meter.flush(self._reduce() if reduce else None)
         first = self.steps - window.steps + 1
+        # Backoffs name no parameters here: the gradients are gone by now, and finding the names at
+        # the step itself would cost a sync every step.
         scaler_events, self.last_scale = telemetry.scaler_events(first, self.last_scale, window.scales)
-        skipped = 0
         for event in scaler_events:
-            if event["event"] == "backoff":
-                skipped += 1
-                event["overflow"] = []  # the gradients are gone by now; finding names would cost a sync a step
             self._emit("scaler", **event)
+        skipped = sum(e["event"] == "backoff" for e in scaler_events)
         self.skipped_total += skipped
         self.last_loss = window.loss
         if window.loss is not None:

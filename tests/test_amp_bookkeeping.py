@@ -49,7 +49,7 @@ def test_an_injected_inf_is_skipped_and_backs_off_and_clean_steps_grow():
     assert math.isfinite(window.loss)
     events, last = scaler_events(1, 1024.0, window.scales)
     assert events == [
-        {"step": 1, "event": "backoff", "old_scale": 1024.0, "new_scale": 512.0},
+        {"step": 1, "event": "backoff", "old_scale": 1024.0, "new_scale": 512.0, "overflow": []},
         {"step": 3, "event": "growth", "old_scale": 512.0, "new_scale": 1024.0},
     ]
     assert last == 1024.0

@@ -26,6 +26,15 @@ AMPTUI = Path(sys.executable).parent / "amptui"
 STEPS = 70
 
 
+def terminal_env(tmp_path: Path) -> dict[str, str]:
+    """A user's shell: the venv's amptui on PATH, a 256-colour terminal, runs in ./runs."""
+    env = dict(os.environ, TERM="xterm-256color", XDG_CONFIG_HOME=str(tmp_path / "config"), COLORTERM="",
+               PATH=f"{AMPTUI.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("AMPTUI_RUNS_DIR", None)
+    env.pop("TMUX", None)
+    return env
+
+
 class Tmux:
     def __init__(self, cwd: Path, env: dict[str, str], width: int = 110, height: int = 34):
         self.name = f"amptui-e2e-{uuid.uuid4().hex[:8]}"
@@ -60,11 +69,7 @@ class Tmux:
 
 @needs_tmux
 def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
-    env = dict(os.environ, TERM="xterm-256color", XDG_CONFIG_HOME=str(tmp_path / "config"), COLORTERM="",
-               PATH=f"{AMPTUI.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    env.pop("AMPTUI_RUNS_DIR", None)
-    env.pop("TMUX", None)
-    tmux = Tmux(tmp_path, env)
+    tmux = Tmux(tmp_path, terminal_env(tmp_path))
     runs = tmp_path / "runs"
     try:
         tmux.type_line(f"{AMPTUI} ; echo AMPTUI-EXIT=$?")
@@ -179,11 +184,7 @@ def test_dashboard_killed_mid_run_leaves_the_run_going_and_reattach_shows_everyt
 
     from amptui.core.runs import load_run
 
-    env = dict(os.environ, TERM="xterm-256color", XDG_CONFIG_HOME=str(tmp_path / "config"), COLORTERM="",
-               PATH=f"{AMPTUI.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    env.pop("AMPTUI_RUNS_DIR", None)
-    env.pop("TMUX", None)
-    tmux = Tmux(tmp_path, env)
+    tmux = Tmux(tmp_path, terminal_env(tmp_path))
     runs = tmp_path / "runs"
     try:
         tmux.type_line(f"{AMPTUI} ; echo AMPTUI-EXIT=$?")

@@ -311,13 +311,11 @@ class Trainer:
         reduce = self.dist.all_sum if self.dist.enabled else None
         window = self.meter.flush(reduce)
         first_step = p.step - window.steps + 1
-        events, self.last_scale = telemetry.scaler_events(first_step, self.last_scale, window.scales)
-        skipped = 0
+        events, self.last_scale = telemetry.scaler_events(first_step, self.last_scale, window.scales,
+                                                          self.overflow_names)
         for event in events:
-            if event["event"] == "backoff":
-                skipped += 1
-                event["overflow"] = self.overflow_names.pop(event["step"], [])
             self.events.emit("scaler", **event)
+        skipped = sum(e["event"] == "backoff" for e in events)
         self.overflow_names.clear()
         samples = window.steps * cfg.data.batch_size * cfg.amp.accumulate * self.dist.world_size
         self.last_loss = window.loss

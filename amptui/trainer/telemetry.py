@@ -72,17 +72,22 @@ class StepMeter:
         return window
 
 
-def scaler_events(step0: int, previous: float | None, scales: list[float]) -> tuple[list[dict], float | None]:
+def scaler_events(step0: int, previous: float | None, scales: list[float],
+                  overflow: dict[int, list[str]] | None = None) -> tuple[list[dict], float | None]:
     """Turn the scale after each step of a window into growth/backoff events.
 
     `step0` is the step number of the window's first step; a scale that went down is exactly a
-    skipped step (GradScaler backs off if and only if it found inf/NaN).
+    skipped step (GradScaler backs off if and only if it found inf/NaN). Backoffs carry the
+    overflowing parameters' names from `overflow` (step -> names), when they were looked up.
     """
     events = []
     for i, scale in enumerate(scales):
         if previous is not None and scale != previous:
-            kind = "backoff" if scale < previous else "growth"
-            events.append({"step": step0 + i, "event": kind, "old_scale": previous, "new_scale": scale})
+            event = {"step": step0 + i, "event": "backoff" if scale < previous else "growth",
+                     "old_scale": previous, "new_scale": scale}
+            if event["event"] == "backoff":
+                event["overflow"] = (overflow or {}).get(step0 + i, [])
+            events.append(event)
         previous = scale
     return events, previous
 
