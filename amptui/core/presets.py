@@ -50,12 +50,13 @@ def check_name(name: str) -> str:
 
 
 def _describe(path: Path) -> str:
+    """The preset's description, or why it will not load (so a list shows broken files as such)."""
     try:
         doc = cfgmod.read_toml(path)
-    except ConfigError:
-        return "(invalid TOML)"
-    run = doc.get("run", {})
-    return str(run.get("description", "")) if isinstance(run, dict) else ""
+        cfgmod.build_config(doc, source=str(path))
+    except ConfigError as exc:
+        return "(invalid: " + str(exc).removeprefix(f"{path}: ") + ")"
+    return str(doc.get("run", {}).get("description", ""))
 
 
 def list_presets() -> list[Preset]:

@@ -200,7 +200,8 @@ class TogglesPanel(Vertical):
         ws = cfgmod.world_size(values)
         par = {"none": "1 process", "dp": "DataParallel", "ddp": f"DDP x{ws}"}[values["dist"]["mode"]]
         steps = values["run"]["max_steps"]
-        extent = f"{values['run']['epochs']} epochs" + (f", at most {steps} steps" if steps else "")
+        epochs = values["run"]["epochs"]
+        extent = f"{epochs} epoch{'s' if epochs != 1 else ''}" + (f", at most {steps} steps" if steps else "")
         summary.update(f"→ {words} · {par} on {dtype} · {extent}")
 
     def show_refusal(self, message: str) -> None:
