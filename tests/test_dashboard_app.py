@@ -304,6 +304,9 @@ async def test_panel_keys_at_80x24(root):
         assert screen.query_one("#p-scale").display and not screen.query_one("#p-loss").display
         await pilot.press("n")
         assert screen.query_one("#p-mem").display
+        # the warning bar appears once the run's records are in; click after that layout change
+        await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await pilot.pause(0.5)
         await pilot.click("#panel-tabs", offset=(3, 0))  # the mouse: " 1 loss "
         await pilot.pause()
         assert screen.query_one("#p-loss").display and not screen.query_one("#p-mem").display
