@@ -4,6 +4,7 @@ the real `amptui` command line in a subprocess."""
 from __future__ import annotations
 
 import json
+import time
 import os
 import subprocess
 import sys
@@ -40,6 +41,27 @@ def amptui(*args: str, timeout: float = 240, check: bool = False, env: dict | No
 
 def events(run_dir: Path, name: str = "events.jsonl") -> list[dict]:
     return [json.loads(line) for line in (run_dir / name).read_text().splitlines() if line.strip()]
+
+
+def events_so_far(run_dir: Path, name: str = "events.jsonl") -> list[dict]:
+    """What a live run has written so far: nothing yet while a detached trainer is still
+    starting, and only whole lines (the trainer may be mid-write)."""
+    try:
+        text = (run_dir / name).read_text()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
+
+
+def wait_for_end(run_dir: Path, timeout: float = 120) -> list[dict]:
+    """Wait until the run's `end` record is written; return all records."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        recs = events_so_far(run_dir)
+        if any(r["kind"] == "end" for r in recs):
+            return recs
+        time.sleep(0.2)
+    raise AssertionError(f"{run_dir.name} wrote no end record in {timeout:.0f} s")
 
 
 def only_run(runs_dir: Path) -> Path:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from amptui.core import runs
-from conftest import amptui, events, only_run
+from conftest import amptui, events, events_so_far, only_run
 
 pytestmark = pytest.mark.slow
 DDP2 = ["--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2"]
@@ -40,7 +40,7 @@ def test_ddp_stop_and_resume(runs_dir):
     run_dir = runs_dir / run_id
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if (run_dir / "events.jsonl").exists() and any(r["kind"] == "step" for r in events(run_dir)):
+        if any(r["kind"] == "step" for r in events_so_far(run_dir)):
             break
         time.sleep(0.2)
     assert "stopped" in amptui("stop", run_id, check=True).stdout

@@ -15,7 +15,7 @@ from torch import nn
 
 import amptui
 from amptui.core import runs
-from conftest import REPO, amptui as amptui_cli, events, only_run
+from conftest import REPO, amptui as amptui_cli, events, events_so_far, only_run
 
 EXAMPLE = REPO / "examples" / "amp_recipe_monitor.py"
 # float16 + GradScaler with a huge initial scale on a 64-wide model: real overflows, backoffs and
@@ -221,7 +221,7 @@ def test_amptui_stop_ends_a_script_run_as_stopped(runs_dir):
     run_dir = runs_dir / run_id
     try:
         deadline = time.monotonic() + 60
-        while not any(r["kind"] == "step" for r in (events(run_dir) if (run_dir / "events.jsonl").exists() else [])):
+        while not any(r["kind"] == "step" for r in events_so_far(run_dir)):
             assert time.monotonic() < deadline, (run_dir / "output.log").read_text()
             time.sleep(0.2)
         stop = amptui_cli("stop", run_id)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from amptui.core import config
 from amptui.core.errors import ConfigError
 from amptui.trainer import checkpoint
-from conftest import amptui, events
+from conftest import amptui, events, events_so_far, wait_for_end
 
 # --- hostile config input -------------------------------------------------------------------------
 
@@ -126,10 +126,9 @@ def start_detached(*sets):
 def wait_steps(run_dir, n, timeout=90):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (run_dir / "events.jsonl").exists():
-            steps = [r["step"] for r in events(run_dir) if r["kind"] == "step"]
-            if steps and steps[-1] >= n:
-                return
+        steps = [r["step"] for r in events_so_far(run_dir) if r["kind"] == "step"]
+        if steps and steps[-1] >= n:
+            return
         time.sleep(0.2)
     raise AssertionError(f"no step {n} in time")
 
@@ -142,10 +141,7 @@ def test_sigterm_and_sigint_checkpoint_then_stop(runs_dir, sig):
     wait_steps(run_dir, 10)
     pid = json.loads((run_dir / "run.json").read_text())["pid"]
     os.kill(pid, sig)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(r["kind"] == "end" for r in events(run_dir)):
-        time.sleep(0.2)
-    recs = events(run_dir)
+    recs = wait_for_end(run_dir, timeout=60)
     assert recs[-1]["kind"] == "end" and recs[-1]["status"] == "stopped"
     assert recs[-2]["kind"] == "checkpoint" and recs[-2]["step"] == recs[-1]["steps"]
     assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["progress"]["step"] == recs[-1]["steps"]
@@ -159,10 +155,7 @@ def test_runs_started_together_get_their_own_folders(runs_dir):
     assert len(set(ids)) == 3
     for run_id in ids:
         run_dir = runs_dir / run_id
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(r["kind"] == "end" for r in events(run_dir)):
-            time.sleep(0.2)
-        recs = events(run_dir)
+        recs = wait_for_end(run_dir)
         assert {r["run_id"] for r in recs if r["kind"] == "start"} == {run_id}, "no shared files"
         assert recs[-1]["status"] == "completed"
 
@@ -205,14 +198,11 @@ def test_a_run_survives_its_terminal_closing(runs_dir, isolated, detach):
         run_dir = None
         while time.monotonic() < deadline:
             found = list(runs_dir.glob("*/events.jsonl")) if runs_dir.exists() else []
-            if found and any(r["kind"] == "step" for r in events(found[0].parent)):
+            if found and any(r["kind"] == "step" for r in events_so_far(found[0].parent)):
                 run_dir = found[0].parent
                 break
             time.sleep(0.2)
         assert run_dir is not None, "the run did not start"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)  # the terminal closes
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any(r["kind"] == "end" for r in events(run_dir)):
-        time.sleep(0.3)
-    assert events(run_dir)[-1]["status"] == "completed"
+    assert wait_for_end(run_dir)[-1]["status"] == "completed"

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from amptui.core import runs
-from conftest import amptui, events, only_run
+from conftest import amptui, events, events_so_far, only_run
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +110,7 @@ def wait_for(predicate, timeout=60.0, what="condition"):
 
 
 def last_step(run_dir):
-    steps = [r for r in events(run_dir) if r["kind"] == "step"] if (run_dir / "events.jsonl").exists() else []
+    steps = [r for r in events_so_far(run_dir) if r["kind"] == "step"]
     return steps[-1]["step"] if steps else 0
 
 
@@ -150,8 +150,7 @@ def test_a_killed_run_is_listed_killed_and_resumes(runs_dir):
     proc = amptui("run", "quickstart", "--detach", "--set", "log.checkpoint_every_steps=8", check=True)
     run_id = proc.stdout.strip().splitlines()[-1]
     run_dir = runs_dir / run_id
-    wait_for(lambda: any(r["kind"] == "checkpoint" for r in events(run_dir)) if (run_dir / "events.jsonl").exists()
-             else False, what="a checkpoint")
+    wait_for(lambda: any(r["kind"] == "checkpoint" for r in events_so_far(run_dir)), what="a checkpoint")
     pid = json.loads((run_dir / "run.json").read_text())["pid"]
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: runs.load_run(run_dir).status == "killed", timeout=10, what="killed status")
