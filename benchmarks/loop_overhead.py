@@ -1,15 +1,24 @@
 """Does measuring change what is measured? amptui's trainer, and the bare loop with an
 amptui.Monitor added, against the hand-written recipe loop (bare_recipe.py), per optimizer step,
-same sizes, same process conditions (each a fresh process, the three interleaved), for fp32 and
-bf16 on this machine's default device.
+same sizes, same process conditions (each a fresh process, all interleaved), for fp32 and bf16 on
+this machine's default device.
 
     python benchmarks/loop_overhead.py [--width 1024 --batch 256 --steps 400 --repeats 5]
 
-Prints ms/step (best and median of --repeats) and the ratios to the bare loop; the goal is
-<= 1.02. On a shared 2-core VM one run of the same program varies by +-10%, so the best of
-several runs is the figure to compare (interference only ever adds time); the median is shown too.
-Both sides time the same steps: after the first 10% (amptui's compare leaves those out as
-warm-up, and the bare loop is told to skip as many).
+"Same process conditions" includes the host allocator. On a CPU, glibc's malloc gives big freed
+blocks back to the kernel, so every step faults in fresh pages, and how many depends on what the
+process allocated before the loop: two processes running the same loop differ by several percent
+(and up to 40% of a bf16 step is page faults on the machine in benchmarks/README.md). amptui's
+trainer keeps freed memory for reuse on CPU runs (`run.reuse_host_memory`, trainer/host_memory.py),
+so the bare loop and the Monitor run here with the same two settings, as environment variables
+(MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_): the goal (<= 1.02) is judged on those. Two more
+columns show the allocator's part: the bare loop with glibc's defaults, and the trainer with
+`run.reuse_host_memory = false` (both on glibc's defaults, each with its own page-fault count).
+
+Prints ms/step (best and median of --repeats) and the ratios. On a shared 2-core VM one run of the
+same program varies by several percent, so the best of several runs is the figure to compare
+(interference only ever adds time); the median is shown too. Both sides time the same steps:
+after the first 10% (amptui's compare leaves those out as warm-up; the bare loop skips as many).
 """
 
 import argparse
@@ -23,9 +32,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+# The trainer's host_memory.keep_freed_memory(), spelled as glibc's environment variables.
+REUSE_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1)}
 
-def bare(dtype: str, args, monitor: bool = False, runs_dir: Path | None = None) -> float:
-    env = dict(os.environ, AMPTUI_RUNS_DIR=str(runs_dir)) if runs_dir else None
+
+def bare(dtype: str, args, monitor: bool = False, runs_dir: Path | None = None, reuse: bool = True) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in REUSE_ENV}
+    env.update(REUSE_ENV if reuse else {})
+    if runs_dir:
+        env["AMPTUI_RUNS_DIR"] = str(runs_dir)
     out = subprocess.run([sys.executable, str(HERE / "bare_recipe.py"), "--dtype", dtype, "--width", str(args.width),
                           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.steps // 10)]
                          + (["--monitor"] if monitor else []), capture_output=True, text=True, check=True,
@@ -33,19 +48,24 @@ def bare(dtype: str, args, monitor: bool = False, runs_dir: Path | None = None) 
     return json.loads(out.strip().splitlines()[-1])["ms_per_step"]
 
 
-def amptui(dtype: str, args, runs_dir: Path) -> float:
+def amptui(dtype: str, args, runs_dir: Path, reuse: bool = True) -> float:
     from amptui.core import compare
 
     precision = ["--set", "amp.autocast=false"] if dtype == "fp32" else ["--set", "amp.dtype=bfloat16"]
     before = set(runs_dir.iterdir()) if runs_dir.exists() else set()
+    env = {k: v for k, v in os.environ.items() if k not in REUSE_ENV}  # the trainer sets its own
     subprocess.run([sys.executable, "-m", "amptui", "run", "mlp-recipe", *precision,
                     "--set", f"model.width={args.width}", "--set", f"data.batch_size={args.batch}",
                     "--set", f"data.train_samples={args.batch * 50}", "--set", f"run.max_steps={args.steps}",
                     "--set", f"log.every={max(1, args.steps // 20)}", "--set", "log.checkpoint_every=0",
-                    "--set", "run.epochs=1000", "--runs-dir", str(runs_dir)],
-                   capture_output=True, text=True, check=True)
+                    "--set", "run.epochs=1000", "--set", f"run.reuse_host_memory={str(reuse).lower()}",
+                    "--runs-dir", str(runs_dir)],
+                   capture_output=True, text=True, check=True, env=env)
     (run_dir,) = set(runs_dir.iterdir()) - before
     return compare.summarize(run_dir).steady_step_ms
+
+
+COLUMNS = ("bare", "amptui", "Monitor", "bare, glibc defaults", "amptui, reuse off")
 
 
 def main() -> None:
@@ -60,23 +80,35 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         runs_dir = Path(tmp) / "runs"
         for dtype in args.dtypes.split(","):
-            b, a, m = [], [], []
+            times: dict[str, list[float]] = {c: [] for c in COLUMNS}
             for _ in range(args.repeats):  # interleaved, so drifting machine load hits all alike
-                b.append(bare(dtype, args))
-                a.append(amptui(dtype, args, runs_dir))
-                m.append(bare(dtype, args, monitor=True, runs_dir=runs_dir))
-            rows.append((dtype, b, a, m))
+                times["bare"].append(bare(dtype, args))
+                times["amptui"].append(amptui(dtype, args, runs_dir))
+                times["Monitor"].append(bare(dtype, args, monitor=True, runs_dir=runs_dir))
+                times["bare, glibc defaults"].append(bare(dtype, args, reuse=False))
+                times["amptui, reuse off"].append(amptui(dtype, args, runs_dir, reuse=False))
+            rows.append((dtype, times))
     print(f"recipe MLP width {args.width}, batch {args.batch}, {args.steps} steps, {args.repeats} runs each, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'dtype':<6} {'bare ms/step':>16} {'amptui ms/step':>16} {'Monitor ms/step':>16} "
-          f"{'amptui/bare':>12} {'Monitor/bare':>13}  (best; median)")
-    for dtype, b, a, m in rows:
-        best = [min(b), min(a), min(m)]
-        med = [statistics.median(b), statistics.median(a), statistics.median(m)]
-        cells = [f"{x:.2f}; {y:.2f}" for x, y in zip(best, med)]
-        ratios = [f"{best[i] / best[0]:.3f}; {med[i] / med[0]:.3f}" for i in (1, 2)]
-        verdict = "PASS" if max(best[1], best[2]) / best[0] <= 1.02 else "MISS"
-        print(f"{dtype:<6} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16} {ratios[0]:>12} {ratios[1]:>13}  {verdict}")
+    print("ms/step, best; median of the runs. 'bare' and 'Monitor' run with the trainer's allocator settings.")
+    print(f"{'dtype':<6}" + "".join(f"{c:>22}" for c in COLUMNS))
+    for dtype, times in rows:
+        print(f"{dtype:<6}" + "".join(f"{min(t):>13.2f}; {statistics.median(t):>6.2f}" for t in times.values()))
+    print()
+    print("ratios, best; median (goal: amptui/bare and Monitor/bare <= 1.02 at best of the runs)")
+    print(f"{'dtype':<6}{'amptui/bare':>16}{'Monitor/bare':>16}{'reuse off/glibc bare':>24}{'glibc bare/bare':>18}"
+          f"{'amptui':>8}{'Monitor':>9}")
+    for dtype, times in rows:
+        best = {c: min(t) for c, t in times.items()}
+        med = {c: statistics.median(t) for c, t in times.items()}
+
+        def ratio(a: str, b: str, width: int) -> str:
+            return f"{best[a] / best[b]:.3f}; {med[a] / med[b]:.3f}".rjust(width)
+
+        verdicts = ["PASS" if best[c] / best["bare"] <= 1.02 else "MISS" for c in ("amptui", "Monitor")]
+        print(f"{dtype:<6}{ratio('amptui', 'bare', 16)}{ratio('Monitor', 'bare', 16)}"
+              f"{ratio('amptui, reuse off', 'bare, glibc defaults', 24)}{ratio('bare, glibc defaults', 'bare', 18)}"
+              f"{verdicts[0]:>8}{verdicts[1]:>9}")
 
 
 if __name__ == "__main__":

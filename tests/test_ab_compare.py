@@ -11,7 +11,7 @@ from PIL import Image
 from amptui.core import ab, compare
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter
-from conftest import amptui, events
+from conftest import amptui, events, events_so_far
 
 
 def test_variant_expansion_and_defaults():
@@ -137,17 +137,18 @@ def test_ctrl_c_ends_the_whole_ab(runs_dir):
     import sys
     import time
 
+    # As from a terminal: a shell's background job (how a test suite may be started) would pass
+    # SIGINT down ignored, and Python then installs no KeyboardInterrupt handler.
     proc = subprocess.Popen([sys.executable, "-m", "amptui", "ab", "quickstart", "--set", "run.epochs=20"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        found = list(runs_dir.glob("*/events.jsonl")) if runs_dir.exists() else []
-        if found and '"kind":"step"' in found[0].read_text():
-            break
-        time.sleep(0.2)
+    while not any(r["kind"] == "step" for f in runs_dir.glob("*/events.jsonl") for r in events_so_far(f.parent)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the first variant never reached a step"
+        time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "interrupted after 1 of 2 variants" in err
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted after 1 of 2 variants" in err, out + err
     (run_dir,) = list(runs_dir.iterdir())
     assert events(run_dir)[-1]["status"] == "stopped", "the running variant stops with a checkpoint"
 

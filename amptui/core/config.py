@@ -42,6 +42,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "epochs": Key("int", 1, "Passes over the training set.", minimum=1),
         "max_steps": Key("int", 0, "Stop after this many optimizer steps (0 = no limit).", minimum=0),
         "device": Key("str", "auto", "Where to train; auto picks cuda when available.", ("auto", "cpu", "cuda")),
+        "reuse_host_memory": Key("bool", True, "CPU runs: keep freed memory in the trainer for reuse (glibc malloc "
+                                 "without mmap or trimming) instead of faulting in fresh pages every step; false "
+                                 "keeps the system allocator's defaults, as a plain script has."),
         "script": Key("str", "", "Your own training script to launch instead of amptui's trainer (it writes "
                       "events with amptui.Monitor); empty means amptui's trainer."),
     },

@@ -34,7 +34,7 @@ from ..hardware import cpu_name
 from ..core.errors import UserError
 from ..core.events import EventWriter, events_file
 from ..core.launch import STOP_FILE
-from . import checkpoint, telemetry
+from . import checkpoint, host_memory, telemetry
 from .alarms import ScaleAlarms
 from .data import build_train_val, choose_criterion
 from .models import CNNS, build_model
@@ -130,6 +130,8 @@ class Trainer:
             torch.cuda.set_device(self.device)
         else:
             self.device = torch.device("cpu")
+            if cfg.run.reuse_host_memory:  # before the run allocates anything big
+                self.log(host_memory.keep_freed_memory())
         self.dist.init(cfg.dist.backend)
         torch.manual_seed(cfg.run.seed)
 
