@@ -3,7 +3,8 @@ benchmarks compare amptui's trainer against.
 
     python benchmarks/bare_recipe.py --dtype bf16 --width 1024 --batch 256 --steps 200 --warmup 20
 
-Prints one JSON line: the mean milliseconds per optimizer step after `--warmup` steps.
+Prints one JSON line: the mean milliseconds per optimizer step after `--warmup` steps
+(with `--alternate N`: medians of N interleaved window pairs without / with amptui.Monitor).
 Same model (depth x Linear(width) with ReLU), data (fixed random batches made up front and
 reused, as the recipe does), SGD lr 1e-3, MSELoss, autocast + GradScaler spelled as the recipe.
 """
@@ -36,6 +37,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--monitor", action="store_true", help="add amptui.Monitor to the loop (its overhead)")
+    parser.add_argument("--alternate", type=int, default=0, metavar="WINDOWS",
+                        help="after --warmup, time WINDOWS pairs of --steps-step windows in this one process, "
+                             "without and with amptui.Monitor.step (same heap, same process: only the Monitor differs)")
     args = parser.parse_args()
 
     device = torch.device(args.device)
@@ -55,10 +59,13 @@ def main() -> None:
             torch.cuda.synchronize()
 
     monitor = None
-    if args.monitor:  # the handful of lines a user adds to watch this loop in amptui
+    if args.monitor or args.alternate:  # the handful of lines a user adds to watch this loop in amptui
         import amptui
 
         monitor = amptui.Monitor("bare-recipe", scaler=scaler, optimizer=opt, model=net)
+    if args.alternate:
+        alternate(args, data, net, opt, loss_fn, scaler, dtype, use_amp, device, sync, monitor)
+        return
     start = None
     for step in range(args.steps):
         if step == args.warmup:
@@ -81,6 +88,38 @@ def main() -> None:
         monitor.close()
     print(json.dumps({"dtype": args.dtype, "ms_per_step": ms, "samples_per_s": args.batch * 1000 / ms,
                       "steps": measured, "width": args.width, "batch": args.batch, "device": device.type}))
+
+
+def alternate(args, data, net, opt, loss_fn, scaler, dtype, use_amp, device, sync, monitor) -> None:
+    """Windows of the same loop without and with Monitor.step, interleaved in one process."""
+    import statistics
+
+    def window(steps: int, with_monitor: bool) -> float:
+        sync()
+        t0 = time.perf_counter()
+        for step in range(steps):
+            x, y = data[step % len(data)]
+            with torch.autocast(device_type=device.type, dtype=dtype, enabled=use_amp):
+                loss = loss_fn(net(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+            if with_monitor:
+                monitor.step(loss, batch_size=args.batch)
+        sync()
+        return 1000 * (time.perf_counter() - t0) / steps
+
+    window(args.warmup, True)
+    bare, monitored = [], []
+    for _ in range(args.alternate):
+        bare.append(window(args.steps, False))
+        monitored.append(window(args.steps, True))
+    monitor.close()
+    print(json.dumps({"dtype": args.dtype, "ms_per_step": statistics.median(bare),
+                      "monitor_ms_per_step": statistics.median(monitored),
+                      "ratios": [m / b for b, m in zip(bare, monitored)], "windows": args.alternate,
+                      "steps_per_window": args.steps, "device": device.type}))
 
 
 if __name__ == "__main__":
