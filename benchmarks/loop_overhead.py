@@ -38,7 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 # The trainer's host_memory.keep_freed_memory(), spelled as glibc's environment variables.
-REUSE_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1)}
+REUSE_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**64 - 1)}  # SIZE_MAX: never trim
 
 
 def bare(dtype: str, args, monitor: bool = False, runs_dir: Path | None = None, reuse: bool = True) -> float:
