@@ -4,10 +4,10 @@ the real `amptui` command line in a subprocess."""
 from __future__ import annotations
 
 import json
-import time
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest

@@ -50,4 +50,4 @@ def keep_freed_memory() -> str:
     if no_mmap and no_trim:
         return "host memory: freed blocks kept for reuse (glibc mallopt: no mmap, no trim)"
     applied = [name for name, ok in (("no mmap", no_mmap), ("no trim", no_trim)) if ok]
-    return f"host memory: mallopt took only {applied or 'none'} of the reuse settings"
+    return f"host memory: mallopt took only {', '.join(applied) or 'none'} of the reuse settings"
