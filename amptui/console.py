@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from .core.fmt import fmt_bytes, fmt_duration  # noqa: F401  (re-exported for the dashboard)
+from .core.fmt import fmt_bytes, fmt_duration
 from .core.runs import RunInfo
 
 

@@ -44,7 +44,7 @@ from .hardware import cpu_name
 from .trainer import telemetry
 
 RUN_DIR_ENV = launch.RUN_DIR_ENV
-STOP_FILE = getattr(launch, "STOP_FILE", "stop-requested")  # `amptui stop` writes it into the run folder
+STOP_FILE = launch.STOP_FILE  # `amptui stop` writes it into the run folder
 
 
 class Monitor:

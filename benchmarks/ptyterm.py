@@ -66,7 +66,7 @@ class PtyTerm:
 
     # --- output ---------------------------------------------------------------------------------
     def _read_loop(self) -> None:
-        carry = b""
+        carry = query_carry = b""
         while True:
             try:
                 data = os.read(self.master, 1 << 16)
@@ -79,7 +79,9 @@ class PtyTerm:
                 self.first_output = now
             scan = carry + data
             n = scan.count(SYNC_START)
-            if self.answer_sync and not self.sync_answered and SYNC_QUERY in scan:
+            query_scan = query_carry + data  # the query is longer than the frame mark: its own carry
+            query_carry = query_scan[-(len(SYNC_QUERY) - 1):]
+            if self.answer_sync and not self.sync_answered and SYNC_QUERY in query_scan:
                 self.sync_answered = True
                 try:
                     os.write(self.master, SYNC_REPLY)

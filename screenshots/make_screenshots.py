@@ -103,9 +103,11 @@ def main() -> int:
             await pilot.pause(0.5)
             small.save_screenshot("home-80x24.svg", str(args.out))
 
-    asyncio.run(shoot())
-    subprocess.run([sys.executable, "-m", "amptui", "stop", live, "--runs-dir", str(runs)], cwd=work,
-                   capture_output=True)
+    try:
+        asyncio.run(shoot())
+    finally:  # never leave the live scaler-lab run going
+        subprocess.run([sys.executable, "-m", "amptui", "stop", live, "--runs-dir", str(runs)], cwd=work,
+                       capture_output=True)
     for name in ("home", "run-live-scaler", "run-failed", "compare", "home-80x24"):
         print("wrote", args.out / f"{name}.svg")
     return 0

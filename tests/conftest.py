@@ -53,6 +53,18 @@ def events_so_far(run_dir: Path, name: str = "events.jsonl") -> list[dict]:
     return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
 
 
+def wait_for_step(run_dir: Path, n: int = 1, timeout: float = 90) -> int:
+    """Wait until a live run has written a step record for step `n` or later; return that step."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        steps = [r["step"] for r in events_so_far(run_dir) if r["kind"] == "step"]
+        if steps and steps[-1] >= n:
+            return steps[-1]
+        time.sleep(0.2)
+    log = run_dir / "output.log"
+    raise AssertionError(f"{run_dir.name}: no step {n} in {timeout:.0f} s\n" + (log.read_text() if log.exists() else ""))
+
+
 def wait_for_end(run_dir: Path, timeout: float = 120) -> list[dict]:
     """Wait until the run's `end` record is written; return all records."""
     deadline = time.monotonic() + timeout

@@ -11,7 +11,7 @@ from PIL import Image
 from amptui.core import ab, compare
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter
-from conftest import amptui, events, events_so_far
+from conftest import amptui, events, events_so_far, only_run
 
 
 def test_variant_expansion_and_defaults():
@@ -108,7 +108,7 @@ def test_tensorboard_scalars_are_written(runs_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     amptui("run", "quickstart", "--set", "log.tensorboard=true", "--set", "run.max_steps=6", check=True)
-    (run_dir,) = list(runs_dir.iterdir())
+    run_dir = only_run(runs_dir)
     acc = EventAccumulator(str(run_dir / "tensorboard"))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
@@ -149,7 +149,7 @@ def test_ctrl_c_ends_the_whole_ab(runs_dir):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted after 1 of 2 variants" in err, out + err
-    (run_dir,) = list(runs_dir.iterdir())
+    run_dir = only_run(runs_dir)
     assert events(run_dir)[-1]["status"] == "stopped", "the running variant stops with a checkpoint"
 
 

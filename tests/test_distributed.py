@@ -10,7 +10,7 @@ import time
 import pytest
 
 from amptui.core import runs
-from conftest import amptui, events, events_so_far, only_run
+from conftest import amptui, events, only_run, wait_for_step
 
 pytestmark = pytest.mark.slow
 DDP2 = ["--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2"]
@@ -38,11 +38,7 @@ def test_ddp_on_two_processes_completes_with_per_rank_events(runs_dir):
 def test_ddp_stop_and_resume(runs_dir):
     run_id = amptui("run", "quickstart", *DDP2, "--detach", check=True).stdout.strip().splitlines()[-1]
     run_dir = runs_dir / run_id
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if any(r["kind"] == "step" for r in events_so_far(run_dir)):
-            break
-        time.sleep(0.2)
+    wait_for_step(run_dir, timeout=60)
     assert "stopped" in amptui("stop", run_id, check=True).stdout
     stopped_at = events(run_dir)[-1]["steps"]
     amptui("resume", run_id, check=True)

@@ -15,7 +15,7 @@ from torch import nn
 
 import amptui
 from amptui.core import runs
-from conftest import REPO, amptui as amptui_cli, events, events_so_far, only_run
+from conftest import REPO, amptui as amptui_cli, events, only_run, wait_for_step
 
 EXAMPLE = REPO / "examples" / "amp_recipe_monitor.py"
 # float16 + GradScaler with a huge initial scale on a 64-wide model: real overflows, backoffs and
@@ -214,16 +214,11 @@ def test_example_under_amptui_run_script_and_torchrun(runs_dir):
 
 @pytest.mark.slow
 def test_amptui_stop_ends_a_script_run_as_stopped(runs_dir):
-    import time
-
     proc = amptui_cli("run", "--detach", "--script", str(EXAMPLE), "--", "--epochs", "100000", check=True)
     run_id = proc.stdout.strip().splitlines()[-1]
     run_dir = runs_dir / run_id
     try:
-        deadline = time.monotonic() + 60
-        while not any(r["kind"] == "step" for r in events_so_far(run_dir)):
-            assert time.monotonic() < deadline, (run_dir / "output.log").read_text()
-            time.sleep(0.2)
+        wait_for_step(run_dir, timeout=60)
         stop = amptui_cli("stop", run_id)
         assert stop.returncode == 0, stop.stdout + stop.stderr
     finally:  # never leave the script we started running

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from amptui.core import config
 from amptui.core.errors import ConfigError
 from amptui.trainer import checkpoint
-from conftest import amptui, events, events_so_far, wait_for_end
+from conftest import amptui, events, events_so_far, only_run, wait_for_end, wait_for_step
 
 # --- hostile config input -------------------------------------------------------------------------
 
@@ -123,22 +123,12 @@ def start_detached(*sets):
     return amptui("run", "quickstart", "--detach", *args, check=True).stdout.strip().splitlines()[-1]
 
 
-def wait_steps(run_dir, n, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        steps = [r["step"] for r in events_so_far(run_dir) if r["kind"] == "step"]
-        if steps and steps[-1] >= n:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"no step {n} in time")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_and_sigint_checkpoint_then_stop(runs_dir, sig):
     run_id = start_detached("run.epochs=50")
     run_dir = runs_dir / run_id
-    wait_steps(run_dir, 10)
+    wait_for_step(run_dir, 10)
     pid = json.loads((run_dir / "run.json").read_text())["pid"]
     os.kill(pid, sig)
     recs = wait_for_end(run_dir, timeout=60)
@@ -164,7 +154,7 @@ def test_runs_started_together_get_their_own_folders(runs_dir):
 def test_resume_after_the_config_changed(runs_dir):
     amptui("run", "quickstart", "--set", "run.max_steps=8", "--set", "log.checkpoint_every_steps=4",
            "--set", "debug.fail_at_step=6", "--set", "log.every=1")
-    (run_dir,) = list(runs_dir.iterdir())
+    run_dir = only_run(runs_dir)
     cfg_path = run_dir / "config.toml"
     original = cfg_path.read_text()
     cfg_path.write_text(original.replace("width = 16", "width = 32"))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from amptui.core import runs
-from conftest import amptui, events, events_so_far, only_run
+from conftest import amptui, events, events_so_far, only_run, wait_for_step
 
 pytestmark = pytest.mark.slow
 
@@ -109,18 +109,13 @@ def wait_for(predicate, timeout=60.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def last_step(run_dir):
-    steps = [r for r in events_so_far(run_dir) if r["kind"] == "step"]
-    return steps[-1]["step"] if steps else 0
-
-
 def test_detach_stop_resume_continues_steps_and_scale(runs_dir):
     proc = amptui("run", "scaler-lab", "--detach", "--set", "run.epochs=20", check=True)
     run_id = proc.stdout.strip().splitlines()[-1]
     run_dir = runs_dir / run_id
     assert run_dir.is_dir()
     assert runs.load_run(run_dir).status == "running"
-    wait_for(lambda: last_step(run_dir) >= 40, what="40 steps")
+    wait_for_step(run_dir, 40, timeout=60)
     stop = amptui("stop", run_id, check=True)
     assert "stopped" in stop.stdout
     info = runs.load_run(run_dir)

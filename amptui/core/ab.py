@@ -32,8 +32,11 @@ def expand(spec: str | None, device_type: str) -> list[tuple[str, dict[str, obje
     return [(n, dict(VARIANTS[n])) for n in names]
 
 
+PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler")  # what a variant decides
+
+
 def check_overrides(overrides: dict[str, object]) -> None:
     """--set may not decide what the variants decide."""
-    clash = sorted(k for k in overrides if k in ("amp.autocast", "amp.dtype", "amp.grad_scaler"))
+    clash = sorted(k for k in overrides if k in PRECISION_KEYS)
     if clash:
         raise UserError(f"--set {', '.join(clash)}: the variants set the precision; choose them with --variants")

@@ -159,8 +159,8 @@ class RunModel:
         self.session_t = rec.get("t")
         self.session_step = rec.get("resumed_from") or 0
         if self.session_step:  # steps after the checkpoint are done again: draw them once
-            for series in (self.loss_s, self.lr_s, self.scale_s, self.sps_s, self.steptime_s, self.backoffs,
-                           self.growths, *self.mem.values()):
+            for series in (self.loss_s, self.lr_s, self.scale_s, self.sps_s, self.steptime_s, self.val_s,
+                           self.backoffs, self.growths, *self.mem.values()):
                 series.rewind(self.session_step)
         self.peak_tflops = _num(rec.get("peak_tflops")) or self.peak_tflops
         cfg = rec.get("config") or {}

@@ -180,8 +180,10 @@ class Trainer:
         if self.device.type == "cuda":  # the FLOP count and the matmul measurement are not the run's memory
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(self.device)
+        # native bfloat16 only, as `amptui doctor` judges it (emulated bf16 on a T4/V100 is slow)
+        native_bf16 = self.device.type == "cpu" or torch.cuda.is_bf16_supported(including_emulation=False)
         self.alarms = ScaleAlarms(cfg.amp.growth_interval, dtype_name if self.autocast else "float32",
-                                  bf16_available=self.device.type == "cpu" or torch.cuda.is_bf16_supported())
+                                  bf16_available=native_bf16)
 
         resumed_from = None
         if self.resume:
@@ -505,6 +507,8 @@ def run(run_dir: Path, resume: bool) -> int:
             record_failure(exc)
             if trainer.dist.rank == 0:
                 trainer.events.close()
+                if getattr(trainer, "tensorboard", None):
+                    trainer.tensorboard.close()
             else:
                 trainer.finish("failed", exc)  # into this rank's own events.rank<N>.jsonl
             print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)

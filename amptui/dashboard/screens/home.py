@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...core import config as cfgmod
+from ...core.ab import PRECISION_KEYS
 from ...core import presets as presetmod
 from ...core.errors import ConfigError, UserError
 from ...core.runs import RunInfo, load_run
@@ -35,6 +36,15 @@ def toml_value(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value)
     return repr(value)
+
+
+def amptui_command(sub: str, preset: presetmod.Preset, overrides: dict[str, Any], *extra: str) -> list[str]:
+    """`amptui SUB PRESET --set ... EXTRA` as a child process runs it (torch is imported only there)."""
+    ref = preset.name if preset.builtin else str(preset.path)
+    command = [sys.executable, "-m", "amptui", sub, ref, *extra]
+    for key, value in overrides.items():
+        command += ["--set", f"{key}={toml_value(value)}"]
+    return command
 
 
 class RunsCache:
@@ -248,17 +258,18 @@ class HomeScreen(Screen):
         overrides = self._changed_toggles()
         if overrides is None:
             return
-        overrides = {k: v for k, v in overrides.items() if k not in ("amp.autocast", "amp.dtype", "amp.grad_scaler")}
-        ref = self.preset.name if self.preset.builtin else str(self.preset.path)
+        overrides = {k: v for k, v in overrides.items() if k not in PRECISION_KEYS}
         root = Path(self.app.runs_root)
-        root.mkdir(parents=True, exist_ok=True)
         log = root / f"ab-{time.strftime('%Y%m%d-%H%M%S')}-{self.preset.name}.log"
-        command = [sys.executable, "-m", "amptui", "ab", ref, "--runs-dir", str(root)]
-        for key, value in overrides.items():
-            command += ["--set", f"{key}={toml_value(value)}"]
-        with open(log, "ab") as out:
-            subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True)  # like a run: quitting the dashboard does not stop it
+        command = amptui_command("ab", self.preset, overrides, "--runs-dir", str(root))
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            with open(log, "ab") as out:
+                subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True)  # like a run: quitting the dashboard does not stop it
+        except OSError as exc:
+            self.notify(f"could not start the A/B: {exc}", severity="error", timeout=10)
+            return
         self.notify(f"A/B of {self.preset.name} started: its precision variants run one after another and "
                     f"appear in Runs; mark them with space and press c. Table and progress: {log}", timeout=10)
         self.set_timer(2.0, self.refresh_runs)
@@ -267,10 +278,7 @@ class HomeScreen(Screen):
     def _launch(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:
         """`amptui run PRESET --set ... --detach`: the same detached trainer the CLI starts; torch is
         imported only in that child, never in the dashboard."""
-        ref = preset.name if preset.builtin else str(preset.path)
-        command = [sys.executable, "-m", "amptui", "run", ref, "--detach", "--runs-dir", str(self.app.runs_root)]
-        for key, value in overrides.items():
-            command += ["--set", f"{key}={toml_value(value)}"]
+        command = amptui_command("run", preset, overrides, "--detach", "--runs-dir", str(self.app.runs_root))
         try:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=180,
                                   stdin=subprocess.DEVNULL)

@@ -16,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
 from textual.worker import get_current_worker
 
-from ...console import fmt_bytes, fmt_duration
+from ...core.fmt import fmt_bytes, fmt_duration
 from ...core.errors import UserError
 from ..runmodel import RunModel, RunTail
 from ..widgets.plot import Figure, Line, MetricPlot

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from ...console import fmt_duration
+from ...core.fmt import fmt_duration
 from ...core.runs import RunInfo
 
 STATUS_STYLE = {"running": "bold green", "completed": "cyan", "stopped": "yellow", "failed": "bold red",
