@@ -1,18 +1,38 @@
-"""The terminal view of a run for `amptui run` / `amptui resume`: a progress line, live numbers,
-notable events, and a summary at the end. Reads only the event stream, like the dashboard."""
+"""The terminal view of the command line: the live view of a run for `amptui run` / `resume` /
+`ab`, and the tables of `runs`, `compare` and `presets`. Reads only the event stream, like the
+dashboard.
+
+On a terminal, a run is one rich progress line that redraws in place, fitted to the terminal's
+width, with notable events printed above it; tables are rich tables that fit the width. When
+stdout is not a terminal (a log, CI, a pipe), plain lines: a step line at most once a second,
+and tables as aligned text.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
-from .core.fmt import fmt_bytes, fmt_duration
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Column, Table
+from rich.text import Text
+
+from .core.fmt import (fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_lr, fmt_rate, fmt_scale,
+                       fmt_time)
+from .core.inputbound import DataWait, notice
 from .core.runs import RunInfo
 
 
-def fmt_num(x: float | None, spec: str = ".4f") -> str:
-    return "-" if x is None else format(x, spec)
+def terminal(out: TextIO | None = None) -> Console | None:
+    """A rich console when `out` is a terminal, else None (plain text)."""
+    out = out if out is not None else sys.stdout
+    try:
+        is_tty = out.isatty()
+    except (AttributeError, ValueError):
+        is_tty = False
+    return Console(file=out, highlight=False) if is_tty else None
 
 
 def step_memory_words(mem: dict[str, Any] | None) -> str:
@@ -24,14 +44,55 @@ def step_memory_words(mem: dict[str, Any] | None) -> str:
     return ""
 
 
-class ProgressPrinter:
-    """Turns event records into terminal output. On a TTY one line is redrawn in place; elsewhere
-    (logs, CI) a line per step record, at most one a second."""
+def step_fields(rec: dict[str, Any], epochs: int | None) -> list[str]:
+    """A step record's figures, most wanted first (a narrow terminal shows the first few)."""
+    fields = [f"ep {rec.get('epoch')}/{epochs or '?'}", f"loss {fmt_loss(rec.get('loss'))}"]
+    if rec.get("scale") is not None:
+        fields += [f"scale {fmt_scale(rec['scale'])}", f"skipped {rec.get('skipped_total', 0)}"]
+    fields.append(f"lr {fmt_lr(rec.get('lr'))}")
+    if rec.get("samples_per_s"):
+        fields.append(f"{fmt_rate(rec['samples_per_s'])} samples/s")
+    fields.append(step_memory_words(rec.get("mem")))
+    return [f for f in fields if f]
 
-    def __init__(self, out: TextIO = sys.stdout, label: str = ""):
+
+def emulated_notice(start: dict[str, Any]) -> str | None:
+    """The emulated-dtype warning for a run whose `start` record says it autocasts to bfloat16 on
+    this machine's CPU (a run from another host is not judged by this CPU)."""
+    import socket
+
+    from .hardware import emulated_dtype_notice
+
+    if start.get("host") not in (None, socket.gethostname()):
+        return None
+    words = start.get("precision") or ""
+    device_type = (start.get("device") or {}).get("type", "")
+    return emulated_dtype_notice(device_type, words.startswith("autocast"), words.split(" ")[1] if " " in words else "")
+
+
+
+def fit(fields: Sequence[str], width: int, sep: str = "  ") -> str:
+    """As many whole fields as fit in `width` columns, in order."""
+    out = ""
+    for f in fields:
+        candidate = f"{out}{sep}{f}" if out else f
+        if len(candidate) > width:
+            break
+        out = candidate
+    return out
+
+
+class ProgressPrinter:
+    """Turns event records into terminal output. `label` set (one run of an A/B): only a progress
+    line and a summary. `console`: where to draw (default: stdout when it is a terminal)."""
+
+    BAR_WIDTH = 12
+
+    def __init__(self, out: TextIO | None = None, label: str = "", console: Console | None = None):
+        out = out if out is not None else sys.stdout
         self.out = out
-        self.label = label  # set: compact output, one progress line and a summary (amptui ab)
-        self.tty = out.isatty()
+        self.label = label
+        self.console = console if console is not None else terminal(out)
         self.total_steps: int | None = None
         self.epochs: int | None = None
         self.preset = ""
@@ -39,8 +100,12 @@ class ProgressPrinter:
         self.last_step: dict[str, Any] | None = None
         self.started = time.monotonic()
         self.start_step = 0
+        self.end: dict[str, Any] | None = None
         self._last_plain = 0.0
-        self._line_open = False
+        self._progress: Progress | None = None
+        self._task = None
+        self.device_type: str | None = None
+        self.data_wait = DataWait()
 
     def feed(self, records: list[dict[str, Any]]) -> None:
         for rec in records:
@@ -52,12 +117,41 @@ class ProgressPrinter:
                 handler(rec)
 
     def _say(self, text: str) -> None:
-        if self._line_open:
-            self.out.write("\r\x1b[2K")
-            self._line_open = False
-        self.out.write(text + "\n")
-        self.out.flush()
+        if self.console is not None:  # above the live progress line, which then redraws below
+            self.console.print(Text(text))  # wrapped at the terminal's width
+        else:
+            self.out.write(text + "\n")
+            self.out.flush()
 
+    # --- the live line --------------------------------------------------------------------------
+    def _start_progress(self) -> None:
+        if self.console is None or self._progress is not None:
+            return
+        label = [TextColumn("{task.description}", table_column=Column(no_wrap=True))] if self.label else []
+        self._progress = Progress(
+            *label,
+            BarColumn(bar_width=self.BAR_WIDTH),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            TimeRemainingColumn(compact=True, table_column=Column(no_wrap=True)),
+            TextColumn("{task.fields[stats]}", table_column=Column(no_wrap=True, overflow="ellipsis")),
+            console=self.console, transient=True, refresh_per_second=4)
+        self._task = self._progress.add_task(self.label.rstrip().ljust(len(self.label) - 1), total=self.total_steps,
+                                             completed=self.start_step, stats="")
+        self._progress.start()
+
+    def _stats_width(self) -> int:
+        """Columns left for the figures after the label, bar, step count and ETA (one space
+        between columns)."""
+        total = str(self.total_steps or "?")
+        label = len(self.label) if self.label else 0  # padded, plus the column's space
+        return max(0, self.console.width - label - (self.BAR_WIDTH + 1) - (2 * len(total) + 2) - (8 + 1) - 1)
+
+    def _stop_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    # --- records --------------------------------------------------------------------------------
     def _on_start(self, rec):
         self.total_steps = rec.get("total_steps")
         self.epochs = rec.get("epochs")
@@ -65,12 +159,16 @@ class ProgressPrinter:
         self.precision = rec.get("precision", "")
         self.start_step = rec.get("resumed_from") or 0
         self.started = time.monotonic()
-        if self.label:
-            return
-        device = rec.get("device") or {}
-        resumed = f", resumed from step {self.start_step}" if self.start_step else ""
-        self._say(f"{rec.get('run_id')}: {self.preset}, {self.precision} on {device.get('name', '?')} "
-                  f"(world size {rec.get('world_size', 1)}), {self.total_steps} steps{resumed}")
+        self.device_type = (rec.get("device") or {}).get("type")
+        if not self.label:
+            device = rec.get("device") or {}
+            resumed = f", resumed from step {self.start_step}" if self.start_step else ""
+            self._say(f"{rec.get('run_id')}: {self.preset}, {self.precision} on {device.get('name', '?')} "
+                      f"(world size {rec.get('world_size', 1)}), {self.total_steps} steps{resumed}")
+            notice = emulated_notice(rec)
+            if notice:
+                self._say(f"note: {notice}")
+        self._start_progress()
 
     def _on_warning(self, rec):
         self._say(f"warning: {rec.get('message')}")
@@ -79,82 +177,161 @@ class ProgressPrinter:
         if rec.get("event") == "backoff":
             names = rec.get("overflow") or []
             where = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
-            self._say(f"step {rec['step']}: inf/NaN gradients, step skipped, scale {rec['old_scale']:g} -> "
-                      f"{rec['new_scale']:g}" + (f" (overflow in {where})" if where else ""))
+            self._say(f"step {rec['step']}: inf/NaN gradients, step skipped, scale {fmt_scale(rec['old_scale'])} -> "
+                      f"{fmt_scale(rec['new_scale'])}" + (f" (overflow in {where})" if where else ""))
         else:
-            self._say(f"step {rec['step']}: scale grew {rec['old_scale']:g} -> {rec['new_scale']:g}")
+            self._say(f"step {rec['step']}: scale grew {fmt_scale(rec['old_scale'])} -> {fmt_scale(rec['new_scale'])}")
 
     def _on_epoch(self, rec):
         val = ""
         if rec.get("val_loss") is not None:
-            val = f", val loss {rec['val_loss']:.4f}"
+            val = f", val loss {fmt_loss(rec['val_loss'])}"
         if rec.get("val_acc") is not None:
-            val += f", val acc {100 * rec['val_acc']:.2f}%"
-        self._say(f"epoch {rec['epoch']}/{self.epochs}: train loss {fmt_num(rec.get('train_loss'))}{val} "
-                  f"({rec.get('epoch_time_s', 0):.1f} s)")
+            val += f", val acc {fmt_accuracy(rec['val_acc'])}"
+        self._say(f"epoch {rec['epoch']}/{self.epochs}: train loss {fmt_loss(rec.get('train_loss'))}{val} "
+                  f"({fmt_duration(rec.get('epoch_time_s'), precise=True)})")
 
     def _on_checkpoint(self, rec):
-        if not self.tty:
+        if self.console is None:
             self._say(f"checkpoint at step {rec['step']}: {rec['path']}")
 
     def _on_step(self, rec):
         self.last_step = rec
-        line = self.label + self.status_line(rec)
-        if self.tty:
-            self.out.write("\r\x1b[2K" + line)
-            self.out.flush()
-            self._line_open = True
+        self.data_wait.add(rec)
+        if self.console is not None:
+            self._start_progress()
+            stats = fit(step_fields(rec, self.epochs), self._stats_width())
+            self._progress.update(self._task, completed=rec.get("step", 0), total=self.total_steps, stats=stats)
         elif time.monotonic() - self._last_plain >= (5.0 if self.label else 1.0) or rec.get("step") == self.total_steps:
             self._last_plain = time.monotonic()
-            self._say(line)
+            self._say(self.label + self.status_line(rec))
 
     def status_line(self, rec: dict[str, Any]) -> str:
+        """The plain (not a terminal) progress line."""
         step, total = rec.get("step", 0), self.total_steps
-        bar = ""
         eta = ""
         if total:
-            frac = min(1.0, step / total)
-            width = 20
-            bar = "[" + "#" * int(frac * width) + "-" * (width - int(frac * width)) + f"] {100 * frac:3.0f}% "
             done = step - self.start_step
             if done > 0 and step < total:
-                eta = f" ETA {fmt_duration((time.monotonic() - self.started) / done * (total - step))}"
-        scale = rec.get("scale")
-        parts = [f"{bar}step {step}/{total or '?'}", f"ep {rec.get('epoch')}/{self.epochs}",
-                 f"loss {fmt_num(rec.get('loss'))}", f"lr {fmt_num(rec.get('lr'), '.2e')}"]
-        if scale is not None:
-            parts.append(f"scale {scale:g} skipped {rec.get('skipped_total', 0)}")
-        if rec.get("samples_per_s"):
-            parts.append(f"{rec['samples_per_s']:.0f} samples/s")
-        parts.append(step_memory_words(rec.get("mem")))
-        return "  ".join(p for p in parts if p) + eta
+                eta = f"  ETA {fmt_duration((time.monotonic() - self.started) / done * (total - step))}"
+        percent = f" ({100 * min(1.0, step / total):.0f}%)" if total else ""
+        return "  ".join([f"step {step}/{total or '?'}{percent}", *step_fields(rec, self.epochs)]) + eta
 
     def _on_end(self, rec):
-        status = rec.get("status")
-        peak = fmt_bytes(rec.get("peak_mem"))
+        self._stop_progress()
+        self.end = rec
+
+    def finish(self, duration_s: float | None) -> None:
+        """The summary line, with the run's duration as `runs` and `compare` show it (runs.RunClock)."""
+        self.close()
+        rec = self.end
+        if rec is None:
+            return
         acc = rec.get("val_acc")
-        skipped = self.last_step.get("skipped_total", 0) if self.last_step else 0
-        self._say(f"{self.label}{status}: {rec.get('steps')} steps in {fmt_duration(rec.get('total_time_s'))}, "
-                  f"final loss {fmt_num(rec.get('final_loss'))}"
-                  + (f", val acc {100 * acc:.2f}%" if acc is not None else "")
-                  + f", peak memory {peak}, skipped steps {skipped}")
+        skipped = self.last_step.get("skipped_total", 0) if self.last_step else rec.get("skipped_total", 0)
+        self._say(f"{self.label}{rec.get('status')}: {rec.get('steps')} steps in {fmt_duration(duration_s)}, "
+                  f"final loss {fmt_loss(rec.get('final_loss'))}"
+                  + (f", val acc {fmt_accuracy(acc)}" if acc is not None else "")
+                  + f", peak memory {fmt_bytes(rec.get('peak_mem'))}, skipped steps {skipped or 0}")
+        bound = notice(self.data_wait.share, self.device_type)
+        if bound:
+            self._say(f"{self.label}{bound} (a speed-up measured here is the input pipeline's, not AMP's)")
 
     def close(self) -> None:
-        if self._line_open:
-            self.out.write("\n")
-            self.out.flush()
-            self._line_open = False
+        self._stop_progress()
 
 
-def runs_table(runs: list[RunInfo]) -> str:
-    rows = [("RUN ID", "PRESET", "PRECISION", "STATUS", "PROGRESS", "STARTED", "DURATION")]
-    for r in runs:
-        progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
-        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else "-"
-        rows.append((r.run_id, r.preset, r.precision, r.status, progress, started, fmt_duration(r.duration_s)))
-    return table(rows)
+# --- tables ------------------------------------------------------------------------------------
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO | None = None,
+                *, no_wrap: Sequence[str] = (), right: Sequence[str] = (), drop: Sequence[str] = ()) -> None:
+    """A rich table on a terminal, aligned plain text elsewhere. On a terminal narrower than the
+    table, the columns in `drop` are left out (in that order) until it fits; then cells of columns
+    not in `no_wrap` wrap. `right`: right-aligned (numeric) columns."""
+    out = out if out is not None else sys.stdout
+    console = terminal(out)
+    if console is None:
+        out.write(plain_table([tuple(h.replace("\n", " ") for h in headers), *map(tuple, rows)]) + "\n")
+        return
+    shown = list(headers)
+    for header in [None, *drop]:
+        if header is not None:
+            shown.remove(header)
+        table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
+        for h in shown:
+            table.add_column(h, no_wrap=h in no_wrap, overflow="fold", justify="right" if h in right else "left")
+        for row in rows:
+            table.add_row(*(cell for h, cell in zip(headers, row) if h in shown))
+        if console.measure(table, options=console.options.update_width(10_000)).maximum <= console.width:
+            break
+    console.print(table)
 
 
-def table(rows: list[tuple[str, ...]]) -> str:
+def print_lines(lines: Sequence[str], out: TextIO | None = None) -> None:
+    """Notes under a table: wrapped at word boundaries on a terminal."""
+    out = out if out is not None else sys.stdout
+    console = terminal(out)
+    for line in lines:
+        console.print(Text(line)) if console is not None else out.write(line + "\n")
+
+
+def plain_table(rows: list[tuple[str, ...]]) -> str:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
+    """`amptui runs`. A narrow terminal leaves out the preset and start time first: the run id
+    says both (20261122-165501-quickstart-ab12)."""
+    out = out if out is not None else sys.stdout
+    headers = ("RUN ID", "PRESET", "PRECISION", "STATUS", "PROGRESS", "STARTED", "DURATION")
+    rows = []
+    for r in runs:
+        progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
+        rows.append((r.run_id, r.preset, r.precision, r.status, progress, fmt_time(r.started),
+                     fmt_duration(r.duration_s)))
+    print_table(headers, rows, out, no_wrap=("RUN ID", "PRECISION", "STATUS", "PROGRESS", "DURATION"),
+                right=("PROGRESS", "DURATION"), drop=("STARTED", "PRESET"))
+
+
+def print_compare(rows, out: TextIO | None = None) -> None:
+    """The compare table. On a terminal: runs numbered, their ids listed above (an id is longer
+    than a narrow terminal can spare), short headers, and the least wanted columns left out until
+    it fits. Elsewhere every column as plain text (compare.render)."""
+    out = out if out is not None else sys.stdout
+    from .core import compare
+
+    console = terminal(out)
+    if console is None:
+        out.write(compare.render(rows, "table") + "\n")
+        return
+    for i, r in enumerate(rows, 1):
+        console.print(Text(f"{i}  {r.run_id}" + ("  (baseline)" if i == 1 and len(rows) > 1 else "")))
+    columns = [c for c in compare.COLUMNS if c.header != "run"]
+    headers = ["#", *(c.short for c in columns)]
+    cells = [[str(i), *(c.terminal(r) for c in columns)] for i, r in enumerate(rows, 1)]
+    by_priority = sorted(columns, key=lambda c: c.priority)
+    print_table(headers, cells, out, no_wrap=[h for h in headers if h not in ("preset",)],
+                right=["#", *(c.short for c in columns if c.header not in ("preset", "precision"))],
+                drop=[c.short for c in by_priority if c.priority < 9])
+
+
+def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
+    """`amptui compare` / `ab`: the table, then its notes (warnings when the runs differ in more
+    than precision, how it is measured). csv and json stay machine-readable: warnings go to stderr."""
+    out = out if out is not None else sys.stdout
+    from .core import compare
+
+    summaries = [compare.summarize(d) for d in run_dirs]
+    rows = compare.compare_rows(summaries)
+    if fmt == "table":
+        print_compare(rows, out)
+    else:
+        out.write(compare.render(rows, fmt) + "\n")
+    notes = compare.notes(summaries)
+    if fmt in ("table", "markdown"):
+        out.write("\n")
+        print_lines(notes, out)
+    else:
+        for line in notes[:-1]:
+            print(f"amptui: {line}", file=sys.stderr)

@@ -5,6 +5,8 @@ Torch is imported inside the functions, so importing this module stays cheap (`a
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import platform
 import time
@@ -143,6 +145,22 @@ def _cpu_info(torch) -> dict[str, Any]:
     }
 
 
+EMULATED_BF16_NOTICE = ("bfloat16 is emulated on this CPU (no AVX512-BF16 or AMX instructions): expect it "
+                        "slower than float32 (float32 is faster here; `amptui doctor` measures it)")
+
+
+def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str | None:
+    """The warning for an autocast dtype this machine only emulates: bfloat16 on an x86 CPU without
+    AVX512-BF16 or AMX, where torch converts in software and runs several times slower than
+    float32. None where the dtype is native, or where the CPU's flags cannot be read."""
+    if device_type != "cpu" or not autocast or dtype != "bfloat16":
+        return None
+    _, flags = _read_cpuinfo()
+    if not flags or "sse2" not in flags:  # unreadable, or not x86 (ARM names its bf16 otherwise)
+        return None
+    return None if any(flag in flags for flag in BF16_CPU_FLAGS) else EMULATED_BF16_NOTICE
+
+
 def _read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str | None, set[str]]:
     model, flags = None, set()
     try:
@@ -234,6 +252,7 @@ def measure_all(devices: list[str] | None = None, dtypes: tuple[str, ...] = DTYP
         devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())] \
             if torch.cuda.is_available() else ["cpu"]
     rates: dict[str, dict[str, float | None]] = {}
+    measured: dict[str, float] = {}
     for device in devices:
         rates[device] = {}
         for dtype in dtypes:
@@ -244,6 +263,8 @@ def measure_all(devices: list[str] | None = None, dtypes: tuple[str, ...] = DTYP
             rates[device][dtype] = rate
             if rate is not None:
                 _PEAK_CACHE.setdefault(_peak_key(device, dtype), rate)
+                measured[_cache_key(device, dtype)] = rate
+    _write_peak_cache(measured)  # `amptui doctor` refreshes what runs read
     return rates
 
 
@@ -257,12 +278,78 @@ def _peak_key(device: Any, dtype: Any) -> tuple[str, str]:
 
 
 def peak_tflops(device: Any, dtype: Any, budget_s: float = 0.3) -> float:
-    """The 'peak' behind "fraction of peak": the measured matmul rate of `dtype` on `device`,
-    measured once per process and remembered."""
+    """The 'peak' behind "fraction of peak": the measured matmul rate of `dtype` on `device`.
+
+    Measured once per (device model, dtype, torch version) and kept in peak_cache_path(), so a run
+    does not pay for the measurement at every start (`amptui doctor` measures afresh and updates it)."""
     key = _peak_key(device, dtype)
     if key not in _PEAK_CACHE:
-        _PEAK_CACHE[key] = measure_matmul_tflops(key[0], key[1], budget_s)
+        stored = _cache_key(*key)
+        rate = _read_peak_cache().get(stored)
+        if rate is None:
+            rate = measure_matmul_tflops(key[0], key[1], budget_s)
+            _write_peak_cache({stored: rate})
+        _PEAK_CACHE[key] = rate
     return _PEAK_CACHE[key]
+
+
+# --- the peak cache: {"format": 1, "peak_tflops": {"<device>|<dtype>|torch <version>": TFLOP/s}} ----
+
+PEAK_CACHE_FORMAT = 1
+
+
+def peak_cache_path() -> Path:
+    """$XDG_CACHE_HOME/amptui/peak_tflops.json (default ~/.cache/amptui/peak_tflops.json)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "amptui" / "peak_tflops.json"
+
+
+def _cache_key(device: Any, dtype: Any) -> str:
+    """What a measured peak depends on: the device model (on a CPU also torch's thread count),
+    the dtype and the torch version; not the device's index."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        label = torch.cuda.get_device_name(dev)
+    else:
+        label = f"{cpu_name()} ({torch.get_num_threads()} threads)"
+    return f"{label}|{dtype_name(dtype)}|torch {torch.__version__}"
+
+
+def _read_peak_cache() -> dict[str, float]:
+    """The stored peaks; a missing, unreadable or damaged file (or entry) counts as none."""
+    try:
+        data = json.loads(peak_cache_path().read_text())
+        peaks = data["peak_tflops"] if data.get("format") == PEAK_CACHE_FORMAT else {}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+    if not isinstance(peaks, dict):
+        return {}
+    return {k: float(v) for k, v in peaks.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0}
+
+
+def _write_peak_cache(updates: dict[str, float]) -> None:
+    """Merge `updates` into the cache file atomically (temp file + rename), keeping the higher rate
+    per key: a measurement disturbed by other work comes out low, never high, so the best one seen
+    is the peak. A cache that cannot be written (read-only home) only means measuring next time."""
+    if not updates:
+        return
+    path = peak_cache_path()
+    peaks = _read_peak_cache()
+    for key, rate in updates.items():
+        peaks[key] = max(rate, peaks.get(key, 0.0))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"format": PEAK_CACHE_FORMAT, "peak_tflops": peaks}, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
 
 
 # --- recommendation ------------------------------------------------------------------------------

@@ -12,7 +12,24 @@
 Measuring does not change what is measured: `step()` adds the loss to a sum on the device and
 keeps a reference to the GradScaler's scale tensor; both are read back with one device-to-host
 copy every `log_every` steps. A step whose scale went down was skipped (GradScaler backs off
-if and only if it found inf/NaN gradients), so skipped steps need no extra sync either.
+if and only if it found inf/NaN gradients), so skipped steps need no extra sync either. It writes
+through the same telemetry Recorder as amptui's own trainer: same records, same fields.
+
+Honest step times: a step record's clock holds training steps only. Keep your evaluation (and
+checkpoint writing) out of it, and get them timed in the epoch record, with
+
+    with mon.paused():               # eval_time_s;  mon.paused("checkpoint"): checkpoint_time_s
+        val_acc = evaluate()
+    mon.epoch(val_acc=val_acc)
+
+Time spent waiting for data (`data_wait_ms` in step records: the input pipeline's share of a
+step) is measured when you iterate your loader through the Monitor: `for x, y in
+mon.batches(loader):` (host time blocked in the loader's next(); no device sync).
+
+Overflowing parameters: with `model=` and a GradScaler, a backoff names the parameters whose
+gradients held inf/NaN when the gradients still exist at `mon.step()` (call it before
+`optimizer.zero_grad()`). They are counted on the device only in the first window and after a
+window that had a backoff, so a healthy run pays nothing for it.
 
 The run folder: `$AMPTUI_RUN_DIR` when the script was started by `amptui run --script`, else a
 new folder under `$AMPTUI_RUNS_DIR` (default ./runs) with config.toml and run.json, so `amptui
@@ -26,22 +43,20 @@ from __future__ import annotations
 import atexit
 import os
 import signal
-import socket
 import sys
 import threading
-import time
-import traceback
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import torch
 
 from .core import config as cfgmod
-from .core import launch, runs
+from .core import launch, runlock, runs
 from .core.events import EventWriter, events_file
 from .core.presets import atomic_write_text
-from .hardware import cpu_name
-from .trainer import telemetry
+from .telemetry import Recorder
+from .telemetry.alarms import ScaleAlarms
+from .telemetry.device import native_bf16
 
 RUN_DIR_ENV = launch.RUN_DIR_ENV
 STOP_FILE = launch.STOP_FILE  # `amptui stop` writes it into the run folder
@@ -71,19 +86,6 @@ class Monitor:
         self.device = self._guess_device(device, model, scaler)
         self.closed = False
         self.stop_requested = False
-        self.steps = 0
-        self.skipped_total = 0
-        self.last_loss: float | None = None
-        self.val_acc: float | None = None
-        self.t_start = time.time()
-        self._epoch = 0
-        self._epoch_t0 = time.perf_counter()
-        self._epoch_loss_sum = 0.0
-        self._epoch_steps = 0
-        self._window_samples = 0
-        self._have_samples = False
-        self._meter: telemetry.StepMeter | None = None
-        self._sampler = telemetry.DeviceSampler()
         self._old_sigterm = None
         self._log_every_arg = log_every
         self._epochs_arg = epochs
@@ -91,14 +93,17 @@ class Monitor:
         self.run_dir, values = self._open_run_dir(run_dir, config)
         self.config = cfgmod.Config(values)
         self.log_every = int(log_every or values["log"]["every"] or 10)
-        self.events = EventWriter(events_file(self.run_dir, self.rank), self.rank) if self._writes else None
-        self.last_scale = self._scaler_enabled and float(scaler.get_scale()) or None  # once, at start
-        self._emit("start", run_id=self.run_dir.name, preset=self.name, config=values, world_size=self.world_size,
-                   device=self._device_info(), torch=torch.__version__, host=socket.gethostname(), pid=os.getpid(),
-                   total_steps=total_steps, epochs=epochs, steps_per_epoch=None,
-                   precision=cfgmod.precision_words(values, self.device.type), resumed_from=None,
-                   scale=self.last_scale, source="monitor",
-                   parameters=sum(p.numel() for p in model.parameters()) if model is not None else None)
+        writer = EventWriter(events_file(self.run_dir, self.rank), self.rank) if self._writes else None
+        self.recorder = Recorder(writer, self.rank, self.world_size, scaler=scaler, optimizer=optimizer, model=model)
+        self.recorder.use_device(self.device)
+        if self.recorder.scaler_enabled:
+            self.recorder.alarms = ScaleAlarms(int(scaler.get_growth_interval()), values["amp"]["dtype"]
+                                               if values["amp"]["autocast"] else "float32", native_bf16(self.device))
+        self.recorder.start(run_id=self.run_dir.name, preset=self.name, config=values, total_steps=total_steps,
+                            epochs=epochs, steps_per_epoch=None,
+                            precision=cfgmod.precision_words(values, self.device.type), resumed_from=None,
+                            source="monitor",
+                            parameters=sum(p.numel() for p in model.parameters()) if model is not None else None)
         self._install_sigterm()
         atexit.register(self._at_exit)
 
@@ -115,6 +120,19 @@ class Monitor:
     def _scaler_enabled(self) -> bool:
         return self.scaler is not None and bool(getattr(self.scaler, "is_enabled", lambda: True)())
 
+    @property
+    def steps(self) -> int:
+        return self.recorder.counters.step
+
+    @property
+    def skipped_total(self) -> int:
+        return self.recorder.counters.skipped_total
+
+    @property
+    def last_loss(self) -> float | None:
+        """The last step record's loss (read from the device at that record)."""
+        return self.recorder.last_loss
+
     @staticmethod
     def _guess_device(device, model, scaler) -> torch.device:
         if device is not None:
@@ -125,12 +143,6 @@ class Monitor:
         if scaler is not None and getattr(scaler, "_device", None):
             return torch.device(scaler._device)
         return torch.device("cpu")
-
-    def _device_info(self) -> dict:
-        if self.device.type == "cuda":
-            return {"type": "cuda", "name": torch.cuda.get_device_name(self.device),
-                    "count": torch.cuda.device_count(), "index": self.device.index}
-        return {"type": self.device.type, "name": cpu_name(), "count": os.cpu_count() or 1, "index": None}
 
     def _user_values(self, config: Any) -> dict[str, Any]:
         """config -> {"section.key": value} (checked against the schema later)."""
@@ -198,6 +210,7 @@ class Monitor:
             values = self._resolved(base, config)
             if self.rank == 0:
                 path.mkdir(parents=True, exist_ok=True)
+                runlock.hold_for_this_process(path)  # one writer per run folder; before writing to it
                 text = cfgmod.to_toml(values, f"# amptui run {path.name}: written by amptui.Monitor")
                 if not cfg_path.is_file() or cfg_path.read_text() != text:
                     atomic_write_text(cfg_path, text)
@@ -207,6 +220,7 @@ class Monitor:
         values = self._resolved(None, config)
         path = self._shared_new_dir()
         if self.rank == 0:
+            runlock.hold_for_this_process(path)
             atomic_write_text(path / "config.toml", cfgmod.to_toml(values, f"# amptui run {path.name}: written by "
                                                                              "amptui.Monitor"))
             (path / "checkpoints").mkdir(exist_ok=True)
@@ -245,31 +259,18 @@ class Monitor:
 
     # --- recording ----------------------------------------------------------------------------------
 
-    def _emit(self, kind: str, **fields: Any) -> None:
-        if self.events is not None:
-            self.events.emit(kind, **fields)
-
     def step(self, loss, batch_size: int | None = None) -> None:
         """Call once per optimizer step, after scaler.update() (or optimizer.step()). No host sync:
         the loss stays on the device until the next record."""
         if self.closed:
             raise RuntimeError("Monitor.step() after close()")
+        recorder = self.recorder
         if not isinstance(loss, torch.Tensor):  # a Python number: on the device the meter already uses
-            loss = torch.tensor(float(loss), device=self._meter.device if self._meter is not None else "cpu")
-        if self._meter is None:
-            self._meter = telemetry.StepMeter(loss.device)
-        meter = self._meter
-        meter.add_loss(loss.detach().float().mean() if loss.dim() else loss)
-        scale = None
-        if self._scaler_enabled:
-            scale = self.scaler._get_scale_async()
-            if scale is None:  # update() never ran: still the initial scale
-                scale = torch.tensor(float(self.scaler.get_scale()), device=loss.device)
-        meter.optimizer_step(scale, None)
-        self.steps += 1
-        if batch_size is not None:
-            self._window_samples += int(batch_size)
-            self._have_samples = True
+            loss = torch.tensor(float(loss), device=recorder.device)
+        if loss.device != recorder.device and not recorder.meter.steps:
+            recorder.use_device(loss.device)  # the model's device was a guess; the loss's is the truth
+        recorder.meter.add_loss(loss.detach().float().mean() if loss.dim() else loss)
+        recorder.optimizer_step(samples=batch_size)
         if self.steps % self.log_every == 0:
             self._write_step()
             if self._stop_now():
@@ -278,13 +279,24 @@ class Monitor:
                 self.close("stopped")
                 raise SystemExit(0)
 
+    def batches(self, loader: Iterable) -> Iterator:
+        """`for x, y in mon.batches(loader):` -- your loader's batches, with the time your loop waits
+        for each one measured (host time; step records' data_wait_ms)."""
+        return self.recorder.timed(loader)
+
+    def paused(self, what: str = "eval"):
+        """`with mon.paused():` keeps a block (your evaluation; `mon.paused("checkpoint")` for saving)
+        out of the step records' clock; the epoch record reports it as eval_time_s /
+        checkpoint_time_s."""
+        return self.recorder.paused(what)
+
     def _stop_now(self) -> bool:
         """Checked once per record: the run folder's stop file (what `amptui stop` writes) or
         SIGTERM. Under torch.distributed the ranks agree with one small all-reduce."""
         flag = self.stop_requested or (self._writes and (self.run_dir / STOP_FILE).exists())
         reduce = self._reduce()
-        if reduce is not None and self._meter is not None:
-            agreed = reduce(torch.tensor([1.0 if flag else 0.0], device=self._meter.device))
+        if reduce is not None:
+            agreed = reduce(torch.tensor([1.0 if flag else 0.0], device=self.recorder.device))
             flag = bool(agreed.item() > 0)
         return bool(flag)
 
@@ -298,39 +310,8 @@ class Monitor:
         return None
 
     def _write_step(self, reduce: bool = True) -> None:
-        meter = self._meter
-        if meter is None or not meter.steps:
-            return
-        window = meter.flush(self._reduce() if reduce else None)
-        first = self.steps - window.steps + 1
-        # Backoffs name no parameters here: the gradients are gone by now, and finding the names at
-        # the step itself would cost a sync every step.
-        scaler_events, self.last_scale = telemetry.scaler_events(first, self.last_scale, window.scales)
-        for event in scaler_events:
-            self._emit("scaler", **event)
-        skipped = sum(e["event"] == "backoff" for e in scaler_events)
-        self.skipped_total += skipped
-        self.last_loss = window.loss
-        if window.loss is not None:
-            self._epoch_loss_sum += window.loss * window.steps
-            self._epoch_steps += window.steps
-        samples = self._window_samples * self.world_size if self._have_samples else None
-        self._window_samples = 0
-        record = dict(step=self.steps, epoch=self._epoch + 1, loss=window.loss, lr=self._lr(),
-                      scale=self.last_scale if self._scaler_enabled else None, skipped=skipped,
-                      skipped_total=self.skipped_total,
-                      samples_per_s=samples / window.seconds if samples is not None and window.seconds > 0 else None,
-                      step_time_ms=1000 * window.seconds / max(1, window.steps),
-                      mem=telemetry.step_memory(meter.device))
-        self._emit("step", **record)
-        if self._sampler.due():
-            self._emit("mem", **self._sampler.sample(with_gpus=meter.device.type == "cuda" and self.rank == 0))
-
-    def _lr(self) -> float | None:
-        if self.optimizer is None or not getattr(self.optimizer, "param_groups", None):
-            return None
-        lr = self.optimizer.param_groups[0].get("lr")
-        return float(lr) if lr is not None else None
+        self.recorder.reduce = self._reduce() if reduce else None
+        self.recorder.write_step()
 
     def epoch(self, **metrics: Any) -> None:
         """End of an epoch: train_loss (default: the mean of this epoch's steps), val_loss, val_acc,
@@ -338,22 +319,13 @@ class Monitor:
         if self.closed:
             raise RuntimeError("Monitor.epoch() after close()")
         self._write_step()  # step records never straddle two epochs
-        number = int(metrics.pop("epoch", self._epoch + 1))
-        fields = {k: _number(v) for k, v in metrics.items()}
-        if "train_loss" not in fields:
-            fields["train_loss"] = self._epoch_loss_sum / self._epoch_steps if self._epoch_steps else None
-        fields.setdefault("val_loss", None)
-        fields.setdefault("val_acc", None)
-        if fields["val_acc"] is not None:
-            self.val_acc = fields["val_acc"]
-        now = time.perf_counter()
-        self._emit("epoch", epoch=number, epoch_time_s=now - self._epoch_t0, **fields)
-        self._epoch = number
-        self._epoch_t0 = now
-        self._epoch_loss_sum, self._epoch_steps = 0.0, 0
+        counters = self.recorder.counters
+        number = int(metrics.pop("epoch", counters.epoch + 1))
+        self.recorder.write_epoch(number, **{k: _number(v) for k, v in metrics.items()})
+        counters.epoch = number
 
     def warning(self, message: str) -> None:
-        self._emit("warning", message=str(message))
+        self.recorder.emit("warning", message=str(message))
 
     def close(self, status: str = "completed", error: BaseException | None = None) -> None:
         """Write the last step record and the `end` record. Safe to call twice."""
@@ -365,19 +337,10 @@ class Monitor:
         try:
             # Collectives only when every rank is expected to get here together.
             self._write_step(reduce=status == "completed")
-            device = self._meter.device if self._meter is not None else self.device
-            payload = dict(status=status, total_time_s=time.time() - self.t_start, steps=self.steps,
-                           final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=self.skipped_total,
-                           peak_mem=telemetry.peak_memory(device))
-            if error is not None:
-                tail = "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
-                payload["error"] = {"type": type(error).__name__, "message": str(error), "rank": self.rank,
-                                    "traceback": tail[-4000:]}
-            self._emit("end", **payload)
+            self.recorder.end(status, error)
         finally:
             atexit.unregister(self._at_exit)
-            if self.events is not None:
-                self.events.close()
+            self.recorder.close()
             if self._old_sigterm is not None:
                 try:
                     signal.signal(signal.SIGTERM, self._old_sigterm)

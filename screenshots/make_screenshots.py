@@ -4,7 +4,8 @@
 
 Runs a few short CPU runs with the real `amptui` in a scratch folder (about a minute), then drives
 the dashboard headless at 110x34 and saves: the home screen, a live scaler-lab run with its
-backoffs and growths, a failed run with its error, and the compare screen (fp32 vs bf16).
+backoffs and growths, a failed run with its error, the compare screen (fp32 vs bf16) and the
+help screen (? / F1) of the home screen.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def main() -> int:
             table.move_cursor(row=0)
             await pilot.pause(0.5)
             app.save_screenshot("home.svg", str(args.out))
+            await pilot.press("f1")
+            await pilot.pause(0.5)
+            app.save_screenshot("help.svg", str(args.out))
+            await pilot.press("escape")
 
             app.open_run(runs / live)
             await until(pilot, lambda: isinstance(app.screen, RunScreen))
@@ -108,7 +113,7 @@ def main() -> int:
     finally:  # never leave the live scaler-lab run going
         subprocess.run([sys.executable, "-m", "amptui", "stop", live, "--runs-dir", str(runs)], cwd=work,
                        capture_output=True)
-    for name in ("home", "run-live-scaler", "run-failed", "compare", "home-80x24"):
+    for name in ("home", "help", "run-live-scaler", "run-failed", "compare", "home-80x24"):
         print("wrote", args.out / f"{name}.svg")
     return 0
 

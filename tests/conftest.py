@@ -25,6 +25,38 @@ def isolated(tmp_path, monkeypatch):
     return tmp_path
 
 
+def cuda_available() -> bool:
+    """This machine's real answer (asked before any test hides the GPUs)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` need CUDA: skipped, saying so, where there is none."""
+    if any(item.get_closest_marker("gpu") for item in items) and not cuda_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def pinned_to_cpu(request, monkeypatch):
+    """Tests mean the CPU unless marked `gpu` or `any_device` (those mean this machine's default).
+
+    The GPUs are hidden from every process a test starts (CUDA_VISIBLE_DEVICES="", as a user
+    would), and from torch in this process too: its CUDA runtime read that variable when it first
+    started and will not read it again, so here torch.cuda is told to answer "no GPU"."""
+    if request.node.get_closest_marker("gpu") or request.node.get_closest_marker("any_device"):
+        return
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
 @pytest.fixture
 def runs_dir(isolated) -> Path:
     return isolated / "runs"

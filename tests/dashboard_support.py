@@ -6,6 +6,8 @@ import asyncio
 import shutil
 from pathlib import Path
 
+import pytest
+
 FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = "20261121-231544-quickstart-8ab8"
 SCALER = "20261121-231557-scaler-lab-058d"
@@ -56,3 +58,36 @@ def async_test(fn):
         return asyncio.run(fn(*args, **kwargs))
 
     return wrapper
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    """The canned runs in ./runs of a scratch folder, saved presets in a scratch config."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(tmp_path)
+    return copy_runs(tmp_path / "runs")
+
+
+def app_for(root, **kwargs):
+    from amptui.dashboard.app import make_app
+
+    return make_app(root, clock=lambda: FROZEN_NOW, **kwargs)
+
+
+async def home_ready(pilot, rows: int = 1):
+    from amptui.dashboard.screens.home import HomeScreen
+    from amptui.dashboard.widgets.runtable import RunTable
+
+    app = pilot.app
+    await until(pilot, lambda: isinstance(app.screen, HomeScreen) and app.screen.query_one(RunTable).row_count >= rows)
+    return app.screen
+
+
+async def select_run(pilot, run_id):
+    from amptui.dashboard.widgets.runtable import RunTable
+
+    table = pilot.app.screen.query_one(RunTable)
+    table.focus()
+    await until(pilot, lambda: run_id in table._order)
+    table.move_cursor(row=table._order.index(run_id))
+    await pilot.pause()

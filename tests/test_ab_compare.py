@@ -28,14 +28,17 @@ def test_variant_expansion_and_defaults():
         ab.check_overrides({"amp.dtype": "float16"})
 
 
-def canned_run(root, name, ms_per_step, batch, peak, acc, steps=100, every=10, precision="fp32"):
-    """An event file as the trainer writes it, with known timings and memory."""
+def canned_run(root, name, ms_per_step, batch, peak, acc, steps=100, every=10, precision="fp32",
+               preset="canned", config='[run]\nname = "canned"\n'):
+    """An event file as the trainer writes it, with known timings and memory; the run's session
+    lasts 3 s more than its steps."""
     run = root / name
     run.mkdir(parents=True)
-    (run / "config.toml").write_text('[run]\nname = "canned"\n')
+    (run / "config.toml").write_text(config)
+    t0 = 1_800_000_000.0
     with EventWriter(run / "events.jsonl") as w:
-        w.emit("start", preset="canned", precision=precision, total_steps=steps, world_size=1,
-               device={"type": "cpu", "name": "test", "count": 1})
+        w.emit("start", preset=preset, precision=precision, total_steps=steps, world_size=1,
+               device={"type": "cpu", "name": "test", "count": 1}, t=t0)
         for step in range(every, steps + 1, every):
             first = step == every  # the warm-up window is slow and must not count
             ms = ms_per_step * (5 if first else 1)
@@ -43,7 +46,7 @@ def canned_run(root, name, ms_per_step, batch, peak, acc, steps=100, every=10, p
                    samples_per_s=batch / (ms / 1000), mem={"rss": peak, "peak_rss": peak})
         w.emit("epoch", epoch=1, train_loss=0.5, val_acc=acc, epoch_time_s=steps * ms_per_step / 1000)
         w.emit("end", status="completed", steps=steps, final_loss=0.01, val_acc=acc, peak_mem=peak,
-               total_time_s=steps * ms_per_step / 1000 + 3.0)
+               total_time_s=steps * ms_per_step / 1000 + 5.0, t=t0 + steps * ms_per_step / 1000 + 3.0)
     return run
 
 
@@ -62,16 +65,16 @@ def test_table_arithmetic_on_canned_runs(tmp_path):
 def test_a_resumed_run_counts_all_its_sessions_and_whole_epochs_only(tmp_path):
     run = tmp_path / "resumed"
     run.mkdir()
-    with EventWriter(run / "events.jsonl") as w:
-        w.emit("start", total_steps=20)
-        w.emit("epoch", epoch=1, epoch_time_s=10.0)
-        w.emit("epoch", epoch=2, epoch_time_s=3.0, partial=True)  # a partial epoch before a stop
-        w.emit("end", status="stopped", steps=12, total_time_s=15.0, peak_mem=900.0)
-        w.emit("start", total_steps=20, resumed_from=12)
-        w.emit("epoch", epoch=2, epoch_time_s=6.0, partial=True)  # resumed mid-epoch
-        w.emit("end", status="completed", steps=20, total_time_s=8.0, peak_mem=700.0)
+    with EventWriter(run / "events.jsonl") as w:  # a session of 15 s, a day's pause, one of 8 s
+        w.emit("start", total_steps=20, t=1000.0)
+        w.emit("epoch", epoch=1, epoch_time_s=10.0, t=1011.0)
+        w.emit("epoch", epoch=2, epoch_time_s=3.0, partial=True, t=1014.0)  # a partial epoch before a stop
+        w.emit("end", status="stopped", steps=12, total_time_s=16.0, peak_mem=900.0, t=1015.0)
+        w.emit("start", total_steps=20, resumed_from=12, t=87400.0)
+        w.emit("epoch", epoch=2, epoch_time_s=6.0, partial=True, t=87407.0)  # resumed mid-epoch
+        w.emit("end", status="completed", steps=20, total_time_s=9.0, peak_mem=700.0, t=87408.0)
     summary = compare.summarize(run)
-    assert summary.total_time_s == pytest.approx(23.0)
+    assert summary.total_time_s == pytest.approx(23.0)  # the sessions' time (runs.RunClock), not the pause
     assert summary.peak_mem == 900.0 and summary.status == "completed"
     assert summary.time_per_epoch_s == pytest.approx(10.0)
 
@@ -89,6 +92,38 @@ def test_compare_cli_in_four_formats(runs_dir):
     assert data[1]["memory_saving"] == pytest.approx(0.5)
     bad = amptui("compare", "a", "../b")
     assert bad.returncode == 2 and "not a run id" in bad.stderr
+
+
+def test_compare_table_has_a_preset_column_and_one_style_for_figures(runs_dir):
+    canned_run(runs_dir, "a", 20.0, 64, 2**30, 0.6992)
+    out = amptui("compare", "a", check=True).stdout
+    header, row = out.splitlines()[:2]
+    assert header.split()[:3] == ["run", "preset", "precision"] and row.split()[1] == "canned"
+    assert "69.92%" in row and "0:05.0" in row and " s " not in row  # m:ss everywhere, accuracy in %
+    md = amptui("compare", "a", "--format", "markdown", check=True).stdout.splitlines()
+    assert md[0].startswith("| run | preset | precision |")
+
+
+def test_compare_warns_when_runs_differ_in_more_than_precision(runs_dir):
+    quick = '[run]\nname = "quickstart"\n'
+    canned_run(runs_dir, "fp32", 20.0, 64, 2**30, 0.9, preset="quickstart", config=quick)
+    canned_run(runs_dir, "bf16", 10.0, 64, 2**29, 0.9, preset="quickstart", precision="autocast bfloat16",
+               config=quick + '[amp]\ndtype = "bfloat16"\n')
+    canned_run(runs_dir, "big", 10.0, 64, 2**29, 0.9, preset="quickstart",
+               config=quick + '[data]\nbatch_size = 256\n')
+    canned_run(runs_dir, "other", 10.0, 64, 2**29, 0.9, preset="scaler-lab",
+               config='[run]\nname = "scaler-lab"\n[model]\nwidth = 8\n')
+    same = amptui("compare", "fp32", "bf16", check=True)
+    assert "warning" not in same.stdout + same.stderr, "an A/B differs in precision only"
+    assert "2.00x" in same.stdout
+    bigger = amptui("compare", "fp32", "big", check=True).stdout
+    assert "warning: these runs differ in more than precision: data.batch_size (64 / 256)" in bigger
+    assert "2.00x" in bigger, "the speed-up is still shown"
+    other = amptui("compare", "fp32", "other", check=True).stdout
+    assert "warning: different presets (quickstart, scaler-lab)" in other and "model.width (32 / 8)" in other
+    as_json = amptui("compare", "fp32", "other", "--format", "json", check=True)
+    assert json.loads(as_json.stdout)[1]["preset"] == "scaler-lab"  # stdout stays pure json
+    assert "different presets" in as_json.stderr
 
 
 def test_tensorboard_missing_is_explained(monkeypatch):

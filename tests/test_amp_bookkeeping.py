@@ -6,8 +6,10 @@ import pytest
 import torch
 from torch import nn
 
+from amptui.telemetry import torch_amp
+from amptui.telemetry.meter import StepMeter
+from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.trainer import checkpoint
-from amptui.trainer.telemetry import StepMeter, overflowing_parameters, scaler_events
 
 
 def tiny_model():
@@ -22,15 +24,21 @@ def amp_step(model, opt, scaler, meter, poison=None):
     scaler.scale(loss).backward()
     if poison is not None:
         dict(model.named_parameters())[poison].grad.view(-1)[0] = float("inf")
-    scaler.unscale_(opt)
-    found = sum(v.item() for v in scaler._found_inf_per_device(opt).values())
-    names = overflowing_parameters(model) if found else []
     scaler.step(opt)
+    found = torch_amp.found_inf(scaler, opt).item()
+    names = overflow_names(model) if found else []
     scaler.update()
     opt.zero_grad()
     meter.add_loss(loss)
-    meter.optimizer_step(scaler._get_scale_async(), None)
+    meter.optimizer_step(torch_amp.scale_tensor(scaler), None)
     return bool(found), names
+
+
+def overflow_names(model):
+    """What a backoff record names: the tracer's on-device counts, read as a flush would."""
+    tracer = OverflowTracer(model)
+    counts = tracer.count()
+    return tracer.named(1, {0: counts.tolist()})[1]
 
 
 def test_an_injected_inf_is_skipped_and_backs_off_and_clean_steps_grow():
@@ -61,7 +69,7 @@ def test_overflow_attribution_ranks_the_worst_parameter_first():
         p.grad = torch.zeros_like(p)
     model[0].weight.grad[:3] = float("inf")    # 3 rows x 8 = 24 values
     model[2].bias.grad[0] = float("nan")       # 1 value
-    assert overflowing_parameters(model) == ["0.weight", "2.bias"]
+    assert overflow_names(model) == ["0.weight", "2.bias"]
 
 
 def test_meter_reads_the_device_once_per_window():

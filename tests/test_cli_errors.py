@@ -1,6 +1,8 @@
 """Bad input: one clear line naming the file, key or line; non-zero exit; no traceback; nothing
 left on disk. Each case goes through the real command line."""
 
+import os
+
 import pytest
 
 from conftest import FIXTURES, amptui
@@ -99,3 +101,41 @@ def test_help_is_fast_and_lists_the_commands():
     out = subprocess.run([sys.executable, "-c", "import sys, amptui.cli; print('torch' in sys.modules)"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+RUNS_DIR_COMMANDS = [("run", "quickstart"), ("ab", "quickstart"), ("runs",), ("resume", "some-run"),
+                     ("stop", "some-run"), ("compare", "some-run"), ("watch", "some-run")]
+
+
+@pytest.mark.parametrize("command", RUNS_DIR_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_a_file_as_the_runs_folder_is_one_clear_line(command, how, isolated):
+    not_a_folder = isolated / "notes.md"
+    not_a_folder.write_text("a file, not a folder\n")
+    if how == "option":
+        proc = amptui(*command, "--runs-dir", str(not_a_folder))
+    else:
+        proc = amptui(*command, env={"AMPTUI_RUNS_DIR": str(not_a_folder)})
+    assert_clean_refusal(proc, isolated / "runs", "notes.md", "not a folder",
+                         "--runs-dir" if how == "option" else "AMPTUI_RUNS_DIR")
+    assert not_a_folder.read_text() == "a file, not a folder\n"
+    assert "no runs" not in proc.stdout
+
+
+@pytest.mark.parametrize("command", [("run", "quickstart"), ("ab", "quickstart")], ids=lambda c: c[0])
+def test_a_runs_folder_that_cannot_be_created_is_refused_before_anything_starts(command, isolated):
+    (isolated / "notes.md").write_text("")
+    proc = amptui(*command, "--runs-dir", str(isolated / "notes.md" / "runs"))
+    assert_clean_refusal(proc, isolated / "runs", "cannot be created", "notes.md is a file")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere, so no folder is unwritable")
+def test_an_unwritable_runs_folder_is_refused(isolated):
+    locked = isolated / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        proc = amptui("run", "quickstart", "--runs-dir", str(locked / "runs"))
+        assert_clean_refusal(proc, locked / "runs", "permission denied")
+    finally:
+        locked.chmod(0o700)

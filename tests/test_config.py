@@ -17,7 +17,7 @@ def test_every_key_has_a_default_and_a_description():
 
 
 def test_product_schema_keys_exist():
-    """The keys PRODUCT.md section 3 names, which other parts and users rely on."""
+    """The keys of the preset schema (docs/presets.md) that other parts and users rely on."""
     wanted = {
         "run": "name seed epochs max_steps device",
         "model": "name num_classes pretrained",
@@ -138,3 +138,24 @@ def test_auto_precision_rules(device, autocast, dtype, scaler, words, short):
 def test_minimal_keeps_only_what_differs():
     values = config.build_config({}, {"amp.dtype": "float16", "run.epochs": 4}).to_dict()
     assert config.minimal(values) == {"amp": {"dtype": "float16"}, "run": {"epochs": 4}}
+
+
+def test_a_bad_set_value_is_blamed_on_set_not_the_preset_file():
+    from amptui.core import presets
+
+    preset = presets.find_preset("quickstart")
+    with pytest.raises(ConfigError) as err:
+        preset.config({"amp.init_scale": 0})
+    assert str(err.value).startswith("--set: amp.init_scale must be > 0"), err.value
+    alexnet = presets.find_preset("alexnet-cifar10")
+    with pytest.raises(ConfigError) as err:
+        alexnet.config({"data.img_size": 32})  # legal alone, impossible with that preset's model
+    assert str(err.value).startswith("--set: model.name = \"alexnet\" needs data.img_size >= 63"), err.value
+
+
+def test_set_init_scale_zero_on_the_command_line_names_set(isolated):
+    from conftest import amptui
+
+    proc = amptui("run", "quickstart", "--set", "amp.init_scale=0")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "amptui: error: --set: amp.init_scale must be > 0, got 0.0", proc.stderr

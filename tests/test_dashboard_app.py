@@ -5,15 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import pytest
 
 from amptui.core.runs import load_run
 
 from amptui.core import presets as presetmod
-from amptui.dashboard.app import make_app
 from amptui.dashboard.screens.compare import CompareScreen
 from amptui.dashboard.screens.home import HomeScreen
 from amptui.dashboard.screens.modals import ConfirmModal, SaveAsModal
@@ -21,31 +17,8 @@ from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 
-from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, Notes, async_test, copy_runs, until
-
-
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.chdir(tmp_path)
-    return copy_runs(tmp_path / "runs")
-
-
-def app_for(root, **kwargs):
-    return make_app(root, clock=lambda: FROZEN_NOW, **kwargs)
-
-
-async def home_ready(pilot):
-    app = pilot.app
-    await until(pilot, lambda: isinstance(app.screen, HomeScreen) and app.screen.query_one(RunTable).row_count > 0)
-    return app.screen
-
-
-async def select_run(pilot, run_id):
-    table = pilot.app.screen.query_one(RunTable)
-    table.focus()
-    table.move_cursor(row=table._order.index(run_id))
-    await pilot.pause()
+from dashboard_support import (FAILED, LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs,
+                               home_ready, root, select_run, until)  # noqa: F401 (root: a fixture)
 
 
 # --- home -------------------------------------------------------------------------------------------
@@ -63,7 +36,8 @@ async def test_home_shows_presets_toggles_history_and_keys(root):
         table = home.query_one(RunTable)
         assert set(table._order) == {QUICK, SCALER, FAILED}
         row = table.get_row(FAILED)
-        assert "failed" in str(row[1]) and "20/320" in str(row[4])
+        assert str(row[1]) == "b640"  # the short id that tells it apart
+        assert "failed" in str(row[3]) and "20/320" in str(row[6])
         keys = {b.binding.key for b in app.active_bindings.values() if b.binding.show}
         assert {"r", "s", "w", "c", "q"} <= keys
 
@@ -83,7 +57,7 @@ async def test_highlighting_a_preset_loads_its_toggles(root):
 @async_test
 async def test_invalid_value_is_marked_as_you_type_and_run_is_refused(root, monkeypatch):
     calls = []
-    monkeypatch.setattr("amptui.dashboard.screens.home.subprocess.run", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", lambda *a, **k: calls.append(a))
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)
@@ -119,7 +93,7 @@ async def test_r_launches_the_detached_trainer_and_opens_the_run(root, monkeypat
         copy_runs(root, live=True)
         return subprocess.CompletedProcess(command, 0, stdout=f"started\n{LIVE}\n", stderr="")
 
-    monkeypatch.setattr("amptui.dashboard.screens.home.subprocess.run", fake_run)
+    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", fake_run)
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)
@@ -142,7 +116,7 @@ async def test_a_refused_launch_shows_the_reason(root, monkeypatch):
     def fake_run(command, **kwargs):
         return subprocess.CompletedProcess(command, 2, stdout="", stderr="amptui: error: CUDA requested but none\n")
 
-    monkeypatch.setattr("amptui.dashboard.screens.home.subprocess.run", fake_run)
+    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", fake_run)
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         await home_ready(pilot)
@@ -251,7 +225,7 @@ async def test_finished_run_fills_every_panel(root):
         info = str(screen.query_one("#scale-info").render())
         assert "skipped 37" in info and "step 253" in info and "inf in head.weight" in info
         assert "r0 rss" in str(screen.query_one("#mem-info").render())
-        assert screen.query_one("#log").line_count > 3
+        assert len(screen.query_one("#log").lines) > 3
         assert "completed" in str(screen.query_one("#run-header").render())
         assert screen.query_one("#progress").percentage == 1.0
 
@@ -311,7 +285,8 @@ async def test_panel_keys_at_80x24(root):
         await pilot.pause()
         assert screen.query_one("#p-loss").display and not screen.query_one("#p-mem").display
         keys = {b.binding.key for b in app.active_bindings.values() if b.binding.show}
-        assert {"s", "d", "q"} <= keys
+        assert {"d", "q", "c"} <= keys
+        assert not {"s", "R"} & keys  # a completed run: nothing to stop, nothing to resume
         await pilot.resize_terminal(120, 40)
         await pilot.pause()
         assert not screen.has_class("-compact")
@@ -379,26 +354,34 @@ async def test_torn_and_garbage_lines_do_not_crash(root):
 
 
 @async_test
-async def test_a_runs_an_ab_of_the_preset_in_the_background(root):
-    """`a` starts the real `amptui ab` (fp32 and bf16 on this CPU) detached; both runs appear."""
+async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root):
+    """`a` starts a real A/B (fp32 and bf16 on this CPU) in the background: a second `a` of the same
+    preset is refused while it runs; its runs are one group in Runs, each with its own output.log;
+    the compare screen opens on them when the last one ends."""
     before = {p.name for p in root.iterdir()}
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)
+        notes = Notes().install(app)
         home.query_one("#t-run-max-steps").value = "4"
+        home.query_one("#t-run-device").value = "cpu"
         home.query_one("#presets").focus()
         await pilot.press("a")
-        await pilot.pause(0.5)
-    deadline = time.monotonic() + 120
-    new, log = [], None
-    while time.monotonic() < deadline:
-        new = [p for p in root.iterdir() if p.name not in before and p.is_dir()]
-        log = next(root.glob("ab-*-quickstart.log"), None)
-        if log is not None and "speed-up" in log.read_text():  # the table comes after the last variant
-            break
-        time.sleep(0.5)
-    assert sorted(load_run(p).precision for p in new) == ["bf16", "fp32"]
-    assert all(load_run(p).status == "completed" and load_run(p).step == 4 for p in new)
+        await until(pilot, lambda: notes)
+        await pilot.press("a")
+        await until(pilot, lambda: len(notes) >= 2)
+        assert "already running" in notes[-1][0] and notes[-1][1] == "error"
+        table = home.query_one(RunTable)
+        await until(pilot, lambda: sum(1 for g in table.groups.values() if g == "ab1") >= 1, timeout=120)
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows, timeout=240)
+        new = [p for p in root.iterdir() if p.name not in before and p.is_dir() and not p.name.startswith(".")]
+        assert sorted(r.run_id for r in app.screen.rows) == sorted(p.name for p in new)
+        assert sorted(load_run(p).precision for p in new) == ["bf16", "fp32"]
+        assert all(load_run(p).status == "completed" and load_run(p).step == 4 for p in new)
+        for p in new:  # each run its own log, holding only its own output
+            text = (p / "output.log").read_text()
+            assert f"start {p.name}" in text and not any(o.name in text for o in new if o != p)
+        assert {table.groups.get(p.name) for p in new} == {"ab1"}
 
 
 # --- compare ------------------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """End to end, as a person would: the real `amptui` in tmux at 110x34 and a real CPU run.
 
+Also: ? (help), s stop, R resume and x delete on a real run, in tmux.
+
 `amptui` shows the presets; r on quickstart opens the run screen, whose panels fill with live
 numbers; d then q leaves the run going; `amptui` again lists it and w reattaches with the full
 history. Skipped when tmux is missing (.ci/run installs it with apt-get).
@@ -39,7 +41,9 @@ class Tmux:
     def __init__(self, cwd: Path, env: dict[str, str], width: int = 110, height: int = 34):
         self.name = f"amptui-e2e-{uuid.uuid4().hex[:8]}"
         self.env = env
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
+        # A tmux server that is already running gives new sessions its own environment: pass the CPU pin.
+        pin = ["-e", f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}"] if "CUDA_VISIBLE_DEVICES" in env else []
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), *pin,
                         "-c", str(cwd), "bash --noprofile --norc"], check=True, env=env)
 
     def send(self, *keys: str) -> None:
@@ -74,7 +78,7 @@ def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
     try:
         tmux.type_line(f"{AMPTUI} ; echo AMPTUI-EXIT=$?")
         home = tmux.wait_for(lambda s: "Presets" in s and "quickstart" in s and "built-in" in s, 30, "home")
-        assert "Run" in home and "Save as" in home and "Quit" in home  # the footer keys
+        assert "Run" in home and "Save" in home and "Quit" in home  # the footer keys
         # keep it short: max steps 70 (one epoch of quickstart and a bit), typed into its toggle
         tmux.send(*["Tab"] * 10)
         for attempt in range(5):
@@ -90,8 +94,11 @@ def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
                     raise
         tmux.send("Escape")
         time.sleep(0.6)  # a lone ESC is told from an escape sequence by the pause after it
+        # out of the field (its footer says "Leave field"), so r is a key again, not a letter; on a
+        # loaded box ESC and r must not reach the app together (that reads as alt+r)
+        tmux.wait_for(lambda s: "Leave field" not in s and "r Run" in s, 30, "the field left")
         tmux.send("r")
-        live = tmux.wait_for(lambda s: re.search(rf"step [1-9]\d*/{STEPS}", s) is not None and "ETA" in s, 90,
+        live = tmux.wait_for(lambda s: re.search(rf"step [1-9]\d*/{STEPS}", s) is not None and "ETA" in s, 240,
                              "live numbers on the run screen")
         assert "autocast bfloat16" in live and "running" in live
         assert "loss" in live and "throughput" in live and "memory" in live
@@ -130,6 +137,59 @@ def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
                     os.killpg(pid, 15)
                 except (ProcessLookupError, PermissionError, TypeError):
                     pass
+
+
+@needs_tmux
+def test_tmux_help_stop_resume_and_delete(tmp_path):
+    """? lists the keys; on a real run s + y stops it, R resumes it from its checkpoint (same
+    run, its steps go on), and x + y on home deletes the stopped run's folder."""
+    env = terminal_env(tmp_path)
+    out = subprocess.run([str(AMPTUI), "run", "scaler-lab", "--detach", "--set", "run.epochs=50",
+                          "--set", "run.device=cpu"], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    run_dir = tmp_path / "runs" / out.stdout.strip().splitlines()[-1]
+    tmux = Tmux(tmp_path, env)
+    try:
+        tmux.type_line(f"{AMPTUI} ; echo AMPTUI-EXIT=$?")
+        tmux.wait_for(lambda s: "Presets" in s and "running" in s, 30, "home with the run")
+        tmux.send("?")
+        tmux.wait_for(lambda s: "Keys of the home screen" in s and "Resume" in s and "Delete" in s, 10, "help")
+        tmux.send("Escape")
+        tmux.wait_for(lambda s: "Keys of the home screen" not in s, 10, "help closed")
+        tmux.send("w")
+        tmux.wait_for(lambda s: re.search(r"step [1-9]\d*/", s) is not None and "running" in s, 90, "the run, live")
+        tmux.send("s")
+        tmux.wait_for(lambda s: "Stop run" in s, 10, "the confirm")
+        tmux.send("y")
+        stopped = tmux.wait_for(lambda s: "■ stopped" in s and "R continues it" in s, 90, "stopped")
+        assert " Stop " not in stopped.splitlines()[-1]  # the footer no longer offers s
+        steps_before = int(re.search(r"step (\d+)/", stopped).group(1))
+        tmux.send("R")
+        tmux.wait_for(lambda s: "● running" in s, 90, "resumed")
+        resumed = tmux.wait_for(lambda s: (m := re.search(r"step (\d+)/", s)) and int(m.group(1)) > steps_before,
+                                90, "steps going on")
+        assert "resumed" in resumed or "running" in resumed
+        tmux.send("s")
+        tmux.wait_for(lambda s: "Stop run" in s, 10, "the confirm")
+        tmux.send("y")
+        tmux.wait_for(lambda s: "■ stopped" in s, 90, "stopped again")
+        tmux.send("q")
+        tmux.wait_for(lambda s: "Presets" in s and "stopped" in s, 20, "home")
+        tmux.send("x")
+        tmux.wait_for(lambda s: "Delete run" in s, 10, "delete confirm")
+        tmux.send("y")
+        tmux.wait_for(lambda s: "no runs yet" in s, 20, "the run deleted")
+        assert not run_dir.exists()
+        tmux.send("q")
+        tmux.wait_for(lambda s: "AMPTUI-EXIT=0" in s, 20, "a clean exit")
+    finally:
+        tmux.kill()
+        info = run_dir / "run.json"
+        if info.exists():
+            try:
+                os.killpg(json.loads(info.read_text())["pid"], 15)
+            except (ProcessLookupError, PermissionError, KeyError, TypeError):
+                pass
 
 
 def test_stop_from_the_run_screen_stops_a_real_run(tmp_path, monkeypatch):
@@ -190,7 +250,8 @@ def test_dashboard_killed_mid_run_leaves_the_run_going_and_reattach_shows_everyt
         tmux.type_line(f"{AMPTUI} ; echo AMPTUI-EXIT=$?")
         tmux.wait_for(lambda s: "Presets" in s and "quickstart" in s, 30, "home")
         tmux.send("r")
-        tmux.wait_for(lambda s: re.search(r"step [1-9]\d*/320", s) is not None, 90, "the run screen, live")
+        tmux.wait_for(lambda s: re.search(r"step [1-9]\d*/320", s) is not None, 240,
+                        "the run screen, live")
         shell = int(subprocess.run(["tmux", "display-message", "-p", "-t", tmux.name, "#{pane_pid}"],
                                    capture_output=True, text=True, check=True).stdout)
         (dashboard,) = [p for p in psutil.Process(shell).children() if "amptui" in " ".join(p.cmdline())]

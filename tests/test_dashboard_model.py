@@ -181,13 +181,13 @@ def test_compare_rows_from_fixtures(tmp_path):
 
 
 def test_home_runs_cache_reads_finished_runs_once(tmp_path, monkeypatch):
-    from amptui.dashboard.screens import home
+    from amptui.dashboard import runscache
 
     root = copy_runs(tmp_path / "runs")
     calls = []
-    real = home.load_run
-    monkeypatch.setattr(home, "load_run", lambda p: calls.append(p.name) or real(p))
-    cache = home.RunsCache()
+    real = runscache.load_run
+    monkeypatch.setattr(runscache, "load_run", lambda p: calls.append(p.name) or real(p))
+    cache = runscache.RunsCache()
     first = cache.scan(root)
     assert [r.run_id for r in first] == [FAILED, SCALER, QUICK] and len(calls) == 3
     cache.scan(root)

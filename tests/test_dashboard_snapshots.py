@@ -11,6 +11,7 @@ import pytest
 from amptui.dashboard.app import make_app
 from amptui.dashboard.screens.compare import CompareScreen
 from amptui.dashboard.screens.home import HomeScreen
+from amptui.dashboard.screens.modals import SaveAsModal
 from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 
@@ -87,8 +88,39 @@ def test_snapshot_save_as(runs, snap_compare):
     async def before(pilot):
         await home_loaded(pilot)
         await pilot.press("s")
+        await until(pilot, lambda: isinstance(pilot.app.screen, SaveAsModal))  # a loaded box is slow
         await pilot.pause(0.2)
         await pilot.press(*"quickstart")
+        await until(pilot, lambda: pilot.app.screen.query_one("#save-msg").render())
         await pilot.pause(0.2)
 
     assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
+
+
+def test_snapshot_help(runs, snap_compare):
+    async def before(pilot):
+        await home_loaded(pilot)
+        await pilot.press("f1")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(), terminal_size=(110, 34), run_before=before)
+
+
+def test_snapshot_drop_down_open_80x24(runs, snap_compare):
+    async def before(pilot):
+        await home_loaded(pilot)
+        pilot.app.screen.query_one("#t-amp-grad-scaler").focus()
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
+
+
+def test_snapshot_run_info(runs, snap_compare):
+    async def before(pilot):
+        await home_loaded(pilot)
+        pilot.app.screen.query_one(RunTable).focus()
+        await pilot.press("i")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(), terminal_size=(110, 34), run_before=before)

@@ -1,6 +1,7 @@
 """DDP through real torchrun processes on gloo (CPU): one node, two nodes on loopback, stop and
 resume, and a failing rank that explains itself."""
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -9,7 +10,8 @@ import time
 
 import pytest
 
-from amptui.core import runs
+from amptui.core import launch, runs
+from amptui.trainer.torchrun import StderrTail, launch_failure
 from conftest import amptui, events, only_run, wait_for_step
 
 pytestmark = pytest.mark.slow
@@ -64,12 +66,16 @@ def test_two_nodes_on_loopback_train_together(runs_dir):
     assert [node.returncode for node in nodes] == [0, 0], outputs
     folders = sorted(p for p in runs_dir.iterdir())
     assert len(folders) == 2
-    files = sorted(f.name for d in folders for f in d.glob("events*.jsonl"))
-    assert files == ["events.jsonl", "events.rank1.jsonl"]  # one global rank per node
+    by_node = {launch.load_config(d).dist.node_rank: d for d in folders}
+    # the node started with node_rank 0 holds global rank 0 and the run's events.jsonl
+    assert [f.name for f in by_node[0].glob("events*.jsonl")] == ["events.jsonl"]
+    assert [f.name for f in by_node[1].glob("events*.jsonl")] == ["events.rank1.jsonl"]
+    start0 = next(r for r in events(by_node[0]) if r["kind"] == "start")
+    assert start0["rank"] == 0 and start0["world_size"] == 2
+    start1 = next(r for r in events(by_node[1], "events.rank1.jsonl") if r["kind"] == "start")
+    assert start1["rank"] == 1 and start1["world_size"] == 2
     for d in folders:
         assert runs.load_run(d).status == "completed"
-        start = next(r for r in events(d, next(d.glob("events*.jsonl")).name) if r["kind"] == "start")
-        assert start["world_size"] == 2
 
 
 def test_print_launch_shows_every_node(runs_dir):
@@ -77,8 +83,68 @@ def test_print_launch_shows_every_node(runs_dir):
                  "--set", "dist.rdzv_endpoint=10.1.2.3:29400", check=True).stdout
     for node in range(3):
         assert f"--set dist.node_rank={node}" in out
-    assert out.count("--rdzv-backend c10d --rdzv-endpoint 10.1.2.3:29400") == 3
+        assert f"--node-rank {node} --rdzv-backend static --master-addr 10.1.2.3 --master-port 29400" in out
     assert not runs_dir.exists(), "--print-launch starts nothing"
+
+
+def test_a_launch_that_fails_before_any_rank_starts_ends_failed(runs_dir):
+    """The rendezvous port is taken: torchrun gives up before starting a rank; the run says why."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        proc = amptui("run", "quickstart", "--set", "dist.mode=ddp", "--set", "dist.nnodes=2",
+                      "--set", f"dist.rdzv_endpoint=127.0.0.1:{taken.getsockname()[1]}")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "address already in use" in proc.stderr
+    run_dir = only_run(runs_dir)
+    end = events(run_dir)[-1]
+    assert end["kind"] == "end" and end["status"] == "failed" and end["steps"] == 0
+    assert "address already in use" in end["error"]["message"]
+    info = runs.load_run(run_dir)
+    assert info.status == "failed" and "address already in use" in info.error
+
+
+def test_torchrun_refusing_its_arguments_is_reported_in_its_own_words(tmp_path):
+    """What an older torch does with a flag it lacks: argparse's error, which becomes the end record's."""
+    from torch.distributed.run import main as torchrun
+
+    with open(tmp_path / "output.log", "w") as log:
+        tail = StderrTail(log)
+        with contextlib.redirect_stderr(tail), pytest.raises(SystemExit) as exited:
+            torchrun(["--no-such-flag", "-m", "amptui.trainer", "runs/x"])
+    error = launch_failure(exited.value, tail.text())
+    assert error["type"] == "TorchrunError"
+    assert error["message"] == "unrecognized arguments: --no-such-flag"
+    assert "unrecognized arguments: --no-such-flag" in (tmp_path / "output.log").read_text()
+
+
+def launch_configs(tmp_path):
+    yield launch.resolve_config(None, {"dist.mode": "ddp", "dist.nproc_per_node": 2, "run.device": "cpu"})
+    yield launch.resolve_config(None, {"dist.mode": "ddp", "dist.nnodes": 3, "dist.node_rank": 2,
+                                       "dist.rdzv_endpoint": "[::1]:29400", "run.device": "cpu"})
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    yield launch.resolve_config(None, {"dist.mode": "ddp", "run.script": str(script), "run.device": "cpu"})
+
+
+def test_every_torchrun_option_is_accepted_by_the_installed_torch(tmp_path):
+    from torch.distributed.run import get_args_parser
+
+    parser = get_args_parser()
+    for cfg in launch_configs(tmp_path):
+        args = launch.torchrun_args(cfg, tmp_path / "run", script_args=["--lr", "1"])
+        options = [a for a in args[:args.index("-m" if "-m" in args else "--no-python")] if a.startswith("-")]
+        assert set(options) <= set(parser._option_string_actions), options
+        parsed = parser.parse_args(args)  # argparse exits on anything it does not accept
+        assert parsed.nproc_per_node == str(cfg.dist.nproc_per_node)
+        if cfg.dist.nnodes > 1:
+            assert (parsed.rdzv_backend, parsed.master_addr, parsed.master_port, parsed.node_rank) == \
+                ("static", "::1", 29400, 2)
+        # the rank prefix: a flag where torch has it (2.14+), the environment variable where not
+        env = launch.torchrun_env(cfg, tmp_path / "run")
+        has_flag = "--log-line-prefix-template" in parser._option_string_actions
+        assert ("--log-line-prefix-template" in args) == has_flag
+        assert env == ({} if has_flag else {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank ${rank}] "})
 
 
 def test_a_failing_rank_is_named_quickly(runs_dir):

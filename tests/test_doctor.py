@@ -153,8 +153,9 @@ def test_bf16_matmuls_beat_fp16_on_this_cpu():
     assert best["bfloat16"] > 1.5 * best["float16"], best
 
 
-def test_peak_tflops_is_memoised(monkeypatch):
+def test_peak_tflops_is_memoised(monkeypatch, tmp_path):
     calls = []
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no peaks stored by earlier runs
 
     def fake(device, dtype, budget_s=0.3):
         calls.append((device, dtype))

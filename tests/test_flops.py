@@ -90,3 +90,32 @@ def test_torchvision_models():
     assert 3e9 < flops < 5e9, flops
     assert torch.equal(torch.get_rng_state(), rng)
     assert all(p.grad is None for p in alexnet.parameters())
+
+
+def test_meta_count_equals_a_real_step_and_odd_models_fall_back(monkeypatch):
+    """The count runs on the meta device (shapes only, no arithmetic: start-up does not pay a
+    training step for it) and gives exactly what a real forward/backward counts; a model the meta
+    device cannot run (data-dependent control flow) is counted the real way."""
+    from torchvision import models
+
+    from amptui.trainer import flops as flopsmod
+
+    torch.manual_seed(0)
+    resnet = models.resnet18(weights=None, num_classes=6)
+    x, y = torch.randn(2, 3, 64, 64), torch.randint(0, 6, (2,))
+    real = flopsmod._count_for_real(resnet, nn.CrossEntropyLoss(), x, y, "cpu", torch.bfloat16, True)
+    assert flopsmod._count_on_meta(resnet, nn.CrossEntropyLoss(), x, y) == real > 0
+
+    class DataDependent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.a(x) if x.sum() > 0 else self.b(x)   # reads a value: impossible on meta
+
+    model, x = DataDependent(), torch.ones(4, 16)
+    with pytest.raises(Exception):
+        flopsmod._count_on_meta(model, nn.MSELoss(), x, torch.zeros(4, 16))
+    assert count_step_flops(model, nn.MSELoss(), x, torch.zeros(4, 16), "cpu", None, False) == \
+        pytest.approx(2 * 2 * 4 * 16 * 16, rel=0.01)   # forward + weight gradient, no input gradient

@@ -13,7 +13,10 @@ def test_save_writes_only_the_differences_and_loads_back_identical(isolated):
     cfg = presets.find_preset("quickstart").config({"amp.dtype": "float16", "data.batch_size": 32})
     path = presets.save_preset("mine", cfg.to_dict(), source="quickstart")
     assert path == isolated / "xdg" / "amptui" / "presets" / "mine.toml"
-    assert presets.find_preset("mine").config().to_dict() == cfg.to_dict()
+    loaded, expected = presets.find_preset("mine").config().to_dict(), cfg.to_dict()
+    assert loaded["run"].pop("description") == "quickstart with data.batch_size=32, amp.dtype=float16"
+    expected["run"].pop("description")
+    assert loaded == expected
     assert "[model]" in path.read_text() and "seed" not in path.read_text()  # defaults are not repeated
     assert [p.name for p in presets.list_presets() if not p.builtin] == ["mine"]
 
@@ -58,3 +61,15 @@ def test_presets_cli_list_show_save(isolated):
     assert again.returncode == 2 and "already exists" in again.stderr and "Traceback" not in again.stderr
     assert "fast" in amptui("presets", "list", check=True).stdout
     assert presets.find_preset("fast").config().run.epochs == 1
+
+
+def test_a_saved_preset_describes_itself_not_its_parent(isolated):
+    amptui("presets", "save", "bf", "--from", "quickstart", "--set", "amp.dtype=bfloat16", check=True)
+    amptui("presets", "save", "same", "--from", "quickstart", check=True)
+    amptui("presets", "save", "told", "--from", "quickstart", "--set", 'run.description="my own words"',
+           check=True)
+    described = {p.name: p.description for p in presets.list_presets()}
+    assert described["bf"] == "quickstart with amp.dtype=bfloat16"
+    assert described["same"] == "copy of quickstart"
+    assert described["told"] == "my own words"
+    assert "quickstart with amp.dtype=bfloat16" in amptui("presets", "list", check=True).stdout

@@ -196,3 +196,79 @@ def test_a_run_survives_its_terminal_closing(runs_dir, isolated, detach):
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)  # the terminal closes
     assert wait_for_end(run_dir)[-1]["status"] == "completed"
+
+
+# --- one writer per run folder: the lock ---------------------------------------------------------
+
+def _hold_lock(run_dir):
+    """Another process that takes the run's lock (as a trainer does) and keeps it until killed."""
+    code = ("import sys, time; from pathlib import Path; from amptui.core import runlock; "
+            "runlock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _ended_run(tmp_path, status="stopped"):
+    from amptui.core import runs
+
+    run_dir = tmp_path / "runs" / "20990101-000000-lock"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.toml").write_text('[run]\nname = "quickstart"\n')
+    lines = [{"v": 1, "kind": "start", "t": 100.0, "rank": 0},
+             {"v": 1, "kind": "end", "t": 110.0, "rank": 0, "status": status, "steps": 4}]
+    (run_dir / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return run_dir, runs
+
+
+def test_the_lock_tells_running_from_killed(tmp_path):
+    """A live holder means running, even while a resumed session has not written its start yet;
+    its death (SIGKILL) frees the lock at once: no stale lock, the last end record speaks again."""
+    run_dir, runs = _ended_run(tmp_path)
+    assert runs.load_run(run_dir).status == "stopped"  # no lock file: the end record (pid fallback)
+    holder = _hold_lock(run_dir)
+    try:
+        assert runs.load_run(run_dir).status == "running"
+        from amptui.core import runlock
+
+        with pytest.raises(runlock.RunLocked, match=f"in use by pid {holder.pid} "):
+            runlock.acquire(run_dir)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert runs.load_run(run_dir).status == "stopped"
+    (run_dir / "events.jsonl").write_text(json.dumps({"v": 1, "kind": "start", "t": 100.0, "rank": 0}) + "\n")
+    assert runs.load_run(run_dir).status == "killed"  # no end record, lock free: nobody alive
+
+
+def test_a_lock_handed_to_a_child_has_no_gap(tmp_path):
+    """What `amptui run/resume` does: take the lock, start the child with it, let go; the child
+    adopts it (AMPTUI_LOCK_FD) and holds it alone; a stale variable never fakes a lock."""
+    from amptui.core import runlock
+
+    run_dir, runs = _ended_run(tmp_path)
+    code = ("import sys, time; from pathlib import Path; from amptui.core import runlock; "
+            "lock = runlock.hold_for_this_process(Path(sys.argv[1])); print(lock.fd, flush=True); time.sleep(600)")
+    with runlock.acquire(run_dir) as lock:
+        env = {**os.environ, runlock.FD_ENV: str(lock.fd)}
+        child = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True,
+                                 env=env, pass_fds=(lock.fd,))
+    try:
+        assert child.stdout.readline().strip().isdigit()
+        assert f"pid {child.pid} " in runlock.in_use_message(run_dir)
+        assert runs.load_run(run_dir).status == "running"
+    finally:
+        child.kill()
+        child.wait()
+    assert runs.load_run(run_dir).status == "stopped"
+    # a variable naming some other descriptor: the child takes the lock itself instead
+    with open(os.devnull) as other:
+        env = {**os.environ, runlock.FD_ENV: str(other.fileno())}
+        child = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True,
+                                 env=env, pass_fds=(other.fileno(),))
+    try:
+        assert child.stdout.readline().strip().isdigit()
+        assert runs.load_run(run_dir).status == "running"
+    finally:
+        child.kill()
+        child.wait()

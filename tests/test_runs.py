@@ -80,3 +80,62 @@ def test_list_is_newest_first_and_reads_only_head_and_tail_of_big_files(tmp_path
     assert time.perf_counter() - t0 < 1.0
     assert [r.run_id for r in listed] == ["new", "old"]
     assert (listed[0].status, listed[0].step, listed[0].total_steps) == ("stopped", 20_000, 200_000)
+
+
+def test_duration_is_the_sessions_time_summed(tmp_path):
+    # 10 s, a pause of an hour (stopped), then 5 s more: 15 s, in every view.
+    records = [("start", {"total_steps": 20, "t": 100.0}), ("step", {"step": 10, "t": 108.0}),
+               ("end", {"status": "stopped", "steps": 10, "total_time_s": 14.0, "t": 110.0}),
+               ("start", {"total_steps": 20, "resumed_from": 10, "t": 3710.0}),
+               ("end", {"status": "completed", "steps": 20, "total_time_s": 7.0, "t": 3715.0})]
+    path = make_run(tmp_path, "two-sessions", records)
+    from amptui.core import compare
+
+    assert runs.load_run(path).duration_s == pytest.approx(15.0)
+    assert compare.summarize(path).total_time_s == pytest.approx(15.0)
+    # A session that was killed (no end record) counts to its last record.
+    killed = make_run(tmp_path, "killed", [("start", {"t": 100.0}), ("step", {"step": 5, "t": 104.0})], pid=999_999_999)
+    assert runs.load_run(killed).duration_s == pytest.approx(4.0)
+    # Not started yet: no duration, rather than the time since the launch that later shrinks.
+    assert runs.load_run(make_run(tmp_path, "starting", [], pid=os.getpid())).duration_s is None
+
+
+def test_a_running_runs_duration_only_grows(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        t0 = time.time()
+        path = make_run(tmp_path, "live", [("start", {"total_steps": 5, "t": t0 - 30}),
+                                           ("step", {"step": 1, "t": t0 - 20})], pid=proc.pid)
+        first = runs.load_run(path).duration_s
+        time.sleep(1.1)
+        second = runs.load_run(path).duration_s
+        assert 30 <= first < second, (first, second)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_duration_counts_sessions_in_the_middle_of_a_big_event_file(tmp_path):
+    path = tmp_path / "long"
+    path.mkdir()
+    (path / "config.toml").write_text("")
+    with EventWriter(path / "events.jsonl") as w:
+        t = 0.0
+        for session in range(3):  # 3 sessions of 100 s each, an hour apart, ~1.5 MB in all
+            w.emit("start", total_steps=30_000, t=t)
+            for step in range(1, 5_001):
+                w.emit("step", step=session * 5_000 + step, loss=1.0, t=t + step * 0.02)
+            w.emit("end", status="stopped" if session < 2 else "completed", steps=(session + 1) * 5_000, t=t + 100)
+            t += 3_700
+    assert (path / "events.jsonl").stat().st_size > 3 * runs._HEAD_BYTES
+    assert runs.load_run(path).duration_s == pytest.approx(300.0)
+    assert runs.load_run(path).duration_s == pytest.approx(300.0)  # again, from what was remembered
+
+
+def test_the_runs_folder_is_checked(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UserError, match="--runs-dir .*file: a file, not a folder"):
+        runs.runs_root(str(tmp_path / "file"))
+    with pytest.raises(UserError, match="cannot create runs"):
+        runs.new_run_dir(tmp_path / "file" / "runs", "quickstart")
+    assert runs.runs_root(str(tmp_path / "not-yet"), writable=True) == tmp_path / "not-yet"

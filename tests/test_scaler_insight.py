@@ -3,7 +3,7 @@ do not advance, and achieved FLOP/s in the step records."""
 
 import pytest
 
-from amptui.trainer.alarms import ScaleAlarms
+from amptui.telemetry.alarms import ScaleAlarms
 from conftest import amptui, events, only_run
 
 

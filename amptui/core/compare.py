@@ -3,8 +3,11 @@
     summaries = [summarize(run_dir) for run_dir in dirs]
     rows = compare_rows(summaries)          # speed-up and memory saving against the first run
     print(render(rows, "table"))            # or "markdown", "csv", "json"
+    for line in notes(summaries): ...        # warnings (runs differ in more than precision), how it is timed
 
-Used by the dashboard's compare screen and meant for `amptui compare`.
+The table's columns are COLUMNS (one entry each: header, a short header for terminals, how to
+show a row); a new figure is a field on RunSummary/CompareRow and one more Column. Used by
+`amptui compare`, `amptui ab` and the dashboard's compare screen.
 """
 
 from __future__ import annotations
@@ -14,10 +17,16 @@ import io
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from . import config as cfgmod
+from .ab import PRECISION_KEYS
+from .errors import ConfigError
 from .events import EventReader, primary_events_file
-from .fmt import fmt_bytes, fmt_duration
+from .fmt import (fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate,
+                  fmt_ratio)
+from .inputbound import DataWait, notice
+from .runs import RunClock
 from .series import Series
 
 _CHUNK = 8 * 1024 * 1024
@@ -25,8 +34,9 @@ _CHUNK = 8 * 1024 * 1024
 # run's steps (at least the first record) do not count. Each window is timed between two reads of
 # the device, so it is a synchronised device timing.
 WARMUP_FRACTION = 0.1
-TIMING_NOTE = ("speed-up = steady-state samples/s against the first run (start-up and the first 10% of steps "
-               "left out; windows timed between device syncs); memory saving = 1 - peak / first run's peak")
+TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the first run (evaluation, "
+               "checkpoints, start-up and the first 10% of steps left out); memory saving = 1 - peak / first "
+               "run's peak; data wait = share of step time spent waiting for the next batch")
 
 
 @dataclass
@@ -35,6 +45,8 @@ class RunSummary:
     preset: str = ""
     precision: str = ""          # words: "autocast float16 + GradScaler"
     device: str = ""
+    device_type: str = ""        # "cuda" / "cpu", for the input-bound notice
+    start: dict[str, Any] = field(default_factory=dict)   # the first start record (host, device, precision)
     status: str = "running"      # completed/stopped/failed from the end record; else running/killed unknown here
     steps: int = 0
     total_steps: int | None = None
@@ -42,18 +54,32 @@ class RunSummary:
     final_loss: float | None = None
     val_acc: float | None = None
     peak_mem: float | None = None
-    total_time_s: float | None = None
+    total_time_s: float | None = None            # the run's duration (see runs.RunClock)
     time_per_epoch_s: float | None = None
     skipped: int = 0
     world_size: int = 1
     steady_samples_per_s: float | None = None   # after warm-up; see WARMUP_FRACTION
     steady_step_ms: float | None = None
+    data_wait_share: float | None = None        # sum of data_wait_ms / sum of step_time_ms (see inputbound)
     loss_curve: Series = field(default_factory=lambda: Series(cap=400))
+    config: dict[str, Any] = field(default_factory=dict)  # the resolved config, flat: {"amp.dtype": ...}
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("loss_curve")
+        data.pop("config")
+        data.pop("start")
         return data
+
+
+def _flat_config(run_dir: Path) -> dict[str, Any]:
+    """The run's resolved config.toml as {"section.key": value}; empty when it cannot be read."""
+    try:
+        path = run_dir / "config.toml"
+        values = cfgmod.build_config(cfgmod.read_toml(path), source=str(path)).to_dict()
+    except ConfigError:
+        return {}
+    return {f"{section}.{key}": value for section, keys in values.items() for key, value in keys.items()}
 
 
 def _peak_of(mem: dict[str, Any] | None) -> float | None:
@@ -68,29 +94,28 @@ def _peak_of(mem: dict[str, Any] | None) -> float | None:
 def summarize(run_dir: Path) -> RunSummary:
     """Read a run's whole rank-0 event stream (in chunks, constant memory) into its summary."""
     run_dir = Path(run_dir)
-    summary = RunSummary(run_id=run_dir.name)
+    summary = RunSummary(run_id=run_dir.name, config=_flat_config(run_dir))
     reader = EventReader(primary_events_file(run_dir))
-    first_t = last_t = None
+    clock = RunClock()
     epoch_times: list[float] = []
     windows: list[tuple[int, int, float, float]] = []  # (last step, steps, seconds, samples) per step record
     prev_step = 0
     peak = None
     end = None
-    session_time: float | None = None
+    data_wait = DataWait()
     while True:
         batch = reader.read(_CHUNK)
         if not batch:
             break
         for rec in batch:
             kind = rec.get("kind")
-            t = rec.get("t")
-            if t is not None:
-                first_t = t if first_t is None else first_t
-                last_t = t
+            clock.feed(rec)
             if kind == "start":
+                summary.start = summary.start or {k: rec.get(k) for k in ("host", "device", "precision")}
                 summary.preset = rec.get("preset", summary.preset)
                 summary.precision = rec.get("precision", summary.precision)
                 summary.device = (rec.get("device") or {}).get("name", summary.device)
+                summary.device_type = (rec.get("device") or {}).get("type", summary.device_type)
                 summary.total_steps = rec.get("total_steps", summary.total_steps)
                 summary.world_size = rec.get("world_size", summary.world_size)
                 end = None  # a resumed session continues the run
@@ -102,6 +127,7 @@ def summarize(run_dir: Path) -> RunSummary:
                     rate = rec.get("samples_per_s")
                     windows.append((step, step - prev_step, seconds, rate * seconds if rate else 0.0))
                 prev_step = step
+                data_wait.add(rec)
                 summary.steps = rec.get("step", summary.steps)
                 summary.final_loss = rec.get("loss", summary.final_loss)
                 summary.skipped = rec.get("skipped_total", summary.skipped) or 0
@@ -117,8 +143,6 @@ def summarize(run_dir: Path) -> RunSummary:
                     summary.val_acc = rec["val_acc"]
             elif kind == "end":
                 end = rec
-                if rec.get("total_time_s") is not None:  # a resumed run's time is all its sessions'
-                    session_time = (session_time or 0.0) + float(rec["total_time_s"])
                 if rec.get("peak_mem") is not None:
                     peak = float(rec["peak_mem"]) if peak is None else max(peak, float(rec["peak_mem"]))
     if end is not None:
@@ -128,10 +152,9 @@ def summarize(run_dir: Path) -> RunSummary:
             summary.final_loss = end["final_loss"]
         if end.get("val_acc") is not None:
             summary.val_acc = end["val_acc"]
-        summary.total_time_s = session_time
-    if summary.total_time_s is None and first_t is not None and last_t is not None:
-        summary.total_time_s = max(0.0, last_t - first_t)
+    summary.total_time_s = clock.seconds()
     summary.peak_mem = peak
+    summary.data_wait_share = data_wait.share
     _steady_rates(summary, windows)
     if epoch_times:
         summary.time_per_epoch_s = sum(epoch_times) / len(epoch_times)
@@ -168,6 +191,8 @@ class CompareRow:
     memory_saving: float | None  # 1 - this peak / first peak (0.0 for the first)
     skipped: int
     steps: int
+    data_wait: float | None = None       # share of step time waiting for data (0..1)
+    input_bound: str | None = None       # the notice when that share is large, else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -191,39 +216,100 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
             final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=s.peak_mem,
             total_time_s=s.total_time_s, time_per_epoch_s=s.time_per_epoch_s, samples_per_s=s.steady_samples_per_s,
             speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, skipped=s.skipped,
-            steps=s.steps))
+            steps=s.steps, data_wait=s.data_wait_share, input_bound=notice(s.data_wait_share, s.device_type)))
     return rows
 
 
-HEADERS = ("run", "precision", "final loss", "val acc", "acc vs 1st", "peak mem", "total time", "time/epoch",
-           "samples/s", "speed-up", "mem saving", "skipped")
+@dataclass(frozen=True)
+class Column:
+    """One column of the table: its header (markdown, plain text, the dashboard), a short header
+    for a terminal table that must fit 80-100 columns ("\n" splits it over two lines), how a
+    row's figure is shown, and how much it matters on a narrow terminal (lowest is left out first)."""
+
+    header: str
+    short: str
+    cell: Callable[[CompareRow], str]
+    priority: int = 5
+    terminal_cell: Callable[[CompareRow], str] | None = None  # a shorter form for terminals
+
+    def terminal(self, row: CompareRow) -> str:
+        return (self.terminal_cell or self.cell)(row)
 
 
-def _secs(s: float | None) -> str:
-    if s is None:
-        return "-"
-    return f"{s:.1f} s" if s < 60 else fmt_duration(s)
+def short_precision(words: str) -> str:
+    """"autocast float16 + GradScaler" -> "fp16+scaler": the names `amptui ab` and `runs` use."""
+    base, *rest = words.split(" + ")
+    name = {"autocast float16": "fp16", "autocast bfloat16": "bf16"}.get(base, base)
+    return name + ("+scaler" if "GradScaler" in rest else "") if words else "-"
+
+
+COLUMNS: list[Column] = [
+    Column("run", "run", lambda r: r.run_id, priority=9),
+    Column("preset", "preset", lambda r: r.preset or "-", priority=7),
+    Column("precision", "precision", lambda r: r.precision or "-", priority=9,
+           terminal_cell=lambda r: short_precision(r.precision)),
+    Column("final loss", "final\nloss", lambda r: fmt_loss(r.final_loss), priority=6),
+    Column("val acc", "val\nacc", lambda r: fmt_accuracy(r.val_acc), priority=6),
+    Column("acc vs 1st", "acc vs\n1st", lambda r: fmt_points(r.val_acc_delta), priority=1),
+    Column("peak mem", "peak\nmem", lambda r: fmt_bytes(r.peak_mem), priority=8),
+    Column("total time", "total\ntime", lambda r: fmt_duration(r.total_time_s, precise=True), priority=7),
+    Column("time/epoch", "time/\nepoch", lambda r: fmt_duration(r.time_per_epoch_s, precise=True), priority=2),
+    Column("samples/s", "samples\n/s", lambda r: fmt_rate(r.samples_per_s), priority=4),
+    Column("speed-up", "speed\n-up", lambda r: fmt_ratio(r.speedup), priority=9),
+    Column("mem saving", "mem\nsaving", lambda r: fmt_change(r.memory_saving), priority=8),
+    Column("skipped", "skipped\nsteps", lambda r: str(r.skipped), priority=5),
+    Column("data wait", "data\nwait", lambda r: "-" if r.data_wait is None else f"{100 * r.data_wait:.0f}%"
+           + (" (input-bound)" if r.input_bound else ""), priority=3),
+]
+HEADERS = tuple(c.header for c in COLUMNS)
 
 
 def cells(row: CompareRow) -> tuple[str, ...]:
     """One row as display strings, in HEADERS order."""
-    return (
-        row.run_id,
-        row.precision or "-",
-        "-" if row.final_loss is None else f"{row.final_loss:.4f}",
-        "-" if row.val_acc is None else f"{100 * row.val_acc:.2f}%",
-        "-" if row.val_acc_delta is None else f"{100 * row.val_acc_delta:+.2f} pt",
-        fmt_bytes(row.peak_mem),
-        _secs(row.total_time_s),
-        _secs(row.time_per_epoch_s),
-        "-" if row.samples_per_s is None else f"{row.samples_per_s:.0f}",
-        "-" if row.speedup is None else f"{row.speedup:.2f}x",
-        "-" if row.memory_saving is None else f"{100 * row.memory_saving:+.1f}%",
-        str(row.skipped),
-    )
+    return tuple(c.cell(row) for c in COLUMNS)
+
+
+# Keys an A/B varies on purpose, and keys that do not change what is trained.
+_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.name", "run.description")
+
+
+def differing_keys(summaries: list[RunSummary]) -> dict[str, list[Any]]:
+    """{key: each run's value} for the resolved config keys where the runs differ in anything but
+    precision (runs whose config.toml cannot be read are left out)."""
+    configs = [s.config for s in summaries if s.config]
+    if len(configs) < 2:
+        return {}
+    keys = sorted(set().union(*configs) - set(_SAME_EXPERIMENT_IGNORES))
+    return {k: [c.get(k) for c in configs] for k in keys if any(c.get(k) != configs[0].get(k) for c in configs)}
+
+
+def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
+    """Lines to print under the table: warnings first (runs that differ in more than precision,
+    so a speed-up is not AMP's alone), then how the figures are measured."""
+    lines = []
+    presets = list(dict.fromkeys(s.preset for s in summaries if s.preset))
+    if len(presets) > 1:
+        lines.append(f"warning: different presets ({', '.join(presets)}): the speed-up and memory saving "
+                     "compare different training, not only precision")
+    differ = differing_keys(summaries)
+    if differ:
+        shown = [f"{k} ({' / '.join(_value(v) for v in values)})" for k, values in list(differ.items())[:most]]
+        more = f" and {len(differ) - most} more" if len(differ) > most else ""
+        lines.append("warning: these runs differ in more than precision: " + ", ".join(shown) + more)
+    lines += [f"{s.run_id} ({s.precision}): {bound}; its speed-up measures the input pipeline, not AMP"
+              for s in summaries if (bound := notice(s.data_wait_share, s.device_type))]
+    lines.append(TIMING_NOTE)
+    return lines
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "-" if v is None or v == "" else f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def render(rows: list[CompareRow], fmt: str = "table") -> str:
+    """The table as plain text ("table"), markdown, csv (raw numbers) or json."""
     if fmt == "json":
         return json.dumps([asdict(r) for r in rows], indent=2)
     if fmt == "csv":  # raw numbers (bytes, seconds, fractions), for spreadsheets and scripts

@@ -1,4 +1,4 @@
-"""The preset schema (PRODUCT.md section 3): every key, its default, its type and what it means.
+"""The preset schema (docs/presets.md): every key, its default, its type and what it means.
 
 A preset is a TOML file that states only what differs from the defaults. `build_config`
 merges defaults, the preset and `--set` overrides and validates the result before anything
@@ -9,6 +9,7 @@ the line.
 from __future__ import annotations
 
 import copy
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from .errors import ConfigError
 
 @dataclass(frozen=True)
 class Key:
-    """One preset key: its type ("str", "int", "float", "bool" or "auto|bool"), default and doc."""
+    """One preset key: its type ("str", "int", "float", "bool", "auto|bool" or "auto|int"), default and doc."""
 
     type: str
     default: Any
@@ -45,6 +46,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "reuse_host_memory": Key("bool", True, "CPU runs: keep freed memory in the trainer for reuse (glibc malloc "
                                  "without mmap or trimming) instead of faulting in fresh pages every step; false "
                                  "keeps the system allocator's defaults, as a plain script has."),
+        "compile": Key("bool", False, "Wrap the model in torch.compile (needs a working compiler; the first steps "
+                       "pay the compilation)."),
         "script": Key("str", "", "Your own training script to launch instead of amptui's trainer (it writes "
                       "events with amptui.Monitor); empty means amptui's trainer."),
     },
@@ -67,7 +70,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "download": Key("bool", True, "cifar10: try to download when the files are missing."),
         "img_size": Key("int", 32, "Images are resized to img_size x img_size.", minimum=8),
         "batch_size": Key("int", 64, "Samples per micro-batch on each process.", minimum=1),
-        "num_workers": Key("int", 0, "DataLoader worker processes.", minimum=0),
+        "num_workers": Key("auto|int", "auto", "DataLoader worker processes; \"auto\": none for synthetic / "
+                           "random data (made on the device), else min(8, CPU cores per process - 1).", minimum=0),
         "augment": Key("bool", False, "Random horizontal flips on training images."),
         "train_samples": Key("int", 2048, "synthetic / random: samples in the training set.", minimum=1),
         "val_samples": Key("int", 512, "synthetic / random: samples in the validation set (0 = none).", minimum=0),
@@ -128,6 +132,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "inject_inf_every": Key("int", 0, "Poison the gradients with inf every N steps (0 = off).", minimum=0),
         "fail_at_step": Key("int", 0, "Raise an error at this optimizer step (0 = off).", minimum=0),
         "fail_rank": Key("int", 0, "The rank that raises at fail_at_step.", minimum=0),
+        "slow_checkpoint_s": Key("float", 0.0, "Sleep this long in each checkpoint write (tests the timing "
+                                 "windows; 0 = off).", minimum=0.0),
+        "slow_eval_s": Key("float", 0.0, "Sleep this long in each evaluation (0 = off).", minimum=0.0),
     },
 }
 
@@ -261,7 +268,7 @@ def _schema_key(dotted: str, source: str) -> Key:
 
 
 _TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
-               "auto|bool": '"auto", true or false', "table": "a table of keyword arguments"}
+               "auto|bool": '"auto", true or false', "auto|int": '"auto" or an integer', "table": "a table of keyword arguments"}
 
 
 def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
@@ -275,6 +282,11 @@ def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
         if not (isinstance(value, bool) or value == "auto"):
             raise bad
     elif key.type == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+    elif key.type == "auto|int":
+        if value == "auto":
+            return value
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad
     elif key.type == "float":
@@ -305,7 +317,15 @@ def build_config(base: Mapping[str, Mapping[str, Any]] | None = None,
         for dotted, value in layer.items():
             section, name = dotted.split(".", 1)
             values[section][name] = check_value(dotted, value, where)
-    _check_combinations(values, source)
+            _check_range(dotted, values[section][name], where)  # blamed on the layer that set it
+    try:
+        _check_combinations(values, source)
+    except ConfigError:
+        if not overrides:
+            raise
+        build_config(base, source=source)  # the preset alone is wrong: this raises, naming it
+        _check_combinations(values, overrides_source)  # else the overrides made it so: name them
+        raise
     return Config(values)
 
 
@@ -318,10 +338,9 @@ _OPEN_RANGES = {  # (low, high, low inclusive, high inclusive): bounds torch its
 }
 
 
-def _check_ranges(v: dict[str, dict[str, Any]], source: str) -> None:
-    for dotted, (low, high, low_in, high_in) in _OPEN_RANGES.items():
-        section, name = dotted.split(".")
-        x = v[section][name]
+def _check_range(dotted: str, x: Any, source: str) -> None:
+    if dotted in _OPEN_RANGES:
+        low, high, low_in, high_in = _OPEN_RANGES[dotted]
         if (low is not None and (x < low or (x == low and not low_in))) or \
                 (high is not None and (x > high or (x == high and not high_in))):
             lo = "" if low is None else ("[" if low_in else "(") + f"{low:g}"
@@ -334,7 +353,6 @@ def _check_ranges(v: dict[str, dict[str, Any]], source: str) -> None:
 
 def _check_combinations(v: dict[str, dict[str, Any]], source: str) -> None:
     """Rules across keys that need no hardware knowledge (those live in launch.preflight)."""
-    _check_ranges(v, source)
     if v["model"]["name"] == "alexnet" and v["data"]["img_size"] < 63 and not v["model"]["factory"]:
         raise ConfigError(f"{source}: model.name = \"alexnet\" needs data.img_size >= 63 (its feature maps vanish "
                           f"below that), got {v['data']['img_size']}")
@@ -357,6 +375,24 @@ def _check_combinations(v: dict[str, dict[str, Any]], source: str) -> None:
         raise ConfigError(f"{source}: model.name = \"mlp\" trains on data.name = \"random\"")
     if v["model"]["pretrained"] and v["model"]["name"] not in ("alexnet", "resnet18"):
         raise ConfigError(f"{source}: model.pretrained needs model.name alexnet or resnet18")
+
+
+def resolve_num_workers(values: Mapping[str, Mapping[str, Any]], cpus: int | None = None) -> int:
+    """data.num_workers for this machine: as given, or for "auto" none when the data is made on the
+    device (synthetic, random), else min(8, CPU cores per process on this machine - 1)."""
+    data = values["data"]
+    if data["num_workers"] != "auto":
+        return int(data["num_workers"])
+    if data["name"] in ("synthetic", "random") and not data.get("factory"):
+        return 0
+    if cpus is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = os.cpu_count() or 1
+    dist = values["dist"]
+    per_node = dist["nproc_per_node"] if dist["mode"] == "ddp" else 1
+    return max(0, min(8, cpus // per_node - 1))
 
 
 def world_size(values: Mapping[str, Mapping[str, Any]]) -> int:

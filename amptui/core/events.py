@@ -1,4 +1,4 @@
-"""The event stream (PRODUCT.md section 4): append-only JSON lines between trainer and readers.
+"""The event stream (docs/events.md): append-only JSON lines between trainer and readers.
 
 One writer per file. Each record is written as one line and flushed, so a reader sees whole
 records except possibly a torn last line, which it leaves for the next read.
@@ -43,6 +43,18 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _ends_torn(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
+
+
 class EventWriter:
     """Appends records `{"v": 1, "kind", "t", "rank", ...}`; flushed at each record."""
 
@@ -50,6 +62,8 @@ class EventWriter:
         self.path = Path(path)
         self.rank = rank
         self._fh = open(self.path, "a", encoding="utf-8")
+        if _ends_torn(self.path):
+            self._fh.write("\n")  # a line torn by a crash (full disk) must not swallow our first record
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
         if kind not in KINDS:
@@ -73,46 +87,95 @@ class EventWriter:
         self.close()
 
 
+MAX_LINE_BYTES = 4 * 1024 * 1024  # no real record comes near; a longer line is skipped unread
+
+_NUMBER = (int, float)
+_FIELD_TYPES: dict[str, Any] = {
+    **dict.fromkeys(("t", "rank", "step", "epoch", "loss", "lr", "scale", "skipped", "skipped_total",
+                     "samples_per_s", "step_time_ms", "data_wait_ms", "grad_norm", "tflops", "total_steps",
+                     "world_size", "resumed_from", "train_loss", "val_loss", "val_acc", "epoch_time_s",
+                     "eval_time_s", "checkpoint_time_s", "old_scale", "new_scale", "total_time_s", "steps",
+                     "final_loss", "pid"), _NUMBER),
+    **dict.fromkeys(("mem", "device", "config", "error"), (dict,)),
+    **dict.fromkeys(("kind", "status", "message", "preset", "run_id", "event", "path", "precision", "host",
+                     "code"), (str,)),
+}
+
+
+def valid_record(record: Any) -> bool:
+    """Is this a record readers can use without checking each field: an object with a string
+    kind whose well-known fields have their documented types (a number, an object, a string,
+    or null)? Anything else is a damaged line, skipped like invalid JSON."""
+    if type(record) is not dict or type(record.get("kind")) is not str:
+        return False
+    for key, value in record.items():  # exact types: JSON gives no subclasses, and true is no number
+        expected = _FIELD_TYPES.get(key)
+        if expected is not None and value is not None and type(value) not in expected:
+            return False
+    return True
+
+
 class EventReader:
     """Tails one event file: each `read()` returns the records completed since the last call.
 
     A last line without its newline is left for the next read (the writer may be mid-write);
-    a complete line that is not a JSON object is skipped and counted in `bad_lines`.
+    a complete line that is not a valid record (see `valid_record`) is skipped and counted in
+    `bad_lines`, and so is a line longer than MAX_LINE_BYTES, without ever holding it whole:
+    memory stays bounded whatever the file holds.
     """
+
+    _CHUNK = 1024 * 1024
 
     def __init__(self, path: Path, offset: int = 0):
         self.path = Path(path)
         self.offset = offset
         self.bad_lines = 0
         self._partial = b""
+        self._skipping = False  # inside an over-long line: drop bytes up to its newline
 
     def read(self, max_bytes: int | None = None) -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = []
+        budget = max_bytes
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
-                chunk = fh.read() if max_bytes is None else fh.read(max_bytes)
-        except FileNotFoundError:
-            return []
-        if not chunk:
-            return []
-        self.offset += len(chunk)
+                # past max_bytes only while nothing was found yet: callers that read "until an
+                # empty batch" must not stop inside a huge damaged line
+                while budget is None or budget > 0 or not records:
+                    chunk = fh.read(min(self._CHUNK, budget) if budget and budget > 0 else self._CHUNK)
+                    if not chunk:
+                        break
+                    self.offset += len(chunk)
+                    if budget is not None:
+                        budget -= len(chunk)
+                    self._take(chunk, records)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            return records
+        return records
+
+    def _take(self, chunk: bytes, records: list[dict[str, Any]]) -> None:
+        if self._skipping:
+            cut = chunk.find(b"\n")
+            if cut == -1:
+                return
+            chunk, self._skipping = chunk[cut + 1:], False
         data = self._partial + chunk
         lines = data.split(b"\n")
         self._partial = lines.pop()  # b"" when the chunk ended with a newline
-        records = []
+        if len(self._partial) > MAX_LINE_BYTES:
+            self._partial, self._skipping = b"", True
+            self.bad_lines += 1
         for line in lines:
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except (ValueError, UnicodeDecodeError):
+            if len(line) > MAX_LINE_BYTES:
                 self.bad_lines += 1
                 continue
-            if isinstance(record, dict) and "kind" in record:
-                records.append(record)
-            else:
+            record = parse_line(line)
+            if record is None:
                 self.bad_lines += 1
-        return records
+            else:
+                records.append(record)
 
     def follow(self, interval: float = 0.2, stop=lambda: False) -> Iterator[list[dict[str, Any]]]:
         """Yield batches of new records until `stop()` is true (polling; works on every filesystem)."""
@@ -124,6 +187,15 @@ class EventReader:
                 return
             else:
                 time.sleep(interval)
+
+
+def parse_line(line: bytes) -> dict[str, Any] | None:
+    """One line as a record, or None when it is not a valid one."""
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return record if valid_record(record) else None
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

@@ -1,11 +1,22 @@
-"""Numbers as people read them, shared by the command line, the compare table and the dashboard."""
+"""Numbers as people read them: the one formatter per kind of figure, shared by the command line,
+the compare table and the dashboard, so a run reads the same in every view.
+
+Missing values are "-". Durations are m:ss (h:mm:ss from an hour), with tenths where short spans
+matter (`precise`); accuracy is a percentage with two decimals (69.92%); memory is binary units.
+"""
 
 from __future__ import annotations
 
+import math
+import time
+
+MISSING = "-"
+
 
 def fmt_bytes(n: float | None) -> str:
+    """1536 -> "1.5 KiB"."""
     if n is None:
-        return "-"
+        return MISSING
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -13,11 +24,67 @@ def fmt_bytes(n: float | None) -> str:
     return f"{n:.1f} TiB"
 
 
-def fmt_duration(seconds: float | None) -> str:
-    """h:mm:ss or m:ss."""
+def fmt_duration(seconds: float | None, precise: bool = False) -> str:
+    """131.4 -> "2:11" (h:mm:ss from an hour); precise: "2:11.4" under an hour, for tables where
+    runs of a few seconds are compared."""
     if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
+        return MISSING
+    seconds = max(0.0, float(seconds))
+    if precise and round(seconds, 1) < 3600:
+        m, s = divmod(round(seconds, 1), 60)
+        return f"{int(m)}:{s:04.1f}"
+    whole = int(round(seconds))
+    h, rem = divmod(whole, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _figure(x: float | None, spec: str, scale: float = 1.0, unit: str = "") -> str:
+    return MISSING if x is None else f"{format(scale * x, spec)}{unit}"
+
+
+def fmt_accuracy(fraction: float | None) -> str:
+    """0.69921 -> "69.92%"."""
+    return _figure(fraction, ".2f", 100, "%")
+
+
+def fmt_points(delta: float | None) -> str:
+    """An accuracy difference (fractions) in percentage points: 0.0039 -> "+0.39 pt"."""
+    return _figure(delta, "+.2f", 100, " pt")
+
+
+def fmt_change(fraction: float | None) -> str:
+    """A relative change such as a memory saving: 0.4 -> "+40.0%"."""
+    return _figure(fraction, "+.1f", 100, "%")
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A speed-up: 2.0 -> "2.00x"."""
+    return _figure(x, ".2f", unit="x")
+
+
+def fmt_rate(x: float | None) -> str:
+    """Samples (or steps) per second: 3191.4 -> "3191"; below 10, one decimal."""
+    return _figure(x, ".1f" if x is not None and abs(x) < 10 else ".0f")
+
+
+def fmt_loss(x: float | None) -> str:
+    return _figure(x, ".4f")
+
+
+def fmt_lr(x: float | None) -> str:
+    return _figure(x, ".2e")
+
+
+def fmt_scale(x: float | None) -> str:
+    """A GradScaler scale: powers of two as 2^16, others as 1.5e+09."""
+    if x is None:
+        return MISSING
+    if x > 0 and math.log2(x).is_integer():
+        return f"2^{int(math.log2(x))}"
+    return f"{x:g}"
+
+
+def fmt_time(t: float | None) -> str:
+    """A unix time as local date and minute: "2026-11-22 16:55"."""
+    return MISSING if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))

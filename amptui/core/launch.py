@@ -7,6 +7,7 @@ it down. DDP runs go through torchrun, which starts one trainer per rank.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 
 from . import config as cfgmod
-from . import preflight, runs
+from . import preflight, runlock, runs
 from .errors import UserError
 from .presets import Preset, atomic_write_text
 
@@ -29,6 +30,8 @@ def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
     if cfg.dist.mode == "ddp":
         return [sys.executable, "-u", "-m", "amptui.trainer.torchrun", str(run_dir)] + \
             (["--resume"] if resume else []) + (["--", *script_args] if script_args else [])
+    if cfg.run.script:  # through scriptrun, so a script that fails before its Monitor still ends `failed`
+        return [sys.executable, "-u", "-m", "amptui.core.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
     return [sys.executable, "-u", *worker_args(cfg, run_dir, resume, script_args)]
 
 
@@ -40,23 +43,83 @@ def worker_args(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
     return ["-m", "amptui.trainer", str(run_dir)] + (["--resume"] if resume else [])
 
 
+# Options amptui passes that an older torchrun lacks, and the environment variable that sets the
+# same thing there (the rank prefix became a flag in torch 2.14; the variable exists since 2.2).
+TORCHRUN_ENV_FALLBACKS = {"--log-line-prefix-template": "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"}
+
+
+@functools.lru_cache(maxsize=1)
+def torchrun_options() -> frozenset[str]:
+    """Every option string the installed torch's torchrun accepts (torch is imported here only)."""
+    from torch.distributed.run import get_args_parser
+
+    # argparse lists its options nowhere public; this mapping is where it keeps them.
+    return frozenset(get_args_parser()._option_string_actions)
+
+
+def _torchrun_wanted(cfg: cfgmod.Config, run_dir: Path) -> list[tuple[str, str | None]]:
+    """(option, value or None for a flag): what amptui asks torchrun for, before matching it to
+    the installed torch."""
+    d = cfg.dist
+    wanted: list[tuple[str, str | None]] = [("--nproc-per-node", str(d.nproc_per_node)),
+                                            ("--max-restarts", str(d.max_restarts))]
+    if d.nnodes == 1:
+        wanted += [("--standalone", None)]  # a free port per run, so two local DDP runs never collide
+    else:
+        # Static rendezvous: the only one that honours --node-rank, so the machine started with
+        # node_rank 0 holds global rank 0 (c10d orders nodes by host name). Its cost: a fixed set
+        # of nodes, no elastic joining or leaving (see docs/distributed.md).
+        host, port = split_endpoint(d.rdzv_endpoint)
+        wanted += [("--nnodes", str(d.nnodes)), ("--node-rank", str(d.node_rank)), ("--rdzv-backend", "static"),
+                   ("--master-addr", host), ("--master-port", port)]
+    # Every rank's output in output.log, each line prefixed with its rank.
+    wanted += [("--log-dir", str(run_dir / "torchrun")), ("--tee", "3"),
+               ("--log-line-prefix-template", "[rank ${rank}] ")]
+    return wanted
+
+
+def split_endpoint(endpoint: str) -> tuple[str, str]:
+    """"HOST:PORT" (or "[v6]:PORT") -> (host, port)."""
+    host, _, port = endpoint.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"dist.rdzv_endpoint = {endpoint!r}: expected HOST:PORT, e.g. 10.0.0.1:29500")
+    return host.strip("[]"), port
+
+
+def _accepted_spelling(option: str) -> str | None:
+    """The option as the installed torchrun spells it (torch once spelled some with underscores)."""
+    accepted = torchrun_options()
+    for spelling in (option, "--" + option[2:].replace("-", "_")):
+        if spelling in accepted:
+            return spelling
+    return None
+
+
 def torchrun_args(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
                   script_args: list[str] | None = None) -> list[str]:
-    """torchrun's arguments for a DDP run (what `--print-launch` shows)."""
-    d = cfg.dist
-    args = ["--nproc-per-node", str(d.nproc_per_node), "--max-restarts", str(d.max_restarts)]
-    if d.nnodes == 1:
-        args += ["--standalone"]  # a free port per run, so two local DDP runs never collide
-    else:
-        args += ["--nnodes", str(d.nnodes), "--node-rank", str(d.node_rank), "--rdzv-backend", "c10d",
-                 "--rdzv-endpoint", d.rdzv_endpoint, "--rdzv-id", f"amptui-{cfg.run.name}-{cfg.run.seed}"]
-    # Every rank's output in output.log, each line prefixed with its rank.
-    args += ["--log-dir", str(run_dir / "torchrun"), "--tee", "3",
-             "--log-line-prefix-template", "[rank ${rank}] "]
+    """torchrun's arguments for a DDP run (what `--print-launch` shows), in the spelling the
+    installed torch accepts; options it lacks go through `torchrun_env` instead."""
+    args: list[str] = []
+    for option, value in _torchrun_wanted(cfg, run_dir):
+        spelling = _accepted_spelling(option)
+        if spelling is None:
+            if option in TORCHRUN_ENV_FALLBACKS:
+                continue
+            import torch
+
+            raise UserError(f"torch {torch.__version__}'s torchrun has no {option} option, which amptui needs "
+                            "for this run; install a torch that amptui supports (see pyproject.toml)")
+        args += [spelling] if value is None else [spelling, value]
     worker = worker_args(cfg, run_dir, resume, script_args)
     if worker[0] == "-m":
         return args + worker
     return args + ["--no-python", sys.executable, "-u", *worker]
+
+
+def torchrun_env(cfg: cfgmod.Config, run_dir: Path) -> dict[str, str]:
+    """Environment variables for the options the installed torchrun lacks as flags."""
+    return {TORCHRUN_ENV_FALLBACKS[option]: value for option, value in _torchrun_wanted(cfg, run_dir)
+            if option in TORCHRUN_ENV_FALLBACKS and _accepted_spelling(option) is None and value is not None}
 
 
 def resolve_config(preset: Preset | None, overrides: dict | None = None) -> cfgmod.Config:
@@ -98,15 +161,25 @@ STOP_FILE = "stop-requested"
 
 
 def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None) -> subprocess.Popen:
-    """Start the trainer for `run_dir` in its own session; returns at once."""
-    cfg = load_config(run_dir)
-    (run_dir / STOP_FILE).unlink(missing_ok=True)
-    command = trainer_command(cfg, run_dir, resume, script_args)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{RUN_DIR_ENV: str(run_dir.resolve())})
-    with open(run_dir / "output.log", "ab") as log:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=os.getcwd(), env=env, start_new_session=True)
-    runs.write_launch_info(run_dir, proc.pid, command)
+    """Start the trainer for `run_dir` in its own session; returns at once.
+
+    One writer per run folder: the run's lock is taken first (RunLocked, naming the holder, when
+    another writer is alive), a resume is checked while holding it, and the child inherits it
+    (core/runlock.py says why a handed-down descriptor leaves no gap for a second command).
+    """
+    with runlock.acquire(run_dir) as lock:
+        if resume:
+            check_resumable(run_dir, locked=True)
+        cfg = load_config(run_dir)
+        (run_dir / STOP_FILE).unlink(missing_ok=True)
+        command = trainer_command(cfg, run_dir, resume, script_args)
+        env = dict(os.environ, PYTHONUNBUFFERED="1",
+                   **{RUN_DIR_ENV: str(run_dir.resolve()), runlock.FD_ENV: str(lock.fd)})
+        with open(run_dir / "output.log", "ab") as log:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    cwd=os.getcwd(), env=env, start_new_session=True, pass_fds=(lock.fd,))
+        lock.describe(proc.pid, command)  # the child rewrites it when it adopts the lock
+        runs.write_launch_info(run_dir, proc.pid, command)
     return proc
 
 
@@ -129,22 +202,49 @@ def stop(run_dir: Path, wait_s: float = 120.0) -> runs.RunInfo:
     while time.monotonic() < deadline:
         info = runs.load_run(run_dir)
         if info.status != "running":
-            return info
+            break
+        time.sleep(0.2)
+    # The end record comes a moment before the writer exits (a DDP supervisor waits for its ranks):
+    # wait for the run's lock too, so a `resume` right after `stop` finds the folder free.
+    while time.monotonic() < deadline and info.status != "running":
+        try:
+            if runlock.holder(run_dir) is None:
+                break
+        except OSError:
+            break
         time.sleep(0.2)
     return info
 
 
-def check_resumable(run_dir: Path) -> runs.RunInfo:
-    info = runs.load_run(run_dir)
+def resume_refusal(run_dir: Path, info: runs.RunInfo | None = None) -> str | None:
+    """Why `amptui resume` would refuse this run, or None when it would take it up. Cheap (no
+    checkpoint is read), so views suggest a resume only where one works."""
+    info = info or runs.load_run(run_dir)
     if info.status == "running":
-        raise UserError(f"run {info.run_id} is still running; stop it first (amptui stop {info.run_id})")
-    if load_config(run_dir).run.script:
-        raise UserError(f"run {info.run_id} ran your own script; resume it the way that script resumes")
+        return f"run {info.run_id} is still running; stop it first (amptui stop {info.run_id})"
+    try:
+        script = load_config(run_dir).run.script
+    except UserError as exc:
+        return str(exc)
+    if script:
+        return f"run {info.run_id} ran your own script; resume it the way that script resumes"
     if info.status == "completed":
-        raise UserError(f"run {info.run_id} has completed; start a new one with `amptui run`")
+        return f"run {info.run_id} has completed; start a new one with `amptui run`"
     if not (run_dir / "checkpoints" / "last.pt").is_file():
-        raise UserError(f"run {info.run_id} has no checkpoint to resume from (it ended {info.status} before "
-                        "its first checkpoint); start it again with `amptui run`")
+        return (f"run {info.run_id} has no checkpoint to resume from (it ended {info.status} before "
+                "its first checkpoint); start it again with `amptui run`")
+    return None
+
+
+def check_resumable(run_dir: Path, locked: bool = False) -> runs.RunInfo:
+    """Refuse (UserError, one line) a resume that cannot work. `locked`: the caller holds the
+    run's lock (launch.start does), so no other writer can start meanwhile."""
+    info = runs.load_run(run_dir, own_lock=locked)
+    if info.status == "running":
+        raise runlock.RunLocked(runlock.in_use_message(run_dir, fallback={"pid": info.pid}))
+    refusal = resume_refusal(run_dir, info)
+    if refusal:
+        raise UserError(refusal)
     current = load_config(run_dir)
     _check_checkpoint_fits(run_dir, current)
     # The machine may have changed since: the same checks as a new run.
@@ -154,17 +254,17 @@ def check_resumable(run_dir: Path) -> runs.RunInfo:
 
 def _check_checkpoint_fits(run_dir: Path, current: cfgmod.Config) -> None:
     """Refuse a resume whose config.toml no longer describes what the checkpoint holds."""
-    import torch
-
     from ..trainer import checkpoint
 
-    try:
-        state = torch.load(run_dir / "checkpoints" / checkpoint.FILENAME, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise UserError(f"run {run_dir.name}: its checkpoint cannot be read safely ({type(exc).__name__}: "
-                        f"{str(exc).splitlines()[0][:200]})") from None
-    changed = checkpoint.structural(checkpoint.config_changes(state.get("config", {}), current.to_dict()))
+    directory = run_dir / "checkpoints"
+    state = checkpoint.load(directory, require=checkpoint.REQUIRED)  # a damaged file: one line naming it
+    saved = state.get("config")
+    if not isinstance(saved, dict) or not all(isinstance(v, dict) for v in saved.values()):
+        saved = {}  # no usable record of its config: the tensors below still have to fit
+    changed = checkpoint.structural(checkpoint.config_changes(saved, current.to_dict())) if saved else []
     if changed:
-        listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in changed)
-        raise UserError(f"run {run_dir.name}: config.toml changed since its checkpoint ({listed}); the checkpoint "
-                        "no longer fits. Put those values back, or start a new run")
+        listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in changed[:4])
+        more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
+        raise UserError(f"run {run_dir.name}: config.toml changed since its checkpoint ({listed}{more}); the "
+                        "checkpoint no longer fits. Put those values back, or start a new run")
+    checkpoint.check_fits(state, directory / checkpoint.FILENAME, current)

@@ -51,7 +51,8 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
             raise UserError(f"dist.nproc_per_node = {values['dist']['nproc_per_node']} but this machine has {count} "
                             f"CUDA GPU(s): one process per GPU; use --set dist.nproc_per_node={count}")
     autocast, dtype, scaler = cfgmod.resolve_precision(values, dev)
-    overrides = {"run.device": dev, "amp.dtype": dtype, "amp.grad_scaler": scaler}
+    overrides = {"run.device": dev, "amp.dtype": dtype, "amp.grad_scaler": scaler,
+                 "data.num_workers": cfgmod.resolve_num_workers(values)}
     if values["dist"]["backend"] == "auto":
         overrides["dist.backend"] = "nccl" if dev == "cuda" else "gloo"
     from .usercode import check_factories

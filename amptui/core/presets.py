@@ -80,8 +80,12 @@ def find_preset(ref: str) -> Preset:
     """A built-in name, a saved name, or a path to a .toml file."""
     if ref.endswith(".toml") or os.sep in ref:
         path = Path(ref).expanduser()
-        if not path.is_file():
-            raise UserError(f"preset file {ref}: no such file")
+        try:
+            found = path.is_file()
+        except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte
+            found = False
+        if not found:
+            raise UserError(f"preset file {ref!r}: no such file")
         return Preset(path.stem, path, False, _describe(path))
     for preset in list_presets():
         if preset.name == ref:
@@ -101,11 +105,46 @@ def save_preset(name: str, values: Mapping[str, Mapping[str, Any]], *, force: bo
     if target.exists() and not force:
         raise UserError(f"preset {name!r} already exists at {target}; use --force to overwrite")
     cfgmod.build_config(values, source=f"preset {name!r}")  # never save something that would not load
-    body = cfgmod.minimal(values)
+    body = cfgmod.minimal(_with_own_description(values, source))
     header = f"# amptui preset {name!r}" + (f", saved from {source}" if source else "")
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, cfgmod.to_toml(body, header))
     return target
+
+
+def _with_own_description(values: Mapping[str, Mapping[str, Any]], source: str) -> dict[str, dict[str, Any]]:
+    """A saved preset describes itself ("quickstart with amp.dtype=bfloat16"), unless its
+    description was edited: the parent's description no longer says what it is."""
+    out = {section: dict(keys) for section, keys in values.items()}
+    if not source:
+        return out
+    try:
+        parent = find_preset(source).config().to_dict()
+    except UserError:
+        return out
+    if out.get("run", {}).get("description", "") not in ("", parent["run"]["description"]):
+        return out
+    out.setdefault("run", {})["description"] = describe_changes(source, parent, out)
+    return out
+
+
+def describe_changes(source: str, parent: Mapping[str, Mapping[str, Any]],
+                     values: Mapping[str, Mapping[str, Any]], most: int = 3) -> str:
+    """"P with a.b=1, c.d=x" for the keys where `values` differ from the preset P's."""
+    changes = [f"{section}.{key}={_shown_value(value)}" for section, keys in values.items()
+               for key, value in keys.items()
+               if (section, key) not in (("run", "name"), ("run", "description"))
+               and parent.get(section, {}).get(key) != value]
+    if not changes:
+        return f"copy of {source}"
+    more = f" and {len(changes) - most} more" if len(changes) > most else ""
+    return f"{source} with {', '.join(changes[:most])}{more}"
+
+
+def _shown_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -6,8 +6,10 @@
                   output.log       the trainer's stdout/stderr
                   checkpoints/     last.pt, written atomically
 
-Status comes from the events and the process table: the last session's `end` record if there
-is one, else `running` while the launched process is alive, else `killed`.
+Status comes from the events and the run's lock (core/runlock.py): `running` while a writer
+holds the lock (a new session may not have written its `start` yet), else the last session's
+`end` record if there is one, else `killed`. Folders from before the lock file fall back to
+run.json's pid and the process table.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from . import config as cfgmod
 from .errors import ConfigError, UserError
-from .events import primary_events_file, read_events
+from .events import parse_line, primary_events_file, read_events
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 STATUSES = ("running", "completed", "stopped", "failed", "killed")
@@ -32,9 +34,35 @@ _HEAD_BYTES = 256 * 1024
 _TAIL_BYTES = 256 * 1024
 
 
-def runs_root(arg: str | os.PathLike | None = None) -> Path:
-    """--runs-dir, else $AMPTUI_RUNS_DIR, else ./runs."""
-    return Path(arg or os.environ.get("AMPTUI_RUNS_DIR") or "runs").expanduser()
+def runs_root(arg: str | os.PathLike | None = None, *, writable: bool = False) -> Path:
+    """--runs-dir, else $AMPTUI_RUNS_DIR, else ./runs; checked, so that a file or an unusable place
+    there is one clear line (exit 2) for every command, not a traceback or an empty list.
+
+    writable: the command will create runs there (the folder, or the first existing folder above
+    it, must be writable).
+    """
+    env = os.environ.get("AMPTUI_RUNS_DIR")
+    given = arg or env or "runs"
+    where = f"--runs-dir {arg}" if arg else (f"AMPTUI_RUNS_DIR={env}" if env else f"runs folder {given}")
+    root = Path(given).expanduser()
+    check_runs_root(root, where, writable)
+    return root
+
+
+def check_runs_root(root: Path, where: str, writable: bool = False) -> None:
+    """Raise UserError (naming `where`) unless `root` is, or can become, a usable runs folder."""
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():
+            raise UserError(f"{where}: {existing} is a broken link; give a folder for runs")
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        what = "a file, not a folder" if existing == root else f"cannot be created, {existing} is a file"
+        raise UserError(f"{where}: {what}; give a folder for runs")
+    if existing == root and not os.access(root, os.R_OK | os.X_OK):
+        raise UserError(f"{where}: cannot read that folder (permission denied)")
+    if writable and not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{where}: cannot create runs in {existing} (permission denied)")
 
 
 def check_run_id(run_id: str) -> str:
@@ -52,7 +80,10 @@ def run_dir(root: Path, run_id: str) -> Path:
 
 def new_run_dir(root: Path, preset_name: str) -> Path:
     """Create a fresh run folder; ids are time-ordered and unique even for runs started together."""
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in the way, no permission, read-only filesystem
+        raise UserError(f"cannot create runs in {root}: {exc.strerror or exc}") from None
     slug = re.sub(r"[^A-Za-z0-9_.+-]+", "-", preset_name).strip("-.")[:40] or "run"
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for _ in range(100):
@@ -62,6 +93,8 @@ def new_run_dir(root: Path, preset_name: str) -> Path:
             return path
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise UserError(f"cannot create runs in {root}: {exc.strerror or exc}") from None
     raise UserError(f"could not create a run folder in {root}")
 
 
@@ -76,10 +109,16 @@ def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
 
 
 def read_launch_info(path: Path) -> dict[str, Any]:
+    """run.json, or {} when it is missing or damaged (fields of the wrong type are dropped)."""
     try:
-        return json.loads((path / "run.json").read_text())
-    except (OSError, ValueError):
+        info = json.loads((path / "run.json").read_bytes()[:1024 * 1024])
+    except (OSError, ValueError, RecursionError):
         return {}
+    if not isinstance(info, dict):
+        return {}
+    types = {"pid": int, "create_time": (int, float), "launched": (int, float), "host": str, "command": list}
+    return {k: v for k, v in info.items()
+            if k not in types or (isinstance(v, types[k]) and not isinstance(v, bool))}
 
 
 def _create_time(pid: int) -> float | None:
@@ -108,6 +147,52 @@ def process_alive(info: dict[str, Any]) -> bool:
         return created is None or abs(proc.create_time() - created) < 1.0
     except psutil.Error:
         return False
+
+
+# --- how long a run took ------------------------------------------------------------------------
+
+class RunClock:
+    """A run's duration, the one definition every view uses (`runs`, `compare`, the summary of
+    `amptui run`, the dashboard): the time its training sessions ran, summed.
+
+    A session runs from its `start` record to its `end` record; one that ended without an `end`
+    (killed) to its last record; the session still running, to now. So the time a stopped run
+    lay waiting for its resume does not count, nor the start-up before a session's first record
+    (importing torch, building the model). Feed it a run's records in file order.
+    """
+
+    def __init__(self) -> None:
+        self.closed_s = 0.0
+        self.open_t: float | None = None  # the running session's start
+        self.last_t: float | None = None
+        self.sessions = 0
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        t = rec.get("t")
+        if not isinstance(t, (int, float)):
+            return
+        kind = rec.get("kind")
+        if kind == "start":
+            self._close(self.last_t)  # the previous session ended without an end record
+            self.open_t = t
+            self.sessions += 1
+        elif kind == "end":
+            self._close(t)
+        self.last_t = t
+
+    def _close(self, t: float | None) -> None:
+        if self.open_t is not None and t is not None:
+            self.closed_s += max(0.0, t - self.open_t)
+        self.open_t = None
+
+    def seconds(self, now: float | None = None) -> float | None:
+        """The duration; `now` for a run still running (its open session counts up to now)."""
+        if not self.sessions:
+            return None
+        if self.open_t is None:
+            return self.closed_s
+        until = now if now is not None else self.last_t
+        return self.closed_s + max(0.0, (until or self.open_t) - self.open_t)
 
 
 # --- what a run is now -------------------------------------------------------------------------
@@ -147,20 +232,42 @@ class RunInfo:
         return data
 
 
-def _head_tail(path: Path) -> tuple[list[dict], list[dict]]:
-    """Records from the start and the end of an event file, without reading all of a huge one."""
+def _head_tail(path: Path) -> tuple[list[dict], list[dict], list[dict]]:
+    """Records from the start and the end of an event file, without reading all of a huge one, and
+    (for the run's duration) the `start`/`end` records between them."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        return [], []
+        return [], [], []
     if size <= _HEAD_BYTES + _TAIL_BYTES:
         records = read_events(path)
-        return records, records
+        return records, [], records
     with open(path, "rb") as fh:
         head = fh.read(_HEAD_BYTES)
         fh.seek(size - _TAIL_BYTES)
         tail = fh.read()
-    return _parse_lines(head, drop_first=False), _parse_lines(tail, drop_first=True)
+        head_end = head.rfind(b"\n") + 1
+        tail_start = size - _TAIL_BYTES + tail.find(b"\n") + 1
+        middle = _session_records(fh, path, head_end, tail_start)
+    return _parse_lines(head, drop_first=False), middle, _parse_lines(tail, drop_first=True)
+
+
+_SESSION_LINE = re.compile(rb'^.*"kind":\s*"(?:start|end)".*$', re.M)
+_middle_cache: dict[tuple[str, int], tuple[int, list[dict]]] = {}  # (path, inode) -> (scanned to, records)
+
+
+def _session_records(fh, path: Path, begin: int, end: int) -> list[dict]:
+    """`start` and `end` records in [begin, end) of an append-only file; what was scanned before is
+    remembered, so a list refreshed every few seconds reads only what is new."""
+    key = (str(path), os.fstat(fh.fileno()).st_ino)
+    scanned, found = _middle_cache.get(key, (begin, []))
+    if end > scanned:
+        fh.seek(scanned)
+        chunk = fh.read(end - scanned)
+        found = found + _parse_lines(b"\n".join(m.group(0) for m in _SESSION_LINE.finditer(chunk)) + b"\n",
+                                     drop_first=False)
+        _middle_cache[key] = (end, found)
+    return found
 
 
 def _parse_lines(chunk: bytes, drop_first: bool) -> list[dict]:
@@ -169,18 +276,29 @@ def _parse_lines(chunk: bytes, drop_first: bool) -> list[dict]:
         lines = lines[1:]  # the first line of a tail chunk is cut
     if lines and not chunk.endswith(b"\n"):
         lines = lines[:-1]
-    out = []
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    records = (parse_line(line) for line in lines if line.strip())
+    return [rec for rec in records if rec is not None]
 
 
-def load_run(path: Path) -> RunInfo:
+def writer_alive(path: Path, launch: dict[str, Any]) -> tuple[bool, float | None]:
+    """(is a writer alive, since when) from the run's lock; run.json's pid for older folders."""
+    from . import runlock
+
+    try:
+        holder = runlock.holder(path)
+    except FileNotFoundError:
+        return process_alive(launch), None
+    except OSError:
+        return False, None
+    if holder is None:
+        return False, None
+    since = holder.get("since")
+    return True, since if isinstance(since, (int, float)) else None
+
+
+def load_run(path: Path, own_lock: bool = False) -> RunInfo:
+    """What a run is now. `own_lock`: the caller holds the run's lock itself (about to resume
+    it), so the lock says nothing about whether another writer is alive."""
     path = Path(path)
     info = RunInfo(run_id=path.name, path=path)
     try:
@@ -196,7 +314,7 @@ def load_run(path: Path) -> RunInfo:
         info.error = str(exc)
     launch = read_launch_info(path)
     info.pid = launch.get("pid")
-    head, tail = _head_tail(primary_events_file(path))
+    head, middle, tail = _head_tail(primary_events_file(path))
     first_start = next((r for r in head if r.get("kind") == "start"), None)
     if first_start:
         info.started = first_start.get("t")
@@ -220,8 +338,12 @@ def load_run(path: Path) -> RunInfo:
             info.epoch = rec.get("epoch", info.epoch)
             if rec.get("val_acc") is not None:
                 info.val_acc = rec["val_acc"]
-    last_t = tail[-1].get("t") if tail else None
-    if last_session_end is not None:
+    now = None
+    alive, since = (False, None) if own_lock else writer_alive(path, launch)
+    if alive and (last_session_end is None or since is None or since > (last_session_end.get("t") or 0)):
+        info.status = "running"  # a live writer; a resumed session may not have written its start yet
+        now = time.time()
+    elif last_session_end is not None:
         info.status = last_session_end.get("status", "failed")
         info.step = last_session_end.get("steps", info.step)
         if last_session_end.get("final_loss") is not None:
@@ -232,13 +354,12 @@ def load_run(path: Path) -> RunInfo:
         if error:
             where = f"rank {error['rank']}: " if info.world_size > 1 and error.get("rank") is not None else ""
             info.error = f"{where}{error.get('type', 'Error')}: {error.get('message', '')}"
-    elif process_alive(launch):
-        info.status = "running"
-        last_t = time.time()
     else:
         info.status = "killed"
-    if info.started is not None and last_t is not None:
-        info.duration_s = max(0.0, last_t - info.started)
+    clock = RunClock()
+    for rec in (tail if tail is head else head + middle + tail):
+        clock.feed(rec)
+    info.duration_s = clock.seconds(now)
     return info
 
 
@@ -246,6 +367,9 @@ def list_runs(root: Path) -> list[RunInfo]:
     """Every run under `root`, newest first."""
     if not root.is_dir():
         return []
-    runs = [load_run(p) for p in root.iterdir() if p.is_dir() and (p / "config.toml").is_file()]
+    try:
+        runs = [load_run(p) for p in root.iterdir() if p.is_dir() and (p / "config.toml").is_file()]
+    except PermissionError as exc:
+        raise UserError(f"{root}: cannot read the runs folder ({exc.strerror})") from None
     runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)
     return runs

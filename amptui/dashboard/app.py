@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from textual.app import App
+from textual.app import App, SystemCommand
+from textual.binding import Binding
 
 from ..core.runs import process_alive as _process_alive
 from ..core.runs import runs_root as _runs_root
@@ -19,7 +20,7 @@ from ..core.runs import runs_root as _runs_root
 class AmptuiApp(App):
     CSS_PATH = "amptui.tcss"
     TITLE = "amptui"
-    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [Binding("f1", "help", "Help"), Binding("question_mark", "help", "Help", show=False)]
 
     def __init__(self, runs_root: Path | str | None = None, *, watch: Path | None = None,
                  clock: Callable[[], float] = time.time,
@@ -55,6 +56,16 @@ class AmptuiApp(App):
             self.call_from_thread(callback, *args)
         except RuntimeError:  # the app closed meanwhile
             pass
+
+    def get_system_commands(self, screen):
+        yield SystemCommand("Keys of this screen", "Every key of the current screen (also ? or F1)", self.action_help)
+        yield from super().get_system_commands(screen)
+
+    def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
 
     # --- navigation used by the screens ----------------------------------------------------------
     def home(self):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..core.events import events_file
+from ..core.inputbound import DataWait
 from ..core.runs import process_alive, read_launch_info
 from ..core.series import Series
 
@@ -72,6 +73,7 @@ class RunModel:
         self.scale_s = Series(SERIES_CAP, "last")
         self.sps_s = Series(SERIES_CAP, "mean")
         self.steptime_s = Series(SERIES_CAP, "mean")
+        self.data_wait = DataWait()  # the input-bound notice
         self.backoffs = Series(SERIES_CAP // 2, "min")
         self.growths = Series(SERIES_CAP // 2, "max")
         self.n_backoff = 0
@@ -199,6 +201,7 @@ class RunModel:
             self.scale_s.add(step, math.log2(self.scale))
         self.sps_s.add(step, self.samples_per_s)
         self.steptime_s.add(step, self.step_time_ms)
+        self.data_wait.add(rec)
 
     def _mem_series(self, label: str) -> Series | None:
         series = self.mem.get(label)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from ..core import runlock
+from ..core.errors import UserError
 from .loop import run
 
 
@@ -19,7 +21,19 @@ def main() -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--resume", action="store_true", help="continue from RUN_DIR/checkpoints/last.pt")
     args = parser.parse_args()
-    return run(args.run_dir.resolve(), args.resume)
+    run_dir = args.run_dir.resolve()
+    # One writer per run folder: adopt the lock `amptui run/resume` handed down (or take it)
+    # before anything is written; held until this process exits. Not per rank under torchrun.
+    try:
+        lock = runlock.hold_for_this_process(run_dir)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    try:
+        return run(run_dir, args.resume)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 if __name__ == "__main__":

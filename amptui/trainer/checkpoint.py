@@ -101,5 +101,57 @@ def save(directory: Path, state: dict[str, Any]) -> Path:
     return target
 
 
-def load(directory: Path, map_location: torch.device | str = "cpu") -> dict[str, Any]:
-    return torch.load(directory / FILENAME, map_location=map_location, weights_only=True)
+REQUIRED = ("model", "optimizer", "schedule", "scaler", "progress", "rng")
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as a short phrase, also when its text is empty or many lines long."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first[:160]}" if first else type(exc).__name__
+
+
+def load(directory: Path, map_location: torch.device | str = "cpu", require: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The checkpoint's state, or a UserError in one line when the file is empty, truncated,
+    not a checkpoint, or lacks a `require`d key (REQUIRED: not one of amptui's trainer)."""
+    from ..core.errors import UserError
+
+    path = Path(directory) / FILENAME
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no checkpoint to resume from") from None
+    except Exception as exc:  # empty, truncated, garbage, or pickled code that weights_only refuses
+        raise UserError(f"{path}: not a readable checkpoint ({_reason(exc)}); the run cannot continue from "
+                        "it: start it again with `amptui run`") from None
+    missing = [k for k in require if k not in state] if isinstance(state, dict) else list(require) or ["state"]
+    if missing:
+        raise UserError(f"{path}: not an amptui checkpoint (no {', '.join(missing)}); start the run again "
+                        "with `amptui run`")
+    return state
+
+
+def check_fits(state: dict[str, Any], path: Path, cfg) -> None:
+    """Refuse a checkpoint whose model tensors do not fit the model config.toml describes (built on
+    the meta device: no memory, no weights read). Models from a user's factory are left to load."""
+    from ..core.errors import UserError
+    from .models import build_model
+
+    if cfg.model.factory or not isinstance(state.get("model"), dict):
+        return
+    try:
+        with torch.device("meta"):
+            expected = build_model(cfg.with_overrides({"model.pretrained": False}).model).state_dict()
+    except Exception:
+        return  # cannot tell here; the trainer's load says what is wrong
+    saved = state["model"]
+    for name, tensor in expected.items():
+        got = saved.get(name)
+        if not isinstance(got, torch.Tensor):
+            raise UserError(f"{path}: holds no {name} for the model in config.toml; it comes from another model")
+        if tuple(got.shape) != tuple(tensor.shape):
+            raise UserError(f"{path}: {name} has shape {tuple(got.shape)}, the model in config.toml needs "
+                            f"{tuple(tensor.shape)}; it comes from another model")
+    extra = [k for k in saved if k not in expected]
+    if extra:
+        raise UserError(f"{path}: holds {extra[0]} (and {len(extra) - 1} more) that the model in config.toml "
+                        "does not have; it comes from another model")

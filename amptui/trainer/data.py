@@ -1,8 +1,14 @@
 """Datasets and the batches the loop consumes.
 
-Every source yields the same thing: `TrainData.batches(epoch, start)` gives the batches of one
-epoch for this rank, in an order fixed by (seed, epoch), starting at batch `start`, so a run
-resumed mid-epoch sees exactly the batches it had not seen yet.
+Every source yields the same thing: `batches(epoch, start)` gives the batches of one epoch for
+this rank, on the training device, in an order fixed by (seed, epoch), starting at batch `start`,
+so a run resumed mid-epoch sees exactly the batches it had not seen yet. The iterator it returns
+counts `waited_s`, the host seconds its caller spent blocked getting the next batch (host clock
+only, no device sync): the loop's data-wait share.
+
+`synthetic` and `random` data are made on the device itself (no per-sample CPU work, no copy);
+datasets read from disk go through a DataLoader with pinned memory, and on CUDA the next batch is
+copied on a side stream while the current step runs.
 """
 
 from __future__ import annotations
@@ -11,8 +17,9 @@ import itertools
 import math
 import os
 import pickle
+import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
@@ -29,28 +36,79 @@ CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
 
 
-class SyntheticImages(Dataset):
-    """Learnable images: each class is a fixed smooth pattern, each sample that pattern plus noise.
+class Batches:
+    """One epoch's batches; `waited_s` is the host time spent in `next()` so far (blocked in the
+    loader, copying or making the batch), read by the loop at its step records."""
 
-    Deterministic per (seed, split, index) and generated on the fly, so any size costs no memory.
-    """
+    def __init__(self, source: Iterator):
+        self._source = source
+        self.waited_s = 0.0
 
-    def __init__(self, size: int, num_classes: int, img_size: int, seed: int, split: str):
-        self.size, self.num_classes, self.img_size = size, num_classes, img_size
-        self.seed = seed * 1_000_003 + (0 if split == "train" else 500_000_000)
+    def __iter__(self) -> "Batches":
+        return self
+
+    def __next__(self):
+        t0 = time.perf_counter()
+        try:
+            return next(self._source)
+        finally:
+            self.waited_s += time.perf_counter() - t0
+
+
+class BatchSource:
+    """What every source shares: `batches()` wrapped in Batches, and the newest epoch's wait."""
+
+    _current: Batches | None = None
+    _read_s = 0.0
+
+    def _epoch(self, source: Iterator) -> Batches:
+        self._current, self._read_s = Batches(source), 0.0
+        return self._current
+
+    def take_wait_s(self) -> float:
+        """Seconds the newest epoch iterator waited since the last call (0 for a fresh one)."""
+        it = self._current
+        if it is None:
+            return 0.0
+        waited, self._read_s = it.waited_s - self._read_s, it.waited_s
+        return waited
+
+
+class SyntheticBatches(BatchSource):
+    """Learnable images made on the training device a batch at a time: each class is a fixed smooth
+    pattern, each sample that pattern plus noise. Batch b of epoch e is deterministic per (seed,
+    split, rank, e, b) and device type; no CPU work per sample, no copy, no memory held per sample."""
+
+    def __init__(self, cfg, rank: int, world_size: int, device: torch.device, split: str = "train"):
+        n = cfg.data.train_samples if split == "train" else cfg.data.val_samples
+        self.num_samples = math.ceil(n / world_size)  # each rank's share, as a DistributedSampler's
+        self.batch_size, self.img_size = cfg.data.batch_size, cfg.data.img_size
+        self.num_classes, self.device = cfg.model.num_classes, device
+        seed = cfg.run.seed
+        self.seed = seed * 1_000_003 + (0 if split == "train" else 500_000_000) + rank * 10_007
         g = torch.Generator().manual_seed(seed)
-        coarse = torch.randn(num_classes, 3, 4, 4, generator=g)
-        self.templates = torch.nn.functional.interpolate(coarse, size=(img_size, img_size), mode="bilinear",
-                                                         align_corners=False)
+        coarse = torch.randn(self.num_classes, 3, 4, 4, generator=g)
+        templates = torch.nn.functional.interpolate(coarse, size=(self.img_size, self.img_size), mode="bilinear",
+                                                    align_corners=False)
+        self.templates = (0.2 * templates).to(device)
+        self.generator = torch.Generator(device=device)
+        # CNNs train channels_last on CUDA: make the batch in that layout (the loop's conversion is free).
+        self.layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
 
-    def __len__(self) -> int:
-        return self.size
+    @property
+    def batches_per_epoch(self) -> int:
+        return math.ceil(self.num_samples / self.batch_size)
 
-    def __getitem__(self, index: int):
-        g = torch.Generator().manual_seed(self.seed + index)
-        label = int(torch.randint(self.num_classes, (1,), generator=g))
-        noise = torch.randn(3, self.img_size, self.img_size, generator=g)
-        return 0.2 * self.templates[label] + noise, label
+    def batch(self, epoch: int, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        n = min(self.batch_size, self.num_samples - index * self.batch_size)
+        self.generator.manual_seed((self.seed * 7_919 + epoch * 1_000_033 + index) % 2**63)
+        labels = torch.randint(self.num_classes, (n,), generator=self.generator, device=self.device)
+        x = torch.empty((n, 3, self.img_size, self.img_size), device=self.device, memory_format=self.layout)
+        x.normal_(generator=self.generator)
+        return x.add_(self.templates[labels]), labels
+
+    def batches(self, epoch: int, start: int = 0) -> Batches:
+        return self._epoch(self.batch(epoch, b) for b in range(start, self.batches_per_epoch))
 
 
 class _CIFAR10NoMD5:
@@ -78,14 +136,11 @@ def _image_transforms(data_cfg, mean, std, train: bool):
 
 
 def build_datasets(cfg) -> tuple[Dataset, Dataset | None]:
-    """(train, validation) for classifier data or `data.factory`; `random` is handled by RandomBatches."""
-    data, model = cfg.data, cfg.model
+    """(train, validation) datasets on disk or from `data.factory`; `synthetic` and `random` are made
+    on the device by SyntheticBatches and RandomBatches."""
+    data = cfg.data
     if getattr(data, "factory", ""):
         return build_user_datasets(cfg)
-    if data.name == "synthetic":
-        val = SyntheticImages(data.val_samples, model.num_classes, data.img_size, cfg.run.seed, "val")
-        train = SyntheticImages(data.train_samples, model.num_classes, data.img_size, cfg.run.seed, "train")
-        return train, (val if data.val_samples else None)
     if data.name == "cifar10":
         from torchvision.datasets import CIFAR10
 
@@ -193,29 +248,84 @@ class ResumableSampler(DistributedSampler):
         return max(0, self.num_samples - self.start_index)
 
 
-class TrainData:
-    """Batches from a map-style dataset through a DataLoader."""
+def to_device(batch: Any, device: torch.device) -> Any:
+    """Tensors of a batch (nested in tuples, lists, dicts) onto `device`, asynchronously from pinned memory."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+def _record_stream(batch: Any, stream) -> None:
+    """Tell the caching allocator that `stream` uses these tensors (made on another stream)."""
+    if isinstance(batch, torch.Tensor):
+        batch.record_stream(stream)
+    elif isinstance(batch, (tuple, list)):
+        for b in batch:
+            _record_stream(b, stream)
+    elif isinstance(batch, dict):
+        for b in batch.values():
+            _record_stream(b, stream)
+
+
+def prefetch_to_device(batches: Iterator, device: torch.device) -> Iterator:
+    """The loader's batches, in order, on `device`. On CUDA the copy of batch k+1 is issued on a side
+    stream when batch k is handed out, so it overlaps step k; the compute stream waits for the copy
+    on the GPU (wait_stream), never the host. Elsewhere the batches pass through."""
+    if device.type != "cuda":
+        yield from (to_device(b, device) for b in batches)
+        return
+    side = torch.cuda.Stream(device)
+
+    def load():
+        batch = next(batches, None)
+        if batch is None:
+            return None
+        with torch.cuda.stream(side):
+            return to_device(batch, device)
+
+    ready = load()
+    while ready is not None:
+        compute = torch.cuda.current_stream(device)
+        compute.wait_stream(side)
+        _record_stream(ready, compute)
+        current, ready = ready, load()
+        yield current
+
+
+def default_num_workers(cfg) -> int:
+    """`data.num_workers` as an int: an explicit number, or "auto" decided for this machine."""
+    from ..core.config import resolve_num_workers
+
+    return resolve_num_workers(cfg.to_dict() if hasattr(cfg, "to_dict") else cfg)
+
+
+class TrainData(BatchSource):
+    """Batches from a map-style dataset through a DataLoader (pinned memory and a device prefetch on CUDA)."""
 
     def __init__(self, dataset: Dataset, cfg, rank: int, world_size: int, device: torch.device, shuffle: bool):
         self.batch_size = cfg.data.batch_size
         self.sampler = ResumableSampler(dataset, world_size, rank, shuffle, cfg.run.seed)
         self.device = device
+        workers = default_num_workers(cfg)
         self.loader = DataLoader(dataset, batch_size=self.batch_size, sampler=self.sampler,
-                                 num_workers=cfg.data.num_workers, pin_memory=device.type == "cuda",
-                                 persistent_workers=cfg.data.num_workers > 0, drop_last=False)
+                                 num_workers=workers, pin_memory=device.type == "cuda",
+                                 persistent_workers=workers > 0, drop_last=False)
 
     @property
     def batches_per_epoch(self) -> int:
         return math.ceil(self.sampler.num_samples / self.batch_size)
 
-    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(self, epoch: int, start: int = 0) -> Batches:
         self.sampler.set_epoch(epoch)
         self.sampler.start_index = start * self.batch_size
-        for x, y in self.loader:
-            yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        return self._epoch(prefetch_to_device(iter(self.loader), self.device))
 
 
-class RandomBatches:
+class RandomBatches(BatchSource):
     """The AMP recipe's data: fixed batches of random inputs and targets made once on the device and
     reused every epoch (as the recipe does), so the timing measures the model, not a data pipeline."""
 
@@ -232,22 +342,26 @@ class RandomBatches:
         return self.num_batches
 
     def _make(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        g = torch.Generator(device="cpu").manual_seed(self.seed)
+        # Drawn on the device itself: no host-side generation or copy of the whole set at start-up.
+        g = torch.Generator(device=self.device).manual_seed(self.seed)
         shape = (self.batch_size, self.width)
-        return [(torch.randn(shape, generator=g).to(self.device), torch.randn(shape, generator=g).to(self.device))
-                for _ in range(self.num_batches)]
+        return [(torch.randn(shape, generator=g, device=self.device),
+                 torch.randn(shape, generator=g, device=self.device)) for _ in range(self.num_batches)]
 
-    def batches(self, epoch: int, start: int = 0):
+    def batches(self, epoch: int, start: int = 0) -> Batches:
         if self._data is None:
             self._data = self._make()
-        yield from self._data[start:]
+        return self._epoch(iter(self._data[start:]))
 
 
 def build_train_val(cfg, rank: int, world_size: int, device: torch.device):
     """(train batches, validation batches or None) for this rank."""
-    if cfg.data.name == "random" and not getattr(cfg.data, "factory", ""):
-        val = RandomBatches(cfg, rank, device, "val") if cfg.data.val_samples >= cfg.data.batch_size else None
-        return RandomBatches(cfg, rank, device, "train"), val
+    on_device = {"random": lambda split: RandomBatches(cfg, rank, device, split),
+                 "synthetic": lambda split: SyntheticBatches(cfg, rank, world_size, device, split)}
+    if cfg.data.name in on_device and not getattr(cfg.data, "factory", ""):
+        make = on_device[cfg.data.name]
+        enough = cfg.data.val_samples >= (cfg.data.batch_size if cfg.data.name == "random" else 1)
+        return make("train"), (make("val") if enough else None)
     train_ds, val_ds = build_datasets(cfg)
     train = TrainData(train_ds, cfg, rank, world_size, device, shuffle=True)
     val = TrainData(val_ds, cfg, rank, world_size, device, shuffle=False) if val_ds is not None else None

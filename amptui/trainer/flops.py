@@ -11,12 +11,44 @@ def count_step_flops(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tens
                      dtype: torch.dtype | None, autocast: bool) -> int:
     """FLOPs of forward (under autocast as the trainer runs it) + loss + backward on this batch.
 
-    Runs one real forward/backward, so pass the unwrapped model (not DDP: its backward would
-    all-reduce) and one micro-batch: with `amp.accumulate` > 1 a step is that many times this.
-    Leaves no trace on training: gradients are put back as they were (None when they were
-    None), batch-norm running statistics and other buffers are restored, and so is the RNG
-    (dropout draws from it). Only matmuls/convolutions and the like are counted (the ops
-    FlopCounterMode knows), which is the convention for achieved-vs-peak FLOP/s."""
+    Counted on the meta device first (shapes only: no arithmetic, no memory, the same count, as
+    the FLOP formulas depend on shapes alone); a model the meta device cannot follow (an op
+    without a meta kernel, data-dependent control flow) is counted on a real forward/backward.
+    Pass the unwrapped model (not DDP) and one micro-batch: with `amp.accumulate` > 1 a step is
+    that many times this. Leaves no trace on training (parameters, gradients, buffers, RNG).
+    Only matmuls/convolutions and the like are counted (the ops FlopCounterMode knows), which is
+    the convention for achieved-vs-peak FLOP/s."""
+    try:
+        return _count_on_meta(model, criterion, x, y)
+    except Exception:  # noqa: BLE001 - fall back to the exact, slower way
+        return _count_for_real(model, criterion, x, y, device_type, dtype, autocast)
+
+
+def _meta_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
+
+
+def _count_on_meta(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor) -> int:
+    from torch.func import functional_call
+    from torch.utils.flop_counter import FlopCounterMode
+
+    state = {name: _meta_like(p) for name, p in model.named_parameters()}
+    state.update({name: torch.empty_like(b, device="meta") for name, b in model.named_buffers()})
+    rng = torch.get_rng_state()
+    counter = FlopCounterMode(display=False)
+    try:
+        with counter:
+            # autocast does not apply to meta tensors, and changes no FLOP formula anyway
+            loss = criterion(functional_call(model, state, (_meta_like(x),)), _meta_like(y))
+            loss.backward()
+    finally:
+        torch.set_rng_state(rng)
+    return int(counter.get_total_flops())
+
+
+def _count_for_real(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor, device_type: str,
+                    dtype: torch.dtype | None, autocast: bool) -> int:
+    """One real forward/backward; gradients (None stays None), buffers and RNG are put back."""
     from torch.utils.flop_counter import FlopCounterMode
 
     params = [p for p in model.parameters()]

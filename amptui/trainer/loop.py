@@ -9,8 +9,15 @@ Read top to bottom it is the tutorials' loop:
     clip_grad_norm_(...)
     scaler.step(optimizer); scaler.update()
 
-plus what a dashboard needs: metrics accumulated on the device and written to the event stream
-every `log.every` steps, checkpoints, a graceful stop on SIGTERM/SIGINT, and resume.
+plus what a dashboard needs, through the same telemetry Recorder a user's loop gets from
+`amptui.Monitor`: metrics accumulated on the device and written to the event stream every
+`log.every` steps, with a clock that holds training steps only (evaluation, checkpoints and record
+writing are paused out of it); checkpoints, a graceful stop on SIGTERM/SIGINT, and resume.
+
+No host sync is added to a step: whether the GradScaler skipped a step reaches the host through a
+SkipLedger (non_blocking copy + CUDA event, only queried), and the lr schedule advances for a step
+only once its flag is known to be clean, in step order -- possibly a step or two late, never on a
+skipped step. On CUDA the optimizer is fused, so scaler.step() does not sync either.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import sys
 import time
 import traceback
@@ -30,14 +36,17 @@ from torch import nn
 
 from ..core import config as cfgmod
 from ..core import preflight
-from ..hardware import cpu_name
 from ..core.errors import UserError
 from ..core.events import EventWriter, events_file
+from ..core.fmt import fmt_accuracy
 from ..core.launch import STOP_FILE
-from . import checkpoint, host_memory, telemetry
-from .alarms import ScaleAlarms
+from ..telemetry import Counters, Recorder, torch_amp
+from ..telemetry.alarms import ScaleAlarms
+from ..telemetry.device import native_bf16
+from ..telemetry.scaler import SkipLedger
+from . import checkpoint, host_memory
 from .data import build_train_val, choose_criterion
-from .models import CNNS, build_model
+from .models import CNNS, build_model, compile_if_asked
 from .optim import Schedule, build_optimizer
 
 
@@ -46,15 +55,10 @@ class StopRequested(Exception):
 
 
 @dataclass
-class Progress:
-    """Counters that make a resumed run continue exactly where it stopped."""
+class Progress(Counters):
+    """Counters that make a resumed run continue exactly where it stopped (the Recorder's, plus)."""
 
-    step: int = 0             # optimizer steps done
-    epoch: int = 0            # current epoch, 0-based
     batch_in_epoch: int = 0   # micro-batches of the current epoch already consumed
-    skipped_total: int = 0
-    epoch_loss_sum: float = 0.0
-    epoch_batches: int = 0
 
 
 class Dist:
@@ -107,14 +111,14 @@ class Trainer:
         cfg_path = run_dir / "config.toml"
         self.cfg = cfgmod.build_config(cfgmod.read_toml(cfg_path), source=str(cfg_path))
         self.dist = Dist()
-        self.events = EventWriter(events_file(run_dir, self.dist.rank), self.dist.rank)
         self.stop_requested = False
         self.stop_file = run_dir / STOP_FILE
         self.progress = Progress()
-        self.t_start = time.time()
-        self.last_loss: float | None = None
-        self.val_acc: float | None = None
-        self.overflow_names: dict[int, list[str]] = {}
+        self.recorder = Recorder(EventWriter(events_file(run_dir, self.dist.rank), self.dist.rank), self.dist.rank,
+                                 self.dist.world_size, counters=self.progress,
+                                 reduce=self.dist.all_sum if self.dist.enabled else None)
+        self.recorder.echo = self.log
+        self.skips: SkipLedger | None = None
         self.checkpointed_step = -1
 
     # --- setup -------------------------------------------------------------------------------------
@@ -133,6 +137,7 @@ class Trainer:
             if cfg.run.reuse_host_memory:  # before the run allocates anything big
                 self.log(host_memory.keep_freed_memory())
         self.dist.init(cfg.dist.backend)
+        self.recorder.use_device(self.device)
         torch.manual_seed(cfg.run.seed)
 
         self.autocast, dtype_name, use_scaler = cfgmod.resolve_precision(cfg.to_dict(), self.device.type)
@@ -153,6 +158,7 @@ class Trainer:
             # DataParallel runs each replica's forward in a thread of its own; autocast state is
             # per thread, so it is entered inside the replicas' forward, not only around the call.
             self.ddp_model = nn.DataParallel(AutocastForward(model, self.device.type, self.amp_dtype, self.autocast))
+        self.ddp_model = compile_if_asked(self.ddp_model, cfg.run)
         self.train_data, self.val_data = build_train_val(cfg, self.dist.rank, self.dist.world_size, self.device)
         self.criterion = choose_criterion(cfg, self.train_data)
         self.steps_per_epoch = self.train_data.batches_per_epoch // cfg.amp.accumulate
@@ -161,17 +167,17 @@ class Trainer:
                             " batches of an epoch; lower it or use more data")
         total = self.steps_per_epoch * cfg.run.epochs
         self.total_steps = min(total, cfg.run.max_steps) if cfg.run.max_steps else total
-        self.optimizer = build_optimizer(cfg, self.model.parameters(), self.device, use_scaler)
+        self.optimizer = build_optimizer(cfg, self.model.parameters())
         self.schedule = Schedule(cfg, self.optimizer, self.steps_per_epoch, self.total_steps)
-        self.meter = telemetry.StepMeter(self.device)
-        self.sampler = telemetry.DeviceSampler()
+        self.recorder.attach(scaler=self.scaler, optimizer=self.optimizer, model=self.model)
+        if use_scaler:
+            self.skips = SkipLedger(self.device, capacity=cfg.log.every + 1)
 
-        self.tensorboard = None
         if cfg.log.tensorboard and self.dist.rank == 0:
             from .tensorboard import TensorBoardScalars
 
-            self.tensorboard = TensorBoardScalars(self.run_dir)
-        self.step_flops = self.count_flops()
+            self.recorder.sinks.append(TensorBoardScalars(self.run_dir))
+        self.step_flops = self.recorder.step_flops = self.count_flops()
         self.peak_tflops = None
         if self.dist.rank == 0:  # one rank measures: ranks sharing a CPU would only slow each other down
             from ..hardware import peak_tflops
@@ -180,35 +186,25 @@ class Trainer:
         if self.device.type == "cuda":  # the FLOP count and the matmul measurement are not the run's memory
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(self.device)
-        # native bfloat16 only, as `amptui doctor` judges it (emulated bf16 on a T4/V100 is slow)
-        native_bf16 = self.device.type == "cpu" or torch.cuda.is_bf16_supported(including_emulation=False)
-        self.alarms = ScaleAlarms(cfg.amp.growth_interval, dtype_name if self.autocast else "float32",
-                                  bf16_available=native_bf16)
+        self.recorder.alarms = ScaleAlarms(cfg.amp.growth_interval, dtype_name if self.autocast else "float32",
+                                           bf16_available=native_bf16(self.device))
 
         resumed_from = None
         if self.resume:
             resumed_from = self.load_checkpoint()
-        self.last_scale = self.scaler.get_scale() if use_scaler else None
         self.emit_start(resumed_from)
         for message in preflight.odd_combinations(cfg.to_dict()):
             self.warn(message)
 
     def emit_start(self, resumed_from: int | None) -> None:
         cfg = self.cfg
-        if self.device.type == "cuda":
-            device = {"type": "cuda", "name": torch.cuda.get_device_name(self.device),
-                      "count": torch.cuda.device_count(), "index": self.device.index}
-        else:
-            device = {"type": "cpu", "name": cpu_name(), "count": os.cpu_count() or 1, "index": None}
-        self.events.emit(
-            "start", run_id=self.run_dir.name, preset=cfg.run.name, config=cfg.to_dict(),
-            world_size=self.dist.world_size, device=device, torch=torch.__version__, host=socket.gethostname(),
-            pid=os.getpid(), total_steps=self.total_steps, steps_per_epoch=self.steps_per_epoch,
-            epochs=cfg.run.epochs, precision=cfgmod.precision_words(cfg.to_dict(), self.device.type),
-            resumed_from=resumed_from, scale=self.last_scale, step_flops=self.step_flops,
-            peak_tflops=self.peak_tflops)
+        start = self.recorder.start(
+            run_id=self.run_dir.name, preset=cfg.run.name, config=cfg.to_dict(), total_steps=self.total_steps,
+            steps_per_epoch=self.steps_per_epoch, epochs=cfg.run.epochs,
+            precision=cfgmod.precision_words(cfg.to_dict(), self.device.type), resumed_from=resumed_from,
+            step_flops=self.step_flops, peak_tflops=self.peak_tflops)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, "
-                 f"{cfgmod.precision_words(cfg.to_dict(), self.device.type)} on {device['name']}, "
+                 f"{cfgmod.precision_words(cfg.to_dict(), self.device.type)} on {start['device']['name']}, "
                  f"{self.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
 
     def count_flops(self) -> int | None:
@@ -232,12 +228,11 @@ class Trainer:
 
     def train(self) -> str:
         cfg, p = self.cfg, self.progress
-        self.meter.restart_clock()  # set-up (data, FLOP count, peak measurement) is not step time
+        self.recorder.meter.restart_clock()  # set-up (data, FLOP count, peak measurement) is not step time
         while p.epoch < cfg.run.epochs and p.step < self.total_steps:
-            epoch_t0 = time.perf_counter()
             resumed_mid_epoch = p.batch_in_epoch > 0  # its epoch_time_s covers only part of it
             self.ddp_model.train()
-            batches = self.train_data.batches(p.epoch, start=p.batch_in_epoch)
+            batches = self.recorder.timed(self.train_data.batches(p.epoch, start=p.batch_in_epoch))
             # Consume whole optimizer steps; leftover micro-batches at the end of an epoch are dropped.
             for _ in range(self.steps_per_epoch - p.batch_in_epoch // cfg.amp.accumulate):
                 self.train_step(batches)
@@ -248,20 +243,17 @@ class Trainer:
                     if p.step < self.total_steps and self.dist.any(stop, self.device):
                         raise StopRequested
                 if cfg.log.checkpoint_every_steps and p.step % cfg.log.checkpoint_every_steps == 0:
-                    if self.meter.steps:  # the checkpoint must hold every step's loss
-                        self.write_step_record()
                     self.save_checkpoint()
                 if p.step >= self.total_steps:
                     break
-            if self.meter.steps:  # step records never straddle two epochs
-                self.write_step_record()
+            self.write_step_record()  # step records never straddle two epochs
             finished_epoch = p.batch_in_epoch >= self.steps_per_epoch * cfg.amp.accumulate
-            self.end_epoch(time.perf_counter() - epoch_t0, finished_epoch, partial=resumed_mid_epoch or not finished_epoch)
+            self.end_epoch(finished_epoch, partial=resumed_mid_epoch or not finished_epoch)
         return "completed"
 
     def train_step(self, batches) -> None:
-        """One optimizer step over `amp.accumulate` micro-batches."""
-        cfg, p = self.cfg, self.progress
+        """One optimizer step over `amp.accumulate` micro-batches. Reads nothing from the device."""
+        cfg, p, recorder = self.cfg, self.progress, self.recorder
         accumulate = cfg.amp.accumulate
         for micro in range(accumulate):
             x, y = next(batches)
@@ -274,33 +266,41 @@ class Trainer:
                 with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.autocast):
                     loss = self.criterion(self.ddp_model(x), y)
                 self.scaler.scale(loss / accumulate).backward()
-            self.meter.add_loss(loss)
+            recorder.meter.add_loss(loss)
             p.batch_in_epoch += 1
         self.maybe_inject_inf(p.step + 1)
 
-        skipped = False
         grad_norm = None
-        if self.scaler.is_enabled():
-            self.scaler.unscale_(self.optimizer)
-            # The same found-inf flag scaler.step() reads; reading it here lets the lr schedule
-            # (and the overflow report) know whether this step will be skipped.
-            skipped = bool(sum(v.item() for v in self.scaler._found_inf_per_device(self.optimizer).values()))
-            if skipped:
-                self.overflow_names[p.step + 1] = telemetry.overflowing_parameters(self.model)
         if cfg.amp.clip_grad_norm > 0:
+            self.scaler.unscale_(self.optimizer)  # no-op without a GradScaler
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), cfg.amp.clip_grad_norm)
         self.scaler.step(self.optimizer)
+        flags: list[tuple[int, bool]] = []
+        if self.skips is not None:
+            self.skips.record(p.step + 1, torch_amp.found_inf(self.scaler, self.optimizer))
+            flags = self.skips.known()  # on a CPU (or a GPU that keeps up) this step's flag is here already
         self.scaler.update()
+        # Counts the step; before zero_grad, so the overflow tracer still sees the gradients: when
+        # armed, or when this very step is already known to be skipped.
+        skipped_now = any(skipped for step, skipped in flags if step == p.step + 1)
+        recorder.optimizer_step(grad_norm, samples=cfg.data.batch_size * accumulate, trace=skipped_now)
         self.optimizer.zero_grad(set_to_none=True)
-        p.step += 1
-        if skipped:
-            p.skipped_total += 1
-        else:
+        if self.skips is None:
             self.schedule.optimizer_stepped()
-        self.meter.optimizer_step(self.scaler._get_scale_async() if self.scaler.is_enabled() else None, grad_norm)
+        else:
+            self.apply_skips(flags)
         d = cfg.debug
         if d.fail_at_step and p.step == d.fail_at_step and self.dist.rank == d.fail_rank:
             raise RuntimeError(f"debug.fail_at_step: injected failure at step {p.step} on rank {self.dist.rank}")
+
+    def apply_skips(self, flags: list[tuple[int, bool]]) -> None:
+        """Steps whose skip flag has reached the host, in order: the schedule advances for the clean
+        ones only; a skipped one arms the overflow tracer for the steps that follow."""
+        for _step, skipped in flags:
+            if skipped:
+                self.recorder.tracer.armed = True
+            else:
+                self.schedule.optimizer_stepped()
 
     def maybe_inject_inf(self, step: int) -> None:
         """debug.inject_inf_every: poison one gradient with inf so the scaler must skip and back off."""
@@ -311,57 +311,24 @@ class Trainer:
                 params[-1].grad.view(-1)[0] = float("inf")
 
     def write_step_record(self) -> None:
-        p, cfg = self.progress, self.cfg
-        reduce = self.dist.all_sum if self.dist.enabled else None
-        window = self.meter.flush(reduce)
-        first_step = p.step - window.steps + 1
-        events, self.last_scale = telemetry.scaler_events(first_step, self.last_scale, window.scales,
-                                                          self.overflow_names)
-        for event in events:
-            self.events.emit("scaler", **event)
-        skipped = sum(e["event"] == "backoff" for e in events)
-        self.overflow_names.clear()
-        samples = window.steps * cfg.data.batch_size * cfg.amp.accumulate * self.dist.world_size
-        self.last_loss = window.loss
-        if window.loss is not None:
-            micro_batches = window.steps * cfg.amp.accumulate
-            p.epoch_loss_sum += window.loss * micro_batches
-            p.epoch_batches += micro_batches
-        record = dict(step=p.step, epoch=p.epoch + 1, loss=window.loss, lr=self.schedule.lr, scale=self.last_scale,
-                      skipped=skipped, skipped_total=p.skipped_total,
-                      samples_per_s=samples / window.seconds if window.seconds > 0 else None,
-                      step_time_ms=1000 * window.seconds / max(1, window.steps),
-                      mem=telemetry.step_memory(self.device))
-        if window.grad_norm is not None:
-            record["grad_norm"] = window.grad_norm
-        if self.step_flops and window.seconds > 0:
-            record["tflops"] = self.step_flops * window.steps / window.seconds / 1e12
-        self.events.emit("step", **record)
-        if self.tensorboard:
-            self.tensorboard.step(record)
-        for alarm in self.alarms.observe(events, p.step, self.last_scale, window.loss):
-            self.warn(alarm.message, code=alarm.code)
-        if self.sampler.due():
-            self.events.emit("mem", **self.sampler.sample(with_gpus=self.device.type == "cuda" and self.dist.rank == 0))
+        """The window's step record (one device read). Skip flags are settled first, so the record's
+        lr is the schedule's for every step so far."""
+        if self.skips is not None:
+            self.apply_skips(self.skips.settle())
+        self.recorder.write_step()
 
-    def end_epoch(self, seconds: float, finished: bool, partial: bool) -> None:
-        """Epoch record, plateau schedule, evaluation and the epoch checkpoint."""
-        cfg, p = self.cfg, self.progress
-        # The epoch's mean train loss: one read per epoch of the meter's running totals.
-        train_loss = self.epoch_train_loss()
+    def end_epoch(self, finished: bool, partial: bool) -> None:
+        """Evaluation, plateau schedule, the epoch checkpoint, then the epoch record (which times them)."""
+        cfg, p, recorder = self.cfg, self.progress, self.recorder
+        number = p.epoch + 1
+        train_loss = recorder.epoch_train_loss()
+        train_loss = float("nan") if train_loss is None else train_loss
         last_epoch = p.epoch + 1 >= cfg.run.epochs or p.step >= self.total_steps
         val_loss = val_acc = None
         evaluate = cfg.log.eval_every and ((p.epoch + 1) % cfg.log.eval_every == 0 or last_epoch)
         if self.val_data is not None and evaluate:
-            val_loss, val_acc = self.evaluate()
-            self.val_acc = val_acc
-        record = self.events.emit("epoch", epoch=p.epoch + 1, train_loss=train_loss, val_loss=val_loss,
-                                  val_acc=val_acc, epoch_time_s=seconds, partial=partial)
-        if self.tensorboard:
-            self.tensorboard.epoch(record, p.step)
-        self.log(f"epoch {p.epoch + 1}/{cfg.run.epochs}: train loss {train_loss:.4f}"
-                 + (f", val loss {val_loss:.4f}, val acc {val_acc:.4f}" if val_loss is not None else "")
-                 + (f", acc {val_acc}" if val_loss is None and val_acc is not None else ""))
+            with recorder.paused("eval"):
+                val_loss, val_acc = self.evaluate()
         if finished:
             self.schedule.epoch_done(train_loss)
             p.epoch += 1
@@ -369,11 +336,11 @@ class Trainer:
             p.epoch_loss_sum, p.epoch_batches = 0.0, 0
             if cfg.log.checkpoint_every and p.epoch % cfg.log.checkpoint_every == 0:
                 self.save_checkpoint()
-
-    def epoch_train_loss(self) -> float:
-        # Built from the step records' window means, weighted by micro-batches: no extra sync.
-        p = self.progress
-        return p.epoch_loss_sum / p.epoch_batches if p.epoch_batches else float("nan")
+        recorder.write_epoch(number, keep_totals=not finished, train_loss=train_loss, val_loss=val_loss,
+                             val_acc=val_acc, partial=partial)
+        self.log(f"epoch {number}/{cfg.run.epochs}: train loss {train_loss:.4f}"
+                 + (f", val loss {val_loss:.4f}, val acc {fmt_accuracy(val_acc)}" if val_loss is not None else "")
+                 + (f", acc {fmt_accuracy(val_acc)}" if val_loss is None and val_acc is not None else ""))
 
     @torch.no_grad()
     def evaluate(self) -> tuple[float | None, float | None]:
@@ -392,6 +359,8 @@ class Trainer:
             totals[2] += y.shape[0]
         self.dist.all_sum(totals)
         loss_sum, correct, count = totals.tolist()
+        if self.cfg.debug.slow_eval_s:
+            time.sleep(self.cfg.debug.slow_eval_s)
         self.ddp_model.train()
         if not count:
             return None, None
@@ -400,23 +369,33 @@ class Trainer:
     # --- state --------------------------------------------------------------------------------------
 
     def save_checkpoint(self) -> None:
+        """Every rank calls it: the open window is written first (the checkpoint holds every step's
+        loss, and no skip flag is left pending), then rank 0 writes, off the window's clock."""
         p = self.progress
+        self.write_step_record()
         if self.dist.rank != 0 or p.step == self.checkpointed_step:
             return
+        with self.recorder.paused("checkpoint"):
+            self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        p = self.progress
         state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "scaler": self.scaler.state_dict(),
             "progress": dict(vars(p)),
-            "last_scale": self.last_scale,
+            "last_scale": self.recorder.last_scale,
             "rng": checkpoint.rng_state(),
             "config": self.cfg.to_dict(),
             "code": checkpoint.code_fingerprint(),
         }
         path = checkpoint.save(self.run_dir / "checkpoints", state)
+        if self.cfg.debug.slow_checkpoint_s:
+            time.sleep(self.cfg.debug.slow_checkpoint_s)
         self.checkpointed_step = p.step
-        self.events.emit("checkpoint", step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path))
+        self.recorder.emit("checkpoint", step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path))
 
     def load_checkpoint(self) -> int:
         # On the CPU first: RNG states must stay CPU tensors; load_state_dict moves the rest.
@@ -434,32 +413,21 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.scaler.load_state_dict(state["scaler"])
-        self.progress = Progress(**state["progress"])
+        for key, value in state["progress"].items():  # in place: the Recorder counts on the same object
+            setattr(self.progress, key, value)
         checkpoint.set_rng_state(state["rng"])
         return self.progress.step
 
     # --- reporting ----------------------------------------------------------------------------------
 
     def warn(self, message: str, code: str = "config") -> None:
-        self.events.emit("warning", message=message, code=code)
-        self.log(f"warning: {message}")
+        self.recorder.warn(message, code=code)  # echoed to the log by the Recorder
 
     def log(self, line: str) -> None:
         print(line, flush=True)  # under torchrun, each line gets its "[rank N]" prefix from torchrun
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
-        p = self.progress
-        payload = dict(status=status, total_time_s=time.time() - self.t_start, steps=p.step,
-                       final_loss=self.last_loss, val_acc=self.val_acc,
-                       peak_mem=telemetry.peak_memory(self.device) if hasattr(self, "device") else None)
-        if error is not None:
-            tail = "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
-            payload["error"] = {"type": type(error).__name__, "message": str(error), "rank": self.dist.rank,
-                                "traceback": tail[-4000:]}
-        self.events.emit("end", **payload)
-        self.events.close()
-        if getattr(self, "tensorboard", None):
-            self.tensorboard.close()
+        self.recorder.end(status, error)
 
 
 def record_failure(exc: BaseException) -> None:
@@ -493,7 +461,7 @@ def run(run_dir: Path, resume: bool) -> int:
         status = trainer.train()
         trainer.save_checkpoint()
         trainer.finish(status)
-        trainer.log(f"completed: {trainer.progress.step} steps, final loss {trainer.last_loss}")
+        trainer.log(f"completed: {trainer.progress.step} steps, final loss {trainer.recorder.last_loss}")
         return 0
     except StopRequested:
         trainer.save_checkpoint()
@@ -506,9 +474,7 @@ def run(run_dir: Path, resume: bool) -> int:
             # the rank that failed first; this rank only records its own exception.
             record_failure(exc)
             if trainer.dist.rank == 0:
-                trainer.events.close()
-                if getattr(trainer, "tensorboard", None):
-                    trainer.tensorboard.close()
+                trainer.recorder.close()
             else:
                 trainer.finish("failed", exc)  # into this rank's own events.rank<N>.jsonl
             print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)

@@ -38,16 +38,23 @@ def recipe_mlp(width: int = 4096, depth: int = 3) -> nn.Sequential:
 def build_model(model_cfg) -> nn.Module:
     if getattr(model_cfg, "factory", ""):
         return build_user_model(model_cfg)
-    from torchvision import models
-
     name = model_cfg.name
     if name == "smallcnn":
         return SmallCNN(model_cfg.num_classes, model_cfg.width)
     if name == "mlp":
         return recipe_mlp(model_cfg.width, model_cfg.depth)
     if name in ("alexnet", "resnet18"):
+        from torchvision import models  # seconds to import: only for the models that need it
+
         return _torchvision_model(models, name, model_cfg.num_classes, model_cfg.pretrained)
     raise ValueError(f"unknown model {name!r}")
+
+
+def compile_if_asked(module: nn.Module, run_cfg) -> nn.Module:
+    """`run.compile`: the module the loop calls, wrapped in torch.compile (compiled lazily, on the
+    first forward). The caller keeps the plain module for checkpoints, so state_dict keys stay
+    the same with and without compilation."""
+    return torch.compile(module) if getattr(run_cfg, "compile", False) else module
 
 
 def build_user_model(model_cfg) -> nn.Module:

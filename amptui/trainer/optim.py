@@ -7,27 +7,46 @@ import math
 import torch
 
 
-def build_optimizer(cfg, params, device: torch.device, grad_scaler: bool) -> torch.optim.Optimizer:
+OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+
+
+def build_optimizer(cfg, params) -> torch.optim.Optimizer:
+    """The preset's optimizer, fused wherever this torch has a fused kernel for the device (CUDA;
+    the CPU in newer torch). Also with a GradScaler: a fused optimizer takes the scaler's found_inf
+    on the device, so scaler.step() needs no host sync. Support is detected by constructing one,
+    never assumed; otherwise torch's default (foreach) implementation."""
     o = cfg.optim
-    # Fused kernels on CUDA, except with a GradScaler: there GradScaler.step reads the inf flag on
-    # the host for a non-fused optimizer anyway, and the trainer uses that same read to keep the lr
-    # schedule off skipped steps and to name the overflowing layers. With a fused optimizer the
-    # flag never leaves the GPU, so knowing about a skip would cost a sync of its own each step.
-    extra = {"fused": True} if device.type == "cuda" and not grad_scaler else {}
-    if o.name == "adamw":
-        return torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, **extra)
-    if o.name == "adam":
-        return torch.optim.Adam(params, lr=o.lr, weight_decay=o.weight_decay, **extra)
+    params = list(params)
+    kwargs = dict(lr=o.lr, weight_decay=o.weight_decay)
     if o.name == "sgd":
-        return torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay, **extra)
-    raise ValueError(f"unknown optimizer {o.name!r}")
+        kwargs["momentum"] = o.momentum
+    if o.name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {o.name!r}")
+    cls = OPTIMIZERS[o.name]
+    try:
+        optimizer = cls(params, fused=True, **kwargs)
+    except (TypeError, RuntimeError, ValueError):  # no `fused` in this torch, or not for this device
+        return cls(params, **kwargs)
+    if o.name == "sgd" and o.momentum:
+        init_momentum_buffers(optimizer)
+    return optimizer
+
+
+def init_momentum_buffers(optimizer: torch.optim.Optimizer) -> None:
+    """Fused SGD allocates its momentum buffers with empty_like on its first step and lets the kernel
+    fill them; a first step skipped by the GradScaler would leave them uninitialised. Zeros give the
+    same first step (buf = grad, without dampening) and stay right when that step is skipped."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            optimizer.state[p].setdefault("momentum_buffer", torch.zeros_like(p, memory_format=torch.preserve_format))
 
 
 class Schedule:
     """One interface over the presets' schedules.
 
-    `optimizer_stepped()` is called only after an optimizer step that really happened (not one
-    the GradScaler skipped), so a skipped step never advances the lr; `epoch_done(train_loss)`
+    `optimizer_stepped()` is called only for an optimizer step known to have happened (not one the
+    GradScaler skipped; the loop may learn that a step or two late, never guesses), so a skipped
+    step never advances the lr; `epoch_done(train_loss)`
     drives ReduceLROnPlateau on the mean epoch train loss, as in the AlexNet blog.
     """
 

@@ -9,11 +9,15 @@ supervisor turns it into the run's `end` record: status `failed`, naming the ran
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
 import sys
 import time
 from pathlib import Path
 
-from ..core import launch
+from ..core import launch, runlock
+from ..core.errors import UserError
 from ..core.events import EventReader, EventWriter, primary_events_file
 
 
@@ -48,21 +52,73 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args(argv)
     run_dir = args.run_dir.resolve()
+    try:  # the run's one writer (its ranks never lock): the descriptor stays open until we exit
+        runlock.hold_for_this_process(run_dir)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
     cfg = launch.load_config(run_dir)
 
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun
 
     before = {p: p.stat().st_size for p in run_dir.glob("events*.jsonl")}
+    stderr = StderrTail(sys.stderr)
     try:
-        torchrun(launch.torchrun_args(cfg, run_dir, args.resume, script_args))
+        os.environ.update(launch.torchrun_env(cfg, run_dir))
+        with contextlib.redirect_stderr(stderr):
+            torchrun(launch.torchrun_args(cfg, run_dir, args.resume, script_args))
         return 0
     except ChildFailedError as exc:
         rank, error = first_failure(exc)
         print(f"[amptui] rank {rank} failed: {error['type']}: {error['message']}", file=sys.stderr, flush=True)
-        path = primary_events_file(run_dir)
-        _write_end(path, before.get(path, 0), error)
-        return 1
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - torchrun gave up before (or between) ranks
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            return 0
+        if isinstance(exc, SignalException):  # the supervisor was signalled: as before, no verdict here
+            raise
+        error = launch_failure(exc, stderr.text())
+        print(f"[amptui] torchrun failed: {error['type']}: {error['message']}", file=sys.stderr, flush=True)
+    path = primary_events_file(run_dir)
+    _write_end(path, before.get(path, 0), error)
+    return 1
+
+
+class StderrTail(io.TextIOBase):
+    """Passes writes through to stderr (output.log) and keeps the last few lines, so a failure
+    torchrun only printed (argparse's "error: unrecognized arguments") reaches the end record."""
+
+    def __init__(self, out):
+        self.out = out
+        self.tail = ""
+
+    def write(self, text: str) -> int:
+        self.tail = (self.tail + text)[-4000:]
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def fileno(self) -> int:  # torchrun's fault handler writes to the real file
+        return self.out.fileno()
+
+    def text(self) -> str:
+        return self.tail
+
+
+def launch_failure(exc: BaseException, stderr: str) -> dict:
+    """The end record's error for a torchrun that failed itself, in torchrun's own words."""
+    if isinstance(exc, SystemExit):
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        said = next((line for line in reversed(lines) if "error:" in line), lines[-1] if lines else "")
+        message = said.split("error:", 1)[-1].strip() if "error:" in said else said
+        return {"type": "TorchrunError", "message": message or f"torchrun exited with code {exc.code}",
+                "rank": None, "traceback": stderr[-4000:]}
+    import traceback
+
+    return {"type": type(exc).__name__, "message": str(exc).strip().splitlines()[0][:500] if str(exc).strip() else "",
+            "rank": None, "traceback": "".join(traceback.format_exception(exc))[-4000:]}
 
 
 def _write_end(path: Path, offset: int, error: dict) -> None:

@@ -1,11 +1,7 @@
-"""Home: presets, their toggles, the run history; r run, s save as, w watch, c compare, q quit."""
+"""Home: presets, their toggles, the run history (keys: see BINDINGS, or press ? / F1)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,85 +11,74 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, OptionList, Static
+from textual.widgets import DataTable, Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ...core import config as cfgmod
-from ...core.ab import PRECISION_KEYS
+from ...core import ab as abmod
 from ...core import presets as presetmod
+from ...core import runops
+from ...core.ab import PRECISION_KEYS
 from ...core.errors import ConfigError, UserError
-from ...core.runs import RunInfo, load_run
+from ...core.fmt import fmt_duration
+from ...core.fmt import fmt_accuracy as fmt_acc, fmt_loss
+from ...core.runops import toml_value
+from ...core.runs import RunInfo
+from ..launcher import amptui_detached
+from ..runscache import RunsCache
 from ..widgets.runtable import RunTable
 from ..widgets.toggles import TogglesPanel
+from .home_runs import RunActions
+from .keys import KeysMixin, with_reasons
 
 RUNS_REFRESH_S = 2.0
 
 
-def toml_value(value: Any) -> str:
-    """A value as `--set` expects it (a TOML value)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    return repr(value)
-
-
-def amptui_command(sub: str, preset: presetmod.Preset, overrides: dict[str, Any], *extra: str) -> list[str]:
-    """`amptui SUB PRESET --set ... EXTRA` as a child process runs it (torch is imported only there)."""
+def amptui_args(sub: str, preset: presetmod.Preset, overrides: dict[str, Any], *extra: str) -> list[str]:
+    """`SUB PRESET EXTRA --set ...`: the arguments of `amptui` for a child process."""
     ref = preset.name if preset.builtin else str(preset.path)
-    command = [sys.executable, "-m", "amptui", sub, ref, *extra]
+    command = [sub, ref, *extra]
     for key, value in overrides.items():
         command += ["--set", f"{key}={toml_value(value)}"]
     return command
 
 
-class RunsCache:
-    """`core.runs.list_runs` for a refresh every few seconds: a finished run whose files have not
-    changed is not read again, so hundreds of big runs cost a few stat calls."""
+class PresetList(OptionList):
+    """The presets. Shift+Tab goes back to the widget before it on screen, the last toggle (Runs,
+    below, is one Tab after the toggles)."""
 
-    def __init__(self) -> None:
-        self._known: dict[str, tuple[tuple, RunInfo]] = {}
+    BINDINGS = [Binding("shift+tab", "previous_widget", "Previous", show=False)]
 
-    @staticmethod
-    def _stamp(path: Path) -> tuple:
-        stamp = []
-        for name in ("events.jsonl", "run.json", "config.toml"):
-            try:
-                st = (path / name).stat()
-                stamp.append((st.st_mtime_ns, st.st_size))
-            except FileNotFoundError:
-                stamp.append(None)
-        return tuple(stamp)
-
-    def scan(self, root: Path) -> list[RunInfo]:
-        if not root.is_dir():
-            return []
-        found: dict[str, tuple[tuple, RunInfo]] = {}
-        for path in root.iterdir():
-            if not (path / "config.toml").is_file():
-                continue
-            stamp = self._stamp(path)
-            known = self._known.get(path.name)
-            if known and known[0] == stamp and known[1].status in ("completed", "failed", "stopped"):
-                found[path.name] = known
-            else:
-                found[path.name] = (stamp, load_run(path))
-        self._known = found
-        runs = [info for _, info in found.values()]
-        runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)
-        return runs
+    def action_previous_widget(self) -> None:
+        self.screen.query_one(TogglesPanel).focus_last()
 
 
-class HomeScreen(Screen):
-    BINDINGS = [
+class FilterInput(Input):
+    BINDINGS = [Binding("escape", "done", "Done")]
+
+    def action_done(self) -> None:
+        self.screen.close_filter()
+
+
+class HomeScreen(RunActions, KeysMixin, Screen):
+    # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
+    BINDINGS = with_reasons([
         Binding("r", "run", "Run"),
         Binding("a", "ab", "A/B"),
-        Binding("s", "save_as", "Save as"),
+        Binding("t", "tune", "Tune"),
+        Binding("s", "save_as", "Save"),
         Binding("w", "watch", "Watch"),
+        Binding("R", "resume", "Resume"),
+        Binding("x", "delete", "Delete"),
+        Binding("i", "info", "Info", show=False),  # in help (? / F1): the footer must fit 80 columns
+        Binding("f", "filter", "Filter"),
         Binding("c", "compare", "Compare"),
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),
-    ]
+    ], ("watch", "resume", "delete", "info"))
+    HELP = {"space": "mark/unmark the highlighted run for compare (in Runs); the first marked is the baseline",
+            "tab / shift+tab": "move between presets, toggles and runs",
+            "enter": "on a preset: edit its toggles; on a run: watch it; on a drop-down: open it",
+            "escape": "leave a text field / the filter (back to Presets)"}
 
     def __init__(self) -> None:
         super().__init__(id="home")
@@ -101,25 +86,31 @@ class HomeScreen(Screen):
         self.preset: presetmod.Preset | None = None
         self._launching = False
         self._runs_cache = RunsCache()
+        self._edits: dict[str, dict[str, Any]] = {}     # preset name -> toggles as the user left them
+        self._pristine: dict[str, Any] = {}             # the current preset's toggles as loaded
+        self._watched_groups: set[str] = set()          # A/Bs started here: compare opens when they end
 
     def compose(self) -> ComposeResult:
         yield Static(id="home-title")
         with Horizontal(id="home-top"):
             with Vertical(id="presets-box"):
-                yield OptionList(id="presets")
+                yield PresetList(id="presets")
             with Vertical(id="toggles-box"):
                 yield Static(id="preset-desc")
                 yield TogglesPanel(id="toggles")
         with Vertical(id="runs-box"):
+            yield FilterInput(placeholder="filter: words in preset, status, precision, A/B group, id", id="runs-filter",
+                              compact=True)
             yield RunTable(id="runs")
             yield Static("no runs yet: pick a preset and press r", id="runs-empty")
             yield Static(id="run-detail")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#presets-box").border_title = "Presets"
         self.query_one("#toggles-box").border_title = "Toggles"
         self.query_one("#runs-box").border_title = "Runs"
+        self.query_one("#runs-filter").display = False
         self.query_one("#home-title", Static).update(
             Text.assemble(("amptui", "bold"), " · mixed-precision training dashboard · runs in ",
                           (self.app.runs_display, "italic")))
@@ -155,18 +146,31 @@ class HomeScreen(Screen):
         self.query_one("#t-amp-autocast").focus()
 
     def show_preset(self, preset: presetmod.Preset) -> None:
+        toggles = self.query_one(TogglesPanel)
+        if self.preset is not None and not toggles.invalid_preset:  # keep what the user typed, per preset
+            state = toggles.state()
+            if state != self._pristine:
+                self._edits[self.preset.name] = state
+            else:
+                self._edits.pop(self.preset.name, None)
         self.preset = preset
         desc = self.query_one("#preset-desc", Static)
-        toggles = self.query_one(TogglesPanel)
         try:
             values = preset.config().to_dict()
         except UserError as exc:
             desc.update(Text(f"{preset.name}: cannot load: {exc}", style="red"))
-            toggles.load(cfgmod.defaults())
+            toggles.load_invalid(f"preset {preset.name} cannot load: {exc}")
+            self._pristine = {}
             return
         kind = "built-in" if preset.builtin else f"saved · {preset.path}"
-        desc.update(Text.assemble((preset.name, "bold"), f" ({kind}) ", (preset.description, "italic")))
         toggles.load(values)
+        self._pristine = toggles.state()
+        edited = self._edits.get(preset.name)
+        if edited:
+            toggles.restore(edited)
+        desc.update(Text.assemble((preset.name, "bold"), f" ({kind}) ",
+                                  ("✎ your edits, kept " if edited else "", "bold yellow"),
+                                  (preset.description, "italic")))
 
     def action_focus_presets(self) -> None:
         self.query_one("#presets", OptionList).focus()
@@ -179,25 +183,51 @@ class HomeScreen(Screen):
     def _load_runs(self) -> None:
         try:
             runs = self._runs_cache.scan(self.app.runs_root)
+            groups = abmod.groups(self.app.runs_root) if self.app.runs_root.is_dir() else []
         except OSError:
             return
-        self.app.from_thread(self._show_runs, runs)
+        self.app.from_thread(self._show_runs, runs, groups)
 
-    def _show_runs(self, runs) -> None:
+    def _show_runs(self, runs, groups=()) -> None:
         table = self.query_one(RunTable)
-        table.set_runs(runs)
+        table.set_runs(runs, {rid: g.label for g in groups for rid in g.runs})
         self.query_one("#runs-empty").display = not runs
         table.display = bool(runs)
+        words = " ".join(table.filter_words)
+        self.query_one("#runs-box").border_title = (f"Runs · filter {words!r}: {len(table.runs)} of {table.total}"
+                                                    if words else "Runs")
         self._show_detail()
+        self._groups_ended(groups, {r.run_id: r for r in runs})
+
+    def _groups_ended(self, groups, runs: dict[str, RunInfo]) -> None:
+        """An A/B started here that has ended opens the compare screen on its runs."""
+        for group in groups:
+            if group.group_id not in self._watched_groups:
+                continue
+            if group.state == "failed":
+                self._watched_groups.discard(group.group_id)
+                self.notify(group.error or "the A/B did not start", title=f"A/B {group.label} refused",
+                            severity="error", timeout=10)
+            elif group.state == "done" and all(runs.get(r) and runs[r].status != "running" for r in group.runs):
+                self._watched_groups.discard(group.group_id)
+                dirs = [self.app.runs_root / r for r in group.runs]
+                if len(dirs) >= 2:
+                    self.notify(f"A/B {group.label} of {group.preset} finished: comparing its runs")
+                    self.app.open_compare(dirs)
 
     @on(DataTable.RowHighlighted, "#runs")
     def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
 
-    def _show_detail(self) -> None:
+    def _highlighted_info(self) -> RunInfo | None:
         table = self.query_one(RunTable)
+        return table.runs.get(table.highlighted_run() or "")
+
+    def _show_detail(self) -> None:
         detail = self.query_one("#run-detail", Static)
-        info = table.runs.get(table.highlighted_run() or "")
+        info = self._highlighted_info()
+        self._resume_refusal = runops.resume_refusal(info.path, info) if info is not None else "no run highlighted"
+        self.refresh_bindings()
         if info is None:
             detail.update("")
             return
@@ -205,11 +235,11 @@ class HomeScreen(Screen):
             detail.update(Text.assemble((f"{info.run_id}: ", "bold"), (info.error, "red")))
         else:
             word = "loss" if info.status == "running" else "final loss"
-            extra = f" · {word} {info.final_loss:.4f}" if info.final_loss is not None else ""
+            extra = f" · {word} {fmt_loss(info.final_loss)}" if info.final_loss is not None else ""
             if info.val_acc is not None:
-                extra += f" · val acc {100 * info.val_acc:.2f}%"
+                extra += f" · val acc {fmt_acc(info.val_acc)}"
             detail.update(Text.assemble((info.run_id, "bold"), f" · {info.precision_words or info.precision}"
-                                        f"{extra} · w watch · space mark for compare", style="dim"))
+                                        f" · {fmt_duration(info.duration_s)}{extra}", style="dim"))
 
     @on(DataTable.RowSelected, "#runs")
     def _run_selected(self, event: DataTable.RowSelected) -> None:
@@ -225,8 +255,23 @@ class HomeScreen(Screen):
             self.notify(str(exc), title="Fix the toggles first", severity="error")
             return None
 
-    def action_run(self) -> None:
+    def refusal(self, action: str) -> str | None:
+        if action in ("watch", "delete", "info") and self._highlighted_info() is None:
+            return "no run highlighted: runs are listed under Runs (tab there)"
+        if action == "resume":
+            return getattr(self, "_resume_refusal", "no run highlighted")
+        return None
+
+    def _launch_problem(self) -> str | None:
+        """Why nothing can be launched now (before any process starts)."""
         if self.preset is None:
+            return "no preset highlighted"
+        return runops.runs_folder_problem(self.app.runs_root)
+
+    def action_run(self) -> None:
+        problem = self._launch_problem()
+        if problem:
+            self.notify(problem, title="Run refused", severity="error", timeout=10)
             return
         if self._launching:
             self.notify("a run is already starting…")
@@ -239,10 +284,16 @@ class HomeScreen(Screen):
         self._launch(self.preset, overrides)
 
     def _changed_toggles(self) -> dict[str, Any] | None:
-        """The toggles that differ from the preset (None, with a notice, when one is invalid)."""
+        """The toggles that differ from the preset (None, with a notice, when one is invalid or the
+        machine cannot run them)."""
         if self._current_values() is None:
             return None
         toggles = self.query_one(TogglesPanel)
+        problem = toggles.hardware_problem()
+        if problem:
+            toggles.refresh_summary()
+            self.notify(problem, title="Fix the toggles first", severity="error")
+            return None
         overrides = {}
         for key, value in toggles.overrides().items():
             section, name = key.split(".")
@@ -251,54 +302,55 @@ class HomeScreen(Screen):
         return overrides
 
     def action_ab(self) -> None:
-        """`amptui ab` on the highlighted preset and toggles: one run per precision variant (the
-        device's default variants), one after another, in the background; they appear in Runs."""
-        if self.preset is None:
+        """An A/B of the highlighted preset and toggles: one run per precision variant (the device's
+        default variants), one after another, in the background, as one group in Runs; the compare
+        screen opens on them when the last one ends."""
+        problem = self._launch_problem()
+        if problem:
+            self.notify(problem, title="A/B refused", severity="error", timeout=10)
             return
         overrides = self._changed_toggles()
         if overrides is None:
             return
         overrides = {k: v for k, v in overrides.items() if k not in PRECISION_KEYS}
-        root = Path(self.app.runs_root)
-        log = root / f"ab-{time.strftime('%Y%m%d-%H%M%S')}-{self.preset.name}.log"
-        command = amptui_command("ab", self.preset, overrides, "--runs-dir", str(root))
+        ref = self.preset.name if self.preset.builtin else str(self.preset.path)
         try:
-            root.mkdir(parents=True, exist_ok=True)
-            with open(log, "ab") as out:
-                subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True)  # like a run: quitting the dashboard does not stop it
-        except OSError as exc:
-            self.notify(f"could not start the A/B: {exc}", severity="error", timeout=10)
+            group = abmod.start_group(self.app.runs_root, ref, self.preset.name, overrides)
+        except (UserError, OSError) as exc:
+            self.notify(str(exc), title="A/B refused", severity="error", timeout=10)
             return
-        self.notify(f"A/B of {self.preset.name} started: its precision variants run one after another and "
-                    f"appear in Runs; mark them with space and press c. Table and progress: {log}", timeout=10)
+        self._watched_groups.add(group.group_id)
+        self.notify(f"A/B {group.label} of {self.preset.name} started: its precision variants run one after "
+                    f"another, marked {group.label} in Runs; the compare screen opens when the last ends",
+                    timeout=10)
         self.set_timer(2.0, self.refresh_runs)
+
+    def action_tune(self) -> None:
+        """`amptui tune` on the highlighted preset and toggles, in the background (screens/tune.py)."""
+        overrides = self._changed_toggles() if self.preset is not None else None
+        if overrides is not None:
+            from .tune import launch_tune
+
+            launch_tune(self, self.preset, overrides)
 
     @work(thread=True, exclusive=True, group="home-launch")
     def _launch(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:
         """`amptui run PRESET --set ... --detach`: the same detached trainer the CLI starts; torch is
         imported only in that child, never in the dashboard."""
-        command = amptui_command("run", preset, overrides, "--detach", "--runs-dir", str(self.app.runs_root))
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=180,
-                                  stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.SubprocessError) as exc:
-            self.app.from_thread(self._launched, None, f"could not start amptui: {exc}")
-            return
-        if proc.returncode == 0:
-            lines = [l for l in proc.stdout.strip().splitlines() if l.strip()]
-            self.app.from_thread(self._launched, lines[-1].strip() if lines else None, None)
-        else:
-            lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
-            message = lines[-1] if lines else f"amptui run exited with {proc.returncode}"
-            message = message.removeprefix("amptui: error: ")
-            self.app.from_thread(self._launched, None, message)
+        self._child(amptui_args("run", preset, overrides, "--detach", "--runs-dir", str(self.app.runs_root)))
 
-    def _launched(self, run_id: str | None, error: str | None) -> None:
+    def _child(self, args: list[str]) -> None:
+        """Run `amptui ARGS` (a detached start) and open the run it prints, or show why it was refused."""
+        run_id, error = amptui_detached(args)
+        self.app.from_thread(self._launched, args[0], run_id, error)
+
+    def _launched(self, verb: str, run_id: str | None, error: str | None) -> None:
         self._launching = False
         if error or not run_id:
-            self.notify(error or "the run did not start", title="Run refused", severity="error", timeout=10)
-            self.query_one(TogglesPanel).show_refusal(f"run refused: {error or 'the run did not start'}")
+            error = error or "the run did not start"
+            self.notify(error, title=f"{verb.capitalize()} refused", severity="error", timeout=10)
+            if verb == "run":
+                self.query_one(TogglesPanel).show_refusal(f"run refused: {error}")
             return
         self.refresh_runs()
         self.app.open_run(Path(self.app.runs_root) / run_id)
@@ -337,6 +389,27 @@ class HomeScreen(Screen):
             self.query_one(RunTable).focus()
             return
         self.app.open_compare([Path(self.app.runs_root) / rid for rid in marked])
+
+    def action_filter(self) -> None:
+        box = self.query_one("#runs-filter", FilterInput)
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#runs-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.query_one(RunTable).filter_words = event.value.lower().split()
+        self._runs_cache = RunsCache()
+        self.refresh_runs()
+
+    @on(Input.Submitted, "#runs-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.close_filter()
+
+    def close_filter(self) -> None:
+        """Leave the filter field; an empty filter hides it, a set one stays shown."""
+        box = self.query_one("#runs-filter", FilterInput)
+        box.display = bool(box.value.strip())
+        self.query_one(RunTable).focus()
 
     def action_quit(self) -> None:
         self.app.exit()

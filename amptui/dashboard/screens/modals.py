@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
@@ -111,4 +112,41 @@ class SaveAsModal(ModalScreen[str | None]):
         self.dismiss(name)
 
     def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class RunInfoModal(ModalScreen[None]):
+    """A run's equivalent command line and its resolved config (config.toml)."""
+
+    BINDINGS = [Binding("escape,q,i", "close", "Close")]
+
+    def __init__(self, run_dir: Path, runs_display: str | None = None):
+        super().__init__(classes="modal")
+        self.run_dir = Path(run_dir)
+        self.runs_display = runs_display
+
+    def compose(self) -> ComposeResult:
+        from rich.syntax import Syntax
+
+        from ...core import runops
+
+        try:
+            command = runops.equivalent_command(self.run_dir, self.runs_display)
+        except UserError as exc:
+            command = f"(cannot tell: {exc})"
+        try:
+            config = (self.run_dir / "config.toml").read_text()
+        except OSError as exc:
+            config = f"# cannot read config.toml: {exc}"
+        with Vertical(classes="dialog", id="info-dialog"):
+            yield Label(f"Run {self.run_dir.name}")
+            yield Static("the same run again (resolved values, auto decided for the machine it ran on):",
+                         classes="hint")
+            yield Static(command, id="info-command")
+            with VerticalScroll(id="info-config"):
+                yield Static(Syntax(config, "toml", word_wrap=True, background_color="default"), id="info-toml")
+            yield Static("escape closes · the command can be copied with the mouse (shift+drag in most terminals)",
+                         classes="hint")
+
+    def action_close(self) -> None:
         self.dismiss(None)

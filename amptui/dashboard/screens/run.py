@@ -13,13 +13,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Log, ProgressBar, Static
+from textual.widgets import Footer, ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
 from ...core.fmt import fmt_bytes, fmt_duration
 from ...core.errors import UserError
+from ...core.inputbound import notice
+from ...core.fmt import fmt_accuracy as fmt_acc, fmt_loss
 from ..runmodel import RunModel, RunTail
 from ..widgets.plot import Figure, Line, MetricPlot
+from .keys import KeysMixin, with_reasons
+from .run_controls import RunControls
 
 FLUSH_HZ = 4
 PLOT_HZ = 2
@@ -57,15 +61,20 @@ class PanelTabs(Static):
             x += width
 
 
-class RunScreen(Screen):
-    BINDINGS = [
+class RunScreen(RunControls, KeysMixin, Screen):
+    # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
+    BINDINGS = with_reasons([
         Binding("s", "stop", "Stop"),
+        Binding("R", "resume", "Resume"),
         Binding("d", "detach", "Detach"),
         Binding("q", "back", "Back"),
         Binding("c", "compare", "Compare"),
+        Binding("i", "info", "Info"),
         Binding("n", "next_panel", "Next panel"),
         Binding("escape", "restore", "Restore", show=False),
-    ] + [Binding(str(i + 1), f"panel({i})", name, show=False) for i, (_, name) in enumerate(PANELS)]
+    ], ("stop", "resume")) + [Binding(str(i + 1), f"panel({i})", f"panel: {name}", show=False)
+                              for i, (_, name) in enumerate(PANELS)]
+    HELP = {"1-6": "show that panel (at 80x24) / maximize it (larger terminals); again restores"}
 
     def __init__(self, run_dir: Path, *, standalone: bool = False):
         super().__init__(id=None)
@@ -80,6 +89,9 @@ class RunScreen(Screen):
         self._stopping = False
         self.scaler_lines = 4
         self._shown: dict[str, Text] = {}
+        self._resume_refusal: str | None = "the run has not been read yet"
+        self._status_seen: tuple | None = None
+        self._resuming = False
 
     # --- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -105,8 +117,9 @@ class RunScreen(Screen):
             with Panel(id="p-speed", classes="panel"):
                 yield MetricPlot(id="plot-speed")
             with Panel(id="p-log", classes="panel"):
-                yield Log(max_lines=400, id="log", auto_scroll=True)
-        yield Footer()
+                yield RichLog(max_lines=400, id="log", auto_scroll=True, wrap=True, markup=False, highlight=False,
+                              min_width=20)
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         for i, (key, name) in enumerate(PANELS):
@@ -180,7 +193,9 @@ class RunScreen(Screen):
             lines = list(m.log_lines)[-new_lines:] if new_lines > 0 else []
             self._log_seq = m.log_seq
         if lines:
-            self.query_one("#log", Log).write_lines(lines)
+            log = self.query_one("#log", RichLog)
+            for line in lines:
+                log.write(Text(line))
 
     def _header(self, now: float) -> None:
         m = self.model
@@ -226,7 +241,7 @@ class RunScreen(Screen):
                 parts.append(("  ", ""))
             parts.extend([(label + " ", "dim"), (value, style)])
 
-        add("loss", f"{m.loss:.4f}" if m.loss is not None else "-")
+        add("loss", fmt_loss(m.loss))
         add("lr", f"{m.lr:.3g}" if m.lr is not None else "-")
         if m.has_scaler:
             add("scale", fmt_scale(m.scale))
@@ -238,11 +253,12 @@ class RunScreen(Screen):
             add("samples/s", f"{m.samples_per_s:,.0f}")
         ep = m.epochs_seen[-1] if m.epochs_seen else None
         if ep and ep.get("val_acc") is not None:
-            add("val acc", f"{100 * ep['val_acc']:.1f}%")
+            add("val acc", fmt_acc(ep["val_acc"]))
         return Text.assemble(*parts, no_wrap=True, overflow="ellipsis")
 
     def _error(self) -> None:
         m = self.model
+        self._status_changed()
         panel = self.query_one("#error-panel", Static)
         err = m.error
         if m.status == "failed":
@@ -262,12 +278,10 @@ class RunScreen(Screen):
         elif m.status == "killed":
             panel.update(Text.assemble(("✗ the trainer process is gone", "bold red"),
                                        f" without an end record (killed?) after step {m.step}. Its output is "
-                                       f"in {self.run_dir / 'output.log'}; continue it with: amptui resume "
-                                       f"{m.run_id}"))
+                                       f"in {self.run_dir / 'output.log'}; ", self._resume_hint()))
             panel.display = True
         elif m.status == "stopped":
-            panel.update(Text.assemble(("■ stopped", "bold yellow"),
-                                       f" at step {m.step}; continue it with: amptui resume {m.run_id}"))
+            panel.update(Text.assemble(("■ stopped", "bold yellow"), f" at step {m.step}; ", self._resume_hint()))
             panel.display = True
             panel.set_class(False, "-failed")
         else:
@@ -282,11 +296,11 @@ class RunScreen(Screen):
         if vx:
             lines.append(Line(vx, vy, label="val", color="green", marker="●", scatter=True))
         self.query_one("#plot-loss", MetricPlot).update_figure(Figure(lines))
-        last = f"{m.loss:.4f}" if m.loss is not None else "-"
+        last = fmt_loss(m.loss)
         ep = m.epochs_seen[-1] if m.epochs_seen else None
         extra = ""
         if ep and ep.get("val_acc") is not None:
-            extra = f" · val acc {100 * ep['val_acc']:.1f}%"
+            extra = f" · val acc {fmt_acc(ep['val_acc'])}"
         self.query_one("#p-loss").border_subtitle = f"{last}{extra}"
         # lr
         xs, ys = m.lr_s.points()
@@ -307,12 +321,16 @@ class RunScreen(Screen):
             rate = f"{m.tflops:.1f} TFLOP/s" if m.tflops >= 0.1 else f"{1000 * m.tflops:.1f} GFLOP/s"
             tf = rate + (f" ({100 * m.tflops / m.peak_tflops:.0f}% of peak)" if m.peak_tflops else "")
         self.query_one("#p-speed").border_subtitle = " · ".join(p for p in (sps, st, tf) if p)
-        # warnings (odd AMP combinations, loss-scale alarms): the newest, and how many
+        # an input-bound run, then warnings (odd AMP combinations, loss-scale alarms): the newest, and how many
         bar = self.query_one("#warning-bar", Static)
+        bound = notice(m.data_wait.share, m.device.get("type"))
+        parts: list = [("⚠ ", "bold yellow"), (bound, "yellow")] if bound else []
         if m.warnings:
             count = f"  (+{len(m.warnings) - 1} earlier, in output.log)" if len(m.warnings) > 1 else ""
-            bar.update(Text.assemble(("⚠ ", "bold yellow"), m.warnings[-1], (count, "dim")))
-        bar.display = bool(m.warnings)
+            parts += [("  ·  " if bound else "⚠ ", "bold yellow"), m.warnings[-1], (count, "dim")]
+        if parts:
+            bar.update(Text.assemble(*parts))
+        bar.display = bool(parts)
 
     def _scale_panel(self) -> None:
         m = self.model
@@ -397,40 +415,6 @@ class RunScreen(Screen):
     def action_restore(self) -> None:
         if self.maximized is not None:
             self.minimize()
-
-    def action_stop(self) -> None:
-        if self.model.status != "running":
-            self.notify(f"the run is not running ({self.model.status})", severity="warning")
-            return
-        if self._stopping:
-            self.notify("already stopping…")
-            return
-        from .modals import ConfirmModal
-
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self._stopping = True
-                self.notify("stopping: the run writes a checkpoint, then ends", timeout=4)
-                self._stop()
-
-        self.app.push_screen(ConfirmModal(f"Stop run {self.model.run_id}?\nIt writes a checkpoint and ends "
-                                          "with status stopped (resume it later with amptui resume).",
-                                          yes="Stop", no="Keep running"), answer)
-
-    @work(thread=True, exclusive=True, group="run-stop")
-    def _stop(self) -> None:
-        from ...core import launch
-
-        try:
-            info = launch.stop(self.run_dir, wait_s=60)
-            message, severity = f"run {info.run_id}: {info.status} at step {info.step}", "information"
-        except UserError as exc:
-            message, severity = str(exc), "error"
-        self.app.from_thread(self._stopped, message, severity)
-
-    def _stopped(self, message: str, severity: str) -> None:
-        self._stopping = False
-        self.notify(message, severity=severity)
 
     def action_detach(self) -> None:
         self.app.go_home(self)

@@ -13,6 +13,26 @@ STATUS_STYLE = {"running": "bold green", "completed": "cyan", "stopped": "yellow
                 "killed": "red", "starting": "green"}
 
 
+def short_ids(run_ids: list[str]) -> dict[str, str]:
+    """The shortest tail of each id (dash-separated parts, from the end) that tells it apart from
+    the others: `8ab8` for `20261121-231544-quickstart-8ab8`, so rows differ even at 80 columns."""
+    out = {}
+    for run_id in run_ids:
+        parts = run_id.split("-")
+        for n in range(1, len(parts) + 1):
+            tail = "-".join(parts[-n:])
+            if not any(o != run_id and (o == tail or o.endswith("-" + tail)) for o in run_ids):
+                break
+        out[run_id] = tail
+    return out
+
+
+def matches(r: RunInfo, words: list[str], group: str = "") -> bool:
+    """The filter: every word is found in the preset, status, precision, A/B group or id."""
+    hay = " ".join((r.preset, r.status, r.precision, group, r.run_id)).lower()
+    return all(w in hay for w in words)
+
+
 def progress_text(r: RunInfo) -> str:
     if r.total_steps:
         return f"{r.step}/{r.total_steps} {100 * min(1.0, r.step / r.total_steps):3.0f}%"
@@ -26,16 +46,21 @@ class RunTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.marked: list[str] = []  # run ids, in the order they were marked (the first is the baseline)
         self.runs: dict[str, RunInfo] = {}
+        self.groups: dict[str, str] = {}   # run id -> A/B group label (ab1, ab2, ...)
+        self.filter_words: list[str] = []
+        self.total = 0                      # runs before the filter
         self._order: list[str] = []
+        self._short: dict[str, str] = {}
 
     def on_mount(self) -> None:
         self.add_column("", key="mark", width=2)
+        self.add_column("run", key="id")
+        self.add_column("A/B", key="group")
         self.add_column("status", key="status")
         self.add_column("preset", key="preset")
         self.add_column("precision", key="precision")
         self.add_column("progress", key="progress")
         self.add_column("duration", key="duration")
-        self.add_column("run id", key="id")
 
     def _mark_cell(self, run_id: str) -> Text:
         if run_id in self.marked:
@@ -43,14 +68,22 @@ class RunTable(DataTable):
         return Text(" ")
 
     def _cells(self, r: RunInfo) -> list:
-        return [self._mark_cell(r.run_id), Text(r.status, style=STATUS_STYLE.get(r.status, "")), r.preset or "-",
-                r.precision or "-", progress_text(r), fmt_duration(r.duration_s), r.run_id]
+        group = self.groups.get(r.run_id, "")
+        return [self._mark_cell(r.run_id), Text(self._short.get(r.run_id, r.run_id), style="bold"),
+                Text(group, style="magenta"), Text(r.status, style=STATUS_STYLE.get(r.status, "")),
+                r.preset or "-", r.precision or "-", progress_text(r), fmt_duration(r.duration_s)]
 
-    def set_runs(self, runs: list[RunInfo]) -> None:
+    def set_runs(self, runs: list[RunInfo], groups: dict[str, str] | None = None) -> None:
+        if groups is not None:
+            self.groups = groups
+        self.total = len(runs)
+        short = short_ids([r.run_id for r in runs])
+        runs = [r for r in runs if matches(r, self.filter_words, self.groups.get(r.run_id, ""))]
         order = [r.run_id for r in runs]
         self.runs = {r.run_id: r for r in runs}
-        self.marked = [m for m in self.marked if m in self.runs]
-        if order != self._order:
+        self.marked = [m for m in self.marked if m in short]
+        if order != self._order or short != self._short:
+            self._short = short
             current = self.highlighted_run()
             self.clear()
             for r in runs:
@@ -59,7 +92,7 @@ class RunTable(DataTable):
             if current in self.runs:
                 self.move_cursor(row=order.index(current), animate=False)
         else:
-            keys = ("mark", "status", "preset", "precision", "progress", "duration", "id")
+            keys = ("mark", "id", "group", "status", "preset", "precision", "progress", "duration")
             for r in runs:
                 for key, value in zip(keys, self._cells(r)):
                     if key == "id":
@@ -81,3 +114,4 @@ class RunTable(DataTable):
             self.marked.append(run_id)
         for rid in self._order:
             self.update_cell(rid, "mark", self._mark_cell(rid))
+        self.screen.refresh_bindings()

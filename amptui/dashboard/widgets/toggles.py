@@ -8,6 +8,7 @@ from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.validation import ValidationResult, Validator
@@ -15,6 +16,8 @@ from textual.widgets import Input, Label, Select, Static, Switch
 
 from ...core import config as cfgmod
 from ...core.errors import ConfigError
+from ...hardware import emulated_dtype_notice
+from ...core.runops import gpu_count_guess
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -89,10 +92,39 @@ class KeyValidator(Validator):
         return self.success()
 
 
+class ToggleInput(Input):
+    """A toggle's text field: letters type into it; Escape leaves it (back to the presets list) so
+    the screen's keys (r, a, s, ...) work again. The footer says so while the field has the focus."""
+
+    BINDINGS = [Binding("escape", "leave", "Leave field (then r a s …)")]
+
+    def action_leave(self) -> None:
+        leave = getattr(self.screen, "action_focus_presets", None)
+        if leave is not None:
+            leave()
+        else:
+            self.screen.set_focus(None)
+
+
+def dp_problem(values: dict[str, dict[str, Any]], gpus: int) -> str | None:
+    """The launcher's DataParallel rule (preflight.resolve), told at once from a cheap GPU count."""
+    if values["dist"]["mode"] != "dp":
+        return None
+    device = values["run"]["device"]
+    usable = 0 if device == "cpu" else gpus
+    if usable < 2:
+        return (f"parallel dp (DataParallel) needs at least 2 GPUs; this machine has {usable} usable"
+                f"{' (device cpu)' if device == 'cpu' else ''}: choose none, or ddp for several processes")
+    return None
+
+
 def _cuda_visible() -> bool:
-    """A cheap guess (no torch import) used only for wording: is there an NVIDIA driver?"""
+    """A cheap guess (no torch import) used only for wording: is there an NVIDIA driver, with its
+    GPUs not hidden (CUDA_VISIBLE_DEVICES="" or -1 hides them from torch)?"""
     import os
 
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1"):
+        return False
     return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
 
 
@@ -109,6 +141,8 @@ class TogglesPanel(Vertical):
         self.base: dict[str, dict[str, Any]] = cfgmod.defaults()
         self._loading = False
         self.cuda = _cuda_visible()
+        self.gpus = gpu_count_guess()
+        self.invalid_preset = ""  # why the preset cannot load: its toggles are blank and disabled
 
     def compose(self) -> ComposeResult:
         with Grid(id="toggle-grid"):
@@ -121,8 +155,8 @@ class TogglesPanel(Vertical):
                 elif t.kind == "select":
                     yield Select(t.options, id=t.wid, allow_blank=False, compact=True, classes="toggle")
                 else:
-                    yield Input(id=t.wid, compact=True, classes="toggle", validators=[KeyValidator(t.key)],
-                                validate_on=["changed", "submitted"])
+                    yield ToggleInput(id=t.wid, compact=True, classes="toggle", validators=[KeyValidator(t.key)],
+                                      validate_on=["changed", "submitted"])
         yield Static(id="toggle-summary")
         yield Static(id="toggle-error")
 
@@ -130,6 +164,9 @@ class TogglesPanel(Vertical):
         """Show a preset's values (a full config dict)."""
         self._loading = True
         self.base = values
+        self.invalid_preset = ""
+        grid = self.query_one("#toggle-grid")
+        grid.disabled, grid.display = False, True
         for t in TOGGLES:
             section, name = t.key.split(".")
             value = values[section][name]
@@ -140,6 +177,38 @@ class TogglesPanel(Vertical):
                 widget.value = value
             elif isinstance(widget, Input):
                 widget.value = format_value(value)
+        self.call_after_refresh(self._loaded)
+
+    def load_invalid(self, reason: str) -> None:
+        """A preset that cannot load: no values shown (defaults are not its values), nothing editable."""
+        self._loading = True
+        self.invalid_preset = reason
+        self.base = cfgmod.defaults()
+        for t in TOGGLES:
+            widget = self.query_one(f"#{t.wid}")
+            if isinstance(widget, Input):
+                widget.value = ""
+            elif isinstance(widget, Switch):
+                widget.value = False
+        grid = self.query_one("#toggle-grid")  # selects cannot be blank: the whole grid goes
+        grid.disabled, grid.display = True, False
+        self.call_after_refresh(self._loaded)
+
+    def focus_last(self) -> None:
+        if self.invalid_preset:
+            self.screen.focus_previous()
+        else:
+            self.query_one(f"#{TOGGLES[-1].wid}").focus()
+
+    def state(self) -> dict[str, Any]:
+        """What the widgets hold, as typed (kept per preset when the highlight moves)."""
+        return {t.key: self.query_one(f"#{t.wid}").value for t in TOGGLES}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._loading = True
+        for t in TOGGLES:
+            if t.key in state:
+                self.query_one(f"#{t.wid}").value = state[t.key]
         self.call_after_refresh(self._loaded)
 
     def _loaded(self) -> None:
@@ -171,12 +240,22 @@ class TogglesPanel(Vertical):
 
     def values(self) -> dict[str, dict[str, Any]]:
         """The full config: the preset with the toggles applied, checked like the CLI does."""
+        if self.invalid_preset:
+            raise ConfigError(self.invalid_preset)
         return cfgmod.build_config(self.base, self.overrides(), source="preset",
                                    overrides_source="toggles").to_dict()
+
+    def hardware_problem(self) -> str | None:
+        """What this machine cannot run of the current toggles (a launch would be refused)."""
+        try:
+            return dp_problem(self.values(), self.gpus)
+        except ConfigError:
+            return None
 
     def refresh_summary(self) -> None:
         summary = self.query_one("#toggle-summary", Static)
         error = self.query_one("#toggle-error", Static)
+        self.query_one("#t-dist-mode").remove_class("-invalid")
         for t in TOGGLES:
             if t.kind == "switch":
                 on = self.query_one(f"#{t.wid}", Switch).value
@@ -188,6 +267,14 @@ class TogglesPanel(Vertical):
             error.update(f"✗ {exc}")
             error.display = True
             summary.display = False
+            self.add_class("-invalid")
+            return
+        problem = dp_problem(values, self.gpus)
+        if problem:
+            summary.display = False
+            error.update(f"✗ {problem}")
+            error.display = True
+            self.query_one("#t-dist-mode").add_class("-invalid")
             self.add_class("-invalid")
             return
         self.remove_class("-invalid")
@@ -202,6 +289,10 @@ class TogglesPanel(Vertical):
         steps = values["run"]["max_steps"]
         epochs = values["run"]["epochs"]
         extent = f"{epochs} epoch{'s' if epochs != 1 else ''}" + (f", at most {steps} steps" if steps else "")
+        emulated = emulated_dtype_notice(dtype, *cfgmod.resolve_precision(values, dtype)[:2])
+        if emulated:
+            words += " (emulated on this CPU: slow)"
+        summary.tooltip = emulated
         summary.update(f"→ {words} · {par} on {dtype} · {extent}")
 
     def show_refusal(self, message: str) -> None:

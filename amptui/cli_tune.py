@@ -1,0 +1,101 @@
+"""`amptui tune PRESET`: find the fastest precision setup that keeps fp32's accuracy, on this machine.
+
+Standard library and amptui's core only at import time (torch loads in the command itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .core.errors import UserError
+
+
+def add_parser(sub, runs_dir_option) -> None:
+    from .core.tune import DEFAULT_KEYS
+
+    p = sub.add_parser("tune", help="search precision, compile and batch size for the fastest setup that keeps "
+                       "fp32's accuracy; save the winner as PRESET-tuned")
+    p.add_argument("preset")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset key for every trial (e.g. --set run.device=cpu)")
+    p.add_argument("--budget", type=float, default=10.0, metavar="MINUTES",
+                   help="time for the whole search (default 10); trials stop when it is spent")
+    p.add_argument("--keys", metavar="K,K,...", default=DEFAULT_KEYS,
+                   help=f"what may vary (default {DEFAULT_KEYS}; amp.autocast/amp.dtype/amp.grad_scaler all "
+                        "mean the precision setup)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--no-save", action="store_true", help="do not save the winner as PRESET-tuned")
+    p.add_argument("--tune-id", help=argparse.SUPPRESS)  # the dashboard names the tune it starts
+    runs_dir_option(p)
+
+
+def cmd_tune(args) -> int:
+    import time
+
+    t0 = time.monotonic()
+    from .core import config, launch, preflight, presets, runs
+    from .core import tune as T
+    from .core.tune_runner import Search
+
+    if not args.budget > 0:
+        raise UserError(f"--budget {args.budget:g}: give the minutes the search may take (> 0)")
+    preset = presets.find_preset(args.preset)
+    overrides = config.parse_set(args.sets)
+    dims = T.parse_keys(args.keys)
+    T.check_overrides(overrides, dims)
+    launch.resolve_config(preset, overrides)  # a bad preset or --set fails now, before any trial
+    device_type = preflight.device_type(preset.config(overrides).run.device)
+    root = runs.runs_root(args.runs_dir)
+    tid = runs.check_run_id(args.tune_id) if args.tune_id else T.tune_id(preset.name)
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.format == "json" else \
+        (lambda line: print(line, flush=True))
+    say(f"tune {tid}: {preset.name} on {device_type}, budget {args.budget:g} min; trials appear in "
+        f"`amptui runs` as {preset.name}-tune-{tid.rsplit('-', 1)[-1]}-N")
+    search = Search(preset, overrides, dims, args.budget * 60.0, root, tid, device_type, say, t0=t0)
+    result = search.run()
+    if result.get("winner") and not args.no_save and not search.interrupted:
+        result["saved_preset"] = str(T.save_winner(result))
+        T.write_result(T.result_path(root, tid), result)
+    if args.format == "json":
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print_report(result)
+    return 130 if search.interrupted else 0
+
+
+def print_report(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .core import tune as T
+
+    console = Console(highlight=False)
+    table = Table(title=f"amptui tune {result['preset']} · {result.get('device_name', '')}", title_justify="left")
+    for h in T.HEADERS:
+        table.add_column(h, justify="right" if h in ("ms/step", "samples/s", "peak mem", "speed-up") else "left",
+                         overflow="fold")
+    for t in result["trials"]:
+        style = "bold green" if t.get("verdict", "").startswith("WINNER") else \
+            ("red" if t.get("verdict", "").startswith(("rejected", "out of memory")) else
+             ("dim" if t.get("status") == "skipped" else ""))
+        table.add_row(*T.cells(t), style=style)
+    console.print(table)
+    for line in T.notes(result):
+        console.print(line)
+    for knob, how in result.get("always_on", {}).items():
+        console.print(f"[dim]{knob}: {how}[/dim]")
+    console.print(f"[dim]timing: median of the step windows after the first {T.WARMUP_WINDOWS} (warm-up; "
+                  f"{T.COMPILE_WARMUP_WINDOWS} with compilation); speed-up in samples/s against fp32; noise band ± {result.get('band') or 0:.4f} "
+                  "loss[/dim]")
+    console.print()
+    for line in result.get("explanation", []):
+        console.print(line)
+    if result.get("saved_preset"):
+        console.print(f"\nsaved the winner as preset {result['preset']}-tuned ({result['saved_preset']}); "
+                      f"run it with: amptui run {result['preset']}-tuned")
+    if result.get("status") == "interrupted":
+        console.print(f"\n[yellow]interrupted after {sum(1 for t in result['trials'] if t.get('run_id'))} "
+                      "trial(s): the table shows what was measured[/yellow]")
+    console.print(f"[dim]result: {result.get('tune_id')}.tune.json in the runs folder[/dim]")

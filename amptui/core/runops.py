@@ -1,0 +1,156 @@
+"""Managing runs from a UI: delete, why a resume would be refused, the equivalent command line,
+what two runs' configs differ in, the runs folder check, exporting a compare table.
+
+No torch here (the dashboard imports this): the checks that need torch stay in `launch`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import config as cfgmod
+from . import runs as runsmod
+from .ab import PRECISION_KEYS
+from .errors import UserError
+
+_NOT_A_DIFFERENCE = {"run.name"}  # a run's name is its preset's: the preset column already shows it
+
+
+def runs_folder_problem(root: Path) -> str | None:
+    """Why runs cannot be created in `root` (a file in the way), in one line; None if they can.
+    (The dashboard asks before launching: the folder may have changed since it opened.)"""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        return f"runs folder {root} is a file, not a folder; start amptui with --runs-dir DIR (or AMPTUI_RUNS_DIR)"
+    return None
+
+
+def resume_refusal(run_dir: Path, info: runsmod.RunInfo | None = None) -> str | None:
+    """Why `amptui resume` would refuse this run, from the cheap checks (no torch), or None.
+
+    The same order and words as `launch.check_resumable`, which repeats them and adds the
+    checkpoint-fits and data checks when the resume really starts."""
+    info = info or runsmod.load_run(run_dir)
+    if info.status == "running":
+        return f"run {info.run_id} is still running; stop it first (s on its run screen)"
+    try:
+        script = cfgmod.read_toml(Path(run_dir) / "config.toml").get("run", {}).get("script")
+    except UserError:
+        script = None
+    if script:
+        return f"run {info.run_id} ran your own script; resume it the way that script resumes"
+    if info.status == "completed":
+        return f"run {info.run_id} has completed; start a new one with r"
+    if not (Path(run_dir) / "checkpoints" / "last.pt").is_file():
+        return (f"run {info.run_id} has no checkpoint to resume from (it ended {info.status} before its first "
+                "checkpoint); start it again with r")
+    return None
+
+
+def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
+    """Remove a run's folder; a running run is refused (stop it first)."""
+    run_dir = Path(run_dir)
+    info = runsmod.load_run(run_dir)
+    if info.status == "running" and alive(runsmod.read_launch_info(run_dir)):
+        raise UserError(f"run {info.run_id} is running; stop it before deleting it")
+    if not (run_dir / "config.toml").is_file():
+        raise UserError(f"{run_dir} is not a run folder")
+    shutil.rmtree(run_dir)
+
+
+def run_config(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """A run's resolved config (its config.toml) as a dict."""
+    path = Path(run_dir) / "config.toml"
+    return cfgmod.build_config(cfgmod.read_toml(path), source=str(path)).to_dict()
+
+
+def flat(values: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    return {f"{s}.{k}": v for s, keys in values.items() for k, v in keys.items()}
+
+
+def toml_value(value: Any) -> str:
+    """A value as `--set` expects it (a TOML value)."""
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
+    """`amptui run PRESET --set ...` that starts a run with this run's config (resolved for the
+    machine it ran on: auto values are shown as decided)."""
+    import shlex
+
+    from . import presets as presetmod
+
+    values = run_config(run_dir)
+    name = values["run"]["name"]
+    script = values["run"].get("script")
+    try:
+        preset = presetmod.find_preset(name) if name and not script else None
+        base = flat(preset.config().to_dict()) if preset else flat(cfgmod.defaults())
+        ref = preset.name if preset and preset.builtin else (str(preset.path) if preset else "")
+    except UserError:
+        preset, base, ref = None, flat(cfgmod.defaults()), ""
+    words = ["amptui", "run"] + ([ref] if ref else [])
+    for key, value in flat(values).items():
+        if key == "run.name" and preset is not None:
+            continue
+        if base.get(key) != value:
+            words += ["--set", f"{key}={toml_value(value)}"]
+    if runs_display:
+        words += ["--runs-dir", runs_display]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def config_differences(run_dirs: list[Path], ignore_precision: bool = True) -> list[str]:
+    """Dotted keys whose values differ between the runs' configs (precision keys left out: an
+    A/B differs there on purpose)."""
+    flats = []
+    for d in run_dirs:
+        try:
+            flats.append(flat(run_config(d)))
+        except UserError:
+            continue
+    if len(flats) < 2:
+        return []
+    keys = sorted(set().union(*flats))
+    skip = set(_NOT_A_DIFFERENCE) | (set(PRECISION_KEYS) if ignore_precision else set())
+    return [k for k in keys if k not in skip and len({repr(f.get(k)) for f in flats}) > 1]
+
+
+def export_compare(root: Path, text: str, fmt: str) -> Path:
+    """Write a compare table into the runs folder; returns the file written."""
+    problem = runs_folder_problem(root)
+    if problem:
+        raise UserError(problem)
+    root = Path(root)
+    suffix = {"markdown": "md", "csv": "csv"}[fmt]
+    path = root / f"compare-{time.strftime('%Y%m%d-%H%M%S')}.{suffix}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = root / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{n}.{suffix}"
+    path.write_text(text if text.endswith("\n") else text + "\n")
+    return path
+
+
+def gpu_count_guess() -> int:
+    """CUDA GPUs this machine shows, without importing torch (for marking toggles at once; the
+    launcher's preflight has the last word)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        count = len(list(Path("/proc/driver/nvidia/gpus").iterdir()))
+    except OSError:
+        count = 0
+    if visible is not None:
+        ids = [v for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+        count = min(count, len(ids))
+    return count

@@ -1,0 +1,323 @@
+"""Runs a tune: each trial is a real run of the normal trainer (core.launch, its own run folder),
+one after another, within a time budget; Ctrl-C stops the running trial and the search, and the
+result still says what was measured. The plan adapts as numbers come in:
+
+    1. precision: fp32 (the reference), bf16, fp16+scaler; then fp32 again with another seed
+       (the accuracy guard's noise band and the timing noise)
+    2. knobs on the best accurate precision: torch.compile, then the batch size doubled until it
+       runs out of memory, stops paying, or the budget ends
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from . import launch
+from . import tune as T
+from .errors import UserError
+from .events import EventReader
+from .presets import Preset
+
+DEFAULT_TRIAL_S = 20.0     # first guess of a trial's wall time, before one is measured
+COMPILE_EXTRA_S = {"cpu": 150.0, "cuda": 60.0}  # what compilation adds to a trial (measured on a small CNN)
+STOP_GRACE_S = 60.0        # a trial asked to stop gets this long to reach a record and end (a busy CPU is slow)
+REPORT_RESERVE_S = 20.0    # trials are asked to stop this long before the budget ends ...
+KILL_RESERVE_S = 5.0       # ... and killed this long before it, if they have not stopped
+BUDGET_STOP = "the budget ran out"
+
+
+class Search:
+    def __init__(self, preset: Preset, overrides: dict[str, Any], dims: set[str], budget_s: float, root: Path,
+                 tid: str, device_type: str, say: Callable[[str], None] = print, t0: float | None = None):
+        self.preset, self.overrides, self.dims = preset, overrides, dims
+        self.root, self.tid, self.device_type, self.say = Path(root), tid, device_type, say
+        self.t0 = time.monotonic() if t0 is None else t0  # the budget counts from the command's start
+        self.deadline = self.t0 + budget_s
+        self.trials: list[T.Trial] = []
+        self.interrupted = False
+        self.path = T.result_path(self.root, tid)
+        self.result: dict[str, Any] = {
+            "tune_id": tid, "preset": preset.name, "preset_ref": preset.name if preset.builtin else str(preset.path),
+            "overrides": overrides, "device_type": device_type, "device_name": device_name(device_type),
+            "budget_s": budget_s, "started": time.time(), "pid": os.getpid(), "status": "running",
+            "always_on": T.ALWAYS_ON, "trials": []}
+
+    # --- the plan ---------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.save()
+        try:
+            self._plan()
+        except KeyboardInterrupt:
+            self.interrupted = True
+        return self.finish()
+
+    def _plan(self) -> None:
+        first = [T.precision_candidate("fp32")]
+        if "precision" in self.dims:
+            first += [T.precision_candidate(name) for name in T.PRECISIONS]
+        else:
+            from . import config as cfgmod
+
+            own = cfgmod.precision_short(self.preset.config(self.overrides).to_dict(), self.device_type)
+            if own != "fp32":
+                first.append(T.Candidate(own, {}))
+        # fp32, the most promising other precision, fp32 again (the noise band), the long shots
+        fp32 = self.trial(first[0])
+        for i, cand in enumerate(first[1:]):
+            reason = self.cannot_apply(cand)
+            if reason:
+                self.skip(cand, reason)
+            else:
+                self.trial(cand)
+            if i == 0 and fp32.measured:
+                self.trial(T.Candidate("fp32 seed 2", dict(fp32.knobs), "band"))
+        if len(first) == 1 and fp32.measured:
+            self.trial(T.Candidate("fp32 seed 2", dict(fp32.knobs), "band"))
+        if "precision" in self.dims:
+            self.skip(T.Candidate("fp8", {}), fp8_reason(self.device_type))
+        base = self.best()
+        if "compile" in self.dims and base is not None and not self.stopped:
+            cand = T.derived(T.Candidate(base.candidate, dict(base.knobs)), compile_=True)
+            reason = compiler_missing(self.device_type) or self.budget_short(COMPILE_EXTRA_S[self.device_type])
+            if reason:
+                self.skip(cand, reason)
+            else:
+                self.trial(cand)
+                base = self.best()
+        if "batch" in self.dims and base is not None:
+            self.grow_batch(base)
+
+    def grow_batch(self, base: T.Trial) -> None:
+        batch = base.knobs.get("data.batch_size") or self.preset.config(self.overrides).data.batch_size
+        previous = base
+        for _ in range(T.BATCH_DOUBLINGS):
+            if self.stopped:
+                return
+            batch *= 2
+            cand = T.derived(T.Candidate(base.candidate, dict(base.knobs)), batch=batch)
+            t = self.trial(cand)
+            if t.status in ("oom", "failed", "skipped") or not t.measured:
+                return
+            if not (T.rate(t) and T.rate(previous) and T.rate(t) > (1 + T.MIN_GAIN) * T.rate(previous)):
+                return  # no longer paying off: a larger batch only costs memory
+            previous = t
+
+    def best(self) -> T.Trial | None:
+        """The current winner among what has been measured (fp32 when nothing beats it)."""
+        for t in self.trials:
+            t.verdict = ""
+        winner, _, _ = T.judge(self.trials)
+        return winner
+
+    # --- one trial --------------------------------------------------------------------------------
+
+    @property
+    def stopped(self) -> bool:
+        return self.interrupted or time.monotonic() >= self.deadline - REPORT_RESERVE_S
+
+    def cannot_apply(self, cand: T.Candidate) -> str:
+        if cand.knobs.get("amp.dtype") == "bfloat16" and self.device_type == "cuda":
+            import torch
+
+            if not torch.cuda.is_bf16_supported(including_emulation=False):
+                return "this GPU has no native bfloat16 (compute capability 8.0+ needed)"
+        return ""
+
+    def budget_short(self, extra_s: float = 0.0) -> str:
+        walls = [t.wall_s for t in self.trials if t.wall_s]
+        need = (statistics.median(walls) if walls else DEFAULT_TRIAL_S) + extra_s
+        left = self.deadline - REPORT_RESERVE_S - time.monotonic()
+        if need > left:
+            return f"budget: about {need:.0f} s needed, {max(0.0, left):.0f} s left"
+        return ""
+
+    def skip(self, cand: T.Candidate, reason: str) -> T.Trial:
+        t = T.Trial(cand.name, cand.knobs, cand.role, status="skipped", reason=reason)
+        self.trials.append(t)
+        self.say(f"  {cand.name:<22} skipped: {reason}")
+        self.save()
+        return t
+
+    def trial(self, cand: T.Candidate) -> T.Trial:
+        if self.stopped:
+            return self.skip(cand, "interrupted" if self.interrupted else "budget: the time is up")
+        short = self.budget_short()
+        if short:
+            return self.skip(cand, short)
+        k = len([t for t in self.trials if t.run_id]) + 1
+        overrides = {**self.overrides, **cand.knobs, **T.trial_overrides(self.preset.name, self.tid, k)}
+        if cand.role == "band":
+            overrides["run.seed"] = self.preset.config(self.overrides).run.seed + 1
+        try:
+            run_dir, _ = launch.create_run(self.preset, overrides, self.root)
+        except UserError as exc:
+            return self.skip(cand, str(exc))
+        t = T.Trial(cand.name, cand.knobs, cand.role, run_id=run_dir.name, status="running")
+        self.trials.append(t)
+        self.save()
+        self.say(f"  {cand.name:<22} running ({run_dir.name})")
+        started = time.monotonic()
+        records = self.follow(t, run_dir, launch.start(run_dir))
+        t.wall_s = time.monotonic() - started
+        T.measure(t, records)
+        if t.status == "running":
+            t.status, t.reason = "killed", t.reason or "ended without an end record"
+        self.say(f"  {cand.name:<22} {t.status}" + (f": {t.ms_per_step:.1f} ms/step" if t.measured else "")
+                 + (f", {t.samples_per_s:.0f} samples/s" if t.samples_per_s else "")
+                 + (f" ({t.reason})" if t.reason else ""))
+        self.save()
+        return t
+
+    def follow(self, t: T.Trial, run_dir: Path, proc) -> list[dict[str, Any]]:
+        """Read the trial's events until it ends; ask it to stop when it can no longer win, the
+        budget ends or the user presses Ctrl-C; kill it if it does not stop in time."""
+        reader = EventReader(run_dir / "events.jsonl")
+        records: list[dict[str, Any]] = []
+        stop_sent = None
+        while True:
+            try:
+                records += reader.read()
+                if any(r.get("kind") == "end" for r in records) or proc.poll() is not None:
+                    records += reader.read()
+                    break
+                now = time.monotonic()
+                if stop_sent is None:
+                    reason = self.stop_reason(t, records)
+                    if reason:
+                        t.reason = reason
+                        launch.request_stop(run_dir)
+                        stop_sent = now
+                elif now - stop_sent > STOP_GRACE_S or (now > self.deadline - KILL_RESERVE_S
+                                                       and t.reason == BUDGET_STOP):
+                    self.kill(proc)
+                    t.reason += "; killed: it did not stop in time"
+                    break
+                time.sleep(0.2)
+            except KeyboardInterrupt:
+                if self.interrupted or stop_sent is not None and t.reason == "interrupted":
+                    self.kill(proc)  # a second Ctrl-C: do not wait
+                    t.reason = "interrupted; killed"
+                    break
+                self.interrupted = True
+                self.say("\nstopping the search: the running trial stops at its next record; Ctrl-C again to kill it")
+                t.reason = "interrupted"
+                launch.request_stop(run_dir)
+                stop_sent = time.monotonic()
+        try:
+            proc.wait(timeout=10)
+        except Exception:
+            pass
+        return records
+
+    def stop_reason(self, t: T.Trial, records: list[dict[str, Any]]) -> str:
+        if time.monotonic() >= self.deadline - REPORT_RESERVE_S:
+            return BUDGET_STOP
+        ref = next((x for x in self.trials if x.role == "reference" and x.measured), None)
+        if ref is None or t is ref:
+            return ""
+        steps = [r for r in records if r.get("kind") == "step"]
+        skip = T.warmup_windows(t.knobs)
+        for r in steps[skip:]:
+            rate = r.get("samples_per_s") or (1000.0 / r["step_time_ms"] if r.get("step_time_ms") else None)
+            if rate and T.rate(ref) and rate * T.SLOW_FACTOR < T.rate(ref):
+                return f"stopped early: over {T.SLOW_FACTOR:g}x slower than fp32, it cannot win"
+        return ""
+
+    @staticmethod
+    def kill(proc) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the trial runs in a session of its own
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    # --- the result -------------------------------------------------------------------------------
+
+    def save(self) -> None:
+        self.result["trials"] = T.as_dicts(self.trials)
+        T.write_result(self.path, self.result)
+
+    def finish(self) -> dict[str, Any]:
+        for t in self.trials:
+            t.verdict = ""
+        winner, band, needed = T.judge(self.trials)
+        self.result.update(
+            status="interrupted" if self.interrupted else "done", finished=time.time(),
+            elapsed_s=time.monotonic() - self.t0, band=band, needed_gain=needed,
+            winner=winner.candidate if winner else None,
+            explanation=T.explain(self.trials, winner, needed, self.device_type, hardware_note(self.device_type))
+            + busy_note(self.device_type))
+        self.save()
+        return self.result
+
+
+# --- what this machine allows -----------------------------------------------------------------------
+
+def device_name(device_type: str) -> str:
+    if device_type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name()
+    from ..hardware import cpu_name
+
+    return cpu_name()
+
+
+def compiler_missing(device_type: str) -> str:
+    """torch.compile's default backend (inductor) needs a C++ compiler on the CPU, Triton on CUDA."""
+    if device_type == "cuda":
+        return "" if importlib.util.find_spec("triton") else "torch.compile on CUDA needs Triton (not installed)"
+    if not any(shutil.which(c) for c in ("c++", "g++", "clang++", "cc")):
+        return "torch.compile on the CPU needs a C++ compiler (none on PATH)"
+    return ""
+
+
+def fp8_reason(device_type: str) -> str:
+    """fp8 needs a GPU of compute capability 8.9+ and torchao; amptui's trainer has no fp8 path yet."""
+    have_ao = importlib.util.find_spec("torchao") is not None
+    if device_type != "cuda":
+        return "fp8 needs a CUDA GPU of compute capability 8.9+ (Ada/Hopper) and torchao; this machine has no GPU"
+    import torch
+
+    cc = torch.cuda.get_device_capability()
+    if cc < (8, 9):
+        return f"fp8 needs compute capability 8.9+; this GPU is {cc[0]}.{cc[1]}"
+    if not have_ao:
+        return "fp8 needs torchao (pip install torchao)"
+    return "amptui's trainer has no fp8 (torchao float8) training path yet"
+
+
+def busy_note(device_type: str) -> list[str]:
+    """Other work on the machine's CPUs makes CPU timings vary from trial to trial: say so."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return []
+    if device_type != "cpu" or load <= 1.5 * cores:
+        return []
+    return [f"This machine was busy (load average {load:.0f} on {cores} cores): CPU timings vary from trial to "
+            "trial; tune again when it is quiet for a firmer answer."]
+
+
+def hardware_note(device_type: str) -> str:
+    """One clause on the hardware behind the precision verdict."""
+    from .. import hardware
+
+    if device_type == "cuda":
+        gpu = (hardware.describe().get("gpus") or [{}])[0]
+        return (f"{gpu.get('name', 'this GPU')} (compute capability {gpu.get('compute_capability', '?')}) runs "
+                "bfloat16 and float16 on tensor cores") if gpu.get("tensor_cores") else ""
+    cpu = hardware.describe()["cpu"]
+    have = [f for f in hardware.BF16_CPU_FLAGS if (cpu.get("flags") or {}).get(f)]
+    if have:
+        return f"this CPU has native bfloat16 instructions ({', '.join(have)})"
+    return "this CPU has no bfloat16 instructions, so bfloat16 is emulated and autocast costs time"

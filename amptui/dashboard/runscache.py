@@ -1,0 +1,44 @@
+"""The run list's reader: `core.runs.list_runs`, cheap enough for a refresh every few seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.runs import RunInfo, load_run
+
+
+class RunsCache:
+    """`core.runs.list_runs` for a refresh every few seconds: a finished run whose files have not
+    changed is not read again, so hundreds of big runs cost a few stat calls."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[tuple, RunInfo]] = {}
+
+    @staticmethod
+    def _stamp(path: Path) -> tuple:
+        stamp = []
+        for name in ("events.jsonl", "run.json", "config.toml"):
+            try:
+                st = (path / name).stat()
+                stamp.append((st.st_mtime_ns, st.st_size))
+            except FileNotFoundError:
+                stamp.append(None)
+        return tuple(stamp)
+
+    def scan(self, root: Path) -> list[RunInfo]:
+        if not root.is_dir():
+            return []
+        found: dict[str, tuple[tuple, RunInfo]] = {}
+        for path in root.iterdir():
+            if not (path / "config.toml").is_file():
+                continue
+            stamp = self._stamp(path)
+            known = self._known.get(path.name)
+            if known and known[0] == stamp and known[1].status in ("completed", "failed", "stopped"):
+                found[path.name] = known
+            else:
+                found[path.name] = (stamp, load_run(path))
+        self._known = found
+        runs = [info for _, info in found.values()]
+        runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)
+        return runs

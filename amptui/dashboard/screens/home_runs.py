@@ -1,0 +1,57 @@
+"""Home screen actions on the highlighted run: R resume, x delete (asks first), i info."""
+
+from __future__ import annotations
+
+from textual import work
+
+from ...core import runops
+from ...core.errors import UserError
+
+
+class RunActions:
+    def action_resume(self) -> None:
+        info = self._highlighted_info()
+        if info is None or self._launching:
+            return
+        self._launching = True
+        self.notify(f"resuming {info.run_id}…", timeout=3)
+        self._resume(info.run_id)
+
+    @work(thread=True, exclusive=True, group="home-launch")
+    def _resume(self, run_id: str) -> None:
+        """`amptui resume RUN_ID --detach`: launch.check_resumable (which needs torch, so not in this
+        process) and launch.start(resume=True), as the CLI does."""
+        self._child(["resume", run_id, "--detach", "--runs-dir", str(self.app.runs_root)])
+
+    def action_delete(self) -> None:
+        info = self._highlighted_info()
+        if info is None:
+            return
+        if info.status == "running":
+            self.notify(f"run {info.run_id} is running; stop it before deleting it (w, then s)",
+                        severity="warning", timeout=6)
+            return
+        from .modals import ConfirmModal
+
+        def answer(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                runops.delete_run(info.path, alive=self.app.process_alive)
+            except (UserError, OSError) as exc:
+                self.notify(str(exc), title="Not deleted", severity="error", timeout=8)
+                return
+            self.notify(f"deleted run {info.run_id}")
+            self.refresh_runs()
+
+        self.app.push_screen(ConfirmModal(f"Delete run {info.run_id} ({info.preset}, {info.status})?\n"
+                                          f"Its folder {info.path} goes, with its checkpoints and log.",
+                                          yes="Delete", no="Keep"), answer)
+
+    def action_info(self) -> None:
+        info = self._highlighted_info()
+        if info is None:
+            return
+        from .modals import RunInfoModal
+
+        self.app.push_screen(RunInfoModal(info.path, self.app.runs_display))

@@ -1,0 +1,5 @@
+"""Telemetry shared by amptui's trainer and `amptui.Monitor`: one recorder of the event stream
+(step windows, scaler events, alarms, memory, start/epoch/end records). Below both: it imports
+core and torch, never the trainer, the Monitor or Textual."""
+
+from .recorder import Counters, Recorder, error_payload  # noqa: F401

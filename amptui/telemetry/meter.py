@@ -1,0 +1,157 @@
+"""The step-record window: metrics accumulated on the device, read once every `log.every` steps,
+and a clock that holds training steps only.
+
+The hot loop only adds tensors (`loss_sum += loss`) and keeps references to the GradScaler's scale
+and the per-step overflow counts; `flush()` reads everything with one device-to-host copy. The
+window's clock stops while the loop is paused (evaluation, checkpoints, writing records), so a
+window's seconds are training-step seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import torch
+
+
+@dataclass
+class Window:
+    """What one step record reports, read back from the device."""
+
+    steps: int
+    loss: float | None
+    scales: list[float]
+    grad_norm: float | None
+    seconds: float
+    micro_batches: int = 0
+    overflow_counts: dict[int, list[float]] = field(default_factory=dict)  # window step index -> per-parameter
+
+
+class TrainingClock:
+    """Seconds spent training, with pauses (evaluation, checkpoints, records) left out."""
+
+    def __init__(self) -> None:
+        self._elapsed = 0.0
+        self._since: float | None = time.perf_counter()
+        self._depth = 0
+
+    def restart(self) -> None:
+        self._elapsed, self._since, self._depth = 0.0, time.perf_counter(), 0
+
+    def lap(self) -> float:
+        """Training seconds since the last lap; the clock keeps its state (running or paused)."""
+        now = time.perf_counter()
+        seconds = self._elapsed + (now - self._since if self._since is not None else 0.0)
+        self._elapsed = 0.0
+        if self._since is not None:
+            self._since = now
+        return seconds
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[list[float]]:
+        """`with clock.paused() as took:` -- after the block, took[0] is its duration in seconds."""
+        took = [0.0]
+        t0 = time.perf_counter()
+        if self._depth == 0 and self._since is not None:
+            self._elapsed += t0 - self._since
+            self._since = None
+        self._depth += 1
+        try:
+            yield took
+        finally:
+            self._depth -= 1
+            now = time.perf_counter()
+            took[0] = now - t0
+            if self._depth == 0:
+                self._since = now
+
+
+class TimedBatches:
+    """Iterates `batches`, summing the host seconds spent blocked in next() into `waited_s`.
+
+    The input pipeline's own iterator may already count them (a `waited_s` attribute): then its
+    count is used as it is. Host time only: no device sync."""
+
+    def __init__(self, batches: Iterable):
+        self._it = iter(batches)
+        self._own = not hasattr(self._it, "waited_s")
+        self._waited = 0.0
+
+    @property
+    def waited_s(self) -> float:
+        return self._waited if self._own else float(self._it.waited_s)
+
+    def __iter__(self) -> "TimedBatches":
+        return self
+
+    def __next__(self):
+        if not self._own:
+            return next(self._it)
+        t0 = time.perf_counter()
+        try:
+            return next(self._it)
+        finally:
+            self._waited += time.perf_counter() - t0
+
+
+class StepMeter:
+    def __init__(self, device: torch.device):
+        self.device = torch.device(device)
+        self.clock = TrainingClock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.loss_sum = torch.zeros((), device=self.device, dtype=torch.float32)
+        self.micro_batches = 0
+        self.steps = 0
+        self.scales: list[torch.Tensor] = []
+        self.grad_norm: torch.Tensor | None = None
+        self.overflow: dict[int, torch.Tensor] = {}
+
+    def restart_clock(self) -> None:
+        self.clock.restart()
+
+    def add_loss(self, loss: torch.Tensor) -> None:
+        self.loss_sum += loss.detach().float()
+        self.micro_batches += 1
+
+    def optimizer_step(self, scale: torch.Tensor | None, grad_norm: torch.Tensor | None,
+                       overflow_counts: torch.Tensor | None = None) -> None:
+        """Called after scaler.update(): keep the new scale (a device tensor; no sync) and, when
+        traced, this step's non-finite gradient count per parameter (a device tensor)."""
+        if overflow_counts is not None:
+            self.overflow[self.steps] = overflow_counts
+        self.steps += 1
+        if scale is not None:
+            self.scales.append(scale.detach().reshape(()).clone())
+        if grad_norm is not None:
+            self.grad_norm = grad_norm.detach()
+
+    def flush(self, reduce=None) -> Window:
+        """One host sync for the whole window. `reduce` averages the loss sum over ranks (DDP)."""
+        parts = [self.loss_sum, torch.tensor(float(self.micro_batches), device=self.device)]
+        totals = torch.stack(parts)
+        if reduce is not None:
+            totals = reduce(totals)
+        extra = list(self.scales) + ([self.grad_norm.float().reshape(())] if self.grad_norm is not None else [])
+        extra += [c.float().reshape(-1) for c in self.overflow.values()]
+        values = torch.cat([totals] + [t.reshape(-1) for t in extra]) if extra else totals
+        host = values.tolist()  # the sync
+        seconds = self.clock.lap()  # after the sync: the device's work for the window is done
+        loss_sum, count = host[0], host[1]
+        at = 2 + len(self.scales)
+        scales = host[2:at]
+        grad_norm = None
+        if self.grad_norm is not None:
+            grad_norm, at = host[at], at + 1
+        counts = {}
+        for index, tensor in self.overflow.items():
+            n = tensor.numel()
+            counts[index], at = host[at:at + n], at + n
+        window = Window(self.steps, loss_sum / count if count else None, scales, grad_norm, seconds,
+                        self.micro_batches, counts)
+        self._reset()
+        return window

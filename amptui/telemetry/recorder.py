@@ -1,0 +1,256 @@
+"""`Recorder`: the one writer of amptui's event stream, used by amptui's trainer and by
+`amptui.Monitor` alike, so every measurement fix reaches both.
+
+The training loop tells it about each optimizer step (`optimizer_step`, after scaler.update()),
+the loss of each micro-batch (`meter.add_loss`), where its batches come from (`timed(batches)`),
+and pauses its clock around anything that is not a training step (`paused("eval")`,
+`paused("checkpoint")`). Every `log.every` steps `write_step()` reads the window back with one
+device-to-host copy and writes the step record, scaler events, alarms and memory samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+
+from ..core.events import EventWriter
+from . import torch_amp
+from .alarms import ScaleAlarms
+from .device import DeviceSampler, device_info, peak_memory, step_memory
+from .meter import StepMeter, TimedBatches
+from .records import EpochTimes, StepRecord
+from .scaler import OverflowTracer, scaler_events
+
+
+@dataclass
+class Counters:
+    """What the stream has counted so far; the trainer's checkpointed progress extends it."""
+
+    step: int = 0             # optimizer steps done
+    epoch: int = 0            # current epoch, 0-based
+    skipped_total: int = 0
+    epoch_loss_sum: float = 0.0
+    epoch_batches: int = 0
+
+
+def error_payload(error: BaseException, rank: int) -> dict:
+    tail = "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
+    return {"type": type(error).__name__, "message": str(error), "rank": rank, "traceback": tail[-4000:]}
+
+
+class Recorder:
+    def __init__(self, writer: EventWriter | None, rank: int = 0, world_size: int = 1, *,
+                 counters: Counters | None = None, scaler=None, optimizer=None, model=None,
+                 reduce: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        self.writer = writer
+        self.rank, self.world_size = rank, world_size
+        self.counters = counters if counters is not None else Counters()
+        self.reduce = reduce
+        self.attach(scaler, optimizer, model)
+        self.echo: Callable[[str], None] | None = None  # warnings also go here (the trainer's log)
+        self.meter: StepMeter | None = None
+        self.sampler = DeviceSampler()
+        self.alarms: ScaleAlarms | None = None
+        self.sinks: list = []          # e.g. TensorBoard: .step(record), .epoch(record, step), .close()
+        self.step_flops: int | None = None
+        self.last_scale: float | None = None
+        self.last_loss: float | None = None
+        self.val_acc: float | None = None
+        self.t_start = time.time()
+        self.times = EpochTimes()
+        self._window_samples = 0
+        self._have_samples = False
+        self._batches: TimedBatches | None = None
+        self._waited_seen = 0.0        # of the current batches' waited_s, already reported
+        self._waited_window = 0.0      # from earlier batches iterators, not yet reported
+        self._measures_wait = False
+
+    # --- set-up -------------------------------------------------------------------------------------
+
+    def attach(self, scaler=None, optimizer=None, model=None) -> None:
+        """The GradScaler (scale, skipped steps), the optimizer (lr) and the model (which parameters
+        overflowed); each optional."""
+        self.scaler, self.optimizer = scaler, optimizer
+        self.tracer = OverflowTracer(model if self.scaler_enabled else None)
+
+    @property
+    def scaler_enabled(self) -> bool:
+        return self.scaler is not None and bool(getattr(self.scaler, "is_enabled", lambda: True)())
+
+    @property
+    def device(self) -> torch.device | None:
+        return self.meter.device if self.meter is not None else None
+
+    def use_device(self, device: torch.device) -> None:
+        """Where the loop's tensors live; the window's clock starts now."""
+        clock = self.meter.clock if self.meter is not None else None
+        self.meter = StepMeter(device)
+        if clock is not None:
+            self.meter.clock = clock
+
+    def emit(self, kind: str, **fields: Any) -> dict | None:
+        return self.writer.emit(kind, **fields) if self.writer is not None else None
+
+    def start(self, **fields: Any) -> dict:
+        """The start record; device, torch version, host, pid, world size and scale are filled in."""
+        device = self.device or torch.device("cpu")
+        if self.scaler_enabled:
+            self.last_scale = float(self.scaler.get_scale())  # once, before the first step
+        record = dict(world_size=self.world_size, device=device_info(device), torch=torch.__version__,
+                      host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale, **fields)
+        self.emit("start", **record)
+        return record
+
+    def warn(self, message: str, code: str = "config") -> None:
+        self.emit("warning", message=message, code=code)
+        if self.echo is not None:
+            self.echo(f"warning: {message}")
+
+    # --- the hot path: no host reads -------------------------------------------------------------------
+
+    def timed(self, batches: Iterable) -> TimedBatches:
+        """Wrap the loop's batch iterator: the time blocked in next() becomes data_wait_ms."""
+        if self._batches is not None:
+            self._waited_window += self._batches.waited_s - self._waited_seen
+        self._batches = TimedBatches(batches)
+        self._waited_seen = 0.0
+        self._measures_wait = True
+        return self._batches
+
+    def optimizer_step(self, grad_norm: torch.Tensor | None = None, samples: int | None = None,
+                       trace: bool = False) -> None:
+        """After scaler.update(): count the step, keep the scale and (when the tracer is armed, or
+        `trace`: the step is known to be skipped) the per-parameter overflow counts."""
+        scale = None
+        if self.scaler_enabled:
+            scale = torch_amp.scale_tensor(self.scaler)
+            if scale is None:  # update() never ran: still the initial scale
+                scale = torch.tensor(float(self.scaler.get_scale()), device=self.meter.device)
+        self.meter.optimizer_step(scale, grad_norm, self.tracer.count(force=trace))
+        self.counters.step += 1
+        if samples is not None:
+            self._window_samples += int(samples)
+            self._have_samples = True
+
+    @contextlib.contextmanager
+    def paused(self, what: str = "eval") -> Iterator[None]:
+        """Keep `what` ("eval", "checkpoint" or anything else) out of the step window's clock; its
+        time goes to the epoch record's eval_time_s / checkpoint_time_s."""
+        if self.meter is None:
+            yield
+            return
+        with self.meter.clock.paused() as took:
+            yield
+        if what == "eval":
+            self.times.eval_time_s += took[0]
+        elif what == "checkpoint":
+            self.times.checkpoint_time_s += took[0]
+
+    # --- records ------------------------------------------------------------------------------------
+
+    def write_step(self, reduce: bool = True) -> StepRecord | None:
+        """Read the window back (one sync) and write its step record; None when it was empty."""
+        meter, c = self.meter, self.counters
+        if meter is None or not meter.steps:
+            return None
+        window = meter.flush(self.reduce if reduce else None)
+        with self.paused("record"):
+            first = c.step - window.steps + 1
+            events, self.last_scale = scaler_events(first, self.last_scale, window.scales,
+                                                    self.tracer.named(first, window.overflow_counts))
+            skipped = sum(e["event"] == "backoff" for e in events)
+            self.tracer.window_done(had_backoff=skipped > 0)
+            for event in events:
+                self.emit("scaler", **event)
+            c.skipped_total += skipped
+            self.last_loss = window.loss
+            if window.loss is not None:
+                c.epoch_loss_sum += window.loss * window.micro_batches
+                c.epoch_batches += window.micro_batches
+            self.times.epoch_time_s += window.seconds
+            record = StepRecord(
+                step=c.step, epoch=c.epoch + 1, loss=window.loss, lr=self.lr(),
+                scale=self.last_scale if self.scaler_enabled else None, skipped=skipped,
+                skipped_total=c.skipped_total, samples_per_s=self._samples_per_s(window.seconds),
+                step_time_ms=1000 * window.seconds / window.steps, data_wait_ms=self._data_wait_ms(window.steps),
+                mem=step_memory(meter.device), grad_norm=window.grad_norm,
+                tflops=self.step_flops * window.steps / window.seconds / 1e12
+                if self.step_flops and window.seconds > 0 else None)
+            fields = record.fields()
+            self.emit("step", **fields)
+            for sink in self.sinks:
+                sink.step(fields)
+            if self.alarms is not None:
+                for alarm in self.alarms.observe(events, c.step, self.last_scale, window.loss):
+                    self.warn(alarm.message, code=alarm.code)
+            if self.sampler.due():
+                self.emit("mem", **self.sampler.sample(with_gpus=meter.device.type == "cuda" and self.rank == 0))
+        return record
+
+    def _samples_per_s(self, seconds: float) -> float | None:
+        samples = self._window_samples * self.world_size if self._have_samples else None
+        self._window_samples = 0
+        return samples / seconds if samples is not None and seconds > 0 else None
+
+    def _data_wait_ms(self, steps: int) -> float | None:
+        if not self._measures_wait:
+            return None
+        waited = self._waited_window
+        if self._batches is not None:
+            now = self._batches.waited_s
+            waited += now - self._waited_seen
+            self._waited_seen = now
+        self._waited_window = 0.0
+        return 1000 * waited / steps
+
+    def lr(self) -> float | None:
+        if self.optimizer is None or not getattr(self.optimizer, "param_groups", None):
+            return None
+        lr = self.optimizer.param_groups[0].get("lr")
+        return float(lr) if lr is not None else None
+
+    def epoch_train_loss(self) -> float | None:
+        """The epoch's mean train loss from the step records' window means (no extra sync)."""
+        c = self.counters
+        return c.epoch_loss_sum / c.epoch_batches if c.epoch_batches else None
+
+    def write_epoch(self, number: int, *, keep_totals: bool = False, **fields: Any) -> dict | None:
+        """The epoch record: train_loss (default: the epoch's mean), val_loss, val_acc, the epoch's
+        training-step, evaluation and checkpoint seconds, and any other number given."""
+        fields.setdefault("train_loss", self.epoch_train_loss())
+        fields.setdefault("val_loss", None)
+        fields.setdefault("val_acc", None)
+        if fields["val_acc"] is not None:
+            self.val_acc = fields["val_acc"]
+        record = self.emit("epoch", epoch=number, **fields, **vars(self.times))
+        for sink in self.sinks:
+            sink.epoch(record, self.counters.step)
+        self.times = EpochTimes()
+        if not keep_totals:
+            self.counters.epoch_loss_sum, self.counters.epoch_batches = 0.0, 0
+        return record
+
+    def end(self, status: str, error: BaseException | None = None, **fields: Any) -> None:
+        """The end record (with the error's type, message and traceback tail when failed); closes."""
+        c = self.counters
+        payload = dict(status=status, total_time_s=time.time() - self.t_start, steps=c.step,
+                       final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=c.skipped_total,
+                       peak_mem=peak_memory(self.device) if self.device is not None else None, **fields)
+        if error is not None:
+            payload["error"] = error_payload(error, self.rank)
+        self.emit("end", **payload)
+        self.close()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []

@@ -1,0 +1,172 @@
+"""The command line as people use it: on a real terminal (a pseudo-terminal of a given size) the
+progress line redraws in place and every line fits the width; `--script` failures are reported
+as failures; help text documents every argument."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+
+import pytest
+
+from conftest import amptui
+from test_ab_compare import canned_run
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def amptui_on_terminal(*args: str, cols: int = 80, rows: int = 24, timeout: float = 300) -> tuple[int, str]:
+    """Run the real CLI with stdin/stdout/stderr on a pseudo-terminal `cols` wide; returns the exit
+    code and everything it drew."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["TERM"] = "xterm-256color"
+    proc = subprocess.Popen([sys.executable, "-m", "amptui", *args], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, start_new_session=True)
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # the terminal closed: the command is done
+                    break
+                if not data:
+                    break
+                out += data
+            elif proc.poll() is not None:
+                break
+        else:
+            raise AssertionError(f"amptui {' '.join(args)} still running after {timeout} s")
+        return proc.wait(timeout=60), out.decode("utf-8", "replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+
+
+def screen_lines(drawn: str) -> list[str]:
+    """What the terminal shows, line by line, as drawn: every redraw (\\r) and line is one entry."""
+    return [s for s in re.split(r"[\r\n]+", ANSI.sub("", drawn)) if s.strip()]
+
+
+@pytest.mark.parametrize("cols", [80])
+def test_the_progress_line_redraws_in_place_within_the_width(cols, runs_dir):
+    code, drawn = amptui_on_terminal("run", "quickstart", "--set", "run.max_steps=24", "--set", "log.every=1", "--set", "amp.grad_scaler=true", "--set", "run.device=cpu",
+                                     cols=cols)
+    lines = screen_lines(drawn)
+    assert code == 0, "\n".join(lines[-20:])
+    too_wide = [line for line in lines if len(line) > cols]
+    assert not too_wide, too_wide
+    progress = [line for line in lines if re.search(r"\b\d+/24\b", line) and "━" in line]
+    assert progress, lines
+    # 24 step records (log.every=1): a line each would print 24+ newlines; redrawn, a handful remain
+    assert "\r" in drawn and drawn.count("\n") < 12, "progress updates redraw one line"
+    assert any("scale 2^" in line and "loss" in line for line in progress), "scale fits at 80 columns"
+    assert any(re.match(r"completed: 24 steps in \d+:\d\d, final loss", line) for line in lines[-4:]), lines[-4:]
+    assert lines[-1].startswith("run ") and lines[-1].endswith(": completed")
+    # Accuracy reads the same in the trainer's log as on the command line.
+    shown = re.search(r"val acc (\d+\.\d\d%)", " ".join(lines)).group(1)
+    log = (runs_dir / lines[-1].split()[1].rstrip(":") / "output.log").read_text()
+    assert f"val acc {shown}" in log, log
+
+
+@pytest.mark.parametrize("cols", [80, 100])
+def test_compare_and_runs_tables_fit_the_terminal(cols, runs_dir):
+    long_preset = '[run]\nname = "resnet18-intel"\n'
+    canned_run(runs_dir, "20261122-165501-resnet18-intel-ab12", 20.0, 64, 2**30, 0.9, preset="resnet18-intel",
+               precision="fp32", config=long_preset)
+    canned_run(runs_dir, "20261122-165733-resnet18-intel-cd34", 8.0, 64, 2**29, 0.9, preset="resnet18-intel",
+               precision="autocast float16 + GradScaler", config=long_preset + '[amp]\ndtype = "float16"\n')
+    ids = sorted(p.name for p in runs_dir.iterdir())
+    code, drawn = amptui_on_terminal("compare", *ids, cols=cols)
+    lines = screen_lines(drawn)
+    assert code == 0 and not [line for line in lines if len(line) > cols], lines
+    assert f"1  {ids[0]}  (baseline)" in lines and f"2  {ids[1]}" in lines, "run ids in full, numbered"
+    row = [line for line in lines if line.startswith("2 ")][-1]  # the table's row, after the id list
+    assert "fp16+scaler" in row and "2.50x" in row and "90.00%" in row
+    code, drawn = amptui_on_terminal("runs", cols=cols)
+    lines = screen_lines(drawn)
+    assert code == 0 and not [line for line in lines if len(line) > cols], lines
+    assert any(line.startswith(ids[1]) and "completed" in line for line in lines), "one row per run, id whole"
+
+
+def test_a_script_that_fails_before_its_monitor_starts_is_failed_with_its_error(runs_dir, isolated):
+    script = isolated / "train.py"
+    script.write_text("import sys\nraise ValueError(f'no data at {sys.argv[1]}')\n")
+    proc = amptui("run", "--script", str(script), "--", "/nowhere")
+    assert proc.returncode == 1
+    assert "ValueError: no data at /nowhere" in proc.stderr and "Traceback" not in proc.stderr
+    assert "resume" not in proc.stdout + proc.stderr
+    listed = json.loads(amptui("runs", "--format", "json", check=True).stdout)
+    assert [(r["status"], r["error"]) for r in listed] == [("failed", "ValueError: no data at /nowhere")]
+    run_dir = runs_dir / listed[0]["run_id"]
+    assert "ValueError: no data at /nowhere" in (run_dir / "output.log").read_text(), "the traceback is kept"
+    refused = amptui("resume", listed[0]["run_id"])
+    assert refused.returncode == 2 and "your own script" in refused.stderr
+
+
+def test_a_script_that_exits_with_an_error_code_before_its_monitor_is_failed(runs_dir, isolated):
+    script = isolated / "train.py"
+    script.write_text("import sys\nprint('usage: train.py --lr LR', file=sys.stderr)\nsys.exit(2)\n")
+    proc = amptui("run", "--script", str(script))
+    assert proc.returncode == 1 and "SystemExit: exit code 2" in proc.stderr
+    assert json.loads(amptui("runs", "--format", "json", check=True).stdout)[0]["status"] == "failed"
+
+
+def test_help_documents_every_argument():
+    for command in ("stop", "resume", "watch"):
+        text = amptui(command, "--help", check=True).stdout
+        assert f"amptui {command}" in text and "RUN_ID" in text and "run_id" not in text
+        assert re.search(r"RUN_ID\s+the run to", text), text
+    ab = amptui("ab", "--help", check=True).stdout
+    for arg in ("PRESET", "--variants", "--set", "--format"):
+        assert re.search(rf"^\s+{re.escape(arg)}\b.*\S\s\s+\S", ab, re.M), (arg, ab)
+    compare = amptui("compare", "--help", check=True).stdout
+    assert "RUN_ID" in compare and "baseline" in compare
+    doctor = amptui("doctor", "--help", check=True).stdout
+    assert "{table,json}" in doctor
+
+
+@pytest.mark.parametrize("cols", [60, 80, 100, 160])
+@pytest.mark.parametrize("label", ["", "[2/3] fp16+scaler "])
+def test_the_progress_line_fits_any_width_with_every_figure(cols, label):
+    """The live view fed a GPU-like stream (scale, skipped steps, CUDA memory, a 6-digit step
+    count): whatever the width, one line per redraw, never wider than the terminal."""
+    import io
+
+    from rich.console import Console
+
+    from amptui.console import ProgressPrinter
+
+    out = io.StringIO()
+    printer = ProgressPrinter(label=label, console=Console(file=out, force_terminal=True, width=cols))
+    printer.feed([{"kind": "start", "run_id": "r", "preset": "alexnet-cifar10", "total_steps": 200_000, "epochs": 20,
+                   "precision": "autocast float16 + GradScaler", "device": {"name": "NVIDIA H100 80GB HBM3"}}])
+    for step in range(10_000, 200_001, 10_000):
+        printer.feed([{"kind": "step", "step": step, "epoch": step // 10_000, "loss": 1 / step, "lr": 1e-4,
+                       "scale": 65536.0, "skipped_total": 3, "samples_per_s": 12345.6,
+                       "mem": {"allocated": 3 * 2**30, "peak_allocated": 5 * 2**30}}])
+        printer._progress.refresh()
+    printer.feed([{"kind": "end", "status": "completed", "steps": 200_000, "final_loss": 0.01, "val_acc": 0.6992,
+                   "peak_mem": 5 * 2**30}])
+    printer.finish(131.4)
+    lines = screen_lines(out.getvalue())
+    assert lines and not [line for line in lines if len(line) > cols], lines
+    assert any("200000/200000" in line for line in lines)
+    if cols >= 100:
+        assert any("scale 2^16" in line for line in lines)
+    assert any("steps in 2:11" in line for line in lines) and any("69.92%" in line for line in lines)

@@ -1,0 +1,447 @@
+"""Pilot tests for issue 13's dashboard points: keys only where they apply, help, resume, delete,
+filter, run info, the runs folder as a file, DataParallel marked at once, edits kept per preset,
+text fields and focus, short run ids, wrapped alarms and log, compare preset/warning/export."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+from amptui.dashboard.screens.compare import CompareScreen
+from amptui.dashboard.screens.help import HelpScreen
+from amptui.dashboard.screens.home import HomeScreen
+from amptui.dashboard.screens.modals import ConfirmModal, RunInfoModal
+from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.widgets.runtable import RunTable, short_ids
+from amptui.dashboard.widgets.toggles import TogglesPanel
+
+from dashboard_support import (FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs,
+                               home_ready, root, select_run, until)  # noqa: F401 (root: a fixture)
+
+STOPPED = "20261121-231700-quickstart-stop"
+SCRIPT = "20261121-231800-train-5c21"
+
+
+def add_stopped_run(root: Path, name: str = STOPPED, script: bool = False) -> Path:
+    """The failed fixture turned into a stopped run with a checkpoint (or a --script run)."""
+    path = root / name
+    shutil.copytree(root / FAILED, path)
+    lines = [json.loads(l) for l in (path / "events.jsonl").read_text().splitlines()]
+    for rec in lines:
+        if rec.get("kind") == "end":
+            rec["status"], rec["error"] = "stopped", None
+    (path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (path / "checkpoints").mkdir()
+    (path / "checkpoints" / "last.pt").write_bytes(b"not read by the dashboard")
+    if script:
+        text = (path / "config.toml").read_text().replace("[run]\n", '[run]\nscript = "train.py"\n', 1)
+        (path / "config.toml").write_text(text)
+    return path
+
+
+def shown_keys(app) -> set[str]:
+    return {b.binding.key for b in app.active_bindings.values() if b.binding.show}
+
+
+def fake_amptui(monkeypatch, calls, stdout="", returncode=0, stderr=""):
+    def fake_run(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, returncode, stdout=stdout, stderr=stderr)
+
+    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", fake_run)
+
+
+# --- keys where they apply, resume -------------------------------------------------------------------
+
+@async_test
+async def test_stopped_run_offers_resume_not_stop_and_R_resumes_it(root, monkeypatch):
+    add_stopped_run(root)
+    calls = []
+    fake_amptui(monkeypatch, calls, stdout=f"started\n{STOPPED}\n")
+    app = app_for(root, watch=root / STOPPED)
+    async with app.run_test(size=(110, 34)) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: screen.model.status == "stopped" and not screen.model.loading)
+        await until(pilot, lambda: "R" in shown_keys(app))
+        assert "s" not in shown_keys(app)
+        assert "R continues it" in str(screen.query_one("#error-panel").render())
+        await pilot.press("R")
+        await until(pilot, lambda: calls)
+        assert calls[0][:3] == [sys.executable, "-m", "amptui"]
+        assert calls[0][3:6] == ["resume", STOPPED, "--detach"]
+
+
+@async_test
+async def test_resume_refused_with_the_reason_and_never_suggested_for_a_script_run(root, monkeypatch):
+    add_stopped_run(root, SCRIPT, script=True)
+    calls = []
+    fake_amptui(monkeypatch, calls)
+    app = app_for(root, watch=root / SCRIPT)
+    async with app.run_test(size=(110, 34)) as pilot:
+        screen = app.screen
+        notes = Notes().install(app)
+        await until(pilot, lambda: screen.model.status == "stopped" and not screen.model.loading)
+        await pilot.pause(0.3)
+        assert not {"s", "R"} & shown_keys(app)
+        panel = str(screen.query_one("#error-panel").render())
+        assert "amptui resume" not in panel and "your own script" in panel
+        await pilot.press("R")  # not offered, but pressing it says why
+        await until(pilot, lambda: notes)
+        assert "your own script" in notes.text() and not calls
+
+
+@async_test
+async def test_home_R_resumes_the_highlighted_run_or_says_why_not(root, monkeypatch):
+    add_stopped_run(root)
+    calls = []
+    fake_amptui(monkeypatch, calls, stdout=f"{STOPPED}\n")
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        await home_ready(pilot, 4)
+        notes = Notes().install(app)
+        await select_run(pilot, QUICK)
+        assert "R" not in shown_keys(app)
+        await pilot.press("R")
+        await until(pilot, lambda: notes)
+        assert "has completed" in notes.text() and not calls
+        await select_run(pilot, STOPPED)
+        assert "R" in shown_keys(app)
+        await pilot.press("R")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        assert calls[0][3:6] == ["resume", STOPPED, "--detach"]
+
+
+# --- help ------------------------------------------------------------------------------------------------
+
+@async_test
+async def test_question_mark_and_f1_list_every_key_of_the_screen(root):
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = "\n".join(" ".join(row) for row in app.screen.rows)
+        for binding in HomeScreen.BINDINGS:
+            if not binding.action.startswith("why_not"):
+                assert binding.description in text
+        assert "space" in text and "Help" in text
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is home)
+        await select_run(pilot, SCALER)
+        await pilot.press("w")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = "\n".join(" ".join(row) for row in app.screen.rows)
+        assert "Stop the run is not running" in text and "Detach" in text and "panel: memory" in text
+        await pilot.press("escape")
+        commands = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Keys of this screen" in commands
+
+
+# --- runs: delete, filter, info, short ids -------------------------------------------------------------
+
+@async_test
+async def test_x_deletes_after_asking_and_refuses_a_running_run(root):
+    copy_runs(root, live=True)
+    app = app_for(root, process_alive=lambda info: True)  # the live fixture's trainer is "alive"
+    async with app.run_test(size=(110, 34)) as pilot:
+        await home_ready(pilot, 4)
+        notes = Notes().install(app)
+        await select_run(pilot, LIVE)
+        await pilot.press("x")
+        await until(pilot, lambda: notes)
+        assert "stop it before deleting" in notes.text() and (root / LIVE).is_dir()
+        await select_run(pilot, FAILED)
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("n")
+        await pilot.pause()
+        assert (root / FAILED).is_dir()
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await until(pilot, lambda: not (root / FAILED).exists())
+        await until(pilot, lambda: FAILED not in app.screen.query_one(RunTable)._order)
+
+
+@async_test
+async def test_f_filters_runs_by_preset_and_status(root):
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot, 3)
+        table = home.query_one(RunTable)
+        await pilot.press("f")
+        await pilot.press(*"failed")
+        await until(pilot, lambda: table._order == [FAILED])
+        await pilot.press("escape")
+        assert app.focused is table and home.query_one("#runs-filter").display
+        assert "1 of 3" in str(home.query_one("#runs-box").border_title)
+        await pilot.press("f", "ctrl+u", *"scaler-lab")
+        await until(pilot, lambda: table._order == [SCALER])
+        await pilot.press("ctrl+u", "enter")
+        await until(pilot, lambda: len(table._order) == 3)
+        assert not home.query_one("#runs-filter").display
+
+
+@async_test
+async def test_i_shows_the_config_and_the_equivalent_command(root):
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        await home_ready(pilot, 3)
+        await select_run(pilot, SCALER)
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, RunInfoModal))
+        command = str(app.screen.query_one("#info-command").render())
+        assert command.startswith("amptui run scaler-lab")
+        assert "[amp]" in (root / SCALER / "config.toml").read_text()
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, HomeScreen))
+
+
+def test_equivalent_command_reproduces_the_config(root):
+    """The command line `i` shows, run through the CLI's own parsing, gives the run's config back."""
+    from amptui.core import config as cfgmod
+    from amptui.core import presets as presetmod
+    from amptui.core import runops
+
+    import shlex
+
+    words = shlex.split(runops.equivalent_command(root / QUICK))
+    assert words[:3] == ["amptui", "run", "quickstart"]
+    sets = [words[i + 1] for i, w in enumerate(words) if w == "--set"]
+    rebuilt = presetmod.find_preset("quickstart").config(cfgmod.parse_set(sets)).to_dict()
+    assert runops.flat(rebuilt) == runops.flat(runops.run_config(root / QUICK))
+
+
+def test_short_ids_tell_runs_apart():
+    ids = ["20261122-160001-quickstart-8ab8", "20261122-160002-quickstart-8ab9", "x-8ab8"]
+    short = short_ids(ids)
+    assert short["20261122-160002-quickstart-8ab9"] == "8ab9"
+    assert len(set(short.values())) == 3
+
+
+@async_test
+async def test_run_ids_are_told_apart_at_80x24(root):
+    for i in range(3):  # ids that share everything up to the random suffix, as runs started together
+        shutil.copytree(root / QUICK, root / f"20261121-231544-quickstart-8ab{i}")
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        home = await home_ready(pilot, 6)
+        await pilot.pause(0.3)
+        table = home.query_one(RunTable)
+        shown = [str(table.get_row(rid)[1]) for rid in table._order]
+        assert len(set(shown)) == len(shown)
+        # the id is the second column: on screen at 80 columns, whatever else is cut
+        assert sum(c.get_render_width(table) for c in list(table.columns.values())[:2]) < 20
+
+
+# --- toggles ----------------------------------------------------------------------------------------------
+
+@async_test
+async def test_parallel_dp_is_marked_invalid_at_once_on_the_cpu(root, monkeypatch):
+    calls = []
+    fake_amptui(monkeypatch, calls)
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot)
+        notes = Notes().install(app)
+        home.query_one("#t-run-device").value = "cpu"
+        home.query_one("#t-dist-mode").value = "dp"
+        await pilot.pause()
+        assert "needs at least 2 GPUs" in str(home.query_one("#toggle-error").render())
+        assert home.query_one("#t-dist-mode").has_class("-invalid")
+        home.query_one("#presets").focus()
+        await pilot.press("r")
+        await pilot.pause()
+        assert not calls and "2 GPUs" in notes.text()
+        home.query_one("#t-dist-mode").value = "none"
+        await pilot.pause()
+        assert not home.query_one("#t-dist-mode").has_class("-invalid")
+
+
+@async_test
+async def test_edited_toggles_are_kept_when_the_highlight_moves(root):
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot)
+        home.query_one("#t-data-batch-size").value = "16"
+        await pilot.pause()
+        home.query_one("#presets").focus()
+        await pilot.press("down")
+        await until(pilot, lambda: home.preset.name != "quickstart")
+        assert home.query_one("#t-data-batch-size").value != "16"
+        await pilot.press("up")
+        await until(pilot, lambda: home.preset.name == "quickstart")
+        await pilot.pause()
+        assert home.query_one("#t-data-batch-size").value == "16"
+        assert "your edits" in str(home.query_one("#preset-desc").render())
+
+
+@async_test
+async def test_an_invalid_preset_shows_no_borrowed_values(root, tmp_path, monkeypatch):
+    saved = tmp_path / "config" / "amptui" / "presets"
+    saved.mkdir(parents=True)
+    (saved / "broken.toml").write_text("[amp]\ndtype = 'float8'\n")
+    calls = []
+    fake_amptui(monkeypatch, calls)
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot)
+        names = [p.name for p in home.presets]
+        home.query_one("#presets").highlighted = names.index("broken")
+        await until(pilot, lambda: home.preset.name == "broken")
+        await pilot.pause()
+        toggles = home.query_one(TogglesPanel)
+        grid = toggles.query_one("#toggle-grid")
+        assert grid.disabled and not grid.display
+        assert "cannot load" in str(toggles.query_one("#toggle-error").render())
+        assert toggles.query_one("#t-data-batch-size").value == "" and toggles.query_one("#t-optim-lr").value == ""
+        notes = Notes().install(app)
+        await pilot.press("r")
+        await pilot.pause()
+        assert not calls and "cannot load" in notes.text()
+
+
+@async_test
+async def test_text_field_keys_escape_and_shift_tab(root, monkeypatch):
+    calls = []
+    fake_amptui(monkeypatch, calls, returncode=2, stderr="amptui: error: nope\n")
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot)
+        box = home.query_one("#t-run-max-steps")
+        box.focus()
+        await pilot.pause()
+        footer = {b.binding.description for b in app.active_bindings.values() if b.binding.show}
+        assert any("Leave field" in d for d in footer) and "Help" in footer  # the footer is not blank
+        await pilot.press("ctrl+u", "1", "r")
+        assert box.value == "1r" and not calls  # r types in a text field...
+        await pilot.press("backspace", "escape")
+        assert app.focused is home.query_one("#presets")
+        await pilot.press("r")  # ...and runs from the lists
+        await until(pilot, lambda: calls)
+        await pilot.press("shift+tab")
+        assert app.focused is box  # back to the widget before Presets, not down to Runs
+
+
+@async_test
+async def test_open_drop_down_has_a_border_and_its_own_background(root):
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot)
+        select = home.query_one("#t-amp-grad-scaler")
+        select.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        overlay = select.query_one("SelectOverlay")
+        assert select.expanded and overlay.styles.border_top[0] != ""
+        assert overlay.styles.background != home.query_one(TogglesPanel).styles.background
+
+
+# --- runs folder, A/B ----------------------------------------------------------------------------------
+
+@async_test
+async def test_runs_folder_that_is_a_file_is_one_clear_notice(root, monkeypatch):
+    calls = []
+    fake_amptui(monkeypatch, calls)
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        await home_ready(pilot)
+        shutil.rmtree(root)
+        root.write_text("not a folder\n")
+        notes = Notes().install(app)
+        await pilot.press("r")
+        await pilot.press("a")
+        await until(pilot, lambda: len(notes) >= 2)
+        assert all("is a file, not a folder" in m for m, _ in notes)
+        assert "FileExistsError" not in notes.text() and not calls
+
+
+# --- run screen: alarms and log --------------------------------------------------------------------------
+
+@async_test
+async def test_long_alarm_and_log_lines_wrap_at_120_columns(root):
+    long = "loss scale collapsed: " + "overflow in layer.weight " * 8 + "END-OF-ALARM"
+    with open(root / SCALER / "events.jsonl", "a") as fh:
+        fh.write(json.dumps({"v": 1, "kind": "warning", "t": FROZEN_NOW - 1, "rank": 0, "message": long}) + "\n")
+    with open(root / SCALER / "output.log", "a") as fh:
+        fh.write("a long log line " + "x" * 200 + " END-OF-LOG\n")
+    app = app_for(root, watch=root / SCALER)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: not screen.model.loading and screen.model.end is not None)
+        await until(pilot, lambda: screen._log_seq == screen.model.log_seq and screen._log_seq > 0)
+        await pilot.pause(0.5)
+        bar = screen.query_one("#warning-bar")
+        assert "END-OF-ALARM" in str(bar.render()) and bar.size.height >= 2
+        log = screen.query_one("#log")
+        text = "".join(strip.text for strip in log.lines)
+        assert "END-OF-LOG" in text and log.max_scroll_x == 0
+
+
+# --- compare -----------------------------------------------------------------------------------------------
+
+@async_test
+async def test_compare_shows_preset_warns_on_differences_and_exports(root):
+    app = app_for(root, watch=root / QUICK)
+    async with app.run_test(size=(110, 34)) as pilot:
+        app.open_compare([root / QUICK, root / SCALER])
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows)
+        await pilot.pause()
+        screen = app.screen
+        cells = [str(c) for c in screen.query_one("#compare-table").get_row(SCALER)]
+        assert "scaler-lab" in cells
+        warning = str(screen.query_one("#compare-warning").render())
+        assert "differ in more than precision" in warning and "data.batch_size" in warning
+        notes = Notes().install(app)
+        await pilot.press("m")
+        await until(pilot, lambda: notes)
+        (md,) = root.glob("compare-*.md")
+        assert str(md) in notes.text() and "| run |" in md.read_text() or "| run" in md.read_text()
+        await pilot.press("v")
+        await until(pilot, lambda: list(root.glob("compare-*.csv")))
+        (csv,) = root.glob("compare-*.csv")
+        assert "preset" in csv.read_text().splitlines()[0]
+
+
+@async_test
+async def test_compare_of_an_ab_pair_has_no_warning(root):
+    pair = root / "20261121-231544-quickstart-9999"
+    shutil.copytree(root / QUICK, pair)
+    text = (pair / "config.toml").read_text().replace("autocast = true", "autocast = false")
+    (pair / "config.toml").write_text(text)
+    app = app_for(root, watch=root / QUICK)
+    async with app.run_test(size=(110, 34)) as pilot:
+        app.open_compare([root / QUICK, pair])
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows)
+        await pilot.pause()
+        assert not app.screen.query_one("#compare-warning").display
+
+
+@async_test
+async def test_a_figure_reads_the_same_on_the_run_screen_the_list_and_compare(root):
+    """val acc and final loss: one formatter for the run screen, the run list and the compare table."""
+    from amptui.core.compare import HEADERS
+
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot, 3)
+        await select_run(pilot, SCALER)
+        detail = str(home.query_one("#run-detail").render())
+        await pilot.press("w")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        screen = app.screen
+        await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await pilot.pause(0.3)
+        stats = str(screen.query_one("#stats").render())
+        app.open_compare([root / SCALER, root / QUICK])
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows)
+        row = app.screen.row_cells(app.screen.rows[0])
+        assert "val acc" in HEADERS
+        assert f"val acc {row['val acc']}" in stats and f"val acc {row['val acc']}" in detail
+        assert f"final loss {row['final loss']}" in detail

@@ -1,0 +1,92 @@
+"""On a CPU without bfloat16 instructions (no AVX512-BF16, no AMX) torch emulates bfloat16 autocast,
+several times slower than float32: the toggles summary, `amptui run`'s start line and the A/B
+table say so. This machine may well have the instructions, so a mock stands in for the CPU's
+/proc/cpuinfo flags (and only for them); the runs are real."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from amptui import hardware
+from amptui.dashboard.app import make_app
+from amptui.dashboard.widgets.toggles import TogglesPanel
+
+from dashboard_support import async_test, until
+
+WITHOUT_BF16 = {"fpu", "sse2", "avx2", "avx512f", "f16c"}   # a common cloud Intel CPU
+WITH_AVX512_BF16 = WITHOUT_BF16 | {"avx512_bf16"}
+WITH_AMX = WITHOUT_BF16 | {"amx_tile", "amx_bf16"}
+
+# The real CLI in a process of its own, with only the CPU flags it reads replaced.
+FAKE_CPU_CLI = (
+    "import sys, amptui.hardware as h\n"
+    "flags = set(sys.argv[1].split(','))\n"
+    "h._read_cpuinfo = lambda path='/proc/cpuinfo': ('Fake CPU', flags)\n"
+    "from amptui.cli import main\n"
+    "sys.exit(main(sys.argv[2:]))\n"
+)
+QUICK = ["--set", "run.max_steps=4", "--set", "log.every=2", "--set", "log.tensorboard=false"]
+
+
+def fake_cpu_amptui(flags: set[str], *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-c", FAKE_CPU_CLI, ",".join(sorted(flags)), *args],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.fixture
+def fake_flags(monkeypatch):
+    def install(flags: set[str]) -> None:
+        monkeypatch.setattr(hardware, "_read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", set(flags)))
+    return install
+
+
+def test_only_bfloat16_autocast_on_a_cpu_without_the_instructions_is_emulated(fake_flags):
+    fake_flags(WITHOUT_BF16)
+    assert hardware.emulated_dtype_notice("cpu", True, "bfloat16") == hardware.EMULATED_BF16_NOTICE
+    assert hardware.emulated_dtype_notice("cpu", False, "bfloat16") is None      # autocast off: fp32
+    assert hardware.emulated_dtype_notice("cpu", True, "float16") is None
+    assert hardware.emulated_dtype_notice("cuda", True, "bfloat16") is None
+    for native in (WITH_AVX512_BF16, WITH_AMX):
+        fake_flags(native)
+        assert hardware.emulated_dtype_notice("cpu", True, "bfloat16") is None
+    fake_flags(set())  # /proc/cpuinfo unreadable: no claim either way
+    assert hardware.emulated_dtype_notice("cpu", True, "bfloat16") is None
+
+
+def test_run_start_line_says_bfloat16_is_emulated(runs_dir):
+    out = fake_cpu_amptui(WITHOUT_BF16, "run", "quickstart", *QUICK).stdout
+    start, note = out.splitlines()[:2]
+    assert "autocast bfloat16" in start
+    assert note == f"note: {hardware.EMULATED_BF16_NOTICE}"
+
+
+def test_ab_says_it_before_running_and_under_the_table(runs_dir):
+    out = fake_cpu_amptui(WITHOUT_BF16, "ab", "quickstart", "--variants", "fp32,bf16", *QUICK).stdout
+    lines = out.splitlines()
+    assert lines[0] == f"note: variant bf16: {hardware.EMULATED_BF16_NOTICE}"
+    # the fp32 variant keeps amp.dtype = "bfloat16" with autocast off: find the bf16 run by its table row
+    bf16_run = next(line.split()[0] for line in lines if "autocast bfloat16" in line)
+    assert lines[-2] == f"note: {bf16_run}: {hardware.EMULATED_BF16_NOTICE}", out  # the fp32 run is not named
+    # `amptui compare` of the same runs says it too
+    compared = fake_cpu_amptui(WITHOUT_BF16, "compare", *sorted(p.name for p in runs_dir.iterdir())).stdout
+    assert compared.splitlines()[-1] == f"note: {bf16_run}: {hardware.EMULATED_BF16_NOTICE}"
+
+
+@async_test
+async def test_toggles_summary_says_bfloat16_is_emulated(tmp_path, fake_flags):
+    fake_flags(WITHOUT_BF16)
+    app = make_app(tmp_path / "runs")
+    async with app.run_test(size=(110, 34)) as pilot:
+        toggles = app.screen.query_one(TogglesPanel)
+        summary = toggles.query_one("#toggle-summary")
+        await until(pilot, lambda: "autocast bfloat16" in str(summary.render()))
+        assert "autocast bfloat16 (emulated on this CPU: slow) · 1 process on cpu" in str(summary.render())
+        assert summary.tooltip == hardware.EMULATED_BF16_NOTICE
+        toggles.query_one("#t-amp-autocast").value = False     # autocast off: float32, nothing emulated
+        await until(pilot, lambda: "fp32" in str(summary.render()))
+        assert "emulated" not in str(summary.render()) and summary.tooltip is None

@@ -1,0 +1,217 @@
+"""The input pipeline: synthetic data made on the training device, the prefetcher, the time the
+loop waits for data (and the input-bound notice it leads to), data.num_workers = "auto"."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import torch
+from torch.utils.data import Dataset, TensorDataset
+
+from amptui.core import config as cfgmod
+from amptui.core.errors import ConfigError
+from amptui.core.inputbound import INPUT_BOUND_SHARE
+from amptui.trainer import data as datamod
+from conftest import amptui, events, only_run
+
+CPU = torch.device("cpu")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def synthetic_cfg(**data):
+    return cfgmod.build_config({"run": {"seed": 3}, "model": {"name": "smallcnn", "num_classes": 4},
+                                "data": {"name": "synthetic", "img_size": 16, "batch_size": 8,
+                                         "train_samples": 44, "val_samples": 16, **data}})
+
+
+def as_lists(batches):
+    return [(x.clone(), y.clone()) for x, y in batches]
+
+
+def same(a, b) -> bool:
+    return len(a) == len(b) and all(torch.equal(x1, x2) and torch.equal(y1, y2) for (x1, y1), (x2, y2) in zip(a, b))
+
+
+def test_synthetic_data_is_made_on_the_device_and_deterministic():
+    cfg = synthetic_cfg()
+    train, val = datamod.build_train_val(cfg, rank=0, world_size=1, device=CPU)
+    # no Dataset, no DataLoader: whole batches drawn on the device
+    assert isinstance(train, datamod.SyntheticBatches) and isinstance(val, datamod.SyntheticBatches)
+    epoch0 = as_lists(train.batches(0))
+    assert train.batches_per_epoch == 6 and len(epoch0) == 6
+    assert [len(y) for _, y in epoch0] == [8, 8, 8, 8, 8, 4]
+    assert all(x.device == CPU and x.shape[1:] == (3, 16, 16) and x.dtype == torch.float32 for x, _ in epoch0)
+    again, _ = datamod.build_train_val(cfg, 0, 1, CPU)
+    assert same(as_lists(again.batches(0)), epoch0)                    # same seed: same batches
+    assert same(as_lists(again.batches(0, start=4)), epoch0[4:])       # resumed mid-epoch: the rest
+    assert not same(as_lists(train.batches(1)), epoch0)                # each epoch draws afresh
+    assert same(as_lists(val.batches(0)), as_lists(val.batches(0)))    # validation is fixed
+    other, _ = datamod.build_train_val(synthetic_cfg().with_overrides({"run.seed": 4}), 0, 1, CPU)
+    assert not same(as_lists(other.batches(0)), epoch0)
+    # learnable: each class is its own pattern (class means lie closer to their template than to others)
+    xs, ys = zip(*[b for e in range(6) for b in train.batches(e)])
+    x, y = torch.cat(xs), torch.cat(ys)
+    for c in range(4):
+        mean = x[y == c].mean(0)
+        dist = [(mean - t).pow(2).mean().item() for t in train.templates]
+        assert min(range(4), key=dist.__getitem__) == c
+
+
+def test_ranks_get_their_own_share():
+    cfg = synthetic_cfg()
+    r0, _ = datamod.build_train_val(cfg, 0, 2, CPU)
+    r1, _ = datamod.build_train_val(cfg, 1, 2, CPU)
+    assert r0.batches_per_epoch == r1.batches_per_epoch == 3   # 22 samples each, batches of 8
+    assert not same(as_lists(r0.batches(0)), as_lists(r1.batches(0)))
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_synthetic_data_is_made_on_the_gpu():
+    cuda = torch.device("cuda", torch.cuda.current_device())
+    train, _ = datamod.build_train_val(synthetic_cfg(), 0, 1, cuda)
+    x, y = next(train.batches(0))
+    assert x.device == cuda and y.device == cuda and train.templates.device == cuda
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    again, _ = datamod.build_train_val(synthetic_cfg(), 0, 1, cuda)
+    assert same(as_lists(again.batches(0, start=2)), as_lists(train.batches(0))[2:])
+
+
+class Numbers(Dataset):
+    def __init__(self, n, delay=0.0):
+        self.n, self.delay = n, delay
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.delay)
+        return torch.full((3,), float(i)), i
+
+
+def loader_cfg(**data):
+    return cfgmod.build_config({"data": {"batch_size": 4, "num_workers": 0, **data}})
+
+
+def test_prefetcher_yields_the_loaders_batches_in_order():
+    data = datamod.TrainData(Numbers(18), loader_cfg(), rank=0, world_size=1, device=CPU, shuffle=True)
+    data.sampler.set_epoch(1)
+    expected = as_lists(data.loader)
+    got = as_lists(data.batches(1))
+    assert same(got, expected) and len(got) == 5
+    assert same(as_lists(data.batches(1, start=3)), expected[3:])
+    # the generic prefetcher keeps order and nesting (tuples, dicts) whatever the device
+    items = [(torch.tensor([i]), {"y": torch.tensor(i)}) for i in range(5)]
+    out = list(datamod.prefetch_to_device(iter(items), CPU))
+    assert [int(x) for x, _ in out] == list(range(5)) and [int(d["y"]) for _, d in out] == list(range(5))
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_prefetcher_copies_ahead_in_order():
+    cuda = torch.device("cuda", torch.cuda.current_device())
+    data = datamod.TrainData(Numbers(18), loader_cfg(), rank=0, world_size=1, device=cuda, shuffle=True)
+    assert data.loader.pin_memory
+    data.sampler.set_epoch(0)
+    expected = as_lists(data.loader)
+    got = [(x.cpu(), y.cpu()) for x, y in data.batches(0)]
+    assert same(got, expected)
+
+
+def test_waited_s_counts_host_time_blocked_on_the_loader():
+    slow = datamod.TrainData(Numbers(12, delay=0.02), loader_cfg(), 0, 1, CPU, shuffle=False)
+    it = slow.batches(0)
+    assert it.waited_s == 0.0
+    for _ in it:
+        time.sleep(0.01)        # the "step": not waiting
+    assert 12 * 0.02 <= it.waited_s < 12 * 0.02 + 3 * 0.01 + 1.0
+    assert slow.take_wait_s() == pytest.approx(it.waited_s) and slow.take_wait_s() == 0.0
+    fast = datamod.TrainData(Numbers(12), loader_cfg(), 0, 1, CPU, shuffle=False)
+    it = fast.batches(0)
+    list(it)
+    assert it.waited_s < 0.1
+
+
+def test_num_workers_auto_resolves_for_the_machine():
+    def workers(cpus, **over):
+        values = cfgmod.build_config({"data": {"name": "imagefolder"}, **over}).to_dict()
+        return cfgmod.resolve_num_workers(values, cpus=cpus)
+
+    assert cfgmod.build_config().data.num_workers == "auto"
+    assert workers(2) == 1 and workers(4) == 3 and workers(64) == 8 and workers(1) == 0
+    assert workers(16, dist={"mode": "ddp", "nproc_per_node": 4}) == 3     # cores per process
+    assert workers(16, data={"name": "synthetic"}) == 0                     # made on the device
+    assert workers(16, data={"name": "imagefolder", "num_workers": 5}) == 5  # explicit numbers stay
+    for bad in ("many", -1, 1.5, True):
+        with pytest.raises(ConfigError, match="data.num_workers"):
+            cfgmod.build_config(overrides={"data.num_workers": bad})
+
+
+@pytest.mark.slow
+def test_config_toml_holds_an_int_and_bad_values_name_the_key(runs_dir):
+    proc = amptui("run", "quickstart", "--set", "run.device=cpu", "--set", "run.max_steps=1",
+                  "--set", "data.train_samples=64", "--set", "data.val_samples=0")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    config = cfgmod.read_toml(only_run(runs_dir) / "config.toml")
+    assert config["data"]["num_workers"] == 0            # synthetic: made on the device
+    proc = amptui("run", "quickstart", "--set", 'data.num_workers="lots"')
+    assert proc.returncode == 2 and "data.num_workers" in proc.stderr and "Traceback" not in proc.stderr
+
+
+SLOW_DATA = """
+import time
+import torch
+from torch.utils.data import Dataset
+
+
+class Images(Dataset):
+    def __init__(self, n, delay):
+        g = torch.Generator().manual_seed(0)
+        self.x, self.y, self.delay = torch.randn(n, 3, 32, 32, generator=g), torch.arange(n) % 10, delay
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        time.sleep(self.delay)
+        return self.x[i], int(self.y[i])
+
+
+def slow():
+    return Images(48, 0.1), None
+
+
+def fast():
+    return Images(48, 0.0), None
+"""
+
+
+def run_with(factory: str, runs_dir):
+    proc = amptui("run", "quickstart", "--set", "run.device=cpu", "--set", f'data.factory="{factory}"',
+                  "--set", "data.batch_size=8", "--set", "data.num_workers=0", "--set", "run.epochs=1",
+                  "--set", "log.every=1", "--set", "model.width=16", "--set", "amp.autocast=false",
+                  "--runs-dir", str(runs_dir))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    steps = [r for r in events(only_run(runs_dir)) if r["kind"] == "step"]
+    share = sum(r["data_wait_ms"] for r in steps) / sum(r["step_time_ms"] for r in steps)
+    return proc.stdout, steps, share
+
+
+@pytest.mark.slow
+def test_a_slow_dataset_makes_the_run_say_input_bound(isolated):
+    (isolated / "pipe_data.py").write_text(SLOW_DATA)
+    out, steps, share = run_with("pipe_data:slow", isolated / "slow")
+    assert len(steps) == 6 and all(r["data_wait_ms"] >= 8 * 100 * 0.9 for r in steps)   # 8 samples x 100 ms
+    assert share >= INPUT_BOUND_SHARE   # the step itself is slow on a loaded 2-core machine
+    assert f"input-bound: the CPU waited for data {100 * share:.0f}% of the time" in out, out
+    run_id = only_run(isolated / "slow").name
+    table = amptui("compare", run_id, "--runs-dir", str(isolated / "slow"), check=True).stdout
+    assert "data wait" in table and "(input-bound)" in table and "input-bound: the CPU waited" in table
+    row = json.loads(amptui("compare", run_id, "--runs-dir", str(isolated / "slow"), "--format", "json",
+                            check=True).stdout)[0]
+    assert row["data_wait"] == pytest.approx(share, rel=0.05) and row["input_bound"].startswith("input-bound")
+
+    out, steps, share = run_with("pipe_data:fast", isolated / "fast")
+    assert share < 0.2 and "input-bound" not in out, out
