@@ -105,7 +105,7 @@ def hand_loop_ms(model: Model, variant: str, device: str) -> float:
     cnn = cfg.model.name in CNNS
     if dev.type == "cuda" and cnn:
         net = net.to(memory_format=torch.channels_last)
-    opt = build_optimizer(cfg, net.parameters(), dev, use_scaler)
+    opt = build_optimizer(cfg, net.parameters())
     a = cfg.amp
     scaler = torch.amp.GradScaler(dev.type, init_scale=a.init_scale, growth_factor=a.growth_factor,
                                   backoff_factor=a.backoff_factor, growth_interval=a.growth_interval,

@@ -1,0 +1,133 @@
+"""Precision as a value: autocast on/off, the autocast dtype, GradScaler on/off.
+
+Everything that names a precision (A/B variants, presets' "auto" resolution, the `start`
+record, runs/compare, alarms, doctor, the dashboard) goes through `Precision`; a new
+reduced-precision dtype is one `Dtype` entry in `DTYPES`. No torch here: core stays importable
+without it (the trainer maps `Dtype.name` to a torch dtype with `getattr(torch, name)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Dtype:
+    name: str          # torch's name: torch.<name>
+    short: str         # in variant names: "fp16", "bf16"
+    needs_scaler: bool  # grad_scaler = "auto" turns the GradScaler on for it (a narrow exponent range)
+    auto_on: tuple[str, ...] = ()  # device types where amp.dtype = "auto" picks it
+
+
+# The reduced-precision dtypes amptui can autocast to. Order: how they are offered.
+DTYPES: dict[str, Dtype] = {d.name: d for d in (
+    Dtype("float16", "fp16", needs_scaler=True, auto_on=("cuda",)),
+    Dtype("bfloat16", "bf16", needs_scaler=False, auto_on=("cpu",)),
+)}
+FULL = "float32"                      # what runs without autocast
+PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler")  # the preset keys a Precision decides
+
+
+def auto_dtype(device_type: str) -> str:
+    """amp.dtype = "auto": the dtype whose `auto_on` names this device type (bfloat16 for others)."""
+    for d in DTYPES.values():
+        if device_type in d.auto_on:
+            return d.name
+    return "bfloat16"
+
+
+def dtype_by_short(short: str) -> Dtype | None:
+    return next((d for d in DTYPES.values() if d.short == short), None)
+
+
+@dataclass(frozen=True)
+class Precision:
+    autocast: bool
+    dtype: str          # the autocast dtype (kept when autocast is off: the preset still names one)
+    scaler: bool
+
+    # --- built from ... ----------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, values: Mapping[str, Mapping[str, Any]], device_type: str | None = None) -> "Precision":
+        """From a resolved config dict; every "auto" decided for `device_type` (default: run.device,
+        "auto" counted as cpu)."""
+        if device_type is None:
+            device_type = "cuda" if values["run"]["device"] == "cuda" else "cpu"
+        amp = values["amp"]
+        dtype = amp["dtype"]
+        if dtype == "auto":
+            dtype = auto_dtype(device_type)
+        scaler = amp["grad_scaler"]
+        if scaler == "auto":
+            scaler = bool(amp["autocast"]) and DTYPES[dtype].needs_scaler
+        return cls(bool(amp["autocast"]), dtype, bool(scaler))
+
+    @classmethod
+    def from_variant(cls, name: str) -> "Precision":
+        """"fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler" (any DTYPES short name); ValueError else."""
+        base, plus, extra = name.partition("+")
+        if plus and extra != "scaler":
+            raise ValueError(name)
+        if base == "fp32":
+            return cls(False, next(iter(DTYPES)), bool(plus))
+        d = dtype_by_short(base)
+        if d is None:
+            raise ValueError(name)
+        return cls(True, d.name, bool(plus))
+
+    @classmethod
+    def from_record(cls, value: Any) -> "Precision | None":
+        """The `start` record's `precision`: the structured form, or the words older runs wrote."""
+        if isinstance(value, Mapping):
+            try:
+                dtype = str(value["dtype"])
+                return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]))
+            except KeyError:
+                return None
+        if isinstance(value, str) and value:
+            base, _, rest = value.partition(" + ")
+            scaler = "GradScaler" in rest
+            if base.startswith("autocast "):
+                return cls(True, base.removeprefix("autocast "), scaler)
+            if base == "fp32":
+                return cls(False, next(iter(DTYPES)), scaler)
+        return None
+
+    # --- said as ... -------------------------------------------------------------------------
+
+    @property
+    def reduced(self) -> str:
+        """The dtype the forward pass computes in: FULL without autocast."""
+        return self.dtype if self.autocast else FULL
+
+    @property
+    def short(self) -> str:
+        """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses)."""
+        name = DTYPES[self.dtype].short if self.autocast and self.dtype in DTYPES else (
+            self.dtype if self.autocast else "fp32")
+        return name + ("+scaler" if self.scaler else "")
+
+    @property
+    def words(self) -> str:
+        """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"."""
+        words = f"autocast {self.dtype}" if self.autocast else "fp32"
+        return words + (" + GradScaler" if self.scaler else "")
+
+    def as_record(self) -> dict[str, Any]:
+        """The `start` record's `precision` field."""
+        return {"autocast": self.autocast, "dtype": self.dtype, "grad_scaler": self.scaler,
+                "short": self.short, "words": self.words}
+
+    def overrides(self) -> dict[str, object]:
+        """The preset keys (dotted) that give this precision (without autocast the preset's dtype stays)."""
+        keys: dict[str, object] = {"amp.autocast": self.autocast, "amp.grad_scaler": self.scaler}
+        if self.autocast:
+            keys["amp.dtype"] = self.dtype
+        return keys
+
+
+def variant_names() -> list[str]:
+    """fp32, then each dtype without and with a GradScaler: the names `--variants` takes."""
+    return ["fp32", *(n for d in DTYPES.values() for n in (d.short, d.short + "+scaler"))]
