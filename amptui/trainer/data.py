@@ -17,7 +17,6 @@ import itertools
 import math
 import os
 import pickle
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,6 +24,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from ..core import preflight
+from ..telemetry.meter import TimedBatches as Batches  # host seconds blocked in next(), no device sync
 
 # torchvision checks CIFAR-10's md5 sums. Tests write a tiny CIFAR-10 in the real format, which
 # cannot match them; this variable skips only that check (nothing else about the format).
@@ -34,25 +34,6 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
-
-
-class Batches:
-    """One epoch's batches; `waited_s` is the host time spent in `next()` so far (blocked in the
-    loader, copying or making the batch), read by the loop at its step records."""
-
-    def __init__(self, source: Iterator):
-        self._source = source
-        self.waited_s = 0.0
-
-    def __iter__(self) -> "Batches":
-        return self
-
-    def __next__(self):
-        t0 = time.perf_counter()
-        try:
-            return next(self._source)
-        finally:
-            self.waited_s += time.perf_counter() - t0
 
 
 class BatchSource:
