@@ -4,6 +4,7 @@ import pytest
 
 from amptui.core import config
 from amptui.core.errors import ConfigError
+from amptui.core.precision import Precision
 from amptui.core.presets import find_preset, list_presets
 from conftest import FIXTURES
 
@@ -131,8 +132,8 @@ def test_builtin_presets_follow_the_tutorials():
 ])
 def test_auto_precision_rules(device, autocast, dtype, scaler, words, short):
     values = config.build_config({}, {"amp.autocast": autocast, "amp.dtype": dtype, "amp.grad_scaler": scaler}).to_dict()
-    assert config.precision_words(values, device) == words
-    assert config.precision_short(values, device) == short
+    assert Precision.from_config(values, device).words == words
+    assert Precision.from_config(values, device).short == short
 
 
 def test_minimal_keeps_only_what_differs():

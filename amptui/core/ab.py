@@ -8,40 +8,55 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .precision import DTYPES, PRECISION_KEYS, Precision, auto_dtype, variant_names
 
-# Each variant is a set of amp.* overrides; nothing else differs between the runs of an A/B.
-VARIANTS: dict[str, dict[str, object]] = {
-    "fp32": {"amp.autocast": False, "amp.grad_scaler": False},
-    "fp16": {"amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": False},
-    "fp16+scaler": {"amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True},
-    "bf16": {"amp.autocast": True, "amp.dtype": "bfloat16", "amp.grad_scaler": False},
-    "bf16+scaler": {"amp.autocast": True, "amp.dtype": "bfloat16", "amp.grad_scaler": True},
-}
-DEFAULT_CUDA = ("fp32", "fp16", "fp16+scaler")
-DEFAULT_CPU = ("fp32", "bf16")
+
+class _Variants(Mapping[str, dict[str, object]]):
+    """Variant name -> its amp.* overrides ("fp32", "bf16", "fp16+scaler", ...), made from
+    `precision.DTYPES` when read: nothing else differs between the runs of an A/B."""
+
+    def __getitem__(self, name: str) -> dict[str, object]:
+        if name not in variant_names():
+            raise KeyError(name)
+        return Precision.from_variant(name).overrides()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(variant_names())
+
+    def __len__(self) -> int:
+        return len(variant_names())
+
+
+VARIANTS: Mapping[str, dict[str, object]] = _Variants()
+
+
+def default_variants(device_type: str) -> list[str]:
+    """fp32 (the reference) and the device's "auto" dtype; for a dtype that needs a GradScaler also
+    without it (what the scaler buys): fp32,fp16,fp16+scaler on CUDA, fp32,bf16 on a CPU."""
+    auto = DTYPES[auto_dtype(device_type)]
+    return ["fp32", auto.short] + ([auto.short + "+scaler"] if auto.needs_scaler else [])
 
 
 def expand(spec: str | None, device_type: str) -> list[tuple[str, dict[str, object]]]:
     """"fp32,bf16" -> [(name, overrides), ...]; None means the default for the device."""
     if spec is None:
-        names = list(DEFAULT_CUDA if device_type == "cuda" else DEFAULT_CPU)
+        names = default_variants(device_type)
     else:
         names = [n.strip() for n in spec.split(",") if n.strip()]
+    known = variant_names()
     if not names:
-        raise UserError("--variants: name at least one of " + ", ".join(VARIANTS))
-    unknown = [n for n in names if n not in VARIANTS]
+        raise UserError("--variants: name at least one of " + ", ".join(known))
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise UserError(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+        raise UserError(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     if len(set(names)) != len(names):
         raise UserError("--variants: each variant once")
-    return [(n, dict(VARIANTS[n])) for n in names]
-
-
-PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler")  # what a variant decides
+    return [(n, VARIANTS[n]) for n in names]
 
 
 def check_overrides(overrides: dict[str, object]) -> None:

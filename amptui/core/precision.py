@@ -18,12 +18,15 @@ class Dtype:
     short: str         # in variant names: "fp16", "bf16"
     needs_scaler: bool  # grad_scaler = "auto" turns the GradScaler on for it (a narrow exponent range)
     auto_on: tuple[str, ...] = ()  # device types where amp.dtype = "auto" picks it
+    cpu_flags: tuple[str, ...] = ()  # x86 /proc/cpuinfo flags, any of which computes it natively (else emulated)
+    cpu_isa: str = ""              # those instructions in words, for the "emulated on this CPU" notice
 
 
 # The reduced-precision dtypes amptui can autocast to. Order: how they are offered.
 DTYPES: dict[str, Dtype] = {d.name: d for d in (
     Dtype("float16", "fp16", needs_scaler=True, auto_on=("cuda",)),
-    Dtype("bfloat16", "bf16", needs_scaler=False, auto_on=("cpu",)),
+    Dtype("bfloat16", "bf16", needs_scaler=False, auto_on=("cpu",),
+          cpu_flags=("amx_bf16", "avx512_bf16"), cpu_isa="AVX512-BF16 or AMX"),
 )}
 FULL = "float32"                      # what runs without autocast
 PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler")  # the preset keys a Precision decides
@@ -122,9 +125,10 @@ class Precision:
 
     def overrides(self) -> dict[str, object]:
         """The preset keys (dotted) that give this precision (without autocast the preset's dtype stays)."""
-        keys: dict[str, object] = {"amp.autocast": self.autocast, "amp.grad_scaler": self.scaler}
+        keys: dict[str, object] = {"amp.autocast": self.autocast}
         if self.autocast:
             keys["amp.dtype"] = self.dtype
+        keys["amp.grad_scaler"] = self.scaler
         return keys
 
 
