@@ -7,6 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from . import hardware
+from .core.precision import FULL
 
 
 def collect(bench: bool = True) -> dict[str, Any]:
@@ -15,7 +16,7 @@ def collect(bench: bool = True) -> dict[str, Any]:
     dtype, scaler, reason = hardware.recommend(info, rates)
     info["rates"] = rates            # {device: {dtype: TFLOP/s}}; {} with --no-bench
     info["benchmarked"] = bench
-    info["recommendation"] = {"dtype": dtype, "autocast": dtype != "float32", "grad_scaler": scaler,
+    info["recommendation"] = {"dtype": dtype, "autocast": dtype != FULL, "grad_scaler": scaler,
                               "reason": reason}
     return info
 
@@ -78,7 +79,7 @@ def render_text(r: dict[str, Any]) -> str:
     if not r["benchmarked"]:
         lines.append("  skipped (--no-bench)")
     else:
-        dtypes = hardware.DTYPES
+        dtypes = hardware.MEASURED_DTYPES
         lines.append("  " + f"{'device':<10}" + "".join(f"{d:>11}" for d in dtypes))
         for device, rates in r["rates"].items():
             cells = "".join(f"{'n/a' if rates.get(d) is None else format(rates[d], '.3f'):>11}" for d in dtypes)

@@ -1,5 +1,5 @@
-"""What this machine offers for AMP: versions, GPUs, NVML, CPU instruction sets, measured matmul
-rates per dtype, and which autocast dtype to use (with or without a GradScaler).
+"""What this machine offers for AMP: versions, GPUs, NVML, CPU instruction sets (`cpu_features`),
+measured matmul rates per dtype, and which autocast dtype to use (with or without a GradScaler).
 
 Torch is imported inside the functions, so importing this module stays cheap (`amptui --help`)."""
 
@@ -13,14 +13,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-# /proc/cpuinfo flags that matter for mixed precision on a CPU.
-CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "amx_fp16", "avx512f", "avx2", "f16c")
-BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
-DTYPES = ("float32", "bfloat16", "float16")
+from .core.precision import DTYPES, FULL
+from .cpu_features import BF16_CPU_FLAGS as BF16_CPU_FLAGS
+from .cpu_features import CPU_FLAGS as CPU_FLAGS
+from .cpu_features import EMULATED_BF16_NOTICE as EMULATED_BF16_NOTICE
+from .cpu_features import cpu_info, cpu_name
+from .cpu_features import emulated_dtype_notice as emulated_dtype_notice
 
-_ALIASES = {"fp32": "float32", "float": "float32", "float32": "float32",
-            "bf16": "bfloat16", "bfloat16": "bfloat16",
-            "fp16": "float16", "half": "float16", "float16": "float16"}
+# What the doctor measures: float32 and every autocast dtype (by name).
+MEASURED_DTYPES = (FULL, *sorted(DTYPES))
+
+_ALIASES = {"fp32": FULL, "float": FULL, FULL: FULL, "half": "float16",
+            **{alias: d.name for d in DTYPES.values() for alias in (d.name, d.short)}}
 
 _PEAK_CACHE: dict[tuple[str, str], float] = {}
 
@@ -31,7 +35,7 @@ def dtype_name(dtype: Any) -> str:
     try:
         return _ALIASES[text]
     except KeyError:
-        raise ValueError(f"unsupported dtype {dtype!r} (use float32, bfloat16 or float16)") from None
+        raise ValueError(f"unsupported dtype {dtype!r} (use {', '.join(MEASURED_DTYPES[:-1])} or {MEASURED_DTYPES[-1]})") from None
 
 
 # --- describe ------------------------------------------------------------------------------------
@@ -44,7 +48,7 @@ def describe() -> dict[str, Any]:
         "torch": _torch_info(torch),
         "gpus": _gpus(torch),
         "nvml": nvml_status(),
-        "cpu": _cpu_info(torch),
+        "cpu": cpu_info(torch),
         "os": {"platform": platform.platform(), "python": platform.python_version()},
     }
     return info
@@ -120,63 +124,6 @@ def nvml_status() -> dict[str, Any]:
             pass
 
 
-def cpu_name() -> str:
-    """The CPU's model name, as the `start` record and the doctor report it."""
-    return _read_cpuinfo()[0] or platform.processor() or platform.machine()
-
-
-def _cpu_info(torch) -> dict[str, Any]:
-    model, flags = _read_cpuinfo()
-    try:
-        capability = torch.backends.cpu.get_cpu_capability()
-    except Exception:  # noqa: BLE001 - older torch
-        capability = None
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = os.cpu_count()
-    return {
-        "model": model or platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "usable_cores": usable,
-        "flags": {flag: flag in flags for flag in CPU_FLAGS},
-        "capability": capability,   # the vector ISA torch's CPU kernels dispatch to (e.g. AVX512)
-        "bf16_native": any(flag in flags for flag in BF16_CPU_FLAGS),
-    }
-
-
-EMULATED_BF16_NOTICE = ("bfloat16 is emulated on this CPU (no AVX512-BF16 or AMX instructions): expect it "
-                        "slower than float32 (float32 is faster here; `amptui doctor` measures it)")
-
-
-def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str | None:
-    """The warning for an autocast dtype this machine only emulates: bfloat16 on an x86 CPU without
-    AVX512-BF16 or AMX, where torch converts in software and runs several times slower than
-    float32. None where the dtype is native, or where the CPU's flags cannot be read."""
-    if device_type != "cpu" or not autocast or dtype != "bfloat16":
-        return None
-    _, flags = _read_cpuinfo()
-    if not flags or "sse2" not in flags:  # unreadable, or not x86 (ARM names its bf16 otherwise)
-        return None
-    return None if any(flag in flags for flag in BF16_CPU_FLAGS) else EMULATED_BF16_NOTICE
-
-
-def _read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str | None, set[str]]:
-    model, flags = None, set()
-    try:
-        text = Path(path).read_text()
-    except OSError:
-        return None, flags
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and model is None:
-            model = value.strip()
-        elif key in ("flags", "Features") and not flags:   # x86 / ARM
-            flags = set(value.split())
-    return model, flags
-
-
 # --- measurement ---------------------------------------------------------------------------------
 
 def measure_matmul_tflops(device: Any = "cpu", dtype: Any = "float32", budget_s: float = 0.3) -> float:
@@ -243,7 +190,7 @@ def measure_matmul_tflops(device: Any = "cpu", dtype: Any = "float32", budget_s:
     return flops / best / 1e12
 
 
-def measure_all(devices: list[str] | None = None, dtypes: tuple[str, ...] = DTYPES,
+def measure_all(devices: list[str] | None = None, dtypes: tuple[str, ...] = MEASURED_DTYPES,
                 budget_s: float = 0.3) -> dict[str, dict[str, float | None]]:
     """{device: {dtype: TFLOP/s}} for the CPU and every visible GPU (None where it failed)."""
     import torch
@@ -412,7 +359,7 @@ def _recommend_cpu(cpu: dict[str, Any], measured: dict[str, float | None]) -> tu
     else:
         speed = "matmul rates were not measured (--no-bench)"
     if not have and measured and bf16 is not None and fp32 and bf16 < 0.9 * fp32:
-        return ("float32", False,
+        return (FULL, False,
                 f"float32 (autocast off): this CPU has no bfloat16 instructions and {speed}, so autocast "
                 "would save memory but cost time; float16 is not worth it on a CPU either.")
     if have:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from amptui import hardware
+from amptui import cpu_features, hardware
 from amptui.dashboard.app import make_app
 from amptui.dashboard.widgets.toggles import TogglesPanel
 
@@ -22,7 +22,7 @@ WITH_AMX = WITHOUT_BF16 | {"amx_tile", "amx_bf16"}
 
 # The real CLI in a process of its own, with only the CPU flags it reads replaced.
 FAKE_CPU_CLI = (
-    "import sys, amptui.hardware as h\n"
+    "import sys, amptui.cpu_features as h\n"
     "flags = set(sys.argv[1].split(','))\n"
     "h._read_cpuinfo = lambda path='/proc/cpuinfo': ('Fake CPU', flags)\n"
     "from amptui.cli import main\n"
@@ -41,7 +41,7 @@ def fake_cpu_amptui(flags: set[str], *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def fake_flags(monkeypatch):
     def install(flags: set[str]) -> None:
-        monkeypatch.setattr(hardware, "_read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", set(flags)))
+        monkeypatch.setattr(cpu_features, "_read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", set(flags)))
     return install
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..core.precision import DTYPES
+
 BACKOFF_STREAK = 5          # consecutive skipped steps that make an alarm, once the scale has settled
 CALIBRATION_STREAK = 16     # before the first growth a high init_scale is still coming down: allow 2**16
 STUCK_STEPS = 100           # at least this many steps (and 3 growth intervals) without growth
-REPEATED_OVERFLOWS = 10     # float16 backoffs after the first growth before suggesting bfloat16
+REPEATED_OVERFLOWS = 10     # backoffs after the first growth (of a dtype that needs a scaler) before suggesting bfloat16
 
 
 @dataclass
@@ -22,14 +24,20 @@ class Alarm:
 @dataclass
 class ScaleAlarms:
     growth_interval: int
-    dtype: str
-    bf16_available: bool
+    dtype: str                  # the autocast dtype
+    bf16_available: bool        # bfloat16 runs natively here (the wide-range alternative)
     raised: set[str] = field(default_factory=set)
     streak: int = 0
     last_growth_step: int = 0
     backoffs_since_growth: int = 0
     grown_once: bool = False
     backoffs_after_growth: int = 0
+
+    @property
+    def _narrow_range(self) -> bool:
+        """A dtype that needs loss scaling (float16): its overflows are what bfloat16's range avoids."""
+        known = DTYPES.get(self.dtype)
+        return known is not None and known.needs_scaler
 
     def _once(self, code: str, message: str, out: list[Alarm]) -> None:
         if code not in self.raised:
@@ -71,8 +79,8 @@ class ScaleAlarms:
             self._once("scale_stuck", f"the loss scale has not grown for {last_step - self.last_growth_step} steps "
                        f"(stuck at {scale:g}): gradients overflow again before each growth_interval "
                        f"({self.growth_interval}) completes", out)
-        if self.dtype == "float16" and self.bf16_available and self.backoffs_after_growth >= REPEATED_OVERFLOWS:
-            self._once("use_bfloat16", f"float16 overflowed {self.backoffs_after_growth} times after the scale "
+        if self._narrow_range and self.bf16_available and self.backoffs_after_growth >= REPEATED_OVERFLOWS:
+            self._once("use_bfloat16", f"{self.dtype} overflowed {self.backoffs_after_growth} times after the scale "
                        "settled: this device supports bfloat16, which has float32's range and needs no loss "
                        "scaling; try --set amp.dtype=bfloat16", out)
         return out

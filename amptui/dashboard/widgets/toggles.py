@@ -16,8 +16,9 @@ from textual.widgets import Input, Label, Select, Static, Switch
 
 from ...core import config as cfgmod
 from ...core.errors import ConfigError
-from ...hardware import emulated_dtype_notice
+from ...core.precision import Precision
 from ...core.runops import gpu_count_guess
+from ...cpu_features import emulated_dtype_notice
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -131,11 +132,6 @@ def _cuda_visible() -> bool:
 class TogglesPanel(Vertical):
     """Holds the values of the current preset plus what the user changed."""
 
-    class Changed(Message):
-        def __init__(self, panel: "TogglesPanel") -> None:
-            super().__init__()
-            self.panel = panel
-
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self.base: dict[str, dict[str, Any]] = cfgmod.defaults()
@@ -215,16 +211,6 @@ class TogglesPanel(Vertical):
         self._loading = False
         self.refresh_summary()
 
-    def errors(self) -> list[str]:
-        out = []
-        for t in TOGGLES:
-            if t.kind == "input":
-                try:
-                    parse_text(t.key, self.query_one(f"#{t.wid}", Input).value)
-                except ConfigError as exc:
-                    out.append(str(exc))
-        return out
-
     def overrides(self) -> dict[str, Any]:
         """{dotted key: value} of every toggle (raises ConfigError on the first invalid one)."""
         out: dict[str, Any] = {}
@@ -282,18 +268,19 @@ class TogglesPanel(Vertical):
         error.display = False
         summary.display = True
         device = values["run"]["device"]
-        dtype = device if device != "auto" else ("cuda" if self.cuda else "cpu")
-        words = cfgmod.precision_words(values, dtype)
+        device_type = device if device != "auto" else ("cuda" if self.cuda else "cpu")
+        precision = Precision.from_config(values, device_type)
+        words = precision.words
         ws = cfgmod.world_size(values)
         par = {"none": "1 process", "dp": "DataParallel", "ddp": f"DDP x{ws}"}[values["dist"]["mode"]]
         steps = values["run"]["max_steps"]
         epochs = values["run"]["epochs"]
         extent = f"{epochs} epoch{'s' if epochs != 1 else ''}" + (f", at most {steps} steps" if steps else "")
-        emulated = emulated_dtype_notice(dtype, *cfgmod.resolve_precision(values, dtype)[:2])
+        emulated = emulated_dtype_notice(device_type, precision.autocast, precision.dtype)
         if emulated:
             words += " (emulated on this CPU: slow)"
         summary.tooltip = emulated
-        summary.update(f"→ {words} · {par} on {dtype} · {extent}")
+        summary.update(f"→ {words} · {par} on {device_type} · {extent}")
 
     def show_refusal(self, message: str) -> None:
         """A reason the launcher gave (preflight: hardware, data); stays until the next change."""
@@ -309,4 +296,3 @@ class TogglesPanel(Vertical):
         if self._loading:
             return
         self.refresh_summary()
-        self.post_message(self.Changed(self))

@@ -1,0 +1,79 @@
+"""The CPU's model and instruction-set flags (from /proc/cpuinfo), and which autocast dtypes this
+CPU only emulates. No torch at import time."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from .core.precision import DTYPES, Dtype
+
+# /proc/cpuinfo flags that matter for mixed precision on a CPU.
+CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "amx_fp16", "avx512f", "avx2", "f16c")
+BF16_CPU_FLAGS = DTYPES["bfloat16"].cpu_flags   # ("amx_bf16", "avx512_bf16")
+
+
+def cpu_name() -> str:
+    """The CPU's model name, as the `start` record and the doctor report it."""
+    return _read_cpuinfo()[0] or platform.processor() or platform.machine()
+
+
+def cpu_info(torch) -> dict[str, Any]:
+    """The doctor's `cpu` section: model, cores, the flags of CPU_FLAGS, torch's kernel ISA."""
+    model, flags = _read_cpuinfo()
+    try:
+        capability = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # noqa: BLE001 - older torch
+        capability = None
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    return {
+        "model": model or platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "flags": {flag: flag in flags for flag in CPU_FLAGS},
+        "capability": capability,   # the vector ISA torch's CPU kernels dispatch to (e.g. AVX512)
+        "bf16_native": any(flag in flags for flag in BF16_CPU_FLAGS),
+    }
+
+
+def emulated_notice(dtype: Dtype) -> str:
+    return (f"{dtype.name} is emulated on this CPU (no {dtype.cpu_isa} instructions): expect it slower than "
+            "float32 (float32 is faster here; `amptui doctor` measures it)")
+
+
+EMULATED_BF16_NOTICE = emulated_notice(DTYPES["bfloat16"])
+
+
+def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str | None:
+    """The warning for an autocast dtype this machine only emulates: a dtype with `cpu_flags` (bfloat16)
+    on an x86 CPU that has none of them, where torch converts in software and runs several times
+    slower than float32. None where the dtype is native, makes no claim (no `cpu_flags`), or where
+    the CPU's flags cannot be read."""
+    known = DTYPES.get(dtype)
+    if device_type != "cpu" or not autocast or known is None or not known.cpu_flags:
+        return None
+    _, flags = _read_cpuinfo()
+    if not flags or "sse2" not in flags:  # unreadable, or not x86 (ARM names its bf16 otherwise)
+        return None
+    return None if any(flag in flags for flag in known.cpu_flags) else emulated_notice(known)
+
+
+def _read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str | None, set[str]]:
+    model, flags = None, set()
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None, flags
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and model is None:
+            model = value.strip()
+        elif key in ("flags", "Features") and not flags:   # x86 / ARM
+            flags = set(value.split())
+    return model, flags
