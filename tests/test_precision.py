@@ -1,0 +1,135 @@
+"""Precision as a value: every "auto" decided, variant names, the `start` record's forms, the short
+and long names; and a new dtype is one DTYPES entry (variants, A/B, config, alarms, notices follow)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from amptui import cpu_features
+from amptui.core import ab, config
+from amptui.core import precision as precmod
+from amptui.core.errors import ConfigError, UserError
+from amptui.core.precision import DTYPES, Dtype, Precision, auto_dtype, variant_names
+from amptui.telemetry.alarms import ScaleAlarms
+
+
+def _values(autocast, dtype, scaler, device="auto"):
+    return config.build_config({}, {"amp.autocast": autocast, "amp.dtype": dtype, "amp.grad_scaler": scaler,
+                                    "run.device": device}).to_dict()
+
+
+# --- from_config: every "auto" combination on each device type ----------------------------------
+
+@pytest.mark.parametrize("device_type", ["cpu", "cuda"])
+@pytest.mark.parametrize("autocast, dtype, scaler",
+                         list(itertools.product([True, False], ["auto", "float16", "bfloat16"], ["auto", True, False])))
+def test_from_config_decides_every_auto(device_type, autocast, dtype, scaler):
+    got = Precision.from_config(_values(autocast, dtype, scaler), device_type)
+    want_dtype = dtype if dtype != "auto" else {"cuda": "float16", "cpu": "bfloat16"}[device_type]
+    want_scaler = scaler if scaler != "auto" else (autocast and want_dtype == "float16")
+    assert got == Precision(autocast, want_dtype, want_scaler)
+    assert got.reduced == (want_dtype if autocast else "float32")
+    assert Precision.from_record(got.as_record()) == got
+
+
+def test_from_config_reads_the_device_from_the_config():
+    assert Precision.from_config(_values(True, "auto", "auto", "cuda")).short == "fp16+scaler"
+    assert Precision.from_config(_values(True, "auto", "auto", "cpu")).short == "bf16"
+    assert Precision.from_config(_values(True, "auto", "auto", "auto")).short == "bf16"   # "auto" counts as cpu
+    assert (auto_dtype("cuda"), auto_dtype("cpu"), auto_dtype("mps")) == ("float16", "bfloat16", "bfloat16")
+
+
+# --- names ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("precision, short, words", [
+    (Precision(False, "float16", False), "fp32", "fp32"),
+    (Precision(False, "bfloat16", True), "fp32+scaler", "fp32 + GradScaler"),
+    (Precision(True, "float16", False), "fp16", "autocast float16"),
+    (Precision(True, "float16", True), "fp16+scaler", "autocast float16 + GradScaler"),
+    (Precision(True, "bfloat16", False), "bf16", "autocast bfloat16"),
+    (Precision(True, "bfloat16", True), "bf16+scaler", "autocast bfloat16 + GradScaler"),
+    (Precision(True, "float8_e5m2", False), "float8_e5m2", "autocast float8_e5m2"),  # unknown: no KeyError
+])
+def test_short_and_words(precision, short, words):
+    assert (precision.short, precision.words) == (short, words)
+    assert precision.as_record() == {"autocast": precision.autocast, "dtype": precision.dtype,
+                                     "grad_scaler": precision.scaler, "short": short, "words": words}
+
+
+def test_every_variant_round_trips_through_a_config():
+    assert variant_names() == ["fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler"]
+    for name in variant_names():
+        p = Precision.from_variant(name)
+        assert p.short == name
+        resolved = Precision.from_config(config.build_config({}, p.overrides()).to_dict(), "cuda")
+        assert resolved.short == name and (resolved.autocast, resolved.scaler) == (p.autocast, p.scaler)
+        if p.autocast:
+            assert resolved == p
+    for bad in ("fp8", "bf16+", "bf16+cast", "", "+scaler"):
+        with pytest.raises(ValueError):
+            Precision.from_variant(bad)
+
+
+@pytest.mark.parametrize("record, want", [
+    ("autocast float16 + GradScaler", Precision(True, "float16", True)),
+    ("autocast bfloat16", Precision(True, "bfloat16", False)),
+    ("fp32", Precision(False, "float16", False)),
+    ("fp32 + GradScaler", Precision(False, "float16", True)),
+    ({"autocast": True, "dtype": "bfloat16", "grad_scaler": False, "short": "bf16", "words": "autocast bfloat16"},
+     Precision(True, "bfloat16", False)),
+    ({"autocast": False, "dtype": "float16", "grad_scaler": False}, Precision(False, "float16", False)),
+    ({"autocast": True}, None),
+    ("", None),
+    ("something else", None),
+    (None, None),
+    (3, None),
+])
+def test_from_record_reads_the_structured_and_the_old_string_forms(record, want):
+    assert Precision.from_record(record) == want
+
+
+# --- a new dtype is one DTYPES entry ---------------------------------------------------------------
+
+FP8 = Dtype("float8_e4m3fn", "fp8", needs_scaler=True, cpu_flags=("amx_fp8",), cpu_isa="AMX-FP8")
+
+
+@pytest.fixture
+def with_fp8(monkeypatch):
+    monkeypatch.setitem(precmod.DTYPES, FP8.name, FP8)
+    assert DTYPES is precmod.DTYPES
+
+
+def test_a_new_dtype_is_one_entry(with_fp8, monkeypatch):
+    # names and variants
+    assert variant_names()[-2:] == ["fp8", "fp8+scaler"]
+    p = Precision.from_variant("fp8+scaler")
+    assert p == Precision(True, "float8_e4m3fn", True)
+    assert (p.short, p.words) == ("fp8+scaler", "autocast float8_e4m3fn + GradScaler")
+    assert Precision.from_record(p.as_record()) == p
+    assert Precision.from_record("autocast float8_e4m3fn") == Precision(True, "float8_e4m3fn", False)
+    # the A/B takes it, its defaults stay those of the "auto" dtypes
+    assert dict(ab.expand("fp32,fp8", "cuda"))["fp8"] == {"amp.autocast": True, "amp.dtype": "float8_e4m3fn",
+                                                          "amp.grad_scaler": False}
+    assert "fp8+scaler" in ab.VARIANTS and len(ab.VARIANTS) == 7
+    assert [n for n, _ in ab.expand(None, "cuda")] == ["fp32", "fp16", "fp16+scaler"]
+    with pytest.raises(UserError, match="known: fp32, fp16, fp16\\+scaler, bf16, bf16\\+scaler, fp8, fp8\\+scaler"):
+        ab.expand("fp4", "cuda")
+    # the config accepts it, and grad_scaler = "auto" follows its needs_scaler
+    values = config.build_config({"amp": {"dtype": "float8_e4m3fn"}}).to_dict()
+    assert Precision.from_config(values, "cuda") == Precision(True, "float8_e4m3fn", True)
+    assert "float8_e4m3fn" in config.SCHEMA["amp"]["dtype"].choices
+    with pytest.raises(ConfigError, match="one of auto, float16, bfloat16, float8_e4m3fn"):
+        config.build_config({"amp": {"dtype": "float8_e5m2"}})
+    # a dtype that needs a scaler gets the "try bfloat16" alarm, as float16 does
+    alarms = ScaleAlarms(growth_interval=8, dtype="float8_e4m3fn", bf16_available=True)
+    events = [{"event": "growth", "step": 1}] + [{"event": "backoff", "step": s, "new_scale": 2.0 ** 10}
+                                                 for s in range(2, 13)]
+    assert "use_bfloat16" in [a.code for a in alarms.observe(events, 12, 2.0 ** 10, 1.0)]
+    # and the emulated-dtype notice reads its cpu_flags
+    monkeypatch.setattr(cpu_features, "_read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", {"sse2", "avx2"}))
+    notice = cpu_features.emulated_dtype_notice("cpu", True, "float8_e4m3fn")
+    assert notice and notice.startswith("float8_e4m3fn is emulated on this CPU (no AMX-FP8 instructions)")
+    monkeypatch.setattr(cpu_features, "_read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", {"sse2", "amx_fp8"}))
+    assert cpu_features.emulated_dtype_notice("cpu", True, "float8_e4m3fn") is None
