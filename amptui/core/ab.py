@@ -140,7 +140,7 @@ def start_group(root: Path, preset_ref: str, preset_name: str, overrides: dict[s
     folder.mkdir(parents=True, exist_ok=True)
     group_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{preset_name}-{os.urandom(2).hex()}"
     path = folder / f"{group_id}.json"
-    data = {"preset": preset_ref, "preset_name": preset_name, "overrides": overrides, "variants_spec": variants,
+    data: dict = {"preset": preset_ref, "preset_name": preset_name, "overrides": overrides, "variants_spec": variants,
             "runs_root": str(Path(root).resolve()), "state": "checking", "runs": []}
     _write(path, data)
     with open(folder / f"{group_id}.log", "ab") as log:

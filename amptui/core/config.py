@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,6 +33,9 @@ class Section:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("config sections are read-only; use Config.with_overrides")
 
+    if TYPE_CHECKING:  # the keys are set in __init__: `cfg.amp.dtype`
+        def __getattr__(self, name: str) -> Any: ...
+
 
 class Config:
     """A complete, validated configuration: every key of SCHEMA present with a legal value."""
@@ -41,6 +44,9 @@ class Config:
         self._values = copy.deepcopy({s: dict(v) for s, v in values.items()})
         for section, keys in self._values.items():
             object.__setattr__(self, section, Section(keys))
+
+    if TYPE_CHECKING:  # the sections are set in __init__, one attribute each: `cfg.amp`
+        def __getattr__(self, section: str) -> Section: ...
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return copy.deepcopy(self._values)
