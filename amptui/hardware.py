@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from .core.precision import DTYPES, FULL
-from .cpu_features import BF16_CPU_FLAGS as BF16_CPU_FLAGS
+from .cpu_features import BF16_CPU_FLAGS, cpu_info, cpu_name
+# Re-exported for callers that still import them from here (cli, console, core.tune_runner).
 from .cpu_features import CPU_FLAGS as CPU_FLAGS
 from .cpu_features import EMULATED_BF16_NOTICE as EMULATED_BF16_NOTICE
-from .cpu_features import cpu_info, cpu_name
 from .cpu_features import emulated_dtype_notice as emulated_dtype_notice
 
 # What the doctor measures: float32 and every autocast dtype (by name).
@@ -35,7 +35,8 @@ def dtype_name(dtype: Any) -> str:
     try:
         return _ALIASES[text]
     except KeyError:
-        raise ValueError(f"unsupported dtype {dtype!r} (use {', '.join(MEASURED_DTYPES[:-1])} or {MEASURED_DTYPES[-1]})") from None
+        known = f"{', '.join(MEASURED_DTYPES[:-1])} or {MEASURED_DTYPES[-1]}"
+        raise ValueError(f"unsupported dtype {dtype!r} (use {known})") from None
 
 
 # --- describe ------------------------------------------------------------------------------------
