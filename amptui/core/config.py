@@ -305,19 +305,3 @@ def minimal(values: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]
     return out
 
 
-
-# TEMP-PRECISION-SHIM (removed before the final commit): other helpers' files still call these.
-def resolve_precision(values, device_type):
-    from .precision import Precision
-    p = Precision.from_config(values, device_type)
-    return p.autocast, p.dtype, p.scaler
-
-
-def precision_words(values, device_type=None):
-    from .precision import Precision
-    return Precision.from_config(values, device_type).words
-
-
-def precision_short(values, device_type=None):
-    from .precision import Precision
-    return Precision.from_config(values, device_type).short
