@@ -263,6 +263,7 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "") -> 
 def cmd_ab(args) -> int:
     from .console import print_comparison
     from .core import ab, compare, config, launch, preflight, presets, runs
+    from .core.precision import Precision
     from .hardware import emulated_dtype_notice
 
     root = runs.runs_root(args.runs_dir, writable=True)
@@ -274,8 +275,8 @@ def cmd_ab(args) -> int:
     # Check every variant before the first one starts: a bad combination fails now, not halfway.
     for name, variant in variants:
         resolved = launch.resolve_config(preset, {**overrides, **variant}).to_dict()
-        autocast, dtype, _ = config.resolve_precision(resolved, resolved["run"]["device"])
-        notice = emulated_dtype_notice(resolved["run"]["device"], autocast, dtype)
+        precision = Precision.from_config(resolved, resolved["run"]["device"])
+        notice = emulated_dtype_notice(resolved["run"]["device"], precision.autocast, precision.dtype)
         if notice:
             print(f"note: variant {name}: {notice}")
     run_dirs, failed, interrupted = [], [], False
