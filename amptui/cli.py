@@ -183,8 +183,16 @@ def cmd_resume(args) -> int:
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
     offset = _size(run_dir / "events.jsonl")
-    proc = launch.start(run_dir, resume=True)  # checks it can resume while holding the run's lock
+    # checks it can resume while holding the run's lock
+    proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file)
     return _attach(run_dir, proc, args.detach, offset=offset)
+
+
+def _check_checkpoint_file(run_dir: Path, cfg) -> None:
+    """A resume's check of last.pt itself (torch), for a checkpoint its last.json does not describe."""
+    from .trainer.checkpoint import check_resume
+
+    check_resume(run_dir, cfg)
 
 
 def _size(path: Path) -> int:
