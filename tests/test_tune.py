@@ -15,7 +15,7 @@ import pytest
 
 from amptui.core import presets as presetmod
 from amptui.core import tune as T
-from amptui.core.tune_runner import Search
+from amptui.tune_runner import Search
 
 from conftest import amptui, events
 

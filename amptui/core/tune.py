@@ -1,6 +1,6 @@
 """`amptui tune`: the search space, the measurement of a trial, the accuracy guard and the verdict.
 
-No processes and no torch here (the runner, core/tune_runner.py, launches the trials); everything
+No processes and no torch here (the runner, amptui/tune_runner.py, launches the trials); everything
 works on event records and plain dicts, so the dashboard and the tests can use it directly.
 
 A tune's result is one JSON file beside its trials' run folders, `runs/<tune_id>.tune.json`,

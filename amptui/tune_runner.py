@@ -6,6 +6,8 @@ result still says what was measured. The plan adapts as numbers come in:
        (the accuracy guard's noise band and the timing noise)
     2. knobs on the best accurate precision: torch.compile, then the batch size doubled until it
        runs out of memory, stops paying, or the budget ends
+
+Above core: it asks torch what this machine can do (bfloat16, fp8, the GPU's name).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from . import launch
-from . import tune as T
-from .errors import UserError
-from .events import EventReader
-from .presets import Preset
+from .core import launch
+from .core import tune as T
+from .core.errors import UserError
+from .core.events import EventReader
+from .core.precision import Precision
+from .core.presets import Preset
 
 DEFAULT_TRIAL_S = 20.0     # first guess of a trial's wall time, before one is measured
 COMPILE_EXTRA_S = {"cpu": 150.0, "cuda": 60.0}  # what compilation adds to a trial (measured on a small CNN)
@@ -65,9 +68,7 @@ class Search:
         if "precision" in self.dims:
             first += [T.precision_candidate(name) for name in T.PRECISIONS]
         else:
-            from . import config as cfgmod
-
-            own = cfgmod.precision_short(self.preset.config(self.overrides).to_dict(), self.device_type)
+            own = Precision.from_config(self.preset.config(self.overrides).to_dict(), self.device_type).short
             if own != "fp32":
                 first.append(T.Candidate(own, {}))
         # fp32, the most promising other precision, fp32 again (the noise band), the long shots
@@ -266,7 +267,7 @@ def device_name(device_type: str) -> str:
         import torch
 
         return torch.cuda.get_device_name()
-    from ..hardware import cpu_name
+    from .hardware import cpu_name
 
     return cpu_name()
 
@@ -310,7 +311,7 @@ def busy_note(device_type: str) -> list[str]:
 
 def hardware_note(device_type: str) -> str:
     """One clause on the hardware behind the precision verdict."""
-    from .. import hardware
+    from . import hardware
 
     if device_type == "cuda":
         gpu = (hardware.describe().get("gpus") or [{}])[0]
