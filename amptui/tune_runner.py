@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from .core import launch
 from .core import tune as T
+from .core import tune_verdict as V
 from .core.errors import UserError
 from .core.events import EventReader
 from .core.precision import Precision
@@ -108,7 +109,7 @@ class Search:
             t = self.trial(cand)
             if t.status in ("oom", "failed", "skipped") or not t.measured:
                 return
-            if not (T.rate(t) and T.rate(previous) and T.rate(t) > (1 + T.MIN_GAIN) * T.rate(previous)):
+            if not (V.rate(t) and V.rate(previous) and V.rate(t) > (1 + T.MIN_GAIN) * V.rate(previous)):
                 return  # no longer paying off: a larger batch only costs memory
             previous = t
 
@@ -116,7 +117,7 @@ class Search:
         """The current winner among what has been measured (fp32 when nothing beats it)."""
         for t in self.trials:
             t.verdict = ""
-        winner, _, _ = T.judge(self.trials)
+        winner, _, _ = V.judge(self.trials)
         return winner
 
     # --- one trial --------------------------------------------------------------------------------
@@ -229,7 +230,7 @@ class Search:
         skip = T.warmup_windows(t.knobs)
         for r in steps[skip:]:
             rate = r.get("samples_per_s") or (1000.0 / r["step_time_ms"] if r.get("step_time_ms") else None)
-            if rate and T.rate(ref) and rate * T.SLOW_FACTOR < T.rate(ref):
+            if rate and V.rate(ref) and rate * T.SLOW_FACTOR < V.rate(ref):
                 return f"stopped early: over {T.SLOW_FACTOR:g}x slower than fp32, it cannot win"
         return ""
 
@@ -249,12 +250,12 @@ class Search:
     def finish(self) -> dict[str, Any]:
         for t in self.trials:
             t.verdict = ""
-        winner, band, needed = T.judge(self.trials)
+        winner, band, needed = V.judge(self.trials)
         self.result.update(
             status="interrupted" if self.interrupted else "done", finished=time.time(),
             elapsed_s=time.monotonic() - self.t0, band=band, needed_gain=needed,
             winner=winner.candidate if winner else None,
-            explanation=T.explain(self.trials, winner, needed, self.device_type, hardware_note(self.device_type))
+            explanation=V.explain(self.trials, winner, needed, self.device_type, hardware_note(self.device_type))
             + busy_note(self.device_type))
         self.save()
         return self.result
