@@ -73,7 +73,9 @@ def _file_stamp(path: Path) -> dict[str, int]:
 
 def describe(state: Mapping[str, Any], checkpoint_path: Path) -> dict[str, Any]:
     """The JSON for a checkpoint just written to `checkpoint_path` from the trainer's `state`."""
-    progress = state.get("progress") if isinstance(state.get("progress"), Mapping) else {}
+    progress = state.get("progress")
+    if not isinstance(progress, Mapping):
+        progress = {}
     return {"v": INFO_VERSION, "file": CHECKPOINT_FILE, **_file_stamp(checkpoint_path),
             "step": progress.get("step"), "epoch": progress.get("epoch"),
             "config": usable_config(state.get("config")), "code": state.get("code")}

@@ -91,8 +91,9 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
     base, needed = fp32_rate(reference, second)
     best, best_rate = reference, base
     for t in trials:
-        if t.measured and base and rate(t):
-            t.speedup = rate(t) / base
+        t_rate = rate(t)
+        if t.measured and base and t_rate:
+            t.speedup = t_rate / base
         if t.verdict:
             continue
         if t.role in ("reference", "band"):
@@ -107,8 +108,8 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
             t.verdict = "accurate, not faster" if t.speedup < 1.0 else "accurate, within timing noise"
         else:
             t.verdict = "accurate, faster"
-            if rate(t) > best_rate:
-                best, best_rate = t, rate(t)
+            if (t_rate or 0.0) > (best_rate or 0.0):
+                best, best_rate = t, t_rate
     best.verdict = "WINNER" + (" (stay in fp32)" if best is reference else "")
     return best, band, needed
 
@@ -149,7 +150,7 @@ def explain(trials: list[Trial], winner: Trial | None, needed: float, device_typ
         if hardware_note:
             lines.append(f"{hardware_note[0].upper()}{hardware_note[1:]}.")
         if faster:
-            best = max(faster, key=lambda t: t.speedup)
+            best = max(faster, key=lambda t: t.speedup or 0.0)
             lines.append(f"The fastest other candidate, {best.candidate}, measured {best.speedup:.2f}x "
                          f"({best.verdict}).")
     else:
