@@ -15,6 +15,7 @@ from . import cli_tune
 from .cli_parser import build_parser
 from .core.errors import UserError
 
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after a bare "--" belongs to the user's script (`amptui run --script x.py -- ARGS`).
