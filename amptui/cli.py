@@ -6,118 +6,14 @@ command needs them, so `amptui --help` answers at once.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-from . import __version__, cli_tune
+from . import cli_tune
+from .cli_parser import build_parser
 from .core.errors import UserError
-
-EXAMPLES = """\
-examples:
-  amptui                                     open the dashboard
-  amptui run quickstart                      train the default preset here, with live numbers
-  amptui run mlp-recipe --set amp.autocast=false --set run.max_steps=20
-  amptui run scaler-lab --detach             start in the background, print the run id
-  amptui runs                                list runs and their status
-  amptui stop RUN_ID / amptui resume RUN_ID  stop with a checkpoint / continue from it
-"""
-
-
-PRESET_HELP = "a built-in or saved preset name (amptui presets list), or a path to a .toml file"
-
-
-def run_id_argument(parser: argparse.ArgumentParser, help: str) -> None:
-    parser.add_argument("run_id", metavar="RUN_ID", help=f"{help}; an id as `amptui runs` lists it")
-
-
-def _table_alias(value: str) -> str:
-    """`doctor --format text` (its old name) means table."""
-    return "table" if value == "text" else value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="amptui", description="A terminal dashboard for PyTorch automatic mixed precision (AMP) training.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"amptui {__version__}")
-    parser.add_argument("--runs-dir", metavar="DIR", help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    def runs_dir_option(p):
-        p.add_argument("--runs-dir", metavar="DIR", default=argparse.SUPPRESS,
-                       help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
-
-    p = sub.add_parser("run", help="run a preset without the dashboard",
-                       usage="amptui run PRESET [--set KEY=VALUE]... [--detach] | amptui run [PRESET] --script FILE "
-                             "[--set ...] [-- ARGS...]")
-    p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
-    p.add_argument("--script", metavar="FILE", help="launch your own training script (which writes events with "
-                   "amptui.Monitor); arguments after -- go to the script")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a preset key, e.g. --set amp.dtype=bfloat16 (repeatable)")
-    p.add_argument("--detach", action="store_true", help="start in the background and print the run id")
-    p.add_argument("--print-launch", action="store_true",
-                   help="print the command to run on every node of a multi-node DDP run, and start nothing")
-    runs_dir_option(p)
-
-    p = sub.add_parser("stop", help="stop a running run gracefully (checkpoint, then status stopped)")
-    run_id_argument(p, "the run to stop")
-    runs_dir_option(p)
-
-    p = sub.add_parser("resume", help="continue a stopped, failed or killed run from its last checkpoint")
-    run_id_argument(p, "the run to continue (status stopped, failed or killed, with a checkpoint)")
-    p.add_argument("--detach", action="store_true", help="continue in the background")
-    runs_dir_option(p)
-
-    p = sub.add_parser("watch", help="open the dashboard's run screen on a run, live or finished")
-    run_id_argument(p, "the run to watch")
-    runs_dir_option(p)
-
-    p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
-    p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
-    p.add_argument("--variants", metavar="V,V,...",
-                   help="from fp32, fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
-                        "CUDA, fp32,bf16 on CPU)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a preset key in every variant, e.g. --set run.max_steps=200 (repeatable; "
-                        "not the amp.* keys the variants set)")
-    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
-                   help="how to print the comparison at the end (default: table)")
-    runs_dir_option(p)
-
-    cli_tune.add_parser(sub, runs_dir_option)
-
-    p = sub.add_parser("compare", help="the tutorials' table for some runs (speed-up and saving against the first)")
-    p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare; the first is the baseline")
-    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
-                   help="table (default), markdown, csv (raw numbers) or json")
-    runs_dir_option(p)
-
-    p = sub.add_parser("runs", help="list runs")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
-    runs_dir_option(p)
-
-    p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")
-    p.add_argument("--format", choices=("table", "json"), default="table", type=_table_alias,
-                   help="table (default; `text` is accepted too) or json")
-    p.add_argument("--no-bench", action="store_true", help="skip the matmul measurements")
-
-    p = sub.add_parser("presets", help="list, show or save presets")
-    psub = p.add_subparsers(dest="action", metavar="ACTION")
-    psub.add_parser("list", help="built-in and saved presets")
-    show = psub.add_parser("show", help="print a preset with every key resolved")
-    show.add_argument("name", metavar="NAME", help=PRESET_HELP)
-    show.add_argument("--raw", action="store_true", help="print the file as written")
-    save = psub.add_parser("save", help="save a preset (with overrides) under a new name")
-    save.add_argument("name", metavar="NAME", help="the new preset's name")
-    save.add_argument("--from", dest="source", required=True, metavar="PRESET", help="the preset to start from")
-    save.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                      help="override a key, e.g. --set amp.dtype=bfloat16 (repeatable)")
-    save.add_argument("--force", action="store_true", help="overwrite a saved preset of that name")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,8 +79,16 @@ def cmd_resume(args) -> int:
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
     offset = _size(run_dir / "events.jsonl")
-    proc = launch.start(run_dir, resume=True)  # checks it can resume while holding the run's lock
+    # checks it can resume while holding the run's lock
+    proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file)
     return _attach(run_dir, proc, args.detach, offset=offset)
+
+
+def _check_checkpoint_file(run_dir: Path, cfg) -> None:
+    """A resume's check of last.pt itself (torch), for a checkpoint its last.json does not describe."""
+    from .trainer.checkpoint import check_resume
+
+    check_resume(run_dir, cfg)
 
 
 def _size(path: Path) -> int:
@@ -199,42 +103,18 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "") -> 
 
     With a `label` (one run of an A/B) only one progress line and a summary are shown."""
     from .console import ProgressPrinter
-    from .core import launch, runs
-    from .core.events import EventReader, primary_events_file
+    from .core import runs
 
     if detach:
         print(f"started in the background; follow it with: amptui watch {run_dir.name}")
         print(f"output: {run_dir / 'output.log'}")
         print(run_dir.name)
         return 0
-    reader = EventReader(run_dir / "events.jsonl", offset=offset)
     printer = ProgressPrinter(label=label)
-    end = None
-    stopping = False
-    while end is None:
-        try:
-            if reader.offset == offset and primary_events_file(run_dir) != reader.path:
-                reader = EventReader(primary_events_file(run_dir))  # this node holds no rank 0
-            batch = reader.read()
-            printer.feed(batch)
-            end = next((r for r in batch if r.get("kind") == "end"), None)
-            if end is None:
-                if proc.poll() is not None:  # gone without an end record: one last look, then give up
-                    batch = reader.read()
-                    printer.feed(batch)
-                    end = next((r for r in batch if r.get("kind") == "end"), None)
-                    if end is None:
-                        break
-                time.sleep(0.1)
-        except KeyboardInterrupt:
-            if stopping:  # a second Ctrl-C: leave it running in the background
-                printer.close()
-                print(f"left running in the background: amptui watch {run_dir.name}", file=sys.stderr)
-                return 130
-            stopping = True
-            printer.close()
-            print("stopping (checkpoint first); Ctrl-C again to leave it running", file=sys.stderr)
-            launch.request_stop(run_dir)
+    followed = _follow(run_dir, proc, offset, printer)
+    if followed is None:
+        return 130  # left running in the background
+    end, stopping = followed
     try:
         proc.wait(timeout=30)
     except Exception:
@@ -245,6 +125,52 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "") -> 
         if stopping:
             return 130
         return 0 if end is not None and end["status"] == "completed" else 1
+    return _report_end(run_dir, proc, end, info, stopping)
+
+
+def _follow(run_dir: Path, proc, offset: int, printer) -> tuple[dict | None, bool] | None:
+    """Feed the run's records to `printer` until its end record, or until its process is gone
+    without one: (the end record or None, whether Ctrl-C asked it to stop). A first Ctrl-C asks
+    the run to stop (checkpoint first); a second leaves it running: None."""
+    from .core import launch
+    from .core.events import EventReader, primary_events_file
+
+    reader = EventReader(run_dir / "events.jsonl", offset=offset)
+    end = None
+    stopping = False
+    while end is None:
+        try:
+            if reader.offset == offset and primary_events_file(run_dir) != reader.path:
+                reader = EventReader(primary_events_file(run_dir))  # this node holds no rank 0
+            end = _feed(reader, printer)
+            if end is None:
+                if proc.poll() is not None:  # gone without an end record: one last look, then give up
+                    end = _feed(reader, printer)
+                    if end is None:
+                        break
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            printer.close()
+            if stopping:  # a second Ctrl-C: leave it running in the background
+                print(f"left running in the background: amptui watch {run_dir.name}", file=sys.stderr)
+                return None
+            stopping = True
+            print("stopping (checkpoint first); Ctrl-C again to leave it running", file=sys.stderr)
+            launch.request_stop(run_dir)
+    return end, stopping
+
+
+def _feed(reader, printer) -> dict | None:
+    """Read the records written since the last call into the printer; the end record if among them."""
+    batch = reader.read()
+    printer.feed(batch)
+    return next((r for r in batch if r.get("kind") == "end"), None)
+
+
+def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> int:
+    """The lines after a followed run ends, and the command's exit code."""
+    from .core import launch
+
     if end is None:
         print(f"amptui: error: the run's process exited (exit code {proc.returncode}) without an end record; "
               f"see {run_dir / 'output.log'}", file=sys.stderr)
@@ -263,6 +189,7 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "") -> 
 def cmd_ab(args) -> int:
     from .console import print_comparison
     from .core import ab, compare, config, launch, preflight, presets, runs
+    from .core.precision import Precision
     from .hardware import emulated_dtype_notice
 
     root = runs.runs_root(args.runs_dir, writable=True)
@@ -274,8 +201,8 @@ def cmd_ab(args) -> int:
     # Check every variant before the first one starts: a bad combination fails now, not halfway.
     for name, variant in variants:
         resolved = launch.resolve_config(preset, {**overrides, **variant}).to_dict()
-        autocast, dtype, _ = config.resolve_precision(resolved, resolved["run"]["device"])
-        notice = emulated_dtype_notice(resolved["run"]["device"], autocast, dtype)
+        precision = Precision.from_config(resolved, resolved["run"]["device"])
+        notice = emulated_dtype_notice(resolved["run"]["device"], precision.autocast, precision.dtype)
         if notice:
             print(f"note: variant {name}: {notice}")
     run_dirs, failed, interrupted = [], [], False

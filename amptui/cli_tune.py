@@ -37,7 +37,7 @@ def cmd_tune(args) -> int:
     t0 = time.monotonic()
     from .core import config, launch, preflight, presets, runs
     from .core import tune as T
-    from .core.tune_runner import Search
+    from .tune_runner import Search
 
     if not args.budget > 0:
         raise UserError(f"--budget {args.budget:g}: give the minutes the search may take (> 0)")

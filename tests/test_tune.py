@@ -15,7 +15,8 @@ import pytest
 
 from amptui.core import presets as presetmod
 from amptui.core import tune as T
-from amptui.core.tune_runner import Search
+from amptui.core import tune_verdict as V
+from amptui.tune_runner import Search
 
 from conftest import amptui, events
 
@@ -82,29 +83,29 @@ def trial(name, role="candidate", losses=(2.3, 2.2, 2.1, 2.0), ms=10.0, skipped=
 
 def test_guard_rejects_nonfinite_loss_storm_and_drift_and_accepts_noise():
     ref = trial("fp32", "reference")
-    band, how = T.noise_band(ref, trial("fp32 seed 2", "band", losses=(2.31, 2.22, 2.09, 2.02)))
+    band, how = V.noise_band(ref, trial("fp32 seed 2", "band", losses=(2.31, 2.22, 2.09, 2.02)))
     assert how == "two fp32 seeds" and band == pytest.approx(0.04)  # 2% of the final loss: the floor
-    assert T.guard(trial("bf16", losses=(2.3, 2.21, 2.12, 2.03)), ref, band) is None
-    assert T.guard(trial("faster-learner", losses=(2.3, 1.9, 1.5, 1.2)), ref, band) is None  # one-sided
-    assert "non-finite loss at step 12" in T.guard(trial("fp16", losses=(2.3, 2.2, None, None)), ref, band)
-    assert "skipped-step storm: 8 of 16" in T.guard(trial("fp16+scaler", skipped=8), ref, band)
-    assert "left fp32's noise band at step 12: 2.2000 vs 2.1000" in T.guard(trial("drift", losses=(2.3, 2.2, 2.2, 2.3)), ref, band)
+    assert V.guard(trial("bf16", losses=(2.3, 2.21, 2.12, 2.03)), ref, band) is None
+    assert V.guard(trial("faster-learner", losses=(2.3, 1.9, 1.5, 1.2)), ref, band) is None  # one-sided
+    assert "non-finite loss at step 12" in V.guard(trial("fp16", losses=(2.3, 2.2, None, None)), ref, band)
+    assert "skipped-step storm: 8 of 16" in V.guard(trial("fp16+scaler", skipped=8), ref, band)
+    assert "left fp32's noise band at step 12: 2.2000 vs 2.1000" in V.guard(trial("drift", losses=(2.3, 2.2, 2.2, 2.3)), ref, band)
 
 
 def test_judge_picks_fastest_accurate_candidate_and_stays_in_fp32_within_noise():
     trials = [trial("fp32", "reference", ms=10.0), trial("fp32 seed 2", "band", ms=10.2),
               trial("bf16", ms=6.0), trial("fp16", losses=(2.3, float("nan"), 2.1, 2.0), ms=3.0)]
-    winner, _, _ = T.judge(trials)
+    winner, _, _ = V.judge(trials)
     assert winner.candidate == "bf16" and winner.verdict == "WINNER"
     assert trials[3].verdict.startswith("rejected: non-finite loss")
-    text = " ".join(T.explain(trials, winner, 0.05, "cpu"))
+    text = " ".join(V.explain(trials, winner, 0.05, "cpu"))
     assert "bf16 wins at 1.68x" in text and "fp16 was rejected: non-finite loss" in text
 
     slow = [trial("fp32", "reference", ms=10.0), trial("fp32 seed 2", "band", ms=10.0), trial("bf16", ms=9.8)]
-    winner, _, needed = T.judge(slow)
+    winner, _, needed = V.judge(slow)
     assert winner.role == "reference" and winner.verdict == "WINNER (stay in fp32)"
     assert slow[2].verdict == "accurate, within timing noise"
-    assert T.explain(slow, winner, needed, "cpu")[0].startswith("Stay in fp32")
+    assert V.explain(slow, winner, needed, "cpu")[0].startswith("Stay in fp32")
 
 
 def test_bad_keys_are_one_line_errors(tmp_path):

@@ -13,11 +13,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
+from . import checkpoints
 from . import config as cfgmod
 from . import preflight, runlock, runs
 from .errors import UserError
 from .presets import Preset, atomic_write_text
+from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, OUTPUT_LOG, STOP_FILE
 
 
 RUN_DIR_ENV = "AMPTUI_RUN_DIR"  # tells a user's script (its amptui.Monitor) where its run folder is
@@ -147,20 +150,23 @@ def create_run(preset: Preset | None, overrides: dict | None = None,
     cfg = resolve_config(preset, overrides)
     path = runs.new_run_dir(runs.runs_root(root), cfg.run.name)
     header = f"# amptui run {path.name}: preset {cfg.run.name!r} resolved for this machine"
-    atomic_write_text(path / "config.toml", cfgmod.to_toml(cfg.to_dict(), header))
-    (path / "checkpoints").mkdir()
+    atomic_write_text(path / CONFIG_FILE, cfgmod.to_toml(cfg.to_dict(), header))
+    (path / CHECKPOINT_DIR).mkdir()
     return path, cfg
 
 
 def load_config(run_dir: Path) -> cfgmod.Config:
-    cfg_path = run_dir / "config.toml"
+    cfg_path = run_dir / CONFIG_FILE
     return cfgmod.build_config(cfgmod.read_toml(cfg_path), source=str(cfg_path))
 
 
-STOP_FILE = "stop-requested"
+# A check that reads a run's last.pt (torch: the trainer's layer provides it) and raises UserError
+# when a resume cannot continue from it; called with the run folder and its current config.
+CheckpointCheck = Callable[[Path, cfgmod.Config], None]
 
 
-def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None) -> subprocess.Popen:
+def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None,
+          check_checkpoint: CheckpointCheck | None = None) -> subprocess.Popen:
     """Start the trainer for `run_dir` in its own session; returns at once.
 
     One writer per run folder: the run's lock is taken first (RunLocked, naming the holder, when
@@ -169,13 +175,13 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
     """
     with runlock.acquire(run_dir) as lock:
         if resume:
-            check_resumable(run_dir, locked=True)
+            check_resumable(run_dir, locked=True, check_checkpoint=check_checkpoint)
         cfg = load_config(run_dir)
         (run_dir / STOP_FILE).unlink(missing_ok=True)
         command = trainer_command(cfg, run_dir, resume, script_args)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    **{RUN_DIR_ENV: str(run_dir.resolve()), runlock.FD_ENV: str(lock.fd)})
-        with open(run_dir / "output.log", "ab") as log:
+        with open(run_dir / OUTPUT_LOG, "ab") as log:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     cwd=os.getcwd(), env=env, start_new_session=True, pass_fds=(lock.fd,))
         lock.describe(proc.pid, command)  # the child rewrites it when it adopts the lock
@@ -230,15 +236,17 @@ def resume_refusal(run_dir: Path, info: runs.RunInfo | None = None) -> str | Non
         return f"run {info.run_id} ran your own script; resume it the way that script resumes"
     if info.status == "completed":
         return f"run {info.run_id} has completed; start a new one with `amptui run`"
-    if not (run_dir / "checkpoints" / "last.pt").is_file():
+    if not (run_dir / CHECKPOINT_DIR / CHECKPOINT_FILE).is_file():
         return (f"run {info.run_id} has no checkpoint to resume from (it ended {info.status} before "
                 "its first checkpoint); start it again with `amptui run`")
     return None
 
 
-def check_resumable(run_dir: Path, locked: bool = False) -> runs.RunInfo:
+def check_resumable(run_dir: Path, locked: bool = False,
+                    check_checkpoint: CheckpointCheck | None = None) -> runs.RunInfo:
     """Refuse (UserError, one line) a resume that cannot work. `locked`: the caller holds the
-    run's lock (launch.start does), so no other writer can start meanwhile."""
+    run's lock (launch.start does), so no other writer can start meanwhile. `check_checkpoint`
+    reads last.pt itself when its last.json does not describe it (see core/checkpoints.py)."""
     info = runs.load_run(run_dir, own_lock=locked)
     if info.status == "running":
         raise runlock.RunLocked(runlock.in_use_message(run_dir, fallback={"pid": info.pid}))
@@ -246,25 +254,22 @@ def check_resumable(run_dir: Path, locked: bool = False) -> runs.RunInfo:
     if refusal:
         raise UserError(refusal)
     current = load_config(run_dir)
-    _check_checkpoint_fits(run_dir, current)
+    _check_checkpoint_fits(run_dir, current, check_checkpoint)
     # The machine may have changed since: the same checks as a new run.
     preflight.check_data(current.to_dict())
     return info
 
 
-def _check_checkpoint_fits(run_dir: Path, current: cfgmod.Config) -> None:
-    """Refuse a resume whose config.toml no longer describes what the checkpoint holds."""
-    from ..trainer import checkpoint
-
-    directory = run_dir / "checkpoints"
-    state = checkpoint.load(directory, require=checkpoint.REQUIRED)  # a damaged file: one line naming it
-    saved = state.get("config")
-    if not isinstance(saved, dict) or not all(isinstance(v, dict) for v in saved.values()):
-        saved = {}  # no usable record of its config: the tensors below still have to fit
-    changed = checkpoint.structural(checkpoint.config_changes(saved, current.to_dict())) if saved else []
-    if changed:
-        listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in changed[:4])
-        more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
-        raise UserError(f"run {run_dir.name}: config.toml changed since its checkpoint ({listed}{more}); the "
-                        "checkpoint no longer fits. Put those values back, or start a new run")
-    checkpoint.check_fits(state, directory / checkpoint.FILENAME, current)
+def _check_checkpoint_fits(run_dir: Path, current: cfgmod.Config,
+                           check_checkpoint: CheckpointCheck | None) -> None:
+    """Refuse a resume whose config.toml no longer describes what the checkpoint holds: from
+    last.json when it describes last.pt, else by `check_checkpoint` (which reads last.pt)."""
+    directory = run_dir / CHECKPOINT_DIR
+    info = checkpoints.read_info(directory)
+    if info is not None:
+        checkpoints.check_config_fits(run_dir.name, info.get("config"), current.to_dict())
+    elif check_checkpoint is not None:
+        check_checkpoint(run_dir, current)
+    else:
+        raise UserError(f"run {run_dir.name}: cannot check {directory / CHECKPOINT_FILE} here: "
+                        f"{checkpoints.stale_reason(directory)}; resume it with `amptui resume {run_dir.name}`")

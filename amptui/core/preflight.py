@@ -13,6 +13,8 @@ from typing import Any
 
 from . import config as cfgmod
 from .errors import UserError
+from .precision import Precision
+from .pretrained import WEIGHTS
 
 CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5",
                "test_batch", "batches.meta")
@@ -50,8 +52,8 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
         if values["dist"]["nproc_per_node"] > count:
             raise UserError(f"dist.nproc_per_node = {values['dist']['nproc_per_node']} but this machine has {count} "
                             f"CUDA GPU(s): one process per GPU; use --set dist.nproc_per_node={count}")
-    autocast, dtype, scaler = cfgmod.resolve_precision(values, dev)
-    overrides = {"run.device": dev, "amp.dtype": dtype, "amp.grad_scaler": scaler,
+    precision = Precision.from_config(values, dev)
+    overrides = {"run.device": dev, "amp.dtype": precision.dtype, "amp.grad_scaler": precision.scaler,
                  "data.num_workers": cfgmod.resolve_num_workers(values)}
     if values["dist"]["backend"] == "auto":
         overrides["dist.backend"] = "nccl" if dev == "cuda" else "gloo"
@@ -175,11 +177,8 @@ def _download_cifar10(root: Path, folder: Path) -> None:
 def pretrained_weights_path(model_name: str) -> Path:
     """Where torchvision keeps ImageNet weights: $TORCH_HOME/hub/checkpoints/<file from the URL>."""
     import torch.hub
-    from torchvision import models
 
-    weights = {"alexnet": models.AlexNet_Weights.IMAGENET1K_V1,
-               "resnet18": models.ResNet18_Weights.IMAGENET1K_V1}[model_name]
-    return Path(torch.hub.get_dir()) / "checkpoints" / Path(weights.url).name
+    return Path(torch.hub.get_dir()) / "checkpoints" / WEIGHTS[model_name].file
 
 
 def check_weights(values: dict[str, dict[str, Any]]) -> None:

@@ -15,7 +15,10 @@ from typing import Any
 
 import torch
 
-FILENAME = "last.pt"
+from ..core import checkpoints as info
+from ..core.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
+from ..core.runfiles import CHECKPOINT_DIR
+from ..core.runfiles import CHECKPOINT_FILE as FILENAME
 
 
 def rng_state() -> dict[str, Any]:
@@ -36,13 +39,6 @@ def _as_tuple(value):
     return tuple(_as_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
-# Keys that shape what a checkpoint holds: a resume whose config.toml changed any of them would
-# load tensors into a different model or optimizer, so it is refused.
-STRUCTURAL_KEYS = ("model.", "optim.name", "sched.name", "amp.autocast", "amp.dtype", "amp.grad_scaler",
-                   "data.name", "data.batch_size", "amp.accumulate", "dist.mode", "dist.nproc_per_node",
-                   "dist.nnodes")
-
-
 def code_fingerprint() -> str:
     """amptui's version plus a hash of the trainer's source: tells a resume that the code changed."""
     import hashlib
@@ -55,22 +51,9 @@ def code_fingerprint() -> str:
     return f"{__version__}+{digest.hexdigest()[:12]}"
 
 
-def config_changes(saved: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]) -> list[tuple[str, Any, Any]]:
-    """[(dotted key, saved value, current value)] for every key that differs."""
-    changes = []
-    for section in sorted(set(saved) | set(current)):
-        a, b = saved.get(section, {}), current.get(section, {})
-        for name in sorted(set(a) | set(b)):
-            if a.get(name) != b.get(name):
-                changes.append((f"{section}.{name}", a.get(name), b.get(name)))
-    return changes
-
-
-def structural(changes: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
-    return [c for c in changes if any(c[0] == k or (k.endswith(".") and c[0].startswith(k)) for k in STRUCTURAL_KEYS)]
-
-
 def save(directory: Path, state: dict[str, Any]) -> Path:
+    """Write `state` as last.pt (atomically); for a trainer's checkpoint (one with its config),
+    then last.json beside it, which lets a resume check the config without torch."""
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / FILENAME
     for stale in directory.glob(f".{FILENAME}.*.tmp"):  # left by a writer that died mid-write
@@ -98,6 +81,11 @@ def save(directory: Path, state: dict[str, Any]) -> Path:
             raise OSError(f"checkpoint not written to {directory} ({str(cause).splitlines()[0]}); the "
                           "previous one is kept") from exc
         raise
+    if isinstance(state.get("config"), dict):
+        try:
+            info.write_info(directory, info.describe(state, target))
+        except OSError:
+            pass  # last.pt is written; a last.json left describing the previous one is not trusted
     return target
 
 
@@ -128,6 +116,16 @@ def load(directory: Path, map_location: torch.device | str = "cpu", require: tup
         raise UserError(f"{path}: not an amptui checkpoint (no {', '.join(missing)}); start the run again "
                         "with `amptui run`")
     return state
+
+
+def check_resume(run_dir: Path, current) -> None:
+    """Read last.pt itself (torch) and refuse, in one line, a resume it cannot serve: unreadable,
+    not amptui's, trained with another structural config, or tensors that do not fit the model of
+    config.toml. For checkpoints whose last.json does not describe them (core checks the others)."""
+    directory = Path(run_dir) / CHECKPOINT_DIR
+    state = load(directory, require=REQUIRED)  # a damaged file: one line naming it
+    info.check_config_fits(Path(run_dir).name, state.get("config"), current.to_dict())
+    check_fits(state, directory / FILENAME, current)
 
 
 def check_fits(state: dict[str, Any], path: Path, cfg) -> None:

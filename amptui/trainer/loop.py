@@ -39,7 +39,7 @@ from ..core import preflight
 from ..core.errors import UserError
 from ..core.events import EventWriter, events_file
 from ..core.fmt import fmt_accuracy
-from ..core.launch import STOP_FILE
+from ..core.runfiles import STOP_FILE
 from ..telemetry import Counters, Recorder, torch_amp
 from ..telemetry.alarms import ScaleAlarms
 from ..telemetry.device import native_bf16

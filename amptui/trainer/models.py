@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..core.pretrained import torchvision_weights
+
 CNNS = ("alexnet", "resnet18", "smallcnn")
 
 
@@ -82,8 +84,7 @@ def _torchvision_model(models, name: str, num_classes: int, pretrained: bool) ->
     classifier is replaced when the class count differs from ImageNet's 1000."""
     if not pretrained:
         return getattr(models, name)(weights=None, num_classes=num_classes)
-    weights = {"alexnet": models.AlexNet_Weights.IMAGENET1K_V1,
-               "resnet18": models.ResNet18_Weights.IMAGENET1K_V1}[name]
+    weights = torchvision_weights(models, name)
     model = getattr(models, name)(weights=weights)
     if num_classes != 1000:
         if name == "alexnet":

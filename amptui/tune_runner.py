@@ -6,6 +6,8 @@ result still says what was measured. The plan adapts as numbers come in:
        (the accuracy guard's noise band and the timing noise)
     2. knobs on the best accurate precision: torch.compile, then the batch size doubled until it
        runs out of memory, stops paying, or the budget ends
+
+Above core: it asks torch what this machine can do (bfloat16, fp8, the GPU's name).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from . import launch
-from . import tune as T
-from .errors import UserError
-from .events import EventReader
-from .presets import Preset
+from .core import launch
+from .core import tune as T
+from .core import tune_verdict as V
+from .core.errors import UserError
+from .core.events import EventReader
+from .core.precision import Precision
+from .core.presets import Preset
 
 DEFAULT_TRIAL_S = 20.0     # first guess of a trial's wall time, before one is measured
 COMPILE_EXTRA_S = {"cpu": 150.0, "cuda": 60.0}  # what compilation adds to a trial (measured on a small CNN)
@@ -65,9 +69,7 @@ class Search:
         if "precision" in self.dims:
             first += [T.precision_candidate(name) for name in T.PRECISIONS]
         else:
-            from . import config as cfgmod
-
-            own = cfgmod.precision_short(self.preset.config(self.overrides).to_dict(), self.device_type)
+            own = Precision.from_config(self.preset.config(self.overrides).to_dict(), self.device_type).short
             if own != "fp32":
                 first.append(T.Candidate(own, {}))
         # fp32, the most promising other precision, fp32 again (the noise band), the long shots
@@ -107,7 +109,7 @@ class Search:
             t = self.trial(cand)
             if t.status in ("oom", "failed", "skipped") or not t.measured:
                 return
-            if not (T.rate(t) and T.rate(previous) and T.rate(t) > (1 + T.MIN_GAIN) * T.rate(previous)):
+            if not (V.rate(t) and V.rate(previous) and V.rate(t) > (1 + T.MIN_GAIN) * V.rate(previous)):
                 return  # no longer paying off: a larger batch only costs memory
             previous = t
 
@@ -115,7 +117,7 @@ class Search:
         """The current winner among what has been measured (fp32 when nothing beats it)."""
         for t in self.trials:
             t.verdict = ""
-        winner, _, _ = T.judge(self.trials)
+        winner, _, _ = V.judge(self.trials)
         return winner
 
     # --- one trial --------------------------------------------------------------------------------
@@ -228,7 +230,7 @@ class Search:
         skip = T.warmup_windows(t.knobs)
         for r in steps[skip:]:
             rate = r.get("samples_per_s") or (1000.0 / r["step_time_ms"] if r.get("step_time_ms") else None)
-            if rate and T.rate(ref) and rate * T.SLOW_FACTOR < T.rate(ref):
+            if rate and V.rate(ref) and rate * T.SLOW_FACTOR < V.rate(ref):
                 return f"stopped early: over {T.SLOW_FACTOR:g}x slower than fp32, it cannot win"
         return ""
 
@@ -248,12 +250,12 @@ class Search:
     def finish(self) -> dict[str, Any]:
         for t in self.trials:
             t.verdict = ""
-        winner, band, needed = T.judge(self.trials)
+        winner, band, needed = V.judge(self.trials)
         self.result.update(
             status="interrupted" if self.interrupted else "done", finished=time.time(),
             elapsed_s=time.monotonic() - self.t0, band=band, needed_gain=needed,
             winner=winner.candidate if winner else None,
-            explanation=T.explain(self.trials, winner, needed, self.device_type, hardware_note(self.device_type))
+            explanation=V.explain(self.trials, winner, needed, self.device_type, hardware_note(self.device_type))
             + busy_note(self.device_type))
         self.save()
         return self.result
@@ -266,7 +268,7 @@ def device_name(device_type: str) -> str:
         import torch
 
         return torch.cuda.get_device_name()
-    from ..hardware import cpu_name
+    from .hardware import cpu_name
 
     return cpu_name()
 
@@ -310,7 +312,7 @@ def busy_note(device_type: str) -> list[str]:
 
 def hardware_note(device_type: str) -> str:
     """One clause on the hardware behind the precision verdict."""
-    from .. import hardware
+    from . import hardware
 
     if device_type == "cuda":
         gpu = (hardware.describe().get("gpus") or [{}])[0]

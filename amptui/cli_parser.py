@@ -1,0 +1,114 @@
+"""`amptui`'s command line: the commands, their options and help (cli.py runs them).
+
+Standard library only at import time, so `amptui --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from . import __version__, cli_tune
+
+EXAMPLES = """\
+examples:
+  amptui                                     open the dashboard
+  amptui run quickstart                      train the default preset here, with live numbers
+  amptui run mlp-recipe --set amp.autocast=false --set run.max_steps=20
+  amptui run scaler-lab --detach             start in the background, print the run id
+  amptui runs                                list runs and their status
+  amptui stop RUN_ID / amptui resume RUN_ID  stop with a checkpoint / continue from it
+"""
+
+
+PRESET_HELP = "a built-in or saved preset name (amptui presets list), or a path to a .toml file"
+
+
+def run_id_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID", help=f"{help}; an id as `amptui runs` lists it")
+
+
+def _table_alias(value: str) -> str:
+    """`doctor --format text` (its old name) means table."""
+    return "table" if value == "text" else value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="amptui", description="A terminal dashboard for PyTorch automatic mixed precision (AMP) training.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"amptui {__version__}")
+    parser.add_argument("--runs-dir", metavar="DIR", help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def runs_dir_option(p):
+        p.add_argument("--runs-dir", metavar="DIR", default=argparse.SUPPRESS,
+                       help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
+
+    p = sub.add_parser("run", help="run a preset without the dashboard",
+                       usage="amptui run PRESET [--set KEY=VALUE]... [--detach] | amptui run [PRESET] --script FILE "
+                             "[--set ...] [-- ARGS...]")
+    p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
+    p.add_argument("--script", metavar="FILE", help="launch your own training script (which writes events with "
+                   "amptui.Monitor); arguments after -- go to the script")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset key, e.g. --set amp.dtype=bfloat16 (repeatable)")
+    p.add_argument("--detach", action="store_true", help="start in the background and print the run id")
+    p.add_argument("--print-launch", action="store_true",
+                   help="print the command to run on every node of a multi-node DDP run, and start nothing")
+    runs_dir_option(p)
+
+    p = sub.add_parser("stop", help="stop a running run gracefully (checkpoint, then status stopped)")
+    run_id_argument(p, "the run to stop")
+    runs_dir_option(p)
+
+    p = sub.add_parser("resume", help="continue a stopped, failed or killed run from its last checkpoint")
+    run_id_argument(p, "the run to continue (status stopped, failed or killed, with a checkpoint)")
+    p.add_argument("--detach", action="store_true", help="continue in the background")
+    runs_dir_option(p)
+
+    p = sub.add_parser("watch", help="open the dashboard's run screen on a run, live or finished")
+    run_id_argument(p, "the run to watch")
+    runs_dir_option(p)
+
+    p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
+    p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
+    p.add_argument("--variants", metavar="V,V,...",
+                   help="from fp32, fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
+                        "CUDA, fp32,bf16 on CPU)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset key in every variant, e.g. --set run.max_steps=200 (repeatable; "
+                        "not the amp.* keys the variants set)")
+    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
+                   help="how to print the comparison at the end (default: table)")
+    runs_dir_option(p)
+
+    cli_tune.add_parser(sub, runs_dir_option)
+
+    p = sub.add_parser("compare", help="the tutorials' table for some runs (speed-up and saving against the first)")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare; the first is the baseline")
+    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
+                   help="table (default), markdown, csv (raw numbers) or json")
+    runs_dir_option(p)
+
+    p = sub.add_parser("runs", help="list runs")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    runs_dir_option(p)
+
+    p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")
+    p.add_argument("--format", choices=("table", "json"), default="table", type=_table_alias,
+                   help="table (default; `text` is accepted too) or json")
+    p.add_argument("--no-bench", action="store_true", help="skip the matmul measurements")
+
+    p = sub.add_parser("presets", help="list, show or save presets")
+    psub = p.add_subparsers(dest="action", metavar="ACTION")
+    psub.add_parser("list", help="built-in and saved presets")
+    show = psub.add_parser("show", help="print a preset with every key resolved")
+    show.add_argument("name", metavar="NAME", help=PRESET_HELP)
+    show.add_argument("--raw", action="store_true", help="print the file as written")
+    save = psub.add_parser("save", help="save a preset (with overrides) under a new name")
+    save.add_argument("name", metavar="NAME", help="the new preset's name")
+    save.add_argument("--from", dest="source", required=True, metavar="PRESET", help="the preset to start from")
+    save.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a key, e.g. --set amp.dtype=bfloat16 (repeatable)")
+    save.add_argument("--force", action="store_true", help="overwrite a saved preset of that name")
+    return parser

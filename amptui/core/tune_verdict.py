@@ -1,0 +1,175 @@
+"""`amptui tune`'s judgement of measured trials: the accuracy guard (fp32's noise band), the
+throughput comparison with its noise allowance, the winner, and the sentences that explain it.
+
+Plain data in, plain data out (core/tune.py's Trial); no processes, no torch.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from .tune import BAND_FLOOR, INPUT_BOUND_SHARE, MIN_GAIN, STORM_FRACTION, Trial
+
+
+# --- the accuracy guard -------------------------------------------------------------------------
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def noise_band(reference: Trial, second: Trial | None) -> tuple[float, str]:
+    """How far fp32's own loss wanders: the largest gap between two fp32 seeds at the same step,
+    else the spread of fp32's window-to-window changes; at least BAND_FLOOR of its final loss."""
+    ref = {w["step"]: w["loss"] for w in reference.windows if _finite(w.get("loss"))}
+    final = abs(list(ref.values())[-1]) if ref else 0.0
+    floor = BAND_FLOOR * final
+    if second is not None and second.windows:
+        gaps = [abs(w["loss"] - ref[w["step"]]) for w in second.windows
+                if _finite(w.get("loss")) and w["step"] in ref]
+        if gaps:
+            return max(max(gaps), floor), "two fp32 seeds"
+    losses = list(ref.values())
+    diffs = [abs(b - a) for a, b in zip(losses, losses[1:])]
+    spread = statistics.median(diffs) * 2 if diffs else 0.0
+    return max(spread, floor), "fp32's window-to-window spread"
+
+
+def guard(trial: Trial, reference: Trial, band: float) -> str | None:
+    """Why this candidate's accuracy cannot be trusted, or None. One-sided: learning faster than
+    fp32 (e.g. with a larger batch) is not a fault, ending up worse than its band is."""
+    for w in trial.windows:
+        if w.get("loss") is None or not _finite(w.get("loss")):
+            return f"non-finite loss at step {w.get('step')}"
+    if trial.steps and trial.skipped_steps > max(1, STORM_FRACTION * trial.steps):
+        return f"skipped-step storm: {trial.skipped_steps} of {trial.steps} optimizer steps skipped"
+    ref = {w["step"]: w["loss"] for w in reference.windows if _finite(w.get("loss"))}
+    for w in trial.windows:
+        if w["step"] in ref and w["loss"] - ref[w["step"]] > band:
+            return (f"loss left fp32's noise band at step {w['step']}: {w['loss']:.4f} vs {ref[w['step']]:.4f} "
+                    f"± {band:.4f}")
+    return None
+
+
+# --- the verdict --------------------------------------------------------------------------------
+
+def rate(trial: Trial) -> float | None:
+    """Throughput to compare candidates by: samples/s (batch sizes differ), else 1 / ms per step."""
+    if trial.samples_per_s:
+        return trial.samples_per_s
+    return 1000.0 / trial.ms_per_step if trial.ms_per_step else None
+
+
+def fp32_rate(reference: Trial, second: Trial | None) -> tuple[float | None, float]:
+    """(fp32's throughput, the gain a candidate needs): the mean of the two fp32 runs, and enough
+    to beat the faster of them (at least MIN_GAIN): what one machine's run-to-run noise allows."""
+    a, b = rate(reference), rate(second) if second is not None else None
+    if a and b:
+        mean = (a + b) / 2
+        return mean, max(MIN_GAIN, max(a, b) / mean - 1.0)
+    return a, MIN_GAIN
+
+
+def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
+    """Set each trial's speed-up and verdict; return (winner, band, needed gain). The winner is the
+    fastest candidate that passes the guard and beats fp32 by more than the noise; else fp32."""
+    reference = next((t for t in trials if t.role == "reference" and t.measured), None)
+    second = next((t for t in trials if t.role == "band" and t.measured), None)
+    for t in trials:
+        if t.status == "skipped":
+            t.verdict = f"skipped: {t.reason}"
+        elif t.status == "oom":
+            t.verdict = "out of memory"
+        elif not t.measured:
+            t.verdict = f"no timing: {t.reason or t.status}"
+    if reference is None:
+        for t in trials:
+            t.verdict = t.verdict or "no fp32 reference to judge against"
+        return None, None, MIN_GAIN
+    band, _ = noise_band(reference, second)
+    base, needed = fp32_rate(reference, second)
+    best, best_rate = reference, base
+    for t in trials:
+        t_rate = rate(t)
+        if t.measured and base and t_rate:
+            t.speedup = t_rate / base
+        if t.verdict:
+            continue
+        if t.role in ("reference", "band"):
+            t.verdict = "fp32 reference" if t.role == "reference" else "fp32, second seed (noise band)"
+            continue
+        reason = guard(t, reference, band)
+        if reason:
+            t.verdict = f"rejected: {reason}"
+        elif t.status == "stopped" and t.reason:
+            t.verdict = t.reason if t.reason.startswith("stopped") else f"stopped: {t.reason}"
+        elif t.speedup is not None and t.speedup < 1.0 + needed:
+            t.verdict = "accurate, not faster" if t.speedup < 1.0 else "accurate, within timing noise"
+        else:
+            t.verdict = "accurate, faster"
+            if (t_rate or 0.0) > (best_rate or 0.0):
+                best, best_rate = t, t_rate
+    best.verdict = "WINNER" + (" (stay in fp32)" if best is reference else "")
+    return best, band, needed
+
+
+def describe_limits(winner: Trial, trials: list[Trial], device_type: str) -> list[str]:
+    """What holds the winner back: input-bound, launch-bound, memory-bound (when the numbers say so)."""
+    out = []
+    if winner.data_wait_share is not None and winner.data_wait_share >= INPUT_BOUND_SHARE:
+        out.append(f"Input-bound: the loop waited for data {100 * winner.data_wait_share:.0f}% of the step time; "
+                   "a faster input pipeline helps more than any precision setting.")
+    ooms = [t for t in trials if t.status == "oom"]
+    if ooms:
+        batches = sorted(t.knobs.get("data.batch_size", 0) for t in ooms)
+        out.append(f"Memory-bound: batch {batches[0]} ran out of memory, so the batch size stops below it.")
+    if device_type == "cuda" and winner.ms_per_step is not None and winner.ms_per_step < 5:
+        out.append(f"Launch-bound: a step takes {winner.ms_per_step:.1f} ms, short enough that kernel launches, "
+                   "not math, set the pace; torch.compile or a larger batch lets lower precision pay off.")
+    return out
+
+
+def explain(trials: list[Trial], winner: Trial | None, needed: float, device_type: str,
+            hardware_note: str = "") -> list[str]:
+    """A few plain sentences: why the winner won, and what limits it."""
+    if winner is None:
+        return ["No fp32 reference was measured, so nothing could be judged (the search ended before it)."]
+    lines = []
+    rejected = [t for t in trials if t.verdict.startswith("rejected")]
+    ref = next(t for t in trials if t.role == "reference" and t.measured)
+    if winner is ref or winner.role == "reference":
+        faster = [t for t in trials if t.speedup and t.speedup > 1.0 and t.role == "candidate"]
+        why = f"no candidate was both accurate and more than {100 * needed:.0f}% faster than fp32"
+        if needed > MIN_GAIN:
+            why += " (this machine's timing noise: the two fp32 runs differed that much)"
+        if not any(t.role == "band" and t.measured for t in trials):
+            why += ("; the timing noise was not measured (no second fp32 run fitted in the budget), so a close "
+                    "call could go either way: a larger --budget settles it")
+        lines.append(f"Stay in fp32: {why}.")
+        if hardware_note:
+            lines.append(f"{hardware_note[0].upper()}{hardware_note[1:]}.")
+        if faster:
+            best = max(faster, key=lambda t: t.speedup or 0.0)
+            lines.append(f"The fastest other candidate, {best.candidate}, measured {best.speedup:.2f}x "
+                         f"({best.verdict}).")
+    else:
+        parts = []
+        dtype = winner.knobs.get("amp.dtype")
+        if winner.knobs.get("amp.autocast"):
+            if dtype == "bfloat16":
+                parts.append("bfloat16 autocast: " + (hardware_note or "lower-precision math is faster here") +
+                             "; bfloat16 keeps float32's range, so no loss scaling is needed")
+            else:
+                parts.append("float16 autocast with a GradScaler: fast half-precision math, the scaler keeps "
+                             "small gradients from underflowing")
+        if winner.knobs.get("run.compile"):
+            parts.append("torch.compile fuses kernels and removes per-op launch overhead")
+        if "data.batch_size" in winner.knobs:
+            parts.append(f"batch {winner.knobs['data.batch_size']} keeps the hardware busier per step")
+        lines.append(f"{winner.candidate} wins at {winner.speedup:.2f}x fp32's samples/s with its loss inside "
+                     f"fp32's noise band: " + "; ".join(parts or ["it measured fastest"]) + ".")
+    for t in rejected:
+        lines.append(f"{t.candidate} was rejected: {t.verdict.removeprefix('rejected: ')}.")
+    lines += describe_limits(winner, trials, device_type)
+    return lines

@@ -1,0 +1,34 @@
+"""ruff on amptui (the rules and line length in pyproject.toml) and mypy on amptui/core."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _tool(name: str) -> str:
+    """A console script of this interpreter's environment (where `pip install .[test]` put it)."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.is_file() else shutil.which(name)
+    assert found, f"{name} is not installed: pip install -e '.[test]'"
+    return found
+
+
+def _run(*command: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+
+
+def test_ruff_finds_nothing_in_amptui():
+    proc = _run(_tool("ruff"), "check", "--no-cache", "amptui")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_finds_nothing_in_core(tmp_path):
+    proc = _run(_tool("mypy"), "--cache-dir", str(tmp_path))  # files, options: [tool.mypy] in pyproject.toml
+    assert proc.returncode == 0, proc.stdout + proc.stderr
