@@ -43,8 +43,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from amptui.core import compare, presets  # noqa: E402
-from amptui.core import config as cfgmod  # noqa: E402
 from amptui.core.ab import VARIANTS  # noqa: E402
+from amptui.core.precision import Precision  # noqa: E402
 from amptui.trainer.models import CNNS, build_model  # noqa: E402
 from amptui.trainer.optim import build_optimizer  # noqa: E402
 
@@ -98,8 +98,9 @@ def hand_loop_ms(model: Model, variant: str, device: str) -> float:
     preset = presets.find_preset(model.preset)
     cfg = preset.config({**run_sets(model, device), **VARIANTS[variant]})
     dev = torch.device(device)
-    autocast, dtype_name, use_scaler = cfgmod.resolve_precision(cfg.to_dict(), dev.type)
-    dtype = getattr(torch, dtype_name)
+    precision = Precision.from_config(cfg.to_dict(), dev.type)
+    autocast, use_scaler = precision.autocast, precision.scaler
+    dtype = getattr(torch, precision.dtype)
     torch.manual_seed(0)
     net = build_model(cfg.model).to(dev)
     cnn = cfg.model.name in CNNS
