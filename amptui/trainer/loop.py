@@ -26,7 +26,6 @@ skipped step. On CUDA the optimizer is fused, so scaler.step() does not sync eit
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sys
 import time
@@ -43,11 +42,9 @@ from ..core.events import EventWriter, events_file
 from ..core.fmt import fmt_accuracy
 from ..core.launch import STOP_FILE
 from ..telemetry import Recorder, torch_amp
-from ..telemetry.alarms import ScaleAlarms
-from ..telemetry.device import native_bf16
-from . import resume
 from .dist import Dist
-from .resume import Progress
+from .recording import attach_recorder, record_failure
+from .resume import Progress, restore, write_checkpoint
 from .state import TrainingState, build_state, choose_device
 
 
@@ -56,6 +53,10 @@ class StopRequested(Exception):
 
 
 class Trainer:
+    """One rank's run: what exists before anything is built (config, process group, event stream,
+    counters) is made here, so a failing set-up still ends the run's record; `setup()` builds the
+    frozen `TrainingState`, `train()` runs the loop over it."""
+
     def __init__(self, run_dir: Path, resume: bool):
         self.run_dir = run_dir
         self.resume = resume
@@ -75,6 +76,8 @@ class Trainer:
     # --- setup -------------------------------------------------------------------------------------
 
     def setup(self) -> None:
+        """Checks, device and process group, the TrainingState, the Recorder's attachments; the
+        checkpoint when resuming; then the start record."""
         cfg = self.cfg
         preflight.check_data(cfg.to_dict())
         preflight.check_weights(cfg.to_dict())
@@ -82,26 +85,13 @@ class Trainer:
         self.dist.init(cfg.dist.backend)
         self.recorder.use_device(device)
         self.state = build_state(cfg, self.dist, device, self.log)
-        self.attach_recorder()
+        attach_recorder(self.recorder, cfg, self.state, self.run_dir, self.dist.rank)
         resumed_from = None
         if self.resume:
-            resumed_from = resume.restore(self.run_dir, cfg, self.state, self.progress, self.warn)
+            resumed_from = restore(self.run_dir, cfg, self.state, self.progress, self.warn)
         self.emit_start(resumed_from)
         for message in preflight.odd_combinations(cfg.to_dict()):
             self.warn(message)
-
-    def attach_recorder(self) -> None:
-        """What the Recorder reads: the scaler, optimizer and model; TensorBoard as a second sink;
-        the step's FLOPs; the scale alarms for this precision."""
-        cfg, s, recorder = self.cfg, self.state, self.recorder
-        recorder.attach(scaler=s.scaler, optimizer=s.optimizer, model=s.model)
-        if cfg.log.tensorboard and self.dist.rank == 0:
-            from .tensorboard import TensorBoardScalars
-
-            recorder.sinks.append(TensorBoardScalars(self.run_dir))
-        recorder.step_flops = s.step_flops
-        recorder.alarms = ScaleAlarms(cfg.amp.growth_interval, s.precision.reduced,
-                                      bf16_available=native_bf16(s.device))
 
     def emit_start(self, resumed_from: int | None) -> None:
         cfg, s = self.cfg, self.state
@@ -263,7 +253,7 @@ class Trainer:
         if self.dist.rank != 0 or p.step == self.checkpointed_step:
             return
         with self.recorder.paused("checkpoint"):
-            path = resume.save(self.run_dir, self.cfg, self.state, p, self.recorder.last_scale)
+            path = write_checkpoint(self.run_dir, self.cfg, self.state, p, self.recorder.last_scale)
             self.checkpointed_step = p.step
             self.recorder.emit("checkpoint", step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path))
 
@@ -277,23 +267,6 @@ class Trainer:
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
         self.recorder.end(status, error)
-
-
-def record_failure(exc: BaseException) -> None:
-    """Under torchrun: write this rank's exception to torchelastic's error file (what `@record`
-    writes), with an exact time so the supervisor can tell the root cause from the ranks that
-    failed because of it."""
-    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if not path:
-        return
-    import json
-
-    now = time.time()
-    data = {"message": {"message": f"{type(exc).__name__}: {exc}",
-                        "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(now)),
-                                      "amptui_time": now}}}
-    with open(path, "w") as fh:
-        json.dump(data, fh)
 
 
 def run(run_dir: Path, resume: bool) -> int:

@@ -23,7 +23,7 @@ class Progress(Counters):
     batch_in_epoch: int = 0   # micro-batches of the current epoch already consumed
 
 
-def save(run_dir: Path, cfg, state: TrainingState, progress: Progress, last_scale: float | None) -> Path:
+def write_checkpoint(run_dir: Path, cfg, state: TrainingState, progress: Progress, last_scale: float | None) -> Path:
     """Write the checkpoint (rank 0's job); its path."""
     saved = {
         "model": state.model.state_dict(),

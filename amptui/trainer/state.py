@@ -47,7 +47,7 @@ class Autocast:
         return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds the model, not values
 class TrainingState:
     device: torch.device
     precision: Precision
