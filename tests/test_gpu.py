@@ -88,7 +88,7 @@ def test_cnns_train_channels_last_on_cuda(runs_dir):
     run_dir, _ = launch.create_run(find_preset("quickstart"), {"run.device": "cuda", "log.tensorboard": False})
     trainer = Trainer(run_dir, resume=False)
     trainer.setup()
-    convs = [p for p in trainer.model.parameters() if p.dim() == 4]
+    convs = [p for p in trainer.state.model.parameters() if p.dim() == 4]
     assert convs and all(p.is_cuda and p.is_contiguous(memory_format=torch.channels_last) for p in convs)
 
 

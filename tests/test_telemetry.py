@@ -38,7 +38,7 @@ def by_kind(records, kind):
 def prefetched(trainer: Trainer, n: int):
     """The epoch's first n batches, drawn before the measured steps: the input pipeline's own work
     (a CPU dataset indexes with tensors) is not the training step's."""
-    loader = trainer.train_data.batches(0)
+    loader = trainer.state.train_data.batches(0)
     return trainer.recorder.timed(iter([next(loader) for _ in range(n)]))
 
 
@@ -83,7 +83,7 @@ def test_a_steady_state_trainer_step_reads_nothing_from_the_device(runs_dir, mon
                 trainer.train_step(batches)
         # A non-fused optimizer makes GradScaler.step read found_inf itself (torch's own sync, not
         # amptui's); on this torch the optimizer should be fused and that read gone too.
-        torch_reads = 0 if (not trainer.scaler.is_enabled() or torch_amp.steps_without_sync(trainer.optimizer)) else 6
+        torch_reads = 0 if (not trainer.state.scaler.is_enabled() or torch_amp.steps_without_sync(trainer.state.optimizer)) else 6
         assert counts["n"] == torch_reads, counts["where"]
         trainer.write_step_record()
         if variant == "fp16+scaler":
@@ -95,11 +95,11 @@ def test_a_steady_state_trainer_step_reads_nothing_from_the_device(runs_dir, mon
 def test_the_lr_schedule_never_advances_on_a_skipped_step(runs_dir):
     trainer = make_trainer(runs_dir, **VARIANTS["fp16+scaler"], **{"sched.name": "cosine", "log.every": 5})
     try:
-        sched = trainer.schedule.impl
-        batches = trainer.recorder.timed(trainer.train_data.batches(0))
+        sched = trainer.state.schedule.impl
+        batches = trainer.recorder.timed(trainer.state.train_data.batches(0))
         lrs = []
         for _ in range(12):
-            lrs.append(trainer.optimizer.param_groups[0]["lr"])
+            lrs.append(trainer.state.optimizer.param_groups[0]["lr"])
             trainer.train_step(batches)
             if trainer.progress.step % 5 == 0:
                 trainer.write_step_record()
@@ -201,7 +201,7 @@ def test_the_window_clock_excludes_a_slow_checkpoint_and_a_slow_evaluation(runs_
 def test_monitor_and_trainer_write_the_same_step_fields(runs_dir):
     trainer = make_trainer(runs_dir, **VARIANTS["fp16+scaler"], **{"log.every": 2})
     try:
-        batches = trainer.recorder.timed(trainer.train_data.batches(0))
+        batches = trainer.recorder.timed(trainer.state.train_data.batches(0))
         for _ in range(2):
             trainer.train_step(batches)
         trainer.write_step_record()
@@ -269,7 +269,7 @@ def test_the_steady_state_loop_never_syncs_on_cuda(runs_dir, variant):
         overrides["amp.init_scale"] = 2.0 ** 16
     trainer = make_trainer(runs_dir, **overrides)
     try:
-        assert not trainer.scaler.is_enabled() or torch_amp.steps_without_sync(trainer.optimizer)
+        assert not trainer.state.scaler.is_enabled() or torch_amp.steps_without_sync(trainer.state.optimizer)
         batches = prefetched(trainer, 9)
         for _ in range(3):
             trainer.train_step(batches)

@@ -72,12 +72,12 @@ class TrainingClock:
 class TimedBatches:
     """Iterates `batches`, summing the host seconds spent blocked in next() into `waited_s`.
 
-    The input pipeline's own iterator may already count them (a `waited_s` attribute): then its
+    The input pipeline's own iterator may already count them (a TimedBatches itself): then its
     count is used as it is. Host time only: no device sync."""
 
     def __init__(self, batches: Iterable):
         self._it = iter(batches)
-        self._own = not hasattr(self._it, "waited_s")
+        self._own = not isinstance(self._it, TimedBatches)
         self._waited = 0.0
 
     @property

@@ -27,6 +27,7 @@ from .device import DeviceSampler, device_info, peak_memory, step_memory
 from .meter import StepMeter, TimedBatches
 from .records import EpochTimes, StepRecord
 from .scaler import OverflowTracer, scaler_events
+from .sinks import EventStream, Sink
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Recorder:
         self.meter: StepMeter | None = None
         self.sampler = DeviceSampler()
         self.alarms: ScaleAlarms | None = None
-        self.sinks: list = []          # e.g. TensorBoard: .step(record), .epoch(record, step), .close()
+        self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
         self.last_scale: float | None = None
         self.last_loss: float | None = None
@@ -184,7 +185,6 @@ class Recorder:
                 tflops=self.step_flops * window.steps / window.seconds / 1e12
                 if self.step_flops and window.seconds > 0 else None)
             fields = record.fields()
-            self.emit("step", **fields)
             for sink in self.sinks:
                 sink.step(fields)
             if self.alarms is not None:
@@ -229,7 +229,7 @@ class Recorder:
         fields.setdefault("val_acc", None)
         if fields["val_acc"] is not None:
             self.val_acc = fields["val_acc"]
-        record = self.emit("epoch", epoch=number, **fields, **vars(self.times))
+        record = {"epoch": number, **fields, **vars(self.times)}
         for sink in self.sinks:
             sink.epoch(record, self.counters.step)
         self.times = EpochTimes()

@@ -120,7 +120,7 @@ def build_datasets(cfg) -> tuple[Dataset, Dataset | None]:
     """(train, validation) datasets on disk or from `data.factory`; `synthetic` and `random` are made
     on the device by SyntheticBatches and RandomBatches."""
     data = cfg.data
-    if getattr(data, "factory", ""):
+    if data.factory:
         return build_user_datasets(cfg)
     if data.name == "cifar10":
         from torchvision.datasets import CIFAR10
@@ -187,7 +187,7 @@ def choose_criterion(cfg, train) -> torch.nn.Module:
 
     if isinstance(train, RandomBatches):
         return torch.nn.MSELoss()
-    if not getattr(cfg.data, "factory", ""):
+    if not cfg.data.factory:
         return torch.nn.CrossEntropyLoss()
     dataset = train.loader.dataset if isinstance(train, TrainData) else train
     ref = cfg.data.factory
@@ -281,7 +281,7 @@ def default_num_workers(cfg) -> int:
     """`data.num_workers` as an int: an explicit number, or "auto" decided for this machine."""
     from ..core.config import resolve_num_workers
 
-    return resolve_num_workers(cfg.to_dict() if hasattr(cfg, "to_dict") else cfg)
+    return resolve_num_workers(cfg.to_dict())
 
 
 class TrainData(BatchSource):
@@ -339,7 +339,7 @@ def build_train_val(cfg, rank: int, world_size: int, device: torch.device):
     """(train batches, validation batches or None) for this rank."""
     on_device = {"random": lambda split: RandomBatches(cfg, rank, device, split),
                  "synthetic": lambda split: SyntheticBatches(cfg, rank, world_size, device, split)}
-    if cfg.data.name in on_device and not getattr(cfg.data, "factory", ""):
+    if cfg.data.name in on_device and not cfg.data.factory:
         make = on_device[cfg.data.name]
         enough = cfg.data.val_samples >= (cfg.data.batch_size if cfg.data.name == "random" else 1)
         return make("train"), (make("val") if enough else None)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..telemetry.sinks import Sink
 
-class TensorBoardScalars:
+
+class TensorBoardScalars(Sink):
     def __init__(self, run_dir: Path):
         from torch.utils.tensorboard import SummaryWriter
 

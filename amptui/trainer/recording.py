@@ -1,0 +1,45 @@
+"""The trainer's side of the event stream: what the Recorder is attached to, and a failed rank's
+note to torchrun's supervisor."""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from pathlib import Path
+
+from ..telemetry import Recorder
+from ..telemetry.alarms import ScaleAlarms
+from ..telemetry.device import native_bf16
+from .state import TrainingState
+
+
+def attach_recorder(recorder: Recorder, cfg, state: TrainingState, run_dir: Path, rank: int) -> None:
+    """What the Recorder reads: the scaler (scale, skipped steps), the optimizer (lr) and the model
+    (overflowing parameters); TensorBoard as a second sink (rank 0); the FLOPs of a step; the scale
+    alarms for this precision."""
+    recorder.attach(scaler=state.scaler, optimizer=state.optimizer, model=state.model)
+    if cfg.log.tensorboard and rank == 0:
+        from .tensorboard import TensorBoardScalars
+
+        recorder.sinks.append(TensorBoardScalars(run_dir))
+    recorder.step_flops = state.step_flops
+    recorder.alarms = ScaleAlarms(cfg.amp.growth_interval, state.precision.reduced,
+                                  bf16_available=native_bf16(state.device))
+
+
+def record_failure(exc: BaseException) -> None:
+    """Under torchrun: write this rank's exception to torchelastic's error file (what `@record`
+    writes), with an exact time so the supervisor can tell the root cause from the ranks that
+    failed because of it."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    import json
+
+    now = time.time()
+    data = {"message": {"message": f"{type(exc).__name__}: {exc}",
+                        "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(now)),
+                                      "amptui_time": now}}}
+    with open(path, "w") as fh:
+        json.dump(data, fh)

@@ -1,0 +1,162 @@
+"""What the loop trains with, built once by small functions and frozen: `TrainingState`.
+
+`build_state` reads top to bottom as the set-up of the tutorials' loop -- seed, precision,
+GradScaler, model, data, loss, optimizer, lr schedule -- plus what a dashboard needs: the FLOPs
+of one step and the device's measured peak. Nothing here changes while the loop runs (the objects
+inside do: parameters, optimizer state, the scale); what the loop counts lives in the Recorder's
+counters, and what a checkpoint restores is loaded into these objects in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..core.errors import UserError
+from ..core.precision import Precision
+from ..telemetry.scaler import SkipLedger
+from . import checkpoint, host_memory
+from .data import BatchSource, build_train_val, choose_criterion
+from .dist import Dist, parallelize
+from .models import CNNS, build_model
+from .optim import Schedule, build_optimizer
+
+
+@dataclass(frozen=True)
+class Autocast:
+    """`with state.autocast():` -- the forward pass and the loss in the run's precision (a no-op
+    context when autocast is off)."""
+
+    device_type: str
+    dtype: torch.dtype
+    enabled: bool
+
+    @classmethod
+    def of(cls, precision: Precision, device: torch.device) -> "Autocast":
+        return cls(device.type, getattr(torch, precision.dtype), precision.autocast)
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype the forward pass's matmuls run in: float32 without autocast."""
+        return self.dtype if self.enabled else torch.float32
+
+    def __call__(self) -> torch.autocast:
+        return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds the model, not values
+class TrainingState:
+    device: torch.device
+    precision: Precision
+    autocast: Autocast
+    model: nn.Module                  # the plain model: optimized, checkpointed, FLOP-counted
+    forward: nn.Module                # what the loop calls: the model or its DDP/DataParallel/compiled wrapper
+    criterion: nn.Module
+    scaler: torch.amp.GradScaler      # disabled (every call a no-op) without amp.grad_scaler
+    skips: SkipLedger | None          # with a GradScaler: which steps it skipped, as the flags reach the host
+    optimizer: torch.optim.Optimizer
+    schedule: Schedule
+    train_data: BatchSource
+    val_data: BatchSource | None
+    steps_per_epoch: int              # optimizer steps (amp.accumulate micro-batches each)
+    total_steps: int
+    step_flops: int | None            # of one optimizer step; None when it could not be counted
+    peak_tflops: float | None         # measured on rank 0 only
+
+    def on_device(self, x: torch.Tensor) -> torch.Tensor:
+        """A batch of images in the memory layout the CNNs use on CUDA (channels_last)."""
+        if self.device.type == "cuda" and x.dim() == 4:
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
+
+
+def build_state(cfg, dist: Dist, device: torch.device, log: Callable[[str], None]) -> TrainingState:
+    """Everything the loop needs, in the order that keeps a seeded run's numbers the same."""
+    torch.manual_seed(cfg.run.seed)
+    precision = Precision.from_config(cfg.to_dict(), device.type)
+    autocast = Autocast.of(precision, device)
+    scaler = build_scaler(cfg.amp, device, precision)
+    model = build_model_on(cfg.model, device)
+    forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode)
+    train_data, val_data = build_train_val(cfg, dist.rank, dist.world_size, device)
+    criterion = choose_criterion(cfg, train_data)
+    steps_per_epoch, total_steps = count_steps(cfg, train_data.batches_per_epoch)
+    optimizer = build_optimizer(cfg, model.parameters())
+    schedule = Schedule(cfg, optimizer, steps_per_epoch, total_steps)
+    skips = SkipLedger(device, capacity=cfg.log.every + 1) if precision.scaler else None
+    step_flops = count_flops(model, criterion, train_data, autocast, cfg.amp.accumulate, log)
+    peak_tflops = measure_peak(device, autocast) if dist.rank == 0 else None
+    if device.type == "cuda":  # the FLOP count and the matmul measurement are not the run's memory
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    return TrainingState(device=device, precision=precision, autocast=autocast, model=model, forward=forward,
+                         criterion=criterion, scaler=scaler, skips=skips, optimizer=optimizer, schedule=schedule,
+                         train_data=train_data, val_data=val_data, steps_per_epoch=steps_per_epoch,
+                         total_steps=total_steps, step_flops=step_flops, peak_tflops=peak_tflops)
+
+
+def choose_device(run_cfg, local_rank: int, log: Callable[[str], None]) -> torch.device:
+    """This rank's GPU (run.device = "cuda"), else the CPU -- set up to keep freed memory when
+    `run.reuse_host_memory` asks (before the run allocates anything big)."""
+    if run_cfg.device == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError("this run was configured for CUDA but no CUDA GPU is usable here")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        return device
+    if run_cfg.reuse_host_memory:
+        log(host_memory.keep_freed_memory())
+    return torch.device("cpu")
+
+
+def build_scaler(amp_cfg, device: torch.device, precision: Precision) -> torch.amp.GradScaler:
+    return torch.amp.GradScaler(
+        device.type, init_scale=amp_cfg.init_scale, growth_factor=amp_cfg.growth_factor,
+        backoff_factor=amp_cfg.backoff_factor, growth_interval=amp_cfg.growth_interval, enabled=precision.scaler)
+
+
+def build_model_on(model_cfg, device: torch.device) -> nn.Module:
+    """The model on its device; the built-in CNNs' weights in channels_last on CUDA."""
+    model = build_model(model_cfg).to(device)
+    if device.type == "cuda" and model_cfg.name in CNNS and not model_cfg.factory:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def count_steps(cfg, batches_per_epoch: int) -> tuple[int, int]:
+    """(optimizer steps per epoch, steps in the run): run.max_steps caps run.epochs."""
+    steps_per_epoch = batches_per_epoch // cfg.amp.accumulate
+    if steps_per_epoch < 1:
+        raise UserError(f"amp.accumulate ({cfg.amp.accumulate}) is more than the {batches_per_epoch}"
+                        " batches of an epoch; lower it or use more data")
+    total = steps_per_epoch * cfg.run.epochs
+    return steps_per_epoch, (min(total, cfg.run.max_steps) if cfg.run.max_steps else total)
+
+
+def count_flops(model: nn.Module, criterion: nn.Module, train_data: BatchSource, autocast: Autocast,
+                accumulate: int, log: Callable[[str], None]) -> int | None:
+    """FLOPs of one optimizer step, counted once on a real batch (achieved TFLOP/s = this x
+    steps / time). The batch is drawn with the RNG state saved and put back."""
+    from .flops import count_step_flops
+
+    rng = checkpoint.rng_state()
+    try:
+        x, y = next(iter(train_data.batches(0)))
+        flops = count_step_flops(model, criterion, x, y, autocast.device_type, autocast.dtype, autocast.enabled)
+    except Exception as exc:  # an exotic op FlopCounterMode cannot follow: report no tflops
+        log(f"FLOP count unavailable: {exc}")
+        return None
+    finally:
+        checkpoint.set_rng_state(rng)
+    return flops * accumulate
+
+
+def measure_peak(device: torch.device, autocast: Autocast) -> float:
+    """The device's measured matmul TFLOP/s in the forward pass's dtype (cached per device model).
+    One rank measures: ranks sharing a CPU would only slow each other down."""
+    from ..hardware import peak_tflops
+
+    return peak_tflops(device, autocast.compute_dtype)
