@@ -21,10 +21,11 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from ..core.events import EventWriter
+from ..core.precision import Precision
 from ..core.records import BY_KIND, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
 from . import torch_amp
 from .alarms import ScaleAlarms
-from .device import DeviceSampler, device_info, peak_memory, step_memory
+from .device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
 from .meter import StepMeter, TimedBatches
 from .scaler import OverflowTracer, scaler_events
 
@@ -106,13 +107,21 @@ class Recorder:
         """A record by its kind's name: `emit("checkpoint", step=..., epoch=..., path=...)`."""
         return self.write(BY_KIND[kind](**fields))
 
-    def start(self, **fields: Any) -> dict:
-        """The start record (run_id, preset, config, precision, ... as `core.records.Start`);
-        device, torch version, host, pid, world size and scale are filled in."""
+    def watch_scale(self, growth_interval: int, precision: Precision) -> None:
+        """Turn on the loss-scale alarms (a GradScaler's run): they know the growth interval and
+        which dtype the forward computes in, and whether this device has native bfloat16."""
+        device = self.device or torch.device("cpu")
+        self.alarms = ScaleAlarms(int(growth_interval), precision.reduced, native_bf16(device))
+
+    def start(self, config: dict, **fields: Any) -> dict:
+        """The start record (run_id, preset, total_steps, ... as `core.records.Start`), for the
+        resolved `config`: its precision, and the device, torch version, host, pid, world size
+        and scale are filled in."""
         device = self.device or torch.device("cpu")
         if self.scaler_enabled:
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
-        record = Start(world_size=self.world_size, device=device_info(device), torch=torch.__version__,
+        record = Start(config=config, precision=Precision.from_config(config, device.type).as_record(),
+                       world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale, **fields).fields()
         if self.writer is not None:
             self.writer.emit(Start.KIND, **record)

@@ -200,11 +200,9 @@ class Trainer:
         cfg = self.cfg
         start = self.recorder.start(
             run_id=self.run_dir.name, preset=cfg.run.name, config=cfg.to_dict(), total_steps=self.total_steps,
-            steps_per_epoch=self.steps_per_epoch, epochs=cfg.run.epochs,
-            precision=cfgmod.precision_words(cfg.to_dict(), self.device.type), resumed_from=resumed_from,
+            steps_per_epoch=self.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
             step_flops=self.step_flops, peak_tflops=self.peak_tflops)
-        self.log(f"start {self.run_dir.name}: {cfg.run.name}, "
-                 f"{cfgmod.precision_words(cfg.to_dict(), self.device.type)} on {start['device']['name']}, "
+        self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
                  f"{self.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
 
     def count_flops(self) -> int | None:
