@@ -23,7 +23,7 @@ from .core.fmt import (fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_lr, 
                        fmt_time)
 from .core.inputbound import notice
 from .core.precision import Precision
-from .core.records import END, EPOCH, SCALER, START, STEP
+from .core.records import END, EPOCH, SCALER, START, STEP, End, Start, Step
 from .core.runs import RunInfo
 from .core.runstate import RunState
 
@@ -110,7 +110,7 @@ class ProgressPrinter:
         for rec in records:
             self.run.add(rec)
             kind = rec.get("kind")
-            if self.label and kind not in ("start", "step", "end"):
+            if self.label and kind not in (Start.KIND, Step.KIND, End.KIND):
                 continue
             handler = getattr(self, f"_on_{kind}", None)
             if handler:

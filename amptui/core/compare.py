@@ -27,7 +27,7 @@ from .fmt import (fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, f
                   fmt_ratio)
 from .inputbound import notice
 from .precision import Precision
-from .records import END, EPOCH, STEP
+from .records import END, EPOCH, STEP, End, Epoch, Start, Step
 from .runstate import RunState, fold
 from .series import Series
 
@@ -60,16 +60,16 @@ class RunSummary(RunState):
     def add(self, rec: dict[str, Any]) -> None:
         super().add(rec)
         kind = rec.get("kind")
-        if kind == "start":
+        if kind == Start.KIND:
             self.window_from = self.session_step
-        elif kind == "step":
+        elif kind == Step.KIND:
             self._take_window(rec)
             self.loss_curve.add(rec.get(STEP.step, 0), rec.get(STEP.loss))
             self._take_peak(_peak_of(rec.get(STEP.mem)))
-        elif kind == "epoch":
+        elif kind == Epoch.KIND:
             if rec.get(EPOCH.epoch_time_s) is not None and not rec.get(EPOCH.partial):
                 self.epoch_times.append(float(rec[EPOCH.epoch_time_s]))
-        elif kind == "end" and rec.get(END.peak_mem) is not None:
+        elif kind == End.KIND and rec.get(END.peak_mem) is not None:
             self._take_peak(float(rec[END.peak_mem]))
 
     def _take_window(self, rec: dict[str, Any]) -> None:

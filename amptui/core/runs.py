@@ -28,6 +28,7 @@ from . import config as cfgmod
 from .errors import ConfigError, UserError
 from .events import parse_line, primary_events_file, read_events
 from .precision import Precision
+from .records import START
 from .runstate import RunState, fold
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
@@ -287,7 +288,7 @@ def _take_state(info: RunInfo, state: RunState, launched: float | None) -> None:
     info.started = state.started if state.start is not None else launched or None
     info.total_steps = state.total_steps
     if state.start is not None:
-        info.world_size = state.start.get("world_size", info.world_size)
+        info.world_size = state.start.get(START.world_size, info.world_size)
     info.step, info.epoch = state.step, state.epoch
     info.final_loss, info.val_acc = state.final_loss, state.val_acc
     info.duration_s = state.clock.seconds()

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from .inputbound import DataWait
 from .precision import Precision
-from .records import END, EPOCH, START, STEP, WARNING
+from .records import END, EPOCH, START, STEP, WARNING, End, Epoch, Scaler, Start, Step, WarningRecord
 
 WARNINGS_KEPT = 10
 
@@ -45,11 +45,11 @@ class RunClock:
         if t is None:
             return
         kind = rec.get("kind")
-        if kind == "start":
+        if kind == Start.KIND:
             self._close(self.last_t)  # the previous session ended without an end record
             self.open_t = t
             self.sessions += 1
-        elif kind == "end":
+        elif kind == End.KIND:
             self._close(t)
         self.last_t = t
 
@@ -152,9 +152,9 @@ class RunState:
 
     @property
     def has_scaler(self) -> bool:
-        amp = self.config.get("amp") if isinstance(self.config.get("amp"), dict) else {}
+        amp = self.config.get("amp")
         return bool(self.scaler_seen or (self.precision is not None and self.precision.scaler)
-                    or amp.get("grad_scaler") is True)
+                    or (isinstance(amp, dict) and amp.get("grad_scaler") is True))
 
     @property
     def progress(self) -> float:
@@ -179,20 +179,20 @@ class RunState:
         if t is not None:
             self.last_t = t if self.last_t is None else max(self.last_t, t)
         kind = rec.get("kind")
-        if kind == "end":
+        if kind == End.KIND:
             self._on_end(rec)
         if not self.speaks(rec):
             return
         self.clock.feed(rec)
-        if kind == "start":
+        if kind == Start.KIND:
             self._on_start(rec)
-        elif kind == "step":
+        elif kind == Step.KIND:
             self._on_step(rec)
-        elif kind == "epoch":
+        elif kind == Epoch.KIND:
             self._on_epoch(rec)
-        elif kind == "scaler":
+        elif kind == Scaler.KIND:
             self.scaler_seen = True
-        elif kind == "warning":
+        elif kind == WarningRecord.KIND:
             self.warnings.append(str(rec.get(WARNING.message, "")))
 
     def _on_start(self, rec: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from ..core.records import EPOCH, MEM, SCALER, STEP, WARNING
+from ..core.records import EPOCH, MEM, SCALER, STEP, WARNING, Checkpoint, Epoch, Mem, Scaler, Start, Step, WarningRecord
 from ..core.runstate import RunState
 from ..core.series import Series
 
@@ -144,23 +144,23 @@ class RunModel(RunState):
         super().add(rec)
         kind = rec.get("kind")
         own = self.speaks(rec)
-        if kind == "start" and own and self.session_step:
+        if kind == Start.KIND and own and self.session_step:
             for series in (self.loss_s, self.lr_s, self.scale_s, self.sps_s, self.steptime_s, self.val_s,
                            self.backoffs, self.growths, *self.mem.values()):
                 series.rewind(self.session_step)  # steps after the checkpoint are done again: draw them once
-        elif kind == "step":
+        elif kind == Step.KIND:
             self._plot_step(rec, own)
-        elif kind == "mem":
+        elif kind == Mem.KIND:
             self._plot_mem(rec)
-        elif kind == "scaler":
+        elif kind == Scaler.KIND:
             self._plot_scaler(rec)
-        elif kind == "epoch" and own:
+        elif kind == Epoch.KIND and own:
             self.epochs_seen.append(rec)
             self.val_s.add(self.step, _num(rec.get(EPOCH.val_loss)))
-        elif kind == "checkpoint":
+        elif kind == Checkpoint.KIND:
             self.checkpoints += 1
             self.last_checkpoint = rec
-        elif kind == "warning" and not own:
+        elif kind == WarningRecord.KIND and not own:
             self.warnings.append(str(rec.get(WARNING.message, "")))
 
     def _plot_step(self, rec: dict[str, Any], own: bool) -> None:

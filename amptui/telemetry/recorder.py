@@ -22,7 +22,7 @@ import torch
 
 from ..core.events import EventWriter
 from ..core.precision import Precision
-from ..core.records import BY_KIND, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
+from ..core.records import BY_KIND, EPOCH, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
 from . import torch_amp
 from .alarms import ScaleAlarms
 from .device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
@@ -243,11 +243,9 @@ class Recorder:
     def write_epoch(self, number: int, *, keep_totals: bool = False, **fields: Any) -> dict | None:
         """The epoch record: train_loss (default: the epoch's mean), val_loss, val_acc, the epoch's
         training-step, evaluation and checkpoint seconds, and any other number given."""
-        fields.setdefault("train_loss", self.epoch_train_loss())
-        fields.setdefault("val_loss", None)
-        fields.setdefault("val_acc", None)
-        if fields["val_acc"] is not None:
-            self.val_acc = fields["val_acc"]
+        fields.setdefault(EPOCH.train_loss, self.epoch_train_loss())
+        if fields.get(EPOCH.val_acc) is not None:
+            self.val_acc = fields[EPOCH.val_acc]
         known = {f.name for f in dataclass_fields(Epoch)}
         record = self.write(Epoch(epoch=number, **{k: v for k, v in fields.items() if k in known}, **vars(self.times),
                                   extra={k: v for k, v in fields.items() if k not in known}))
