@@ -55,7 +55,7 @@ from .core import launch, runlock, runs
 from .core.events import EventWriter, events_file
 from .core.precision import Precision
 from .core.presets import atomic_write_text
-from .core.records import WarningRecord
+from .core.records import End, WarningRecord
 from .core.resolve import auto_overrides
 from .telemetry import Recorder, ddp
 
@@ -308,8 +308,8 @@ class Monitor:
         """Write the last step record and the `end` record. Safe to call twice."""
         if self.closed:
             return
-        if status not in ("completed", "stopped", "failed"):
-            raise ValueError(f"status must be completed, stopped or failed, not {status!r}")
+        if status not in End.STATUSES:
+            raise ValueError(f"status must be {', '.join(End.STATUSES[:-1])} or {End.STATUSES[-1]}, not {status!r}")
         self.closed = True
         try:
             # Collectives only when every rank is expected to get here together.
