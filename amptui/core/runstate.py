@@ -197,7 +197,7 @@ class RunState:
 
     def _on_start(self, rec: dict[str, Any]) -> None:
         get = rec.get
-        self.run_id = get(START.run_id) or self.run_id
+        self.run_id = self.run_id or get(START.run_id) or ""  # a reader that knows the folder keeps its name
         self.preset = get(START.preset) or self.preset
         said = get(START.precision)
         if said:
