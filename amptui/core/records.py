@@ -168,10 +168,6 @@ class End(Record):
     skipped_total: int | None = None
     error: dict | None = None       # ErrorInfo as a dict, when failed
 
-    @classmethod
-    def failed(cls, error: ErrorInfo, **fields: Any) -> "End":
-        return cls(status="failed", error=asdict(error), **fields)
-
 
 KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End)
 BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}

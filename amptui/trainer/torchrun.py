@@ -14,6 +14,7 @@ import io
 import os
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from ..core import launch, runlock
@@ -23,7 +24,7 @@ from ..core.records import START, End, ErrorInfo
 from ..core.runstate import fold
 
 
-def first_failure(exc) -> tuple[int, ErrorInfo]:
+def first_failure(exc) -> tuple[int, dict]:
     """The root cause among the failed ranks: the earliest recorded exception.
 
     Ranks that fail *because* another rank died (a collective whose peer vanished, or
@@ -42,7 +43,7 @@ def first_failure(exc) -> tuple[int, ErrorInfo]:
     kind, _, text = message.partition(": ")
     if not text:
         kind, text = "WorkerFailed", message or f"exit code {exitcode}"
-    return rank, ErrorInfo(kind, text, rank, callstack)
+    return rank, asdict(ErrorInfo(kind, text, rank, callstack))
 
 
 def main() -> int:
@@ -74,14 +75,14 @@ def main() -> int:
         return 0
     except ChildFailedError as exc:
         rank, error = first_failure(exc)
-        print(f"[amptui] rank {rank} failed: {error.type}: {error.message}", file=sys.stderr, flush=True)
+        print(f"[amptui] rank {rank} failed: {error['type']}: {error['message']}", file=sys.stderr, flush=True)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - torchrun gave up before (or between) ranks
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             return 0
         if isinstance(exc, SignalException):  # the supervisor was signalled: as before, no verdict here
             raise
         error = launch_failure(exc, stderr.text())
-        print(f"[amptui] torchrun failed: {error.type}: {error.message}", file=sys.stderr, flush=True)
+        print(f"[amptui] torchrun failed: {error['type']}: {error['message']}", file=sys.stderr, flush=True)
     path = primary_events_file(run_dir)
     _write_end(path, before.get(path, 0), error)
     return 1
@@ -109,27 +110,28 @@ class StderrTail(io.TextIOBase):
         return self.tail
 
 
-def launch_failure(exc: BaseException, stderr: str) -> ErrorInfo:
-    """The end record's error for a torchrun that failed itself, in torchrun's own words."""
+def launch_failure(exc: BaseException, stderr: str) -> dict:
+    """The end record's error (an ErrorInfo as a dict) for a torchrun that failed itself, in
+    torchrun's own words."""
     if isinstance(exc, SystemExit):
         lines = [line.strip() for line in stderr.splitlines() if line.strip()]
         said = next((line for line in reversed(lines) if "error:" in line), lines[-1] if lines else "")
         message = said.split("error:", 1)[-1].strip() if "error:" in said else said
-        return ErrorInfo("TorchrunError", message or f"torchrun exited with code {exc.code}", None, stderr)
+        return asdict(ErrorInfo("TorchrunError", message or f"torchrun exited with code {exc.code}", None, stderr))
     error = ErrorInfo.of(exc, None, frames=None)
     error.message = error.message.strip().splitlines()[0][:500] if error.message.strip() else ""
-    return error
+    return asdict(error)
 
 
-def _write_end(path: Path, offset: int, error: ErrorInfo) -> None:
+def _write_end(path: Path, offset: int, error: dict) -> None:
     """The run's `end` record, unless this session's records already end with one."""
     session = fold(EventReader(path, offset=offset).read())
     if session.ended:
         return
     started = session.session_t
     with EventWriter(path, rank=session.start.get(START.rank, 0) if session.start else 0) as writer:
-        writer.write(End.failed(error, total_time_s=(time.time() - started) if started else None,
-                                steps=session.step, final_loss=session.loss))
+        writer.write(End(status="failed", total_time_s=(time.time() - started) if started else None,
+                         steps=session.step, final_loss=session.loss, error=error))
 
 
 if __name__ == "__main__":
