@@ -21,8 +21,11 @@ from rich.text import Text
 
 from .core.fmt import (fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_lr, fmt_rate, fmt_scale,
                        fmt_time)
-from .core.inputbound import DataWait, notice
+from .core.inputbound import notice
+from .core.precision import Precision
+from .core.records import END, EPOCH, SCALER, START, STEP, End, Start, Step
 from .core.runs import RunInfo
+from .core.runstate import RunState
 
 
 def terminal(out: TextIO | None = None) -> Console | None:
@@ -36,6 +39,7 @@ def terminal(out: TextIO | None = None) -> Console | None:
 
 
 def step_memory_words(mem: dict[str, Any] | None) -> str:
+    """A step record's `mem`: CUDA allocated (and peak), or the CPU process's rss."""
     mem = mem or {}
     if "allocated" in mem:
         return f"mem {fmt_bytes(mem['allocated'])} (peak {fmt_bytes(mem.get('peak_allocated'))})"
@@ -46,28 +50,31 @@ def step_memory_words(mem: dict[str, Any] | None) -> str:
 
 def step_fields(rec: dict[str, Any], epochs: int | None) -> list[str]:
     """A step record's figures, most wanted first (a narrow terminal shows the first few)."""
-    fields = [f"ep {rec.get('epoch')}/{epochs or '?'}", f"loss {fmt_loss(rec.get('loss'))}"]
-    if rec.get("scale") is not None:
-        fields += [f"scale {fmt_scale(rec['scale'])}", f"skipped {rec.get('skipped_total', 0)}"]
-    fields.append(f"lr {fmt_lr(rec.get('lr'))}")
-    if rec.get("samples_per_s"):
-        fields.append(f"{fmt_rate(rec['samples_per_s'])} samples/s")
-    fields.append(step_memory_words(rec.get("mem")))
+    fields = [f"ep {rec.get(STEP.epoch)}/{epochs or '?'}", f"loss {fmt_loss(rec.get(STEP.loss))}"]
+    if rec.get(STEP.scale) is not None:
+        fields += [f"scale {fmt_scale(rec[STEP.scale])}", f"skipped {rec.get(STEP.skipped_total, 0)}"]
+    fields.append(f"lr {fmt_lr(rec.get(STEP.lr))}")
+    if rec.get(STEP.samples_per_s):
+        fields.append(f"{fmt_rate(rec[STEP.samples_per_s])} samples/s")
+    fields.append(step_memory_words(rec.get(STEP.mem)))
     return [f for f in fields if f]
 
 
-def emulated_notice(start: dict[str, Any]) -> str | None:
+def emulated_notice(start: dict[str, Any] | None) -> str | None:
     """The emulated-dtype warning for a run whose `start` record says it autocasts to bfloat16 on
     this machine's CPU (a run from another host is not judged by this CPU)."""
     import socket
 
     from .hardware import emulated_dtype_notice
 
-    if start.get("host") not in (None, socket.gethostname()):
+    start = start or {}
+    if start.get(START.host) not in (None, socket.gethostname()):
         return None
-    words = start.get("precision") or ""
-    device_type = (start.get("device") or {}).get("type", "")
-    return emulated_dtype_notice(device_type, words.startswith("autocast"), words.split(" ")[1] if " " in words else "")
+    precision = Precision.from_record(start.get(START.precision))
+    if precision is None:
+        return None
+    device_type = (start.get(START.device) or {}).get("type", "")
+    return emulated_dtype_notice(device_type, precision.autocast, precision.dtype)
 
 
 
@@ -93,24 +100,17 @@ class ProgressPrinter:
         self.out = out
         self.label = label
         self.console = console if console is not None else terminal(out)
-        self.total_steps: int | None = None
-        self.epochs: int | None = None
-        self.preset = ""
-        self.precision = ""
-        self.last_step: dict[str, Any] | None = None
-        self.started = time.monotonic()
-        self.start_step = 0
-        self.end: dict[str, Any] | None = None
+        self.run = RunState()
+        self.started = time.monotonic()  # this session's start record arrived (the ETA's clock)
         self._last_plain = 0.0
         self._progress: Progress | None = None
         self._task = None
-        self.device_type: str | None = None
-        self.data_wait = DataWait()
 
     def feed(self, records: list[dict[str, Any]]) -> None:
         for rec in records:
+            self.run.add(rec)
             kind = rec.get("kind")
-            if self.label and kind not in ("start", "step", "end"):
+            if self.label and kind not in (Start.KIND, Step.KIND, End.KIND):
                 continue
             handler = getattr(self, f"_on_{kind}", None)
             if handler:
@@ -135,14 +135,14 @@ class ProgressPrinter:
             TimeRemainingColumn(compact=True, table_column=Column(no_wrap=True)),
             TextColumn("{task.fields[stats]}", table_column=Column(no_wrap=True, overflow="ellipsis")),
             console=self.console, transient=True, refresh_per_second=4)
-        self._task = self._progress.add_task(self.label.rstrip().ljust(len(self.label) - 1), total=self.total_steps,
-                                             completed=self.start_step, stats="")
+        self._task = self._progress.add_task(self.label.rstrip().ljust(len(self.label) - 1),
+                                             total=self.run.total_steps, completed=self.run.session_step, stats="")
         self._progress.start()
 
     def _stats_width(self) -> int:
         """Columns left for the figures after the label, bar, step count and ETA (one space
         between columns)."""
-        total = str(self.total_steps or "?")
+        total = str(self.run.total_steps or "?")
         label = len(self.label) if self.label else 0  # padded, plus the column's space
         return max(0, self.console.width - label - (self.BAR_WIDTH + 1) - (2 * len(total) + 2) - (8 + 1) - 1)
 
@@ -153,18 +153,13 @@ class ProgressPrinter:
 
     # --- records --------------------------------------------------------------------------------
     def _on_start(self, rec):
-        self.total_steps = rec.get("total_steps")
-        self.epochs = rec.get("epochs")
-        self.preset = rec.get("preset", "")
-        self.precision = rec.get("precision", "")
-        self.start_step = rec.get("resumed_from") or 0
+        run = self.run
         self.started = time.monotonic()
-        self.device_type = (rec.get("device") or {}).get("type")
         if not self.label:
-            device = rec.get("device") or {}
-            resumed = f", resumed from step {self.start_step}" if self.start_step else ""
-            self._say(f"{rec.get('run_id')}: {self.preset}, {self.precision} on {device.get('name', '?')} "
-                      f"(world size {rec.get('world_size', 1)}), {self.total_steps} steps{resumed}")
+            resumed = f", resumed from step {run.session_step}" if run.session_step else ""
+            self._say(f"{rec.get(START.run_id)}: {run.preset}, {run.precision_words} on "
+                      f"{run.device.get('name', '?')} (world size {rec.get(START.world_size, 1)}), "
+                      f"{rec.get(START.total_steps)} steps{resumed}")
             notice = emulated_notice(rec)
             if notice:
                 self._say(f"note: {notice}")
@@ -174,66 +169,62 @@ class ProgressPrinter:
         self._say(f"warning: {rec.get('message')}")
 
     def _on_scaler(self, rec):
-        if rec.get("event") == "backoff":
-            names = rec.get("overflow") or []
+        step, old, new = rec[SCALER.step], fmt_scale(rec[SCALER.old_scale]), fmt_scale(rec[SCALER.new_scale])
+        if rec.get(SCALER.event) == "backoff":
+            names = rec.get(SCALER.overflow) or []
             where = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
-            self._say(f"step {rec['step']}: inf/NaN gradients, step skipped, scale {fmt_scale(rec['old_scale'])} -> "
-                      f"{fmt_scale(rec['new_scale'])}" + (f" (overflow in {where})" if where else ""))
+            self._say(f"step {step}: inf/NaN gradients, step skipped, scale {old} -> {new}"
+                      + (f" (overflow in {where})" if where else ""))
         else:
-            self._say(f"step {rec['step']}: scale grew {fmt_scale(rec['old_scale'])} -> {fmt_scale(rec['new_scale'])}")
+            self._say(f"step {step}: scale grew {old} -> {new}")
 
     def _on_epoch(self, rec):
         val = ""
-        if rec.get("val_loss") is not None:
-            val = f", val loss {fmt_loss(rec['val_loss'])}"
-        if rec.get("val_acc") is not None:
-            val += f", val acc {fmt_accuracy(rec['val_acc'])}"
-        self._say(f"epoch {rec['epoch']}/{self.epochs}: train loss {fmt_loss(rec.get('train_loss'))}{val} "
-                  f"({fmt_duration(rec.get('epoch_time_s'), precise=True)})")
+        if rec.get(EPOCH.val_loss) is not None:
+            val = f", val loss {fmt_loss(rec[EPOCH.val_loss])}"
+        if rec.get(EPOCH.val_acc) is not None:
+            val += f", val acc {fmt_accuracy(rec[EPOCH.val_acc])}"
+        self._say(f"epoch {rec[EPOCH.epoch]}/{self.run.epochs}: train loss {fmt_loss(rec.get(EPOCH.train_loss))}{val} "
+                  f"({fmt_duration(rec.get(EPOCH.epoch_time_s), precise=True)})")
 
     def _on_checkpoint(self, rec):
         if self.console is None:
             self._say(f"checkpoint at step {rec['step']}: {rec['path']}")
 
     def _on_step(self, rec):
-        self.last_step = rec
-        self.data_wait.add(rec)
+        total = self.run.total_steps
         if self.console is not None:
             self._start_progress()
-            stats = fit(step_fields(rec, self.epochs), self._stats_width())
-            self._progress.update(self._task, completed=rec.get("step", 0), total=self.total_steps, stats=stats)
-        elif time.monotonic() - self._last_plain >= (5.0 if self.label else 1.0) or rec.get("step") == self.total_steps:
+            stats = fit(step_fields(rec, self.run.epochs), self._stats_width())
+            self._progress.update(self._task, completed=rec.get(STEP.step, 0), total=total, stats=stats)
+        elif time.monotonic() - self._last_plain >= (5.0 if self.label else 1.0) or rec.get(STEP.step) == total:
             self._last_plain = time.monotonic()
             self._say(self.label + self.status_line(rec))
 
     def status_line(self, rec: dict[str, Any]) -> str:
         """The plain (not a terminal) progress line."""
-        step, total = rec.get("step", 0), self.total_steps
-        eta = ""
-        if total:
-            done = step - self.start_step
-            if done > 0 and step < total:
-                eta = f"  ETA {fmt_duration((time.monotonic() - self.started) / done * (total - step))}"
+        step, total = rec.get(STEP.step, 0), self.run.total_steps
+        eta_s = self.run.eta(time.monotonic(), session_t=self.started)
+        eta = f"  ETA {fmt_duration(eta_s)}" if eta_s is not None else ""
         percent = f" ({100 * min(1.0, step / total):.0f}%)" if total else ""
-        return "  ".join([f"step {step}/{total or '?'}{percent}", *step_fields(rec, self.epochs)]) + eta
+        return "  ".join([f"step {step}/{total or '?'}{percent}", *step_fields(rec, self.run.epochs)]) + eta
 
     def _on_end(self, rec):
         self._stop_progress()
-        self.end = rec
 
     def finish(self, duration_s: float | None) -> None:
-        """The summary line, with the run's duration as `runs` and `compare` show it (runs.RunClock)."""
+        """The summary line, with the run's duration as `runs` and `compare` show it (runstate.RunClock)."""
         self.close()
-        rec = self.end
+        run, rec = self.run, self.run.end
         if rec is None:
             return
-        acc = rec.get("val_acc")
-        skipped = self.last_step.get("skipped_total", 0) if self.last_step else rec.get("skipped_total", 0)
-        self._say(f"{self.label}{rec.get('status')}: {rec.get('steps')} steps in {fmt_duration(duration_s)}, "
-                  f"final loss {fmt_loss(rec.get('final_loss'))}"
+        acc = rec.get(END.val_acc)
+        skipped = run.skipped_total if run.last_step else rec.get(END.skipped_total, 0)
+        self._say(f"{self.label}{rec.get(END.status)}: {rec.get(END.steps)} steps in {fmt_duration(duration_s)}, "
+                  f"final loss {fmt_loss(rec.get(END.final_loss))}"
                   + (f", val acc {fmt_accuracy(acc)}" if acc is not None else "")
-                  + f", peak memory {fmt_bytes(rec.get('peak_mem'))}, skipped steps {skipped or 0}")
-        bound = notice(self.data_wait.share, self.device_type)
+                  + f", peak memory {fmt_bytes(rec.get(END.peak_mem))}, skipped steps {skipped or 0}")
+        bound = notice(run.data_wait.share, run.device.get("type"))
         if bound:
             self._say(f"{self.label}{bound} (a speed-up measured here is the input pipeline's, not AMP's)")
 

@@ -53,10 +53,11 @@ import torch
 from .core import config as cfgmod
 from .core import launch, runlock, runs
 from .core.events import EventWriter, events_file
+from .core.precision import Precision
 from .core.presets import atomic_write_text
-from .telemetry import Recorder
-from .telemetry.alarms import ScaleAlarms
-from .telemetry.device import native_bf16
+from .core.records import End, WarningRecord
+from .core.resolve import auto_overrides
+from .telemetry import Recorder, ddp
 
 RUN_DIR_ENV = launch.RUN_DIR_ENV
 STOP_FILE = launch.STOP_FILE  # `amptui stop` writes it into the run folder
@@ -97,12 +98,9 @@ class Monitor:
         self.recorder = Recorder(writer, self.rank, self.world_size, scaler=scaler, optimizer=optimizer, model=model)
         self.recorder.use_device(self.device)
         if self.recorder.scaler_enabled:
-            self.recorder.alarms = ScaleAlarms(int(scaler.get_growth_interval()), values["amp"]["dtype"]
-                                               if values["amp"]["autocast"] else "float32", native_bf16(self.device))
+            self.recorder.watch_scale(scaler.get_growth_interval(), Precision.from_config(values, self.device.type))
         self.recorder.start(run_id=self.run_dir.name, preset=self.name, config=values, total_steps=total_steps,
-                            epochs=epochs, steps_per_epoch=None,
-                            precision=cfgmod.precision_words(values, self.device.type), resumed_from=None,
-                            source="monitor",
+                            epochs=epochs, steps_per_epoch=None, resumed_from=None, source="monitor",
                             parameters=sum(p.numel() for p in model.parameters()) if model is not None else None)
         self._install_sigterm()
         atexit.register(self._at_exit)
@@ -188,15 +186,9 @@ class Monitor:
             told["log.every"] = self._log_every_arg
         cfg = cfgmod.build_config(base or {}, {**told, **user}, source="Monitor(config=...)",
                                   overrides_source="Monitor(config=...)")
-        values = cfg.to_dict()
-        dev = self.device.type if self.device.type in ("cpu", "cuda") else "cpu"
-        autocast, dtype, scaler = cfgmod.resolve_precision(values, dev)
-        values["run"]["device"] = dev
-        values["amp"]["dtype"] = dtype
-        values["amp"]["grad_scaler"] = scaler
-        if values["dist"]["backend"] == "auto":
-            values["dist"]["backend"] = "nccl" if dev == "cuda" else "gloo"
-        return values
+        device_type = self.device.type if self.device.type in ("cpu", "cuda") else "cpu"
+        return cfg.with_overrides(auto_overrides(cfg.to_dict(), device_type),
+                                  source="Monitor(config=...)").to_dict()
 
     def _open_run_dir(self, run_dir, config) -> tuple[Path, dict]:
         env_dir = os.environ.get(RUN_DIR_ENV)
@@ -230,12 +222,10 @@ class Monitor:
     def _shared_new_dir(self) -> Path:
         """Rank 0 makes the folder; under torch.distributed the other ranks learn it by broadcast.
         Without a process group, ranks other than 0 cannot know it and write nothing."""
-        dist = torch.distributed
-        shared = self.world_size > 1 and dist.is_available() and dist.is_initialized()
         path = runs.new_run_dir(runs.runs_root(), self.name) if self.rank == 0 else None
-        if shared:
+        if ddp.initialized(self.world_size):
             box = [str(path) if path else None]
-            dist.broadcast_object_list(box, src=0)
+            torch.distributed.broadcast_object_list(box, src=0)
             path = Path(box[0])
         elif self.rank != 0:
             self._writes = False
@@ -294,23 +284,10 @@ class Monitor:
         """Checked once per record: the run folder's stop file (what `amptui stop` writes) or
         SIGTERM. Under torch.distributed the ranks agree with one small all-reduce."""
         flag = self.stop_requested or (self._writes and (self.run_dir / STOP_FILE).exists())
-        reduce = self._reduce()
-        if reduce is not None:
-            agreed = reduce(torch.tensor([1.0 if flag else 0.0], device=self.recorder.device))
-            flag = bool(agreed.item() > 0)
-        return bool(flag)
-
-    def _reduce(self):
-        dist = torch.distributed
-        if self.world_size > 1 and dist.is_available() and dist.is_initialized():
-            def all_sum(t):
-                dist.all_reduce(t)
-                return t
-            return all_sum
-        return None
+        return ddp.any_rank(bool(flag), self.recorder.device, self.world_size)
 
     def _write_step(self, reduce: bool = True) -> None:
-        self.recorder.reduce = self._reduce() if reduce else None
+        self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
         self.recorder.write_step()
 
     def epoch(self, **metrics: Any) -> None:
@@ -325,14 +302,14 @@ class Monitor:
         counters.epoch = number
 
     def warning(self, message: str) -> None:
-        self.recorder.emit("warning", message=str(message))
+        self.recorder.write(WarningRecord(message=str(message)))
 
     def close(self, status: str = "completed", error: BaseException | None = None) -> None:
         """Write the last step record and the `end` record. Safe to call twice."""
         if self.closed:
             return
-        if status not in ("completed", "stopped", "failed"):
-            raise ValueError(f"status must be completed, stopped or failed, not {status!r}")
+        if status not in End.STATUSES:
+            raise ValueError(f"status must be {', '.join(End.STATUSES[:-1])} or {End.STATUSES[-1]}, not {status!r}")
         self.closed = True
         try:
             # Collectives only when every rank is expected to get here together.

@@ -378,7 +378,8 @@ def test_damaged_files_runs_lists_every_run(damaged_root):
 @pytest.mark.parametrize("name", DAMAGES)
 def test_damaged_files_watch_loads(damaged_root, name):
     """The run screen's loading code (what `amptui watch` feeds it) reads every damaged run."""
-    from amptui.dashboard.runmodel import RunModel, RunTail
+    from amptui.dashboard.runmodel import RunModel
+    from amptui.dashboard.runtail import RunTail
 
     model = RunModel(f"20990101-000000-{name}")
     tail = RunTail(damaged_root / f"20990101-000000-{name}", model)

@@ -11,7 +11,8 @@ import pytest
 
 from amptui.core import compare as cmp
 from amptui.core.series import Series
-from amptui.dashboard.runmodel import SERIES_CAP, RunModel, RunTail
+from amptui.dashboard.runmodel import SERIES_CAP, RunModel
+from amptui.dashboard.runtail import RunTail
 
 from dashboard_support import FAILED, QUICK, SCALER, copy_runs
 
@@ -71,7 +72,7 @@ def test_a_long_history_keeps_memory_flat():
 
 
 def test_a_huge_event_file_is_skimmed_on_attach(tmp_path):
-    from amptui.dashboard import runmodel
+    from amptui.dashboard import runtail
 
     run = tmp_path / "huge"
     run.mkdir()
@@ -84,8 +85,8 @@ def test_a_huge_event_file_is_skimmed_on_attach(tmp_path):
                 fh.write(json.dumps({"v": 1, "kind": "scaler", "t": 0.0, "rank": 0, "step": i, "event": "backoff",
                                      "old_scale": 2048.0, "new_scale": 1024.0}, separators=(",", ":")) + "\n")
     size = (run / "events.jsonl").stat().st_size
-    old = runmodel.SKIM_ABOVE_BYTES, runmodel.SKIM_TARGET_STEPS
-    runmodel.SKIM_ABOVE_BYTES, runmodel.SKIM_TARGET_STEPS = size // 4, 3_000  # as if it were 1M records
+    old = runtail.SKIM_ABOVE_BYTES, runtail.SKIM_TARGET_STEPS
+    runtail.SKIM_ABOVE_BYTES, runtail.SKIM_TARGET_STEPS = size // 4, 3_000  # as if it were 1M records
     try:
         model = RunModel()
         tail = RunTail(run, model, alive=lambda info: True)
@@ -94,7 +95,7 @@ def test_a_huge_event_file_is_skimmed_on_attach(tmp_path):
             pass
         elapsed = time.perf_counter() - started
     finally:
-        runmodel.SKIM_ABOVE_BYTES, runmodel.SKIM_TARGET_STEPS = old
+        runtail.SKIM_ABOVE_BYTES, runtail.SKIM_TARGET_STEPS = old
     assert model.step == 60_000 and model.n_backoff == 120  # newest step and every scaler event kept
     assert model.loss_s.count < 10_000  # only a sample of the step records was parsed
     assert elapsed < 5.0
@@ -116,7 +117,7 @@ def test_tail_reads_fixture_log_and_scaler_events(tmp_path):
     assert model.scaler_events[-1]["step"] == 253 and model.scaler_events[-1]["overflow"][0] == "head.weight"
     assert min(model.backoffs.points()[1]) == math.log2(262144.0)
     assert any("completed" in line for line in model.log_lines)
-    assert model.precision == "autocast float16 + GradScaler" and model.elapsed(time.time()) < 10
+    assert model.precision_words == "autocast float16 + GradScaler" and model.elapsed(time.time()) < 10
 
 
 def test_tail_follows_appends_torn_lines_and_other_ranks(tmp_path):

@@ -28,10 +28,10 @@ def test_auto_picks_this_machines_default_device_and_dtype(runs_dir):
     start = events(only_run(runs_dir))[0]
     if torch.cuda.is_available():
         assert start["device"]["type"] == "cuda"
-        assert start["precision"] == "autocast float16 + GradScaler"
+        assert start["precision"]["words"] == "autocast float16 + GradScaler"
     else:
         assert start["device"]["type"] == "cpu"
-        assert start["precision"] == "autocast bfloat16"
+        assert start["precision"]["words"] == "autocast bfloat16"
 
 
 # --- CUDA ---------------------------------------------------------------------------------------

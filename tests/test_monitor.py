@@ -79,7 +79,7 @@ def test_monitor_in_process_writes_a_valid_stream(runs_dir):
     for key in ("run_id", "preset", "config", "world_size", "device", "torch", "host", "pid"):
         assert key in start, key
     assert start["run_id"] == run_dir.name and start["preset"] == "my-loop" and start["pid"] == os.getpid()
-    assert start["precision"] == "autocast float16 + GradScaler" and start["device"]["type"] == "cpu"
+    assert start["precision"]["words"] == "autocast float16 + GradScaler" and start["device"]["type"] == "cpu"
     steps = by_kind(recs, "step")
     assert [s["step"] for s in steps] == [5, 10, 15, 20, 23]  # every 5, plus the rest at the epoch's end
     for rec in steps:

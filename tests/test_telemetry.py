@@ -14,7 +14,7 @@ from torch import nn
 import amptui
 from amptui.core import launch, presets
 from amptui.telemetry import torch_amp
-from amptui.telemetry.records import REQUIRED_STEP_FIELDS, STEP_FIELDS
+from amptui.core.records import REQUIRED_STEP_FIELDS, STEP_FIELDS
 from amptui.telemetry.scaler import SkipLedger
 from amptui.trainer.loop import Trainer
 from amptui.trainer.optim import build_optimizer

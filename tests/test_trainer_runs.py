@@ -39,7 +39,7 @@ def test_quickstart_completes_fast_with_falling_loss_and_every_field(runs_dir):
         assert key in start, key
     assert start["run_id"] == run_dir.name and start["world_size"] == 1
     assert set(start["device"]) >= {"type", "name", "count"} and start["device"]["type"] == "cpu"
-    assert start["precision"] == "autocast bfloat16"
+    assert start["precision"]["words"] == "autocast bfloat16"
     steps = by_kind(recs, "step")
     for rec in steps:
         assert STEP_FIELDS <= set(rec), STEP_FIELDS - set(rec)
@@ -77,7 +77,7 @@ def test_scaler_lab_shows_real_overflows_backoff_and_growth(runs_dir):
     assert steps[-1]["skipped_total"] == len(backoffs)
     assert sum(r["skipped"] for r in steps) == len(backoffs)
     assert steps[-1]["scale"] == scaler[-1]["new_scale"]
-    assert by_kind(recs, "start")[0]["precision"] == "autocast float16 + GradScaler"
+    assert by_kind(recs, "start")[0]["precision"]["words"] == "autocast float16 + GradScaler"
     assert any("float16 autocast on the CPU" in w["message"] for w in by_kind(recs, "warning"))
 
 

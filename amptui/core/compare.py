@@ -25,8 +25,10 @@ from .errors import ConfigError
 from .events import EventReader, primary_events_file
 from .fmt import (fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate,
                   fmt_ratio)
-from .inputbound import DataWait, notice
-from .runs import RunClock
+from .inputbound import notice
+from .precision import Precision
+from .records import END, EPOCH, STEP, End, Epoch, Start, Step
+from .runstate import RunState, fold
 from .series import Series
 
 _CHUNK = 8 * 1024 * 1024
@@ -40,36 +42,56 @@ TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the 
 
 
 @dataclass
-class RunSummary:
-    run_id: str
-    preset: str = ""
-    precision: str = ""          # words: "autocast float16 + GradScaler"
-    device: str = ""
-    device_type: str = ""        # "cuda" / "cpu", for the input-bound notice
-    start: dict[str, Any] = field(default_factory=dict)   # the first start record (host, device, precision)
-    status: str = "running"      # completed/stopped/failed from the end record; else running/killed unknown here
-    steps: int = 0
-    total_steps: int | None = None
-    epochs_done: int = 0
-    final_loss: float | None = None
-    val_acc: float | None = None
+class RunSummary(RunState):
+    """A run's state (core.runstate) plus the figures only the comparison needs."""
+
+    flat_config: dict[str, Any] = field(default_factory=dict)  # the resolved config.toml: {"amp.dtype": ...}
     peak_mem: float | None = None
-    total_time_s: float | None = None            # the run's duration (see runs.RunClock)
+    total_time_s: float | None = None            # the run's duration (see runstate.RunClock)
     time_per_epoch_s: float | None = None
-    skipped: int = 0
-    world_size: int = 1
     steady_samples_per_s: float | None = None   # after warm-up; see WARMUP_FRACTION
     steady_step_ms: float | None = None
     data_wait_share: float | None = None        # sum of data_wait_ms / sum of step_time_ms (see inputbound)
     loss_curve: Series = field(default_factory=lambda: Series(cap=400))
-    config: dict[str, Any] = field(default_factory=dict)  # the resolved config, flat: {"amp.dtype": ...}
+    epoch_times: list[float] = field(default_factory=list)  # whole epochs' training-step seconds
+    windows: list[tuple[int, int, float, float]] = field(default_factory=list)  # (last step, steps, s, samples)
+    window_from: int = 0                         # the step the next step record's window starts after
 
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("loss_curve")
-        data.pop("config")
-        data.pop("start")
-        return data
+    def add(self, rec: dict[str, Any]) -> None:
+        super().add(rec)
+        kind = rec.get("kind")
+        if kind == Start.KIND:
+            self.window_from = self.session_step
+        elif kind == Step.KIND:
+            self._take_window(rec)
+            self.loss_curve.add(rec.get(STEP.step, 0), rec.get(STEP.loss))
+            self._take_peak(_peak_of(rec.get(STEP.mem)))
+        elif kind == Epoch.KIND:
+            if rec.get(EPOCH.epoch_time_s) is not None and not rec.get(EPOCH.partial):
+                self.epoch_times.append(float(rec[EPOCH.epoch_time_s]))
+        elif kind == End.KIND and rec.get(END.peak_mem) is not None:
+            self._take_peak(float(rec[END.peak_mem]))
+
+    def _take_window(self, rec: dict[str, Any]) -> None:
+        step = rec.get(STEP.step, 0)
+        if rec.get(STEP.step_time_ms) is not None and step > self.window_from:
+            seconds = rec[STEP.step_time_ms] / 1000 * (step - self.window_from)
+            rate = rec.get(STEP.samples_per_s)
+            self.windows.append((step, step - self.window_from, seconds, rate * seconds if rate else 0.0))
+        self.window_from = step
+
+    def _take_peak(self, peak: float | None) -> None:
+        if peak is not None:
+            self.peak_mem = peak if self.peak_mem is None else max(self.peak_mem, peak)
+
+    def finish(self) -> "RunSummary":
+        """The figures over the whole run, once every record is in."""
+        self.total_time_s = self.clock.seconds()
+        self.data_wait_share = self.data_wait.share
+        _steady_rates(self, self.windows)
+        if self.epoch_times:
+            self.time_per_epoch_s = sum(self.epoch_times) / len(self.epoch_times)
+        return self
 
 
 def _flat_config(run_dir: Path) -> dict[str, Any]:
@@ -94,71 +116,11 @@ def _peak_of(mem: dict[str, Any] | None) -> float | None:
 def summarize(run_dir: Path) -> RunSummary:
     """Read a run's whole rank-0 event stream (in chunks, constant memory) into its summary."""
     run_dir = Path(run_dir)
-    summary = RunSummary(run_id=run_dir.name, config=_flat_config(run_dir))
+    summary = RunSummary(run_id=run_dir.name, flat_config=_flat_config(run_dir))
     reader = EventReader(primary_events_file(run_dir))
-    clock = RunClock()
-    epoch_times: list[float] = []
-    windows: list[tuple[int, int, float, float]] = []  # (last step, steps, seconds, samples) per step record
-    prev_step = 0
-    peak = None
-    end = None
-    data_wait = DataWait()
-    while True:
-        batch = reader.read(_CHUNK)
-        if not batch:
-            break
-        for rec in batch:
-            kind = rec.get("kind")
-            clock.feed(rec)
-            if kind == "start":
-                summary.start = summary.start or {k: rec.get(k) for k in ("host", "device", "precision")}
-                summary.preset = rec.get("preset", summary.preset)
-                summary.precision = rec.get("precision", summary.precision)
-                summary.device = (rec.get("device") or {}).get("name", summary.device)
-                summary.device_type = (rec.get("device") or {}).get("type", summary.device_type)
-                summary.total_steps = rec.get("total_steps", summary.total_steps)
-                summary.world_size = rec.get("world_size", summary.world_size)
-                end = None  # a resumed session continues the run
-                prev_step = rec.get("resumed_from") or 0
-            elif kind == "step":
-                step = rec.get("step", 0)
-                if rec.get("step_time_ms") is not None and step > prev_step:
-                    seconds = rec["step_time_ms"] / 1000 * (step - prev_step)
-                    rate = rec.get("samples_per_s")
-                    windows.append((step, step - prev_step, seconds, rate * seconds if rate else 0.0))
-                prev_step = step
-                data_wait.add(rec)
-                summary.steps = rec.get("step", summary.steps)
-                summary.final_loss = rec.get("loss", summary.final_loss)
-                summary.skipped = rec.get("skipped_total", summary.skipped) or 0
-                summary.loss_curve.add(rec.get("step", 0), rec.get("loss"))
-                p = _peak_of(rec.get("mem"))
-                if p is not None:
-                    peak = p if peak is None else max(peak, p)
-            elif kind == "epoch":
-                summary.epochs_done = max(summary.epochs_done, rec.get("epoch") or 0)
-                if rec.get("epoch_time_s") is not None and not rec.get("partial"):
-                    epoch_times.append(float(rec["epoch_time_s"]))  # whole epochs only
-                if rec.get("val_acc") is not None:
-                    summary.val_acc = rec["val_acc"]
-            elif kind == "end":
-                end = rec
-                if rec.get("peak_mem") is not None:
-                    peak = float(rec["peak_mem"]) if peak is None else max(peak, float(rec["peak_mem"]))
-    if end is not None:
-        summary.status = end.get("status", "failed")
-        summary.steps = end.get("steps", summary.steps) or summary.steps
-        if end.get("final_loss") is not None:
-            summary.final_loss = end["final_loss"]
-        if end.get("val_acc") is not None:
-            summary.val_acc = end["val_acc"]
-    summary.total_time_s = clock.seconds()
-    summary.peak_mem = peak
-    summary.data_wait_share = data_wait.share
-    _steady_rates(summary, windows)
-    if epoch_times:
-        summary.time_per_epoch_s = sum(epoch_times) / len(epoch_times)
-    return summary
+    while batch := reader.read(_CHUNK):
+        fold(batch, summary)
+    return summary.finish()
 
 
 def _steady_rates(summary: RunSummary, windows: list[tuple[int, int, float, float]]) -> None:
@@ -212,11 +174,11 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
         ratio = _ratio(s.peak_mem, base.peak_mem) if base else None
         delta = s.val_acc - base.val_acc if base and s.val_acc is not None and base.val_acc is not None else None
         rows.append(CompareRow(
-            run_id=s.run_id, preset=s.preset, precision=s.precision, status=s.status,
+            run_id=s.run_id, preset=s.preset, precision=s.precision_words, status=s.status,
             final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=s.peak_mem,
             total_time_s=s.total_time_s, time_per_epoch_s=s.time_per_epoch_s, samples_per_s=s.steady_samples_per_s,
-            speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, skipped=s.skipped,
-            steps=s.steps, data_wait=s.data_wait_share, input_bound=notice(s.data_wait_share, s.device_type)))
+            speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, skipped=s.skipped_total,
+            steps=s.step, data_wait=s.data_wait_share, input_bound=notice(s.data_wait_share, s.device.get("type"))))
     return rows
 
 
@@ -236,11 +198,11 @@ class Column:
         return (self.terminal_cell or self.cell)(row)
 
 
-def short_precision(words: str) -> str:
-    """"autocast float16 + GradScaler" -> "fp16+scaler": the names `amptui ab` and `runs` use."""
-    base, *rest = words.split(" + ")
-    name = {"autocast float16": "fp16", "autocast bfloat16": "bf16"}.get(base, base)
-    return name + ("+scaler" if "GradScaler" in rest else "") if words else "-"
+def short_precision(said: str) -> str:
+    """A row's precision as `amptui ab` and `runs` name it: "fp16+scaler" for "autocast float16 +
+    GradScaler" ("-" when unknown)."""
+    precision = Precision.from_record(said)
+    return precision.short if precision is not None else said or "-"
 
 
 COLUMNS: list[Column] = [
@@ -276,7 +238,7 @@ _SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.name", "run.description")
 def differing_keys(summaries: list[RunSummary]) -> dict[str, list[Any]]:
     """{key: each run's value} for the resolved config keys where the runs differ in anything but
     precision (runs whose config.toml cannot be read are left out)."""
-    configs = [s.config for s in summaries if s.config]
+    configs = [s.flat_config for s in summaries if s.flat_config]
     if len(configs) < 2:
         return {}
     keys = sorted(set().union(*configs) - set(_SAME_EXPERIMENT_IGNORES))
@@ -296,8 +258,8 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
         shown = [f"{k} ({' / '.join(_value(v) for v in values)})" for k, values in list(differ.items())[:most]]
         more = f" and {len(differ) - most} more" if len(differ) > most else ""
         lines.append("warning: these runs differ in more than precision: " + ", ".join(shown) + more)
-    lines += [f"{s.run_id} ({s.precision}): {bound}; its speed-up measures the input pipeline, not AMP"
-              for s in summaries if (bound := notice(s.data_wait_share, s.device_type))]
+    lines += [f"{s.run_id} ({s.precision_words}): {bound}; its speed-up measures the input pipeline, not AMP"
+              for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
     lines.append(TIMING_NOTE)
     return lines
 

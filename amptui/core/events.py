@@ -1,4 +1,4 @@
-"""The event stream (docs/events.md): append-only JSON lines between trainer and readers.
+"""The event stream: append-only JSON lines between trainer and readers.
 
 One writer per file. Each record is written as one line and flushed, so a reader sees whole
 records except possibly a torn last line, which it leaves for the next read.
@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from .records import BY_KIND, Record, field_types
+
 VERSION = 1
-KINDS = ("start", "step", "scaler", "epoch", "mem", "checkpoint", "warning", "end")
+KINDS = tuple(BY_KIND)
 
 
 def events_file(run_dir: Path, rank: int = 0) -> Path:
@@ -74,6 +76,10 @@ class EventWriter:
         self._fh.flush()
         return record
 
+    def write(self, record: Record) -> dict[str, Any]:
+        """Append one record built from its class (core/records.py)."""
+        return self.emit(record.KIND, **record.fields())
+
     def close(self) -> None:
         if not self._fh.closed:
             self._fh.flush()
@@ -89,28 +95,20 @@ class EventWriter:
 
 MAX_LINE_BYTES = 4 * 1024 * 1024  # no real record comes near; a longer line is skipped unread
 
-_NUMBER = (int, float)
-_FIELD_TYPES: dict[str, Any] = {
-    **dict.fromkeys(("t", "rank", "step", "epoch", "loss", "lr", "scale", "skipped", "skipped_total",
-                     "samples_per_s", "step_time_ms", "data_wait_ms", "grad_norm", "tflops", "total_steps",
-                     "world_size", "resumed_from", "train_loss", "val_loss", "val_acc", "epoch_time_s",
-                     "eval_time_s", "checkpoint_time_s", "old_scale", "new_scale", "total_time_s", "steps",
-                     "final_loss", "pid"), _NUMBER),
-    **dict.fromkeys(("mem", "device", "config", "error"), (dict,)),
-    **dict.fromkeys(("kind", "status", "message", "preset", "run_id", "event", "path", "precision", "host",
-                     "code"), (str,)),
-}
+_FIELD_TYPES = field_types()
 
 
 def valid_record(record: Any) -> bool:
     """Is this a record readers can use without checking each field: an object with a string
-    kind whose well-known fields have their documented types (a number, an object, a string,
-    or null)? Anything else is a damaged line, skipped like invalid JSON."""
+    kind whose well-known fields have the types their record classes declare (a finite number,
+    an object, a string, a list, or null)? Anything else is a damaged line, skipped like invalid JSON."""
     if type(record) is not dict or type(record.get("kind")) is not str:
         return False
     for key, value in record.items():  # exact types: JSON gives no subclasses, and true is no number
         expected = _FIELD_TYPES.get(key)
         if expected is not None and value is not None and type(value) not in expected:
+            return False
+        if type(value) is float and not math.isfinite(value):
             return False
     return True
 

@@ -27,9 +27,11 @@ from typing import Any
 from . import config as cfgmod
 from .errors import ConfigError, UserError
 from .events import parse_line, primary_events_file, read_events
+from .precision import Precision
+from .records import START
+from .runstate import RunState, fold
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
-STATUSES = ("running", "completed", "stopped", "failed", "killed")
 _HEAD_BYTES = 256 * 1024
 _TAIL_BYTES = 256 * 1024
 
@@ -149,52 +151,6 @@ def process_alive(info: dict[str, Any]) -> bool:
         return False
 
 
-# --- how long a run took ------------------------------------------------------------------------
-
-class RunClock:
-    """A run's duration, the one definition every view uses (`runs`, `compare`, the summary of
-    `amptui run`, the dashboard): the time its training sessions ran, summed.
-
-    A session runs from its `start` record to its `end` record; one that ended without an `end`
-    (killed) to its last record; the session still running, to now. So the time a stopped run
-    lay waiting for its resume does not count, nor the start-up before a session's first record
-    (importing torch, building the model). Feed it a run's records in file order.
-    """
-
-    def __init__(self) -> None:
-        self.closed_s = 0.0
-        self.open_t: float | None = None  # the running session's start
-        self.last_t: float | None = None
-        self.sessions = 0
-
-    def feed(self, rec: dict[str, Any]) -> None:
-        t = rec.get("t")
-        if not isinstance(t, (int, float)):
-            return
-        kind = rec.get("kind")
-        if kind == "start":
-            self._close(self.last_t)  # the previous session ended without an end record
-            self.open_t = t
-            self.sessions += 1
-        elif kind == "end":
-            self._close(t)
-        self.last_t = t
-
-    def _close(self, t: float | None) -> None:
-        if self.open_t is not None and t is not None:
-            self.closed_s += max(0.0, t - self.open_t)
-        self.open_t = None
-
-    def seconds(self, now: float | None = None) -> float | None:
-        """The duration; `now` for a run still running (its open session counts up to now)."""
-        if not self.sessions:
-            return None
-        if self.open_t is None:
-            return self.closed_s
-        until = now if now is not None else self.last_t
-        return self.closed_s + max(0.0, (until or self.open_t) - self.open_t)
-
-
 # --- what a run is now -------------------------------------------------------------------------
 
 @dataclass
@@ -305,9 +261,8 @@ def load_run(path: Path, own_lock: bool = False) -> RunInfo:
         values = cfgmod.read_toml(path / "config.toml")
         cfg = cfgmod.build_config(values, source=str(path / "config.toml"))
         info.preset = cfg.run.name
-        device = cfg.run.device if cfg.run.device != "auto" else "cpu"
-        info.precision = cfgmod.precision_short(cfg.to_dict(), device)
-        info.precision_words = cfgmod.precision_words(cfg.to_dict(), device)
+        precision = Precision.from_config(cfg.to_dict())
+        info.precision, info.precision_words = precision.short, precision.words
         info.epochs = cfg.run.epochs
         info.world_size = cfgmod.world_size(cfg.to_dict())
     except ConfigError as exc:
@@ -315,52 +270,28 @@ def load_run(path: Path, own_lock: bool = False) -> RunInfo:
     launch = read_launch_info(path)
     info.pid = launch.get("pid")
     head, middle, tail = _head_tail(primary_events_file(path))
-    first_start = next((r for r in head if r.get("kind") == "start"), None)
-    if first_start:
-        info.started = first_start.get("t")
-        info.total_steps = first_start.get("total_steps")
-        info.world_size = first_start.get("world_size", info.world_size)
-    elif launch.get("launched"):
-        info.started = launch["launched"]
-    last_session_end = None
-    for rec in tail:
-        kind = rec.get("kind")
-        if kind == "start":
-            last_session_end = None
-            info.total_steps = rec.get("total_steps", info.total_steps)
-        elif kind == "end":
-            last_session_end = rec
-        elif kind == "step":
-            info.step = rec.get("step", info.step)
-            info.epoch = rec.get("epoch", info.epoch)
-            info.final_loss = rec.get("loss", info.final_loss)
-        elif kind == "epoch":
-            info.epoch = rec.get("epoch", info.epoch)
-            if rec.get("val_acc") is not None:
-                info.val_acc = rec["val_acc"]
-    now = None
+    state = fold(head if tail is head else head + middle + tail)
+    _take_state(info, state, launch.get("launched"))
     alive, since = (False, None) if own_lock else writer_alive(path, launch)
-    if alive and (last_session_end is None or since is None or since > (last_session_end.get("t") or 0)):
+    end_t = (state.end or {}).get("t") or 0
+    if alive and (not state.ended or since is None or since > end_t):
         info.status = "running"  # a live writer; a resumed session may not have written its start yet
-        now = time.time()
-    elif last_session_end is not None:
-        info.status = last_session_end.get("status", "failed")
-        info.step = last_session_end.get("steps", info.step)
-        if last_session_end.get("final_loss") is not None:
-            info.final_loss = last_session_end["final_loss"]
-        if last_session_end.get("val_acc") is not None:
-            info.val_acc = last_session_end["val_acc"]
-        error = last_session_end.get("error") or {}
-        if error:
-            where = f"rank {error['rank']}: " if info.world_size > 1 and error.get("rank") is not None else ""
-            info.error = f"{where}{error.get('type', 'Error')}: {error.get('message', '')}"
+        info.duration_s = state.clock.seconds(time.time())
     else:
-        info.status = "killed"
-    clock = RunClock()
-    for rec in (tail if tail is head else head + middle + tail):
-        clock.feed(rec)
-    info.duration_s = clock.seconds(now)
+        info.status = state.status if state.ended else "killed"
+        info.error = state.error_text() or info.error
     return info
+
+
+def _take_state(info: RunInfo, state: RunState, launched: float | None) -> None:
+    """The listing's figures from the folded records (config.toml's where they say nothing)."""
+    info.started = state.started if state.start is not None else launched or None
+    info.total_steps = state.total_steps
+    if state.start is not None:
+        info.world_size = state.start.get(START.world_size, info.world_size)
+    info.step, info.epoch = state.step, state.epoch
+    info.final_loss, info.val_acc = state.final_loss, state.val_acc
+    info.duration_s = state.clock.seconds()
 
 
 def list_runs(root: Path) -> list[RunInfo]:

@@ -14,18 +14,19 @@ import contextlib
 import os
 import socket
 import time
-import traceback
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
 from ..core.events import EventWriter
+from ..core.precision import Precision
+from ..core.records import BY_KIND, EPOCH, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
 from . import torch_amp
 from .alarms import ScaleAlarms
-from .device import DeviceSampler, device_info, peak_memory, step_memory
+from .device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
 from .meter import StepMeter, TimedBatches
-from .records import EpochTimes, StepRecord
 from .scaler import OverflowTracer, scaler_events
 from .sinks import EventStream, Sink
 
@@ -41,9 +42,13 @@ class Counters:
     epoch_batches: int = 0
 
 
-def error_payload(error: BaseException, rank: int) -> dict:
-    tail = "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
-    return {"type": type(error).__name__, "message": str(error), "rank": rank, "traceback": tail[-4000:]}
+@dataclass
+class EpochTimes:
+    """Where an epoch's wall time went: training steps, evaluation, checkpoints."""
+
+    epoch_time_s: float = 0.0
+    eval_time_s: float = 0.0
+    checkpoint_time_s: float = 0.0
 
 
 class Recorder:
@@ -96,21 +101,35 @@ class Recorder:
         if clock is not None:
             self.meter.clock = clock
 
-    def emit(self, kind: str, **fields: Any) -> dict | None:
-        return self.writer.emit(kind, **fields) if self.writer is not None else None
+    def write(self, record: Record) -> dict | None:
+        return self.writer.write(record) if self.writer is not None else None
 
-    def start(self, **fields: Any) -> dict:
-        """The start record; device, torch version, host, pid, world size and scale are filled in."""
+    def emit(self, kind: str, **fields: Any) -> dict | None:
+        """A record by its kind's name: `emit("checkpoint", step=..., epoch=..., path=...)`."""
+        return self.write(BY_KIND[kind](**fields))
+
+    def watch_scale(self, growth_interval: int, precision: Precision) -> None:
+        """Turn on the loss-scale alarms (a GradScaler's run): they know the growth interval and
+        which dtype the forward computes in, and whether this device has native bfloat16."""
+        device = self.device or torch.device("cpu")
+        self.alarms = ScaleAlarms(int(growth_interval), precision.reduced, native_bf16(device))
+
+    def start(self, config: dict, **fields: Any) -> dict:
+        """The start record (run_id, preset, total_steps, ... as `core.records.Start`), for the
+        resolved `config`: its precision, and the device, torch version, host, pid, world size
+        and scale are filled in."""
         device = self.device or torch.device("cpu")
         if self.scaler_enabled:
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
-        record = dict(world_size=self.world_size, device=device_info(device), torch=torch.__version__,
-                      host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale, **fields)
-        self.emit("start", **record)
+        record = Start(config=config, precision=Precision.from_config(config, device.type).as_record(),
+                       world_size=self.world_size, device=device_info(device), torch=torch.__version__,
+                       host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale, **fields).fields()
+        if self.writer is not None:
+            self.writer.emit(Start.KIND, **record)
         return record
 
     def warn(self, message: str, code: str = "config") -> None:
-        self.emit("warning", message=message, code=code)
+        self.write(WarningRecord(message=message, code=code))
         if self.echo is not None:
             self.echo(f"warning: {message}")
 
@@ -156,7 +175,7 @@ class Recorder:
 
     # --- records ------------------------------------------------------------------------------------
 
-    def write_step(self, reduce: bool = True) -> StepRecord | None:
+    def write_step(self, reduce: bool = True) -> Step | None:
         """Read the window back (one sync) and write its step record; None when it was empty."""
         meter, c = self.meter, self.counters
         if meter is None or not meter.steps:
@@ -169,14 +188,14 @@ class Recorder:
             skipped = sum(e["event"] == "backoff" for e in events)
             self.tracer.window_done(had_backoff=skipped > 0)
             for event in events:
-                self.emit("scaler", **event)
+                self.write(Scaler(**event))
             c.skipped_total += skipped
             self.last_loss = window.loss
             if window.loss is not None:
                 c.epoch_loss_sum += window.loss * window.micro_batches
                 c.epoch_batches += window.micro_batches
             self.times.epoch_time_s += window.seconds
-            record = StepRecord(
+            record = Step(
                 step=c.step, epoch=c.epoch + 1, loss=window.loss, lr=self.lr(),
                 scale=self.last_scale if self.scaler_enabled else None, skipped=skipped,
                 skipped_total=c.skipped_total, samples_per_s=self._samples_per_s(window.seconds),
@@ -184,14 +203,13 @@ class Recorder:
                 mem=step_memory(meter.device), grad_norm=window.grad_norm,
                 tflops=self.step_flops * window.steps / window.seconds / 1e12
                 if self.step_flops and window.seconds > 0 else None)
-            fields = record.fields()
             for sink in self.sinks:
-                sink.step(fields)
+                sink.step(record)
             if self.alarms is not None:
                 for alarm in self.alarms.observe(events, c.step, self.last_scale, window.loss):
                     self.warn(alarm.message, code=alarm.code)
             if self.sampler.due():
-                self.emit("mem", **self.sampler.sample(with_gpus=meter.device.type == "cuda" and self.rank == 0))
+                self.write(Mem(**self.sampler.sample(with_gpus=meter.device.type == "cuda" and self.rank == 0)))
         return record
 
     def _samples_per_s(self, seconds: float) -> float | None:
@@ -221,15 +239,15 @@ class Recorder:
         c = self.counters
         return c.epoch_loss_sum / c.epoch_batches if c.epoch_batches else None
 
-    def write_epoch(self, number: int, *, keep_totals: bool = False, **fields: Any) -> dict | None:
+    def write_epoch(self, number: int, *, keep_totals: bool = False, **fields: Any) -> Epoch:
         """The epoch record: train_loss (default: the epoch's mean), val_loss, val_acc, the epoch's
         training-step, evaluation and checkpoint seconds, and any other number given."""
-        fields.setdefault("train_loss", self.epoch_train_loss())
-        fields.setdefault("val_loss", None)
-        fields.setdefault("val_acc", None)
-        if fields["val_acc"] is not None:
-            self.val_acc = fields["val_acc"]
-        record = {"epoch": number, **fields, **vars(self.times)}
+        fields.setdefault(EPOCH.train_loss, self.epoch_train_loss())
+        if fields.get(EPOCH.val_acc) is not None:
+            self.val_acc = fields[EPOCH.val_acc]
+        known = {f.name for f in dataclass_fields(Epoch)}
+        record = Epoch(epoch=number, **{k: v for k, v in fields.items() if k in known}, **vars(self.times),
+                       extra={k: v for k, v in fields.items() if k not in known})
         for sink in self.sinks:
             sink.epoch(record, self.counters.step)
         self.times = EpochTimes()
@@ -240,12 +258,10 @@ class Recorder:
     def end(self, status: str, error: BaseException | None = None, **fields: Any) -> None:
         """The end record (with the error's type, message and traceback tail when failed); closes."""
         c = self.counters
-        payload = dict(status=status, total_time_s=time.time() - self.t_start, steps=c.step,
+        self.write(End(status=status, total_time_s=time.time() - self.t_start, steps=c.step,
                        final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=c.skipped_total,
-                       peak_mem=peak_memory(self.device) if self.device is not None else None, **fields)
-        if error is not None:
-            payload["error"] = error_payload(error, self.rank)
-        self.emit("end", **payload)
+                       peak_mem=peak_memory(self.device) if self.device is not None else None,
+                       error=asdict(ErrorInfo.of(error, self.rank)) if error is not None else None, **fields))
         self.close()
 
     def close(self) -> None:

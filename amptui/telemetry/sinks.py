@@ -1,23 +1,25 @@
 """Where step and epoch records go: one `Sink` interface, as torchtitan's metric loggers have.
 
-The Recorder hands each record to every sink in its `sinks` list, in order: the run's event
-stream first (`EventStream`), then any mirror of it (the trainer's TensorBoard scalars). A new
-destination is one class with these three methods, appended to `Recorder.sinks`.
+The Recorder hands each record (a `core.records` dataclass) to every sink in its `sinks` list, in
+order: the run's event stream first (`EventStream`), then any mirror of it (the trainer's
+TensorBoard scalars). A new destination is one class with these three methods, appended to
+`Recorder.sinks`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..core.events import EventWriter
+from ..core.records import Epoch, Step
 
 
 class Sink(Protocol):
-    def step(self, record: dict[str, Any]) -> None:
-        """A step record's fields (one per `log.every` window)."""
+    def step(self, record: Step) -> None:
+        """A step record (one per `log.every` window)."""
 
-    def epoch(self, record: dict[str, Any], step: int) -> None:
-        """An epoch record's fields, and the optimizer step the epoch ended at."""
+    def epoch(self, record: Epoch, step: int) -> None:
+        """An epoch record, and the optimizer step the epoch ended at."""
 
     def close(self) -> None:
         """The run has ended: flush and let go of files."""
@@ -29,11 +31,11 @@ class EventStream:
     def __init__(self, writer: EventWriter):
         self.writer = writer
 
-    def step(self, record: dict[str, Any]) -> None:
-        self.writer.emit("step", **record)
+    def step(self, record: Step) -> None:
+        self.writer.write(record)
 
-    def epoch(self, record: dict[str, Any], step: int) -> None:
-        self.writer.emit("epoch", **record)
+    def epoch(self, record: Epoch, step: int) -> None:
+        self.writer.write(record)
 
     def close(self) -> None:
         self.writer.close()

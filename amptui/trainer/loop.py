@@ -97,11 +97,9 @@ class Trainer:
         cfg, s = self.cfg, self.state
         start = self.recorder.start(
             run_id=self.run_dir.name, preset=cfg.run.name, config=cfg.to_dict(), total_steps=s.total_steps,
-            steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs,
-            precision=s.precision.words, resumed_from=resumed_from,
+            steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
             step_flops=s.step_flops, peak_tflops=s.peak_tflops)
-        self.log(f"start {self.run_dir.name}: {cfg.run.name}, "
-                 f"{s.precision.words} on {start['device']['name']}, "
+        self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
                  f"{s.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
 
     # --- the loop ---------------------------------------------------------------------------------

@@ -3,9 +3,16 @@ used to reading AMP runs there. Written by rank 0 next to the event stream."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+from ..core.records import EPOCH, STEP, Epoch, Step
 from ..telemetry.sinks import Sink
+
+STEP_SCALARS = (STEP.loss, STEP.lr, STEP.scale, STEP.skipped_total, STEP.samples_per_s, STEP.step_time_ms,
+                STEP.grad_norm, STEP.tflops)
+EPOCH_SCALARS = (EPOCH.train_loss, EPOCH.val_loss, EPOCH.val_acc, EPOCH.epoch_time_s)
+
 
 
 class TensorBoardScalars(Sink):
@@ -14,18 +21,20 @@ class TensorBoardScalars(Sink):
 
         self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
 
-    def step(self, record: dict) -> None:
-        step = record["step"]
-        for key in ("loss", "lr", "scale", "skipped_total", "samples_per_s", "step_time_ms", "grad_norm", "tflops"):
+    def step(self, step_record: Step) -> None:
+        record = step_record.fields()
+        step = record[STEP.step]
+        for key in STEP_SCALARS:
             if record.get(key) is not None:
                 self.writer.add_scalar(f"train/{key}", record[key], step)
-        for key, value in (record.get("mem") or {}).items():
+        for key, value in (record.get(STEP.mem) or {}).items():
             if value is not None:
                 self.writer.add_scalar(f"memory/{key}_mib", value / 2**20, step)
 
-    def epoch(self, record: dict, step: int) -> None:
-        for key in ("train_loss", "val_loss", "val_acc", "epoch_time_s"):
-            if record.get(key) is not None:
+    def epoch(self, epoch_record: Epoch, step: int) -> None:
+        record = epoch_record.fields()
+        for key in EPOCH_SCALARS:
+            if record.get(key) is not None and math.isfinite(record[key]):  # as the event stream: NaN is no value
                 self.writer.add_scalar(f"epoch/{key}", record[key], step)
 
     def close(self) -> None:

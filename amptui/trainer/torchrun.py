@@ -14,11 +14,14 @@ import io
 import os
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from ..core import launch, runlock
 from ..core.errors import UserError
 from ..core.events import EventReader, EventWriter, primary_events_file
+from ..core.records import START, End, ErrorInfo
+from ..core.runstate import fold
 
 
 def first_failure(exc) -> tuple[int, dict]:
@@ -40,7 +43,7 @@ def first_failure(exc) -> tuple[int, dict]:
     kind, _, text = message.partition(": ")
     if not text:
         kind, text = "WorkerFailed", message or f"exit code {exitcode}"
-    return rank, {"type": kind, "message": text, "rank": rank, "traceback": callstack[-4000:]}
+    return rank, asdict(ErrorInfo(kind, text, rank, callstack))
 
 
 def main() -> int:
@@ -108,31 +111,27 @@ class StderrTail(io.TextIOBase):
 
 
 def launch_failure(exc: BaseException, stderr: str) -> dict:
-    """The end record's error for a torchrun that failed itself, in torchrun's own words."""
+    """The end record's error (an ErrorInfo as a dict) for a torchrun that failed itself, in
+    torchrun's own words."""
     if isinstance(exc, SystemExit):
         lines = [line.strip() for line in stderr.splitlines() if line.strip()]
         said = next((line for line in reversed(lines) if "error:" in line), lines[-1] if lines else "")
         message = said.split("error:", 1)[-1].strip() if "error:" in said else said
-        return {"type": "TorchrunError", "message": message or f"torchrun exited with code {exc.code}",
-                "rank": None, "traceback": stderr[-4000:]}
-    import traceback
-
-    return {"type": type(exc).__name__, "message": str(exc).strip().splitlines()[0][:500] if str(exc).strip() else "",
-            "rank": None, "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+        return asdict(ErrorInfo("TorchrunError", message or f"torchrun exited with code {exc.code}", None, stderr))
+    error = ErrorInfo.of(exc, None, frames=None)
+    error.message = error.message.strip().splitlines()[0][:500] if error.message.strip() else ""
+    return asdict(error)
 
 
 def _write_end(path: Path, offset: int, error: dict) -> None:
     """The run's `end` record, unless this session's records already end with one."""
-    session = EventReader(path, offset=offset).read()
-    if any(r.get("kind") == "end" for r in session):
+    session = fold(EventReader(path, offset=offset).read())
+    if session.ended:
         return
-    steps = [r for r in session if r.get("kind") == "step"]
-    started = next((r["t"] for r in session if r.get("kind") == "start"), None)
-    rank = next((r["rank"] for r in session if r.get("kind") == "start"), 0)
-    with EventWriter(path, rank=rank) as writer:
-        writer.emit("end", status="failed", total_time_s=(time.time() - started) if started else None,
-                    steps=steps[-1]["step"] if steps else 0, final_loss=steps[-1]["loss"] if steps else None,
-                    val_acc=None, peak_mem=None, error=error)
+    started = session.session_t
+    with EventWriter(path, rank=session.start.get(START.rank, 0) if session.start else 0) as writer:
+        writer.write(End(status="failed", total_time_s=(time.time() - started) if started else None,
+                         steps=session.step, final_loss=session.loss, error=error))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,227 @@
+"""The event stream's records, one dataclass per kind, each field named and typed once.
+
+Every writer (amptui's trainer and `amptui.Monitor` through the telemetry Recorder, the torchrun
+supervisor for a failed run's `end`) builds these and writes them with `EventWriter.write`;
+readers validate what they read against the same classes (`field_types`) and name fields through
+`names(...)`: `STEP.skipped_total` is the string "skipped_total", and a typo is an AttributeError.
+
+A new step-record field is one line in `Step` plus where its value is measured (the Recorder).
+Every record also carries `v`, `kind`, `t` and `rank` (added by the writer).
+"""
+
+from __future__ import annotations
+
+import traceback
+import typing
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+
+@dataclass
+class Record:
+    """A record's own fields (without v, kind, t, rank). Optional fields are left out when None;
+    `extra` (where a kind has one) holds further numbers a user chose to record."""
+
+    KIND: ClassVar[str] = ""
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+
+    def fields(self) -> dict[str, Any]:
+        out = asdict(self)
+        for key in self.OPTIONAL:
+            if out.get(key) is None:
+                out.pop(key, None)
+        out.update(out.pop("extra", None) or {})
+        return out
+
+
+@dataclass
+class Start(Record):
+    KIND: ClassVar[str] = "start"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("step_flops", "peak_tflops", "source", "parameters")
+
+    run_id: str
+    preset: str
+    config: dict                    # the resolved config, {section: {key: value}}
+    precision: dict | str           # Precision.as_record(); older runs wrote the words
+    world_size: int
+    device: dict                    # type, name, count, index
+    torch: str                      # torch.__version__
+    host: str
+    pid: int
+    total_steps: int | None = None
+    steps_per_epoch: int | None = None
+    epochs: int | None = None
+    resumed_from: int | None = None  # the checkpoint's step when this session resumed a run
+    scale: float | None = None      # the GradScaler's scale before the first step
+    step_flops: int | None = None   # FLOPs of one optimizer step (amptui's trainer)
+    peak_tflops: float | None = None
+    source: str | None = None       # "monitor" for amptui.Monitor
+    parameters: int | None = None
+
+
+@dataclass
+class Step(Record):
+    KIND: ClassVar[str] = "step"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("grad_norm", "tflops")
+
+    step: int
+    epoch: int
+    loss: float | None              # mean over the window since the last step record
+    lr: float | None
+    scale: float | None             # None without a GradScaler
+    skipped: int                    # optimizer steps skipped in the window
+    skipped_total: int
+    samples_per_s: float | None
+    step_time_ms: float             # training steps only: no evaluation, checkpoint or record writing
+    data_wait_ms: float | None      # per step, host time blocked fetching batches; None when not measured
+    mem: dict                       # allocated/reserved/peak_allocated (CUDA) or rss/peak_rss (CPU), bytes
+    grad_norm: float | None = None  # optional: written only when known
+    tflops: float | None = None     # achieved
+
+
+@dataclass
+class Scaler(Record):
+    KIND: ClassVar[str] = "scaler"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("overflow",)
+
+    step: int
+    event: str                      # "backoff" | "growth"
+    old_scale: float
+    new_scale: float
+    overflow: list | None = None    # on backoff: parameters whose gradients held inf/NaN, worst first
+
+
+@dataclass
+class Epoch(Record):
+    KIND: ClassVar[str] = "epoch"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("partial",)
+
+    epoch: int
+    train_loss: float | None = None
+    val_loss: float | None = None
+    val_acc: float | None = None
+    epoch_time_s: float = 0.0       # training steps only
+    eval_time_s: float = 0.0
+    checkpoint_time_s: float = 0.0
+    partial: bool | None = None     # the epoch was not trained whole in this session
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Mem(Record):
+    KIND: ClassVar[str] = "mem"
+
+    rss: int | None = None
+    peak_rss: int | None = None
+    devices: list = field(default_factory=list)  # per GPU: index, name, used, total (bytes), util (%)
+
+
+@dataclass
+class Checkpoint(Record):
+    KIND: ClassVar[str] = "checkpoint"
+
+    step: int
+    epoch: int
+    path: str
+
+
+@dataclass
+class WarningRecord(Record):
+    KIND: ClassVar[str] = "warning"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("code",)
+
+    message: str
+    code: str | None = None
+
+
+@dataclass
+class ErrorInfo:
+    """Why a run failed: the `end` record's `error`."""
+
+    type: str
+    message: str
+    rank: int | None
+    traceback: str = ""
+
+    def __post_init__(self) -> None:
+        self.traceback = self.traceback[-4000:]
+
+    @classmethod
+    def of(cls, error: BaseException, rank: int | None, frames: int | None = 6) -> "ErrorInfo":
+        """From an exception: its type, message and the last `frames` of its traceback."""
+        lines = traceback.format_exception(type(error), error, error.__traceback__)
+        return cls(type(error).__name__, str(error), rank, "".join(lines[-frames:] if frames else lines))
+
+
+@dataclass
+class End(Record):
+    KIND: ClassVar[str] = "end"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("skipped_total", "error")
+    STATUSES: ClassVar[tuple[str, ...]] = ("completed", "stopped", "failed")
+
+    status: str
+    total_time_s: float | None
+    steps: int
+    final_loss: float | None = None
+    val_acc: float | None = None
+    peak_mem: float | None = None
+    skipped_total: int | None = None
+    error: dict | None = None       # ErrorInfo as a dict, when failed
+
+
+KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End)
+BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}
+COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
+
+
+class Names:
+    """A record class's field names as attributes: `names(Step).skipped_total == "skipped_total"`."""
+
+    def __init__(self, cls: type) -> None:
+        self._names = frozenset(f.name for f in fields(cls)) | frozenset(COMMON_FIELDS)
+
+    def __getattr__(self, name: str) -> str:
+        if name.startswith("_") or name not in self._names:
+            raise AttributeError(name)
+        return name
+
+
+def names(cls: type) -> Names:
+    return Names(cls)
+
+
+START, STEP, SCALER, EPOCH = names(Start), names(Step), names(Scaler), names(Epoch)
+MEM, CHECKPOINT, WARNING, END = names(Mem), names(Checkpoint), names(WarningRecord), names(End)
+STEP_FIELDS = tuple(f.name for f in fields(Step) if f.name != "extra")
+REQUIRED_STEP_FIELDS = tuple(name for name in STEP_FIELDS if name not in Step.OPTIONAL)
+
+_JSON_TYPES: dict[Any, tuple[type, ...]] = {int: (int, float), float: (int, float), str: (str,), dict: (dict,),
+                                             list: (list,), bool: (bool,)}
+
+
+def _json_types(annotation: Any) -> tuple[type, ...] | None:
+    """The exact JSON value types an annotation allows (None: anything)."""
+    parts = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, type(int | None)) \
+        else (annotation,)
+    found: list[type] = []
+    for part in parts:
+        if part is type(None):
+            continue
+        json = _JSON_TYPES.get(typing.get_origin(part) or part)
+        if json is None:
+            return None
+        found += [t for t in json if t not in found]
+    return tuple(found)
+
+
+def field_types() -> dict[str, tuple[type, ...]]:
+    """{field name: the JSON types its value may have (besides null)}, over every kind: a name
+    means one thing in every record that carries it."""
+    out: dict[str, tuple[type, ...]] = dict(COMMON_FIELDS)
+    for cls in KINDS:
+        for name, annotation in typing.get_type_hints(cls).items():
+            types = _json_types(annotation)
+            if name == "extra" or types is None or name in ("KIND", "OPTIONAL", "STATUSES"):
+                continue
+            out[name] = tuple(dict.fromkeys(out.get(name, ()) + types))
+    return out

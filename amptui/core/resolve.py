@@ -1,0 +1,20 @@
+"""Deciding a config's device-dependent "auto" values, once for every way a run starts: amptui's
+launcher (core/preflight.py, for this machine) and `amptui.Monitor` (for the device the user's
+model is on)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .precision import Precision
+
+
+def auto_overrides(values: Mapping[str, Mapping[str, Any]], device_type: str) -> dict[str, Any]:
+    """Dotted keys that decide run.device, amp.dtype, amp.grad_scaler and dist.backend for
+    `device_type` ("cpu" or "cuda")."""
+    precision = Precision.from_config(values, device_type)
+    out: dict[str, Any] = {"run.device": device_type, "amp.dtype": precision.dtype,
+                           "amp.grad_scaler": precision.scaler}
+    if values["dist"]["backend"] == "auto":
+        out["dist.backend"] = "nccl" if device_type == "cuda" else "gloo"
+    return out

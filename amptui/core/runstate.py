@@ -1,0 +1,267 @@
+"""What a run is, folded from its event records: the one reading of the stream that `runs`,
+`compare`, the terminal printer and the dashboard share.
+
+    state = fold(read_events(path))        # or state.add(record) as records arrive
+
+A later `start` record begins a new session of the same run (a resume): it clears the previous
+session's `end`, so a resumed run is running again until its own `end`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .inputbound import DataWait
+from .precision import Precision
+from .records import END, EPOCH, START, STEP, WARNING, End, Epoch, Scaler, Start, Step, WarningRecord
+
+WARNINGS_KEPT = 10
+
+
+def _number(value: Any) -> float | int | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class RunClock:
+    """A run's duration, the one definition every view uses (`runs`, `compare`, the summary of
+    `amptui run`, the dashboard): the time its training sessions ran, summed.
+
+    A session runs from its `start` record to its `end` record; one that ended without an `end`
+    (killed) to its last record; the session still running, to now. So the time a stopped run
+    lay waiting for its resume does not count, nor the start-up before a session's first record
+    (importing torch, building the model). Feed it a run's records in file order.
+    """
+
+    def __init__(self) -> None:
+        self.closed_s = 0.0
+        self.open_t: float | None = None  # the running session's start
+        self.last_t: float | None = None
+        self.sessions = 0
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        t = _number(rec.get("t"))
+        if t is None:
+            return
+        kind = rec.get("kind")
+        if kind == Start.KIND:
+            self._close(self.last_t)  # the previous session ended without an end record
+            self.open_t = t
+            self.sessions += 1
+        elif kind == End.KIND:
+            self._close(t)
+        self.last_t = t
+
+    def _close(self, t: float | None) -> None:
+        if self.open_t is not None and t is not None:
+            self.closed_s += max(0.0, t - self.open_t)
+        self.open_t = None
+
+    def seconds(self, now: float | None = None) -> float | None:
+        """The duration; `now` for a run still running (its open session counts up to now)."""
+        if not self.sessions:
+            return None
+        if self.open_t is None:
+            return self.closed_s
+        until = now if now is not None else self.last_t
+        return self.closed_s + max(0.0, (until or self.open_t) - self.open_t)
+
+
+def eta_s(elapsed_s: float, done_steps: int, step: int, total_steps: int | None) -> float | None:
+    """Seconds left at the pace of `done_steps` in `elapsed_s`; None when it cannot be told."""
+    if not total_steps or done_steps <= 0 or step >= total_steps:
+        return None
+    return elapsed_s / done_steps * (total_steps - step)
+
+
+@dataclass
+class RunState:
+    """A run folded from its records. `primary_rank`: the rank whose records speak for the run
+    (None: every record does); other ranks count only with a failed `end`."""
+
+    primary_rank: int | None = None
+    run_id: str = ""
+    preset: str = ""
+    precision: Precision | None = None
+    precision_said: str = ""          # the start record's words, also when they name no Precision
+    config: dict[str, Any] = field(default_factory=dict)
+    device: dict[str, Any] = field(default_factory=dict)
+    world_size: int = 1
+    total_steps: int | None = None
+    steps_per_epoch: int | None = None
+    epochs: int | None = None
+    peak_tflops: float | None = None
+    start: dict[str, Any] | None = None  # the first start record
+    started: float | None = None         # its time
+    session_t: float | None = None       # the latest session's start
+    session_step: int = 0                # the step that session resumed from
+    last_t: float | None = None
+    step: int = 0
+    epoch: int = 0
+    epochs_done: int = 0
+    loss: float | None = None            # the latest step record's (window mean)
+    lr: float | None = None
+    scale: float | None = None
+    skipped_total: int = 0
+    samples_per_s: float | None = None
+    step_time_ms: float | None = None
+    grad_norm: float | None = None
+    tflops: float | None = None
+    val_acc: float | None = None
+    last_step: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+    scaler_seen: bool = False
+    warnings: deque[str] = field(default_factory=lambda: deque(maxlen=WARNINGS_KEPT))
+    data_wait: DataWait = field(default_factory=DataWait)
+    clock: RunClock = field(default_factory=RunClock)
+
+    # --- what it says -------------------------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        """The end record's status, else "running" (a reader that can tell a dead writer says "killed")."""
+        if self.end is not None:
+            return str(self.end.get(END.status) or "failed")
+        return "running"
+
+    @property
+    def ended(self) -> bool:
+        return self.end is not None
+
+    @property
+    def precision_words(self) -> str:
+        return self.precision.words if self.precision is not None else self.precision_said
+
+    @property
+    def final_loss(self) -> float | None:
+        said = (self.end or {}).get(END.final_loss)
+        return said if said is not None else self.loss
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return (self.end or {}).get(END.error) or None
+
+    def error_text(self) -> str:
+        """"rank 1: RuntimeError: ..." (the rank only in a multi-process run), or ""."""
+        error = self.error
+        if not error:
+            return ""
+        where = f"rank {error['rank']}: " if self.world_size > 1 and error.get("rank") is not None else ""
+        return f"{where}{error.get('type', 'Error')}: {error.get('message', '')}"
+
+    @property
+    def has_scaler(self) -> bool:
+        amp = self.config.get("amp")
+        return bool(self.scaler_seen or (self.precision is not None and self.precision.scaler)
+                    or (isinstance(amp, dict) and amp.get("grad_scaler") is True))
+
+    @property
+    def progress(self) -> float:
+        return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
+
+    def eta(self, now: float, session_t: float | None = None) -> float | None:
+        """Seconds left at this session's pace (`session_t`: when it began on `now`'s clock)."""
+        since = self.session_t if session_t is None else session_t
+        if since is None:
+            return None
+        return eta_s(now - since, self.step - self.session_step, self.step, self.total_steps)
+
+    # --- folding ------------------------------------------------------------------------------
+
+    def speaks(self, rec: dict[str, Any]) -> bool:
+        """Is this record the run's own (its primary rank's)?"""
+        return self.primary_rank is None or (rec.get("rank") or 0) == self.primary_rank
+
+    def add(self, rec: dict[str, Any]) -> None:
+        """Fold one valid record (see core.events.valid_record) in."""
+        t = _number(rec.get("t"))
+        if t is not None:
+            self.last_t = t if self.last_t is None else max(self.last_t, t)
+        kind = rec.get("kind")
+        if kind == End.KIND:
+            self._on_end(rec)
+        if not self.speaks(rec):
+            return
+        self.clock.feed(rec)
+        if kind == Start.KIND:
+            self._on_start(rec)
+        elif kind == Step.KIND:
+            self._on_step(rec)
+        elif kind == Epoch.KIND:
+            self._on_epoch(rec)
+        elif kind == Scaler.KIND:
+            self.scaler_seen = True
+        elif kind == WarningRecord.KIND:
+            self.warnings.append(str(rec.get(WARNING.message, "")))
+
+    def _on_start(self, rec: dict[str, Any]) -> None:
+        get = rec.get
+        self.run_id = self.run_id or get(START.run_id) or ""  # a reader that knows the folder keeps its name
+        self.preset = get(START.preset) or self.preset
+        said = get(START.precision)
+        if said:
+            self.precision = Precision.from_record(said)
+            self.precision_said = said.get("words", "") if isinstance(said, dict) else str(said)
+        self.config = get(START.config) or self.config
+        self.device = get(START.device) or self.device
+        self.world_size = get(START.world_size) or self.world_size
+        self.total_steps = get(START.total_steps) or self.total_steps
+        self.steps_per_epoch = get(START.steps_per_epoch) or self.steps_per_epoch
+        self.epochs = get(START.epochs) or self.epochs
+        self.peak_tflops = get(START.peak_tflops) or self.peak_tflops
+        if self.start is None:
+            self.start, self.started = rec, _number(get("t"))
+        self.session_t = _number(get("t"))
+        self.session_step = int(get(START.resumed_from) or 0)
+        self.end = None  # a resumed session: the run goes on
+
+    def _on_step(self, rec: dict[str, Any]) -> None:
+        get = rec.get
+        step = _number(get(STEP.step))
+        if step is None:
+            return  # not a step record we can place
+        self.last_step = rec
+        self.step = int(step)
+        self.epoch = int(get(STEP.epoch) or self.epoch)
+        self.loss = get(STEP.loss)
+        self.lr = get(STEP.lr)
+        self.scale = get(STEP.scale)
+        self.skipped_total = int(get(STEP.skipped_total) or 0)
+        self.samples_per_s = get(STEP.samples_per_s)
+        self.step_time_ms = get(STEP.step_time_ms)
+        if STEP.grad_norm in rec:
+            self.grad_norm = get(STEP.grad_norm)
+        if STEP.tflops in rec:
+            self.tflops = get(STEP.tflops)
+        if self.scale is not None and self.scale > 0:
+            self.scaler_seen = True
+        self.data_wait.add(rec)
+
+    def _on_epoch(self, rec: dict[str, Any]) -> None:
+        epoch = _number(rec.get(EPOCH.epoch))
+        if epoch is not None:
+            self.epoch = int(epoch)
+            self.epochs_done = max(self.epochs_done, int(epoch))
+        if rec.get(EPOCH.val_acc) is not None:
+            self.val_acc = rec[EPOCH.val_acc]
+
+    def _on_end(self, rec: dict[str, Any]) -> None:
+        own = self.speaks(rec)
+        if not own and (rec.get(END.status) != "failed" or self.end is not None):
+            return  # another rank's end says something only when it failed first
+        self.end = rec
+        if own:
+            steps = _number(rec.get(END.steps))
+            if steps is not None:
+                self.step = int(steps)
+            if rec.get(END.val_acc) is not None:
+                self.val_acc = rec[END.val_acc]
+
+
+def fold(records: Iterable[dict[str, Any]], state: RunState | None = None) -> RunState:
+    """Records folded, in order, into `state` (default: a new RunState)."""
+    state = state if state is not None else RunState()
+    for rec in records:
+        state.add(rec)
+    return state
