@@ -14,7 +14,6 @@ STEP_SCALARS = (STEP.loss, STEP.lr, STEP.scale, STEP.skipped_total, STEP.samples
 EPOCH_SCALARS = (EPOCH.train_loss, EPOCH.val_loss, EPOCH.val_acc, EPOCH.epoch_time_s)
 
 
-
 class TensorBoardScalars(Sink):
     def __init__(self, run_dir: Path):
         from torch.utils.tensorboard import SummaryWriter
