@@ -74,6 +74,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.presets: list[presetmod.Preset] = []
         self.preset: presetmod.Preset | None = None
         self._launching = False
+        self._resume_refusal: str | None = "no run highlighted"  # why R does not apply now
         self._runs_cache = RunsCache()
         self._edits: dict[str, dict[str, Any]] = {}     # preset name -> toggles as the user left them
         self._pristine: dict[str, Any] = {}             # the current preset's toggles as loaded
@@ -248,7 +249,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         if action in ("watch", "delete", "info") and self._highlighted_info() is None:
             return "no run highlighted: runs are listed under Runs (tab there)"
         if action == "resume":
-            return getattr(self, "_resume_refusal", "no run highlighted")
+            return self._resume_refusal
         return None
 
     def action_save_as(self) -> None:

@@ -334,13 +334,13 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
             self.minimize()
 
     def action_detach(self) -> None:
-        self.app.go_home(self)
+        self.app.go_home()
 
     def action_back(self) -> None:
         if self.standalone:
             self.app.exit()
         else:
-            self.app.go_home(self)
+            self.app.go_home()
 
     def action_compare(self) -> None:
         self.app.compare_with(self.run_dir)

@@ -143,7 +143,7 @@ class RunControls:
     def action_info(self) -> None:
         from .modals import RunInfoModal
 
-        self.app.push_screen(RunInfoModal(self.run_dir, getattr(self.app, "runs_display", None)))
+        self.app.push_screen(RunInfoModal(self.run_dir, self.app.runs_display))
 
     def worker_failed(self, worker: Worker) -> None:
         """A stop or resume that failed before its reply: s and R apply again."""
