@@ -93,7 +93,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         lines = []
         for i, s in enumerate(summaries):
             xs, ys = s.loss_curve.points()
-            label = f"{i + 1} {s.preset} {s.precision}".strip()
+            label = f"{i + 1} {s.preset} {s.precision_words}".strip()
             lines.append(Line(xs, ys, label=label, color=COLORS[i % len(COLORS)]))
         self.query_one("#compare-plot", MetricPlot).update_figure(Figure(lines, empty="no loss records"))
 

@@ -18,7 +18,8 @@ from ...core.fmt import fmt_accuracy as fmt_acc
 from ...core.fmt import fmt_bytes, fmt_loss, fmt_scale
 from ...core.inputbound import notice
 from ...core.precision import DTYPES, Precision
-from ..runmodel import RunModel, RunTail
+from ..runmodel import RunModel
+from ..runtail import RunTail
 from ..widgets.plot import COLORS, Figure, Line, MetricPlot
 from .base import DashboardScreen, in_background
 from .keys import KeysMixin, with_reasons
@@ -32,6 +33,7 @@ PANELS = (("loss", "loss"), ("lr", "lr"), ("scale", "loss scale"), ("mem", "memo
 TITLES = {"loss": "loss", "lr": "learning rate", "scale": "loss scale (log2)", "mem": "memory",
           "speed": "throughput", "log": "output.log"}
 COMPACT_W, COMPACT_H = 100, 30
+SCALER_EVENT_LINES = 4  # the latest backoffs / growths listed under the loss-scale plot
 
 
 def no_scaler_why(precision: Precision | None) -> str:
@@ -89,7 +91,6 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
         self._log_seq = 0
         self.active = 0
         self._stopping = False
-        self.scaler_lines = 4
         self._shown: dict[str, Text] = {}
         self._resume_refusal: str | None = "the run has not been read yet"
         self._status_seen: tuple | None = None
@@ -283,7 +284,7 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
         self.query_one("#p-scale").border_subtitle = f"scale {fmt_scale(m.scale)}"
         parts: list = [("skipped ", ""), (str(m.skipped_total), "bold red" if m.skipped_total else "bold"),
                        " · ", (f"▼ {m.n_backoff}", "red"), " backoff · ", (f"▲ {m.n_growth}", "green"), " growth"]
-        for ev in list(reversed(m.scaler_events))[:self.scaler_lines]:
+        for ev in list(reversed(m.scaler_events))[:SCALER_EVENT_LINES]:
             mark, style = ("▼", "red") if ev["event"] == "backoff" else ("▲", "green")
             line = f"\n{mark} step {ev['step']}: {fmt_scale(ev['old'])}→{fmt_scale(ev['new'])}"
             parts.append((line, style))
