@@ -29,6 +29,7 @@ from .home_runs import RunActions
 from .keys import KeysMixin, with_reasons
 
 RUNS_REFRESH_S = 2.0
+RUNS_GROUP = "home-runs"  # the worker that reads the run list
 
 
 class PresetList(OptionList):
@@ -167,9 +168,12 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
 
     # --- runs ---------------------------------------------------------------------------------------
     def refresh_runs(self) -> None:
-        self._load_runs()
+        """Read the run list again, unless a read is still going (a slow one would be cancelled before
+        it showed anything; its result still carries the current filter, which applies when shown)."""
+        if not any(w.group == RUNS_GROUP and w.is_running for w in self.workers):
+            self._load_runs()
 
-    @in_background("home-runs", "reading the run list")
+    @in_background(RUNS_GROUP, "reading the run list")
     def _load_runs(self) -> None:
         try:
             runs = self._runs_cache.scan(self.app.runs_root)
