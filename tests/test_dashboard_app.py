@@ -130,6 +130,51 @@ async def test_a_refused_launch_shows_the_reason(root, monkeypatch):
 
 
 @async_test
+async def test_a_worker_that_raises_shows_the_error_and_the_app_keeps_running(root, monkeypatch):
+    """Not a refusal but a bug in the launch worker: its error is shown, the app stays up, and the
+    "a run is already starting" flag is cleared, so r starts again."""
+    calls = []
+
+    def broken_run(command, **kwargs):
+        calls.append(command)
+        raise RuntimeError("launcher exploded")
+
+    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", broken_run)
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot)
+        notes = Notes().install(app)
+        await pilot.press("r")
+        await until(pilot, lambda: any("launcher exploded" in m and sev == "error" for m, sev in notes))
+        assert app.is_running and app.screen is home and not home._launching
+        await pilot.press("r")
+        await until(pilot, lambda: len(calls) == 2)
+        assert "already starting" not in notes.text()
+        assert app.is_running and app.screen is home
+
+
+@async_test
+async def test_a_stop_worker_that_raises_leaves_the_run_screen_usable(root, monkeypatch):
+    copy_runs(root, live=True)
+
+    def broken_stop(run_dir, wait_s=60.0):
+        raise RuntimeError("stop exploded")
+
+    monkeypatch.setattr("amptui.core.launch.stop", broken_stop)
+    app = app_for(root, watch=root / LIVE)
+    async with app.run_test(size=(110, 34)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.status == "running")
+        screen = app.screen
+        notes = Notes().install(app)
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await until(pilot, lambda: any("stop exploded" in m and sev == "error" for m, sev in notes))
+        assert app.is_running and app.screen is screen and not screen._stopping
+        assert screen.refusal("stop") is None  # s applies again
+
+
+@async_test
 async def test_save_as_round_trip(root):
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:

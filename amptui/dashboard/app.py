@@ -1,7 +1,7 @@
 """The amptui dashboard: `amptui` opens the home screen, `amptui watch RUN_ID` a run screen.
 
-Imports only amptui.core / amptui.console (never torch or the trainer): it opens fast and stays
-small. Runs are started as separate, detached processes, so quitting never stops them.
+Imports only amptui.core and Textual (never torch or the trainer): it opens fast and stays small.
+Runs are started as separate, detached processes, so quitting never stops them.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class AmptuiApp(App):
 
         self.push_screen(RunScreen(run_dir))
 
-    def go_home(self, screen) -> None:
+    def go_home(self) -> None:
         """Leave a run screen; the run goes on. From `amptui watch` there is no home yet: open it."""
         from .screens.home import HomeScreen
 

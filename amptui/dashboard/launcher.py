@@ -14,8 +14,8 @@ def amptui_detached(args: list[str]) -> tuple[str | None, str | None]:
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"could not start amptui: {exc}"
     if proc.returncode == 0:
-        lines = [l for l in proc.stdout.strip().splitlines() if l.strip()]
+        lines = [line for line in proc.stdout.strip().splitlines() if line.strip()]
         return (lines[-1].strip() if lines else None), None
-    lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     message = lines[-1] if lines else f"amptui {args[0]} exited with {proc.returncode}"
     return None, message.removeprefix("amptui: error: ")

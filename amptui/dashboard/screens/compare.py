@@ -5,21 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ...core import compare as cmp
 from ...core import runops
 from ...core.errors import UserError
 from ..widgets.plot import COLORS, Figure, Line, MetricPlot
+from .base import DashboardScreen, in_background
 from .keys import KeysMixin
 
 
-class CompareScreen(KeysMixin, Screen):
+class CompareScreen(KeysMixin, DashboardScreen):
     # One line per key; the footer and the help screen (? / F1) read this list.
     BINDINGS = [
         Binding("q", "back", "Back"),
@@ -55,26 +54,18 @@ class CompareScreen(KeysMixin, Screen):
         self.load()
 
     @staticmethod
-    def headers() -> list[str]:
-        """core.compare's headers, plus a preset column where it has none yet."""
-        return list(cmp.HEADERS) if "preset" in cmp.HEADERS else ["preset", *cmp.HEADERS]
-
-    @classmethod
-    def _order(cls) -> list[str]:
+    def _order() -> list[str]:
         """The headline numbers first, the long run id last, so what matters shows at 80 columns."""
         first = [h for h in ("precision", "preset", "speed-up", "mem saving", "final loss", "val acc")
-                 if h in cls.headers()]
-        rest = [h for h in cls.headers() if h not in first and h != "run"]
+                 if h in cmp.HEADERS]
+        rest = [h for h in cmp.HEADERS if h not in first and h != "run"]
         return first + rest + ["run"]
 
-    @classmethod
-    def row_cells(cls, row: cmp.CompareRow) -> dict[str, str]:
-        cells = cmp.cells(row)
-        if "preset" not in cmp.HEADERS:
-            cells = (row.preset or "-", *cells)
-        return dict(zip(cls.headers(), cells))
+    @staticmethod
+    def row_cells(row: cmp.CompareRow) -> dict[str, str]:
+        return dict(zip(cmp.HEADERS, cmp.cells(row)))
 
-    @work(thread=True, exclusive=True, group="compare")
+    @in_background("compare", "reading the runs to compare")
     def load(self) -> None:
         summaries = [cmp.summarize(d) for d in self.run_dirs]
         rows = cmp.compare_rows(summaries)
@@ -102,7 +93,7 @@ class CompareScreen(KeysMixin, Screen):
         lines = []
         for i, s in enumerate(summaries):
             xs, ys = s.loss_curve.points()
-            label = f"{i + 1} {s.preset} {s.precision}".strip()
+            label = f"{i + 1} {s.preset} {s.precision_words}".strip()
             lines.append(Line(xs, ys, label=label, color=COLORS[i % len(COLORS)]))
         self.query_one("#compare-plot", MetricPlot).update_figure(Figure(lines, empty="no loss records"))
 

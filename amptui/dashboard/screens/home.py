@@ -6,40 +6,30 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...core import ab as abmod
 from ...core import presets as presetmod
 from ...core import runops
-from ...core.ab import PRECISION_KEYS
 from ...core.errors import ConfigError, UserError
 from ...core.fmt import fmt_duration
 from ...core.fmt import fmt_accuracy as fmt_acc, fmt_loss
-from ...core.runops import toml_value
 from ...core.runs import RunInfo
-from ..launcher import amptui_detached
 from ..runscache import RunsCache
 from ..widgets.runtable import RunTable
 from ..widgets.toggles import TogglesPanel
+from .base import DashboardScreen, in_background
+from .home_launch import LaunchActions
 from .home_runs import RunActions
 from .keys import KeysMixin, with_reasons
 
 RUNS_REFRESH_S = 2.0
-
-
-def amptui_args(sub: str, preset: presetmod.Preset, overrides: dict[str, Any], *extra: str) -> list[str]:
-    """`SUB PRESET EXTRA --set ...`: the arguments of `amptui` for a child process."""
-    ref = preset.name if preset.builtin else str(preset.path)
-    command = [sub, ref, *extra]
-    for key, value in overrides.items():
-        command += ["--set", f"{key}={toml_value(value)}"]
-    return command
+RUNS_GROUP = "home-runs"  # the worker that reads the run list
 
 
 class PresetList(OptionList):
@@ -59,7 +49,7 @@ class FilterInput(Input):
         self.screen.close_filter()
 
 
-class HomeScreen(RunActions, KeysMixin, Screen):
+class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
         Binding("r", "run", "Run"),
@@ -85,6 +75,7 @@ class HomeScreen(RunActions, KeysMixin, Screen):
         self.presets: list[presetmod.Preset] = []
         self.preset: presetmod.Preset | None = None
         self._launching = False
+        self._resume_refusal: str | None = "no run highlighted"  # why R does not apply now
         self._runs_cache = RunsCache()
         self._edits: dict[str, dict[str, Any]] = {}     # preset name -> toggles as the user left them
         self._pristine: dict[str, Any] = {}             # the current preset's toggles as loaded
@@ -177,9 +168,12 @@ class HomeScreen(RunActions, KeysMixin, Screen):
 
     # --- runs ---------------------------------------------------------------------------------------
     def refresh_runs(self) -> None:
-        self._load_runs()
+        """Read the run list again, unless a read is still going (a slow one would be cancelled before
+        it showed anything; its result still carries the current filter, which applies when shown)."""
+        if not any(w.group == RUNS_GROUP and w.is_running for w in self.workers):
+            self._load_runs()
 
-    @work(thread=True, exclusive=True, group="home-runs")
+    @in_background(RUNS_GROUP, "reading the run list")
     def _load_runs(self) -> None:
         try:
             runs = self._runs_cache.scan(self.app.runs_root)
@@ -259,101 +253,8 @@ class HomeScreen(RunActions, KeysMixin, Screen):
         if action in ("watch", "delete", "info") and self._highlighted_info() is None:
             return "no run highlighted: runs are listed under Runs (tab there)"
         if action == "resume":
-            return getattr(self, "_resume_refusal", "no run highlighted")
+            return self._resume_refusal
         return None
-
-    def _launch_problem(self) -> str | None:
-        """Why nothing can be launched now (before any process starts)."""
-        if self.preset is None:
-            return "no preset highlighted"
-        return runops.runs_folder_problem(self.app.runs_root)
-
-    def action_run(self) -> None:
-        problem = self._launch_problem()
-        if problem:
-            self.notify(problem, title="Run refused", severity="error", timeout=10)
-            return
-        if self._launching:
-            self.notify("a run is already starting…")
-            return
-        overrides = self._changed_toggles()
-        if overrides is None:
-            return
-        self._launching = True
-        self.notify(f"starting {self.preset.name}…", timeout=3)
-        self._launch(self.preset, overrides)
-
-    def _changed_toggles(self) -> dict[str, Any] | None:
-        """The toggles that differ from the preset (None, with a notice, when one is invalid or the
-        machine cannot run them)."""
-        if self._current_values() is None:
-            return None
-        toggles = self.query_one(TogglesPanel)
-        problem = toggles.hardware_problem()
-        if problem:
-            toggles.refresh_summary()
-            self.notify(problem, title="Fix the toggles first", severity="error")
-            return None
-        overrides = {}
-        for key, value in toggles.overrides().items():
-            section, name = key.split(".")
-            if toggles.base[section][name] != value:
-                overrides[key] = value
-        return overrides
-
-    def action_ab(self) -> None:
-        """An A/B of the highlighted preset and toggles: one run per precision variant (the device's
-        default variants), one after another, in the background, as one group in Runs; the compare
-        screen opens on them when the last one ends."""
-        problem = self._launch_problem()
-        if problem:
-            self.notify(problem, title="A/B refused", severity="error", timeout=10)
-            return
-        overrides = self._changed_toggles()
-        if overrides is None:
-            return
-        overrides = {k: v for k, v in overrides.items() if k not in PRECISION_KEYS}
-        ref = self.preset.name if self.preset.builtin else str(self.preset.path)
-        try:
-            group = abmod.start_group(self.app.runs_root, ref, self.preset.name, overrides)
-        except (UserError, OSError) as exc:
-            self.notify(str(exc), title="A/B refused", severity="error", timeout=10)
-            return
-        self._watched_groups.add(group.group_id)
-        self.notify(f"A/B {group.label} of {self.preset.name} started: its precision variants run one after "
-                    f"another, marked {group.label} in Runs; the compare screen opens when the last ends",
-                    timeout=10)
-        self.set_timer(2.0, self.refresh_runs)
-
-    def action_tune(self) -> None:
-        """`amptui tune` on the highlighted preset and toggles, in the background (screens/tune.py)."""
-        overrides = self._changed_toggles() if self.preset is not None else None
-        if overrides is not None:
-            from .tune import launch_tune
-
-            launch_tune(self, self.preset, overrides)
-
-    @work(thread=True, exclusive=True, group="home-launch")
-    def _launch(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:
-        """`amptui run PRESET --set ... --detach`: the same detached trainer the CLI starts; torch is
-        imported only in that child, never in the dashboard."""
-        self._child(amptui_args("run", preset, overrides, "--detach", "--runs-dir", str(self.app.runs_root)))
-
-    def _child(self, args: list[str]) -> None:
-        """Run `amptui ARGS` (a detached start) and open the run it prints, or show why it was refused."""
-        run_id, error = amptui_detached(args)
-        self.app.from_thread(self._launched, args[0], run_id, error)
-
-    def _launched(self, verb: str, run_id: str | None, error: str | None) -> None:
-        self._launching = False
-        if error or not run_id:
-            error = error or "the run did not start"
-            self.notify(error, title=f"{verb.capitalize()} refused", severity="error", timeout=10)
-            if verb == "run":
-                self.query_one(TogglesPanel).show_refusal(f"run refused: {error}")
-            return
-        self.refresh_runs()
-        self.app.open_run(Path(self.app.runs_root) / run_id)
 
     def action_save_as(self) -> None:
         if self.preset is None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from textual import work
-
 from ...core import runops
 from ...core.errors import UserError
+from .base import in_background
+from .home_launch import LAUNCH_GROUP
 
 
 class RunActions:
@@ -17,7 +17,7 @@ class RunActions:
         self.notify(f"resuming {info.run_id}…", timeout=3)
         self._resume(info.run_id)
 
-    @work(thread=True, exclusive=True, group="home-launch")
+    @in_background(LAUNCH_GROUP, "resuming the run")
     def _resume(self, run_id: str) -> None:
         """`amptui resume RUN_ID --detach`: launch.check_resumable (which needs torch, so not in this
         process) and launch.start(resume=True), as the CLI does."""

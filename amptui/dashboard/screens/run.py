@@ -1,29 +1,30 @@
-"""The run screen: header, progress, loss / lr / loss-scale / memory / throughput panels, the
-output log and, when the run failed, its error. Attached to a run folder, live or finished."""
+"""The run screen, attached to a run folder, live or finished: the header lines (run_header.py), the
+status panel and the keys that follow the status (run_controls.py), then the loss / lr / loss-scale /
+memory / throughput panels and the output log, drawn from a RunModel that a worker keeps reading."""
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
-from ...core.fmt import fmt_bytes, fmt_duration
-from ...core.errors import UserError
+from ...core.fmt import fmt_accuracy as fmt_acc
+from ...core.fmt import fmt_bytes, fmt_loss, fmt_scale
 from ...core.inputbound import notice
-from ...core.fmt import fmt_accuracy as fmt_acc, fmt_loss
-from ..runmodel import RunModel, RunTail
-from ..widgets.plot import Figure, Line, MetricPlot
+from ...core.precision import DTYPES, Precision
+from ..runmodel import RunModel
+from ..runtail import RunTail
+from ..widgets.plot import COLORS, Figure, Line, MetricPlot
+from .base import DashboardScreen, in_background
 from .keys import KeysMixin, with_reasons
 from .run_controls import RunControls
+from .run_header import header_line, progress_line, stats_line
 
 FLUSH_HZ = 4
 PLOT_HZ = 2
@@ -31,17 +32,20 @@ PANELS = (("loss", "loss"), ("lr", "lr"), ("scale", "loss scale"), ("mem", "memo
           ("speed", "throughput"), ("log", "log"))
 TITLES = {"loss": "loss", "lr": "learning rate", "scale": "loss scale (log2)", "mem": "memory",
           "speed": "throughput", "log": "output.log"}
-STATUS_STYLE = {"running": "bold green", "completed": "bold cyan", "stopped": "bold yellow",
-                "failed": "bold red", "killed": "bold red", "starting": "green"}
 COMPACT_W, COMPACT_H = 100, 30
+SCALER_EVENT_LINES = 4  # the latest backoffs / growths listed under the loss-scale plot
 
 
-def fmt_scale(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if x > 0 and float(math.log2(x)).is_integer():
-        return f"2^{int(math.log2(x))}"
-    return f"{x:g}"
+def no_scaler_why(precision: Precision | None) -> str:
+    """Whether a run without a GradScaler needs one, from the dtype it autocasts to."""
+    if precision is None or not precision.autocast:
+        return "float32 gradients need no loss scaling."
+    dtype = DTYPES.get(precision.dtype)
+    if dtype is not None and not dtype.needs_scaler:
+        return (f"{precision.dtype} keeps float32's exponent range, so small gradients do not underflow: "
+                "no loss scaling needed.")
+    return (f"{precision.dtype} without a GradScaler: small gradients can underflow to zero. Turn the "
+            "GradScaler on (amp.grad_scaler).")
 
 
 class Panel(Vertical):
@@ -61,7 +65,7 @@ class PanelTabs(Static):
             x += width
 
 
-class RunScreen(RunControls, KeysMixin, Screen):
+class RunScreen(RunControls, KeysMixin, DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
         Binding("s", "stop", "Stop"),
@@ -87,7 +91,6 @@ class RunScreen(RunControls, KeysMixin, Screen):
         self._log_seq = 0
         self.active = 0
         self._stopping = False
-        self.scaler_lines = 4
         self._shown: dict[str, Text] = {}
         self._resume_refusal: str | None = "the run has not been read yet"
         self._status_seen: tuple | None = None
@@ -150,7 +153,7 @@ class RunScreen(RunControls, KeysMixin, Screen):
         self.query_one("#panel-tabs", Static).update(Text.assemble(*parts))
 
     # --- live data -------------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="run-tail")
+    @in_background("run-tail", "reading the run's files")
     def tail(self) -> None:
         """Read the run's files into the model; the UI thread renders it FLUSH_HZ times a second."""
         worker = get_current_worker()
@@ -178,7 +181,7 @@ class RunScreen(RunControls, KeysMixin, Screen):
             self._header(now)
             if not changed:
                 return
-            self._error()
+            self._status_panel()
             if m.bad_lines and not self._bad_lines_reported:
                 self._bad_lines_reported = True  # said once; the rest of the stream is read as usual
                 self.notify(f"skipped {m.bad_lines} unreadable line(s) in the event files; everything else was "
@@ -199,28 +202,9 @@ class RunScreen(RunControls, KeysMixin, Screen):
 
     def _header(self, now: float) -> None:
         m = self.model
-        status = m.status
-        if m.loading and m.records:
-            status_text = ("loading history…", "italic")
-        else:
-            status_text = (f"● {status}", STATUS_STYLE.get(status, ""))
-        device = " ".join(str(m.device.get("name") or "?").replace("(R)", "").replace("(TM)", "").split())
-        dtype = m.device.get("type") or ""
-        if m.world_size > 1:
-            device = f"{device} ({dtype}) x{m.world_size}"
-        elif dtype:
-            device = f"{device} ({dtype})"
-        eta = m.eta(now)
-        header = Text.assemble(
-            (m.preset or m.run_id, "bold"), " · ", (m.precision or "precision ?", "bold magenta"), " · ",
-            status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
-            *((" · ETA ", (fmt_duration(eta), "bold")) if eta is not None else ()), " · ", device,
-        )
-        total = m.total_steps or "?"
-        epochs = f" · epoch {m.epoch}/{m.epochs}" if m.epochs else ""
-        self._set("#run-header", header)
-        self._set("#progress-text", Text(f"step {m.step}/{total}{epochs} · {m.run_id}"))
-        self._set("#stats", self._stats())
+        self._set("#run-header", header_line(m, now))
+        self._set("#progress-text", progress_line(m))
+        self._set("#stats", stats_line(m))
         bar = self.query_one("#progress", ProgressBar)
         if bar.progress != m.progress:
             bar.update(progress=m.progress)
@@ -230,62 +214,6 @@ class RunScreen(RunControls, KeysMixin, Screen):
         if self._shown.get(selector) != text:
             self._shown[selector] = text
             self.query_one(selector, Static).update(text)
-
-    def _stats(self) -> Text:
-        """Every live number on one line, so even one panel at 80x24 leaves nothing out."""
-        m = self.model
-        parts: list = []
-
-        def add(label: str, value: str, style: str = "bold") -> None:
-            if parts:
-                parts.append(("  ", ""))
-            parts.extend([(label + " ", "dim"), (value, style)])
-
-        add("loss", fmt_loss(m.loss))
-        add("lr", f"{m.lr:.3g}" if m.lr is not None else "-")
-        if m.has_scaler:
-            add("scale", fmt_scale(m.scale))
-        add("skipped", str(m.skipped_total), "bold red" if m.skipped_total else "bold")
-        mem = next(iter(m.mem_now.items()), None)
-        if mem:
-            add(mem[0].split(" ", 1)[-1], fmt_bytes(mem[1][0]))
-        if m.samples_per_s:
-            add("samples/s", f"{m.samples_per_s:,.0f}")
-        ep = m.epochs_seen[-1] if m.epochs_seen else None
-        if ep and ep.get("val_acc") is not None:
-            add("val acc", fmt_acc(ep["val_acc"]))
-        return Text.assemble(*parts, no_wrap=True, overflow="ellipsis")
-
-    def _error(self) -> None:
-        m = self.model
-        self._status_changed()
-        panel = self.query_one("#error-panel", Static)
-        err = m.error
-        if m.status == "failed":
-            err = err or {}
-            tb = [l for l in str(err.get("traceback") or "").rstrip().splitlines()]
-            width = max(20, self.size.width - 6)
-            tail = [l if len(l) <= width else l[: width - 1] + "…" for l in tb[-(2 if self.has_class("-compact") else 6):]]
-            rank = err.get("rank")
-            text = Text.assemble(
-                ("✗ run failed", "bold red"), f" at step {(m.end or {}).get('steps', m.step)}",
-                f" (rank {rank})" if rank is not None else "", ": ",
-                (f"{err.get('type', 'Error')}: {err.get('message', '')}", "bold"),
-                "\n" if tail else "", ("\n".join(tail), "dim"))
-            panel.update(text)
-            panel.display = True
-            panel.set_class(True, "-failed")
-        elif m.status == "killed":
-            panel.update(Text.assemble(("✗ the trainer process is gone", "bold red"),
-                                       f" without an end record (killed?) after step {m.step}. Its output is "
-                                       f"in {self.run_dir / 'output.log'}; ", self._resume_hint()))
-            panel.display = True
-        elif m.status == "stopped":
-            panel.update(Text.assemble(("■ stopped", "bold yellow"), f" at step {m.step}; ", self._resume_hint()))
-            panel.display = True
-            panel.set_class(False, "-failed")
-        else:
-            panel.display = False
 
     def _plots(self) -> None:
         m = self.model
@@ -340,17 +268,8 @@ class RunScreen(RunControls, KeysMixin, Screen):
         info.styles.text_wrap = "nowrap" if m.has_scaler else "wrap"
         info.styles.max_height = 5 if m.has_scaler else 12
         if not m.has_scaler:
-            precision = m.precision or ""
-            if "bfloat16" in precision:
-                why = ("bfloat16 keeps float32's exponent range, so small gradients do not underflow: "
-                       "no loss scaling needed.")
-            elif "float16" in precision:
-                why = ("float16 without a GradScaler: small gradients can underflow to zero. Turn the "
-                       "GradScaler on (amp.grad_scaler).")
-            else:
-                why = "float32 gradients need no loss scaling."
-            info.update(Text.assemble(("no GradScaler", "bold"), f" ({precision or '?'}) · skipped "
-                                      f"{m.skipped_total}\n", (why, "dim")))
+            info.update(Text.assemble(("no GradScaler", "bold"), f" ({m.precision_words or '?'}) · skipped "
+                                      f"{m.skipped_total}\n", (no_scaler_why(m.precision), "dim")))
             self.query_one("#p-scale").border_subtitle = ""
             return
         xs, ys = m.scale_s.points()
@@ -365,7 +284,7 @@ class RunScreen(RunControls, KeysMixin, Screen):
         self.query_one("#p-scale").border_subtitle = f"scale {fmt_scale(m.scale)}"
         parts: list = [("skipped ", ""), (str(m.skipped_total), "bold red" if m.skipped_total else "bold"),
                        " · ", (f"▼ {m.n_backoff}", "red"), " backoff · ", (f"▲ {m.n_growth}", "green"), " growth"]
-        for ev in list(reversed(m.scaler_events))[:self.scaler_lines]:
+        for ev in list(reversed(m.scaler_events))[:SCALER_EVENT_LINES]:
             mark, style = ("▼", "red") if ev["event"] == "backoff" else ("▲", "green")
             line = f"\n{mark} step {ev['step']}: {fmt_scale(ev['old'])}→{fmt_scale(ev['new'])}"
             parts.append((line, style))
@@ -376,7 +295,6 @@ class RunScreen(RunControls, KeysMixin, Screen):
 
     def _mem_panel(self) -> None:
         m = self.model
-        colors = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
         lines = []
         gib = 1024 ** 3
         unit, div = ("GiB", gib)
@@ -385,7 +303,7 @@ class RunScreen(RunControls, KeysMixin, Screen):
             unit, div = ("MiB", 1024 ** 2)
         for i, (label, series) in enumerate(m.mem.items()):
             xs, ys = series.points()
-            lines.append(Line(xs, [y / div for y in ys], label=label, color=colors[i % len(colors)]))
+            lines.append(Line(xs, [y / div for y in ys], label=label, color=COLORS[i % len(COLORS)]))
         self.query_one("#plot-mem", MetricPlot).update_figure(Figure(lines))
         self.query_one("#p-mem").border_subtitle = unit
         parts = []
@@ -417,13 +335,13 @@ class RunScreen(RunControls, KeysMixin, Screen):
             self.minimize()
 
     def action_detach(self) -> None:
-        self.app.go_home(self)
+        self.app.go_home()
 
     def action_back(self) -> None:
         if self.standalone:
             self.app.exit()
         else:
-            self.app.go_home(self)
+            self.app.go_home()
 
     def action_compare(self) -> None:
         self.app.compare_with(self.run_dir)

@@ -1,4 +1,5 @@
-"""The run screen's controls that depend on the run's status: stop (s), resume (R), run info (i).
+"""What the run's status means on the run screen: the panel under the header for a failed, killed or
+stopped run, and the controls that depend on the status: stop (s), resume (R), run info (i).
 
 Which of them apply follows the status (KeysMixin hides the others from the footer and says why
 when one is pressed anyway)."""
@@ -6,10 +7,14 @@ when one is pressed anyway)."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual import work
+from textual.widgets import Static
+from textual.worker import Worker
 
 from ...core import runops
 from ...core.errors import UserError
+from .base import in_background
+
+TRACEBACK_LINES = 6  # of a failed run's traceback, under its error (2 in the compact layout)
 
 
 class RunControls:
@@ -30,6 +35,37 @@ class RunControls:
             except (OSError, UserError) as exc:
                 self._resume_refusal = str(exc)
         self.refresh_bindings()
+
+    def _status_panel(self) -> None:
+        """A failed run's error and the end of its traceback; a killed or stopped one, and whether R resumes it."""
+        m = self.model
+        self._status_changed()
+        panel = self.query_one("#error-panel", Static)
+        if m.status == "failed":
+            err = m.error or {}
+            lines = str(err.get("traceback") or "").rstrip().splitlines()
+            width = max(20, self.size.width - 6)
+            shown = lines[-(2 if self.has_class("-compact") else TRACEBACK_LINES):]
+            tail = [line if len(line) <= width else line[: width - 1] + "…" for line in shown]
+            rank = err.get("rank")
+            panel.update(Text.assemble(
+                ("✗ run failed", "bold red"), f" at step {(m.end or {}).get('steps', m.step)}",
+                f" (rank {rank})" if rank is not None else "", ": ",
+                (f"{err.get('type', 'Error')}: {err.get('message', '')}", "bold"),
+                "\n" if tail else "", ("\n".join(tail), "dim")))
+            panel.display = True
+            panel.set_class(True, "-failed")
+        elif m.status == "killed":
+            panel.update(Text.assemble(("✗ the trainer process is gone", "bold red"),
+                                       f" without an end record (killed?) after step {m.step}. Its output is "
+                                       f"in {self.run_dir / 'output.log'}; ", self._resume_hint()))
+            panel.display = True
+        elif m.status == "stopped":
+            panel.update(Text.assemble(("■ stopped", "bold yellow"), f" at step {m.step}; ", self._resume_hint()))
+            panel.display = True
+            panel.set_class(False, "-failed")
+        else:
+            panel.display = False
 
     def refusal(self, action: str) -> str | None:
         if action == "stop":
@@ -63,7 +99,7 @@ class RunControls:
                                           "with status stopped (resume it later with amptui resume).",
                                           yes="Stop", no="Keep running"), answer)
 
-    @work(thread=True, exclusive=True, group="run-stop")
+    @in_background("run-stop", "stopping the run")
     def _stop(self) -> None:
         from ...core import launch
 
@@ -85,7 +121,7 @@ class RunControls:
         self.notify(f"resuming {self.model.run_id}…", timeout=3)
         self._resume()
 
-    @work(thread=True, exclusive=True, group="run-resume")
+    @in_background("run-resume", "resuming the run")
     def _resume(self) -> None:
         """`amptui resume RUN_ID --detach` (launch.check_resumable + start(resume=True)); the tail
         picks up the new session's records on this screen."""
@@ -107,4 +143,11 @@ class RunControls:
     def action_info(self) -> None:
         from .modals import RunInfoModal
 
-        self.app.push_screen(RunInfoModal(self.run_dir, getattr(self.app, "runs_display", None)))
+        self.app.push_screen(RunInfoModal(self.run_dir, self.app.runs_display))
+
+    def worker_failed(self, worker: Worker) -> None:
+        """A stop or resume that failed before its reply: s and R apply again."""
+        if worker.group in ("run-stop", "run-resume"):
+            self._stopping = self._resuming = False
+            self._status_seen = None
+            self.refresh_bindings()

@@ -9,25 +9,23 @@ still shows what was measured) and goes back once it has ended, escape goes back
 
 from __future__ import annotations
 
-import sys
-
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ...core import presets as presetmod
 from ...core import tune as T
 from ...core.errors import UserError
+from .base import DashboardScreen, in_background
 
 REFRESH_S = 1.0
 
@@ -35,7 +33,7 @@ REFRESH_S = 1.0
 def launch_tune(home, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:
     """Start `amptui tune` for the home screen's preset and toggles, then open its tune screen.
     Toggles of what the tune searches (precision, compile, batch size) are left to the search."""
-    from .home import amptui_args
+    from .home_launch import amptui_args
 
     root = Path(home.app.runs_root)
     tid = T.tune_id(preset.name)
@@ -54,7 +52,7 @@ def launch_tune(home, preset: presetmod.Preset, overrides: dict[str, Any]) -> No
     home.app.push_screen(TuneScreen(T.result_path(root, tid), log))
 
 
-class TuneScreen(Screen):
+class TuneScreen(DashboardScreen):
     BINDINGS = [
         Binding("s", "save_winner", "Save winner"),
         Binding("q", "stop_or_back", "Stop / Back"),
@@ -89,7 +87,7 @@ class TuneScreen(Screen):
     def running(self) -> bool:
         return self.result is None or self.result.get("status") == "running"
 
-    @work(thread=True, exclusive=True, group="tune-load")
+    @in_background("tune-load", "reading the tune's result")
     def load(self) -> None:
         try:
             result = T.read_result(self.result_path)
@@ -134,7 +132,7 @@ class TuneScreen(Screen):
             lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path else []
         except OSError:
             return ""
-        return next((l.removeprefix("amptui: ") for l in lines if l.startswith("amptui: error:")), "")
+        return next((line.removeprefix("amptui: ") for line in lines if line.startswith("amptui: error:")), "")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if not self.result:

@@ -24,18 +24,14 @@ class Line:
 @dataclass
 class Figure:
     lines: list[Line] = field(default_factory=list)
-    ylabel: str = ""
-    yticks: tuple[list[float], list[str]] | None = None
-    ylim: tuple[float, float] | None = None
-    xlim: tuple[float, float] | None = None
     empty: str = "waiting for data"
     legend: bool = True  # labels are shown when more than one line has one
     log2_ticks: bool = False  # y values are log2 of something: label the ticks 2^k
 
     def key(self) -> tuple:
-        return (tuple((len(l.xs), l.xs[-1] if l.xs else None, l.ys[-1] if l.ys else None, l.label)
-                      for l in self.lines), self.ylabel, self.yticks and tuple(self.yticks[0]), self.ylim,
-                self.xlim, self.log2_ticks, self.legend)
+        """What a redraw depends on: each line's length, last point and label, and the options."""
+        return (tuple((len(line.xs), line.xs[-1] if line.xs else None, line.ys[-1] if line.ys else None, line.label)
+                      for line in self.lines), self.log2_ticks, self.legend)
 
 
 def _short(n: int) -> str:
@@ -53,35 +49,31 @@ class MetricPlot(PlotextPlot):
     MetricPlot { height: 1fr; min-height: 5; }
     """
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None):
-        super().__init__(id=id, classes=classes)
+    def __init__(self, *, id: str | None = None):
+        super().__init__(id=id)
         self._figure = Figure()
         self._key: tuple | None = None
 
-    def update_figure(self, figure: Figure) -> bool:
+    def update_figure(self, figure: Figure) -> None:
         key = figure.key()
-        if key == self._key:
-            return False
-        self._key = key
-        self._figure = figure
-        self.refresh()
-        return True
+        if key != self._key:
+            self._key = key
+            self._figure = figure
+            self.refresh()
 
     def render(self):
-        if not any(line.xs for line in self._figure.lines):
+        fig = self._figure
+        if not any(line.xs for line in fig.lines):
             from rich.text import Text
 
-            return Text(self._figure.empty, style="dim italic", justify="center")
+            return Text(fig.empty, style="dim italic", justify="center")
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        fig = self._figure
-        drawn = False
         legend = fig.legend and sum(1 for line in fig.lines if line.xs and line.label) > 1
         for line in fig.lines:
             if not line.xs:
                 continue
-            drawn = True
             kwargs = {"color": line.color, "marker": line.marker}
             if line.label and legend:
                 kwargs["label"] = line.label
@@ -89,16 +81,13 @@ class MetricPlot(PlotextPlot):
                 plt.scatter(list(line.xs), list(line.ys), **kwargs)
             else:
                 plt.plot(list(line.xs), list(line.ys), **kwargs)
-        if not drawn:
-            plt.title(fig.empty)
-        else:
-            xs = [x for line in fig.lines for x in line.xs]
-            lo, hi = min(xs), max(xs)
-            if hi > lo and all(float(x).is_integer() for x in (lo, hi)):
-                n = max(2, min(5, self.size.width // 10))
-                ticks = sorted({int(round(lo + (hi - lo) * i / (n - 1))) for i in range(n)})
-                plt.xticks(ticks, [_short(t) for t in ticks])
-        if fig.log2_ticks and drawn:
+        xs = [x for line in fig.lines for x in line.xs]
+        lo, hi = min(xs), max(xs)
+        if hi > lo and all(float(x).is_integer() for x in (lo, hi)):
+            n = max(2, min(5, self.size.width // 10))
+            ticks = sorted({int(round(lo + (hi - lo) * i / (n - 1))) for i in range(n)})
+            plt.xticks(ticks, [_short(t) for t in ticks])
+        if fig.log2_ticks:
             ys = [y for line in fig.lines for y in line.ys]
             lo, hi = math.floor(min(ys)), math.ceil(max(ys))
             # no more ticks than rows to hold them apart: a crowded axis drops labels unpredictably
@@ -106,12 +95,4 @@ class MetricPlot(PlotextPlot):
             step = max(1, math.ceil((hi - lo) / max(1, room - 1)))
             ticks = list(range(lo, hi + 1, step))
             plt.yticks([float(t) for t in ticks], [f"2^{t}" for t in ticks])
-        elif fig.yticks and drawn:
-            plt.yticks(*fig.yticks)
-        if fig.ylim and drawn:
-            plt.ylim(*fig.ylim)
-        if fig.xlim and drawn:
-            plt.xlim(*fig.xlim)
-        if fig.ylabel:
-            plt.ylabel(fig.ylabel)
         return super().render()

@@ -1,0 +1,33 @@
+"""What every dashboard screen shares: a background task that fails is shown, and the app goes on.
+
+Screens start their thread workers with `in_background` (exit_on_error=False, as harlequin does);
+an exception a worker raises then reaches `on_worker_state_changed` below instead of closing the
+app. The one handler lets the screen undo what the worker's reply would have undone
+(`worker_failed`: a "starting…" flag, say), then says what failed.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+
+def in_background(group: str, name: str):
+    """A thread worker, one at a time per `group` (a new one cancels the last); `name` says what it
+    does, in the notice shown when it fails."""
+    return work(thread=True, exclusive=True, exit_on_error=False, group=group, name=name)
+
+
+class DashboardScreen(Screen):
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state != WorkerState.ERROR or worker.error is None:
+            return
+        self.worker_failed(worker)
+        error = worker.error
+        self.notify(f"{type(error).__name__}: {error}", title=f"{worker.name or 'a background task'} failed",
+                    severity="error", timeout=10, markup=False)
+
+    def worker_failed(self, worker: Worker) -> None:
+        """Undo what the failed worker's reply would have undone (by its `worker.group`)."""

@@ -1,0 +1,65 @@
+"""The run screen's top lines, built from its RunModel: the header (preset, precision, status,
+elapsed time and ETA, device), the progress line, and the stats line that holds every live number
+(so even one panel at 80x24 leaves none out)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from ...core.fmt import fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_scale
+from ..runmodel import RunModel
+
+STATUS_STYLE = {"running": "bold green", "completed": "bold cyan", "stopped": "bold yellow",
+                "failed": "bold red", "killed": "bold red", "starting": "green"}
+
+
+def device_words(m: RunModel) -> str:
+    """"Intel Xeon Platinum 8480 (cpu)", "NVIDIA H100 (cuda) x4"."""
+    name = " ".join(str(m.device.get("name") or "?").replace("(R)", "").replace("(TM)", "").split())
+    device_type = m.device.get("type") or ""
+    if m.world_size > 1:
+        return f"{name} ({device_type}) x{m.world_size}"
+    return f"{name} ({device_type})" if device_type else name
+
+
+def header_line(m: RunModel, now: float) -> Text:
+    status = m.status
+    if m.loading and m.records:
+        status_text = ("loading history…", "italic")
+    else:
+        status_text = (f"● {status}", STATUS_STYLE.get(status, ""))
+    eta = m.eta(now)
+    return Text.assemble(
+        (m.preset or m.run_id, "bold"), " · ", (m.precision_words or "precision ?", "bold magenta"), " · ",
+        status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
+        *((" · ETA ", (fmt_duration(eta), "bold")) if eta is not None else ()), " · ", device_words(m),
+    )
+
+
+def progress_line(m: RunModel) -> Text:
+    epochs = f" · epoch {m.epoch}/{m.epochs}" if m.epochs else ""
+    return Text(f"step {m.step}/{m.total_steps or '?'}{epochs} · {m.run_id}")
+
+
+def stats_line(m: RunModel) -> Text:
+    parts: list = []
+
+    def add(label: str, value: str, style: str = "bold") -> None:
+        if parts:
+            parts.append(("  ", ""))
+        parts.extend([(label + " ", "dim"), (value, style)])
+
+    add("loss", fmt_loss(m.loss))
+    add("lr", f"{m.lr:.3g}" if m.lr is not None else "-")
+    if m.has_scaler:
+        add("scale", fmt_scale(m.scale))
+    add("skipped", str(m.skipped_total), "bold red" if m.skipped_total else "bold")
+    mem = next(iter(m.mem_now.items()), None)
+    if mem:
+        add(mem[0].split(" ", 1)[-1], fmt_bytes(mem[1][0]))
+    if m.samples_per_s:
+        add("samples/s", f"{m.samples_per_s:,.0f}")
+    ep = m.epochs_seen[-1] if m.epochs_seen else None
+    if ep and ep.get("val_acc") is not None:
+        add("val acc", fmt_accuracy(ep["val_acc"]))
+    return Text.assemble(*parts, no_wrap=True, overflow="ellipsis")
