@@ -13,7 +13,7 @@ from typing import Any
 
 from . import config as cfgmod
 from .errors import UserError
-from .precision import Precision
+from .resolve import auto_overrides
 from .pretrained import WEIGHTS
 
 CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5",
@@ -52,11 +52,7 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
         if values["dist"]["nproc_per_node"] > count:
             raise UserError(f"dist.nproc_per_node = {values['dist']['nproc_per_node']} but this machine has {count} "
                             f"CUDA GPU(s): one process per GPU; use --set dist.nproc_per_node={count}")
-    precision = Precision.from_config(values, dev)
-    overrides = {"run.device": dev, "amp.dtype": precision.dtype, "amp.grad_scaler": precision.scaler,
-                 "data.num_workers": cfgmod.resolve_num_workers(values)}
-    if values["dist"]["backend"] == "auto":
-        overrides["dist.backend"] = "nccl" if dev == "cuda" else "gloo"
+    overrides = {**auto_overrides(values, dev), "data.num_workers": cfgmod.resolve_num_workers(values)}
     from .usercode import check_factories
 
     check_factories(values)

@@ -118,7 +118,8 @@ def read_launch_info(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(info, dict):
         return {}
-    types = {"pid": int, "create_time": (int, float), "launched": (int, float), "host": str, "command": list}
+    types: dict[str, type | tuple[type, ...]] = {"pid": int, "create_time": (int, float), "launched": (int, float),
+                                                 "host": str, "command": list}
     return {k: v for k, v in info.items()
             if k not in types or (isinstance(v, types[k]) and not isinstance(v, bool))}
 

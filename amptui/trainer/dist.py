@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from ..telemetry import ddp
 from .models import compile_if_asked
 
 if TYPE_CHECKING:
@@ -30,16 +31,10 @@ class Dist:
             torch.distributed.init_process_group(backend=backend)
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.enabled:
-            torch.distributed.all_reduce(tensor)
-        return tensor
+        return ddp.all_sum(tensor) if self.enabled else tensor
 
     def any(self, flag: bool, device: torch.device) -> bool:
-        if not self.enabled:
-            return flag
-        t = torch.tensor([1.0 if flag else 0.0], device=device)
-        torch.distributed.all_reduce(t)
-        return bool(t.item() > 0)
+        return ddp.any_rank(flag, device, self.world_size)
 
     def close(self) -> None:
         if self.enabled and torch.distributed.is_initialized():

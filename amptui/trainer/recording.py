@@ -9,8 +9,6 @@ import traceback
 from pathlib import Path
 
 from ..telemetry import Recorder
-from ..telemetry.alarms import ScaleAlarms
-from ..telemetry.device import native_bf16
 from .state import TrainingState
 
 
@@ -24,8 +22,7 @@ def attach_recorder(recorder: Recorder, cfg, state: TrainingState, run_dir: Path
 
         recorder.sinks.append(TensorBoardScalars(run_dir))
     recorder.step_flops = state.step_flops
-    recorder.alarms = ScaleAlarms(cfg.amp.growth_interval, state.precision.reduced,
-                                  bf16_available=native_bf16(state.device))
+    recorder.watch_scale(cfg.amp.growth_interval, state.precision)
 
 
 def record_failure(exc: BaseException) -> None:
