@@ -169,7 +169,7 @@ def _feed(reader, printer) -> dict | None:
 
 def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> int:
     """The lines after a followed run ends, and the command's exit code."""
-    from .core import launch
+    from .core import runops
 
     if end is None:
         print(f"amptui: error: the run's process exited (exit code {proc.returncode}) without an end record; "
@@ -180,7 +180,7 @@ def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> 
         print(f"amptui: error: {info.error or 'failed'} (details in {run_dir / 'output.log'})", file=sys.stderr)
         return 1
     if end["status"] == "stopped":
-        refusal = launch.resume_refusal(run_dir, info)
+        refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS)
         print(f"resume with: amptui resume {run_dir.name}" if refusal is None else f"(no resume: {refusal})")
         return 130 if stopping else 0
     return 0

@@ -17,7 +17,7 @@ from typing import Callable
 
 from . import checkpoints
 from . import config as cfgmod
-from . import preflight, runlock, runs
+from . import preflight, runlock, runops, runs
 from .errors import UserError
 from .presets import Preset, atomic_write_text
 from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, OUTPUT_LOG, STOP_FILE
@@ -222,26 +222,6 @@ def stop(run_dir: Path, wait_s: float = 120.0) -> runs.RunInfo:
     return info
 
 
-def resume_refusal(run_dir: Path, info: runs.RunInfo | None = None) -> str | None:
-    """Why `amptui resume` would refuse this run, or None when it would take it up. Cheap (no
-    checkpoint is read), so views suggest a resume only where one works."""
-    info = info or runs.load_run(run_dir)
-    if info.status == "running":
-        return f"run {info.run_id} is still running; stop it first (amptui stop {info.run_id})"
-    try:
-        script = load_config(run_dir).run.script
-    except UserError as exc:
-        return str(exc)
-    if script:
-        return f"run {info.run_id} ran your own script; resume it the way that script resumes"
-    if info.status == "completed":
-        return f"run {info.run_id} has completed; start a new one with `amptui run`"
-    if not (run_dir / CHECKPOINT_DIR / CHECKPOINT_FILE).is_file():
-        return (f"run {info.run_id} has no checkpoint to resume from (it ended {info.status} before "
-                "its first checkpoint); start it again with `amptui run`")
-    return None
-
-
 def check_resumable(run_dir: Path, locked: bool = False,
                     check_checkpoint: CheckpointCheck | None = None) -> runs.RunInfo:
     """Refuse (UserError, one line) a resume that cannot work. `locked`: the caller holds the
@@ -250,7 +230,7 @@ def check_resumable(run_dir: Path, locked: bool = False,
     info = runs.load_run(run_dir, own_lock=locked)
     if info.status == "running":
         raise runlock.RunLocked(runlock.in_use_message(run_dir, fallback={"pid": info.pid}))
-    refusal = resume_refusal(run_dir, info)
+    refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS)
     if refusal:
         raise UserError(refusal)
     current = load_config(run_dir)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -16,6 +17,7 @@ from . import config as cfgmod
 from . import runs as runsmod
 from .ab import PRECISION_KEYS
 from .errors import UserError
+from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE
 
 _NOT_A_DIFFERENCE = {"run.name"}  # a run's name is its preset's: the preset column already shows it
 
@@ -29,25 +31,38 @@ def runs_folder_problem(root: Path) -> str | None:
     return None
 
 
-def resume_refusal(run_dir: Path, info: runsmod.RunInfo | None = None) -> str | None:
-    """Why `amptui resume` would refuse this run, from the cheap checks (no torch), or None.
+@dataclass(frozen=True)
+class ResumeHints:
+    """How the asking interface names the actions a refusal points to."""
 
-    The same order and words as `launch.check_resumable`, which repeats them and adds the
-    checkpoint-fits and data checks when the resume really starts."""
+    stop: str       # "{run_id}" is filled in
+    new_run: str
+
+
+CLI_HINTS = ResumeHints(stop="amptui stop {run_id}", new_run="`amptui run`")
+DASHBOARD_HINTS = ResumeHints(stop="s on its run screen", new_run="r")
+
+
+def resume_refusal(run_dir: Path, info: runsmod.RunInfo | None = None,
+                   hints: ResumeHints = DASHBOARD_HINTS) -> str | None:
+    """Why `amptui resume` would refuse this run, or None when it would take it up. Cheap (no
+    checkpoint is read, no torch), so views suggest a resume only where one works; the resume
+    itself (`launch.check_resumable`) asks this first, then checks that the checkpoint fits."""
+    run_dir = Path(run_dir)
     info = info or runsmod.load_run(run_dir)
     if info.status == "running":
-        return f"run {info.run_id} is still running; stop it first (s on its run screen)"
+        return f"run {info.run_id} is still running; stop it first ({hints.stop.format(run_id=info.run_id)})"
     try:
-        script = cfgmod.read_toml(Path(run_dir) / "config.toml").get("run", {}).get("script")
-    except UserError:
-        script = None
+        script = cfgmod.build_config(cfgmod.read_toml(run_dir / CONFIG_FILE), source=str(run_dir / CONFIG_FILE)).run.script
+    except UserError as exc:
+        return str(exc)
     if script:
         return f"run {info.run_id} ran your own script; resume it the way that script resumes"
     if info.status == "completed":
-        return f"run {info.run_id} has completed; start a new one with r"
-    if not (Path(run_dir) / "checkpoints" / "last.pt").is_file():
+        return f"run {info.run_id} has completed; start a new one with {hints.new_run}"
+    if not (run_dir / CHECKPOINT_DIR / CHECKPOINT_FILE).is_file():
         return (f"run {info.run_id} has no checkpoint to resume from (it ended {info.status} before its first "
-                "checkpoint); start it again with r")
+                f"checkpoint); start it again with {hints.new_run}")
     return None
 
 
