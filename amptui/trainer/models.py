@@ -38,7 +38,7 @@ def recipe_mlp(width: int = 4096, depth: int = 3) -> nn.Sequential:
 
 
 def build_model(model_cfg) -> nn.Module:
-    if getattr(model_cfg, "factory", ""):
+    if model_cfg.factory:
         return build_user_model(model_cfg)
     name = model_cfg.name
     if name == "smallcnn":
@@ -56,7 +56,7 @@ def compile_if_asked(module: nn.Module, run_cfg) -> nn.Module:
     """`run.compile`: the module the loop calls, wrapped in torch.compile (compiled lazily, on the
     first forward). The caller keeps the plain module for checkpoints, so state_dict keys stay
     the same with and without compilation."""
-    return torch.compile(module) if getattr(run_cfg, "compile", False) else module
+    return torch.compile(module) if run_cfg.compile else module
 
 
 def build_user_model(model_cfg) -> nn.Module:
@@ -68,7 +68,7 @@ def build_user_model(model_cfg) -> nn.Module:
 
     ref, key = model_cfg.factory, "model.factory"
     fn = usercode.load_factory(ref, key)
-    kwargs = usercode.model_kwargs(fn, getattr(model_cfg, "args", {}) or {}, model_cfg.num_classes)
+    kwargs = usercode.model_kwargs(fn, model_cfg.args or {}, model_cfg.num_classes)
     usercode.check_call(fn, ref, key, kwargs)
     model = usercode.call_factory(fn, ref, key, kwargs)
     if not isinstance(model, nn.Module):
