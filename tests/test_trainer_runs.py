@@ -92,7 +92,7 @@ def test_mlp_recipe_in_its_three_precisions(runs_dir, sets, precision):
     args = [a for s in tiny + sets for a in ("--set", s)]
     amptui("run", "mlp-recipe", *args, check=True)
     recs = events(only_run(runs_dir))
-    assert recs[0]["precision"] == precision
+    assert recs[0]["precision"]["words"] == precision
     steps = by_kind(recs, "step")
     assert steps[-1]["step"] == 12 and recs[-1]["status"] == "completed"
     assert all("grad_norm" in s for s in steps)  # clipping on: the norm is reported
