@@ -4,7 +4,8 @@ Importing this package stays cheap (no torch, no textual) so `amptui --help` ans
 `amptui.Monitor` (which needs torch) loads on first use.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
+
 __all__ = ["Monitor", "__version__"]
 
 

@@ -64,6 +64,19 @@ def check_config_fits(run_name: str, saved: Any, current: Mapping[str, Mapping[s
                         "checkpoint no longer fits. Put those values back, or start a new run")
 
 
+def code_fingerprint() -> str:
+    """amptui's version plus a hash of the trainer's source files (read as bytes, not imported):
+    tells a resume that the code that wrote a checkpoint has changed."""
+    import hashlib
+
+    from ..version import __version__
+
+    digest = hashlib.sha256()
+    for path in sorted((Path(__file__).resolve().parent.parent / "trainer").glob("*.py")):
+        digest.update(path.read_bytes())
+    return f"{__version__}+{digest.hexdigest()[:12]}"
+
+
 # --- last.json ---------------------------------------------------------------------------------------
 
 def _file_stamp(path: Path) -> dict[str, int]:

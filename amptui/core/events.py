@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .records import BY_KIND, Record, field_types
+from .records import BY_KIND, COMMON_FIELDS, Record, field_types
 
 VERSION = 1
 KINDS = tuple(BY_KIND)
@@ -104,8 +104,9 @@ def valid_record(record: Any) -> bool:
     an object, a string, a list, or null)? Anything else is a damaged line, skipped like invalid JSON."""
     if type(record) is not dict or type(record.get("kind")) is not str:
         return False
+    types = _FIELD_TYPES.get(record["kind"], COMMON_FIELDS)
     for key, value in record.items():  # exact types: JSON gives no subclasses, and true is no number
-        expected = _FIELD_TYPES.get(key)
+        expected = types.get(key)
         if expected is not None and value is not None and type(value) not in expected:
             return False
         if type(value) is float and not math.isfinite(value):

@@ -243,10 +243,11 @@ def check_resumable(run_dir: Path, locked: bool = False,
 def _check_checkpoint_fits(run_dir: Path, current: cfgmod.Config,
                            check_checkpoint: CheckpointCheck | None) -> None:
     """Refuse a resume whose config.toml no longer describes what the checkpoint holds: from
-    last.json when it describes last.pt, else by `check_checkpoint` (which reads last.pt)."""
+    last.json when it describes last.pt and the code that wrote it is this code, else by
+    `check_checkpoint` (which reads last.pt: its tensors must still fit the model)."""
     directory = run_dir / CHECKPOINT_DIR
     info = checkpoints.read_info(directory)
-    if info is not None:
+    if info is not None and info.get("code") == checkpoints.code_fingerprint():
         checkpoints.check_config_fits(run_dir.name, info.get("config"), current.to_dict())
     elif check_checkpoint is not None:
         check_checkpoint(run_dir, current)

@@ -214,14 +214,17 @@ def _json_types(annotation: Any) -> tuple[type, ...] | None:
     return tuple(found)
 
 
-def field_types() -> dict[str, tuple[type, ...]]:
-    """{field name: the JSON types its value may have (besides null)}, over every kind: a name
-    means one thing in every record that carries it."""
-    out: dict[str, tuple[type, ...]] = dict(COMMON_FIELDS)
+def field_types() -> dict[str, dict[str, tuple[type, ...]]]:
+    """{kind: {field name: the JSON types its value may have (besides null)}}: each kind's own
+    fields plus the common ones (a user's extra numbers in an epoch record are not checked
+    against another kind's field of the same name)."""
+    out: dict[str, dict[str, tuple[type, ...]]] = {}
     for cls in KINDS:
+        own = dict(COMMON_FIELDS)
         for name, annotation in typing.get_type_hints(cls).items():
             types = _json_types(annotation)
             if name == "extra" or types is None or name in ("KIND", "OPTIONAL", "STATUSES"):
                 continue
-            out[name] = tuple(dict.fromkeys(out.get(name, ()) + types))
+            own[name] = types
+        out[cls.KIND] = own
     return out

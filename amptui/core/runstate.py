@@ -253,8 +253,8 @@ class RunState:
         self.end = rec
         if own:
             steps = _number(rec.get(END.steps))
-            if steps is not None:
-                self.step = int(steps)
+            if steps is not None:  # never below what the step records showed (a failed session says 0)
+                self.step = max(self.step, int(steps))
             if rec.get(END.val_acc) is not None:
                 self.val_acc = rec[END.val_acc]
 

@@ -14,6 +14,7 @@ import threading
 from collections import deque
 from typing import Any
 
+from ..core.precision import Precision
 from ..core.records import EPOCH, MEM, SCALER, STEP, WARNING, Checkpoint, Epoch, Mem, Scaler, Start, Step, WarningRecord
 from ..core.runstate import RunState
 from ..core.series import Series
@@ -100,6 +101,7 @@ class RunModel(RunState):
         with self.lock:
             self.preset = self.preset or preset
             self.precision_said = self.precision_said or precision_words
+            self.precision = self.precision or Precision.from_record(precision_words)
             self._changed()
 
     def speak_for(self, rank: int) -> None:

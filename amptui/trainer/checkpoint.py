@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..core import checkpoints as info
+from ..core.checkpoints import code_fingerprint as code_fingerprint  # saved with a checkpoint, compared on resume
 from ..core.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
 from ..core.runfiles import CHECKPOINT_DIR
 from ..core.runfiles import CHECKPOINT_FILE as FILENAME
@@ -37,18 +38,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def _as_tuple(value):
     return tuple(_as_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
-def code_fingerprint() -> str:
-    """amptui's version plus a hash of the trainer's source: tells a resume that the code changed."""
-    import hashlib
-
-    from .. import __version__
-
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        digest.update(path.read_bytes())
-    return f"{__version__}+{digest.hexdigest()[:12]}"
 
 
 def save(directory: Path, state: dict[str, Any]) -> Path:

@@ -131,7 +131,7 @@ def _write_end(path: Path, offset: int, error: dict) -> None:
     started = session.session_t
     with EventWriter(path, rank=session.start.get(START.rank, 0) if session.start else 0) as writer:
         writer.write(End(status="failed", total_time_s=(time.time() - started) if started else None,
-                         steps=session.step, final_loss=session.loss, error=error))
+                         steps=max(session.step, session.session_step), final_loss=session.loss, error=error))
 
 
 if __name__ == "__main__":

@@ -20,12 +20,18 @@ def in_background(group: str, name: str):
 
 
 class DashboardScreen(Screen):
+    _failure_said: tuple[str, str] | None = None  # the last failure shown (worker name, error)
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker = event.worker
         if event.state != WorkerState.ERROR or worker.error is None:
             return
         self.worker_failed(worker)
         error = worker.error
+        said = (worker.name, f"{type(error).__name__}: {error}")
+        if said == self._failure_said:  # a loader failing on every tick: said once
+            return
+        self._failure_said = said
         self.notify(f"{type(error).__name__}: {error}", title=f"{worker.name or 'a background task'} failed",
                     severity="error", timeout=10, markup=False)
 

@@ -148,6 +148,9 @@ class RunControls:
     def worker_failed(self, worker: Worker) -> None:
         """A stop or resume that failed before its reply: s and R apply again."""
         if worker.group in ("run-stop", "run-resume"):
-            self._stopping = self._resuming = False
+            if worker.group == "run-stop":
+                self._stopping = False
+            else:
+                self._resuming = False
             self._status_seen = None
             self.refresh_bindings()
