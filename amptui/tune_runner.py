@@ -28,6 +28,7 @@ from .core.errors import UserError
 from .core.events import EventReader
 from .core.precision import Precision
 from .core.presets import Preset
+from .core.records import STEP
 
 DEFAULT_TRIAL_S = 20.0     # first guess of a trial's wall time, before one is measured
 COMPILE_EXTRA_S = {"cpu": 150.0, "cuda": 60.0}  # what compilation adds to a trial (measured on a small CNN)
@@ -229,7 +230,7 @@ class Search:
         steps = [r for r in records if r.get("kind") == "step"]
         skip = T.warmup_windows(t.knobs)
         for r in steps[skip:]:
-            rate = r.get("samples_per_s") or (1000.0 / r["step_time_ms"] if r.get("step_time_ms") else None)
+            rate = r.get(STEP.samples_per_s) or (1000.0 / r[STEP.step_time_ms] if r.get(STEP.step_time_ms) else None)
             if rate and V.rate(ref) and rate * T.SLOW_FACTOR < V.rate(ref):
                 return f"stopped early: over {T.SLOW_FACTOR:g}x slower than fp32, it cannot win"
         return ""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .records import STEP
+
 INPUT_BOUND_SHARE = 0.20  # at or above this share of step time waiting for data, a run is input-bound
 
 
@@ -25,7 +27,7 @@ class DataWait:
         self.seen = False  # a step record with data_wait_ms (older runs have none)
 
     def add(self, rec: dict[str, Any]) -> None:
-        wait, step = _number(rec.get("data_wait_ms")), _number(rec.get("step_time_ms"))
+        wait, step = _number(rec.get(STEP.data_wait_ms)), _number(rec.get(STEP.step_time_ms))
         if wait is None or step is None or step <= 0:
             return
         self.seen = True

@@ -15,21 +15,21 @@ import os
 import runpy
 import sys
 import time
-import traceback
+from dataclasses import asdict
 from pathlib import Path
 
 from .events import EventReader, EventWriter, primary_events_file
+from .records import End, ErrorInfo
 
 
-def _exit_error(exc: BaseException) -> dict | None:
+def _exit_error(exc: BaseException) -> ErrorInfo | None:
     """The run's error for an exception the script ended with (None: it ended cleanly)."""
     if isinstance(exc, SystemExit):
         if exc.code in (None, 0):
             return None
         message = exc.code if isinstance(exc.code, str) else f"exit code {exc.code}"
-        return {"type": "SystemExit", "message": str(message), "rank": 0, "traceback": ""}
-    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-    return {"type": type(exc).__name__, "message": str(exc), "rank": 0, "traceback": tail[-4000:]}
+        return ErrorInfo("SystemExit", str(message), 0)
+    return ErrorInfo.of(exc, 0)
 
 
 def end_if_silent(run_dir: Path, offset: int, started: float, exc: BaseException | None) -> None:
@@ -44,8 +44,8 @@ def end_if_silent(run_dir: Path, offset: int, started: float, exc: BaseException
         error = _exit_error(exc) if exc is not None else None
         status = "failed" if error else "completed"
     with EventWriter(path) as writer:
-        writer.emit("end", status=status, total_time_s=time.time() - started, steps=0, final_loss=None,
-                    val_acc=None, peak_mem=None, **({"error": error} if error else {}))
+        writer.write(End(status=status, total_time_s=time.time() - started, steps=0,
+                         error=asdict(error) if error else None))
 
 
 def main(argv: list[str]) -> None:

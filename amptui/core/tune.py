@@ -23,6 +23,7 @@ from .compare import _peak_of
 from .errors import UserError
 from .fmt import fmt_bytes
 from .presets import atomic_write_text
+from .records import END, STEP, End, Step
 
 # --- the search space -------------------------------------------------------------------------
 
@@ -159,29 +160,29 @@ def is_oom(error: dict[str, Any] | None) -> bool:
 def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
     """Fill a trial's numbers from its event records: the steady windows' medians (a shared
     machine's hiccups land in single windows), after WARMUP_WINDOWS windows (and compilation)."""
-    steps = [r for r in records if r.get("kind") == "step"]
-    trial.windows = [{k: r.get(k) for k in ("step", "loss", "step_time_ms", "samples_per_s", "data_wait_ms",
-                                            "skipped_total")} for r in steps]
-    end = next((r for r in reversed(records) if r.get("kind") == "end"), None)
-    peaks = [p for p in (_peak_of(r.get("mem")) for r in steps) if p is not None]
-    if end and end.get("peak_mem") is not None:
-        peaks.append(float(end["peak_mem"]))
+    steps = [r for r in records if r.get("kind") == Step.KIND]
+    trial.windows = [{k: r.get(k) for k in (STEP.step, STEP.loss, STEP.step_time_ms, STEP.samples_per_s,
+                                            STEP.data_wait_ms, STEP.skipped_total)} for r in steps]
+    end = next((r for r in reversed(records) if r.get("kind") == End.KIND), None)
+    peaks = [p for p in (_peak_of(r.get(STEP.mem)) for r in steps) if p is not None]
+    if end and end.get(END.peak_mem) is not None:
+        peaks.append(float(end[END.peak_mem]))
     trial.peak_mem = max(peaks) if peaks else None
-    trial.steps = steps[-1]["step"] if steps else 0
-    trial.skipped_steps = (steps[-1].get("skipped_total") or 0) if steps else 0
-    steady = [w for w in trial.windows[warmup_windows(trial.knobs):] if w.get("step_time_ms")]
+    trial.steps = steps[-1][STEP.step] if steps else 0
+    trial.skipped_steps = (steps[-1].get(STEP.skipped_total) or 0) if steps else 0
+    steady = [w for w in trial.windows[warmup_windows(trial.knobs):] if w.get(STEP.step_time_ms)]
     if not steady and trial.windows and trial.status == "stopped":
-        steady = [w for w in trial.windows[1:] or trial.windows if w.get("step_time_ms")]  # all it measured
+        steady = [w for w in trial.windows[1:] or trial.windows if w.get(STEP.step_time_ms)]  # all it measured
     if steady:
-        trial.ms_per_step = statistics.median(w["step_time_ms"] for w in steady)
-        rates = [w["samples_per_s"] for w in steady if w.get("samples_per_s")]
+        trial.ms_per_step = statistics.median(w[STEP.step_time_ms] for w in steady)
+        rates = [w[STEP.samples_per_s] for w in steady if w.get(STEP.samples_per_s)]
         trial.samples_per_s = statistics.median(rates) if rates else None
-        waits = [w["data_wait_ms"] for w in steady if w.get("data_wait_ms") is not None]
+        waits = [w[STEP.data_wait_ms] for w in steady if w.get(STEP.data_wait_ms) is not None]
         if waits:
-            trial.data_wait_share = min(1.0, sum(waits) / sum(w["step_time_ms"] for w in steady[:len(waits)]))
+            trial.data_wait_share = min(1.0, sum(waits) / sum(w[STEP.step_time_ms] for w in steady[:len(waits)]))
     if end is not None and trial.status in ("pending", "running"):
-        trial.status = end.get("status", "failed")
-    if end is not None and end.get("status") == "failed":
+        trial.status = end.get(END.status, "failed")
+    if end is not None and end.get(END.status) == "failed":
         error = end.get("error") or {}
         trial.status = "oom" if is_oom(error) else "failed"
         trial.reason = f"{error.get('type', 'Error')}: {str(error.get('message', '')).splitlines()[0][:160]}" \

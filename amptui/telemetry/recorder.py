@@ -22,7 +22,7 @@ import torch
 
 from ..core.events import EventWriter
 from ..core.precision import Precision
-from ..core.records import BY_KIND, EPOCH, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
+from ..core.records import EPOCH, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
 from . import torch_amp
 from .alarms import ScaleAlarms
 from .device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
@@ -104,10 +104,6 @@ class Recorder:
     def write(self, record: Record) -> dict | None:
         return self.writer.write(record) if self.writer is not None else None
 
-    def emit(self, kind: str, **fields: Any) -> dict | None:
-        """A record by its kind's name: `emit("checkpoint", step=..., epoch=..., path=...)`."""
-        return self.write(BY_KIND[kind](**fields))
-
     def watch_scale(self, growth_interval: int, precision: Precision) -> None:
         """Turn on the loss-scale alarms (a GradScaler's run): they know the growth interval and
         which dtype the forward computes in, and whether this device has native bfloat16."""
@@ -123,10 +119,9 @@ class Recorder:
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         record = Start(config=config, precision=Precision.from_config(config, device.type).as_record(),
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
-                       host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale, **fields).fields()
-        if self.writer is not None:
-            self.writer.emit(Start.KIND, **record)
-        return record
+                       host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale, **fields)
+        self.write(record)
+        return record.fields()
 
     def warn(self, message: str, code: str = "config") -> None:
         self.write(WarningRecord(message=message, code=code))

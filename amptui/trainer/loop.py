@@ -40,6 +40,7 @@ from ..core import preflight
 from ..core.errors import UserError
 from ..core.events import EventWriter, events_file
 from ..core.fmt import fmt_accuracy
+from ..core.records import Checkpoint
 from ..core.runfiles import STOP_FILE
 from ..telemetry import Recorder, torch_amp
 from .dist import Dist
@@ -253,7 +254,7 @@ class Trainer:
         with self.recorder.paused("checkpoint"):
             path = write_checkpoint(self.run_dir, self.cfg, self.state, p, self.recorder.last_scale)
             self.checkpointed_step = p.step
-            self.recorder.emit("checkpoint", step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path))
+            self.recorder.write(Checkpoint(step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path)))
 
     # --- reporting ----------------------------------------------------------------------------------
 
