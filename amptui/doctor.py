@@ -82,7 +82,7 @@ def render_text(r: dict[str, Any]) -> str:
         dtypes = hardware.MEASURED_DTYPES
         lines.append("  " + f"{'device':<10}" + "".join(f"{d:>11}" for d in dtypes))
         for device, rates in r["rates"].items():
-            cells = "".join(f"{'n/a' if rates.get(d) is None else format(rates[d], '.3f'):>11}" for d in dtypes)
+            cells = "".join(f"{'n/a' if rates.get(d) is None else _rate(rates[d]):>11}" for d in dtypes)
             lines.append("  " + f"{device:<10}" + cells)
     rec = r["recommendation"]
     setup = ("autocast " + rec["dtype"] + (" + GradScaler" if rec["grad_scaler"] else ", no GradScaler")
@@ -91,6 +91,11 @@ def render_text(r: dict[str, Any]) -> str:
               f"  {rec['reason']}",
               f"  (try it: amptui run quickstart {_sets(rec)})", ""]
     return "\n".join(lines)
+
+
+def _rate(tflops: float) -> str:
+    """Three significant digits: an emulated dtype's 0.000105 must not print as 0.000."""
+    return f"{tflops:.3g}" if tflops < 1 else f"{tflops:,.1f}"
 
 
 def _sets(rec: dict[str, Any]) -> str:

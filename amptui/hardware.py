@@ -355,14 +355,17 @@ def _recommend_cpu(cpu: dict[str, Any], measured: dict[str, float | None]) -> tu
     if measured:
         speed = (f"measured bfloat16 matmuls run at {_fmt_rate(bf16)} TFLOP/s against {_fmt_rate(fp16)} "
                  f"for float16 and {_fmt_rate(fp32)} for float32")
-        if bf16 and fp16:
-            speed += f" ({bf16 / fp16:.1f}x float16)"
+        if bf16 and fp32:
+            speed += f" (bfloat16 at {bf16 / fp32:.2g}x float32's speed)"
     else:
         speed = "matmul rates were not measured (--no-bench)"
-    if not have and measured and bf16 is not None and fp32 and bf16 < 0.9 * fp32:
+    if measured and bf16 is not None and fp32 and bf16 < 0.9 * fp32:
+        # The flags alone are not enough: a torch build or a virtual CPU may still emulate bfloat16.
+        had = (f"this CPU reports {' and '.join(pretty[f] for f in have)} but torch does not run bfloat16 "
+               "fast on it" if have else "this CPU has no bfloat16 instructions")
         return (FULL, False,
-                f"float32 (autocast off): this CPU has no bfloat16 instructions and {speed}, so autocast "
-                "would save memory but cost time; float16 is not worth it on a CPU either.")
+                f"float32 (autocast off): {had}, and {speed}, so autocast would save memory but cost time; "
+                "float16 is not worth it on a CPU either.")
     if have:
         hw = " and ".join(pretty[f] for f in have)
         lead = f"this CPU has {hw}"

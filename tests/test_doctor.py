@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import types
-from pathlib import Path
 
 import pytest
 import torch
@@ -22,9 +21,7 @@ import torch
 from amptui import doctor, hardware
 from conftest import amptui
 
-CPUINFO = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-BF16_CPU_ONLY = (not torch.cuda.is_available()) and ("avx512_bf16" in CPUINFO or "amx_bf16" in CPUINFO)
-needs_bf16_cpu = pytest.mark.skipif(not BF16_CPU_ONLY, reason="needs a CPU-only box with AVX512-BF16/AMX-BF16")
+cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the CPU-only report")
 
 
 def _no_traceback(proc: subprocess.CompletedProcess) -> None:
@@ -33,8 +30,14 @@ def _no_traceback(proc: subprocess.CompletedProcess) -> None:
 
 # --- the real command ----------------------------------------------------------------------------
 
-@needs_bf16_cpu
-def test_doctor_text_recommends_bfloat16_with_measured_rates():
+def _expected(rates: dict) -> str:
+    """What the recommendation must follow on a CPU-only box: the measured rates, not the flags
+    (a CPU that reports AVX512-BF16 may still run torch's bfloat16 matmuls emulated)."""
+    return "bfloat16" if rates["bfloat16"] >= 0.9 * rates["float32"] else "float32"
+
+
+@cpu_only
+def test_doctor_text_recommends_what_the_measured_rates_say():
     proc = amptui("doctor", timeout=120)
     assert proc.returncode == 0, proc.stderr
     _no_traceback(proc)
@@ -44,18 +47,20 @@ def test_doctor_text_recommends_bfloat16_with_measured_rates():
     assert f"torch {torch.__version__}" in out
     gpus = out.split("\nGPUs\n", 1)[1].split("\n\n", 1)[0]
     assert gpus.strip().startswith("none")
-    assert "Recommendation: autocast bfloat16, no GradScaler" in out
-    # The reasons: the instructions this CPU has and the rates it measured.
-    assert "AVX512-BF16" in out or "AMX-BF16" in out
     row = next(line.split() for line in out.splitlines() if line.strip().startswith("cpu "))
     f32, bf16, f16 = (float(v) for v in row[1:4])
-    assert min(f32, bf16, f16) > 0
+    assert min(f32, bf16, f16) > 0          # printed with the digits it needs, never 0.000
     sentence = out.split("Recommendation:", 1)[1]
-    assert re.search(r"measured bfloat16 matmuls run at [0-9.]+ TFLOP/s against [0-9.]+ for float16", sentence)
-    assert "no loss scaling is needed" in out
+    assert re.search(r"measured bfloat16 matmuls run at [0-9.e-]+ TFLOP/s against [0-9.e-]+ for float16", sentence)
+    if _expected({"float32": f32, "bfloat16": bf16}) == "bfloat16":
+        assert "Recommendation: autocast bfloat16, no GradScaler" in out
+        assert "no loss scaling is needed" in out
+    else:
+        assert "Recommendation: float32, autocast off" in out
+        assert "would save memory but cost time" in out
 
 
-@needs_bf16_cpu
+@cpu_only
 def test_doctor_json_has_the_fields():
     proc = amptui("doctor", "--format", "json", timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -74,7 +79,8 @@ def test_doctor_json_has_the_fields():
     assert set(rates) == {"float32", "bfloat16", "float16"}
     assert all(v > 0 for v in rates.values())
     rec = r["recommendation"]
-    assert (rec["dtype"], rec["grad_scaler"], rec["autocast"]) == ("bfloat16", False, True)
+    expected = _expected(rates)
+    assert (rec["dtype"], rec["grad_scaler"], rec["autocast"]) == (expected, False, expected != "float32")
     assert rec["reason"].count(".") >= 1 and "\n" not in rec["reason"]
 
 
@@ -140,19 +146,6 @@ def test_measure_is_quick_and_positive():
         assert time.perf_counter() - t0 < 2.0
 
 
-@needs_bf16_cpu
-def test_bf16_matmuls_beat_fp16_on_this_cpu():
-    """The measured half of the reason. Other processes may share these cores, so each dtype
-    keeps its best of up to three measurements."""
-    best = {"bfloat16": 0.0, "float16": 0.0}
-    for _ in range(3):
-        for dtype in best:
-            best[dtype] = max(best[dtype], hardware.measure_matmul_tflops("cpu", dtype, budget_s=0.2))
-        if best["bfloat16"] > 1.5 * best["float16"]:
-            break
-    assert best["bfloat16"] > 1.5 * best["float16"], best
-
-
 def test_peak_tflops_is_memoised(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no peaks stored by earlier runs
@@ -183,6 +176,15 @@ def test_recommend_bf16_cpu():
         {"cpu": {"float32": 0.3, "bfloat16": 1.2, "float16": 0.001}})
     assert (dtype, scaler) == ("bfloat16", False)
     assert "AVX512-BF16" in reason and "1.2" in reason and "GradScaler" in reason
+
+
+def test_recommend_cpu_whose_bf16_flags_measured_slow_keeps_float32():
+    """A CPU that reports AVX512-BF16 while torch's bfloat16 matmuls run emulated (seen on a
+    virtual AMD EPYC: 0.0001 TFLOP/s against 0.017 for float32): the measurement wins."""
+    dtype, scaler, reason = hardware.recommend(
+        _cpu_info(avx512_bf16=True), {"cpu": {"float32": 0.017, "bfloat16": 0.000105, "float16": 0.0007}})
+    assert (dtype, scaler) == ("float32", False)
+    assert "reports AVX512-BF16 but torch does not run bfloat16 fast" in reason
 
 
 def test_recommend_cpu_without_bf16_that_measured_no_gain_keeps_float32():
