@@ -191,10 +191,6 @@ def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
 
 # --- the result file ----------------------------------------------------------------------------
 
-def trial_from_dict(d: dict[str, Any]) -> Trial:
-    return Trial(**{k: v for k, v in d.items() if k in Trial.__dataclass_fields__})
-
-
 def write_result(path: Path, result: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(result, indent=2, default=str) + "\n")
 
