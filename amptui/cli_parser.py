@@ -27,11 +27,6 @@ def run_id_argument(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("run_id", metavar="RUN_ID", help=f"{help}; an id as `amptui runs` lists it")
 
 
-def _table_alias(value: str) -> str:
-    """`doctor --format text` (its old name) means table."""
-    return "table" if value == "text" else value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="amptui", description="A terminal dashboard for PyTorch automatic mixed precision (AMP) training.",
@@ -100,8 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs_dir_option(p)
 
     p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")
-    p.add_argument("--format", choices=("table", "json"), default="table", type=_table_alias,
-                   help="table (default; `text` is accepted too) or json")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     p.add_argument("--no-bench", action="store_true", help="skip the matmul measurements")
 
     p = sub.add_parser("presets", help="list, show or save presets")

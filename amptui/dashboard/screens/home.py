@@ -200,6 +200,9 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
                 continue
             ended = group.state in ("done", "failed") and \
                 all(runs.get(r) and runs[r].status != "running" for r in group.runs)
+            if group.state in groupmod.ACTIVE_STATES and not group.active:  # its process is gone, unsaid how
+                ended, group.state = True, "failed"
+                group.error = group.error or f"the A/B's process is gone (see {group.log})"
             if not ended:
                 continue
             self._watched_groups.discard(group.group_id)
