@@ -38,6 +38,7 @@ class Group:
     overrides: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     launch: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0             # unix seconds: groups are labelled in this order
 
     @property
     def log(self) -> Path:
@@ -54,7 +55,7 @@ class Group:
 
         data = {"preset": self.preset_ref, "preset_name": self.preset, "overrides": self.overrides,
                 "variants_spec": self.variants_spec, "runs_root": str(self.path.parent.parent.resolve()),
-                **{k: v for k, v in asdict(self).items() if k in ("state", "runs", "variants", "error", "launch")}}
+                **{k: v for k, v in asdict(self).items() if k in ("state", "runs", "variants", "error", "launch", "created")}}
         atomic_write_text(self.path, json.dumps(data, indent=2) + "\n")
 
     def update(self, **changes: Any) -> None:
@@ -93,14 +94,15 @@ def _read(path: Path) -> Group | None:
     return Group(group_id=path.stem, path=path, preset=str(data.get("preset_name", "")),
                  preset_ref=str(data.get("preset", "")), state=str(data.get("state", "failed")),
                  runs=listed("runs"), variants=listed("variants"), variants_spec=data.get("variants_spec"),
-                 overrides=mapping("overrides"), error=str(data.get("error") or ""), launch=mapping("launch"))
+                 overrides=mapping("overrides"), error=str(data.get("error") or ""), launch=mapping("launch"),
+                 created=created if isinstance(created := data.get("created"), (int, float)) else 0.0)
 
 
 def groups(root: Path) -> list[Group]:
     """Every A/B group in the runs folder, oldest first, labelled ab1, ab2, ..."""
     folder = Path(root) / GROUPS_DIR
     paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    found = [g for g in map(_read, paths) if g is not None]
+    found = sorted((g for g in map(_read, paths) if g is not None), key=lambda g: (g.created, g.group_id))
     for i, group in enumerate(found, 1):
         group.label = f"ab{i}"
     return found
@@ -135,7 +137,7 @@ def create(root: Path, preset_ref: str, preset_name: str, overrides: dict[str, A
                             f"of {len(running.variants) or '?'} runs started); wait for it")
         group_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{preset_name}-{os.urandom(2).hex()}"
         group = Group(group_id=group_id, path=folder / f"{group_id}.json", preset=preset_name, preset_ref=preset_ref,
-                      overrides=dict(overrides), variants_spec=variants_spec)
+                      overrides=dict(overrides), variants_spec=variants_spec, created=time.time())
         group.save()
         try:
             group.update(launch=driver(group))
