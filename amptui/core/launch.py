@@ -21,10 +21,9 @@ from . import config as cfgmod
 from . import preflight, runlock, runops, runs
 from .errors import UserError
 from .presets import Preset, atomic_write_text
-from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, OUTPUT_LOG, STOP_FILE
+from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, OUTPUT_LOG, RUN_DIR_ENV, STOP_FILE
 
 
-RUN_DIR_ENV = "AMPTUI_RUN_DIR"  # tells a user's script (its amptui.Monitor) where its run folder is
 
 
 def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
