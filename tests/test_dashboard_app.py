@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -437,28 +438,35 @@ async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root):
 async def test_an_ab_whose_second_variant_fails_ends_failed_and_names_it_as_the_cli_does(root):
     """`a` is `amptui ab --detach`: the CLI's loop and ending. Its second variant (bf16) dies: the
     group ends `failed` naming it, the notice says so, and the compare opens on what ran."""
+    def second_trainer() -> int | None:
+        found = groups.groups(root)
+        return read_launch_info(root / found[0].runs[1]).get("pid") if found and len(found[0].runs) == 2 else None
+
     app = app_for(root)
-    async with app.run_test(size=(110, 34)) as pilot:
-        home = await home_ready(pilot)
-        notes = Notes().install(app)
-        home.query_one("#t-run-max-steps").value = "40"
-        home.query_one("#t-run-device").value = "cpu"
-        home.query_one("#presets").focus()
-        await pilot.press("a")
-
-        def second_trainer() -> int | None:
-            found = groups.groups(root)
-            return read_launch_info(root / found[0].runs[1]).get("pid") if found and len(found[0].runs) == 2 else None
-
-        await until(pilot, second_trainer, timeout=180, step=0.02)
-        os.killpg(second_trainer(), signal.SIGKILL)  # the trainer leads a session of its own
-        await until(pilot, lambda: "did not complete" in notes.text(), timeout=120)
-        group = groups.groups(root)[0]
-        assert group.state == "failed" and group.error == "variant(s) bf16 did not complete"
-        assert [(m, s) for m, s in notes if "did not complete" in m] == [("variant(s) bf16 did not complete", "error")]
-        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows, timeout=60)
-        assert [load_run(root / r).status for r in group.runs] == ["completed", "killed"]
-    assert "amptui: error: variant(s) bf16 did not complete" in group.log.read_text()
+    try:
+        async with app.run_test(size=(110, 34)) as pilot:
+            home = await home_ready(pilot)
+            notes = Notes().install(app)
+            home.query_one("#t-run-max-steps").value = "12"  # bf16's trainer is killed before its first step
+            home.query_one("#t-run-device").value = "cpu"
+            home.query_one("#presets").focus()
+            await pilot.press("a")
+            await until(pilot, second_trainer, timeout=400, step=0.02)
+            os.killpg(second_trainer(), signal.SIGKILL)  # the trainer leads a session of its own
+            await until(pilot, lambda: "did not complete" in notes.text(), timeout=120)
+            group = groups.groups(root)[0]
+            assert group.state == "failed" and group.error == "variant(s) bf16 did not complete"
+            assert [(m, s) for m, s in notes if "did not complete" in m] == \
+                [("variant(s) bf16 did not complete", "error")]
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows, timeout=60)
+            assert [load_run(root / r).status for r in group.runs] == ["completed", "killed"]
+        assert "amptui: error: variant(s) bf16 did not complete" in group.log.read_text()
+    finally:  # a failed test leaves no A/B running in the background
+        for found in groups.groups(root):
+            for pid in [found.launch.get("pid")] + [read_launch_info(root / r).get("pid") for r in found.runs]:
+                if pid and found.active:
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, signal.SIGKILL)
 
 
 # --- compare ------------------------------------------------------------------------------------------------
