@@ -16,7 +16,6 @@ from typing import Any
 from .core.precision import DTYPES, FULL
 from .cpu_features import BF16_CPU_FLAGS, cpu_info, cpu_name
 # Re-exported for callers that still import them from here (cli, console, core.tune_runner).
-from .cpu_features import CPU_FLAGS as CPU_FLAGS
 from .cpu_features import EMULATED_BF16_NOTICE as EMULATED_BF16_NOTICE
 from .cpu_features import emulated_dtype_notice as emulated_dtype_notice
 

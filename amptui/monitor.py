@@ -51,16 +51,14 @@ from typing import Any, Iterable, Iterator, Mapping
 import torch
 
 from .core import config as cfgmod
-from .core import launch, runlock, runs
+from .core import runlock, runs
 from .core.events import EventWriter, events_file
 from .core.precision import Precision
 from .core.presets import atomic_write_text
 from .core.records import End, WarningRecord
 from .core.resolve import auto_overrides
+from .core.runfiles import RUN_DIR_ENV, STOP_FILE
 from .telemetry import Recorder, ddp
-
-RUN_DIR_ENV = launch.RUN_DIR_ENV
-STOP_FILE = launch.STOP_FILE  # `amptui stop` writes it into the run folder
 
 
 class Monitor:

@@ -108,7 +108,12 @@ def wait_for_end(run_dir: Path, timeout: float = 120) -> list[dict]:
     raise AssertionError(f"{run_dir.name} wrote no end record in {timeout:.0f} s")
 
 
+def started(stdout: str) -> dict:
+    """What `amptui ... --detach` started: its one JSON line on stdout (docs/commands.md)."""
+    return json.loads(stdout)
+
+
 def only_run(runs_dir: Path) -> Path:
-    found = [p for p in runs_dir.iterdir() if p.is_dir()]
+    found = [p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(found) == 1, found
     return found[0]

@@ -24,7 +24,7 @@ from amptui.core import runs
 from amptui.core.events import EventReader, parse_line
 from amptui.core.runlock import RunLocked
 from amptui.trainer import checkpoint
-from conftest import REPO, amptui, events_so_far
+from conftest import REPO, amptui, events_so_far, started
 from dashboard_support import async_test, until
 
 # A quickstart small enough for a loaded 2-core CI box: ~50 steps per epoch, a checkpoint every 2.
@@ -47,7 +47,7 @@ def start_detached(runs_dir: Path, max_steps: int) -> Path:
     proc = amptui("run", "quickstart", *TINY, "--set", f"run.max_steps={max_steps}", "--set", "run.epochs=100000",
                   "--detach",
                   "--runs-dir", str(runs_dir), check=True)
-    return runs_dir / proc.stdout.split()[-1]
+    return runs_dir / started(proc.stdout)["run_id"]
 
 
 def runlock_holder(run_dir: Path):

@@ -52,7 +52,7 @@ def fake_amptui(monkeypatch, calls, stdout="", returncode=0, stderr=""):
         calls.append(command)
         return subprocess.CompletedProcess(command, returncode, stdout=stdout, stderr=stderr)
 
-    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", fake_run)
+    monkeypatch.setattr("amptui.jobs.detached.subprocess.run", fake_run)
 
 
 # --- keys where they apply, resume -------------------------------------------------------------------
@@ -61,7 +61,7 @@ def fake_amptui(monkeypatch, calls, stdout="", returncode=0, stderr=""):
 async def test_stopped_run_offers_resume_not_stop_and_R_resumes_it(root, monkeypatch):
     add_stopped_run(root)
     calls = []
-    fake_amptui(monkeypatch, calls, stdout=f"started\n{STOPPED}\n")
+    fake_amptui(monkeypatch, calls, stdout=json.dumps({"kind": "resume", "run_id": STOPPED}) + "\n")
     app = app_for(root, watch=root / STOPPED)
     async with app.run_test(size=(110, 34)) as pilot:
         screen = app.screen
@@ -98,7 +98,7 @@ async def test_resume_refused_with_the_reason_and_never_suggested_for_a_script_r
 async def test_home_R_resumes_the_highlighted_run_or_says_why_not(root, monkeypatch):
     add_stopped_run(root)
     calls = []
-    fake_amptui(monkeypatch, calls, stdout=f"{STOPPED}\n")
+    fake_amptui(monkeypatch, calls, stdout=json.dumps({"kind": "resume", "run_id": STOPPED}) + "\n")
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         await home_ready(pilot, 4)

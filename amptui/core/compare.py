@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import config as cfgmod
-from .ab import PRECISION_KEYS
 from .errors import ConfigError
 from .events import EventReader, primary_events_file
 from .fmt import (fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate,
                   fmt_ratio)
 from .inputbound import notice
-from .precision import Precision
+from .precision import PRECISION_KEYS, Precision
 from .records import END, EPOCH, STEP, End, Epoch, Start, Step
 from .runstate import RunState, fold
 from .series import Series

@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from ..jobs.spawn import spawn
 from . import checkpoints
 from . import config as cfgmod
 from . import preflight, runlock, runops, runs
 from .errors import UserError
 from .presets import Preset, atomic_write_text
-from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, OUTPUT_LOG, STOP_FILE
+from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, OUTPUT_LOG, RUN_DIR_ENV, STOP_FILE
 
 
-RUN_DIR_ENV = "AMPTUI_RUN_DIR"  # tells a user's script (its amptui.Monitor) where its run folder is
 
 
 def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
@@ -167,7 +167,7 @@ CheckpointCheck = Callable[[Path, cfgmod.Config], None]
 
 def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None,
           check_checkpoint: CheckpointCheck | None = None) -> subprocess.Popen:
-    """Start the trainer for `run_dir` in its own session; returns at once.
+    """Start the trainer for `run_dir` in the background (jobs.spawn); returns at once.
 
     One writer per run folder: the run's lock is taken first (RunLocked, naming the holder, when
     another writer is alive), a resume is checked while holding it, and the child inherits it
@@ -181,9 +181,7 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
         command = trainer_command(cfg, run_dir, resume, script_args)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    **{RUN_DIR_ENV: str(run_dir.resolve()), runlock.FD_ENV: str(lock.fd)})
-        with open(run_dir / OUTPUT_LOG, "ab") as log:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=os.getcwd(), env=env, start_new_session=True, pass_fds=(lock.fd,))
+        proc = spawn(command, run_dir / OUTPUT_LOG, env=env, pass_fds=(lock.fd,))
         lock.describe(proc.pid, command)  # the child rewrites it when it adopts the lock
         runs.write_launch_info(run_dir, proc.pid, command)
     return proc

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from . import config as cfgmod
 from . import runs as runsmod
-from .ab import PRECISION_KEYS
+from .precision import PRECISION_KEYS
 from .errors import UserError
 from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE
 

@@ -105,8 +105,7 @@ def new_run_dir(root: Path, preset_name: str) -> Path:
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
     from .presets import atomic_write_text
 
-    info = {"pid": pid, "create_time": _create_time(pid), "host": socket.gethostname(),
-            "command": command, "launched": time.time()}
+    info = {**launch_identity(pid), "command": command, "launched": time.time()}
     atomic_write_text(path / "run.json", json.dumps(info, indent=2) + "\n")
 
 
@@ -122,6 +121,11 @@ def read_launch_info(path: Path) -> dict[str, Any]:
                                                  "host": str, "command": list}
     return {k: v for k, v in info.items()
             if k not in types or (isinstance(v, types[k]) and not isinstance(v, bool))}
+
+
+def launch_identity(pid: int) -> dict[str, Any]:
+    """What tells this process apart from a later one that reuses its pid (see process_alive)."""
+    return {"pid": pid, "create_time": _create_time(pid), "host": socket.gethostname()}
 
 
 def _create_time(pid: int) -> float | None:

@@ -48,7 +48,6 @@ SLOW_FACTOR = 2.5         # a trial this much slower than fp32 is stopped early:
 MIN_GAIN = 0.05           # a speed-up below this (or below fp32's own run-to-run spread) is noise
 STORM_FRACTION = 0.2      # more skipped optimizer steps than this is a skipped-step storm
 BAND_FLOOR = 0.02         # the noise band is at least 2% of fp32's loss
-INPUT_BOUND_SHARE = 0.3   # data wait above this share of the step time: input-bound
 
 
 def tune_id(preset_name: str) -> str:
@@ -191,10 +190,6 @@ def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
 
 
 # --- the result file ----------------------------------------------------------------------------
-
-def trial_from_dict(d: dict[str, Any]) -> Trial:
-    return Trial(**{k: v for k, v in d.items() if k in Trial.__dataclass_fields__})
-
 
 def write_result(path: Path, result: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(result, indent=2, default=str) + "\n")

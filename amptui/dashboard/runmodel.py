@@ -53,7 +53,6 @@ class RunModel(RunState):
         self.rank_step: dict[int, int] = {}
         self.epochs_seen: deque[dict[str, Any]] = deque(maxlen=50)
         self.checkpoints = 0
-        self.last_checkpoint: dict[str, Any] | None = None
         self.alive: bool | None = None  # process check, set by the tail
         self.records = 0
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES)
@@ -161,7 +160,6 @@ class RunModel(RunState):
             self.val_s.add(self.step, _num(rec.get(EPOCH.val_loss)))
         elif kind == Checkpoint.KIND:
             self.checkpoints += 1
-            self.last_checkpoint = rec
         elif kind == WarningRecord.KIND and not own:
             self.warnings.append(str(rec.get(WARNING.message, "")))
 

@@ -6,7 +6,6 @@ and RNG states, and the counters (`Progress`) that place it in its epoch.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -37,8 +36,7 @@ def write_checkpoint(run_dir: Path, cfg, state: TrainingState, progress: Progres
         "code": checkpoint.code_fingerprint(),
     }
     path = checkpoint.save(run_dir / "checkpoints", saved)
-    if cfg.debug.slow_checkpoint_s:
-        time.sleep(cfg.debug.slow_checkpoint_s)
+    state.faults.after_checkpoint()
     return path
 
 

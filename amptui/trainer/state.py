@@ -21,6 +21,7 @@ from ..telemetry.scaler import SkipLedger
 from . import checkpoint, host_memory
 from .data import BatchSource, build_train_val, choose_criterion
 from .dist import Dist, parallelize
+from .faults import Faults
 from .models import CNNS, build_model
 from .optim import Schedule, build_optimizer
 
@@ -65,6 +66,7 @@ class TrainingState:
     total_steps: int
     step_flops: int | None            # of one optimizer step; None when it could not be counted
     peak_tflops: float | None         # measured on rank 0 only
+    faults: Faults                    # debug.*: fault injection for demos and tests
 
     def on_device(self, x: torch.Tensor) -> torch.Tensor:
         """A batch of images in the memory layout the CNNs use on CUDA (channels_last)."""
@@ -95,7 +97,8 @@ def build_state(cfg, dist: Dist, device: torch.device, log: Callable[[str], None
     return TrainingState(device=device, precision=precision, autocast=autocast, model=model, forward=forward,
                          criterion=criterion, scaler=scaler, skips=skips, optimizer=optimizer, schedule=schedule,
                          train_data=train_data, val_data=val_data, steps_per_epoch=steps_per_epoch,
-                         total_steps=total_steps, step_flops=step_flops, peak_tflops=peak_tflops)
+                         total_steps=total_steps, step_flops=step_flops, peak_tflops=peak_tflops,
+                         faults=Faults.of(cfg.debug, dist.rank))
 
 
 def choose_device(run_cfg, local_rank: int, log: Callable[[str], None]) -> torch.device:

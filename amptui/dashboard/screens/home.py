@@ -13,13 +13,13 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ...core import ab as abmod
 from ...core import presets as presetmod
 from ...core import runops
 from ...core.errors import ConfigError, UserError
 from ...core.fmt import fmt_duration
 from ...core.fmt import fmt_accuracy as fmt_acc, fmt_loss
 from ...core.runs import RunInfo
+from ...jobs import groups as groupmod
 from ..runscache import RunsCache
 from ..widgets.runtable import RunTable
 from ..widgets.toggles import TogglesPanel
@@ -177,7 +177,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
     def _load_runs(self) -> None:
         try:
             runs = self._runs_cache.scan(self.app.runs_root)
-            groups = abmod.groups(self.app.runs_root) if self.app.runs_root.is_dir() else []
+            groups = groupmod.groups(self.app.runs_root) if self.app.runs_root.is_dir() else []
         except OSError:
             return
         self.app.from_thread(self._show_runs, runs, groups)
@@ -198,16 +198,22 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         for group in groups:
             if group.group_id not in self._watched_groups:
                 continue
-            if group.state == "failed":
-                self._watched_groups.discard(group.group_id)
-                self.notify(group.error or "the A/B did not start", title=f"A/B {group.label} refused",
-                            severity="error", timeout=10)
-            elif group.state == "done" and all(runs.get(r) and runs[r].status != "running" for r in group.runs):
-                self._watched_groups.discard(group.group_id)
-                dirs = [self.app.runs_root / r for r in group.runs]
-                if len(dirs) >= 2:
-                    self.notify(f"A/B {group.label} of {group.preset} finished: comparing its runs")
-                    self.app.open_compare(dirs)
+            ended = group.state in ("done", "failed") and \
+                all(runs.get(r) and runs[r].status != "running" for r in group.runs)
+            if group.state in groupmod.ACTIVE_STATES and not group.active:  # its process is gone, unsaid how
+                ended, group.state = True, "failed"
+                group.error = group.error or f"the A/B's process is gone (see {group.log})"
+            if not ended:
+                continue
+            self._watched_groups.discard(group.group_id)
+            dirs = [self.app.runs_root / r for r in group.runs]
+            if group.state == "failed":  # as `amptui ab` says it: what failed, by variant name
+                title = f"A/B {group.label} failed" if group.runs else f"A/B {group.label} refused"
+                self.notify(group.error or "the A/B did not start", title=title, severity="error", timeout=10)
+            else:
+                self.notify(f"A/B {group.label} of {group.preset} finished: comparing its runs")
+            if len(dirs) >= 2:  # the table of what did run, failed variants included (as the CLI prints it)
+                self.app.open_compare(dirs)
 
     @on(DataTable.RowHighlighted, "#runs")
     def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...core import runops
 from ...core.errors import UserError
+from ...jobs import detached
 from .base import in_background
 from .home_launch import LAUNCH_GROUP
 
@@ -21,7 +22,7 @@ class RunActions:
     def _resume(self, run_id: str) -> None:
         """`amptui resume RUN_ID --detach`: launch.check_resumable (which needs torch, so not in this
         process) and launch.start(resume=True), as the CLI does."""
-        self._child(["resume", run_id, "--detach", "--runs-dir", str(self.app.runs_root)])
+        self._child(["resume", run_id, detached.DETACH, "--runs-dir", str(self.app.runs_root)])
 
     def action_delete(self) -> None:
         info = self._highlighted_info()

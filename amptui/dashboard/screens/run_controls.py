@@ -125,11 +125,11 @@ class RunControls:
     def _resume(self) -> None:
         """`amptui resume RUN_ID --detach` (launch.check_resumable + start(resume=True)); the tail
         picks up the new session's records on this screen."""
-        from ..launcher import amptui_detached
+        from ...jobs import detached
 
-        run_id, error = amptui_detached(["resume", self.run_dir.name, "--detach", "--runs-dir",
+        started, error = detached.start(["resume", self.run_dir.name, detached.DETACH, "--runs-dir",
                                          str(self.run_dir.parent)])
-        self.app.from_thread(self._resumed, run_id, error)
+        self.app.from_thread(self._resumed, started["run_id"] if started else None, error)
 
     def _resumed(self, run_id: str | None, error: str | None) -> None:
         self._resuming = False
