@@ -200,9 +200,9 @@ def cmd_ab(args) -> int:
     variants = ab.expand(args.variants, device)
     # Check every variant before the first one starts: a bad combination fails now, not halfway.
     for name, variant in variants:
-        resolved = launch.resolve_config(preset, {**overrides, **variant}).to_dict()
-        precision = Precision.from_config(resolved, resolved["run"]["device"])
-        notice = emulated_dtype_notice(resolved["run"]["device"], precision.autocast, precision.dtype)
+        resolved = launch.resolve_config(preset, {**overrides, **variant})
+        precision = Precision.from_config(resolved, resolved.run.device)
+        notice = emulated_dtype_notice(resolved.run.device, precision.autocast, precision.dtype)
         if notice:
             print(f"note: variant {name}: {notice}")
     run_dirs, failed, interrupted = [], [], False
@@ -299,10 +299,9 @@ def cmd_presets(args) -> int:
     elif action == "save":
         source = presets.find_preset(args.source)
         cfg = source.config(config.parse_set(args.sets))
-        values = cfg.to_dict()
-        if values["run"]["name"] == source.name:
-            values["run"]["name"] = args.name
-        path = presets.save_preset(args.name, values, force=args.force, source=source.name)
+        if cfg.run.name == source.name:
+            cfg = cfg.with_overrides({"run.name": args.name})
+        path = presets.save_preset(args.name, cfg, force=args.force, source=source.name)
         print(f"saved preset {args.name!r} to {path}")
     return 0
 

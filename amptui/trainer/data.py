@@ -281,7 +281,7 @@ def default_num_workers(cfg) -> int:
     """`data.num_workers` as an int: an explicit number, or "auto" decided for this machine."""
     from ..core.config import resolve_num_workers
 
-    return resolve_num_workers(cfg.to_dict())
+    return resolve_num_workers(cfg)
 
 
 class TrainData(BatchSource):

@@ -76,7 +76,7 @@ class TrainingState:
 def build_state(cfg, dist: Dist, device: torch.device, log: Callable[[str], None]) -> TrainingState:
     """Everything the loop needs, in the order that keeps a seeded run's numbers the same."""
     torch.manual_seed(cfg.run.seed)
-    precision = Precision.from_config(cfg.to_dict(), device.type)
+    precision = Precision.from_config(cfg, device.type)
     autocast = Autocast.of(precision, device)
     scaler = build_scaler(cfg.amp, device, precision)
     model = build_model_on(cfg.model, device)
