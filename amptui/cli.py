@@ -10,10 +10,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import cli_tune
 from .cli_parser import build_parser
 from .core.errors import UserError
+
+if TYPE_CHECKING:
+    from .core.config import Config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +88,7 @@ def cmd_resume(args) -> int:
     return _attach(run_dir, proc, args.detach, offset=offset)
 
 
-def _check_checkpoint_file(run_dir: Path, cfg) -> None:
+def _check_checkpoint_file(run_dir: Path, cfg: Config) -> None:
     """A resume's check of last.pt itself (torch), for a checkpoint its last.json does not describe."""
     from .trainer.checkpoint import check_resume
 
