@@ -10,11 +10,15 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import cli_tune
 from .cli_parser import build_parser
 from .core.errors import UserError
 from .jobs.detached import announce
+
+if TYPE_CHECKING:
+    from .core.config import Config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +90,7 @@ def cmd_resume(args) -> int:
     return _attach(run_dir, proc, args.detach, offset=offset, kind="resume")
 
 
-def _check_checkpoint_file(run_dir: Path, cfg) -> None:
+def _check_checkpoint_file(run_dir: Path, cfg: Config) -> None:
     """A resume's check of last.pt itself (torch), for a checkpoint its last.json does not describe."""
     from .trainer.checkpoint import check_resume
 
@@ -215,9 +219,9 @@ def cmd_ab(args) -> int:
         variants = ab.expand(args.variants, device)
         # Check every variant before the first one starts: a bad combination fails now, not halfway.
         for name, variant in variants:
-            resolved = launch.resolve_config(preset, {**overrides, **variant}).to_dict()
-            precision = Precision.from_config(resolved, resolved["run"]["device"])
-            notice = emulated_dtype_notice(resolved["run"]["device"], precision.autocast, precision.dtype)
+            resolved = launch.resolve_config(preset, {**overrides, **variant})
+            precision = Precision.from_config(resolved, resolved.run.device)
+            notice = emulated_dtype_notice(resolved.run.device, precision.autocast, precision.dtype)
             if notice:
                 print(f"note: variant {name}: {notice}")
 
@@ -305,10 +309,9 @@ def cmd_presets(args) -> int:
     elif action == "save":
         source = presets.find_preset(args.source)
         cfg = source.config(config.parse_set(args.sets))
-        values = cfg.to_dict()
-        if values["run"]["name"] == source.name:
-            values["run"]["name"] = args.name
-        path = presets.save_preset(args.name, values, force=args.force, source=source.name)
+        if cfg.run.name == source.name:
+            cfg = cfg.with_overrides({"run.name": args.name})
+        path = presets.save_preset(args.name, cfg, force=args.force, source=source.name)
         print(f"saved preset {args.name!r} to {path}")
     return 0
 

@@ -214,8 +214,8 @@ def test_equivalent_command_reproduces_the_config(root):
     words = shlex.split(runops.equivalent_command(root / QUICK))
     assert words[:3] == ["amptui", "run", "quickstart"]
     sets = [words[i + 1] for i, w in enumerate(words) if w == "--set"]
-    rebuilt = presetmod.find_preset("quickstart").config(cfgmod.parse_set(sets)).to_dict()
-    assert runops.flat(rebuilt) == runops.flat(runops.run_config(root / QUICK))
+    rebuilt = presetmod.find_preset("quickstart").config(cfgmod.parse_set(sets))
+    assert rebuilt == runops.run_config(root / QUICK)
 
 
 def test_short_ids_tell_runs_apart():

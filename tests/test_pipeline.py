@@ -137,8 +137,8 @@ def test_waited_s_counts_host_time_blocked_on_the_loader():
 
 def test_num_workers_auto_resolves_for_the_machine():
     def workers(cpus, **over):
-        values = cfgmod.build_config({"data": {"name": "imagefolder"}, **over}).to_dict()
-        return cfgmod.resolve_num_workers(values, cpus=cpus)
+        cfg = cfgmod.build_config({"data": {"name": "imagefolder"}, **over})
+        return cfgmod.resolve_num_workers(cfg, cpus=cpus)
 
     assert cfgmod.build_config().data.num_workers == "auto"
     assert workers(2) == 1 and workers(4) == 3 and workers(64) == 8 and workers(1) == 0

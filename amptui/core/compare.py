@@ -97,10 +97,9 @@ def _flat_config(run_dir: Path) -> dict[str, Any]:
     """The run's resolved config.toml as {"section.key": value}; empty when it cannot be read."""
     try:
         path = run_dir / "config.toml"
-        values = cfgmod.build_config(cfgmod.read_toml(path), source=str(path)).to_dict()
+        return cfgmod.build_config(cfgmod.read_toml(path), source=str(path)).flat()
     except ConfigError:
         return {}
-    return {f"{section}.{key}": value for section, keys in values.items() for key, value in keys.items()}
 
 
 def _peak_of(mem: dict[str, Any] | None) -> float | None:

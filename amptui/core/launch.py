@@ -234,7 +234,7 @@ def check_resumable(run_dir: Path, locked: bool = False,
     current = load_config(run_dir)
     _check_checkpoint_fits(run_dir, current, check_checkpoint)
     # The machine may have changed since: the same checks as a new run.
-    preflight.check_data(current.to_dict())
+    preflight.check_data(current)
     return info
 
 

@@ -94,9 +94,8 @@ def find_preset(ref: str) -> Preset:
     raise UserError(f"no preset named {ref!r} (known: {known}; or give a path to a .toml file)")
 
 
-def save_preset(name: str, values: Mapping[str, Mapping[str, Any]], *, force: bool = False,
-                source: str = "") -> Path:
-    """Write the keys that differ from the defaults to the saved-presets folder, atomically."""
+def save_preset(name: str, cfg: cfgmod.Config, *, force: bool = False, source: str = "") -> Path:
+    """Write the keys of `cfg` that differ from the defaults to the saved-presets folder, atomically."""
     check_name(name)
     if (BUILTIN_DIR / f"{name}.toml").exists():
         raise UserError(f"preset {name!r} is built in; choose another name")
@@ -104,18 +103,16 @@ def save_preset(name: str, values: Mapping[str, Mapping[str, Any]], *, force: bo
     target = directory / f"{name}.toml"
     if target.exists() and not force:
         raise UserError(f"preset {name!r} already exists at {target}; use --force to overwrite")
-    cfgmod.build_config(values, source=f"preset {name!r}")  # never save something that would not load
-    body = cfgmod.minimal(_with_own_description(values, source))
+    body = cfgmod.minimal(_with_own_description(cfg.to_dict(), source))  # a Config: valid, so it loads again
     header = f"# amptui preset {name!r}" + (f", saved from {source}" if source else "")
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, cfgmod.to_toml(body, header))
     return target
 
 
-def _with_own_description(values: Mapping[str, Mapping[str, Any]], source: str) -> dict[str, dict[str, Any]]:
+def _with_own_description(out: dict[str, dict[str, Any]], source: str) -> dict[str, dict[str, Any]]:
     """A saved preset describes itself ("quickstart with amp.dtype=bfloat16"), unless its
     description was edited: the parent's description no longer says what it is."""
-    out = {section: dict(keys) for section, keys in values.items()}
     if not source:
         return out
     try:

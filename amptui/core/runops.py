@@ -11,7 +11,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from . import config as cfgmod
 from . import runs as runsmod
@@ -77,14 +77,10 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
     shutil.rmtree(run_dir)
 
 
-def run_config(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """A run's resolved config (its config.toml) as a dict."""
+def run_config(run_dir: Path) -> cfgmod.Config:
+    """A run's resolved config (its config.toml)."""
     path = Path(run_dir) / "config.toml"
-    return cfgmod.build_config(cfgmod.read_toml(path), source=str(path)).to_dict()
-
-
-def flat(values: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    return {f"{s}.{k}": v for s, keys in values.items() for k, v in keys.items()}
+    return cfgmod.build_config(cfgmod.read_toml(path), source=str(path))
 
 
 def toml_value(value: Any) -> str:
@@ -105,17 +101,16 @@ def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
 
     from . import presets as presetmod
 
-    values = run_config(run_dir)
-    name = values["run"]["name"]
-    script = values["run"].get("script")
+    cfg = run_config(run_dir)
+    name, script = cfg.run.name, cfg.run.script
     try:
         preset = presetmod.find_preset(name) if name and not script else None
-        base = flat(preset.config().to_dict()) if preset else flat(cfgmod.defaults())
+        base = preset.config().flat() if preset else cfgmod.Config().flat()
         ref = preset.name if preset and preset.builtin else (str(preset.path) if preset else "")
     except UserError:
-        preset, base, ref = None, flat(cfgmod.defaults()), ""
+        preset, base, ref = None, cfgmod.Config().flat(), ""
     words = ["amptui", "run"] + ([ref] if ref else [])
-    for key, value in flat(values).items():
+    for key, value in cfg.flat().items():
         if key == "run.name" and preset is not None:
             continue
         if base.get(key) != value:
@@ -131,7 +126,7 @@ def config_differences(run_dirs: list[Path], ignore_precision: bool = True) -> l
     flats = []
     for d in run_dirs:
         try:
-            flats.append(flat(run_config(d)))
+            flats.append(run_config(d).flat())
         except UserError:
             continue
     if len(flats) < 2:

@@ -266,10 +266,10 @@ def load_run(path: Path, own_lock: bool = False) -> RunInfo:
         values = cfgmod.read_toml(path / "config.toml")
         cfg = cfgmod.build_config(values, source=str(path / "config.toml"))
         info.preset = cfg.run.name
-        precision = Precision.from_config(cfg.to_dict())
+        precision = Precision.from_config(cfg)
         info.precision, info.precision_words = precision.short, precision.words
         info.epochs = cfg.run.epochs
-        info.world_size = cfgmod.world_size(cfg.to_dict())
+        info.world_size = cfgmod.world_size(cfg)
     except ConfigError as exc:
         info.error = str(exc)
     launch = read_launch_info(path)

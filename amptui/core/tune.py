@@ -226,8 +226,8 @@ def notes(result: dict[str, Any]) -> list[str]:
     return [f"* {t['candidate']}: {t['verdict']}" for t in result.get("trials", []) if ":" in (t.get("verdict") or "")]
 
 
-def winner_preset_values(result: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]], str]:
-    """(name, full preset values, source preset name) of the winner: the tuned preset's content."""
+def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, str]:
+    """(name, config, source preset name) of the winner: the tuned preset's content."""
     from .presets import find_preset
 
     winner = result.get("winner")
@@ -235,23 +235,21 @@ def winner_preset_values(result: dict[str, Any]) -> tuple[str, dict[str, dict[st
         raise UserError("this tune has no winner to save (no fp32 reference was measured)")
     preset = find_preset(result["preset_ref"])
     knobs = next(t["knobs"] for t in result["trials"] if t["candidate"] == winner)
-    values = preset.config({**result.get("overrides", {}), **knobs}).to_dict()
     name = f"{preset.name}-tuned"
     speed = next((t.get("speedup") for t in result["trials"] if t["candidate"] == winner), None)
-    values["run"]["name"] = name
-    values["run"]["description"] = (f"{preset.name} tuned by amptui tune on {result.get('device_name', 'this machine')}"
-                                    f": {winner}" + (f", {speed:.2f}x fp32's samples/s" if speed else "") +
-                                    f" ({time.strftime('%Y-%m-%d', time.localtime(result.get('started', time.time())))})")
-    cfgmod.build_config(values, source=f"preset {name!r}")
-    return name, values, preset.name
+    description = (f"{preset.name} tuned by amptui tune on {result.get('device_name', 'this machine')}"
+                   f": {winner}" + (f", {speed:.2f}x fp32's samples/s" if speed else "") +
+                   f" ({time.strftime('%Y-%m-%d', time.localtime(result.get('started', time.time())))})")
+    cfg = preset.config({**result.get("overrides", {}), **knobs, "run.name": name, "run.description": description})
+    return name, cfg, preset.name
 
 
 def save_winner(result: dict[str, Any]) -> Path:
     """Write the winner as the saved preset `<preset>-tuned` (atomic; replaces an older tune's)."""
     from .presets import save_preset
 
-    name, values, source = winner_preset_values(result)
-    return save_preset(name, values, force=True, source=f"{source} by amptui tune {result.get('tune_id', '')}")
+    name, cfg, source = winner_preset_values(result)
+    return save_preset(name, cfg, force=True, source=f"{source} by amptui tune {result.get('tune_id', '')}")
 
 
 def as_dicts(trials: list[Trial]) -> list[dict[str, Any]]:

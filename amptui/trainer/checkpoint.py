@@ -18,6 +18,7 @@ import torch
 from ..core import checkpoints as info
 from ..core.checkpoints import code_fingerprint as code_fingerprint  # saved with a checkpoint, compared on resume
 from ..core.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
+from ..core.config import Config
 from ..core.runfiles import CHECKPOINT_DIR
 from ..core.runfiles import CHECKPOINT_FILE as FILENAME
 
@@ -107,7 +108,7 @@ def load(directory: Path, map_location: torch.device | str = "cpu", require: tup
     return state
 
 
-def check_resume(run_dir: Path, current) -> None:
+def check_resume(run_dir: Path, current: Config) -> None:
     """Read last.pt itself (torch) and refuse, in one line, a resume it cannot serve: unreadable,
     not amptui's, trained with another structural config, or tensors that do not fit the model of
     config.toml. For checkpoints whose last.json does not describe them (core checks the others)."""
@@ -117,7 +118,7 @@ def check_resume(run_dir: Path, current) -> None:
     check_fits(state, directory / FILENAME, current)
 
 
-def check_fits(state: dict[str, Any], path: Path, cfg) -> None:
+def check_fits(state: dict[str, Any], path: Path, cfg: Config) -> None:
     """Refuse a checkpoint whose model tensors do not fit the model config.toml describes (built on
     the meta device: no memory, no weights read). Models from a user's factory are left to load."""
     from ..core.errors import UserError

@@ -24,6 +24,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from ..core import preflight
+from ..core.config import Config
+from ..core.schema import DataConfig
 
 # torchvision checks CIFAR-10's md5 sums. Tests write a tiny CIFAR-10 in the real format, which
 # cannot match them; this variable skips only that check (nothing else about the format).
@@ -49,7 +51,7 @@ class SyntheticBatches:
     pattern, each sample that pattern plus noise. Batch b of epoch e is deterministic per (seed,
     split, rank, e, b) and device type; no CPU work per sample, no copy, no memory held per sample."""
 
-    def __init__(self, cfg, rank: int, world_size: int, device: torch.device, split: str = "train"):
+    def __init__(self, cfg: Config, rank: int, world_size: int, device: torch.device, split: str = "train"):
         n = cfg.data.train_samples if split == "train" else cfg.data.val_samples
         self.num_samples = math.ceil(n / world_size)  # each rank's share, as a DistributedSampler's
         self.batch_size, self.img_size = cfg.data.batch_size, cfg.data.img_size
@@ -95,7 +97,7 @@ class _CIFAR10NoMD5:
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
 
 
-def _image_transforms(data_cfg, mean, std, train: bool):
+def _image_transforms(data_cfg: DataConfig, mean, std, train: bool):
     from torchvision import transforms as T
 
     steps = [T.Resize((data_cfg.img_size, data_cfg.img_size))]
@@ -105,7 +107,7 @@ def _image_transforms(data_cfg, mean, std, train: bool):
     return T.Compose(steps)
 
 
-def build_datasets(cfg) -> tuple[Dataset, Dataset | None]:
+def build_datasets(cfg: Config) -> tuple[Dataset, Dataset | None]:
     """(train, validation) datasets on disk or from `data.factory`; `synthetic` and `random` are made
     on the device by SyntheticBatches and RandomBatches."""
     data = cfg.data
@@ -131,7 +133,7 @@ def build_datasets(cfg) -> tuple[Dataset, Dataset | None]:
     raise ValueError(f"unknown dataset {data.name!r}")
 
 
-def build_user_datasets(cfg) -> tuple[Dataset, Dataset | None]:
+def build_user_datasets(cfg: Config) -> tuple[Dataset, Dataset | None]:
     """`data.factory = "package.module:function"` returning (train, validation) map-style datasets
     (validation may be None). The function gets those of root, img_size, augment, train_samples,
     val_samples, seed and num_classes that it names as parameters. Failures are UserErrors."""
@@ -168,7 +170,7 @@ def _target_of(sample):
     return sample[1]
 
 
-def choose_criterion(cfg, train) -> torch.nn.Module:
+def choose_criterion(cfg: Config, train) -> torch.nn.Module:
     """The loss for this run's data: MSE for the recipe's random regression tensors and for float
     targets of a `data.factory`; CrossEntropy for integer class labels. `train` is what
     `build_train_val` returned for training. Looks at one sample (factories only)."""
@@ -266,17 +268,17 @@ def prefetch_to_device(batches: Iterator, device: torch.device) -> Iterator:
         yield current
 
 
-def default_num_workers(cfg) -> int:
+def default_num_workers(cfg: Config) -> int:
     """`data.num_workers` as an int: an explicit number, or "auto" decided for this machine."""
     from ..core.config import resolve_num_workers
 
-    return resolve_num_workers(cfg.to_dict())
+    return resolve_num_workers(cfg)
 
 
 class TrainData:
     """Batches from a map-style dataset through a DataLoader (pinned memory and a device prefetch on CUDA)."""
 
-    def __init__(self, dataset: Dataset, cfg, rank: int, world_size: int, device: torch.device, shuffle: bool):
+    def __init__(self, dataset: Dataset, cfg: Config, rank: int, world_size: int, device: torch.device, shuffle: bool):
         self.batch_size = cfg.data.batch_size
         self.sampler = ResumableSampler(dataset, world_size, rank, shuffle, cfg.run.seed)
         self.device = device
@@ -299,7 +301,7 @@ class RandomBatches:
     """The AMP recipe's data: fixed batches of random inputs and targets made once on the device and
     reused every epoch (as the recipe does), so the timing measures the model, not a data pipeline."""
 
-    def __init__(self, cfg, rank: int, device: torch.device, split: str = "train"):
+    def __init__(self, cfg: Config, rank: int, device: torch.device, split: str = "train"):
         n = cfg.data.train_samples if split == "train" else cfg.data.val_samples
         self.batch_size = cfg.data.batch_size
         self.num_batches = max(1, n // self.batch_size)
@@ -324,7 +326,7 @@ class RandomBatches:
         return iter(self._data[start:])
 
 
-def build_train_val(cfg, rank: int, world_size: int, device: torch.device):
+def build_train_val(cfg: Config, rank: int, world_size: int, device: torch.device):
     """(train batches, validation batches or None) for this rank."""
     on_device = {"random": lambda split: RandomBatches(cfg, rank, device, split),
                  "synthetic": lambda split: SyntheticBatches(cfg, rank, world_size, device, split)}

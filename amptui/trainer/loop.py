@@ -79,8 +79,8 @@ class Trainer:
         """Checks, device and process group, the TrainingState, the Recorder's attachments; the
         checkpoint when resuming; then the start record."""
         cfg = self.cfg
-        preflight.check_data(cfg.to_dict())
-        preflight.check_weights(cfg.to_dict())
+        preflight.check_data(cfg)
+        preflight.check_weights(cfg)
         device = choose_device(cfg.run, self.dist.local_rank, self.log)
         self.dist.init(cfg.dist.backend)
         self.recorder.use_device(device)
@@ -90,13 +90,13 @@ class Trainer:
         if self.resume:
             resumed_from = restore(self.run_dir, cfg, self.state, self.progress, self.warn)
         self.emit_start(resumed_from)
-        for message in preflight.odd_combinations(cfg.to_dict()):
+        for message in preflight.odd_combinations(cfg):
             self.warn(message)
 
     def emit_start(self, resumed_from: int | None) -> None:
         cfg, s = self.cfg, self.state
         start = self.recorder.start(
-            run_id=self.run_dir.name, preset=cfg.run.name, config=cfg.to_dict(), total_steps=s.total_steps,
+            run_id=self.run_dir.name, preset=cfg.run.name, config=cfg, total_steps=s.total_steps,
             steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
             step_flops=s.step_flops, peak_tflops=s.peak_tflops)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..core.config import Config
 from ..telemetry import Counters
 from . import checkpoint
 from .state import TrainingState
@@ -22,7 +23,7 @@ class Progress(Counters):
     batch_in_epoch: int = 0   # micro-batches of the current epoch already consumed
 
 
-def write_checkpoint(run_dir: Path, cfg, state: TrainingState, progress: Progress, last_scale: float | None) -> Path:
+def write_checkpoint(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress, last_scale: float | None) -> Path:
     """Write the checkpoint (rank 0's job); its path."""
     saved = {
         "model": state.model.state_dict(),
@@ -40,7 +41,7 @@ def write_checkpoint(run_dir: Path, cfg, state: TrainingState, progress: Progres
     return path
 
 
-def restore(run_dir: Path, cfg, state: TrainingState, progress: Progress,
+def restore(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress,
             warn: Callable[..., None]) -> int:
     """Load the last checkpoint into the state's objects and `progress`, in place; the step it
     resumes from. A changed config.toml or trainer code is said, not refused."""

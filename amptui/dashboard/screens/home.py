@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from ...core import config as cfgmod
 from ...core import presets as presetmod
 from ...core import runops
 from ...core.errors import ConfigError, UserError
@@ -147,14 +148,14 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.preset = preset
         desc = self.query_one("#preset-desc", Static)
         try:
-            values = preset.config().to_dict()
+            cfg = preset.config()
         except UserError as exc:
             desc.update(Text(f"{preset.name}: cannot load: {exc}", style="red"))
             toggles.load_invalid(f"preset {preset.name} cannot load: {exc}")
             self._pristine = {}
             return
         kind = "built-in" if preset.builtin else f"saved · {preset.path}"
-        toggles.load(values)
+        toggles.load(cfg)
         self._pristine = toggles.state()
         edited = self._edits.get(preset.name)
         if edited:
@@ -246,7 +247,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.action_watch()
 
     # --- actions ----------------------------------------------------------------------------------
-    def _current_values(self) -> dict[str, dict[str, Any]] | None:
+    def _current_values(self) -> cfgmod.Config | None:
         toggles = self.query_one(TogglesPanel)
         try:
             return toggles.values()
@@ -265,8 +266,8 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
     def action_save_as(self) -> None:
         if self.preset is None:
             return
-        values = self._current_values()
-        if values is None:
+        cfg = self._current_values()
+        if cfg is None:
             return
         from .modals import SaveAsModal
 
@@ -277,7 +278,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
                 self.notify(f"saved preset {name!r} to {presetmod.saved_dir() / (name + '.toml')}")
                 self.load_presets(select=name)
 
-        self.app.push_screen(SaveAsModal(source.name, values), saved)
+        self.app.push_screen(SaveAsModal(source.name, cfg), saved)
 
     def action_watch(self) -> None:
         table = self.query_one(RunTable)

@@ -63,8 +63,7 @@ class LaunchActions:
             return None
         overrides = {}
         for key, value in toggles.overrides().items():
-            section, name = key.split(".")
-            if toggles.base[section][name] != value:
+            if toggles.base.get(key) != value:
                 overrides[key] = value
         return overrides
 
