@@ -77,7 +77,7 @@ def x_ticks(lo: float, hi: float, count: int, unit: str = "step") -> tuple[float
     chosen: list[float] = []
     for step in steps:  # the coarsest round step that gives two ticks or more
         at = [v * step for v in range(math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9) + 1)]
-        if len(at) > count:
+        if len(at) > count and len(chosen) >= 2:
             break
         chosen = [_clean(v, step) for v in at]
         if len(at) >= min(count, 3):

@@ -28,7 +28,7 @@ SETTLE_S = 0.3  # a last pause after the screen says it is drawn, for the compos
 
 def _safe(ch: str) -> bool:
     """Characters every monospace font draws at one cell (ASCII, box drawing)."""
-    return ch.isascii() or "\u2500" <= ch <= "\u257f"
+    return ch.isascii() or ch == "\xa0" or "\u2500" <= ch <= "\u257f"
 
 
 def _pin(match: re.Match) -> str:
@@ -60,7 +60,7 @@ def _pin(match: re.Match) -> str:
 
 
 def _escape(text: str) -> str:
-    return html.escape(text, quote=False).replace(" ", "&#160;")
+    return html.escape(text, quote=False).replace(" ", "&#160;").replace("\xa0", "&#160;")
 
 
 def pin_cells(svg: str) -> str:

@@ -127,13 +127,14 @@ class CompareScreen(KeysMixin, DashboardScreen):
         for i, gap in enumerate(gaps, start=1):
             gap_lines.append(Line(gap.steps, gap.gaps, label=str(i + 1), color=COLORS[i % len(COLORS)]))
             if gap.inside is not None:
-                verdicts.append(f"{i + 1}: {100 * gap.inside:.0f}% of steps within")
+                verdicts.append(f"{i + 1}: {100 * gap.inside:.0f}%")
         top = max([band, *(abs(g) for gap in gaps for g in gap.gaps)], default=band) or 1.0
         self.query_one("#compare-gap", MetricPlot).update_figure(
             Figure(gap_lines, empty="one run: nothing to set against", x_range=x_range, legend=False,
                    y_range=(-top, top)))
         box = self.query_one("#compare-gap-box")
-        box.border_subtitle = (", ".join(verdicts) + f" ±{band:.3g}") if verdicts else ""
+        # each run's share of steps inside the band, then the band: "2: 100%, 3: 87% in ±0.0912"
+        box.border_subtitle = (", ".join(verdicts) + f" in ±{band:.3g}") if verdicts else ""
 
     def drawn(self) -> bool:
         """The table and the curves are on the screen (a picture taken now is complete)."""
