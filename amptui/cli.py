@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import cli_tune
+from . import cli_pictures, cli_tune
 from .cli_parser import build_parser
 from .core.errors import UserError
 
@@ -235,13 +235,8 @@ def cmd_compare(args) -> int:
 
     root = runs.runs_root(args.runs_dir)
     dirs = [runs.run_dir(root, run_id) for run_id in args.run_ids]
-    if args.format == "svg":
-        from .dashboard.picture import headless_svg
-        from .dashboard.screens.compare import CompareScreen
-
-        size = _size(args.size)
-        sys.stdout.write(headless_svg(lambda: CompareScreen(dirs), root, size))
-        return 0
+    if args.format == "svg":  # the compare screen, drawn headless
+        return cli_pictures.compare_svg(args, root, dirs)
     print_comparison(dirs, args.format)
     if args.format in ("table", "markdown"):
         from .core import compare
@@ -339,37 +334,12 @@ def cmd_watch(args) -> int:
     from .core import runs
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)  # a bad id: one line, exit 2
-    if args.svg:
-        return _watch_svg(args, run_dir)
+    if args.svg:  # the run screen, drawn headless
+        return cli_pictures.watch_svg(args, run_dir)
     _need_terminal()
     from .dashboard.app import make_app
 
     make_app(runs.runs_root(args.runs_dir), watch=run_dir).run()
-    return 0
-
-
-def _size(text: str) -> tuple[int, int]:
-    from .dashboard.picture import parse_size
-
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise UserError(f"--size: {exc}") from None
-
-
-def _watch_svg(args, run_dir) -> int:
-    """The run screen drawn headless at --size, written to --svg (nothing else changes on disk)."""
-    from .core import runs
-    from .dashboard.picture import headless_svg
-    from .dashboard.screens.run import RunScreen
-
-    size = _size(args.size)
-    out = Path(args.svg)
-    if out.is_dir() or not out.parent.is_dir():
-        raise UserError(f"--svg {args.svg}: not a file in an existing folder")
-    svg = headless_svg(lambda: RunScreen(run_dir, standalone=True), runs.runs_root(args.runs_dir), size)
-    out.write_text(svg, encoding="utf-8")
-    print(f"wrote {out} ({size[0]}x{size[1]})")
     return 0
 
 

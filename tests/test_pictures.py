@@ -171,3 +171,35 @@ def test_watch_svg_draws_the_run_screen_headless_and_refuses_a_bad_size(tmp_path
                   cwd=tmp_path)
     assert bad.returncode == 2 and "--size" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "x.svg").exists()
+
+
+# --- the run screen: one x axis for every panel, steps or time ------------------------------------------
+@async_test
+async def test_every_panel_shares_the_step_axis_and_t_switches_them_all_to_time(tmp_path, monkeypatch):
+    from amptui.dashboard.screens.run import RunScreen
+
+    from dashboard_support import app_for, until
+
+    monkeypatch.chdir(tmp_path)
+    run = write_resumed_run(tmp_path / "runs")
+    app = app_for(tmp_path / "runs", watch=run)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.drawn())
+        screen = app.screen
+        plots = [screen.query_one(f"#plot-{key}", MetricPlot) for key in ("loss", "lr", "scale", "mem", "speed")]
+        assert {p.figure.x_range for p in plots} == {(1, 160)}  # the resumed run: steps 1..160, drawn once
+        xs = plots[0].figure.lines[0].xs
+        assert list(xs) == sorted(set(xs))  # the rewound steps 81..120 are not drawn twice
+        await pilot.press("t")
+        await pilot.pause(0.2)
+        assert {p.figure.x_unit for p in plots} == {"seconds"}
+        (span,) = {p.figure.x_range for p in plots}
+        assert span[0] == 0 and 10 < span[1] < 13  # 6 s before the stop, 4 s after the resume
+        assert "0:10" in plots[0].render().plain
+        await pilot.press("t")
+        await pilot.pause(0.2)
+        assert {p.figure.x_unit for p in plots} == {"step"}
+        await pilot.press("p")  # the screen as drawn, saved as SVG into the runs folder
+        await until(pilot, lambda: list((tmp_path / "runs").glob("*.svg")))
+        (saved,) = (tmp_path / "runs").glob("*.svg")
+        assert saved.name.startswith(f"{run.name}-screen-") and "<svg" in saved.read_text()[:200]

@@ -29,7 +29,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         Binding("q", "back", "Back"),
         Binding("m", "export('markdown')", "Export .md"),
         Binding("v", "export('csv')", "Export .csv"),
-        Binding("p", "picture", "Save SVG"),
+        Binding("p", "picture", "SVG"),
         Binding("escape", "back", "Back", show=False),
     ]
 

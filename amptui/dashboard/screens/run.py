@@ -61,8 +61,8 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
         Binding("c", "compare", "Compare"),
         Binding("i", "info", "Info"),
         Binding("n", "next_panel", "Next panel"),
-        Binding("t", "x_axis", "Steps/time"),
-        Binding("p", "picture", "Save SVG"),
+        Binding("t", "x_axis", "Time axis"),
+        Binding("p", "picture", "SVG"),
         Binding("escape", "restore", "Restore", show=False),
     ], ("stop", "resume")) + [Binding(str(i + 1), f"panel({i})", f"panel: {name}", show=False)
                               for i, (_, name) in enumerate(PANELS)]
