@@ -41,6 +41,7 @@ def test_learning_rates_in_engineering_notation_with_one_exponent():
     _, _, at = axis.ticks(0.0005, 0.0015, 5, "lr")
     assert axis.labels(at, "lr") == ["0.50e-3", "0.75e-3", "1.00e-3", "1.25e-3", "1.50e-3"]
     assert axis.engineering([3e-5]) == ["30e-6"]
+    assert axis.eng(2.99679e-3) == "3.00e-3"  # a footer's one figure: three significant digits
 
 
 def test_step_axis_ticks_are_round_steps_inside_the_run():
@@ -124,7 +125,7 @@ def test_pinned_svg_puts_each_braille_dot_in_its_own_cell():
     svg = ('<text class="r1" x="10" y="20" textLength="36" clip-path="url(#c)">ab⠒⠒&#160;c</text>')
     out = pin_cells(svg)
     xs = [float(x) for x in re.findall(r'x="([0-9.]+)"', out)]
-    assert xs == [10, 22, 28, 34], out  # "ab" keeps one text; each dot its cell (6 wide); then " c"
+    assert xs == [10, 22, 28, 40], out  # "ab" keeps one text; each dot its cell (6 wide); "c" after the space
     assert out.count("clip-path") == 4
 
 

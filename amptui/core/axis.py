@@ -137,3 +137,15 @@ def short_count(n: float) -> str:
     if abs(n) >= 10_000:
         return f"{n / 1000:.3g}k"
     return f"{n:.0f}" if n.is_integer() else f"{n:.1f}"
+
+
+def eng(x: float, digits: int = 3) -> str:
+    """One figure in engineering notation with `digits` significant digits: 2.99679e-3 -> "3.00e-3"."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    exponent = 3 * math.floor(math.log10(abs(x)) / 3)
+    mantissa = x / 10.0 ** exponent
+    if round(abs(mantissa), digits - len(str(int(abs(mantissa))))) >= 1000:  # 999.99e-6 rounds to 1.00e-3
+        exponent, mantissa = exponent + 3, mantissa / 1000
+    places = max(0, digits - len(str(int(abs(mantissa)))))
+    return f"{mantissa:.{places}f}" + (f"e{exponent}" if exponent else "")

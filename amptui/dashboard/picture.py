@@ -8,7 +8,8 @@ Textual's SVG writes each run of same-styled characters as one <text> stretched 
 `textLength`. Viewers that ignore textLength (rsvg-convert) lay the run out in a fallback font
 when the web font is not there, and a run of braille dots (every plot line) then grows wider than
 its cells and spills out of the plot frame. So every character outside ASCII and the box-drawing
-block gets a <text> of its own at its cell's x: the picture holds its grid in any viewer.
+block gets a <text> of its own at its cell's x, and each run starts at its first glyph (a viewer
+that drops a leading &#160; shifts nothing): the picture holds its grid in any viewer.
 """
 
 from __future__ import annotations
@@ -35,16 +36,22 @@ def _pin(match: re.Match) -> str:
     before, x, middle, length, after, body = match.groups()
     text = html.unescape(body)
     cells = cell_len(text)
-    if all(_safe(ch) for ch in text) or cells == 0:
+    if cells == 0:
         return match.group(0)
     width = float(length) / cells
-    out, x0, run, run_x = [], float(x), "", float(x)
+    out: list[str] = []
 
     def flush(chunk: str, at: float) -> None:
+        # Leading and trailing spaces are only background (drawn by the rects): some viewers drop a
+        # leading &#160; and would shift the rest of the run one cell left, so start at the first glyph.
+        lead = len(chunk) - len(chunk.lstrip(" \xa0"))
+        chunk = chunk.strip(" \xa0")
         if chunk:
+            at += lead * width
             out.append(f'<text {before}x="{at:g}"{middle}textLength="{width * cell_len(chunk):g}"{after}>'
                        f'{_escape(chunk)}</text>')
 
+    x0, run, run_x = float(x), "", float(x)
     for ch in text:
         if _safe(ch):
             if not run:

@@ -87,7 +87,7 @@ class RunPanels:
         self.query_one("#p-loss").border_subtitle = f"{fmt_loss(m.loss)}{extra}"
         xs, ys = self._x(m.lr_s)
         self.query_one("#plot-lr", MetricPlot).update_figure(self._figure([Line(xs, ys, color="green")], y_unit="lr"))
-        self.query_one("#p-lr").border_subtitle = axis.engineering([m.lr])[0] if m.lr is not None else "-"
+        self.query_one("#p-lr").border_subtitle = axis.eng(m.lr) if m.lr is not None else "-"
         self._scale_panel()
         self._mem_panel()
         self._speed_panel()
@@ -149,6 +149,6 @@ class RunPanels:
         parts = [f"now {m.samples_per_s:,.0f} samples/s" if m.samples_per_s else "",
                  f"{m.step_time_ms:.1f} ms/step" if m.step_time_ms else ""]
         if m.tflops:
-            rate = f"{m.tflops:.1f} TFLOP/s" if m.tflops >= 0.1 else f"{1000 * m.tflops:.1f} GFLOP/s"
+            rate = f"{m.tflops:.1f} TFLOP/s" if m.tflops >= 0.1 else f"{1000 * m.tflops:.3g} GFLOP/s"
             parts.append(rate + (f" ({100 * m.tflops / m.peak_tflops:.0f}% of peak)" if m.peak_tflops else ""))
         self.query_one("#speed-info", Static).update(" · ".join(p for p in parts if p))
