@@ -113,7 +113,7 @@ def main() -> int:
         small = make_app("runs")
         async with small.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: small.screen.query(RunTable) and small.screen.query_one(RunTable).row_count)
-            await pilot.pause(0.5)
+            await pilot.pause(1.5)  # the footer too, on a loaded box
             save(small, "home-80x24.svg")
 
     try:
