@@ -82,8 +82,8 @@ def test_snapshot_run_scale_panel_80x24(runs, snap_compare):
 def test_snapshot_compare(runs, snap_compare):
     async def before(pilot):
         pilot.app.open_compare([runs / QUICK, runs / SCALER, runs / FAILED])
-        await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.rows)
-        await pilot.pause(0.3)
+        await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.drawn())
+        await pilot.pause(0.6)  # the plots draw on the next refresh
 
     assert snap_compare(app_for(watch=runs / QUICK), terminal_size=(110, 34), run_before=before)
 
@@ -157,7 +157,7 @@ def test_snapshot_compare_identical_curves(runs, snap_compare, size):
 
     async def before(pilot):
         pilot.app.open_compare([first, second])
-        await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.rows)
-        await pilot.pause(0.3)
+        await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.drawn())
+        await pilot.pause(0.6)  # the plots draw on the next refresh
 
     assert snap_compare(app_for(watch=runs / QUICK), terminal_size=size, run_before=before)

@@ -38,6 +38,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         self.run_dirs = [Path(p) for p in run_dirs]
         self.rows: list[cmp.CompareRow] = []
         self.differ: list[str] = []
+        self._curves_drawn = False
 
     def compose(self) -> ComposeResult:
         yield Static(f"comparing {len(self.run_dirs)} runs · speed-up and memory saving against run 1 "
@@ -135,10 +136,11 @@ class CompareScreen(KeysMixin, DashboardScreen):
         box = self.query_one("#compare-gap-box")
         # each run's share of steps inside the band, then the band: "2: 100%, 3: 87% in ±0.0912"
         box.border_subtitle = (", ".join(verdicts) + f" in ±{band:.3g}") if verdicts else ""
+        self._curves_drawn = True
 
     def drawn(self) -> bool:
         """The table and the curves are on the screen (a picture taken now is complete)."""
-        return bool(self.rows)
+        return bool(self.rows) and self._curves_drawn
 
     def action_picture(self) -> None:
         """The screen as drawn now, as SVG, into the runs folder."""
