@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import cli_tune
+from . import cli_pictures, cli_tune
 from .cli_parser import build_parser
 from .core.errors import UserError
 from .jobs.detached import announce
@@ -245,6 +245,8 @@ def cmd_compare(args) -> int:
 
     root = runs.runs_root(args.runs_dir)
     dirs = [runs.run_dir(root, run_id) for run_id in args.run_ids]
+    if args.format == "svg":  # the compare screen, drawn headless
+        return cli_pictures.compare_svg(args, root, dirs)
     print_comparison(dirs, args.format)
     if args.format in ("table", "markdown"):
         from .core import compare
@@ -341,6 +343,8 @@ def cmd_watch(args) -> int:
     from .core import runs
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)  # a bad id: one line, exit 2
+    if args.svg:  # the run screen, drawn headless
+        return cli_pictures.watch_svg(args, run_dir)
     _need_terminal()
     from .dashboard.app import make_app
 

@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("watch", help="open the dashboard's run screen on a run, live or finished")
     run_id_argument(p, "the run to watch")
+    p.add_argument("--svg", metavar="FILE", help="draw the run screen headless and write it to FILE as SVG, "
+                                                 "then exit (no terminal needed)")
+    p.add_argument("--size", default="120x40", metavar="COLSxROWS",
+                   help="the screen size for --svg (default: 120x40)")
     runs_dir_option(p)
 
     p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
@@ -86,8 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="the tutorials' table for some runs (speed-up and saving against the first)")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare; the first is the baseline")
-    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
-                   help="table (default), markdown, csv (raw numbers) or json")
+    p.add_argument("--format", choices=("table", "markdown", "csv", "json", "svg"), default="table",
+                   help="table (default), markdown, csv (raw numbers), json, or svg (the dashboard's compare "
+                        "screen, drawn headless: table, loss overlay and loss difference)")
+    p.add_argument("--size", default="120x40", metavar="COLSxROWS",
+                   help="the screen size for --format svg (default: 120x40)")
     runs_dir_option(p)
 
     p = sub.add_parser("runs", help="list runs")

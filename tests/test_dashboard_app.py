@@ -271,8 +271,10 @@ async def test_finished_run_fills_every_panel(root):
         await pilot.pause(0.4)
         m = screen.model
         assert m.step == 256 and m.n_backoff == 37 and m.skipped_total == 37 and m.n_growth > 0
-        info = str(screen.query_one("#scale-info").render())
-        assert "skipped 37" in info and "step 253" in info and "inf in head.weight" in info
+        assert "skipped 37" in str(screen.query_one("#scale-info").render())
+        events = str(screen.query_one("#scale-list").render())  # every event, newest first; it scrolls
+        assert events.index("step 253") < events.index("step 251") and "inf in head.weight" in events
+        assert events.count("step ") == min(37 + m.n_growth, 200)
         assert "r0 rss" in str(screen.query_one("#mem-info").render())
         assert len(screen.query_one("#log").lines) > 3
         assert "completed" in str(screen.query_one("#run-header").render())

@@ -22,6 +22,7 @@ from ..core.series import Series
 SERIES_CAP = 400
 MAX_MEM_SERIES = 8
 LOG_LINES = 400
+SCALER_EVENTS = 200  # the loss-scale panel's scrolling list
 
 
 def _num(value: Any) -> float | None:
@@ -42,11 +43,12 @@ class RunModel(RunState):
         self.scale_s = Series(SERIES_CAP, "last")
         self.sps_s = Series(SERIES_CAP, "mean")
         self.steptime_s = Series(SERIES_CAP, "mean")
+        self.time_s = Series(SERIES_CAP, "last")  # training seconds at each step (the time axis)
         self.backoffs = Series(SERIES_CAP // 2, "min")
         self.growths = Series(SERIES_CAP // 2, "max")
         self.n_backoff = 0
         self.n_growth = 0
-        self.scaler_events: deque[dict[str, Any]] = deque(maxlen=6)
+        self.scaler_events: deque[dict[str, Any]] = deque(maxlen=SCALER_EVENTS)
         self.mem: dict[str, Series] = {}
         self.mem_now: dict[str, tuple[float, float | None]] = {}  # label -> (value, total)
         self.mem_peak: dict[str, float] = {}
@@ -146,7 +148,7 @@ class RunModel(RunState):
         kind = rec.get("kind")
         own = self.speaks(rec)
         if kind == Start.KIND and own and self.session_step:
-            for series in (self.loss_s, self.lr_s, self.scale_s, self.sps_s, self.steptime_s, self.val_s,
+            for series in (self.loss_s, self.lr_s, self.scale_s, self.sps_s, self.steptime_s, self.val_s, self.time_s,
                            self.backoffs, self.growths, *self.mem.values()):
                 series.rewind(self.session_step)  # steps after the checkpoint are done again: draw them once
         elif kind == Step.KIND:
@@ -179,6 +181,9 @@ class RunModel(RunState):
             self.scale_s.add(step, math.log2(self.scale))
         self.sps_s.add(step, self.samples_per_s)
         self.steptime_s.add(step, self.step_time_ms)
+        t = _num(rec.get("t"))
+        if t is not None:
+            self.time_s.add(step, self.clock.seconds(t))
 
     def _mem_series(self, label: str) -> Series | None:
         series = self.mem.get(label)
