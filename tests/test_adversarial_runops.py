@@ -43,6 +43,20 @@ def one_thread_per_trainer(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
 
+@pytest.fixture(autouse=True)
+def no_trainer_left(isolated):
+    """A test that fails midway leaves no trainer of its runs folder running."""
+    yield
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(str(isolated) in part for part in proc.info["cmdline"] or []):
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+
 # --- helpers -------------------------------------------------------------------------------------
 
 def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:

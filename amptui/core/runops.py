@@ -82,7 +82,8 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
     except runlock.RunLocked:
         raise UserError(f"run {run_dir.name} is running; stop it before deleting it") from None
     with lock:
-        if legacy and alive(runsmod.read_launch_info(run_dir)):
+        ended = runsmod.load_run(run_dir, own_lock=True).status != "killed"  # killed: no end record
+        if legacy and not ended and alive(runsmod.read_launch_info(run_dir)):
             raise UserError(f"run {run_dir.name} is running; stop it before deleting it")
         trust.forget(run_dir, trust.run_code(run_dir))
         doomed = run_dir.with_name(f".deleting-{run_dir.name}-{os.getpid()}")
