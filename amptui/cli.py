@@ -88,11 +88,13 @@ def cmd_resume(args) -> int:
 def _asked_to_trust(run_dir: Path) -> bool:
     """A run naming code not given on this machine (core/trust.py): on a terminal, ask; elsewhere
     False (launch.start then refuses in one line, nothing changed)."""
-    from .core import trust
+    from .core import runops, trust
 
     foreign = trust.foreign_code(run_dir)
     if not foreign or not (sys.stdin.isatty() and sys.stderr.isatty()):
         return False
+    if runops.resume_refusal(run_dir, hints=runops.CLI_HINTS):
+        return False  # refused anyway: no question first
     print(trust.question(run_dir.name, foreign) + " [y/N] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline().strip().lower()
     if answer not in ("y", "yes"):

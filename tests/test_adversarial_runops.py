@@ -96,6 +96,40 @@ def tree(path: Path) -> dict[str, tuple[int, int]]:
             for p in sorted(path.rglob("*")) if not p.is_dir()}
 
 
+def answer_on_terminal(args: list[str], answer: str, timeout: float = 120) -> tuple[int, str]:
+    """Run `amptui ARGS` on a pseudo-terminal; when it asks ([y/N]), type `answer`. (exit code, output)"""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "amptui", *args], stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    out, answered = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                out += data
+                if b"[y/N]" in out and not answered:
+                    os.write(master, answer.encode() + b"\n")
+                    answered = True
+            elif proc.poll() is not None:
+                break
+        return proc.wait(timeout=30), out.decode("utf-8", "replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+
+
 def status_of(runs_dir: Path, run_id: str) -> dict:
     proc = amptui("runs", "--format", "json", "--runs-dir", str(runs_dir), check=True)
     return next(r for r in json.loads(proc.stdout) if r["run_id"] == run_id)
@@ -164,6 +198,11 @@ def test_resume_of_a_copied_run_folder_naming_code_asks_first(isolated, runs_dir
     line = one_clear_line(amptui("resume", copy.name, "--detach", "--runs-dir", str(runs_dir)))
     assert "not given on this machine" in line and "tiny_model:build" in line and "--trust-code" in line
     assert tree(copy) == before and marks.read_text() == imported
+
+    # On a terminal it asks; "n" resumes nothing.
+    code, drawn = answer_on_terminal(["resume", copy.name, "--runs-dir", str(runs_dir)], "n")
+    assert code == 2 and "not given on this machine" in drawn and "tiny_model:build" in drawn, drawn
+    assert "Traceback" not in drawn and tree(copy) == before and marks.read_text() == imported
 
     # The lists mark both; only the copy as foreign.
     listed = {r["run_id"]: r for r in json.loads(amptui("runs", "--format", "json", "--runs-dir",

@@ -179,8 +179,8 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
     """
     began = time.time()
     foreign = trust.foreign_code(run_dir) if resume else []
-    if foreign and not trust_code:
-        raise UserError(trust.refusal(run_dir, foreign))
+    if foreign and not trust_code:  # a resume refused anyway says why (those checks run no code)
+        raise UserError(runops.resume_refusal(run_dir, hints=runops.CLI_HINTS) or trust.refusal(run_dir, foreign))
     with runlock.acquire(run_dir) as lock:
         if resume:
             if trust.foreign_code(run_dir) and not trust_code:  # config.toml changed meanwhile
