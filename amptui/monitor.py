@@ -51,7 +51,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import torch
 
 from .core import config as cfgmod
-from .core import launch, runlock, runs
+from .core import launch, runlock, runs, trust
 from .core.events import EventWriter, events_file
 from .core.precision import Precision
 from .core.presets import atomic_write_text
@@ -206,6 +206,7 @@ class Monitor:
                 text = cfgmod.to_toml(values, f"# amptui run {path.name}: written by amptui.Monitor")
                 if not cfg_path.is_file() or cfg_path.read_text() != text:
                     atomic_write_text(cfg_path, text)
+                trust.remember(path, trust.code_refs(values))  # this script runs here: its code was given here
                 if not (path / "run.json").is_file():
                     runs.write_launch_info(path, os.getpid(), list(sys.argv))
             return path, values
@@ -215,6 +216,7 @@ class Monitor:
             runlock.hold_for_this_process(path)
             atomic_write_text(path / "config.toml", cfgmod.to_toml(values, f"# amptui run {path.name}: written by "
                                                                              "amptui.Monitor"))
+            trust.remember(path, trust.code_refs(values))
             (path / "checkpoints").mkdir(exist_ok=True)
             runs.write_launch_info(path, os.getpid(), list(sys.argv))
         return path, values

@@ -223,14 +223,9 @@ def test_resume_of_a_copied_run_folder_naming_code_asks_first(isolated, runs_dir
     assert trust.foreign_code(copy) == []  # a yes is remembered for this folder
 
 
-@async_test
-async def test_the_dashboard_asks_before_resuming_a_run_with_foreign_code(isolated, runs_dir):
-    """R on a copied run naming code opens a question; no says nothing ran, nothing changed."""
-    from amptui.dashboard.app import make_app
-    from amptui.dashboard.screens.home import HomeScreen
-    from amptui.dashboard.screens.modals import ConfirmModal
-    from amptui.dashboard.widgets.runtable import RunTable
-    from dashboard_support import FIXTURES, QUICK, select_run
+def foreign_stopped_run(runs_dir: Path) -> Path:
+    """A stopped run with a checkpoint file, copied in from elsewhere, whose config names a factory."""
+    from dashboard_support import FIXTURES, QUICK
 
     run_dir = runs_dir / QUICK
     shutil.copytree(FIXTURES / "runs" / QUICK, run_dir)
@@ -242,6 +237,19 @@ async def test_the_dashboard_asks_before_resuming_a_run_with_foreign_code(isolat
     (run_dir / "events.jsonl").write_text("\n".join(lines) + "\n")
     (run_dir / "checkpoints").mkdir(exist_ok=True)
     (run_dir / "checkpoints" / "last.pt").write_bytes(b"not a checkpoint")
+    return run_dir
+
+
+@async_test
+async def test_the_dashboard_asks_before_resuming_a_run_with_foreign_code(isolated, runs_dir):
+    """R on a copied run naming code opens a question; no says nothing ran, nothing changed."""
+    from amptui.dashboard.app import make_app
+    from amptui.dashboard.screens.home import HomeScreen
+    from amptui.dashboard.screens.modals import ConfirmModal
+    from amptui.dashboard.widgets.runtable import RunTable
+    from dashboard_support import QUICK, select_run
+
+    run_dir = foreign_stopped_run(runs_dir)
     before = tree(run_dir)
     app = make_app(runs_dir)
     async with app.run_test(size=(140, 34)) as pilot:
@@ -480,3 +488,40 @@ def test_the_run_screen_tells_liveness_from_the_lock_not_run_json(runs_dir):
     finally:
         holder.kill()
         holder.wait(10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_script_run_here_is_marked_code_not_foreign(isolated, runs_dir):
+    """`python train.py` with a Monitor names its script (run.script); the user ran it here."""
+    (isolated / "train.py").write_text("import amptui\nwith amptui.Monitor('mine') as mon:\n"
+                                       "    for i in range(3):\n        mon.step(1.0 / (i + 1), batch_size=4)\n")
+    proc = subprocess.run([sys.executable, "train.py"], capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = runs_dir.iterdir()
+    info = runs.load_run(run_dir)
+    assert info.code and info.code[0].startswith("run.script") and info.code_given_here, info
+    assert trust.mark(info.code, info.code_given_here) == "[code]"
+
+
+@async_test
+async def test_the_run_screen_asks_before_resuming_a_run_with_foreign_code(isolated, runs_dir):
+    from amptui.dashboard.app import make_app
+    from amptui.dashboard.screens.modals import ConfirmModal
+    from amptui.dashboard.screens.run import RunScreen
+
+    run_dir = foreign_stopped_run(runs_dir)
+    before = tree(run_dir)
+    app = make_app(runs_dir, watch=run_dir)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.status == "stopped"
+                    and not app.screen.model.loading)
+        notes = Notes().install(app)
+        await until(pilot, lambda: app.screen.refusal("resume") is None)
+        await pilot.press("R")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        assert "not given on this machine" in app.screen.question
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert not notes and isinstance(app.screen, RunScreen)
+    assert tree(run_dir) == before
