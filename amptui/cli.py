@@ -75,31 +75,14 @@ def _print_launch(args, preset, overrides) -> int:
 
 
 def cmd_resume(args) -> int:
-    from .core import launch, runs
+    from .core import launch, runs, trust
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
-    trusted = args.trust_code or _asked_to_trust(run_dir)
+    trusted = args.trust_code or trust.asked_on_terminal(run_dir)
     offset = _size(run_dir / "events.jsonl")
     # checks it can resume while holding the run's lock
     proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file, trust_code=trusted)
     return _attach(run_dir, proc, args.detach, offset=offset)
-
-
-def _asked_to_trust(run_dir: Path) -> bool:
-    """A run naming code not given on this machine (core/trust.py): on a terminal, ask; elsewhere
-    False (launch.start then refuses in one line, nothing changed)."""
-    from .core import runops, trust
-
-    foreign = trust.foreign_code(run_dir)
-    if not foreign or not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return False
-    if runops.resume_refusal(run_dir, hints=runops.CLI_HINTS):
-        return False  # refused anyway: no question first
-    print(trust.question(run_dir.name, foreign) + " [y/N] ", end="", file=sys.stderr, flush=True)
-    answer = sys.stdin.readline().strip().lower()
-    if answer not in ("y", "yes"):
-        raise UserError(f"run {run_dir.name} not resumed: its code was not trusted")
-    return True
 
 
 def _check_checkpoint_file(run_dir: Path, cfg) -> None:

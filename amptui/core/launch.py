@@ -183,8 +183,9 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
         raise UserError(runops.resume_refusal(run_dir, hints=runops.CLI_HINTS) or trust.refusal(run_dir, foreign))
     with runlock.acquire(run_dir) as lock:
         if resume:
-            if trust.foreign_code(run_dir) and not trust_code:  # config.toml changed meanwhile
-                raise UserError(trust.refusal(run_dir, trust.foreign_code(run_dir)))
+            foreign = trust.foreign_code(run_dir)  # again: config.toml may have changed meanwhile
+            if foreign and not trust_code:
+                raise UserError(trust.refusal(run_dir, foreign))
             check_resumable(run_dir, locked=True, check_checkpoint=check_checkpoint)
         cfg = load_config(run_dir)
         clear_old_stop(run_dir, began)

@@ -84,6 +84,7 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
     with lock:
         ended = runsmod.load_run(run_dir, own_lock=True).status != "killed"  # killed: no end record
         if legacy and not ended and alive(runsmod.read_launch_info(run_dir)):
+            (run_dir / runlock.LOCK_FILE).unlink(missing_ok=True)  # refused: leave the folder as it was
             raise UserError(f"run {run_dir.name} is running; stop it before deleting it")
         trust.forget(run_dir, trust.run_code(run_dir))
         doomed = run_dir.with_name(f".deleting-{run_dir.name}-{os.getpid()}")
