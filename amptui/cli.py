@@ -81,12 +81,13 @@ def _print_launch(args, preset, overrides) -> int:
 
 
 def cmd_resume(args) -> int:
-    from .core import launch, runs
+    from .core import launch, runs, trust
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
+    trusted = args.trust_code or trust.asked_on_terminal(run_dir)
     offset = _size(run_dir / "events.jsonl")
     # checks it can resume while holding the run's lock
-    proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file)
+    proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file, trust_code=trusted)
     return _attach(run_dir, proc, args.detach, offset=offset, kind="resume")
 
 

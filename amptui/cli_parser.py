@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     run_id_argument(p, "the run to continue (status stopped, failed or killed, with a checkpoint)")
     p.add_argument("--detach", action="store_true",
                    help="continue in the background and print one JSON line with the run id")
+    p.add_argument("--trust-code", action="store_true",
+                   help="run the code the run's config names (model.factory, data.factory, run.script) even "
+                        "though it was not given on this machine (a copied run folder); without it a terminal "
+                        "asks, anything else is refused")
     runs_dir_option(p)
 
     p = sub.add_parser("watch", help="open the dashboard's run screen on a run, live or finished")

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from .core.fmt import (fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_lr, fmt_rate, fmt_scale,
                        fmt_time)
+from .core import trust
 from .core.inputbound import notice
 from .core.precision import Precision
 from .core.records import END, EPOCH, SCALER, START, STEP, End, Start, Step
@@ -279,7 +280,8 @@ def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
     rows = []
     for r in runs:
         progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
-        rows.append((r.run_id, r.preset, r.precision, r.status, progress, fmt_time(r.started),
+        preset = " ".join(w for w in (r.preset, trust.mark(r.code, r.code_given_here)) if w)
+        rows.append((r.run_id, preset, r.precision, r.status, progress, fmt_time(r.started),
                      fmt_duration(r.duration_s)))
     print_table(headers, rows, out, no_wrap=("RUN ID", "PRECISION", "STATUS", "PROGRESS", "DURATION"),
                 right=("PROGRESS", "DURATION"), drop=("STARTED", "PRESET"))

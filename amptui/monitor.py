@@ -51,7 +51,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import torch
 
 from .core import config as cfgmod
-from .core import runlock, runs
+from .core import runlock, runs, trust
 from .core.events import EventWriter, events_file
 from .core.precision import Precision
 from .core.presets import atomic_write_text
@@ -203,6 +203,7 @@ class Monitor:
                 text = cfgmod.to_toml(cfg.to_dict(), f"# amptui run {path.name}: written by amptui.Monitor")
                 if not cfg_path.is_file() or cfg_path.read_text() != text:
                     atomic_write_text(cfg_path, text)
+                trust.remember(path, trust.code_refs(cfg))  # this script runs here: its code was given here
                 if not (path / "run.json").is_file():
                     runs.write_launch_info(path, os.getpid(), list(sys.argv))
             return path, cfg
@@ -212,6 +213,7 @@ class Monitor:
             runlock.hold_for_this_process(path)
             atomic_write_text(path / "config.toml", cfgmod.to_toml(cfg.to_dict(), f"# amptui run {path.name}: "
                                                                                   "written by amptui.Monitor"))
+            trust.remember(path, trust.code_refs(cfg))
             (path / "checkpoints").mkdir(exist_ok=True)
             runs.write_launch_info(path, os.getpid(), list(sys.argv))
         return path, cfg

@@ -20,6 +20,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 def isolated(tmp_path, monkeypatch):
     """Runs and saved presets go to temp folders; the working directory is a temp folder too."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.setenv("AMPTUI_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.chdir(tmp_path)
     return tmp_path

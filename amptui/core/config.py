@@ -268,6 +268,9 @@ def _check_combinations(cfg: Config, source: str) -> None:
     for dotted, ref in (("model.factory", model.factory), ("data.factory", data.factory)):
         if ref and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", ref):
             raise ConfigError(f"{source}: {dotted} = {ref!r} must look like \"package.module:function\"")
+        if ref and _builtin_module(ref):
+            raise ConfigError(f"{source}: {dotted} = {ref!r} names {_builtin_module(ref)}, not your code: a factory "
+                              "cannot take the name of a module built into Python or amptui; name your own module")
     if model.factory or data.factory:
         return  # the user's code decides what fits together
     if data.name == "random" and model.name != "mlp":
@@ -276,6 +279,18 @@ def _check_combinations(cfg: Config, source: str) -> None:
         raise ConfigError(f"{source}: model.name = \"mlp\" trains on data.name = \"random\"")
     if model.pretrained and model.name not in ("alexnet", "resnet18"):
         raise ConfigError(f"{source}: model.pretrained needs model.name alexnet or resnet18")
+
+
+def _builtin_module(ref: str) -> str:
+    """"Python's os module" when a factory's module is one built into Python (the standard library)
+    or amptui's own, else "": a factory is the user's code, so such a name is either a mistake or a
+    way to run what a preset only pretends is a model (`os:system`)."""
+    top = ref.partition(":")[0].split(".")[0]
+    if top == "amptui":
+        return f"amptui's own {ref.partition(':')[0]}"
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names:
+        return f"Python's {top} module"
+    return ""
 
 
 def resolve_num_workers(cfg: Config, cpus: int | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from typing import Callable
 from ..jobs.spawn import spawn
 from . import checkpoints
 from . import config as cfgmod
-from . import preflight, runlock, runops, runs
+from . import preflight, runlock, runops, runs, trust
 from .errors import UserError
 from .presets import Preset, atomic_write_text
 from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, OUTPUT_LOG, RUN_DIR_ENV, STOP_FILE
@@ -152,6 +153,7 @@ def create_run(preset: Preset | None, overrides: dict | None = None,
     header = f"# amptui run {path.name}: preset {cfg.run.name!r} resolved for this machine"
     atomic_write_text(path / CONFIG_FILE, cfgmod.to_toml(cfg.to_dict(), header))
     (path / CHECKPOINT_DIR).mkdir()
+    trust.remember(path, trust.code_refs(cfg))  # its code was given here (core/trust.py)
     return path, cfg
 
 
@@ -166,25 +168,59 @@ CheckpointCheck = Callable[[Path, cfgmod.Config], None]
 
 
 def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None,
-          check_checkpoint: CheckpointCheck | None = None) -> subprocess.Popen:
+          check_checkpoint: CheckpointCheck | None = None, trust_code: bool = False) -> subprocess.Popen:
     """Start the trainer for `run_dir` in the background (jobs.spawn); returns at once.
 
     One writer per run folder: the run's lock is taken first (RunLocked, naming the holder, when
     another writer is alive), a resume is checked while holding it, and the child inherits it
     (core/runlock.py says why a handed-down descriptor leaves no gap for a second command).
+    A resume of a folder whose config names code not given on this machine is refused before
+    anything is touched, unless `trust_code` (the user said yes; remembered for this folder).
     """
+    began = time.time()
+    foreign = trust.foreign_code(run_dir) if resume else []
+    if foreign and not trust_code:  # a resume refused anyway says why (those checks run no code)
+        raise UserError(runops.resume_refusal(run_dir, hints=runops.CLI_HINTS) or trust.refusal(run_dir, foreign))
     with runlock.acquire(run_dir) as lock:
         if resume:
+            foreign = trust.foreign_code(run_dir)  # again: config.toml may have changed meanwhile
+            if foreign and not trust_code:
+                raise UserError(trust.refusal(run_dir, foreign))
             check_resumable(run_dir, locked=True, check_checkpoint=check_checkpoint)
         cfg = load_config(run_dir)
-        (run_dir / STOP_FILE).unlink(missing_ok=True)
+        clear_old_stop(run_dir, began)
         command = trainer_command(cfg, run_dir, resume, script_args)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    **{RUN_DIR_ENV: str(run_dir.resolve()), runlock.FD_ENV: str(lock.fd)})
         proc = spawn(command, run_dir / OUTPUT_LOG, env=env, pass_fds=(lock.fd,))
         lock.describe(proc.pid, command)  # the child rewrites it when it adopts the lock
         runs.write_launch_info(run_dir, proc.pid, command)
+    if trust_code:
+        trust.remember(run_dir, trust.code_refs(cfg))
     return proc
+
+
+def clear_old_stop(run_dir: Path, began: float) -> None:
+    """Remove a stop request older than this start (it was meant for an earlier session); one sent
+    while this start was still checking stays, and the new session stops at its first step record."""
+    path = run_dir / STOP_FILE
+    try:  # a regular file, a few bytes: never a link followed out, never a FIFO that waits
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError:
+        fd = -1
+    try:
+        st = os.fstat(fd) if fd >= 0 else None
+        text = os.read(fd, 64).decode("ascii", "replace").strip() if st and stat.S_ISREG(st.st_mode) else ""
+        sent = float(text) if text else (st.st_mtime if st else 0.0)  # request_stop writes time.time()
+    except (OSError, ValueError):
+        sent = 0.0  # unreadable: older than anything
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if sent < began:
+        path.unlink(missing_ok=True)
 
 
 def request_stop(run_dir: Path) -> None:

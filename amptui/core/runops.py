@@ -67,14 +67,31 @@ def resume_refusal(run_dir: Path, info: runsmod.RunInfo | None = None,
 
 
 def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
-    """Remove a run's folder; a running run is refused (stop it first)."""
+    """Remove a run's folder, holding its lock across the removal: a live writer (whatever its
+    run.json says) is refused, and no resume can start in a half-removed folder. The folder is
+    first renamed out of the way (atomic), then removed. `alive`: for folders from before the lock
+    file, run.json's pid check."""
+    from . import runlock, trust
+
     run_dir = Path(run_dir)
-    info = runsmod.load_run(run_dir)
-    if info.status == "running" and alive(runsmod.read_launch_info(run_dir)):
-        raise UserError(f"run {info.run_id} is running; stop it before deleting it")
-    if not (run_dir / "config.toml").is_file():
+    if not (run_dir / CONFIG_FILE).is_file():
         raise UserError(f"{run_dir} is not a run folder")
-    shutil.rmtree(run_dir)
+    legacy = not os.path.lexists(run_dir / runlock.LOCK_FILE)
+    try:
+        lock = runlock.acquire(run_dir)
+    except runlock.RunLocked:
+        raise UserError(f"run {run_dir.name} is running; stop it before deleting it") from None
+    with lock:
+        ended = runsmod.load_run(run_dir, own_lock=True).status != "killed"  # killed: no end record
+        if legacy and not ended and alive(runsmod.read_launch_info(run_dir)):
+            (run_dir / runlock.LOCK_FILE).unlink(missing_ok=True)  # refused: leave the folder as it was
+            raise UserError(f"run {run_dir.name} is running; stop it before deleting it")
+        trust.forget(run_dir, trust.run_code(run_dir))
+        doomed = run_dir.with_name(f".deleting-{run_dir.name}-{os.getpid()}")
+        os.rename(run_dir, doomed)  # from here no command finds the run
+        shutil.rmtree(doomed, ignore_errors=True)
+    if doomed.exists():
+        raise UserError(f"run {run_dir.name} is gone from the list, but {doomed} could not be removed entirely")
 
 
 def run_config(run_dir: Path) -> cfgmod.Config:

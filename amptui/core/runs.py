@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfgmod
+from . import trust
 from .errors import ConfigError, UserError
 from .events import parse_line, primary_events_file, read_events
 from .precision import Precision
@@ -177,6 +178,8 @@ class RunInfo:
     val_acc: float | None = None
     error: str = ""
     pid: int | None = None
+    code: list[str] = field(default_factory=list)  # the code its config names (core/trust.py)
+    code_given_here: bool = True                   # ... given on this machine (False: resume asks)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -241,14 +244,17 @@ def _parse_lines(chunk: bytes, drop_first: bool) -> list[dict]:
     return [rec for rec in records if rec is not None]
 
 
-def writer_alive(path: Path, launch: dict[str, Any]) -> tuple[bool, float | None]:
-    """(is a writer alive, since when) from the run's lock; run.json's pid for older folders."""
+def writer_alive(path: Path, launch: dict[str, Any] | None = None,
+                 alive=None) -> tuple[bool, float | None]:
+    """(is a writer alive, since when) from the run's lock; for older folders without a lock file,
+    run.json's pid (`launch`, read when not given) checked by `alive` (default process_alive)."""
     from . import runlock
 
     try:
         holder = runlock.holder(path)
     except FileNotFoundError:
-        return process_alive(launch), None
+        launch = read_launch_info(path) if launch is None else launch
+        return (alive or process_alive)(launch), None
     except OSError:
         return False, None
     if holder is None:
@@ -270,14 +276,20 @@ def load_run(path: Path, own_lock: bool = False) -> RunInfo:
         info.precision, info.precision_words = precision.short, precision.words
         info.epochs = cfg.run.epochs
         info.world_size = cfgmod.world_size(cfg)
+        info.code = trust.code_refs(cfg)
+        info.code_given_here = trust.given_here(path, info.code)
     except ConfigError as exc:
         info.error = str(exc)
     launch = read_launch_info(path)
     info.pid = launch.get("pid")
+    # The lock first, then the events: a writer that ends while a long file is read has written its
+    # end record before it let go of the lock, so it is read as ended, never as killed.
+    alive, since = (False, None) if own_lock else writer_alive(path, launch)
     head, middle, tail = _head_tail(primary_events_file(path))
     state = fold(head if tail is head else head + middle + tail)
     _take_state(info, state, launch.get("launched"))
-    alive, since = (False, None) if own_lock else writer_alive(path, launch)
+    if not own_lock and not alive and not state.ended:
+        alive, since = writer_alive(path, launch)  # a session that began while the events were read
     end_t = (state.end or {}).get("t") or 0
     if alive and (not state.ended or since is None or since > end_t):
         info.status = "running"  # a live writer; a resumed session may not have written its start yet

@@ -73,12 +73,11 @@ class RunModel(RunState):
         return "running"
 
     def elapsed(self, now: float) -> float | None:
+        """The run's duration as every view tells it (core.runstate.RunClock: its training
+        sessions summed, the time it lay stopped left out); counting up to `now` while it runs."""
         if self.started is None:
             return None
-        if self.end is not None or self.status == "killed":
-            end_t = (self.end or {}).get("t") or self.last_t or self.started
-            return max(0.0, end_t - self.started)
-        return max(0.0, now - self.started)
+        return self.clock.seconds(now if self.status == "running" else None)
 
     def eta(self, now: float, session_t: float | None = None) -> float | None:
         return super().eta(now, session_t) if self.status == "running" else None

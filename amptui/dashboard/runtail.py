@@ -7,13 +7,15 @@ through the model's methods.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from ..core.events import events_file, valid_record
-from ..core.runs import process_alive, read_launch_info
+from ..core.runlock import LOCK_FILE
+from ..core.runs import process_alive, read_launch_info, writer_alive
 from .runmodel import RunModel
 
 CHUNK_BYTES = 1024 * 1024
@@ -227,11 +229,14 @@ class RunTail:
         return reader.offset - before >= CHUNK_BYTES
 
     def _check_alive(self) -> None:
-        info = read_launch_info(self.run_dir)
-        if info:
-            alive: bool | None = bool(self._alive(info))
-        else:  # no launch record: not started yet, or started by something that is gone
-            alive = None if self.model.started is None else False
+        """From the run's lock, as `amptui runs` tells it (run.json's pid only for a folder from
+        before the lock file, checked by `alive`)."""
+        if not os.path.lexists(self.run_dir / LOCK_FILE):
+            info = read_launch_info(self.run_dir)
+            if not info:  # no launch record: not started yet, or started by something that is gone
+                self.model.set_alive(None if self.model.started is None else False)
+                return
+        alive, _ = writer_alive(self.run_dir, alive=self._alive)
         self.model.set_alive(alive)
 
 

@@ -116,18 +116,37 @@ class RunControls:
         self.notify(message, severity=severity)
 
     def action_resume(self) -> None:
+        from ...core import trust
+
+        foreign = trust.foreign_code(self.run_dir)
+        if not foreign:
+            self._start_resume([])
+            return
+        from .modals import ConfirmModal
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._start_resume([trust.TRUST_FLAG])
+
+        self.app.push_screen(ConfirmModal(trust.question(self.model.run_id, foreign), yes="Resume", no="Cancel"),
+                             answer)
+
+    def _start_resume(self, flags: list[str]) -> None:
+        if self._resuming:
+            return
         self._resuming = True
         self.refresh_bindings()
         self.notify(f"resuming {self.model.run_id}…", timeout=3)
-        self._resume()
+        self._resume(flags)
 
     @in_background("run-resume", "resuming the run")
-    def _resume(self) -> None:
+    def _resume(self, flags: list[str]) -> None:
         """`amptui resume RUN_ID --detach` (launch.check_resumable + start(resume=True)); the tail
-        picks up the new session's records on this screen."""
+        picks up the new session's records on this screen. `flags`: --trust-code once the user said
+        yes to the code the run names (core/trust.py)."""
         from ...jobs import detached
 
-        started, error = detached.start(["resume", self.run_dir.name, detached.DETACH, "--runs-dir",
+        started, error = detached.start(["resume", self.run_dir.name, detached.DETACH, *flags, "--runs-dir",
                                          str(self.run_dir.parent)])
         self.app.from_thread(self._resumed, started["run_id"] if started else None, error)
 

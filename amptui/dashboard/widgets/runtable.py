@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
+from ...core import trust
 from ...core.fmt import fmt_duration
 from ...core.runs import RunInfo
 
@@ -29,7 +30,7 @@ def short_ids(run_ids: list[str]) -> dict[str, str]:
 
 def matches(r: RunInfo, words: list[str], group: str = "") -> bool:
     """The filter: every word is found in the preset, status, precision, A/B group or id."""
-    hay = " ".join((r.preset, r.status, r.precision, group, r.run_id)).lower()
+    hay = " ".join((r.preset, trust.mark(r.code, r.code_given_here), r.status, r.precision, group, r.run_id)).lower()
     return all(w in hay for w in words)
 
 
@@ -37,6 +38,16 @@ def progress_text(r: RunInfo) -> str:
     if r.total_steps:
         return f"{r.step}/{r.total_steps} {100 * min(1.0, r.step / r.total_steps):3.0f}%"
     return str(r.step) if r.step else "-"
+
+
+def preset_cell(r: RunInfo) -> Text:
+    """The preset, marked when the run's config names code (core/trust.py): [code] given here,
+    [foreign code] not (a resume asks first)."""
+    mark = trust.mark(r.code, r.code_given_here)
+    text = Text(r.preset or "-")
+    if mark:
+        text.append(" " + mark, style="bold yellow" if r.code_given_here else "bold red")
+    return text
 
 
 class RunTable(DataTable):
@@ -71,7 +82,7 @@ class RunTable(DataTable):
         group = self.groups.get(r.run_id, "")
         return [self._mark_cell(r.run_id), Text(self._short.get(r.run_id, r.run_id), style="bold"),
                 Text(group, style="magenta"), Text(r.status, style=STATUS_STYLE.get(r.status, "")),
-                r.preset or "-", r.precision or "-", progress_text(r), fmt_duration(r.duration_s)]
+                preset_cell(r), r.precision or "-", progress_text(r), fmt_duration(r.duration_s)]
 
     def set_runs(self, runs: list[RunInfo], groups: dict[str, str] | None = None) -> None:
         if groups is not None:
