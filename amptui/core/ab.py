@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import safefile
 from .errors import UserError
 from .precision import DTYPES, PRECISION_KEYS, Precision, auto_dtype, variant_names
 
@@ -74,6 +75,7 @@ def check_overrides(overrides: dict[str, object]) -> None:
 
 GROUPS_DIR = ".ab"
 ACTIVE_STATES = ("checking", "running")
+GROUP_LIMIT = 1024 * 1024  # a group file names its runs and variants: small
 
 
 @dataclass
@@ -96,7 +98,7 @@ class Group:
 
 
 def _write(path: Path, data: dict) -> None:
-    from .presets import atomic_write_text
+    from .safefile import atomic_write_text
 
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
@@ -107,8 +109,10 @@ def groups(root: Path) -> list[Group]:
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            data = json.loads(path.read_text())
+            data = safefile.load_json(path, GROUP_LIMIT)
         except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
             continue
         found.append(Group(group_id=path.stem, path=path, preset=data.get("preset_name", ""),
                            state=data.get("state", "failed"), runs=list(data.get("runs", [])),
@@ -143,7 +147,7 @@ def start_group(root: Path, preset_ref: str, preset_name: str, overrides: dict[s
     data: dict = {"preset": preset_ref, "preset_name": preset_name, "overrides": overrides, "variants_spec": variants,
             "runs_root": str(Path(root).resolve()), "state": "checking", "runs": []}
     _write(path, data)
-    with open(folder / f"{group_id}.log", "ab") as log:
+    with safefile.open_file(folder / f"{group_id}.log", "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "amptui.core.ab", str(path)], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
     from .runs import _create_time
@@ -158,7 +162,7 @@ def _drive(path: Path) -> int:
     from . import launch, preflight, presets
     from .runs import load_run
 
-    data = json.loads(path.read_text())
+    data = safefile.load_json(path, GROUP_LIMIT)
     root = Path(data["runs_root"])
     try:
         preset = presets.find_preset(data["preset"])

@@ -11,7 +11,9 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
+
+from . import safefile
 
 from .records import BY_KIND, COMMON_FIELDS, Record, field_types
 
@@ -45,14 +47,11 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _ends_torn(path: Path) -> bool:
+def _ends_torn(fh: IO[Any]) -> bool:
+    """Does the file behind the (append) handle `fh` end inside a line?"""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() == 0:
-                return False
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) != b"\n"
+        size = os.fstat(fh.fileno()).st_size
+        return size > 0 and os.pread(fh.fileno(), 1, size - 1) != b"\n"
     except OSError:
         return False
 
@@ -63,8 +62,9 @@ class EventWriter:
     def __init__(self, path: Path, rank: int = 0):
         self.path = Path(path)
         self.rank = rank
-        self._fh = open(self.path, "a", encoding="utf-8")
-        if _ends_torn(self.path):
+        # As data: never appended through a symlink, to a FIFO, or to a hard link's twin.
+        self._fh = safefile.open_file(self.path, "a+")
+        if _ends_torn(self._fh):
             self._fh.write("\n")  # a line torn by a crash (full disk) must not swallow our first record
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:

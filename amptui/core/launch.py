@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -19,8 +20,10 @@ from . import checkpoints
 from . import config as cfgmod
 from . import preflight, runlock, runops, runs
 from .errors import UserError
-from .presets import Preset, atomic_write_text
-from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, OUTPUT_LOG, STOP_FILE
+from .presets import Preset
+from . import safefile
+from .safefile import atomic_write_text
+from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CHECKPOINT_INFO, CONFIG_FILE, OUTPUT_LOG, STOP_FILE
 
 
 RUN_DIR_ENV = "AMPTUI_RUN_DIR"  # tells a user's script (its amptui.Monitor) where its run folder is
@@ -150,8 +153,12 @@ def create_run(preset: Preset | None, overrides: dict | None = None,
     cfg = resolve_config(preset, overrides)
     path = runs.new_run_dir(runs.runs_root(root), cfg.run.name)
     header = f"# amptui run {path.name}: preset {cfg.run.name!r} resolved for this machine"
-    atomic_write_text(path / CONFIG_FILE, cfgmod.to_toml(cfg.to_dict(), header))
-    (path / CHECKPOINT_DIR).mkdir()
+    try:
+        atomic_write_text(path / CONFIG_FILE, cfgmod.to_toml(cfg.to_dict(), header))
+        (path / CHECKPOINT_DIR).mkdir()
+    except OSError as exc:  # a full disk, a quota: no half-made run folder left behind
+        shutil.rmtree(path, ignore_errors=True)
+        raise UserError(f"cannot create run {path.name} in {path.parent}: {exc.strerror or exc}") from None
     return path, cfg
 
 
@@ -173,20 +180,52 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
     another writer is alive), a resume is checked while holding it, and the child inherits it
     (core/runlock.py says why a handed-down descriptor leaves no gap for a second command).
     """
+    check_run_files(run_dir)
     with runlock.acquire(run_dir) as lock:
         if resume:
             check_resumable(run_dir, locked=True, check_checkpoint=check_checkpoint)
         cfg = load_config(run_dir)
-        (run_dir / STOP_FILE).unlink(missing_ok=True)
+        check_run_files(run_dir)  # again, now that no other amptui writes here
         command = trainer_command(cfg, run_dir, resume, script_args)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    **{RUN_DIR_ENV: str(run_dir.resolve()), runlock.FD_ENV: str(lock.fd)})
-        with open(run_dir / OUTPUT_LOG, "ab") as log:
+        try:
+            log = safefile.open_file(run_dir / OUTPUT_LOG, "ab")
+        except OSError as exc:
+            raise UserError(f"run {run_dir.name}: cannot write {run_dir / OUTPUT_LOG}: {exc.strerror or exc}") from None
+        (run_dir / STOP_FILE).unlink(missing_ok=True)
+        with log:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     cwd=os.getcwd(), env=env, start_new_session=True, pass_fds=(lock.fd,))
         lock.describe(proc.pid, command)  # the child rewrites it when it adopts the lock
-        runs.write_launch_info(run_dir, proc.pid, command)
+        try:
+            runs.write_launch_info(run_dir, proc.pid, command)
+        except OSError:
+            pass  # a disk full since the checks: the lock names the trainer, which reports the rest
     return proc
+
+
+# Files a trainer writes into its run folder: each must be a regular file or absent, checked
+# before a trainer starts (a folder or a link in their place would fail it, or lead it outside).
+_WRITTEN = ("run.json", OUTPUT_LOG, "events.jsonl", CONFIG_FILE, STOP_FILE)
+
+
+def check_run_files(run_dir: Path) -> None:
+    """Refuse (UserError, one line) a run folder a trainer could not write, or would write
+    outside of through a link: checked before anything is started or written."""
+    if run_dir.is_symlink():
+        raise UserError(f"run {run_dir.name}: its folder is a symbolic link; copy the run instead")
+    names = [*_WRITTEN, *(p.name for p in run_dir.glob("events.rank*.jsonl"))]
+    try:
+        for name in names:
+            safefile.check_regular(run_dir / name)
+        for folder in (run_dir / CHECKPOINT_DIR,):
+            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+                raise safefile.UnsafeFile(f"{folder}: not a folder (a link or a file)")
+            for name in (CHECKPOINT_FILE, CHECKPOINT_INFO):
+                safefile.check_regular(folder / name)
+    except safefile.UnsafeFile as exc:
+        raise UserError(f"run {run_dir.name}: {exc}; move it away to use this run") from None
 
 
 def request_stop(run_dir: Path) -> None:

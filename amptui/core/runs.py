@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfgmod
+from . import safefile
 from .errors import ConfigError, UserError
 from .events import parse_line, primary_events_file, read_events
 from .precision import Precision
@@ -103,7 +104,7 @@ def new_run_dir(root: Path, preset_name: str) -> Path:
 # --- who runs it ------------------------------------------------------------------------------
 
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
-    from .presets import atomic_write_text
+    from .safefile import atomic_write_text
 
     info = {"pid": pid, "create_time": _create_time(pid), "host": socket.gethostname(),
             "command": command, "launched": time.time()}
@@ -113,8 +114,8 @@ def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
 def read_launch_info(path: Path) -> dict[str, Any]:
     """run.json, or {} when it is missing or damaged (fields of the wrong type are dropped)."""
     try:
-        info = json.loads((path / "run.json").read_bytes()[:1024 * 1024])
-    except (OSError, ValueError, RecursionError):
+        info = safefile.load_json(path / "run.json", 1024 * 1024)
+    except (OSError, ValueError):
         return {}
     if not isinstance(info, dict):
         return {}
@@ -280,6 +281,8 @@ def load_run(path: Path, own_lock: bool = False) -> RunInfo:
         info.duration_s = state.clock.seconds(time.time())
     else:
         info.status = state.status if state.ended else "killed"
+        if info.error:  # config.toml unreadable: whatever its events say, the run cannot be used
+            info.status = "damaged"
         info.error = state.error_text() or info.error
     return info
 
@@ -300,7 +303,9 @@ def list_runs(root: Path) -> list[RunInfo]:
     if not root.is_dir():
         return []
     try:
-        runs = [load_run(p) for p in root.iterdir() if p.is_dir() and (p / "config.toml").is_file()]
+        runs = [load_run(p) for p in root.iterdir()
+                if RUN_ID_RE.match(p.name) and ".." not in p.name  # never listed unless addressable
+                and p.is_dir() and (p / "config.toml").is_file()]
     except PermissionError as exc:
         raise UserError(f"{root}: cannot read the runs folder ({exc.strerror})") from None
     runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)

@@ -23,6 +23,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Static
 
 from ...core import presets as presetmod
+from ...core import safefile
 from ...core import tune as T
 from ...core.errors import UserError
 from .base import DashboardScreen, in_background
@@ -42,7 +43,7 @@ def launch_tune(home, preset: presetmod.Preset, overrides: dict[str, Any]) -> No
     log = root / f"{tid}.tune.log"
     try:
         root.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
+        with safefile.open_file(log, "ab") as out:
             subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                              start_new_session=True)
     except OSError as exc:
@@ -129,7 +130,8 @@ class TuneScreen(DashboardScreen):
     def _log_error(self) -> str:
         """The one-line error of a tune that refused to start (bad toggles, no data, ...)."""
         try:
-            lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path else []
+            tail = safefile.read_tail(self.log_path, 64 * 1024) if self.log_path else b""
+            lines = tail.decode("utf-8", "replace").splitlines()
         except OSError:
             return ""
         return next((line.removeprefix("amptui: ") for line in lines if line.startswith("amptui: error:")), "")

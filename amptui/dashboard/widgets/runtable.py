@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from ...core.fmt import fmt_duration
+from ...core.fmt import fmt_duration, shown
 from ...core.runs import RunInfo
 
 STATUS_STYLE = {"running": "bold green", "completed": "cyan", "stopped": "yellow", "failed": "bold red",
@@ -71,7 +71,8 @@ class RunTable(DataTable):
         group = self.groups.get(r.run_id, "")
         return [self._mark_cell(r.run_id), Text(self._short.get(r.run_id, r.run_id), style="bold"),
                 Text(group, style="magenta"), Text(r.status, style=STATUS_STYLE.get(r.status, "")),
-                r.preset or "-", r.precision or "-", progress_text(r), fmt_duration(r.duration_s)]
+                Text(shown(r.preset or "-")), Text(shown(r.precision or "-")), progress_text(r),
+                fmt_duration(r.duration_s)]
 
     def set_runs(self, runs: list[RunInfo], groups: dict[str, str] | None = None) -> None:
         if groups is not None:
