@@ -36,8 +36,22 @@ def primary_events_file(run_dir: Path) -> Path:
     return ranked[0] if ranked else main
 
 
+MAX_STRING = 16 * 1024  # a record's strings are capped (a 10 MB description stays whole in config.toml only)
+
+
+def capped(text: str, limit: int = MAX_STRING) -> str:
+    """`text`, or its start and end around a note of how much was cut (a traceback keeps its last lines)."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{text[:head]} [... {len(text) - head - tail:,} characters cut ...] {text[-tail:]}"
+
+
 def _clean(value: Any) -> Any:
-    """JSON has no inf/NaN: write them as null plus nothing else surprising."""
+    """JSON has no inf/NaN: write them as null; strings capped at MAX_STRING, so a record stays a
+    line any reader takes (events.MAX_LINE_BYTES)."""
+    if isinstance(value, str):
+        return capped(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):

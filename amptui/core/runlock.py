@@ -98,7 +98,9 @@ def acquire(run_dir: Path, retry_s: float = _RETRY_S) -> RunLock:
                 os.close(fd)
                 raise RunLocked(in_use_message(run_dir)) from None
             time.sleep(0.02)
-    return RunLock(run_dir, fd)  # described by whoever then runs the run: a refused command writes nothing
+    lock = RunLock(run_dir, fd)
+    lock.describe()  # into a regular file of this folder (open_fd refused a link): who holds it, for others
+    return lock
 
 
 def hold_for_this_process(run_dir: Path) -> RunLock | None:
@@ -113,8 +115,11 @@ def hold_for_this_process(run_dir: Path) -> RunLock | None:
     held = _HELD.get(key)
     if held is not None and held.fd >= 0:
         return held  # e.g. a script that opens a second Monitor on its run
-    lock = _inherited(run_dir) or acquire(run_dir)
-    lock.describe()
+    lock = _inherited(run_dir)
+    if lock is not None:
+        lock.describe()
+    else:
+        lock = acquire(run_dir)
     _HELD[key] = lock
     return lock
 
