@@ -219,11 +219,11 @@ def check_run_files(run_dir: Path) -> None:
     try:
         for name in names:
             safefile.check_regular(run_dir / name)
-        for folder in (run_dir / CHECKPOINT_DIR,):
+        for folder in (run_dir / CHECKPOINT_DIR, run_dir / "tensorboard"):
             if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
                 raise safefile.UnsafeFile(f"{folder}: not a folder (a link or a file)")
-            for name in (CHECKPOINT_FILE, CHECKPOINT_INFO):
-                safefile.check_regular(folder / name)
+        for name in (CHECKPOINT_FILE, CHECKPOINT_INFO):
+            safefile.check_regular(run_dir / CHECKPOINT_DIR / name)
     except safefile.UnsafeFile as exc:
         raise UserError(f"run {run_dir.name}: {exc}; move it away to use this run") from None
 

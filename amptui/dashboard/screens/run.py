@@ -15,7 +15,7 @@ from textual.widgets import Footer, ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
 from ...core.fmt import fmt_accuracy as fmt_acc
-from ...core.fmt import fmt_bytes, fmt_loss, fmt_scale
+from ...core.fmt import fmt_bytes, fmt_loss, fmt_scale, shown
 from ...core.inputbound import notice
 from ...core.precision import DTYPES, Precision
 from ..runmodel import RunModel
@@ -198,7 +198,7 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
         if lines:
             log = self.query_one("#log", RichLog)
             for line in lines:
-                log.write(Text(line))
+                log.write(Text(shown(line)))
 
     def _header(self, now: float) -> None:
         m = self.model
@@ -255,7 +255,7 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
         parts: list = [("⚠ ", "bold yellow"), (bound, "yellow")] if bound else []
         if m.warnings:
             count = f"  (+{len(m.warnings) - 1} earlier, in output.log)" if len(m.warnings) > 1 else ""
-            parts += [("  ·  " if bound else "⚠ ", "bold yellow"), m.warnings[-1], (count, "dim")]
+            parts += [("  ·  " if bound else "⚠ ", "bold yellow"), shown(m.warnings[-1]), (count, "dim")]
         if parts:
             bar.update(Text.assemble(*parts))
         bar.display = bool(parts)

@@ -10,7 +10,7 @@ from ...core.fmt import fmt_duration, shown
 from ...core.runs import RunInfo
 
 STATUS_STYLE = {"running": "bold green", "completed": "cyan", "stopped": "yellow", "failed": "bold red",
-                "killed": "red", "starting": "green"}
+                "killed": "red", "damaged": "bold red", "starting": "green"}
 
 
 def short_ids(run_ids: list[str]) -> dict[str, str]:
