@@ -205,7 +205,7 @@ class Monitor:
                 path.mkdir(parents=True, exist_ok=True)
                 runlock.hold_for_this_process(path)  # one writer per run folder; before writing to it
                 text = cfgmod.to_toml(values, f"# amptui run {path.name}: written by amptui.Monitor")
-                if not cfg_path.is_file() or _text_or_none(cfg_path) != text:
+                if not cfg_path.is_file() or safefile.text_or_none(cfg_path, cfgmod.TOML_LIMIT) != text:
                     atomic_write_text(cfg_path, text)
                 if not (path / "run.json").is_file():
                     runs.write_launch_info(path, os.getpid(), list(sys.argv))
@@ -347,11 +347,3 @@ def _number(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.item() if value.numel() == 1 else value.tolist()
     return value
-
-
-def _text_or_none(path: Path) -> str | None:
-    """A run folder's file as text (as data: no link, bounded), or None when it cannot be read."""
-    try:
-        return safefile.read_text(path, cfgmod.TOML_LIMIT)
-    except (OSError, ValueError):
-        return None

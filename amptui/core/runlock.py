@@ -83,6 +83,8 @@ def acquire(run_dir: Path, retry_s: float = _RETRY_S) -> RunLock:
     path = run_dir / LOCK_FILE
     try:  # never through a symlink, never a FIFO: `describe` writes into this file
         fd = safefile.open_fd(path, os.O_RDWR | os.O_CREAT)
+    except safefile.UnsafeFile as exc:
+        raise UserError(f"run {run_dir.name}: {exc}; a lock must be a plain file (remove it to use the run)") from None
     except OSError as exc:
         raise UserError(f"run {run_dir.name}: cannot open its lock file {path} ({exc.strerror or exc})") from None
     deadline = time.monotonic() + retry_s

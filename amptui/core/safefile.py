@@ -138,6 +138,14 @@ def read_text(path: Path | str, limit: int, *, within: Path | str | None = None,
     return read_bytes(path, limit, within=within, follow=follow).decode("utf-8")
 
 
+def text_or_none(path: Path | str, limit: int) -> str | None:
+    """read_text, or None when the file is missing, unsafe, too large or not UTF-8."""
+    try:
+        return read_text(path, limit)
+    except (OSError, ValueError):
+        return None
+
+
 def check_depth(value: Any, max_depth: int = MAX_DEPTH) -> Any:
     """`value` itself, or ValueError when its lists/dicts nest deeper than `max_depth`."""
     stack = [(value, 0)]
