@@ -311,3 +311,12 @@ def test_folders_that_are_not_run_ids_are_not_listed_and_names_from_files_are_es
     proc = amptui("compare", good.name, evil.name, "--runs-dir", str(runs_dir), timeout=60)
     assert proc.returncode == 0 and "\x1b" not in proc.stdout + proc.stderr, proc.stderr
     assert "not a run id" in one_clear_line(amptui("watch", "has space", "--runs-dir", str(runs_dir), timeout=60))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_refused_resume_writes_nothing_in_the_run_folder(runs_dir):
+    run_dir = canned(runs_dir)  # completed, and from before the lock file
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    assert "has completed" in one_clear_line(amptui("resume", run_dir.name, "--runs-dir", str(runs_dir)))
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before

@@ -181,6 +181,8 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
     (core/runlock.py says why a handed-down descriptor leaves no gap for a second command).
     """
     check_run_files(run_dir)
+    if resume:  # what can be refused without the lock is refused before the lock file is written
+        _refuse_early(run_dir)
     with runlock.acquire(run_dir) as lock:
         if resume:
             check_resumable(run_dir, locked=True, check_checkpoint=check_checkpoint)
@@ -259,6 +261,15 @@ def stop(run_dir: Path, wait_s: float = 120.0) -> runs.RunInfo:
             break
         time.sleep(0.2)
     return info
+
+
+def _refuse_early(run_dir: Path) -> None:
+    """A resume that would be refused (completed, no checkpoint, damaged config) writes nothing:
+    not even the lock's record. A live run is left to the lock, whose refusal names the holder."""
+    info = runs.load_run(run_dir)
+    refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS) if info.status != "running" else None
+    if refusal:
+        raise UserError(refusal)
 
 
 def check_resumable(run_dir: Path, locked: bool = False,
