@@ -19,6 +19,7 @@ from .jobs.detached import announce
 
 if TYPE_CHECKING:
     from .core.config import Config
+from .core.fmt import shown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         handler = COMMANDS.get(args.command or "dashboard")
         return handler(args) or 0
     except UserError as exc:
-        print(f"amptui: error: {exc}", file=sys.stderr)
+        print(f"amptui: error: {shown(exc, newlines=True)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -295,7 +296,7 @@ def cmd_runs(args) -> int:
 
 def cmd_presets(args) -> int:
     from .console import print_table
-    from .core import config, presets
+    from .core import config, presets, safefile
 
     action = args.action or "list"
     if action == "list":
@@ -305,7 +306,11 @@ def cmd_presets(args) -> int:
     elif action == "show":
         preset = presets.find_preset(args.name)
         if args.raw:
-            print(preset.path.read_text(), end="")
+            try:
+                text = safefile.read_text(preset.path, config.TOML_LIMIT, follow=True)
+            except (OSError, ValueError) as exc:
+                raise UserError(f"{preset.path}: cannot read: {exc}") from None
+            print(shown(text, newlines=True), end="")
         else:
             cfg = preset.config()
             print(config.to_toml(cfg.to_dict(), f"# preset {preset.name} ({preset.path}), every key resolved"), end="")

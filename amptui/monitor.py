@@ -54,7 +54,8 @@ from .core import config as cfgmod
 from .core import runlock, runs, trust
 from .core.events import EventWriter, events_file
 from .core.precision import Precision
-from .core.presets import atomic_write_text
+from .core import safefile
+from .core.safefile import atomic_write_text
 from .core.records import End, WarningRecord
 from .core.resolve import auto_overrides
 from .core.runfiles import RUN_DIR_ENV, STOP_FILE
@@ -201,7 +202,7 @@ class Monitor:
                 path.mkdir(parents=True, exist_ok=True)
                 runlock.hold_for_this_process(path)  # one writer per run folder; before writing to it
                 text = cfgmod.to_toml(cfg.to_dict(), f"# amptui run {path.name}: written by amptui.Monitor")
-                if not cfg_path.is_file() or cfg_path.read_text() != text:
+                if not cfg_path.is_file() or safefile.text_or_none(cfg_path, cfgmod.TOML_LIMIT) != text:
                     atomic_write_text(cfg_path, text)
                 trust.remember(path, trust.code_refs(cfg))  # this script runs here: its code was given here
                 if not (path / "run.json").is_file():

@@ -12,6 +12,7 @@ show a row); a new figure is a field on RunSummary/CompareRow and one more Colum
 
 from __future__ import annotations
 
+import math
 import csv
 import io
 import json
@@ -102,12 +103,14 @@ def _flat_config(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
-def _peak_of(mem: dict[str, Any] | None) -> float | None:
-    if not mem:
+def _peak_of(mem: Any) -> float | None:
+    """The step's memory figure; a nested field of the wrong type (from a damaged file) is none."""
+    if not isinstance(mem, dict):
         return None
     for key in ("peak_allocated", "peak_rss", "allocated", "rss"):
-        if mem.get(key) is not None:
-            return float(mem[key])
+        value = mem.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
     return None
 
 

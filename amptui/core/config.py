@@ -20,6 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from . import safefile
 from .errors import ConfigError
 from .schema import (
     SCHEMA,
@@ -81,23 +82,33 @@ class Config:
 
 # --- parsing ------------------------------------------------------------------------------
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; syntax errors name the file and line."""
+TOML_LIMIT = 64 * 1024 * 1024  # a preset or config.toml: room for a long description, never /dev/zero
+
+
+def read_toml(path: Path, follow_links: bool = False) -> dict[str, Any]:
+    """Parse a TOML file; syntax errors name the file and line. The file is opened as data
+    (core/safefile.py): a regular file of bounded size, and no symlink unless `follow_links`
+    (a preset the user named or saved: their own link)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = safefile.read_text(path, TOML_LIMIT, follow=follow_links)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    except safefile.UnsafeFile as exc:
+        raise ConfigError(f"cannot read {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     return parse_toml(text, str(path))
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """TOML with bounded nesting: too deep is a ConfigError like any syntax error."""
     try:
-        return tomllib.loads(text)
+        return safefile.check_depth(tomllib.loads(text))
     except tomllib.TOMLDecodeError as exc:
         # tomllib says "... (at line 3, column 7)"; keep that, prefix the file.
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    except (RecursionError, ValueError):
+        raise ConfigError(f"{source}: invalid TOML: nested deeper than {safefile.MAX_DEPTH} levels") from None
 
 
 _SET_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$", re.S)

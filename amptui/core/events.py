@@ -11,7 +11,9 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
+
+from . import safefile
 
 from .records import BY_KIND, COMMON_FIELDS, Record, field_types
 
@@ -34,8 +36,22 @@ def primary_events_file(run_dir: Path) -> Path:
     return ranked[0] if ranked else main
 
 
+MAX_STRING = 16 * 1024  # a record's strings are capped (a 10 MB description stays whole in config.toml only)
+
+
+def capped(text: str, limit: int = MAX_STRING) -> str:
+    """`text`, or its start and end around a note of how much was cut (a traceback keeps its last lines)."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{text[:head]} [... {len(text) - head - tail:,} characters cut ...] {text[-tail:]}"
+
+
 def _clean(value: Any) -> Any:
-    """JSON has no inf/NaN: write them as null plus nothing else surprising."""
+    """JSON has no inf/NaN: write them as null; strings capped at MAX_STRING, so a record stays a
+    line any reader takes (events.MAX_LINE_BYTES)."""
+    if isinstance(value, str):
+        return capped(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
@@ -45,14 +61,11 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _ends_torn(path: Path) -> bool:
+def _ends_torn(fh: IO[Any]) -> bool:
+    """Does the file behind the (append) handle `fh` end inside a line?"""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() == 0:
-                return False
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) != b"\n"
+        size = os.fstat(fh.fileno()).st_size
+        return size > 0 and os.pread(fh.fileno(), 1, size - 1) != b"\n"
     except OSError:
         return False
 
@@ -63,8 +76,9 @@ class EventWriter:
     def __init__(self, path: Path, rank: int = 0):
         self.path = Path(path)
         self.rank = rank
-        self._fh = open(self.path, "a", encoding="utf-8")
-        if _ends_torn(self.path):
+        # As data: never appended through a symlink, to a FIFO, or to a hard link's twin.
+        self._fh = safefile.open_file(self.path, "a+")
+        if _ends_torn(self._fh):
             self._fh.write("\n")  # a line torn by a crash (full disk) must not swallow our first record
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:

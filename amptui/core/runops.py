@@ -18,6 +18,7 @@ from . import runs as runsmod
 from .precision import PRECISION_KEYS
 from .errors import UserError
 from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE
+from .safefile import atomic_write_text
 
 _NOT_A_DIFFERENCE = {"run.name"}  # a run's name is its preset's: the preset column already shows it
 
@@ -165,7 +166,7 @@ def export_compare(root: Path, text: str, fmt: str) -> Path:
     while path.exists():
         n += 1
         path = root / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{n}.{suffix}"
-    path.write_text(text if text.endswith("\n") else text + "\n")
+    atomic_write_text(path, text if text.endswith("\n") else text + "\n")
     return path
 
 

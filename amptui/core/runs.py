@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfgmod
-from . import trust
+from . import safefile, trust
 from .errors import ConfigError, UserError
 from .events import parse_line, primary_events_file, read_events
 from .precision import Precision
@@ -104,7 +104,7 @@ def new_run_dir(root: Path, preset_name: str) -> Path:
 # --- who runs it ------------------------------------------------------------------------------
 
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
-    from .presets import atomic_write_text
+    from .safefile import atomic_write_text
 
     info = {**launch_identity(pid), "command": command, "launched": time.time()}
     atomic_write_text(path / "run.json", json.dumps(info, indent=2) + "\n")
@@ -113,8 +113,8 @@ def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
 def read_launch_info(path: Path) -> dict[str, Any]:
     """run.json, or {} when it is missing or damaged (fields of the wrong type are dropped)."""
     try:
-        info = json.loads((path / "run.json").read_bytes()[:1024 * 1024])
-    except (OSError, ValueError, RecursionError):
+        info = safefile.load_json(path / "run.json", 1024 * 1024)
+    except (OSError, ValueError):
         return {}
     if not isinstance(info, dict):
         return {}
@@ -296,6 +296,8 @@ def load_run(path: Path, own_lock: bool = False) -> RunInfo:
         info.duration_s = state.clock.seconds(time.time())
     else:
         info.status = state.status if state.ended else "killed"
+        if info.error:  # config.toml unreadable: whatever its events say, the run cannot be used
+            info.status = "damaged"
         info.error = state.error_text() or info.error
     return info
 
@@ -316,7 +318,9 @@ def list_runs(root: Path) -> list[RunInfo]:
     if not root.is_dir():
         return []
     try:
-        runs = [load_run(p) for p in root.iterdir() if p.is_dir() and (p / "config.toml").is_file()]
+        runs = [load_run(p) for p in root.iterdir()
+                if RUN_ID_RE.match(p.name) and ".." not in p.name  # never listed unless addressable
+                and p.is_dir() and (p / "config.toml").is_file()]
     except PermissionError as exc:
         raise UserError(f"{root}: cannot read the runs folder ({exc.strerror})") from None
     runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)

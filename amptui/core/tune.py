@@ -22,7 +22,8 @@ from .ab import VARIANTS
 from .compare import _peak_of
 from .errors import UserError
 from .fmt import fmt_bytes
-from .presets import atomic_write_text
+from . import safefile
+from .safefile import atomic_write_text
 from .records import END, STEP, End, Step
 
 # --- the search space -------------------------------------------------------------------------
@@ -195,9 +196,12 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(result, indent=2, default=str) + "\n")
 
 
+RESULT_LIMIT = 16 * 1024 * 1024  # a tune result: its trials, each a few hundred bytes
+
+
 def read_result(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text())
+        data = safefile.load_json(path, RESULT_LIMIT)
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: not a readable tune result ({exc})") from None
     if not isinstance(data, dict) or "trials" not in data:

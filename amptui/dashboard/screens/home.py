@@ -17,7 +17,7 @@ from ...core import config as cfgmod
 from ...core import presets as presetmod
 from ...core import runops
 from ...core.errors import ConfigError, UserError
-from ...core.fmt import fmt_duration
+from ...core.fmt import fmt_duration, shown
 from ...core.fmt import fmt_accuracy as fmt_acc, fmt_loss
 from ...core.runs import RunInfo
 from ...jobs import groups as groupmod
@@ -233,13 +233,13 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
             detail.update("")
             return
         if info.error:
-            detail.update(Text.assemble((f"{info.run_id}: ", "bold"), (info.error, "red")))
+            detail.update(Text.assemble((f"{info.run_id}: ", "bold"), (shown(info.error), "red")))
         else:
             word = "loss" if info.status == "running" else "final loss"
             extra = f" · {word} {fmt_loss(info.final_loss)}" if info.final_loss is not None else ""
             if info.val_acc is not None:
                 extra += f" · val acc {fmt_acc(info.val_acc)}"
-            detail.update(Text.assemble((info.run_id, "bold"), f" · {info.precision_words or info.precision}"
+            detail.update(Text.assemble((info.run_id, "bold"), f" · {shown(info.precision_words or info.precision)}"
                                         f" · {fmt_duration(info.duration_s)}{extra}", style="dim"))
 
     @on(DataTable.RowSelected, "#runs")

@@ -13,6 +13,9 @@ from textual.widgets import Button, Input, Label, Static
 
 from ...core import config as cfgmod
 from ...core import presets as presetmod
+from ...core import safefile
+from ...core.config import TOML_LIMIT
+from ...core.fmt import shown
 from ...core.errors import UserError
 
 
@@ -135,14 +138,14 @@ class RunInfoModal(ModalScreen[None]):
         except UserError as exc:
             command = f"(cannot tell: {exc})"
         try:
-            config = (self.run_dir / "config.toml").read_text()
-        except OSError as exc:
+            config = shown(safefile.read_text(self.run_dir / "config.toml", TOML_LIMIT), newlines=True)
+        except (OSError, ValueError) as exc:
             config = f"# cannot read config.toml: {exc}"
         with Vertical(classes="dialog", id="info-dialog"):
             yield Label(f"Run {self.run_dir.name}")
             yield Static("the same run again (resolved values, auto decided for the machine it ran on):",
                          classes="hint")
-            yield Static(command, id="info-command")
+            yield Static(shown(command), id="info-command", markup=False)
             with VerticalScroll(id="info-config"):
                 yield Static(Syntax(config, "toml", word_wrap=True, background_color="default"), id="info-toml")
             yield Static("escape closes · the command can be copied with the mouse (shift+drag in most terminals)",

@@ -14,6 +14,7 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
+from ...core.fmt import shown
 from ...core.inputbound import notice
 from ..runmodel import RunModel
 from ..runtail import RunTail
@@ -189,7 +190,7 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
         if lines:
             log = self.query_one("#log", RichLog)
             for line in lines:
-                log.write(Text(line))
+                log.write(Text(shown(line)))
 
     def _header(self, now: float) -> None:
         m = self.model
@@ -215,7 +216,7 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
         parts: list = [("⚠ ", "bold yellow"), (bound, "yellow")] if bound else []
         if m.warnings:
             count = f"  (+{len(m.warnings) - 1} earlier, in output.log)" if len(m.warnings) > 1 else ""
-            parts += [("  ·  " if bound else "⚠ ", "bold yellow"), m.warnings[-1], (count, "dim")]
+            parts += [("  ·  " if bound else "⚠ ", "bold yellow"), shown(m.warnings[-1]), (count, "dim")]
         if parts:
             bar.update(Text.assemble(*parts))
         bar.display = bool(parts)

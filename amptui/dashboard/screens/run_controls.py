@@ -12,6 +12,7 @@ from textual.worker import Worker
 
 from ...core import runops
 from ...core.errors import UserError
+from ...core.fmt import shown as escaped
 from .base import in_background
 
 TRACEBACK_LINES = 6  # of a failed run's traceback, under its error (2 in the compact layout)
@@ -46,12 +47,12 @@ class RunControls:
             lines = str(err.get("traceback") or "").rstrip().splitlines()
             width = max(20, self.size.width - 6)
             shown = lines[-(2 if self.has_class("-compact") else TRACEBACK_LINES):]
-            tail = [line if len(line) <= width else line[: width - 1] + "…" for line in shown]
+            tail = [line if len(line) <= width else line[: width - 1] + "…" for line in map(escaped, shown)]
             rank = err.get("rank")
             panel.update(Text.assemble(
                 ("✗ run failed", "bold red"), f" at step {(m.end or {}).get('steps', m.step)}",
                 f" (rank {rank})" if rank is not None else "", ": ",
-                (f"{err.get('type', 'Error')}: {err.get('message', '')}", "bold"),
+                (escaped(f"{err.get('type', 'Error')}: {err.get('message', '')}"), "bold"),
                 "\n" if tail else "", ("\n".join(tail), "dim")))
             panel.display = True
             panel.set_class(True, "-failed")

@@ -20,6 +20,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Static
 
+from ...core import safefile
 from ...core import tune as T
 from ...core.errors import UserError
 from .base import DashboardScreen, in_background
@@ -104,7 +105,8 @@ class TuneScreen(DashboardScreen):
     def _log_error(self) -> str:
         """The one-line error of a tune that refused to start (bad toggles, no data, ...)."""
         try:
-            lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path else []
+            tail = safefile.read_tail(self.log_path, 64 * 1024) if self.log_path else b""
+            lines = tail.decode("utf-8", "replace").splitlines()
         except OSError:
             return ""
         return next((line.removeprefix("amptui: ") for line in lines if line.startswith("amptui: error:")), "")

@@ -7,11 +7,11 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from ...core import trust
-from ...core.fmt import fmt_duration
+from ...core.fmt import fmt_duration, shown
 from ...core.runs import RunInfo
 
 STATUS_STYLE = {"running": "bold green", "completed": "cyan", "stopped": "yellow", "failed": "bold red",
-                "killed": "red", "starting": "green"}
+                "killed": "red", "damaged": "bold red", "starting": "green"}
 
 
 def short_ids(run_ids: list[str]) -> dict[str, str]:
@@ -82,7 +82,8 @@ class RunTable(DataTable):
         group = self.groups.get(r.run_id, "")
         return [self._mark_cell(r.run_id), Text(self._short.get(r.run_id, r.run_id), style="bold"),
                 Text(group, style="magenta"), Text(r.status, style=STATUS_STYLE.get(r.status, "")),
-                preset_cell(r), r.precision or "-", progress_text(r), fmt_duration(r.duration_s)]
+                preset_cell(r), Text(shown(r.precision or "-")), progress_text(r),
+                fmt_duration(r.duration_s)]
 
     def set_runs(self, runs: list[RunInfo], groups: dict[str, str] | None = None) -> None:
         if groups is not None:
