@@ -199,7 +199,8 @@ class RunTail:
         if skimming and reader.unparsed_scaler:
             self.model.count_skimmed_scaler(reader.unparsed_scaler)
             reader.unparsed_scaler = {}
-        return reader.offset - before >= CHUNK_BYTES
+        # more waits after a whole chunk, and while skimming (a skim stops at its chunk's last newline)
+        return reader.offset - before >= CHUNK_BYTES or (skimming and reader.offset < until)
 
     def _check_alive(self) -> None:
         info = read_launch_info(self.run_dir)
