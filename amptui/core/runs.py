@@ -27,14 +27,13 @@ from typing import Any
 from . import config as cfgmod
 from . import safefile, trust
 from .errors import ConfigError, UserError
-from .events import parse_line, primary_events_file, read_events
+from .eventends import SessionIndex, read_ends
+from .events import primary_events_file
 from .precision import Precision
 from .records import START
 from .runstate import RunState, fold
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
-_HEAD_BYTES = 256 * 1024
-_TAIL_BYTES = 256 * 1024
 
 
 def runs_root(arg: str | os.PathLike | None = None, *, writable: bool = False) -> Path:
@@ -196,54 +195,6 @@ class RunInfo:
         return data
 
 
-def _head_tail(path: Path) -> tuple[list[dict], list[dict], list[dict]]:
-    """Records from the start and the end of an event file, without reading all of a huge one, and
-    (for the run's duration) the `start`/`end` records between them."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return [], [], []
-    if size <= _HEAD_BYTES + _TAIL_BYTES:
-        records = read_events(path)
-        return records, [], records
-    with open(path, "rb") as fh:
-        head = fh.read(_HEAD_BYTES)
-        fh.seek(size - _TAIL_BYTES)
-        tail = fh.read()
-        head_end = head.rfind(b"\n") + 1
-        tail_start = size - _TAIL_BYTES + tail.find(b"\n") + 1
-        middle = _session_records(fh, path, head_end, tail_start)
-    return _parse_lines(head, drop_first=False), middle, _parse_lines(tail, drop_first=True)
-
-
-_SESSION_LINE = re.compile(rb'^.*"kind":\s*"(?:start|end)".*$', re.M)
-_middle_cache: dict[tuple[str, int], tuple[int, list[dict]]] = {}  # (path, inode) -> (scanned to, records)
-
-
-def _session_records(fh, path: Path, begin: int, end: int) -> list[dict]:
-    """`start` and `end` records in [begin, end) of an append-only file; what was scanned before is
-    remembered, so a list refreshed every few seconds reads only what is new."""
-    key = (str(path), os.fstat(fh.fileno()).st_ino)
-    scanned, found = _middle_cache.get(key, (begin, []))
-    if end > scanned:
-        fh.seek(scanned)
-        chunk = fh.read(end - scanned)
-        found = found + _parse_lines(b"\n".join(m.group(0) for m in _SESSION_LINE.finditer(chunk)) + b"\n",
-                                     drop_first=False)
-        _middle_cache[key] = (end, found)
-    return found
-
-
-def _parse_lines(chunk: bytes, drop_first: bool) -> list[dict]:
-    lines = chunk.split(b"\n")
-    if drop_first:
-        lines = lines[1:]  # the first line of a tail chunk is cut
-    if lines and not chunk.endswith(b"\n"):
-        lines = lines[:-1]
-    records = (parse_line(line) for line in lines if line.strip())
-    return [rec for rec in records if rec is not None]
-
-
 def writer_alive(path: Path, launch: dict[str, Any] | None = None,
                  alive=None) -> tuple[bool, float | None]:
     """(is a writer alive, since when) from the run's lock; for older folders without a lock file,
@@ -263,9 +214,10 @@ def writer_alive(path: Path, launch: dict[str, Any] | None = None,
     return True, since if isinstance(since, (int, float)) else None
 
 
-def load_run(path: Path, own_lock: bool = False) -> RunInfo:
+def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None = None) -> RunInfo:
     """What a run is now. `own_lock`: the caller holds the run's lock itself (about to resume
-    it), so the lock says nothing about whether another writer is alive."""
+    it), so the lock says nothing about whether another writer is alive. `sessions`: a caller
+    that lists runs again and again keeps what was read of big event files there."""
     path = Path(path)
     info = RunInfo(run_id=path.name, path=path)
     try:
@@ -285,8 +237,9 @@ def load_run(path: Path, own_lock: bool = False) -> RunInfo:
     # The lock first, then the events: a writer that ends while a long file is read has written its
     # end record before it let go of the lock, so it is read as ended, never as killed.
     alive, since = (False, None) if own_lock else writer_alive(path, launch)
-    head, middle, tail = _head_tail(primary_events_file(path))
-    state = fold(head if tail is head else head + middle + tail)
+    ends = read_ends(primary_events_file(path), sessions)
+    info.error = ends.damaged or info.error
+    state = fold(ends.records())
     _take_state(info, state, launch.get("launched"))
     if not own_lock and not alive and not state.ended:
         alive, since = writer_alive(path, launch)  # a session that began while the events were read

@@ -37,6 +37,7 @@ class RunModel(RunState):
         self.lock = threading.RLock()
         self.version = 0
         self.bad_lines = 0  # complete lines in the event files that were not records (skipped)
+        self.damaged = ""   # why an event file cannot be read as data (a FIFO, a device, a link)
         self.loss_s = Series(SERIES_CAP, "mean")
         self.lr_s = Series(SERIES_CAP, "last")
         self.val_s = Series(SERIES_CAP // 2, "last")  # validation loss at each evaluated epoch
@@ -119,6 +120,12 @@ class RunModel(RunState):
         with self.lock:
             if count != self.bad_lines:
                 self.bad_lines = count
+                self._changed()
+
+    def set_damaged(self, why: str) -> None:
+        with self.lock:
+            if why != self.damaged:
+                self.damaged = why
                 self._changed()
 
     def caught_up(self) -> None:

@@ -77,6 +77,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.preset: presetmod.Preset | None = None
         self._launching = False
         self._resume_refusal: str | None = "no run highlighted"  # why R does not apply now
+        self._keys_shown: tuple | None = None  # what the footer's keys were last drawn for
         self._runs_cache = RunsCache()
         self._edits: dict[str, dict[str, Any]] = {}     # preset name -> toggles as the user left them
         self._pristine: dict[str, Any] = {}             # the current preset's toggles as loaded
@@ -228,7 +229,10 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         detail = self.query_one("#run-detail", Static)
         info = self._highlighted_info()
         self._resume_refusal = runops.resume_refusal(info.path, info) if info is not None else "no run highlighted"
-        self.refresh_bindings()
+        keys = (info is None, self._resume_refusal)
+        if keys != self._keys_shown:  # the footer is rebuilt on each refresh (every 2 s): only on a change
+            self._keys_shown = keys
+            self.refresh_bindings()
         if info is None:
             detail.update("")
             return

@@ -42,7 +42,11 @@ class RunControls:
         m = self.model
         self._status_changed()
         panel = self.query_one("#error-panel", Static)
-        if m.status == "failed":
+        if m.damaged:
+            panel.update(Text.assemble(("✗ damaged", "bold red"), f": cannot read the event file ({m.damaged})"))
+            panel.display = True
+            panel.set_class(True, "-failed")
+        elif m.status == "failed":
             err = m.error or {}
             lines = str(err.get("traceback") or "").rstrip().splitlines()
             width = max(20, self.size.width - 6)

@@ -105,11 +105,18 @@ class RunTable(DataTable):
                 self.move_cursor(row=order.index(current), animate=False)
         else:
             keys = ("mark", "id", "group", "status", "preset", "precision", "progress", "duration")
+            changed = False
             for r in runs:
-                for key, value in zip(keys, self._cells(r)):
-                    if key == "id":
-                        continue
-                    self.update_cell(r.run_id, key, value)
+                row = self.get_row(r.run_id)
+                for key, old, value in zip(keys, row, self._cells(r)):
+                    if key != "id" and old != value:
+                        self.update_cell(r.run_id, key, value)
+                        changed = True
+            if changed:
+                # Each update makes every cached cell and line of the table stale (their keys hold
+                # an update count), yet they stay in its LRU caches (10,000 cells, 1,000 lines, rows)
+                # until pushed out: tens of MB for a list redrawn every 2 s. Drop them now.
+                self.notify_style_update()
 
     def highlighted_run(self) -> str | None:
         if not self._order or self.cursor_row is None or not (0 <= self.cursor_row < len(self._order)):
