@@ -4,7 +4,6 @@ left on disk. Each case goes through the real command line."""
 import os
 
 import pytest
-
 from conftest import FIXTURES, amptui
 
 
@@ -93,12 +92,14 @@ def test_help_is_fast_and_lists_the_commands():
     proc = amptui("--help", check=True)
     for command in ("run", "stop", "resume", "runs", "presets"):
         assert command in proc.stdout
-    import subprocess, sys, time
+    import subprocess
+    import sys
+    import time
 
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import amptui.cli"], check=True)
+    subprocess.run([sys.executable, "-c", "import amptui.cli.main"], check=True)
     assert time.perf_counter() - start < 5  # generous: the real check is that torch is not imported
-    out = subprocess.run([sys.executable, "-c", "import sys, amptui.cli; print('torch' in sys.modules)"],
+    out = subprocess.run([sys.executable, "-c", "import sys, amptui.cli.main; print('torch' in sys.modules)"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -17,7 +17,6 @@ import termios
 import time
 
 import pytest
-
 from conftest import amptui
 from test_ab_compare import canned_run
 
@@ -152,7 +151,7 @@ def test_the_progress_line_fits_any_width_with_every_figure(cols, label):
 
     from rich.console import Console
 
-    from amptui.console import ProgressPrinter
+    from amptui.cli.console import ProgressPrinter
 
     out = io.StringIO()
     printer = ProgressPrinter(label=label, console=Console(file=out, force_terminal=True, width=cols))

@@ -8,13 +8,12 @@ import time
 import tracemalloc
 
 import pytest
+from dashboard_support import FAILED, QUICK, SCALER, copy_runs
 
 from amptui.core import compare as cmp
 from amptui.core.series import Series
 from amptui.dashboard.runmodel import SERIES_CAP, RunModel
 from amptui.dashboard.runtail import RunTail
-
-from dashboard_support import FAILED, QUICK, SCALER, copy_runs
 
 
 def test_series_stays_bounded_and_keeps_its_shape():

@@ -52,14 +52,14 @@ def test_import_contracts_are_kept():
 
 
 def test_every_core_module_imports_without_torch_textual_or_the_trainer():
-    names = sorted(f"amptui.core.{m.name}" for m in pkgutil.iter_modules(amptui.core.__path__))
-    assert "amptui.core.launch" in names and "amptui.core.preflight" in names
+    names = sorted(m.name for m in pkgutil.walk_packages(amptui.core.__path__, "amptui.core."))
+    assert "amptui.core.run.runs" in names and "amptui.core.preflight" in names
     loaded = _loaded_after("import importlib\n" + "".join(f"importlib.import_module({n!r})\n" for n in names))
     assert loaded == [], f"importing amptui.core loads {loaded}"
 
 
 def test_amptui_help_does_not_import_torch():
-    loaded = _loaded_after("import contextlib, io, sys\nfrom amptui import cli\n"
+    loaded = _loaded_after("import contextlib, io, sys\nfrom amptui.cli import main as cli\n"
                            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
                            "    cli.main(['--help'])\n")
     assert loaded == [], f"`amptui --help` loads {loaded}"

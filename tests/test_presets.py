@@ -3,10 +3,11 @@
 import os
 
 import pytest
-
-from amptui.core import config, presets
-from amptui.core.errors import UserError
 from conftest import amptui
+
+from amptui.core.config import presets
+from amptui.core.config import values as config
+from amptui.core.errors import UserError
 
 
 def test_save_writes_only_the_differences_and_loads_back_identical(isolated):
