@@ -46,7 +46,8 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from types import FrameType
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
 import torch
 
@@ -86,7 +87,7 @@ class Monitor:
         self.device = self._guess_device(device, model, scaler)
         self.closed = False
         self.stop_requested = False
-        self._old_sigterm = None
+        self._old_sigterm: Callable[[int, FrameType | None], Any] | int | None = None
         self._log_every_arg = log_every
         self._epochs_arg = epochs
 
@@ -222,15 +223,20 @@ class Monitor:
     def _shared_new_dir(self) -> Path:
         """Rank 0 makes the folder; under torch.distributed the other ranks learn it by broadcast.
         Without a process group, ranks other than 0 cannot know it and write nothing."""
-        path = runs.new_run_dir(runs.runs_root(), self.name) if self.rank == 0 else None
-        if ddp.initialized(self.world_size):
-            box = [str(path) if path else None]
+        shared = ddp.initialized(self.world_size)
+        if self.rank == 0:
+            path = runs.new_run_dir(runs.runs_root(), self.name)
+            if shared:
+                torch.distributed.broadcast_object_list([str(path)], src=0)
+            return path
+        if shared:
+            box: list[str | None] = [None]
             torch.distributed.broadcast_object_list(box, src=0)
-            path = Path(box[0])
-        elif self.rank != 0:
-            self._writes = False
-            path = Path(os.devnull)
-        return path
+            if box[0] is None:
+                raise RuntimeError("rank 0 sent no run folder")
+            return Path(box[0])
+        self._writes = False
+        return Path(os.devnull)
 
     def _install_sigterm(self) -> None:
         """SIGTERM to a single process ends the run as stopped at its next record (only when the
@@ -257,9 +263,9 @@ class Monitor:
         recorder = self.recorder
         if not isinstance(loss, torch.Tensor):  # a Python number: on the device the meter already uses
             loss = torch.tensor(float(loss), device=recorder.device)
-        if loss.device != recorder.device and not recorder.meter.steps:
+        if loss.device != recorder.device and not recorder.active_meter.steps:
             recorder.use_device(loss.device)  # the model's device was a guess; the loss's is the truth
-        recorder.meter.add_loss(loss.detach().float().mean() if loss.dim() else loss)
+        recorder.active_meter.add_loss(loss.detach().float().mean() if loss.dim() else loss)
         recorder.optimizer_step(samples=batch_size)
         if self.steps % self.log_every == 0:
             self._write_step()
@@ -284,7 +290,7 @@ class Monitor:
         """Checked once per record: the run folder's stop file (what `amptui stop` writes) or
         SIGTERM. Under torch.distributed the ranks agree with one small all-reduce."""
         flag = self.stop_requested or (self._writes and (self.run_dir / STOP_FILE).exists())
-        return ddp.any_rank(bool(flag), self.recorder.device, self.world_size)
+        return ddp.any_rank(bool(flag), self.recorder.active_meter.device, self.world_size)
 
     def _write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
@@ -327,7 +333,7 @@ class Monitor:
     def __enter__(self) -> "Monitor":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         if exc_type is None:
             self.close("completed")
         elif issubclass(exc_type, KeyboardInterrupt):

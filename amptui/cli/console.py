@@ -15,7 +15,7 @@ import time
 from typing import Any, Sequence, TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -114,7 +114,7 @@ class ProgressPrinter:
         self.started = time.monotonic()  # this session's start record arrived (the ETA's clock)
         self._last_plain = 0.0
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def feed(self, records: list[dict[str, Any]]) -> None:
         for rec in records:
@@ -134,9 +134,12 @@ class ProgressPrinter:
             self.out.flush()
 
     # --- the live line --------------------------------------------------------------------------
-    def _start_progress(self) -> None:
-        if self.console is None or self._progress is not None:
-            return
+    def _start_progress(self) -> tuple[Console, Progress, TaskID] | None:
+        """The live line, started on first use; None when the output is not a terminal."""
+        if self.console is None:
+            return None
+        if self._progress is not None and self._task is not None:
+            return self.console, self._progress, self._task
         label = [TextColumn("{task.description}", table_column=Column(no_wrap=True))] if self.label else []
         self._progress = Progress(
             *label,
@@ -148,13 +151,14 @@ class ProgressPrinter:
         self._task = self._progress.add_task(self.label.rstrip().ljust(len(self.label) - 1),
                                              total=self.run.total_steps, completed=self.run.session_step, stats="")
         self._progress.start()
+        return self.console, self._progress, self._task
 
-    def _stats_width(self) -> int:
+    def _stats_width(self, console: Console) -> int:
         """Columns left for the figures after the label, bar, step count and ETA (one space
         between columns)."""
         total = str(self.run.total_steps or "?")
         label = len(self.label) if self.label else 0  # padded, plus the column's space
-        return max(0, self.console.width - label - (self.BAR_WIDTH + 1) - (2 * len(total) + 2) - (8 + 1) - 1)
+        return max(0, console.width - label - (self.BAR_WIDTH + 1) - (2 * len(total) + 2) - (8 + 1) - 1)
 
     def _stop_progress(self) -> None:
         if self._progress is not None:
@@ -203,10 +207,11 @@ class ProgressPrinter:
 
     def _on_step(self, rec):
         total = self.run.total_steps
-        if self.console is not None:
-            self._start_progress()
-            stats = fit(step_fields(rec, self.run.epochs), self._stats_width())
-            self._progress.update(self._task, completed=rec.get(STEP.step, 0), total=total, stats=stats)
+        live = self._start_progress()
+        if live is not None:
+            console, progress, task = live
+            stats = fit(step_fields(rec, self.run.epochs), self._stats_width(console))
+            progress.update(task, completed=rec.get(STEP.step, 0), total=total, stats=stats)
         elif time.monotonic() - self._last_plain >= (5.0 if self.label else 1.0) or rec.get(STEP.step) == total:
             self._last_plain = time.monotonic()
             self._say(self.label + self.status_line(rec))

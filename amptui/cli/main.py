@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     args.script_args = script_args
     args.argv = argv  # a --detach start runs this same command line again in the background
     try:
-        handler = COMMANDS.get(args.command or "dashboard")
+        handler = COMMANDS[args.command or "dashboard"]  # argparse admits only these
         return handler(args) or 0
     except UserError as exc:
         print(f"amptui: error: {shown(exc, newlines=True)}", file=sys.stderr)

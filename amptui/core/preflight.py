@@ -121,6 +121,16 @@ def imagefolder_dirs(root: Path) -> tuple[Path, Path] | None:
     return None
 
 
+def imagefolder_found(root: Path) -> tuple[Path, Path]:
+    """`imagefolder_dirs`, or a UserError saying where it looked."""
+    dirs = imagefolder_dirs(root)
+    if dirs is None:
+        raise UserError(f"image folder not found: looked for {root}/seg_train/<class>/ and "
+                        f"{root}/seg_test/<class>/ (Intel Image Classification layout); set data.root, "
+                        f"{SYNTHETIC_HINT}")
+    return dirs
+
+
 def check_data(cfg: cfgmod.Config) -> None:
     data = cfg.data
     if data.factory:
@@ -136,11 +146,7 @@ def check_data(cfg: cfgmod.Config) -> None:
                             f"python version of CIFAR-10 there, set data.download=true, {SYNTHETIC_HINT}")
         _download_cifar10(root, folder)
     elif data.name == "imagefolder":
-        dirs = imagefolder_dirs(root)
-        if dirs is None:
-            raise UserError(f"image folder not found: looked for {root}/seg_train/<class>/ and "
-                            f"{root}/seg_test/<class>/ (Intel Image Classification layout); set data.root, "
-                            f"{SYNTHETIC_HINT}")
+        dirs = imagefolder_found(root)
         for split in dirs:
             classes = [p for p in split.iterdir() if p.is_dir()]
             if not classes:

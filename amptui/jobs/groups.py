@@ -90,7 +90,11 @@ def _read(path: Path) -> Group | None:
     if not isinstance(data, dict):
         return None
     listed = lambda key: [str(x) for x in data.get(key) or [] if isinstance(x, str)]  # noqa: E731
-    mapping = lambda key: data.get(key) if isinstance(data.get(key), dict) else {}  # noqa: E731
+
+    def mapping(key: str) -> dict[str, Any]:
+        value = data.get(key)
+        return value if isinstance(value, dict) else {}
+
     return Group(group_id=path.stem, path=path, preset=str(data.get("preset_name", "")),
                  preset_ref=str(data.get("preset", "")), state=str(data.get("state", "failed")),
                  runs=listed("runs"), variants=listed("variants"), variants_spec=data.get("variants_spec"),

@@ -27,6 +27,7 @@ def cpu_info(torch) -> dict[str, Any]:
         capability = torch.backends.cpu.get_cpu_capability()
     except Exception:  # noqa: BLE001 - older torch
         capability = None
+    usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -64,7 +65,8 @@ def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str |
 
 
 def _read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str | None, set[str]]:
-    model, flags = None, set()
+    model: str | None = None
+    flags: set[str] = set()
     try:
         text = Path(path).read_text()
     except OSError:

@@ -8,6 +8,7 @@ import os
 import resource
 import time
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import torch
 
@@ -68,7 +69,7 @@ class DeviceSampler:
 
     every_s: float = 2.0
     last: float = field(default=0.0)
-    _nvml: object = None
+    _nvml: ModuleType | None = None  # pynvml, imported on first use
     _nvml_failed: bool = False
 
     def due(self) -> bool:
@@ -86,12 +87,12 @@ class DeviceSampler:
         if self._nvml_failed:
             return []
         try:
-            if self._nvml is None:
+            nv = self._nvml
+            if nv is None:
                 import pynvml
 
                 pynvml.nvmlInit()
-                self._nvml = pynvml
-            nv = self._nvml
+                nv = self._nvml = pynvml
             devices = []
             for index, handle in _visible_gpus(nv):
                 info = nv.nvmlDeviceGetMemoryInfo(handle)

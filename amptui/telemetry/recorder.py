@@ -95,6 +95,13 @@ class Recorder:
     def device(self) -> torch.device | None:
         return self.meter.device if self.meter is not None else None
 
+    @property
+    def active_meter(self) -> StepMeter:
+        """The step window's meter; the loop and the Monitor call use_device() before measuring."""
+        if self.meter is None:
+            raise RuntimeError("Recorder used before use_device()")
+        return self.meter
+
     def use_device(self, device: torch.device) -> None:
         """Where the loop's tensors live; the window's clock starts now."""
         clock = self.meter.clock if self.meter is not None else None
@@ -144,12 +151,13 @@ class Recorder:
                        trace: bool = False) -> None:
         """After scaler.update(): count the step, keep the scale and (when the tracer is armed, or
         `trace`: the step is known to be skipped) the per-parameter overflow counts."""
+        meter = self.active_meter
         scale = None
         if self.scaler_enabled:
             scale = torch_amp.scale_tensor(self.scaler)
             if scale is None:  # update() never ran: still the initial scale
-                scale = torch.tensor(float(self.scaler.get_scale()), device=self.meter.device)
-        self.meter.optimizer_step(scale, grad_norm, self.tracer.count(force=trace))
+                scale = torch.tensor(float(self.scaler.get_scale()), device=meter.device)
+        meter.optimizer_step(scale, grad_norm, self.tracer.count(force=trace))
         self.counters.step += 1
         if samples is not None:
             self._window_samples += int(samples)

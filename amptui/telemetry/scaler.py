@@ -16,6 +16,7 @@ the parameters that overflowed.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import torch
 
@@ -28,10 +29,10 @@ def scaler_events(step0: int, previous: float | None, scales: list[float],
     skipped step (GradScaler backs off if and only if it found inf/NaN). Backoffs carry the
     overflowing parameters' names from `overflow` (step -> names), when they were traced.
     """
-    events = []
+    events: list[dict[str, Any]] = []
     for i, scale in enumerate(scales):
         if previous is not None and scale != previous:
-            event = {"step": step0 + i, "event": "backoff" if scale < previous else "growth",
+            event: dict[str, Any] = {"step": step0 + i, "event": "backoff" if scale < previous else "growth",
                      "old_scale": previous, "new_scale": scale}
             if event["event"] == "backoff":
                 event["overflow"] = (overflow or {}).get(step0 + i, [])

@@ -86,6 +86,15 @@ class SyntheticBatches:
 class _CIFAR10NoMD5:
     """Mixin for torchvision's CIFAR10 that skips the md5 comparison only (see SKIP_CIFAR_MD5_ENV)."""
 
+    # set by CIFAR10, which this is mixed into
+    root: str
+    base_folder: str
+    train_list: list[list[str]]
+    test_list: list[list[str]]
+    meta: dict[str, str]
+    classes: list[str]
+    class_to_idx: dict[str, int]
+
     def _check_integrity(self) -> bool:
         folder = Path(self.root) / self.base_folder
         return all((folder / name).is_file() for name, _ in self.train_list + self.test_list)
@@ -126,7 +135,7 @@ def build_datasets(cfg: Config) -> tuple[Dataset, Dataset | None]:
     if data.name == "imagefolder":
         from torchvision.datasets import ImageFolder
 
-        train_dir, test_dir = preflight.imagefolder_dirs(Path(data.root).expanduser())
+        train_dir, test_dir = preflight.imagefolder_found(Path(data.root).expanduser())
         train = ImageFolder(str(train_dir), transform=_image_transforms(data, IMAGENET_MEAN, IMAGENET_STD, True))
         val = ImageFolder(str(test_dir), transform=_image_transforms(data, IMAGENET_MEAN, IMAGENET_STD, False))
         return train, val

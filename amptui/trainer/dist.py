@@ -3,8 +3,9 @@ loop needs, and the wrapper the loop calls the model through (DDP, DataParallel,
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -52,6 +53,12 @@ class AutocastForward(nn.Module):
     def forward(self, *args, **kwargs):
         with self.autocast():
             return self.module(*args, **kwargs)
+
+
+def no_sync(forward: nn.Module) -> contextlib.AbstractContextManager:
+    """DDP's no_sync() on the module `parallelize` made under DDP (torch.compile's wrapper passes
+    attributes through to it)."""
+    return cast(nn.parallel.DistributedDataParallel, forward).no_sync()
 
 
 def parallelize(model: nn.Module, dist: Dist, device: torch.device, autocast: Autocast, run_cfg: RunConfig,

@@ -34,9 +34,9 @@ class Faults:
     def after_backward(self, step: int, model: nn.Module) -> None:
         """`step`: the optimizer step these gradients are for (1-based)."""
         if self.inject_inf_every and step % self.inject_inf_every == 0:
-            params = [p for p in model.parameters() if p.grad is not None]
-            if params:
-                params[-1].grad.view(-1)[0] = float("inf")
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            if grads:
+                grads[-1].view(-1)[0] = float("inf")
 
     def after_step(self, step: int) -> None:
         """`step`: the optimizer step just done."""

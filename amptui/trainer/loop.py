@@ -42,7 +42,7 @@ from amptui.core.fmt import fmt_accuracy
 from amptui.core.records import Checkpoint
 from amptui.core.run.runfiles import STOP_FILE
 from amptui.telemetry import Recorder, torch_amp
-from amptui.trainer.dist import Dist
+from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
 from amptui.trainer.resume import Progress, restore, write_checkpoint
 from amptui.trainer.state import TrainingState, build_state, choose_device
@@ -106,7 +106,7 @@ class Trainer:
 
     def train(self) -> str:
         cfg, s, p = self.cfg, self.state, self.progress
-        self.recorder.meter.restart_clock()  # set-up (data, FLOP count, peak measurement) is not step time
+        self.recorder.active_meter.restart_clock()  # set-up (data, FLOP count, peak measurement) is not step time
         while p.epoch < cfg.run.epochs and p.step < s.total_steps:
             resumed_mid_epoch = p.batch_in_epoch > 0  # its epoch_time_s covers only part of it
             s.forward.train()
@@ -138,12 +138,12 @@ class Trainer:
             x = s.on_device(x)
             last = micro == accumulate - 1
             # DDP: all-reduce the gradients only on the last micro-batch.
-            sync = contextlib.nullcontext() if last or not self.dist.enabled else s.forward.no_sync()
+            sync = contextlib.nullcontext() if last or not self.dist.enabled else no_sync(s.forward)
             with sync:
                 with s.autocast():
                     loss = s.criterion(s.forward(x), y)
                 s.scaler.scale(loss / accumulate).backward()
-            recorder.meter.add_loss(loss)
+            recorder.active_meter.add_loss(loss)
             p.batch_in_epoch += 1
         s.faults.after_backward(p.step + 1, s.model)
 
@@ -212,6 +212,8 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> tuple[float | None, float | None]:
         s = self.state
+        if s.val_data is None:
+            return None, None
         s.forward.eval()
         classify = not isinstance(s.criterion, nn.MSELoss)
         totals = torch.zeros(3, device=s.device, dtype=torch.float64)  # loss sum, correct, count

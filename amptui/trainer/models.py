@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -57,7 +59,8 @@ def compile_if_asked(module: nn.Module, run_cfg: RunConfig) -> nn.Module:
     """`run.compile`: the module the loop calls, wrapped in torch.compile (compiled lazily, on the
     first forward). The caller keeps the plain module for checkpoints, so state_dict keys stay
     the same with and without compilation."""
-    return torch.compile(module) if run_cfg.compile else module
+    # torch.compile types its result as a callable; given a module it returns a module (OptimizedModule)
+    return cast(nn.Module, torch.compile(module)) if run_cfg.compile else module
 
 
 def build_user_model(model_cfg: ModelConfig) -> nn.Module:

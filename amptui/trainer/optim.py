@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.optim.lr_scheduler import LambdaLR, ReduceLROnPlateau
 
 from amptui.core.config.values import Config
 
@@ -55,7 +56,7 @@ class Schedule:
         s = cfg.sched
         self.name = s.name
         self.optimizer = optimizer
-        self.impl = None
+        self.impl: LambdaLR | ReduceLROnPlateau | None = None
         if s.name == "cosine":
             warmup = int(round(s.warmup_epochs * steps_per_epoch))
             base_lr = cfg.optim.lr
@@ -67,9 +68,9 @@ class Schedule:
                 progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
                 return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
-            self.impl = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+            self.impl = LambdaLR(optimizer, factor)
         elif s.name == "plateau":
-            self.impl = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            self.impl = ReduceLROnPlateau(
                 optimizer, mode="min", factor=s.factor, patience=s.patience, min_lr=s.min_lr)
 
     @property
@@ -77,11 +78,11 @@ class Schedule:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def optimizer_stepped(self) -> None:
-        if self.name == "cosine":
+        if isinstance(self.impl, LambdaLR):  # cosine
             self.impl.step()
 
     def epoch_done(self, train_loss: float) -> None:
-        if self.name == "plateau" and math.isfinite(train_loss):
+        if isinstance(self.impl, ReduceLROnPlateau) and math.isfinite(train_loss):
             self.impl.step(train_loss)
 
     def state_dict(self) -> dict:

@@ -35,9 +35,11 @@ def first_failure(exc) -> tuple[int, dict]:
     for rank, failure in exc.failures.items():
         data = failure.error_file_data.get("message") if isinstance(failure.error_file_data, dict) else None
         recorded = isinstance(data, dict)
-        message = data.get("message", "") if recorded else str(failure.message)
-        extra = data.get("extraInfo", {}) if recorded else {}
-        exact = float(extra.get("amptui_time", failure.timestamp)) if recorded else float("inf")
+        if isinstance(data, dict):
+            message, extra = data.get("message", ""), data.get("extraInfo", {})
+            exact = float(extra.get("amptui_time", failure.timestamp))
+        else:
+            message, extra, exact = str(failure.message), {}, float("inf")
         failures.append((not recorded, exact, rank, message, extra.get("py_callstack", ""), failure.exitcode))
     failures.sort()
     _, _, rank, message, callstack, exitcode = failures[0]

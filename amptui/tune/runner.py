@@ -110,7 +110,8 @@ class Search:
             t = self.trial(cand)
             if t.status in ("oom", "failed", "skipped") or not t.measured:
                 return
-            if not (V.rate(t) and V.rate(previous) and V.rate(t) > (1 + T.MIN_GAIN) * V.rate(previous)):
+            rate, rate_before = V.rate(t), V.rate(previous)
+            if not (rate and rate_before and rate > (1 + T.MIN_GAIN) * rate_before):
                 return  # no longer paying off: a larger batch only costs memory
             previous = t
 
