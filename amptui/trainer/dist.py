@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import torch
 from torch import nn
 
 from amptui.core.config.schema import RunConfig
 from amptui.telemetry import ddp
+from amptui.trainer.amp import Autocast
 from amptui.trainer.models import compile_if_asked
-
-if TYPE_CHECKING:
-    from amptui.trainer.state import Autocast
 
 
 class Dist:

@@ -21,33 +21,12 @@ from amptui.core.config.values import Config
 from amptui.core.errors import UserError
 from amptui.telemetry.scaler import SkipLedger
 from amptui.trainer import checkpoint, host_memory
+from amptui.trainer.amp import Autocast
 from amptui.trainer.data import BatchSource, build_train_val, choose_criterion
 from amptui.trainer.dist import Dist, parallelize
 from amptui.trainer.faults import Faults
 from amptui.trainer.models import CNNS, build_model
 from amptui.trainer.optim import Schedule, build_optimizer
-
-
-@dataclass(frozen=True)
-class Autocast:
-    """`with state.autocast():` -- the forward pass and the loss in the run's precision (a no-op
-    context when autocast is off)."""
-
-    device_type: str
-    dtype: torch.dtype
-    enabled: bool
-
-    @classmethod
-    def of(cls, precision: Precision, device: torch.device) -> "Autocast":
-        return cls(device.type, getattr(torch, precision.dtype), precision.autocast)
-
-    @property
-    def compute_dtype(self) -> torch.dtype:
-        """The dtype the forward pass's matmuls run in: float32 without autocast."""
-        return self.dtype if self.enabled else torch.float32
-
-    def __call__(self) -> torch.autocast:
-        return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: it holds the model, not values
