@@ -53,10 +53,10 @@ flops._count_on_meta(net, crit, x, y); mark("FLOP count (meta)")
 flops._count_for_real(net, crit, x, y, dev.type, torch.bfloat16, True)
 if dev.type == "cuda": torch.cuda.synchronize()
 mark("FLOP count (real step, before)")
-from amptui import hardware
-hardware.measure_matmul_tflops(dev, "float32"); mark("peak measurement (every run, before)")
-hardware._write_peak_cache({hardware._cache_key(dev, "float32"): 1.0}); t = time.perf_counter()
-hardware._PEAK_CACHE.clear(); hardware.peak_tflops(dev, "float32"); mark("peak from the cache")
+from amptui.machine import peaks
+peaks.measure_matmul_tflops(dev, "float32"); mark("peak measurement (every run, before)")
+peaks._write_peak_cache({peaks._cache_key(dev, "float32"): 1.0}); t = time.perf_counter()
+peaks._PEAK_CACHE.clear(); peaks.peak_tflops(dev, "float32"); mark("peak from the cache")
 print(json.dumps(out))
 '''
 

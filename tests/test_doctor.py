@@ -20,7 +20,7 @@ import torch
 from conftest import amptui
 
 from amptui.cli import doctor
-from amptui.machine import hardware
+from amptui.machine import hardware, peaks
 from amptui.machine.cpu import CPU_FLAGS
 
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the CPU-only report")
@@ -101,7 +101,7 @@ def test_no_bench_measures_nothing(monkeypatch, capsys):
     def boom(*a, **k):
         raise AssertionError("measured with --no-bench")
 
-    monkeypatch.setattr(hardware, "measure_matmul_tflops", boom)
+    monkeypatch.setattr(peaks, "measure_matmul_tflops", boom)
     assert doctor.run_doctor(types.SimpleNamespace(format="json", no_bench=True)) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["rates"] == {} and r["benchmarked"] is False
@@ -134,7 +134,7 @@ def test_nvml_without_pynvml(monkeypatch):
 
 
 def test_importing_does_not_import_torch():
-    code = "import sys, amptui.machine.hardware, amptui.cli.doctor; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, amptui.machine.hardware, amptui.machine.peaks, amptui.cli.doctor; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -143,7 +143,7 @@ def test_importing_does_not_import_torch():
 def test_measure_is_quick_and_positive():
     for dtype in ("float32", torch.bfloat16, "fp16"):
         t0 = time.perf_counter()
-        rate = hardware.measure_matmul_tflops("cpu", dtype, budget_s=0.1)
+        rate = peaks.measure_matmul_tflops("cpu", dtype, budget_s=0.1)
         assert rate > 0
         assert time.perf_counter() - t0 < 2.0
 
@@ -156,11 +156,11 @@ def test_peak_tflops_is_memoised(monkeypatch, tmp_path):
         calls.append((device, dtype))
         return 1.5
 
-    monkeypatch.setattr(hardware, "_PEAK_CACHE", {})
-    monkeypatch.setattr(hardware, "measure_matmul_tflops", fake)
-    assert hardware.peak_tflops("cpu", torch.bfloat16) == 1.5
-    assert hardware.peak_tflops(torch.device("cpu"), "bfloat16") == 1.5
-    assert hardware.peak_tflops("cpu", "float32") == 1.5
+    monkeypatch.setattr(peaks, "_PEAK_CACHE", {})
+    monkeypatch.setattr(peaks, "measure_matmul_tflops", fake)
+    assert peaks.peak_tflops("cpu", torch.bfloat16) == 1.5
+    assert peaks.peak_tflops(torch.device("cpu"), "bfloat16") == 1.5
+    assert peaks.peak_tflops("cpu", "float32") == 1.5
     assert calls == [("cpu", "bfloat16"), ("cpu", "float32")]
 
 

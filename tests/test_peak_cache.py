@@ -8,13 +8,13 @@ import json
 import pytest
 import torch
 
-from amptui.machine import hardware
+from amptui.machine import peaks
 
 
 @pytest.fixture
 def cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(hardware, "_PEAK_CACHE", {})
+    monkeypatch.setattr(peaks, "_PEAK_CACHE", {})
     return tmp_path / "cache" / "amptui" / "peak_tflops.json"
 
 
@@ -24,24 +24,24 @@ def measured(monkeypatch):
     calls = []
 
     def fake(device, dtype, budget_s=0.3):
-        calls.append((str(device), hardware.dtype_name(dtype)))
+        calls.append((str(device), peaks.dtype_name(dtype)))
         return 2.5
 
-    monkeypatch.setattr(hardware, "measure_matmul_tflops", fake)
+    monkeypatch.setattr(peaks, "measure_matmul_tflops", fake)
     return calls
 
 
 def test_measured_once_then_read_from_the_cache(cache_home, measured, monkeypatch):
-    assert hardware.peak_cache_path() == cache_home
-    assert hardware.peak_tflops("cpu", torch.bfloat16) == 2.5
+    assert peaks.peak_cache_path() == cache_home
+    assert peaks.peak_tflops("cpu", torch.bfloat16) == 2.5
     data = json.loads(cache_home.read_text())
     (key,) = data["peak_tflops"]
     assert key.endswith(f"|bfloat16|torch {torch.__version__}") and f"({torch.get_num_threads()} threads)" in key
     assert [p.name for p in cache_home.parent.iterdir()] == ["peak_tflops.json"]   # no temp file left
-    monkeypatch.setattr(hardware, "_PEAK_CACHE", {})   # a new process: only the file remembers
-    assert hardware.peak_tflops("cpu", "bf16") == 2.5
+    monkeypatch.setattr(peaks, "_PEAK_CACHE", {})   # a new process: only the file remembers
+    assert peaks.peak_tflops("cpu", "bf16") == 2.5
     assert measured == [("cpu", "bfloat16")]
-    assert hardware.peak_tflops("cpu", "float32") == 2.5   # another dtype is measured and added
+    assert peaks.peak_tflops("cpu", "float32") == 2.5   # another dtype is measured and added
     assert measured[-1] == ("cpu", "float32") and len(json.loads(cache_home.read_text())["peak_tflops"]) == 2
 
 
@@ -50,28 +50,28 @@ def test_measured_once_then_read_from_the_cache(cache_home, measured, monkeypatc
 def test_a_damaged_cache_is_ignored_and_rewritten(cache_home, measured, content):
     cache_home.parent.mkdir(parents=True)
     cache_home.write_text(content)
-    assert hardware.peak_tflops("cpu", "float32") == 2.5 and len(measured) == 1
-    assert json.loads(cache_home.read_text())["format"] == hardware.PEAK_CACHE_FORMAT
+    assert peaks.peak_tflops("cpu", "float32") == 2.5 and len(measured) == 1
+    assert json.loads(cache_home.read_text())["format"] == peaks.PEAK_CACHE_FORMAT
 
 
 def test_damaged_entries_are_skipped_and_the_best_rate_is_kept(cache_home, measured, monkeypatch):
-    key = hardware._cache_key("cpu", "float32")
+    key = peaks._cache_key("cpu", "float32")
     cache_home.parent.mkdir(parents=True)
     cache_home.write_text(json.dumps({"format": 1, "peak_tflops": {key: "fast", "other|x|y": -1}}))
-    assert hardware.peak_tflops("cpu", "float32") == 2.5 and len(measured) == 1
-    hardware._write_peak_cache({key: 1.0})   # a measurement disturbed by other work: lower, not kept
+    assert peaks.peak_tflops("cpu", "float32") == 2.5 and len(measured) == 1
+    peaks._write_peak_cache({key: 1.0})   # a measurement disturbed by other work: lower, not kept
     assert json.loads(cache_home.read_text())["peak_tflops"] == {key: 2.5}
 
 
 def test_doctor_refreshes_the_cache(cache_home, measured):
-    rates = hardware.measure_all(devices=["cpu"], dtypes=("float32", "bfloat16"))
+    rates = peaks.measure_all(devices=["cpu"], dtypes=("float32", "bfloat16"))
     assert rates == {"cpu": {"float32": 2.5, "bfloat16": 2.5}}
     stored = json.loads(cache_home.read_text())["peak_tflops"]
-    assert stored == {hardware._cache_key("cpu", "float32"): 2.5, hardware._cache_key("cpu", "bfloat16"): 2.5}
+    assert stored == {peaks._cache_key("cpu", "float32"): 2.5, peaks._cache_key("cpu", "bfloat16"): 2.5}
 
 
 def test_an_unwritable_cache_only_means_measuring(cache_home, measured, monkeypatch, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))   # a file where the folder should be
-    assert hardware.peak_tflops("cpu", "float32") == 2.5
+    assert peaks.peak_tflops("cpu", "float32") == 2.5

@@ -7,12 +7,12 @@ import sys
 from typing import Any, TextIO
 
 from amptui.core.config.precision import FULL
-from amptui.machine import hardware
+from amptui.machine import hardware, peaks
 
 
 def collect(bench: bool = True) -> dict[str, Any]:
     info = hardware.describe()
-    rates = hardware.measure_all() if bench else {}
+    rates = peaks.measure_all() if bench else {}
     dtype, scaler, reason = hardware.recommend(info, rates)
     info["rates"] = rates            # {device: {dtype: TFLOP/s}}; {} with --no-bench
     info["benchmarked"] = bench
@@ -79,7 +79,7 @@ def render_text(r: dict[str, Any]) -> str:
     if not r["benchmarked"]:
         lines.append("  skipped (--no-bench)")
     else:
-        dtypes = hardware.MEASURED_DTYPES
+        dtypes = peaks.MEASURED_DTYPES
         lines.append("  " + f"{'device':<10}" + "".join(f"{d:>11}" for d in dtypes))
         for device, rates in r["rates"].items():
             cells = "".join(f"{'n/a' if rates.get(d) is None else _rate(rates[d]):>11}" for d in dtypes)

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from amptui.cli import pictures as cli_pictures
 from amptui.cli import tune as cli_tune
 from amptui.cli.parser import build_parser
+from amptui.cli.run_commands import attach, cmd_resume, cmd_run
 from amptui.core.errors import UserError
-from amptui.jobs.detached import announce
-
-if TYPE_CHECKING:
-    from amptui.core.config.values import Config
 from amptui.core.fmt import shown
+from amptui.jobs.detached import announce
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,161 +40,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --- commands ------------------------------------------------------------------------------------
-
-def cmd_run(args) -> int:
-    from amptui.core.config import presets
-    from amptui.core.config import values as config
-    from amptui.core.run import runs
-    from amptui.jobs import launch
-
-    if not args.preset and not args.script:
-        raise UserError("name a preset (see `amptui presets list`) or a script with --script FILE")
-    root = runs.runs_root(args.runs_dir, writable=not args.print_launch)
-    preset = presets.find_preset(args.preset) if args.preset else None
-    overrides = config.parse_set(args.sets)
-    if args.script:
-        overrides["run.script"] = args.script
-    if args.print_launch:
-        return _print_launch(args, preset, overrides)
-    run_dir, cfg = launch.create_run(preset, overrides, root)
-    proc = launch.start(run_dir, script_args=args.script_args)
-    return _attach(run_dir, proc, args.detach, offset=0, kind="run")
-
-
-def _print_launch(args, preset, overrides) -> int:
-    """Each node's `amptui run` line, and the torchrun command it starts there."""
-    import shlex
-
-    from amptui.jobs import launch
-
-    cfg = launch.resolve_config(preset, overrides)
-    if cfg.dist.mode != "ddp":
-        raise UserError("--print-launch is for DDP runs: add --set dist.mode=ddp")
-    base = ["amptui", "run"] + ([args.preset] if args.preset else []) + \
-        [a for s in args.sets if not s.startswith("dist.node_rank=") for a in ("--set", s)]
-    for node in range(cfg.dist.nnodes):
-        node_cfg = cfg.with_overrides({"dist.node_rank": node})
-        print(f"# node {node} of {cfg.dist.nnodes}:")
-        print(shlex.join(base + ["--set", f"dist.node_rank={node}"]))
-        env = "".join(f"{k}={shlex.quote(v)} " for k, v in launch.torchrun_env(node_cfg, Path("runs/RUN_ID")).items())
-        print("#   which runs: " + env + shlex.join(["torchrun", *launch.torchrun_args(node_cfg, Path("runs/RUN_ID"))]))
-    return 0
-
-
-def cmd_resume(args) -> int:
-    from amptui.core import trust
-    from amptui.core.run import runs
-    from amptui.jobs import launch
-
-    run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
-    trusted = args.trust_code or trust.asked_on_terminal(run_dir)
-    offset = _size(run_dir / "events.jsonl")
-    # checks it can resume while holding the run's lock
-    proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file, trust_code=trusted)
-    return _attach(run_dir, proc, args.detach, offset=offset, kind="resume")
-
-
-def _check_checkpoint_file(run_dir: Path, cfg: Config) -> None:
-    """A resume's check of last.pt itself (torch), for a checkpoint its last.json does not describe."""
-    from amptui.trainer.checkpoint import check_resume
-
-    check_resume(run_dir, cfg)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind: str = "run") -> int:
-    """Follow a just-started trainer on the terminal, or leave it running and print its JSON line.
-
-    With a `label` (one run of an A/B) only one progress line and a summary are shown."""
-    from amptui.cli.console import ProgressPrinter
-    from amptui.core.run import runs
-
-    if detach:
-        announce(kind, f"started in the background; follow it with: amptui watch {run_dir.name}\n"
-                       f"output: {run_dir / 'output.log'}",
-                 run_id=run_dir.name, run_dir=run_dir.resolve(), pid=proc.pid, log=(run_dir / "output.log").resolve())
-        return 0
-    printer = ProgressPrinter(label=label)
-    followed = _follow(run_dir, proc, offset, printer)
-    if followed is None:
-        return 130  # left running in the background
-    end, stopping = followed
-    try:
-        proc.wait(timeout=30)
-    except Exception:
-        pass
-    info = runs.load_run(run_dir)
-    printer.finish(info.duration_s)
-    if label:
-        if stopping:
-            return 130
-        return 0 if end is not None and end["status"] == "completed" else 1
-    return _report_end(run_dir, proc, end, info, stopping)
-
-
-def _follow(run_dir: Path, proc, offset: int, printer) -> tuple[dict | None, bool] | None:
-    """Feed the run's records to `printer` until its end record, or until its process is gone
-    without one: (the end record or None, whether Ctrl-C asked it to stop). A first Ctrl-C asks
-    the run to stop (checkpoint first); a second leaves it running: None."""
-    from amptui.core.events import EventReader, primary_events_file
-    from amptui.jobs import launch
-
-    reader = EventReader(run_dir / "events.jsonl", offset=offset)
-    end = None
-    stopping = False
-    while end is None:
-        try:
-            if reader.offset == offset and primary_events_file(run_dir) != reader.path:
-                reader = EventReader(primary_events_file(run_dir))  # this node holds no rank 0
-            end = _feed(reader, printer)
-            if end is None:
-                if proc.poll() is not None:  # gone without an end record: one last look, then give up
-                    end = _feed(reader, printer)
-                    if end is None:
-                        break
-                time.sleep(0.1)
-        except KeyboardInterrupt:
-            printer.close()
-            if stopping:  # a second Ctrl-C: leave it running in the background
-                print(f"left running in the background: amptui watch {run_dir.name}", file=sys.stderr)
-                return None
-            stopping = True
-            print("stopping (checkpoint first); Ctrl-C again to leave it running", file=sys.stderr)
-            launch.request_stop(run_dir)
-    return end, stopping
-
-
-def _feed(reader, printer) -> dict | None:
-    """Read the records written since the last call into the printer; the end record if among them."""
-    batch = reader.read()
-    printer.feed(batch)
-    return next((r for r in batch if r.get("kind") == "end"), None)
-
-
-def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> int:
-    """The lines after a followed run ends, and the command's exit code."""
-    from amptui.core.run import runops
-
-    if end is None:
-        print(f"amptui: error: the run's process exited (exit code {proc.returncode}) without an end record; "
-              f"see {run_dir / 'output.log'}", file=sys.stderr)
-        return 1
-    print(f"run {run_dir.name}: {end['status']}")
-    if end["status"] == "failed":
-        print(f"amptui: error: {info.error or 'failed'} (details in {run_dir / 'output.log'})", file=sys.stderr)
-        return 1
-    if end["status"] == "stopped":
-        refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS)
-        print(f"resume with: amptui resume {run_dir.name}" if refusal is None else f"(no resume: {refusal})")
-        return 130 if stopping else 0
-    return 0
-
 
 def cmd_ab(args) -> int:
     """The CLI's and the dashboard's A/B (jobs/ab.py): here in the terminal, or with --detach as a
@@ -238,7 +79,7 @@ def cmd_ab(args) -> int:
                 print(f"note: variant {name}: {notice}")
 
         def follow(run_dir: Path, proc, index: int, name: str) -> int:
-            return _attach(run_dir, proc, False, 0, label=f"[{index}/{len(variants)}] {name:<11}")
+            return attach(run_dir, proc, False, 0, label=f"[{index}/{len(variants)}] {name:<11}")
 
         outcome = abjob.run_variants(group, preset, overrides, variants, root, follow)
     print()

@@ -120,22 +120,3 @@ def question(run_id: str, refs: list[str]) -> str:
     """What a resume asks before it runs code not given on this machine."""
     return (f"Run {run_id} names code that was not given on this machine:\n  " + "\n  ".join(refs) +
             "\nResuming it imports and runs that code as you. Resume?")
-
-
-def asked_on_terminal(run_dir: Path) -> bool:
-    """`amptui resume` of a run naming code not given here: on a terminal, ask (no: one line, exit
-    2); elsewhere, or when the resume is refused anyway, False (launch.start then says why)."""
-    import sys
-
-    from amptui.core.errors import UserError
-    from amptui.core.run import runops
-
-    foreign = foreign_code(run_dir)
-    if not foreign or not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return False
-    if runops.resume_refusal(run_dir, hints=runops.CLI_HINTS):
-        return False  # refused anyway: no question first
-    print(question(Path(run_dir).name, foreign) + " [y/N] ", end="", file=sys.stderr, flush=True)
-    if sys.stdin.readline(16).strip().lower() not in ("y", "yes"):
-        raise UserError(f"run {Path(run_dir).name} not resumed: its code was not trusted")
-    return True

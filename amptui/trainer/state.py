@@ -141,6 +141,6 @@ def count_flops(model: nn.Module, criterion: nn.Module, train_data: BatchSource,
 def measure_peak(device: torch.device, autocast: Autocast) -> float:
     """The device's measured matmul TFLOP/s in the forward pass's dtype (cached per device model).
     One rank measures: ranks sharing a CPU would only slow each other down."""
-    from amptui.machine.hardware import peak_tflops
+    from amptui.machine.peaks import peak_tflops
 
     return peak_tflops(device, autocast.compute_dtype)

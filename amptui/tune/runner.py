@@ -270,7 +270,7 @@ def device_name(device_type: str) -> str:
         import torch
 
         return torch.cuda.get_device_name()
-    from amptui.machine.hardware import cpu_name
+    from amptui.machine.cpu import cpu_name
 
     return cpu_name()
 
