@@ -79,32 +79,32 @@ def test_a_resumed_run_counts_all_its_sessions_and_whole_epochs_only(tmp_path):
     assert summary.time_per_epoch_s == pytest.approx(10.0)
 
 
-def test_compare_cli_in_four_formats(runs_dir):
+def test_compare_cli_in_four_formats(cli, runs_dir):
     canned_run(runs_dir, "a", 20.0, 64, 2**30, 0.9)
     canned_run(runs_dir, "b", 10.0, 64, 2**29, 0.9)
-    table = amptui("compare", "a", "b", check=True).stdout
+    table = cli("compare", "a", "b", check=True).stdout
     assert "2.00x" in table and "+50.0%" in table and "steady-state" in table
-    md = amptui("compare", "a", "b", "--format", "markdown", check=True).stdout.splitlines()
+    md = cli("compare", "a", "b", "--format", "markdown", check=True).stdout.splitlines()
     assert md[0].startswith("| run |") and md[1].startswith("|---") and md[3].startswith("| b |")
-    rows = list(csv.DictReader(io.StringIO(amptui("compare", "a", "b", "--format", "csv", check=True).stdout)))
+    rows = list(csv.DictReader(io.StringIO(cli("compare", "a", "b", "--format", "csv", check=True).stdout)))
     assert [r["run_id"] for r in rows] == ["a", "b"] and float(rows[1]["speedup"]) == pytest.approx(2.0)
-    data = json.loads(amptui("compare", "a", "b", "--format", "json", check=True).stdout)
+    data = json.loads(cli("compare", "a", "b", "--format", "json", check=True).stdout)
     assert data[1]["memory_saving"] == pytest.approx(0.5)
-    bad = amptui("compare", "a", "../b")
+    bad = cli("compare", "a", "../b")
     assert bad.returncode == 2 and "not a run id" in bad.stderr
 
 
-def test_compare_table_has_a_preset_column_and_one_style_for_figures(runs_dir):
+def test_compare_table_has_a_preset_column_and_one_style_for_figures(cli, runs_dir):
     canned_run(runs_dir, "a", 20.0, 64, 2**30, 0.6992)
-    out = amptui("compare", "a", check=True).stdout
+    out = cli("compare", "a", check=True).stdout
     header, row = out.splitlines()[:2]
     assert header.split()[:3] == ["run", "preset", "precision"] and row.split()[1] == "canned"
     assert "69.92%" in row and "0:05.0" in row and " s " not in row  # m:ss everywhere, accuracy in %
-    md = amptui("compare", "a", "--format", "markdown", check=True).stdout.splitlines()
+    md = cli("compare", "a", "--format", "markdown", check=True).stdout.splitlines()
     assert md[0].startswith("| run | preset | precision |")
 
 
-def test_compare_warns_when_runs_differ_in_more_than_precision(runs_dir):
+def test_compare_warns_when_runs_differ_in_more_than_precision(cli, runs_dir):
     quick = '[run]\nname = "quickstart"\n'
     canned_run(runs_dir, "fp32", 20.0, 64, 2**30, 0.9, preset="quickstart", config=quick)
     canned_run(runs_dir, "bf16", 10.0, 64, 2**29, 0.9, preset="quickstart", precision="autocast bfloat16",
@@ -113,15 +113,15 @@ def test_compare_warns_when_runs_differ_in_more_than_precision(runs_dir):
                config=quick + '[data]\nbatch_size = 256\n')
     canned_run(runs_dir, "other", 10.0, 64, 2**29, 0.9, preset="scaler-lab",
                config='[run]\nname = "scaler-lab"\n[model]\nwidth = 8\n')
-    same = amptui("compare", "fp32", "bf16", check=True)
+    same = cli("compare", "fp32", "bf16", check=True)
     assert "warning" not in same.stdout + same.stderr, "an A/B differs in precision only"
     assert "2.00x" in same.stdout
-    bigger = amptui("compare", "fp32", "big", check=True).stdout
+    bigger = cli("compare", "fp32", "big", check=True).stdout
     assert "warning: these runs differ in more than precision: data.batch_size (64 / 256)" in bigger
     assert "2.00x" in bigger, "the speed-up is still shown"
-    other = amptui("compare", "fp32", "other", check=True).stdout
+    other = cli("compare", "fp32", "other", check=True).stdout
     assert "warning: different presets (quickstart, scaler-lab)" in other and "model.width (32 / 8)" in other
-    as_json = amptui("compare", "fp32", "other", "--format", "json", check=True)
+    as_json = cli("compare", "fp32", "other", "--format", "json", check=True)
     assert json.loads(as_json.stdout)[1]["preset"] == "scaler-lab"  # stdout stays pure json
     assert "different presets" in as_json.stderr
 
