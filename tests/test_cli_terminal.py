@@ -1,6 +1,7 @@
 """The command line as people use it: on a real terminal (a pseudo-terminal of a given size) the
 progress line redraws in place and every line fits the width; `--script` failures are reported
-as failures; help text documents every argument."""
+as failures; help text documents every argument. Tests on a pseudo-terminal or running a script
+start real processes (slow); help text and the progress line's layout are checked in this process."""
 
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ def screen_lines(drawn: str) -> list[str]:
     return [s for s in re.split(r"[\r\n]+", ANSI.sub("", drawn)) if s.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cols", [80])
 def test_the_progress_line_redraws_in_place_within_the_width(cols, runs_dir):
     code, drawn = amptui_on_terminal("run", "quickstart", "--set", "run.max_steps=24", "--set", "log.every=1", "--set", "amp.grad_scaler=true", "--set", "run.device=cpu",
@@ -86,6 +88,7 @@ def test_the_progress_line_redraws_in_place_within_the_width(cols, runs_dir):
     assert f"val acc {shown}" in log, log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cols", [80, 100])
 def test_compare_and_runs_tables_fit_the_terminal(cols, runs_dir):
     long_preset = '[run]\nname = "resnet18-intel"\n'
@@ -106,6 +109,7 @@ def test_compare_and_runs_tables_fit_the_terminal(cols, runs_dir):
     assert any(line.startswith(ids[1]) and "completed" in line for line in lines), "one row per run, id whole"
 
 
+@pytest.mark.slow
 def test_a_script_that_fails_before_its_monitor_starts_is_failed_with_its_error(runs_dir, isolated):
     script = isolated / "train.py"
     script.write_text("import sys\nraise ValueError(f'no data at {sys.argv[1]}')\n")
@@ -121,6 +125,7 @@ def test_a_script_that_fails_before_its_monitor_starts_is_failed_with_its_error(
     assert refused.returncode == 2 and "your own script" in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_script_that_exits_with_an_error_code_before_its_monitor_is_failed(runs_dir, isolated):
     script = isolated / "train.py"
     script.write_text("import sys\nprint('usage: train.py --lr LR', file=sys.stderr)\nsys.exit(2)\n")
@@ -129,17 +134,17 @@ def test_a_script_that_exits_with_an_error_code_before_its_monitor_is_failed(run
     assert json.loads(amptui("runs", "--format", "json", check=True).stdout)[0]["status"] == "failed"
 
 
-def test_help_documents_every_argument():
+def test_help_documents_every_argument(cli):
     for command in ("stop", "resume", "watch"):
-        text = amptui(command, "--help", check=True).stdout
+        text = cli(command, "--help", check=True).stdout
         assert f"amptui {command}" in text and "RUN_ID" in text and "run_id" not in text
         assert re.search(r"RUN_ID\s+the run to", text), text
-    ab = amptui("ab", "--help", check=True).stdout
+    ab = cli("ab", "--help", check=True).stdout
     for arg in ("PRESET", "--variants", "--set", "--format"):
         assert re.search(rf"^\s+{re.escape(arg)}\b.*\S\s\s+\S", ab, re.M), (arg, ab)
-    compare = amptui("compare", "--help", check=True).stdout
+    compare = cli("compare", "--help", check=True).stdout
     assert "RUN_ID" in compare and "baseline" in compare
-    doctor = amptui("doctor", "--help", check=True).stdout
+    doctor = cli("doctor", "--help", check=True).stdout
     assert "{table,json}" in doctor
 
 
@@ -162,7 +167,7 @@ def test_the_progress_line_fits_any_width_with_every_figure(cols, label):
         printer.feed([{"kind": "step", "step": step, "epoch": step // 10_000, "loss": 1 / step, "lr": 1e-4,
                        "scale": 65536.0, "skipped_total": 3, "samples_per_s": 12345.6,
                        "mem": {"allocated": 3 * 2**30, "peak_allocated": 5 * 2**30}}])
-        printer._progress.refresh()
+        printer.redraw()
     printer.feed([{"kind": "end", "status": "completed", "steps": 200_000, "final_loss": 0.01, "val_acc": 0.6992,
                    "peak_mem": 5 * 2**30}])
     printer.finish(131.4)
