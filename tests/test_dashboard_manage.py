@@ -166,7 +166,7 @@ async def test_x_deletes_after_asking_and_refuses_a_running_run(root):
         await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
         await pilot.press("y")
         await until(pilot, lambda: not (root / FAILED).exists())
-        await until(pilot, lambda: FAILED not in app.screen.query_one(RunTable)._order)
+        await until(pilot, lambda: FAILED not in app.screen.query_one(RunTable).run_ids)
 
 
 @async_test
@@ -177,14 +177,14 @@ async def test_f_filters_runs_by_preset_and_status(root):
         table = home.query_one(RunTable)
         await pilot.press("f")
         await pilot.press(*"failed")
-        await until(pilot, lambda: table._order == [FAILED])
+        await until(pilot, lambda: table.run_ids == [FAILED])
         await pilot.press("escape")
         assert app.focused is table and home.query_one("#runs-filter").display
         assert "1 of 3" in str(home.query_one("#runs-box").border_title)
         await pilot.press("f", "ctrl+u", *"scaler-lab")
-        await until(pilot, lambda: table._order == [SCALER])
+        await until(pilot, lambda: table.run_ids == [SCALER])
         await pilot.press("ctrl+u", "enter")
-        await until(pilot, lambda: len(table._order) == 3)
+        await until(pilot, lambda: len(table.run_ids) == 3)
         assert not home.query_one("#runs-filter").display
 
 
@@ -234,7 +234,7 @@ async def test_run_ids_are_told_apart_at_80x24(root):
         home = await home_ready(pilot, 6)
         await pilot.pause(0.3)
         table = home.query_one(RunTable)
-        shown = [str(table.get_row(rid)[1]) for rid in table._order]
+        shown = [str(table.get_row(rid)[1]) for rid in table.run_ids]
         assert len(set(shown)) == len(shown)
         # the id is the second column: on screen at 80 columns, whatever else is cut
         assert sum(c.get_render_width(table) for c in list(table.columns.values())[:2]) < 20
@@ -375,7 +375,7 @@ async def test_long_alarm_and_log_lines_wrap_at_120_columns(root):
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
         await until(pilot, lambda: not screen.model.loading and screen.model.end is not None)
-        await until(pilot, lambda: screen._log_seq == screen.model.log_seq and screen._log_seq > 0)
+        await until(pilot, lambda: screen.drawn and screen.model.log_seq > 0)
         await pilot.pause(0.5)
         bar = screen.query_one("#warning-bar")
         assert "END-OF-ALARM" in str(bar.render()) and bar.size.height >= 2

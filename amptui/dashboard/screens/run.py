@@ -172,6 +172,11 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
             # A finished run can still be resumed (new records appended): keep looking, slowly.
             time.sleep(1.0 if idle > 10 else 0.1)
 
+    @property
+    def drawn(self) -> bool:
+        """Everything the model holds is on screen: its plots and its log lines."""
+        return self._rendered == self.model.version and self._log_seq == self.model.log_seq
+
     def flush(self) -> None:
         """Render the model if it changed (coalesces any number of records into one redraw)."""
         now = self.app.clock()

@@ -99,6 +99,11 @@ class RunTable(DataTable):
                         continue
                     self.update_cell(r.run_id, key, value)
 
+    @property
+    def run_ids(self) -> list[str]:
+        """The run ids the table shows (after the filter), top to bottom."""
+        return list(self._order)
+
     def highlighted_run(self) -> str | None:
         if not self._order or self.cursor_row is None or not (0 <= self.cursor_row < len(self._order)):
             return None
