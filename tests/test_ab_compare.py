@@ -11,7 +11,8 @@ from PIL import Image
 from amptui.core import ab, compare
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter
-from conftest import amptui, events, events_so_far, only_run
+from amptui.core.records import End, Epoch, Start, Step
+from conftest import amptui, events, events_so_far, only_run, record, write_records
 
 
 def test_variant_expansion_and_defaults():
@@ -36,17 +37,20 @@ def canned_run(root, name, ms_per_step, batch, peak, acc, steps=100, every=10, p
     run.mkdir(parents=True)
     (run / "config.toml").write_text(config)
     t0 = 1_800_000_000.0
-    with EventWriter(run / "events.jsonl") as w:
-        w.emit("start", preset=preset, precision=precision, total_steps=steps, world_size=1,
-               device={"type": "cpu", "name": "test", "count": 1}, t=t0)
-        for step in range(every, steps + 1, every):
-            first = step == every  # the warm-up window is slow and must not count
-            ms = ms_per_step * (5 if first else 1)
-            w.emit("step", step=step, loss=1.0 / step, skipped_total=1, step_time_ms=ms,
-                   samples_per_s=batch / (ms / 1000), mem={"rss": peak, "peak_rss": peak})
-        w.emit("epoch", epoch=1, train_loss=0.5, val_acc=acc, epoch_time_s=steps * ms_per_step / 1000)
-        w.emit("end", status="completed", steps=steps, final_loss=0.01, val_acc=acc, peak_mem=peak,
-               total_time_s=steps * ms_per_step / 1000 + 5.0, t=t0 + steps * ms_per_step / 1000 + 3.0)
+    recs = [record(Start(run_id=name, preset=preset, config={}, precision=precision, world_size=1,
+                         device={"type": "cpu", "name": "test", "count": 1}, torch="2.x", host="test", pid=1,
+                         total_steps=steps), t0)]
+    for step in range(every, steps + 1, every):
+        first = step == every  # the warm-up window is slow and must not count
+        ms = ms_per_step * (5 if first else 1)
+        recs.append(record(Step(step=step, epoch=1, loss=1.0 / step, lr=None, scale=None, skipped=0, skipped_total=1,
+                                samples_per_s=batch / (ms / 1000), step_time_ms=ms, data_wait_ms=None,
+                                mem={"rss": peak, "peak_rss": peak}), t0 + step * ms_per_step / 1000))
+    recs.append(record(Epoch(epoch=1, train_loss=0.5, val_acc=acc, epoch_time_s=steps * ms_per_step / 1000),
+                       t0 + steps * ms_per_step / 1000))
+    recs.append(record(End(status="completed", total_time_s=steps * ms_per_step / 1000 + 5.0, steps=steps,
+                           final_loss=0.01, val_acc=acc, peak_mem=peak), t0 + steps * ms_per_step / 1000 + 3.0))
+    write_records(run / "events.jsonl", recs)
     return run
 
 

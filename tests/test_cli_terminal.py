@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from conftest import amptui
+from amptui.core.records import End, Start, Step
+from conftest import amptui, record
 from test_ab_compare import canned_run
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -161,15 +162,16 @@ def test_the_progress_line_fits_any_width_with_every_figure(cols, label):
 
     out = io.StringIO()
     printer = ProgressPrinter(label=label, console=Console(file=out, force_terminal=True, width=cols))
-    printer.feed([{"kind": "start", "run_id": "r", "preset": "alexnet-cifar10", "total_steps": 200_000, "epochs": 20,
-                   "precision": "autocast float16 + GradScaler", "device": {"name": "NVIDIA H100 80GB HBM3"}}])
+    printer.feed([record(Start(run_id="r", preset="alexnet-cifar10", config={}, precision="autocast float16 + GradScaler",
+                               world_size=1, device={"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "count": 1},
+                               torch="2.x", host="h", pid=1, total_steps=200_000, epochs=20), t=0.0)])
     for step in range(10_000, 200_001, 10_000):
-        printer.feed([{"kind": "step", "step": step, "epoch": step // 10_000, "loss": 1 / step, "lr": 1e-4,
-                       "scale": 65536.0, "skipped_total": 3, "samples_per_s": 12345.6,
-                       "mem": {"allocated": 3 * 2**30, "peak_allocated": 5 * 2**30}}])
+        printer.feed([record(Step(step=step, epoch=step // 10_000, loss=1 / step, lr=1e-4, scale=65536.0, skipped=0,
+                                  skipped_total=3, samples_per_s=12345.6, step_time_ms=20.0, data_wait_ms=None,
+                                  mem={"allocated": 3 * 2**30, "peak_allocated": 5 * 2**30}), t=float(step))])
         printer.redraw()
-    printer.feed([{"kind": "end", "status": "completed", "steps": 200_000, "final_loss": 0.01, "val_acc": 0.6992,
-                   "peak_mem": 5 * 2**30}])
+    printer.feed([record(End(status="completed", total_time_s=131.4, steps=200_000, final_loss=0.01, val_acc=0.6992,
+                             peak_mem=5 * 2**30), t=300_000.0)])
     printer.finish(131.4)
     lines = screen_lines(out.getvalue())
     assert lines and not [line for line in lines if len(line) > cols], lines

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-
+from amptui.core.records import WarningRecord
 from amptui.dashboard.screens.compare import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
 from amptui.dashboard.screens.home import HomeScreen
@@ -19,6 +19,7 @@ from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable, short_ids
 from amptui.dashboard.widgets.toggles import TogglesPanel
 
+from conftest import record
 from dashboard_support import (FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs,
                                home_ready, root, select_run, until)  # noqa: F401 (root: a fixture)
 
@@ -368,7 +369,7 @@ async def test_runs_folder_that_is_a_file_is_one_clear_notice(root, monkeypatch)
 async def test_long_alarm_and_log_lines_wrap_at_120_columns(root):
     long = "loss scale collapsed: " + "overflow in layer.weight " * 8 + "END-OF-ALARM"
     with open(root / SCALER / "events.jsonl", "a") as fh:
-        fh.write(json.dumps({"v": 1, "kind": "warning", "t": FROZEN_NOW - 1, "rank": 0, "message": long}) + "\n")
+        fh.write(json.dumps(record(WarningRecord(message=long), t=FROZEN_NOW - 1)) + "\n")
     with open(root / SCALER / "output.log", "a") as fh:
         fh.write("a long log line " + "x" * 200 + " END-OF-LOG\n")
     app = app_for(root, watch=root / SCALER)
