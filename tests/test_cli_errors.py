@@ -150,13 +150,14 @@ def test_an_unwritable_runs_folder_is_refused(cli, isolated):
 
 
 # One refusal per command through a real `python -m amptui` process: the entry point, its exit code
-# and its stderr as a user's shell sees them.
+# and its stderr as a user's shell sees them (`doctor` runs for real in tests/test_doctor.py).
 REAL_REFUSALS = [(("run", "quickstart", "--set", "amp.dtype=float8"), "amp.dtype"),
                  (("resume", "no-such-run"), "no-such-run"), (("stop", "../etc"), "../etc"),
                  (("ab", "quickstart", "--runs-dir", "notes.md"), "not a folder"),
                  (("runs", "--runs-dir", "notes.md"), "not a folder"),
                  (("compare", "no-such-run"), "no-such-run"), (("watch", "no-such-run"), "no-such-run"),
-                 (("presets", "show", "no-such-preset"), "no-such-preset")]
+                 (("presets", "show", "no-such-preset"), "no-such-preset"),
+                 (("tune", "quickstart", "--keys", "optim.fused"), "optim.fused")]
 
 
 @pytest.mark.slow
