@@ -15,6 +15,7 @@ import pytest
 
 from amptui.core.events import VERSION
 from amptui.core.records import Record
+from dashboard_support import root  # noqa: F401 - the dashboard tests' fixture: canned runs in ./runs
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

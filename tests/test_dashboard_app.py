@@ -20,7 +20,7 @@ from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 
 from dashboard_support import (FAILED, LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs,
-                               home_ready, root, select_run, until)  # noqa: F401 (root: a fixture)
+                               home_ready, select_run, until)
 
 
 # --- home -------------------------------------------------------------------------------------------
@@ -369,7 +369,7 @@ async def test_killed_run_is_explained(root):
     dead = root / "20261121-231610-quickstart-dead"
     dead.mkdir()
     (dead / "config.toml").write_text((src / "config.toml").read_text())
-    (dead / "events.jsonl").write_text("\n".join(l for l in lines if '"kind":"end"' not in l) + "\n")
+    (dead / "events.jsonl").write_text("\n".join(line for line in lines if '"kind":"end"' not in line) + "\n")
     (dead / "run.json").write_text(json.dumps({"pid": 2 ** 22 + 7, "host": __import__("socket").gethostname()}))
     app = app_for(root, watch=dead)
     async with app.run_test(size=(110, 34)) as pilot:

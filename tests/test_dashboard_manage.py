@@ -21,7 +21,7 @@ from amptui.dashboard.widgets.toggles import TogglesPanel
 
 from conftest import record
 from dashboard_support import (FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs,
-                               home_ready, root, select_run, until)  # noqa: F401 (root: a fixture)
+                               home_ready, select_run, until)
 
 STOPPED = "20261121-231700-quickstart-stop"
 SCRIPT = "20261121-231800-train-5c21"
@@ -31,7 +31,7 @@ def add_stopped_run(root: Path, name: str = STOPPED, script: bool = False) -> Pa
     """The failed fixture turned into a stopped run with a checkpoint (or a --script run)."""
     path = root / name
     shutil.copytree(root / FAILED, path)
-    lines = [json.loads(l) for l in (path / "events.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (path / "events.jsonl").read_text().splitlines()]
     for rec in lines:
         if rec.get("kind") == "end":
             rec["status"], rec["error"] = "stopped", None

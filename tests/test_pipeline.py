@@ -8,7 +8,7 @@ import time
 
 import pytest
 import torch
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import Dataset
 
 from amptui.core import config as cfgmod
 from amptui.core.errors import ConfigError

@@ -152,7 +152,7 @@ def test_out_of_memory_trial_is_recorded_and_the_winner_round_trips_as_a_preset(
     assert oom["status"] == "oom" and oom["verdict"] == "out of memory" and "OutOfMemoryError" in oom["reason"]
     end = events(runs_dir / oom["run_id"])[-1]
     assert end["kind"] == "end" and end["error"]["type"] == "OutOfMemoryError"
-    assert result["winner"] == "fp32" and any(l.startswith("Memory-bound: batch 16") for l in result["explanation"])
+    assert result["winner"] == "fp32" and any(line.startswith("Memory-bound: batch 16") for line in result["explanation"])
 
     tuned = presetmod.find_preset("hungry-tuned")
     assert Path(result["saved_preset"]) == tuned.path and not tuned.builtin
