@@ -48,7 +48,7 @@ def count_on_meta(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor)
 
 
 def count_for_real(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor, device_type: str,
-                    dtype: torch.dtype | None, autocast: bool) -> int:
+                   dtype: torch.dtype | None, autocast: bool) -> int:
     """One real forward/backward; gradients (None stays None), buffers and RNG are put back."""
     from torch.utils.flop_counter import FlopCounterMode
 
