@@ -10,10 +10,16 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import cli_tune
+from . import cli_pictures, cli_tune
 from .cli_parser import build_parser
 from .core.errors import UserError
+from .jobs.detached import announce
+
+if TYPE_CHECKING:
+    from .core.config import Config
+from .core.fmt import shown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,11 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = argv[:argv.index("--")] if "--" in argv else argv
     args = build_parser().parse_args(argv)
     args.script_args = script_args
+    args.argv = argv  # a --detach start runs this same command line again in the background
     try:
         handler = COMMANDS.get(args.command or "dashboard")
         return handler(args) or 0
     except UserError as exc:
-        print(f"amptui: error: {exc}", file=sys.stderr)
+        print(f"amptui: error: {shown(exc, newlines=True)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -51,7 +58,7 @@ def cmd_run(args) -> int:
         return _print_launch(args, preset, overrides)
     run_dir, cfg = launch.create_run(preset, overrides, root)
     proc = launch.start(run_dir, script_args=args.script_args)
-    return _attach(run_dir, proc, args.detach, offset=0)
+    return _attach(run_dir, proc, args.detach, offset=0, kind="run")
 
 
 def _print_launch(args, preset, overrides) -> int:
@@ -75,16 +82,17 @@ def _print_launch(args, preset, overrides) -> int:
 
 
 def cmd_resume(args) -> int:
-    from .core import launch, runs
+    from .core import launch, runs, trust
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
+    trusted = args.trust_code or trust.asked_on_terminal(run_dir)
     offset = _size(run_dir / "events.jsonl")
     # checks it can resume while holding the run's lock
-    proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file)
-    return _attach(run_dir, proc, args.detach, offset=offset)
+    proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file, trust_code=trusted)
+    return _attach(run_dir, proc, args.detach, offset=offset, kind="resume")
 
 
-def _check_checkpoint_file(run_dir: Path, cfg) -> None:
+def _check_checkpoint_file(run_dir: Path, cfg: Config) -> None:
     """A resume's check of last.pt itself (torch), for a checkpoint its last.json does not describe."""
     from .trainer.checkpoint import check_resume
 
@@ -98,17 +106,17 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "") -> int:
-    """Follow a just-started trainer on the terminal, or leave it running and print its id.
+def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind: str = "run") -> int:
+    """Follow a just-started trainer on the terminal, or leave it running and print its JSON line.
 
     With a `label` (one run of an A/B) only one progress line and a summary are shown."""
     from .console import ProgressPrinter
     from .core import runs
 
     if detach:
-        print(f"started in the background; follow it with: amptui watch {run_dir.name}")
-        print(f"output: {run_dir / 'output.log'}")
-        print(run_dir.name)
+        announce(kind, f"started in the background; follow it with: amptui watch {run_dir.name}\n"
+                       f"output: {run_dir / 'output.log'}",
+                 run_id=run_dir.name, run_dir=run_dir.resolve(), pid=proc.pid, log=(run_dir / "output.log").resolve())
         return 0
     printer = ProgressPrinter(label=label)
     followed = _follow(run_dir, proc, offset, printer)
@@ -187,46 +195,50 @@ def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> 
 
 
 def cmd_ab(args) -> int:
+    """The CLI's and the dashboard's A/B (jobs/ab.py): here in the terminal, or with --detach as a
+    group driven in the background by this same command line (`--group ID`)."""
     from .console import print_comparison
     from .core import ab, compare, config, launch, preflight, presets, runs
     from .core.precision import Precision
     from .hardware import emulated_dtype_notice
+    from .jobs import ab as abjob
+    from .jobs import groups
 
     root = runs.runs_root(args.runs_dir, writable=True)
     preset = presets.find_preset(args.preset)
     overrides = config.parse_set(args.sets)
     ab.check_overrides(overrides)
-    device = preflight.device_type(preset.config(overrides).run.device)
-    variants = ab.expand(args.variants, device)
-    # Check every variant before the first one starts: a bad combination fails now, not halfway.
-    for name, variant in variants:
-        resolved = launch.resolve_config(preset, {**overrides, **variant}).to_dict()
-        precision = Precision.from_config(resolved, resolved["run"]["device"])
-        notice = emulated_dtype_notice(resolved["run"]["device"], precision.autocast, precision.dtype)
-        if notice:
-            print(f"note: variant {name}: {notice}")
-    run_dirs, failed, interrupted = [], [], False
-    for i, (name, variant) in enumerate(variants, 1):
-        run_dir, _ = launch.create_run(preset, {**overrides, **variant}, root)
-        run_dirs.append(run_dir)
-        code = _attach(run_dir, launch.start(run_dir), False, 0, label=f"[{i}/{len(variants)}] {name:<11}")
-        if code == 130:  # Ctrl-C: the A/B ends here; the variants after this one are not started
-            interrupted = True
-            break
-        if code != 0:
-            failed.append(name)
+    if args.detach:
+        group, pid = abjob.start_detached(root, preset, args.preset, overrides, args.variants, args.argv)
+        announce("ab", f"A/B {group.label} of {preset.name} started in the background; its runs are listed "
+                       f"in `amptui runs` as they start\noutput: {group.log}",
+                 group_id=group.group_id, label=group.label, pid=pid, log=group.log, group=group.path)
+        return 0
+    group = groups.find(root, args.group) if args.group else \
+        abjob.start_here(root, preset, args.preset, overrides, args.variants)
+    with group.recording():
+        device = preflight.device_type(preset.config(overrides).run.device)
+        variants = ab.expand(args.variants, device)
+        # Check every variant before the first one starts: a bad combination fails now, not halfway.
+        for name, variant in variants:
+            resolved = launch.resolve_config(preset, {**overrides, **variant})
+            precision = Precision.from_config(resolved, resolved.run.device)
+            notice = emulated_dtype_notice(resolved.run.device, precision.autocast, precision.dtype)
+            if notice:
+                print(f"note: variant {name}: {notice}")
+
+        def follow(run_dir: Path, proc, index: int, name: str) -> int:
+            return _attach(run_dir, proc, False, 0, label=f"[{index}/{len(variants)}] {name:<11}")
+
+        outcome = abjob.run_variants(group, preset, overrides, variants, root, follow)
     print()
-    print_comparison(run_dirs, args.format)
+    print_comparison(outcome.run_dirs, args.format)
     if args.format in ("table", "markdown"):
-        _print_emulation_notes([compare.summarize(d) for d in run_dirs])
-        print(f"again later: amptui compare {' '.join(d.name for d in run_dirs)}")
-    if interrupted:
-        print(f"amptui: error: interrupted after {len(run_dirs)} of {len(variants)} variants", file=sys.stderr)
-        return 130
-    if failed:
-        print(f"amptui: error: variant(s) {', '.join(failed)} did not complete", file=sys.stderr)
-        return 1
-    return 0
+        _print_emulation_notes([compare.summarize(d) for d in outcome.run_dirs])
+        print(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
+    if outcome.error:
+        print(f"amptui: error: {outcome.error}", file=sys.stderr)
+    return outcome.exit_code
 
 
 def cmd_compare(args) -> int:
@@ -235,6 +247,8 @@ def cmd_compare(args) -> int:
 
     root = runs.runs_root(args.runs_dir)
     dirs = [runs.run_dir(root, run_id) for run_id in args.run_ids]
+    if args.format == "svg":  # the compare screen, drawn headless
+        return cli_pictures.compare_svg(args, root, dirs)
     print_comparison(dirs, args.format)
     if args.format in ("table", "markdown"):
         from .core import compare
@@ -282,7 +296,7 @@ def cmd_runs(args) -> int:
 
 def cmd_presets(args) -> int:
     from .console import print_table
-    from .core import config, presets
+    from .core import config, presets, safefile
 
     action = args.action or "list"
     if action == "list":
@@ -292,17 +306,20 @@ def cmd_presets(args) -> int:
     elif action == "show":
         preset = presets.find_preset(args.name)
         if args.raw:
-            print(preset.path.read_text(), end="")
+            try:
+                text = safefile.read_text(preset.path, config.TOML_LIMIT, follow=True)
+            except (OSError, ValueError) as exc:
+                raise UserError(f"{preset.path}: cannot read: {exc}") from None
+            print(shown(text, newlines=True), end="")
         else:
             cfg = preset.config()
             print(config.to_toml(cfg.to_dict(), f"# preset {preset.name} ({preset.path}), every key resolved"), end="")
     elif action == "save":
         source = presets.find_preset(args.source)
         cfg = source.config(config.parse_set(args.sets))
-        values = cfg.to_dict()
-        if values["run"]["name"] == source.name:
-            values["run"]["name"] = args.name
-        path = presets.save_preset(args.name, values, force=args.force, source=source.name)
+        if cfg.run.name == source.name:
+            cfg = cfg.with_overrides({"run.name": args.name})
+        path = presets.save_preset(args.name, cfg, force=args.force, source=source.name)
         print(f"saved preset {args.name!r} to {path}")
     return 0
 
@@ -332,6 +349,8 @@ def cmd_watch(args) -> int:
     from .core import runs
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)  # a bad id: one line, exit 2
+    if args.svg:  # the run screen, drawn headless
+        return cli_pictures.watch_svg(args, run_dir)
     _need_terminal()
     from .dashboard.app import make_app
 

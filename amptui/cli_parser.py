@@ -14,7 +14,7 @@ examples:
   amptui                                     open the dashboard
   amptui run quickstart                      train the default preset here, with live numbers
   amptui run mlp-recipe --set amp.autocast=false --set run.max_steps=20
-  amptui run scaler-lab --detach             start in the background, print the run id
+  amptui run scaler-lab --detach             start in the background, print its id as JSON
   amptui runs                                list runs and their status
   amptui stop RUN_ID / amptui resume RUN_ID  stop with a checkpoint / continue from it
 """
@@ -25,11 +25,6 @@ PRESET_HELP = "a built-in or saved preset name (amptui presets list), or a path 
 
 def run_id_argument(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("run_id", metavar="RUN_ID", help=f"{help}; an id as `amptui runs` lists it")
-
-
-def _table_alias(value: str) -> str:
-    """`doctor --format text` (its old name) means table."""
-    return "table" if value == "text" else value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "amptui.Monitor); arguments after -- go to the script")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key, e.g. --set amp.dtype=bfloat16 (repeatable)")
-    p.add_argument("--detach", action="store_true", help="start in the background and print the run id")
+    p.add_argument("--detach", action="store_true",
+                   help="start in the background and print one JSON line with the run id")
     p.add_argument("--print-launch", action="store_true",
                    help="print the command to run on every node of a multi-node DDP run, and start nothing")
     runs_dir_option(p)
@@ -63,11 +59,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("resume", help="continue a stopped, failed or killed run from its last checkpoint")
     run_id_argument(p, "the run to continue (status stopped, failed or killed, with a checkpoint)")
-    p.add_argument("--detach", action="store_true", help="continue in the background")
+    p.add_argument("--detach", action="store_true",
+                   help="continue in the background and print one JSON line with the run id")
+    p.add_argument("--trust-code", action="store_true",
+                   help="run the code the run's config names (model.factory, data.factory, run.script) even "
+                        "though it was not given on this machine (a copied run folder); without it a terminal "
+                        "asks, anything else is refused")
     runs_dir_option(p)
 
     p = sub.add_parser("watch", help="open the dashboard's run screen on a run, live or finished")
     run_id_argument(p, "the run to watch")
+    p.add_argument("--svg", metavar="FILE", help="draw the run screen headless and write it to FILE as SVG, "
+                                                 "then exit (no terminal needed)")
+    p.add_argument("--size", default="120x40", metavar="COLSxROWS",
+                   help="the screen size for --svg (default: 120x40)")
     runs_dir_option(p)
 
     p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
@@ -80,14 +85,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "not the amp.* keys the variants set)")
     p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
                    help="how to print the comparison at the end (default: table)")
+    p.add_argument("--detach", action="store_true", help="run the A/B in the background (its output in "
+                   "RUNS/.ab/GROUP.log) and print one JSON line with its group id")
+    p.add_argument("--group", help=argparse.SUPPRESS)  # the group a detached A/B drives (made by --detach)
     runs_dir_option(p)
 
     cli_tune.add_parser(sub, runs_dir_option)
 
     p = sub.add_parser("compare", help="the tutorials' table for some runs (speed-up and saving against the first)")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare; the first is the baseline")
-    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
-                   help="table (default), markdown, csv (raw numbers) or json")
+    p.add_argument("--format", choices=("table", "markdown", "csv", "json", "svg"), default="table",
+                   help="table (default), markdown, csv (raw numbers), json, or svg (the dashboard's compare "
+                        "screen, drawn headless: table, loss overlay and loss difference)")
+    p.add_argument("--size", default="120x40", metavar="COLSxROWS",
+                   help="the screen size for --format svg (default: 120x40)")
     runs_dir_option(p)
 
     p = sub.add_parser("runs", help="list runs")
@@ -95,8 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs_dir_option(p)
 
     p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")
-    p.add_argument("--format", choices=("table", "json"), default="table", type=_table_alias,
-                   help="table (default; `text` is accepted too) or json")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     p.add_argument("--no-bench", action="store_true", help="skip the matmul measurements")
 
     p = sub.add_parser("presets", help="list, show or save presets")

@@ -27,7 +27,9 @@ def add_parser(sub, runs_dir_option) -> None:
                         "mean the precision setup)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--no-save", action="store_true", help="do not save the winner as PRESET-tuned")
-    p.add_argument("--tune-id", help=argparse.SUPPRESS)  # the dashboard names the tune it starts
+    p.add_argument("--detach", action="store_true", help="search in the background (its output in "
+                   "RUNS/TUNE_ID.tune.log) and print one JSON line with the tune id and its result file")
+    p.add_argument("--tune-id", help=argparse.SUPPRESS)  # the tune a --detach start names
     runs_dir_option(p)
 
 
@@ -37,7 +39,6 @@ def cmd_tune(args) -> int:
     t0 = time.monotonic()
     from .core import config, launch, preflight, presets, runs
     from .core import tune as T
-    from .tune_runner import Search
 
     if not args.budget > 0:
         raise UserError(f"--budget {args.budget:g}: give the minutes the search may take (> 0)")
@@ -45,6 +46,10 @@ def cmd_tune(args) -> int:
     overrides = config.parse_set(args.sets)
     dims = T.parse_keys(args.keys)
     T.check_overrides(overrides, dims)
+    if args.detach:
+        return _detach(args, preset.name)
+    from .tune_runner import Search
+
     launch.resolve_config(preset, overrides)  # a bad preset or --set fails now, before any trial
     device_type = preflight.device_type(preset.config(overrides).run.device)
     root = runs.runs_root(args.runs_dir)
@@ -63,6 +68,25 @@ def cmd_tune(args) -> int:
     else:
         print_report(result)
     return 130 if search.interrupted else 0
+
+
+def _detach(args, preset_name: str) -> int:
+    """This tune, started in the background under a new id; its refusals (a preset that does not
+    resolve on this machine, missing data) go to its log, which the dashboard's tune screen shows."""
+    from pathlib import Path
+
+    from .core import runs
+    from .core import tune as T
+    from .jobs.detached import announce, relaunch
+
+    root = runs.runs_root(args.runs_dir, writable=True)
+    root.mkdir(parents=True, exist_ok=True)
+    tid = T.tune_id(preset_name)
+    log = root / f"{tid}.tune.log"
+    proc = relaunch(args.argv, ["--tune-id", tid, "--runs-dir", str(Path(root).resolve())], log)
+    announce("tune", f"tune {tid} started in the background; output: {log}", tune_id=tid, pid=proc.pid,
+             log=log.resolve(), result=T.result_path(root, tid).resolve())
+    return 0
 
 
 def print_report(result: dict) -> None:

@@ -20,7 +20,8 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from .core.fmt import (fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_lr, fmt_rate, fmt_scale,
-                       fmt_time)
+                       fmt_time, shown)
+from .core import trust
 from .core.inputbound import notice
 from .core.precision import Precision
 from .core.records import END, EPOCH, SCALER, START, STEP, End, Start, Step
@@ -118,9 +119,9 @@ class ProgressPrinter:
 
     def _say(self, text: str) -> None:
         if self.console is not None:  # above the live progress line, which then redraws below
-            self.console.print(Text(text))  # wrapped at the terminal's width
+            self.console.print(Text(shown(text, newlines=True)))  # wrapped at the terminal's width
         else:
-            self.out.write(text + "\n")
+            self.out.write(shown(text, newlines=True) + "\n")
             self.out.flush()
 
     # --- the live line --------------------------------------------------------------------------
@@ -247,17 +248,19 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: Text
     out = out if out is not None else sys.stdout
     console = terminal(out)
     if console is None:
-        out.write(plain_table([tuple(h.replace("\n", " ") for h in headers), *map(tuple, rows)]) + "\n")
+        cells = [tuple(shown(c) for c in row) for row in rows]  # strings from files: no raw escapes
+        out.write(plain_table([tuple(h.replace("\n", " ") for h in headers), *cells]) + "\n")
         return
-    shown = list(headers)
+    columns = list(headers)
     for header in [None, *drop]:
         if header is not None:
-            shown.remove(header)
+            columns.remove(header)
         table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
-        for h in shown:
+        for h in columns:
             table.add_column(h, no_wrap=h in no_wrap, overflow="fold", justify="right" if h in right else "left")
         for row in rows:
-            table.add_row(*(cell for h, cell in zip(headers, row) if h in shown))
+            table.add_row(*(Text(shown(cell)) if isinstance(cell, str) else cell
+                            for h, cell in zip(headers, row) if h in columns))
         if console.measure(table, options=console.options.update_width(10_000)).maximum <= console.width:
             break
     console.print(table)
@@ -268,6 +271,7 @@ def print_lines(lines: Sequence[str], out: TextIO | None = None) -> None:
     out = out if out is not None else sys.stdout
     console = terminal(out)
     for line in lines:
+        line = shown(line)
         console.print(Text(line)) if console is not None else out.write(line + "\n")
 
 
@@ -284,7 +288,8 @@ def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
     rows = []
     for r in runs:
         progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
-        rows.append((r.run_id, r.preset, r.precision, r.status, progress, fmt_time(r.started),
+        preset = " ".join(w for w in (r.preset, trust.mark(r.code, r.code_given_here)) if w)
+        rows.append((r.run_id, preset, r.precision, r.status, progress, fmt_time(r.started),
                      fmt_duration(r.duration_s)))
     print_table(headers, rows, out, no_wrap=("RUN ID", "PRECISION", "STATUS", "PROGRESS", "DURATION"),
                 right=("PROGRESS", "DURATION"), drop=("STARTED", "PRESET"))
@@ -299,7 +304,7 @@ def print_compare(rows, out: TextIO | None = None) -> None:
 
     console = terminal(out)
     if console is None:
-        out.write(compare.render(rows, "table") + "\n")
+        out.write(shown(compare.render(rows, "table"), newlines=True) + "\n")
         return
     for i, r in enumerate(rows, 1):
         console.print(Text(f"{i}  {r.run_id}" + ("  (baseline)" if i == 1 and len(rows) > 1 else "")))
@@ -323,7 +328,8 @@ def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
     if fmt == "table":
         print_compare(rows, out)
     else:
-        out.write(compare.render(rows, fmt) + "\n")
+        text = compare.render(rows, fmt)
+        out.write((shown(text, newlines=True) if fmt == "markdown" else text) + "\n")
     notes = compare.notes(summaries)
     if fmt in ("table", "markdown"):
         out.write("\n")

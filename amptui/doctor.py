@@ -24,7 +24,7 @@ def collect(bench: bool = True) -> dict[str, Any]:
 def run_doctor(args, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     report = collect(bench=not getattr(args, "no_bench", False))
-    if getattr(args, "format", "text") == "json":
+    if getattr(args, "format", "table") == "json":
         out.write(json.dumps(report, indent=2) + "\n")
     else:
         out.write(render_text(report))

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .core import safefile
 from .core.precision import DTYPES, FULL
 from .cpu_features import BF16_CPU_FLAGS, cpu_info, cpu_name
 # Re-exported for callers that still import them from here (cli, console, core.tune_runner).
-from .cpu_features import CPU_FLAGS as CPU_FLAGS
 from .cpu_features import EMULATED_BF16_NOTICE as EMULATED_BF16_NOTICE
 from .cpu_features import emulated_dtype_notice as emulated_dtype_notice
 
@@ -273,7 +273,7 @@ def peak_cache_key(device: Any, dtype: Any) -> str:
 def _read_peak_cache() -> dict[str, float]:
     """The stored peaks; a missing, unreadable or damaged file (or entry) counts as none."""
     try:
-        data = json.loads(peak_cache_path().read_text())
+        data = safefile.load_json(peak_cache_path(), 1024 * 1024)
         peaks = data["peak_tflops"] if data.get("format") == PEAK_CACHE_FORMAT else {}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}
@@ -293,16 +293,12 @@ def _write_peak_cache(updates: dict[str, float]) -> None:
     peaks = _read_peak_cache()
     for key, rate in updates.items():
         peaks[key] = max(rate, peaks.get(key, 0.0))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"format": PEAK_CACHE_FORMAT, "peak_tflops": peaks}, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        safefile.atomic_write_text(path, json.dumps({"format": PEAK_CACHE_FORMAT, "peak_tflops": peaks},
+                                                    indent=1, sort_keys=True))
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
 
 
 # --- recommendation ------------------------------------------------------------------------------

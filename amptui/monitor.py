@@ -51,16 +51,15 @@ from typing import Any, Iterable, Iterator, Mapping
 import torch
 
 from .core import config as cfgmod
-from .core import launch, runlock, runs
+from .core import runlock, runs, trust
 from .core.events import EventWriter, events_file
 from .core.precision import Precision
-from .core.presets import atomic_write_text
+from .core import safefile
+from .core.safefile import atomic_write_text
 from .core.records import End, WarningRecord
 from .core.resolve import auto_overrides
+from .core.runfiles import RUN_DIR_ENV, STOP_FILE
 from .telemetry import Recorder, ddp
-
-RUN_DIR_ENV = launch.RUN_DIR_ENV
-STOP_FILE = launch.STOP_FILE  # `amptui stop` writes it into the run folder
 
 
 class Monitor:
@@ -91,15 +90,15 @@ class Monitor:
         self._log_every_arg = log_every
         self._epochs_arg = epochs
 
-        self.run_dir, values = self._open_run_dir(run_dir, config)
-        self.config = cfgmod.Config(values)
-        self.log_every = int(log_every or values["log"]["every"] or 10)
+        self.run_dir, self.config = self._open_run_dir(run_dir, config)
+        self.log_every = int(log_every or self.config.log.every or 10)
         writer = EventWriter(events_file(self.run_dir, self.rank), self.rank) if self._writes else None
         self.recorder = Recorder(writer, self.rank, self.world_size, scaler=scaler, optimizer=optimizer, model=model)
         self.recorder.use_device(self.device)
         if self.recorder.scaler_enabled:
-            self.recorder.watch_scale(scaler.get_growth_interval(), Precision.from_config(values, self.device.type))
-        self.recorder.start(run_id=self.run_dir.name, preset=self.name, config=values, total_steps=total_steps,
+            precision = Precision.from_config(self.config, self.device.type)
+            self.recorder.watch_scale(scaler.get_growth_interval(), precision)
+        self.recorder.start(run_id=self.run_dir.name, preset=self.name, config=self.config, total_steps=total_steps,
                             epochs=epochs, steps_per_epoch=None, resumed_from=None, source="monitor",
                             parameters=sum(p.numel() for p in model.parameters()) if model is not None else None)
         self._install_sigterm()
@@ -147,7 +146,7 @@ class Monitor:
         if config is None:
             return {}
         if isinstance(config, cfgmod.Config):
-            config = config.to_dict()
+            return config.flat()
         if not isinstance(config, Mapping):
             raise TypeError("Monitor(config=...) takes a dict or an amptui Config")
         flat: dict[str, Any] = {}
@@ -160,7 +159,7 @@ class Monitor:
                 raise cfgmod.ConfigError(f"Monitor(config=...): {key!r} must be a section table or a dotted key")
         return flat
 
-    def _resolved(self, base: Mapping | None, config: Any) -> dict:
+    def _resolved(self, base: Mapping | None, config: Any) -> cfgmod.Config:
         """The run's config: base (the run folder's) <- what we can tell from the objects <- yours."""
         user = self._user_values(config)
         told: dict[str, Any] = {}
@@ -187,10 +186,9 @@ class Monitor:
         cfg = cfgmod.build_config(base or {}, {**told, **user}, source="Monitor(config=...)",
                                   overrides_source="Monitor(config=...)")
         device_type = self.device.type if self.device.type in ("cpu", "cuda") else "cpu"
-        return cfg.with_overrides(auto_overrides(cfg.to_dict(), device_type),
-                                  source="Monitor(config=...)").to_dict()
+        return cfg.with_overrides(auto_overrides(cfg, device_type), source="Monitor(config=...)")
 
-    def _open_run_dir(self, run_dir, config) -> tuple[Path, dict]:
+    def _open_run_dir(self, run_dir, config) -> tuple[Path, cfgmod.Config]:
         env_dir = os.environ.get(RUN_DIR_ENV)
         path = Path(run_dir) if run_dir is not None else (Path(env_dir) if env_dir else None)
         self._writes = True
@@ -199,25 +197,27 @@ class Monitor:
             cfg_path = path / "config.toml"
             if cfg_path.is_file():
                 base = cfgmod.read_toml(cfg_path)
-            values = self._resolved(base, config)
+            cfg = self._resolved(base, config)
             if self.rank == 0:
                 path.mkdir(parents=True, exist_ok=True)
                 runlock.hold_for_this_process(path)  # one writer per run folder; before writing to it
-                text = cfgmod.to_toml(values, f"# amptui run {path.name}: written by amptui.Monitor")
-                if not cfg_path.is_file() or cfg_path.read_text() != text:
+                text = cfgmod.to_toml(cfg.to_dict(), f"# amptui run {path.name}: written by amptui.Monitor")
+                if not cfg_path.is_file() or safefile.text_or_none(cfg_path, cfgmod.TOML_LIMIT) != text:
                     atomic_write_text(cfg_path, text)
+                trust.remember(path, trust.code_refs(cfg))  # this script runs here: its code was given here
                 if not (path / "run.json").is_file():
                     runs.write_launch_info(path, os.getpid(), list(sys.argv))
-            return path, values
-        values = self._resolved(None, config)
+            return path, cfg
+        cfg = self._resolved(None, config)
         path = self._shared_new_dir()
         if self.rank == 0:
             runlock.hold_for_this_process(path)
-            atomic_write_text(path / "config.toml", cfgmod.to_toml(values, f"# amptui run {path.name}: written by "
-                                                                             "amptui.Monitor"))
+            atomic_write_text(path / "config.toml", cfgmod.to_toml(cfg.to_dict(), f"# amptui run {path.name}: "
+                                                                                  "written by amptui.Monitor"))
+            trust.remember(path, trust.code_refs(cfg))
             (path / "checkpoints").mkdir(exist_ok=True)
             runs.write_launch_info(path, os.getpid(), list(sys.argv))
-        return path, values
+        return path, cfg
 
     def _shared_new_dir(self) -> Path:
         """Rank 0 makes the folder; under torch.distributed the other ranks learn it by broadcast.

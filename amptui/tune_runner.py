@@ -70,7 +70,7 @@ class Search:
         if "precision" in self.dims:
             first += [T.precision_candidate(name) for name in T.PRECISIONS]
         else:
-            own = Precision.from_config(self.preset.config(self.overrides).to_dict(), self.device_type).short
+            own = Precision.from_config(self.preset.config(self.overrides), self.device_type).short
             if own != "fp32":
                 first.append(T.Candidate(own, {}))
         # fp32, the most promising other precision, fp32 again (the noise band), the long shots

@@ -98,7 +98,7 @@ def hand_loop_ms(model: Model, variant: str, device: str) -> float:
     preset = presets.find_preset(model.preset)
     cfg = preset.config({**run_sets(model, device), **VARIANTS[variant]})
     dev = torch.device(device)
-    precision = Precision.from_config(cfg.to_dict(), dev.type)
+    precision = Precision.from_config(cfg, dev.type)
     autocast, use_scaler = precision.autocast, precision.scaler
     dtype = getattr(torch, precision.dtype)
     torch.manual_seed(0)

@@ -38,7 +38,7 @@ import torchvision  # noqa: F401  (the CNN presets' models)
 mark("import trainer + torchvision")
 from amptui.core import config as c, presets
 cfg = presets.find_preset(sys.argv[1]).config({"run.device": sys.argv[2]})
-cfg = cfg.with_overrides({"data.num_workers": c.resolve_num_workers(cfg.to_dict())}, source="bench")
+cfg = cfg.with_overrides({"data.num_workers": c.resolve_num_workers(cfg)}, source="bench")
 dev = torch.device(sys.argv[2])
 if dev.type == "cuda":
     torch.cuda.init(); torch.empty(1, device=dev); torch.cuda.synchronize(); mark("CUDA init")

@@ -6,6 +6,10 @@ Runs a few short CPU runs with the real `amptui` in a scratch folder (about a mi
 the dashboard headless at 110x34 and saves: the home screen, a live scaler-lab run with its
 backoffs and growths, a failed run with its error, the compare screen (fp32 vs bf16) and the
 help screen (? / F1) of the home screen.
+
+Each picture is written by the same export as the dashboard's `p` key, `amptui watch --svg` and
+`amptui compare --format svg` (amptui.dashboard.picture.screen_svg): every glyph pinned to its
+cell, so the plots stay inside their frames in any SVG viewer.
 """
 
 from __future__ import annotations
@@ -54,9 +58,13 @@ def main() -> int:
     print("  live", live)
 
     from amptui.dashboard.app import make_app
+    from amptui.dashboard.picture import screen_svg
     from amptui.dashboard.screens.compare import CompareScreen
     from amptui.dashboard.screens.run import RunScreen
     from amptui.dashboard.widgets.runtable import RunTable
+
+    def save(app, name: str) -> None:
+        (args.out / name).write_text(screen_svg(app), encoding="utf-8")
 
     async def until(pilot, cond, timeout=120.0):
         deadline = time.monotonic() + timeout
@@ -76,10 +84,10 @@ def main() -> int:
             table.focus()
             table.move_cursor(row=0)
             await pilot.pause(0.5)
-            app.save_screenshot("home.svg", str(args.out))
+            save(app, "home.svg")
             await pilot.press("f1")
             await pilot.pause(0.5)
-            app.save_screenshot("help.svg", str(args.out))
+            save(app, "help.svg")
             await pilot.press("escape")
 
             app.open_run(runs / live)
@@ -87,26 +95,26 @@ def main() -> int:
             screen = app.screen
             await until(pilot, lambda: screen.model.n_growth >= 4 and screen.model.n_backoff >= 10)
             await pilot.pause(0.8)
-            app.save_screenshot("run-live-scaler.svg", str(args.out))
+            save(app, "run-live-scaler.svg")
             await pilot.press("q")
 
             app.open_run(runs / failed)
             await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.end is not None)
             await pilot.pause(0.8)
-            app.save_screenshot("run-failed.svg", str(args.out))
+            save(app, "run-failed.svg")
             await pilot.press("q")
 
             await pilot.pause(0.2)
             await pilot.press("c")
             await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows)
             await pilot.pause(0.5)
-            app.save_screenshot("compare.svg", str(args.out))
+            save(app, "compare.svg")
 
         small = make_app("runs")
         async with small.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: small.screen.query(RunTable) and small.screen.query_one(RunTable).row_count)
-            await pilot.pause(0.5)
-            small.save_screenshot("home-80x24.svg", str(args.out))
+            await pilot.pause(1.5)  # the footer too, on a loaded box
+            save(small, "home-80x24.svg")
 
     try:
         asyncio.run(shoot())

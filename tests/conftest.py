@@ -25,6 +25,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 def isolated(tmp_path, monkeypatch):
     """Runs and saved presets go to temp folders; the working directory is a temp folder too."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.setenv("AMPTUI_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -150,7 +151,12 @@ def wait_for_end(run_dir: Path, timeout: float = 120) -> list[dict]:
     raise AssertionError(f"{run_dir.name} wrote no end record in {timeout:.0f} s")
 
 
+def started(stdout: str) -> dict:
+    """What `amptui ... --detach` started: its one JSON line on stdout (docs/commands.md)."""
+    return json.loads(stdout)
+
+
 def only_run(runs_dir: Path) -> Path:
-    found = [p for p in runs_dir.iterdir() if p.is_dir()]
+    found = [p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(found) == 1, found
     return found[0]

@@ -133,13 +133,13 @@ def test_compare_warns_when_runs_differ_in_more_than_precision(cli, runs_dir):
 def test_tensorboard_missing_is_explained(monkeypatch):
     import sys
 
-    from amptui.core import preflight
+    from amptui.core import config, preflight
 
     # Stand-in for a machine without the optional extra: hide the installed package.
     monkeypatch.setitem(sys.modules, "tensorboard", None)
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "tensorboard" else object())
     with pytest.raises(UserError, match=r"pip install 'amptui\[tensorboard\]'"):
-        preflight.check_tensorboard({"log": {"tensorboard": True}})
+        preflight.check_tensorboard(config.build_config({}, {"log.tensorboard": True}))
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from amptui.core.events import EventReader, EventWriter, parse_line
 from amptui.core.records import Checkpoint, End
 from amptui.core.runlock import RunLocked
 from amptui.trainer import checkpoint
-from conftest import REPO, amptui, events_so_far
+from conftest import REPO, amptui, events_so_far, started
 from dashboard_support import async_test, until
 
 # A quickstart small enough for a loaded 2-core CI box: ~50 steps per epoch, a checkpoint every 2.
@@ -48,7 +48,7 @@ def start_detached(runs_dir: Path, max_steps: int) -> Path:
     proc = amptui("run", "quickstart", *TINY, "--set", f"run.max_steps={max_steps}", "--set", "run.epochs=100000",
                   "--detach",
                   "--runs-dir", str(runs_dir), check=True)
-    return runs_dir / proc.stdout.split()[-1]
+    return runs_dir / started(proc.stdout)["run_id"]
 
 
 def runlock_holder(run_dir: Path):

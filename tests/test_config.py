@@ -1,5 +1,10 @@
 """The preset schema: defaults, validation, `--set` parsing and the built-in presets."""
 
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from amptui.core import config
@@ -15,6 +20,36 @@ def test_every_key_has_a_default_and_a_description():
             assert len(key.doc) > 10, f"{section}.{name} needs a description"
             config.check_value(f"{section}.{name}", key.default, "defaults")  # defaults are valid
     assert config.build_config() == config.build_config({})
+
+
+def test_a_config_is_typed_sections_that_refuse_typos_and_changes():
+    cfg = config.build_config({}, {"amp.dtype": "float16"})
+    assert cfg.amp.dtype == "float16" and cfg.optim.lr == 1e-3 and cfg.data.num_workers == "auto"
+    with pytest.raises(AttributeError):
+        cfg.amp.dtyp  # noqa: B018 -- a typo is an error, not a silent default
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.amp.dtype = "bfloat16"  # type: ignore[misc]
+    changed = cfg.with_overrides({"amp.dtype": "bfloat16"})
+    assert (changed.amp.dtype, cfg.amp.dtype) == ("bfloat16", "float16")
+    assert config.Config() == config.build_config()  # the dataclasses' defaults are the schema's
+    assert config.build_config(cfg.to_dict()) == cfg and cfg.flat()["amp.dtype"] == "float16"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_mypy_names_a_typo_in_a_config_key(tmp_path):
+    """Code reading the config is checked: a misspelt key fails `mypy`, not a run an hour in."""
+    repo = Path(__file__).resolve().parent.parent
+    (tmp_path / "mypy.ini").write_text(f"[mypy]\nmypy_path = {repo}\nfollow_imports = silent\n"
+                                       "ignore_missing_imports = true\ncheck_untyped_defs = true\n")
+    (tmp_path / "reads.py").write_text("from amptui.core.config import build_config\n\n\ndef f():\n"
+                                       "    cfg = build_config()\n    return cfg.amp.dtype, cfg.optim.lrr\n")
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(tmp_path / "mypy.ini"),
+                           "--cache-dir", str(tmp_path / "cache"), str(tmp_path / "reads.py")],
+                          capture_output=True, text=True, timeout=540, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert '"OptimConfig" has no attribute "lrr"' in proc.stdout, proc.stdout
+    assert proc.stdout.count("error:") == 1, proc.stdout  # cfg.amp.dtype is fine
 
 
 def test_product_schema_keys_exist():
@@ -131,7 +166,7 @@ def test_builtin_presets_follow_the_tutorials():
     ("cpu", True, "float16", False, "autocast float16", "fp16"),
 ])
 def test_auto_precision_rules(device, autocast, dtype, scaler, words, short):
-    values = config.build_config({}, {"amp.autocast": autocast, "amp.dtype": dtype, "amp.grad_scaler": scaler}).to_dict()
+    values = config.build_config({}, {"amp.autocast": autocast, "amp.dtype": dtype, "amp.grad_scaler": scaler})
     assert Precision.from_config(values, device).words == words
     assert Precision.from_config(values, device).short == short
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from amptui.core.runs import load_run
+from amptui.core.runs import load_run, read_launch_info
+from amptui.jobs import groups
 
 from amptui.core import presets as presetmod
 from amptui.dashboard.screens.compare import CompareScreen
@@ -59,7 +63,7 @@ async def test_highlighting_a_preset_loads_its_toggles(root):
 @async_test
 async def test_invalid_value_is_marked_as_you_type_and_run_is_refused(root, monkeypatch):
     calls = []
-    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("amptui.jobs.detached.subprocess.run", lambda *a, **k: calls.append(a))
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)
@@ -93,9 +97,9 @@ async def test_r_launches_the_detached_trainer_and_opens_the_run(root, monkeypat
     def fake_run(command, **kwargs):
         seen["command"] = command
         copy_runs(root, live=True)
-        return subprocess.CompletedProcess(command, 0, stdout=f"started\n{LIVE}\n", stderr="")
+        return subprocess.CompletedProcess(command, 0, stdout=json.dumps({"kind": "run", "run_id": LIVE}) + "\n", stderr="")
 
-    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", fake_run)
+    monkeypatch.setattr("amptui.jobs.detached.subprocess.run", fake_run)
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)
@@ -118,7 +122,7 @@ async def test_a_refused_launch_shows_the_reason(root, monkeypatch):
     def fake_run(command, **kwargs):
         return subprocess.CompletedProcess(command, 2, stdout="", stderr="amptui: error: CUDA requested but none\n")
 
-    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", fake_run)
+    monkeypatch.setattr("amptui.jobs.detached.subprocess.run", fake_run)
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         await home_ready(pilot)
@@ -141,7 +145,7 @@ async def test_a_worker_that_raises_shows_the_error_and_the_app_keeps_running(ro
         calls.append(command)
         raise RuntimeError("launcher exploded")
 
-    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", broken_run)
+    monkeypatch.setattr("amptui.jobs.detached.subprocess.run", broken_run)
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)
@@ -269,8 +273,10 @@ async def test_finished_run_fills_every_panel(root):
         await pilot.pause(0.4)
         m = screen.model
         assert m.step == 256 and m.n_backoff == 37 and m.skipped_total == 37 and m.n_growth > 0
-        info = str(screen.query_one("#scale-info").render())
-        assert "skipped 37" in info and "step 253" in info and "inf in head.weight" in info
+        assert "skipped 37" in str(screen.query_one("#scale-info").render())
+        events = str(screen.query_one("#scale-list").render())  # every event, newest first; it scrolls
+        assert events.index("step 253") < events.index("step 251") and "inf in head.weight" in events
+        assert events.count("step ") == min(37 + m.n_growth, 200)
         assert "r0 rss" in str(screen.query_one("#mem-info").render())
         assert len(screen.query_one("#log").lines) > 3
         assert "completed" in str(screen.query_one("#run-header").render())
@@ -393,10 +399,10 @@ async def test_torn_and_garbage_lines_do_not_crash(root):
         await until(pilot, lambda: "unreadable" in notes.text())
         with open(path, "a") as fh:  # the torn record completes; another bad line arrives
             fh.write('ep"}\nmore garbage\n')
-        await until(pilot, lambda: screen.model.bad_lines == 2)
+        await until(pilot, lambda: screen.model.bad_lines == 3)  # a record of the wrong types counts too
         await pilot.pause(0.5)
     reports = [m for m, _ in notes if "unreadable" in m]
-    assert reports == ["skipped 1 unreadable line(s) in the event files; everything else was read"], \
+    assert reports == ["skipped 2 unreadable line(s) in the event files; everything else was read"], \
         "reported once"
 
 
@@ -415,10 +421,10 @@ async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root):
         home.query_one("#t-run-device").value = "cpu"
         home.query_one("#presets").focus()
         await pilot.press("a")
-        await until(pilot, lambda: notes)
         await pilot.press("a")
-        await until(pilot, lambda: len(notes) >= 2)
-        assert "already running" in notes[-1][0] and notes[-1][1] == "error"
+        await until(pilot, lambda: len(notes) >= 2, timeout=60)
+        refused = [(m, s) for m, s in notes if "already running" in m]
+        assert len(refused) == 1 and refused[0][1] == "error", notes
         table = home.query_one(RunTable)
         await until(pilot, lambda: sum(1 for g in table.groups.values() if g == "ab1") >= 1, timeout=120)
         await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows, timeout=240)
@@ -430,6 +436,42 @@ async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root):
             text = (p / "output.log").read_text()
             assert f"start {p.name}" in text and not any(o.name in text for o in new if o != p)
         assert {table.groups.get(p.name) for p in new} == {"ab1"}
+        assert [g.state for g in groups.groups(root)] == ["done"]
+
+
+@async_test
+async def test_an_ab_whose_second_variant_fails_ends_failed_and_names_it_as_the_cli_does(root):
+    """`a` is `amptui ab --detach`: the CLI's loop and ending. Its second variant (bf16) dies: the
+    group ends `failed` naming it, the notice says so, and the compare opens on what ran."""
+    def second_trainer() -> int | None:
+        found = groups.groups(root)
+        return read_launch_info(root / found[0].runs[1]).get("pid") if found and len(found[0].runs) == 2 else None
+
+    app = app_for(root)
+    try:
+        async with app.run_test(size=(110, 34)) as pilot:
+            home = await home_ready(pilot)
+            notes = Notes().install(app)
+            home.query_one("#t-run-max-steps").value = "12"  # bf16's trainer is killed before its first step
+            home.query_one("#t-run-device").value = "cpu"
+            home.query_one("#presets").focus()
+            await pilot.press("a")
+            await until(pilot, second_trainer, timeout=400, step=0.02)
+            os.killpg(second_trainer(), signal.SIGKILL)  # the trainer leads a session of its own
+            await until(pilot, lambda: "did not complete" in notes.text(), timeout=120)
+            group = groups.groups(root)[0]
+            assert group.state == "failed" and group.error == "variant(s) bf16 did not complete"
+            assert [(m, s) for m, s in notes if "did not complete" in m] == \
+                [("variant(s) bf16 did not complete", "error")]
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows, timeout=60)
+            assert [load_run(root / r).status for r in group.runs] == ["completed", "killed"]
+        assert "amptui: error: variant(s) bf16 did not complete" in group.log.read_text()
+    finally:  # a failed test leaves no A/B running in the background
+        for found in groups.groups(root):
+            for pid in [found.launch.get("pid")] + [read_launch_info(root / r).get("pid") for r in found.runs]:
+                if pid and found.active:
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, signal.SIGKILL)
 
 
 # --- compare ------------------------------------------------------------------------------------------------

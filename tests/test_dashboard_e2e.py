@@ -149,7 +149,7 @@ def test_tmux_help_stop_resume_and_delete(tmp_path):
     out = subprocess.run([str(AMPTUI), "run", "scaler-lab", "--detach", "--set", "run.epochs=50",
                           "--set", "run.device=cpu"], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
-    run_dir = tmp_path / "runs" / out.stdout.strip().splitlines()[-1]
+    run_dir = tmp_path / "runs" / json.loads(out.stdout)["run_id"]
     tmux = Tmux(tmp_path, env)
     try:
         tmux.type_line(f"{AMPTUI} ; echo AMPTUI-EXIT=$?")
@@ -207,7 +207,7 @@ def test_stop_from_the_run_screen_stops_a_real_run(tmp_path, monkeypatch):
     out = subprocess.run([str(AMPTUI), "run", "scaler-lab", "--detach", "--runs-dir", "runs", "--set", "run.epochs=50"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    run_dir = tmp_path / "runs" / out.stdout.strip().splitlines()[-1]
+    run_dir = tmp_path / "runs" / json.loads(out.stdout)["run_id"]
 
     async def drive():
         app = make_app("runs", watch=run_dir)

@@ -53,7 +53,7 @@ def fake_amptui(monkeypatch, calls, stdout="", returncode=0, stderr=""):
         calls.append(command)
         return subprocess.CompletedProcess(command, returncode, stdout=stdout, stderr=stderr)
 
-    monkeypatch.setattr("amptui.dashboard.launcher.subprocess.run", fake_run)
+    monkeypatch.setattr("amptui.jobs.detached.subprocess.run", fake_run)
 
 
 # --- keys where they apply, resume -------------------------------------------------------------------
@@ -62,7 +62,7 @@ def fake_amptui(monkeypatch, calls, stdout="", returncode=0, stderr=""):
 async def test_stopped_run_offers_resume_not_stop_and_R_resumes_it(root, monkeypatch):
     add_stopped_run(root)
     calls = []
-    fake_amptui(monkeypatch, calls, stdout=f"started\n{STOPPED}\n")
+    fake_amptui(monkeypatch, calls, stdout=json.dumps({"kind": "resume", "run_id": STOPPED}) + "\n")
     app = app_for(root, watch=root / STOPPED)
     async with app.run_test(size=(110, 34)) as pilot:
         screen = app.screen
@@ -99,7 +99,7 @@ async def test_resume_refused_with_the_reason_and_never_suggested_for_a_script_r
 async def test_home_R_resumes_the_highlighted_run_or_says_why_not(root, monkeypatch):
     add_stopped_run(root)
     calls = []
-    fake_amptui(monkeypatch, calls, stdout=f"{STOPPED}\n")
+    fake_amptui(monkeypatch, calls, stdout=json.dumps({"kind": "resume", "run_id": STOPPED}) + "\n")
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         await home_ready(pilot, 4)
@@ -215,8 +215,8 @@ def test_equivalent_command_reproduces_the_config(root):
     words = shlex.split(runops.equivalent_command(root / QUICK))
     assert words[:3] == ["amptui", "run", "quickstart"]
     sets = [words[i + 1] for i, w in enumerate(words) if w == "--set"]
-    rebuilt = presetmod.find_preset("quickstart").config(cfgmod.parse_set(sets)).to_dict()
-    assert runops.flat(rebuilt) == runops.flat(runops.run_config(root / QUICK))
+    rebuilt = presetmod.find_preset("quickstart").config(cfgmod.parse_set(sets))
+    assert rebuilt == runops.run_config(root / QUICK)
 
 
 def test_short_ids_tell_runs_apart():

@@ -198,7 +198,7 @@ def test_home_runs_cache_reads_finished_runs_once(tmp_path, monkeypatch):
     root = copy_runs(tmp_path / "runs")
     calls = []
     real = runscache.load_run
-    monkeypatch.setattr(runscache, "load_run", lambda p: calls.append(p.name) or real(p))
+    monkeypatch.setattr(runscache, "load_run", lambda p, **kw: calls.append(p.name) or real(p, **kw))
     cache = runscache.RunsCache()
     first = cache.scan(root)
     assert [r.run_id for r in first] == [FAILED, SCALER, QUICK] and len(calls) == 3

@@ -82,8 +82,8 @@ def test_snapshot_run_scale_panel_80x24(runs, snap_compare):
 def test_snapshot_compare(runs, snap_compare):
     async def before(pilot):
         pilot.app.open_compare([runs / QUICK, runs / SCALER, runs / FAILED])
-        await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.rows)
-        await pilot.pause(0.3)
+        await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.drawn())
+        await pilot.pause(0.6)  # the plots draw on the next refresh
 
     assert snap_compare(app_for(watch=runs / QUICK), terminal_size=(110, 34), run_before=before)
 
@@ -128,3 +128,36 @@ def test_snapshot_run_info(runs, snap_compare):
         await pilot.pause(0.3)
 
     assert snap_compare(app_for(), terminal_size=(110, 34), run_before=before)
+
+
+# --- every panel at 80x24 and 160x50, on canned shapes (tests/picture_support.py): a flat lr and
+# RSS, one throughput outlier, a run resumed from an earlier checkpoint (its steps rewind), and
+# two identical loss curves in compare.
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
+@pytest.mark.parametrize("panel", ["1", "2", "3", "4", "5", "6"],
+                         ids=["loss", "lr", "scale", "memory", "throughput", "log"])
+def test_snapshot_panel(runs, snap_compare, panel, size):
+    from picture_support import RESUMED, write_resumed_run
+
+    write_resumed_run(runs)
+
+    async def before(pilot):
+        await run_loaded(pilot)
+        await pilot.press(panel)  # 80x24: shows that panel; 160x50: maximizes it
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(watch=runs / RESUMED), terminal_size=size, run_before=before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
+def test_snapshot_compare_identical_curves(runs, snap_compare, size):
+    from picture_support import write_twin_runs
+
+    first, second = write_twin_runs(runs)
+
+    async def before(pilot):
+        pilot.app.open_compare([first, second])
+        await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.drawn())
+        await pilot.pause(0.6)  # the plots draw on the next refresh
+
+    assert snap_compare(app_for(watch=runs / QUICK), terminal_size=size, run_before=before)

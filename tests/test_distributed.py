@@ -13,7 +13,7 @@ import pytest
 
 from amptui.core import launch, runs
 from amptui.trainer.torchrun import StderrTail, launch_failure
-from conftest import amptui, events, only_run, wait_for_step
+from conftest import amptui, events, only_run, started, wait_for_step
 
 pytestmark = pytest.mark.slow
 DDP2 = ["--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2"]
@@ -39,7 +39,7 @@ def test_ddp_on_two_processes_completes_with_per_rank_events(runs_dir):
 
 
 def test_ddp_stop_and_resume(runs_dir):
-    run_id = amptui("run", "quickstart", *DDP2, "--detach", check=True).stdout.strip().splitlines()[-1]
+    run_id = started(amptui("run", "quickstart", *DDP2, "--detach", check=True).stdout)["run_id"]
     run_dir = runs_dir / run_id
     wait_for_step(run_dir, timeout=60)
     assert "stopped" in amptui("stop", run_id, check=True).stdout

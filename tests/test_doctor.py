@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from amptui import doctor, hardware
+from amptui.cpu_features import CPU_FLAGS
 from conftest import amptui
 
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the CPU-only report")
@@ -165,7 +166,7 @@ def test_peak_tflops_is_memoised(monkeypatch, tmp_path):
 # --- recommendations (CPU) -----------------------------------------------------------------------
 
 def _cpu_info(**flags) -> dict:
-    all_flags = {f: False for f in hardware.CPU_FLAGS}
+    all_flags = {f: False for f in CPU_FLAGS}
     all_flags.update(flags)
     return {"gpus": [], "cpu": {"flags": all_flags}}
 

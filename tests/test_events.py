@@ -55,3 +55,91 @@ def test_reattach_from_an_offset_reads_only_what_is_new(tmp_path):
         offset = path.stat().st_size
         writer.emit("end", status="completed")
     assert [r["kind"] for r in EventReader(path, offset=offset).read()] == ["end"]
+
+
+# --- the line framer: the one way every reader cuts an event file into lines ------------------
+
+def test_framer_holds_a_torn_line_until_its_newline_arrives():
+    from amptui.core.events import LineFramer
+
+    framer = LineFramer()
+    assert framer.feed(b'{"kind":"start"}\n{"kind":"st') == [b'{"kind":"start"}']
+    assert framer.held_bytes == len(b'{"kind":"st') and not framer.at_line_start
+    assert framer.feed(b"ep") == []
+    assert framer.feed(b'"}\n\n  \n{"kind":"end"}\n') == [b'{"kind":"step"}', b'{"kind":"end"}']
+    assert framer.at_line_start and framer.bad_lines == 0
+
+
+def test_framer_drops_an_over_long_line_without_holding_it_and_counts_it_once():
+    from amptui.core.events import LineFramer
+
+    framer = LineFramer(max_line=100)
+    assert framer.feed(b'{"kind":"start"}\n' + b"x" * 60) == [b'{"kind":"start"}']
+    for _ in range(50):  # the line goes on and on: never more than max_line held
+        assert framer.feed(b"x" * 60) == []
+        assert framer.held_bytes <= 100
+    assert framer.bad_lines == 1
+    assert framer.feed(b'xx\n{"kind":"end"}\n') == [b'{"kind":"end"}']
+    assert framer.bad_lines == 1 and framer.at_line_start
+    # a long line that arrives whole in one chunk is counted the same way
+    assert framer.feed(b"y" * 500 + b'\n{"kind":"end"}\n') == [b'{"kind":"end"}']
+    assert framer.bad_lines == 2
+
+
+def test_framer_counts_invalid_json_and_wrong_types_as_bad_lines():
+    from amptui.core.events import LineFramer
+
+    framer = LineFramer()
+    records = framer.records(b'{"kind":"start"}\nnot json\n[1]\n{"kind":"step","step":"x"}\n'
+                             b'{"kind":"step","loss":NaN}\n{"kind":"end"}\n')
+    assert [r["kind"] for r in records] == ["start", "end"]
+    assert framer.bad_lines == 4
+
+
+def test_reader_reads_a_file_in_chunks_as_one_framer(tmp_path):
+    from amptui.core.events import CHUNK_BYTES
+
+    path = tmp_path / "events.jsonl"
+    line = json.dumps({"kind": "step", "step": 1, "pad": "p" * 300}) + "\n"
+    count = 3 * CHUNK_BYTES // len(line) + 7  # lines cut across chunk boundaries
+    path.write_text(line * count)
+    reader = EventReader(path)
+    got = []
+    while batch := reader.read(CHUNK_BYTES // 2):
+        got += batch
+    assert len(got) == count and reader.bad_lines == 0
+
+
+def test_reader_refuses_a_symlink_and_says_why(tmp_path):
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_text('{"kind":"start"}\n')
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "events.jsonl").symlink_to(target)
+    reader = EventReader(run / "events.jsonl")
+    assert reader.read() == []
+    assert "symbolic link" in reader.damaged
+
+
+def test_ends_of_a_big_file_match_reading_it_whole(tmp_path):
+    from amptui.core.eventends import HEAD_BYTES, SessionIndex, read_ends
+
+    path = tmp_path / "events.jsonl"
+    with EventWriter(path) as writer:
+        for session in range(3):
+            writer.emit("start", total_steps=9_000)
+            for step in range(3_000):
+                writer.emit("step", step=session * 3_000 + step, loss=1.0, pad="p" * 200)
+            writer.emit("end", status="stopped", steps=(session + 1) * 3_000)
+    assert path.stat().st_size > 3 * HEAD_BYTES
+    every = [r for r in read_events(path) if r["kind"] in ("start", "end")]
+    index = SessionIndex(max_files=2)
+    ends = read_ends(path, index)
+    assert [r for r in ends.records() if r["kind"] in ("start", "end")] == every
+    assert ends.records()[-1]["kind"] == "end" and ends.tail and not ends.damaged
+    assert read_ends(path, index).middle == ends.middle and len(index) == 1  # remembered, not rescanned
+    for i in range(5):  # bounded: other files push the oldest out
+        other = tmp_path / f"other{i}.jsonl"
+        other.write_bytes(path.read_bytes())
+        read_ends(other, index)
+    assert len(index) == 2

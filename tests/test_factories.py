@@ -209,7 +209,7 @@ def test_data_factory_returning_the_wrong_thing(isolated):
     with pytest.raises(UserError, match='data.factory = "baddata:iters" returned a train set of type'):
         build_datasets(cfgmod.build_config({"data": {"factory": "baddata:iters"}}))
     with pytest.raises(UserError, match="no function 'nope'"):
-        usercode.check_factories(cfgmod.build_config({"data": {"factory": "baddata:nope"}}).to_dict())
+        usercode.check_factories(cfgmod.build_config({"data": {"factory": "baddata:nope"}}))
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from amptui.trainer import host_memory
-from conftest import amptui, events_so_far
+from conftest import amptui, events_so_far, started
 
 ALLOCATE_AND_FREE = textwrap.dedent("""
     import resource, sys, torch
@@ -113,7 +113,7 @@ def test_a_cpu_run_does_not_fault_in_its_gradients_every_step(runs_dir, monkeypa
                   "--set", "data.train_samples=80", "--set", "run.max_steps=60", "--set", "log.every=1",
                   "--set", "log.checkpoint_every=0", "--set", "run.epochs=100",
                   "--set", f"run.reuse_host_memory={str(reuse).lower()}", check=True)
-    run_dir = runs_dir / proc.stdout.strip().splitlines()[-1]
+    run_dir = runs_dir / started(proc.stdout)["run_id"]
     pid = json.loads((run_dir / "run.json").read_text())["pid"]
     deadline = time.monotonic() + 120
 

@@ -15,7 +15,7 @@ from torch import nn
 
 import amptui
 from amptui.core import runs
-from conftest import REPO, amptui as amptui_cli, events, only_run, wait_for_step
+from conftest import REPO, amptui as amptui_cli, events, only_run, started, wait_for_step
 
 EXAMPLE = REPO / "examples" / "amp_recipe_monitor.py"
 # float16 + GradScaler with a huge initial scale on a 64-wide model: real overflows, backoffs and
@@ -217,7 +217,7 @@ def test_example_under_amptui_run_script_and_torchrun(runs_dir):
 @pytest.mark.slow
 def test_amptui_stop_ends_a_script_run_as_stopped(runs_dir):
     proc = amptui_cli("run", "--detach", "--script", str(EXAMPLE), "--", "--epochs", "100000", check=True)
-    run_id = proc.stdout.strip().splitlines()[-1]
+    run_id = started(proc.stdout)["run_id"]
     run_dir = runs_dir / run_id
     try:
         wait_for_step(run_dir, timeout=60)

@@ -17,7 +17,7 @@ from amptui.telemetry.alarms import ScaleAlarms
 
 def _values(autocast, dtype, scaler, device="auto"):
     return config.build_config({}, {"amp.autocast": autocast, "amp.dtype": dtype, "amp.grad_scaler": scaler,
-                                    "run.device": device}).to_dict()
+                                    "run.device": device})
 
 
 # --- from_config: every "auto" combination on each device type ----------------------------------
@@ -63,7 +63,7 @@ def test_every_variant_round_trips_through_a_config():
     for name in variant_names():
         p = Precision.from_variant(name)
         assert p.short == name
-        resolved = Precision.from_config(config.build_config({}, p.overrides()).to_dict(), "cuda")
+        resolved = Precision.from_config(config.build_config({}, p.overrides()), "cuda")
         assert resolved.short == name and (resolved.autocast, resolved.scaler) == (p.autocast, p.scaler)
         if p.autocast:
             assert resolved == p
@@ -117,7 +117,7 @@ def test_a_new_dtype_is_one_entry(with_fp8, monkeypatch):
     with pytest.raises(UserError, match="known: fp32, fp16, fp16\\+scaler, bf16, bf16\\+scaler, fp8, fp8\\+scaler"):
         ab.expand("fp4", "cuda")
     # the config accepts it, and grad_scaler = "auto" follows its needs_scaler
-    values = config.build_config({"amp": {"dtype": "float8_e4m3fn"}}).to_dict()
+    values = config.build_config({"amp": {"dtype": "float8_e4m3fn"}})
     assert Precision.from_config(values, "cuda") == Precision(True, "float8_e4m3fn", True)
     assert "float8_e4m3fn" in config.SCHEMA["amp"]["dtype"].choices
     with pytest.raises(ConfigError, match="one of auto, float16, bfloat16, float8_e4m3fn"):

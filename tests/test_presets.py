@@ -10,7 +10,7 @@ from amptui.core.errors import UserError
 
 def test_save_writes_only_the_differences_and_loads_back_identical(isolated):
     cfg = presets.find_preset("quickstart").config({"amp.dtype": "float16", "data.batch_size": 32})
-    path = presets.save_preset("mine", cfg.to_dict(), source="quickstart")
+    path = presets.save_preset("mine", cfg, source="quickstart")
     assert path == isolated / "xdg" / "amptui" / "presets" / "mine.toml"
     loaded, expected = presets.find_preset("mine").config().to_dict(), cfg.to_dict()
     assert loaded["run"].pop("description") == "quickstart with data.batch_size=32, amp.dtype=float16"
@@ -21,30 +21,30 @@ def test_save_writes_only_the_differences_and_loads_back_identical(isolated):
 
 
 def test_save_never_overwrites_without_force():
-    values = presets.find_preset("quickstart").config().to_dict()
-    presets.save_preset("mine", values)
+    cfg = presets.find_preset("quickstart").config()
+    presets.save_preset("mine", cfg)
     before = presets.find_preset("mine").path.read_bytes()
     with pytest.raises(UserError, match="already exists.*--force"):
-        presets.save_preset("mine", config.build_config(values, {"run.epochs": 9}).to_dict())
+        presets.save_preset("mine", cfg.with_overrides({"run.epochs": 9}))
     assert presets.find_preset("mine").path.read_bytes() == before
-    presets.save_preset("mine", config.build_config(values, {"run.epochs": 9}).to_dict(), force=True)
+    presets.save_preset("mine", cfg.with_overrides({"run.epochs": 9}), force=True)
     assert presets.find_preset("mine").config().run.epochs == 9
 
 
 @pytest.mark.parametrize("name", ["../escape", "/abs/path", "a/b", "", ".hidden", "x" * 65])
 def test_preset_names_cannot_leave_their_folder(name, isolated):
     with pytest.raises(UserError, match="preset name"):
-        presets.save_preset(name, config.defaults())
+        presets.save_preset(name, config.Config())
     assert not (isolated / "xdg").exists() or not any((isolated / "xdg").rglob("*.toml"))
 
 
 def test_builtin_names_are_reserved():
     with pytest.raises(UserError, match="built in"):
-        presets.save_preset("quickstart", config.defaults())
+        presets.save_preset("quickstart", config.Config())
 
 
 def test_write_is_atomic_and_leaves_no_temp_files(isolated):
-    presets.save_preset("mine", config.defaults())
+    presets.save_preset("mine", config.Config())
     folder = presets.saved_dir()
     assert sorted(os.listdir(folder)) == ["mine.toml"]
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from amptui.core import config
 from amptui.core.errors import ConfigError
 from amptui.trainer import checkpoint
-from conftest import amptui, events, events_so_far, only_run, wait_for_end, wait_for_step
+from conftest import amptui, events, events_so_far, only_run, started, wait_for_end, wait_for_step
 
 # --- hostile config input -------------------------------------------------------------------------
 
@@ -122,7 +122,7 @@ def test_death_mid_write_keeps_the_previous_checkpoint(tmp_path):
 
 def start_detached(*sets):
     args = [a for s in sets for a in ("--set", s)]
-    return amptui("run", "quickstart", "--detach", *args, check=True).stdout.strip().splitlines()[-1]
+    return started(amptui("run", "quickstart", "--detach", *args, check=True).stdout)["run_id"]
 
 
 @pytest.mark.slow
@@ -143,7 +143,7 @@ def test_sigterm_and_sigint_checkpoint_then_stop(runs_dir, sig):
 def test_runs_started_together_get_their_own_folders(runs_dir):
     procs = [subprocess.Popen([sys.executable, "-m", "amptui", "run", "quickstart", "--detach",
                                "--set", "run.max_steps=4"], stdout=subprocess.PIPE, text=True) for _ in range(3)]
-    ids = [p.communicate(timeout=120)[0].strip().splitlines()[-1] for p in procs]
+    ids = [started(p.communicate(timeout=120)[0])["run_id"] for p in procs]
     assert len(set(ids)) == 3
     for run_id in ids:
         run_dir = runs_dir / run_id

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from amptui.core import runs
+from amptui.core import eventends, runs
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter
 
@@ -129,7 +129,7 @@ def test_duration_counts_sessions_in_the_middle_of_a_big_event_file(tmp_path):
                 w.emit("step", step=session * 5_000 + step, loss=1.0, t=t + step * 0.02)
             w.emit("end", status="stopped" if session < 2 else "completed", steps=(session + 1) * 5_000, t=t + 100)
             t += 3_700
-    assert (path / "events.jsonl").stat().st_size > 800_000  # well past the 256 KiB head and tail a listing reads
+    assert (path / "events.jsonl").stat().st_size > 3 * eventends.HEAD_BYTES
     assert runs.load_run(path).duration_s == pytest.approx(300.0)
     assert runs.load_run(path).duration_s == pytest.approx(300.0)  # again, from what was remembered
 

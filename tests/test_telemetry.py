@@ -14,7 +14,7 @@ from torch import nn
 import amptui
 from amptui.core import launch, presets
 from amptui.telemetry import torch_amp
-from amptui.core.records import REQUIRED_STEP_FIELDS, STEP_FIELDS
+from amptui.core.records import STEP_FIELDS, Step
 from amptui.telemetry.scaler import SkipLedger
 from amptui.trainer.loop import Trainer
 from amptui.trainer.optim import build_optimizer
@@ -224,9 +224,10 @@ def test_monitor_and_trainer_write_the_same_step_fields(runs_dir):
             opt.zero_grad()
     monitor_step = by_kind(events(runs_dir / "monitor-run"), "step")[0]
     base = {"v", "kind", "t", "rank"}
-    assert set(REQUIRED_STEP_FIELDS) | base <= set(trainer_step) <= set(STEP_FIELDS) | base
-    assert set(REQUIRED_STEP_FIELDS) | base <= set(monitor_step) <= set(STEP_FIELDS) | base
-    optional = set(STEP_FIELDS) - set(REQUIRED_STEP_FIELDS)
+    required = [name for name in STEP_FIELDS if name not in Step.OPTIONAL]
+    assert set(required) | base <= set(trainer_step) <= set(STEP_FIELDS) | base
+    assert set(required) | base <= set(monitor_step) <= set(STEP_FIELDS) | base
+    optional = set(STEP_FIELDS) - set(required)
     assert set(trainer_step) - optional == set(monitor_step) - optional
     assert trainer_step["data_wait_ms"] >= 0 and monitor_step["data_wait_ms"] >= 0
 

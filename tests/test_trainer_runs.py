@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from amptui.core import runs
-from conftest import amptui, events, events_so_far, only_run, wait_for_step
+from conftest import amptui, events, events_so_far, only_run, started, wait_for_step
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +111,7 @@ def wait_for(predicate, timeout=60.0, what="condition"):
 
 def test_detach_stop_resume_continues_steps_and_scale(runs_dir):
     proc = amptui("run", "scaler-lab", "--detach", "--set", "run.epochs=20", check=True)
-    run_id = proc.stdout.strip().splitlines()[-1]
+    run_id = started(proc.stdout)["run_id"]
     run_dir = runs_dir / run_id
     assert run_dir.is_dir()
     assert runs.load_run(run_dir).status == "running"
@@ -143,7 +143,7 @@ def test_detach_stop_resume_continues_steps_and_scale(runs_dir):
 
 def test_a_killed_run_is_listed_killed_and_resumes(runs_dir):
     proc = amptui("run", "quickstart", "--detach", "--set", "log.checkpoint_every_steps=8", check=True)
-    run_id = proc.stdout.strip().splitlines()[-1]
+    run_id = started(proc.stdout)["run_id"]
     run_dir = runs_dir / run_id
     wait_for(lambda: any(r["kind"] == "checkpoint" for r in events_so_far(run_dir)), what="a checkpoint")
     pid = json.loads((run_dir / "run.json").read_text())["pid"]

@@ -211,7 +211,7 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
     from dashboard_support import async_test, until
 
     tiny = tiny_preset(tmp_path)
-    presetmod.save_preset("tiny", cfgmod.read_toml(tiny))
+    presetmod.save_preset("tiny", cfgmod.build_config(cfgmod.read_toml(tiny)))
 
     @async_test
     async def drive():

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import UserError
-from .presets import atomic_write_text
+from . import safefile
+from .safefile import atomic_write_text
 from .runfiles import CHECKPOINT_FILE, CHECKPOINT_INFO
 
 INFO_VERSION = 1
+INFO_LIMIT = 64 * 1024 * 1024  # last.json holds the config: a long description, never a device's stream
 
 # Keys that shape what a checkpoint holds: a resume whose config.toml changed any of them would
 # load tensors into a different model or optimizer, so it is refused.
@@ -108,7 +110,7 @@ def read_info(directory: Path) -> dict[str, Any] | None:
     unreadable, or written for another last.pt (then only last.pt itself can tell)."""
     directory = Path(directory)
     try:
-        info = json.loads((directory / CHECKPOINT_INFO).read_text(encoding="utf-8"))
+        info = safefile.load_json(directory / CHECKPOINT_INFO, INFO_LIMIT)
         stamp = _file_stamp(directory / CHECKPOINT_FILE)
     except (OSError, ValueError):
         return None

@@ -12,6 +12,7 @@ show a row); a new figure is a field on RunSummary/CompareRow and one more Colum
 
 from __future__ import annotations
 
+import math
 import csv
 import io
 import json
@@ -20,13 +21,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import config as cfgmod
-from .ab import PRECISION_KEYS
 from .errors import ConfigError
 from .events import EventReader, primary_events_file
 from .fmt import (fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate,
                   fmt_ratio)
 from .inputbound import notice
-from .precision import Precision
+from .precision import PRECISION_KEYS, Precision
 from .records import END, EPOCH, STEP, End, Epoch, Start, Step
 from .runstate import RunState, fold
 from .series import Series
@@ -98,18 +98,19 @@ def _flat_config(run_dir: Path) -> dict[str, Any]:
     """The run's resolved config.toml as {"section.key": value}; empty when it cannot be read."""
     try:
         path = run_dir / "config.toml"
-        values = cfgmod.build_config(cfgmod.read_toml(path), source=str(path)).to_dict()
+        return cfgmod.build_config(cfgmod.read_toml(path), source=str(path)).flat()
     except ConfigError:
         return {}
-    return {f"{section}.{key}": value for section, keys in values.items() for key, value in keys.items()}
 
 
-def _peak_of(mem: dict[str, Any] | None) -> float | None:
-    if not mem:
+def _peak_of(mem: Any) -> float | None:
+    """The step's memory figure; a nested field of the wrong type (from a damaged file) is none."""
+    if not isinstance(mem, dict):
         return None
     for key in ("peak_allocated", "peak_rss", "allocated", "rss"):
-        if mem.get(key) is not None:
-            return float(mem[key])
+        value = mem.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
     return None
 
 
@@ -288,3 +289,46 @@ def render(rows: list[CompareRow], fmt: str = "table") -> str:
         return "\n".join(lines)
     widths = [max(len(r[i]) for r in table) for i in range(len(HEADERS))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
+
+
+# The baseline's own noise: twice the median change of its loss curve from one point to the next
+# (the fallback of tune's accuracy guard), at least NOISE_FLOOR of its final loss.
+NOISE_FLOOR = 0.005
+
+
+@dataclass
+class LossGap:
+    """One run's loss minus the baseline's at the same steps, and how much of it is within the
+    baseline's noise band."""
+
+    steps: list[float]
+    gaps: list[float]
+    inside: float | None  # share of the steps where |gap| <= band
+
+
+def noise_band(curve: Series) -> float:
+    import statistics
+
+    _, ys = curve.points()
+    diffs = [abs(b - a) for a, b in zip(ys, ys[1:])]
+    spread = 2 * statistics.median(diffs) if diffs else 0.0
+    return max(spread, NOISE_FLOOR * abs(ys[-1]) if ys else 0.0)
+
+
+def loss_gaps(summaries: list[RunSummary]) -> tuple[float, list[LossGap]]:
+    """(the baseline's noise band, one LossGap per run after the first): "is the accuracy the same?"
+    read at every step both runs recorded (the baseline interpolated between its points)."""
+    from .series import interpolate
+
+    if not summaries:
+        return 0.0, []
+    bx, by = summaries[0].loss_curve.points()
+    band = noise_band(summaries[0].loss_curve)
+    out = []
+    for s in summaries[1:]:
+        xs, ys = s.loss_curve.points()
+        base = interpolate(xs, bx, by)
+        pairs = [(x, y - b) for x, y, b in zip(xs, ys, base) if b is not None]
+        inside = sum(1 for _, g in pairs if abs(g) <= band) / len(pairs) if pairs else None
+        out.append(LossGap([x for x, _ in pairs], [g for _, g in pairs], inside))
+    return band, out

@@ -8,82 +8,107 @@ the file, the key and (for TOML syntax) the line.
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
+from . import safefile
 from .errors import ConfigError
-from .schema import SCHEMA, Key, defaults
+from .schema import (
+    SCHEMA,
+    SECTIONS,
+    AmpConfig,
+    DataConfig,
+    DebugConfig,
+    DistConfig,
+    Key,
+    LogConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+    SchedConfig,
+    defaults,
+)
 
 
-class Section:
-    """Read-only attribute access to one section: `cfg.amp.dtype`."""
-
-    def __init__(self, values: Mapping[str, Any]):
-        self.__dict__.update(values)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("config sections are read-only; use Config.with_overrides")
-
-    if TYPE_CHECKING:  # the keys are set in __init__: `cfg.amp.dtype`
-        def __getattr__(self, name: str) -> Any: ...
-
-
+@dataclass(frozen=True)
 class Config:
-    """A complete, validated configuration: every key of SCHEMA present with a legal value."""
+    """A complete, validated configuration: one typed, frozen section per table of a preset
+    (`cfg.amp.dtype`). Built by `build_config`; dicts are for files and records only (`to_dict`)."""
 
-    def __init__(self, values: Mapping[str, Mapping[str, Any]]):
-        self._values = copy.deepcopy({s: dict(v) for s, v in values.items()})
-        for section, keys in self._values.items():
-            object.__setattr__(self, section, Section(keys))
+    run: RunConfig = field(default_factory=RunConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sched: SchedConfig = field(default_factory=SchedConfig)
+    amp: AmpConfig = field(default_factory=AmpConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    debug: DebugConfig = field(default_factory=DebugConfig)
 
-    if TYPE_CHECKING:  # the sections are set in __init__, one attribute each: `cfg.amp`
-        def __getattr__(self, section: str) -> Section: ...
+    @classmethod
+    def _of(cls, values: Mapping[str, Mapping[str, Any]]) -> "Config":
+        """From checked values (build_config's): every section and key present."""
+        return cls(**{section: kind(**values[section]) for section, kind in SECTIONS.items()})
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return copy.deepcopy(self._values)
+        """The nested dict a file or record holds: {"amp": {"dtype": ...}, ...} (fresh, yours to change)."""
+        return {section: self._section(section) for section in SECTIONS}
+
+    def flat(self) -> dict[str, Any]:
+        """{"section.key": value} for every key."""
+        return {f"{section}.{name}": value for section in SECTIONS for name, value in self._section(section).items()}
 
     def get(self, dotted: str) -> Any:
         section, name = dotted.split(".", 1)
-        return self._values[section][name]
+        return getattr(getattr(self, section), name)
 
     def with_overrides(self, overrides: Mapping[str, Any], source: str = "--set") -> "Config":
-        return build_config(self._values, overrides, source=source)
+        """A new Config with `{"section.key": value}` applied and checked (this one is unchanged)."""
+        return build_config(self, overrides, source=source)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Config) and other._values == self._values
-
-    def __repr__(self) -> str:
-        return f"Config({self._values!r})"
+    def _section(self, section: str) -> dict[str, Any]:
+        values = getattr(self, section)  # a table (model.args) copied: the caller may change it
+        return {name: dict(v) if isinstance(v := getattr(values, name), Mapping) else v for name in SCHEMA[section]}
 
 
 # --- parsing ------------------------------------------------------------------------------
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; syntax errors name the file and line."""
+TOML_LIMIT = 64 * 1024 * 1024  # a preset or config.toml: room for a long description, never /dev/zero
+
+
+def read_toml(path: Path, follow_links: bool = False) -> dict[str, Any]:
+    """Parse a TOML file; syntax errors name the file and line. The file is opened as data
+    (core/safefile.py): a regular file of bounded size, and no symlink unless `follow_links`
+    (a preset the user named or saved: their own link)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = safefile.read_text(path, TOML_LIMIT, follow=follow_links)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    except safefile.UnsafeFile as exc:
+        raise ConfigError(f"cannot read {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     return parse_toml(text, str(path))
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """TOML with bounded nesting: too deep is a ConfigError like any syntax error."""
     try:
-        return tomllib.loads(text)
+        return safefile.check_depth(tomllib.loads(text))
     except tomllib.TOMLDecodeError as exc:
         # tomllib says "... (at line 3, column 7)"; keep that, prefix the file.
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    except (RecursionError, ValueError):
+        raise ConfigError(f"{source}: invalid TOML: nested deeper than {safefile.MAX_DEPTH} levels") from None
 
 
 _SET_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$", re.S)
@@ -195,25 +220,27 @@ def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
     return value
 
 
-def build_config(base: Mapping[str, Mapping[str, Any]] | None = None,
+def build_config(base: Config | Mapping[str, Mapping[str, Any]] | None = None,
                  overrides: Mapping[str, Any] | None = None,
                  *, source: str = "preset", overrides_source: str = "--set") -> Config:
-    """defaults <- base (a preset document or a full config) <- overrides ({"a.b": v}) -> Config."""
+    """defaults <- base (a preset document, a config dict or a Config) <- overrides ({"a.b": v}) -> Config."""
     values = defaults()
-    for layer, where in ((flatten(base or {}, source), source), (dict(overrides or {}), overrides_source)):
+    below = base.flat() if isinstance(base, Config) else flatten(base or {}, source)
+    for layer, where in ((below, source), (dict(overrides or {}), overrides_source)):
         for dotted, value in layer.items():
             section, name = dotted.split(".", 1)
             values[section][name] = check_value(dotted, value, where)
             _check_range(dotted, values[section][name], where)  # blamed on the layer that set it
+    cfg = Config._of(values)
     try:
-        _check_combinations(values, source)
+        _check_combinations(cfg, source)
     except ConfigError:
         if not overrides:
             raise
         build_config(base, source=source)  # the preset alone is wrong: this raises, naming it
-        _check_combinations(values, overrides_source)  # else the overrides made it so: name them
+        _check_combinations(cfg, overrides_source)  # else the overrides made it so: name them
         raise
-    return Config(values)
+    return cfg
 
 
 _OPEN_RANGES = {  # (low, high, low inclusive, high inclusive): bounds torch itself enforces mid-run
@@ -238,53 +265,66 @@ def _check_range(dotted: str, x: Any, source: str) -> None:
             raise ConfigError(f"{source}: {dotted} must be {where}, got {x!r}")
 
 
-def _check_combinations(v: dict[str, dict[str, Any]], source: str) -> None:
+def _check_combinations(cfg: Config, source: str) -> None:
     """Rules across keys that need no hardware knowledge (those live in launch.preflight)."""
-    if v["model"]["name"] == "alexnet" and v["data"]["img_size"] < 63 and not v["model"]["factory"]:
+    model, data, dist, debug = cfg.model, cfg.data, cfg.dist, cfg.debug
+    if model.name == "alexnet" and data.img_size < 63 and not model.factory:
         raise ConfigError(f"{source}: model.name = \"alexnet\" needs data.img_size >= 63 (its feature maps vanish "
-                          f"below that), got {v['data']['img_size']}")
-    if v["dist"]["node_rank"] >= v["dist"]["nnodes"]:
-        raise ConfigError(f"{source}: dist.node_rank ({v['dist']['node_rank']}) must be < dist.nnodes "
-                          f"({v['dist']['nnodes']})")
-    if v["debug"]["fail_rank"] >= world_size(v) and v["debug"]["fail_at_step"]:
-        raise ConfigError(f"{source}: debug.fail_rank ({v['debug']['fail_rank']}) must be < the world size "
-                          f"({world_size(v)})")
-    for dotted in ("model.factory", "data.factory"):
-        section, name = dotted.split(".")
-        ref = v[section][name]
+                          f"below that), got {data.img_size}")
+    if dist.node_rank >= dist.nnodes:
+        raise ConfigError(f"{source}: dist.node_rank ({dist.node_rank}) must be < dist.nnodes ({dist.nnodes})")
+    if debug.fail_rank >= world_size(cfg) and debug.fail_at_step:
+        raise ConfigError(f"{source}: debug.fail_rank ({debug.fail_rank}) must be < the world size "
+                          f"({world_size(cfg)})")
+    for dotted, ref in (("model.factory", model.factory), ("data.factory", data.factory)):
         if ref and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", ref):
             raise ConfigError(f"{source}: {dotted} = {ref!r} must look like \"package.module:function\"")
-    if v["model"]["factory"] or v["data"]["factory"]:
+        if ref and _builtin_module(ref):
+            raise ConfigError(f"{source}: {dotted} = {ref!r} names {_builtin_module(ref)}, not your code: a factory "
+                              "cannot take the name of a module built into Python or amptui; name your own module")
+    if model.factory or data.factory:
         return  # the user's code decides what fits together
-    if v["data"]["name"] == "random" and v["model"]["name"] != "mlp":
+    if data.name == "random" and model.name != "mlp":
         raise ConfigError(f"{source}: data.name = \"random\" (regression tensors) needs model.name = \"mlp\"")
-    if v["model"]["name"] == "mlp" and v["data"]["name"] != "random":
+    if model.name == "mlp" and data.name != "random":
         raise ConfigError(f"{source}: model.name = \"mlp\" trains on data.name = \"random\"")
-    if v["model"]["pretrained"] and v["model"]["name"] not in ("alexnet", "resnet18"):
+    if model.pretrained and model.name not in ("alexnet", "resnet18"):
         raise ConfigError(f"{source}: model.pretrained needs model.name alexnet or resnet18")
 
 
-def resolve_num_workers(values: Mapping[str, Mapping[str, Any]], cpus: int | None = None) -> int:
+def _builtin_module(ref: str) -> str:
+    """"Python's os module" when a factory's module is one built into Python (the standard library)
+    or amptui's own, else "": a factory is the user's code, so such a name is either a mistake or a
+    way to run what a preset only pretends is a model (`os:system`)."""
+    top = ref.partition(":")[0].split(".")[0]
+    if top == "amptui":
+        return f"amptui's own {ref.partition(':')[0]}"
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names:
+        return f"Python's {top} module"
+    return ""
+
+
+def resolve_num_workers(cfg: Config, cpus: int | None = None) -> int:
     """data.num_workers for this machine: as given, or for "auto" none when the data is made on the
     device (synthetic, random), else min(8, CPU cores per process on this machine - 1)."""
-    data = values["data"]
-    if data["num_workers"] != "auto":
-        return int(data["num_workers"])
-    if data["name"] in ("synthetic", "random") and not data.get("factory"):
+    data = cfg.data
+    if data.num_workers != "auto":
+        return int(data.num_workers)
+    if data.name in ("synthetic", "random") and not data.factory:
         return 0
     if cpus is None:
         try:
             cpus = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             cpus = os.cpu_count() or 1
-    dist = values["dist"]
-    per_node = dist["nproc_per_node"] if dist["mode"] == "ddp" else 1
+    dist = cfg.dist
+    per_node = dist.nproc_per_node if dist.mode == "ddp" else 1
     return max(0, min(8, cpus // per_node - 1))
 
 
-def world_size(values: Mapping[str, Mapping[str, Any]]) -> int:
-    dist = values["dist"]
-    return dist["nproc_per_node"] * dist["nnodes"] if dist["mode"] == "ddp" else 1
+def world_size(cfg: Config) -> int:
+    dist = cfg.dist
+    return dist.nproc_per_node * dist.nnodes if dist.mode == "ddp" else 1
 
 
 def to_toml(values: Mapping[str, Mapping[str, Any]], header: str = "") -> str:

@@ -11,9 +11,10 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 from .records import BY_KIND, COMMON_FIELDS, Record, field_types
+from .safefile import UnsafeFile, open_file
 
 VERSION = 1
 KINDS = tuple(BY_KIND)
@@ -34,8 +35,22 @@ def primary_events_file(run_dir: Path) -> Path:
     return ranked[0] if ranked else main
 
 
+MAX_STRING = 16 * 1024  # a record's strings are capped (a 10 MB description stays whole in config.toml only)
+
+
+def capped(text: str, limit: int = MAX_STRING) -> str:
+    """`text`, or its start and end around a note of how much was cut (a traceback keeps its last lines)."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{text[:head]} [... {len(text) - head - tail:,} characters cut ...] {text[-tail:]}"
+
+
 def _clean(value: Any) -> Any:
-    """JSON has no inf/NaN: write them as null plus nothing else surprising."""
+    """JSON has no inf/NaN: write them as null; strings capped at MAX_STRING, so a record stays a
+    line any reader takes (events.MAX_LINE_BYTES)."""
+    if isinstance(value, str):
+        return capped(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
@@ -45,14 +60,11 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _ends_torn(path: Path) -> bool:
+def _ends_torn(fh: IO[Any]) -> bool:
+    """Does the file behind the (append) handle `fh` end inside a line?"""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() == 0:
-                return False
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) != b"\n"
+        size = os.fstat(fh.fileno()).st_size
+        return size > 0 and os.pread(fh.fileno(), 1, size - 1) != b"\n"
     except OSError:
         return False
 
@@ -63,8 +75,9 @@ class EventWriter:
     def __init__(self, path: Path, rank: int = 0):
         self.path = Path(path)
         self.rank = rank
-        self._fh = open(self.path, "a", encoding="utf-8")
-        if _ends_torn(self.path):
+        # As data: never appended through a symlink, to a FIFO, or to a hard link's twin.
+        self._fh = open_file(self.path, "a+")
+        if _ends_torn(self._fh):
             self._fh.write("\n")  # a line torn by a crash (full disk) must not swallow our first record
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -94,6 +107,7 @@ class EventWriter:
 
 
 MAX_LINE_BYTES = 4 * 1024 * 1024  # no real record comes near; a longer line is skipped unread
+CHUNK_BYTES = 1024 * 1024
 
 _FIELD_TYPES = field_types()
 
@@ -114,67 +128,145 @@ def valid_record(record: Any) -> bool:
     return True
 
 
+def parse_line(line: bytes) -> dict[str, Any] | None:
+    """One line as a record, or None when it is not a valid one (or longer than MAX_LINE_BYTES)."""
+    if len(line) > MAX_LINE_BYTES:
+        return None
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return record if valid_record(record) else None
+
+
+class LineFramer:
+    """The one way event files are cut into lines: bytes in, whole non-blank lines out.
+
+    A last line without its newline is held for the next `feed` (the writer may be mid-write). A
+    line longer than `max_line` is dropped as soon as that is known, never held whole: its bytes
+    are skipped up to its newline. So the framer holds at most `max_line` bytes whatever the file
+    holds. `bad_lines` counts dropped over-long lines and, through `parse`, lines that are no
+    valid record (see `valid_record`): one count for every way a line can be damaged.
+    """
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES):
+        self.max_line = max_line
+        self.bad_lines = 0
+        self._held: list[bytes] = []  # the torn last line, in the pieces it arrived in
+        self._held_bytes = 0
+        self._skipping = False        # inside an over-long line: drop bytes up to its newline
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of a torn line waiting for its end (at most `max_line`)."""
+        return self._held_bytes
+
+    @property
+    def at_line_start(self) -> bool:
+        """Nothing held or being skipped: the next byte fed begins a line."""
+        return not self._held_bytes and not self._skipping
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines completed by `chunk` (blank lines left out)."""
+        if self._skipping:
+            cut = chunk.find(b"\n")
+            if cut == -1:
+                return []
+            chunk, self._skipping = chunk[cut + 1:], False
+        parts = chunk.split(b"\n")  # no copy of a chunk without a newline
+        torn = parts.pop()
+        if parts and self._held:
+            parts[0] = b"".join(self._held) + parts[0]
+            self._held, self._held_bytes = [], 0
+        self._hold(torn)
+        lines = []
+        for line in parts:
+            if len(line) > self.max_line:
+                self.bad_lines += 1
+            elif line.strip():
+                lines.append(line)
+        return lines
+
+    def _hold(self, piece: bytes) -> None:
+        if not piece:
+            return
+        self._held_bytes += len(piece)
+        if self._held_bytes > self.max_line:  # too long already: count it now, skip to its end
+            self._held, self._held_bytes, self._skipping = [], 0, True
+            self.bad_lines += 1
+        else:
+            self._held.append(piece)
+
+    def parse(self, line: bytes) -> dict[str, Any] | None:
+        """`parse_line`, counting a line that is no valid record in `bad_lines`."""
+        record = parse_line(line)
+        if record is None:
+            self.bad_lines += 1
+        return record
+
+    def records(self, chunk: bytes) -> list[dict[str, Any]]:
+        """The valid records completed by `chunk`."""
+        out = []
+        for line in self.feed(chunk):
+            record = self.parse(line)
+            if record is not None:
+                out.append(record)
+        return out
+
+
+def open_events(path: Path) -> IO[bytes]:
+    """An event file opened as data: no symlink followed, a regular file only (a FIFO or a device
+    is refused without waiting: `UnsafeFile`, an OSError)."""
+    return open_file(path, "rb", within=Path(path).parent)
+
+
 class EventReader:
     """Tails one event file: each `read()` returns the records completed since the last call.
 
-    A last line without its newline is left for the next read (the writer may be mid-write);
-    a complete line that is not a valid record (see `valid_record`) is skipped and counted in
-    `bad_lines`, and so is a line longer than MAX_LINE_BYTES, without ever holding it whole:
-    memory stays bounded whatever the file holds.
+    Lines come from a LineFramer (a torn last line waits; damaged and over-long lines are counted
+    in `bad_lines`), so memory stays bounded whatever the file holds. A file that cannot be read
+    as data (a symlink, a FIFO, a device, a folder) gives no records and says why in `damaged`.
     """
-
-    _CHUNK = 1024 * 1024
 
     def __init__(self, path: Path, offset: int = 0):
         self.path = Path(path)
         self.offset = offset
-        self.bad_lines = 0
-        self._partial = b""
-        self._skipping = False  # inside an over-long line: drop bytes up to its newline
+        self.framer = LineFramer()
+        self.damaged = ""  # why the file cannot be read, when it cannot
+
+    @property
+    def bad_lines(self) -> int:
+        return self.framer.bad_lines
+
+    def read_chunk(self, max_bytes: int) -> bytes:
+        """Up to `max_bytes` from `offset` (not advanced: the caller takes what it uses)."""
+        try:
+            with open_events(self.path) as fh:
+                fh.seek(self.offset)
+                data = fh.read(max_bytes)
+        except FileNotFoundError:
+            return b""
+        except OSError as exc:
+            self.damaged = str(exc) if isinstance(exc, UnsafeFile) else f"{self.path}: {exc.strerror or exc}"
+            return b""
+        self.damaged = ""
+        return data
 
     def read(self, max_bytes: int | None = None) -> list[dict[str, Any]]:
+        """Records completed since the last call, reading about `max_bytes` (all there is: None).
+        Past `max_bytes` only while nothing was found yet: callers that read "until an empty
+        batch" must not stop inside a huge damaged line."""
         records: list[dict[str, Any]] = []
         budget = max_bytes
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                # past max_bytes only while nothing was found yet: callers that read "until an
-                # empty batch" must not stop inside a huge damaged line
-                while budget is None or budget > 0 or not records:
-                    chunk = fh.read(min(self._CHUNK, budget) if budget and budget > 0 else self._CHUNK)
-                    if not chunk:
-                        break
-                    self.offset += len(chunk)
-                    if budget is not None:
-                        budget -= len(chunk)
-                    self._take(chunk, records)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            return records
+        while budget is None or budget > 0 or not records:
+            chunk = self.read_chunk(min(CHUNK_BYTES, budget) if budget and budget > 0 else CHUNK_BYTES)
+            if not chunk:
+                break
+            self.offset += len(chunk)
+            if budget is not None:
+                budget -= len(chunk)
+            records += self.framer.records(chunk)
         return records
-
-    def _take(self, chunk: bytes, records: list[dict[str, Any]]) -> None:
-        if self._skipping:
-            cut = chunk.find(b"\n")
-            if cut == -1:
-                return
-            chunk, self._skipping = chunk[cut + 1:], False
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()  # b"" when the chunk ended with a newline
-        if len(self._partial) > MAX_LINE_BYTES:
-            self._partial, self._skipping = b"", True
-            self.bad_lines += 1
-        for line in lines:
-            if not line.strip():
-                continue
-            if len(line) > MAX_LINE_BYTES:
-                self.bad_lines += 1
-                continue
-            record = parse_line(line)
-            if record is None:
-                self.bad_lines += 1
-            else:
-                records.append(record)
 
     def follow(self, interval: float = 0.2, stop=lambda: False) -> Iterator[list[dict[str, Any]]]:
         """Yield batches of new records until `stop()` is true (polling; works on every filesystem)."""
@@ -186,15 +278,6 @@ class EventReader:
                 return
             else:
                 time.sleep(interval)
-
-
-def parse_line(line: bytes) -> dict[str, Any] | None:
-    """One line as a record, or None when it is not a valid one."""
-    try:
-        record = json.loads(line)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    return record if valid_record(record) else None
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

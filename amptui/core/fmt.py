@@ -8,6 +8,7 @@ matter (`precise`); accuracy is a percentage with two decimals (69.92%); memory 
 from __future__ import annotations
 
 import math
+import re
 import time
 
 MISSING = "-"
@@ -87,4 +88,31 @@ def fmt_scale(x: float | None) -> str:
 
 def fmt_time(t: float | None) -> str:
     """A unix time as local date and minute: "2026-11-22 16:55"."""
-    return MISSING if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+    if t is None:
+        return MISSING
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+    except (OverflowError, OSError, ValueError):  # a damaged record's "t": 1e20
+        return MISSING
+
+
+# --- strings from files ---------------------------------------------------------------------------
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 (but \t, \n), DEL, C1: ESC starts a terminal sequence
+_MARKUP_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")   # what rich/Textual would read as a style tag
+
+
+def shown(text: object, *, markup: bool = False, newlines: bool = False) -> str:
+    """A string read from a file (a record, a config, a folder name) as it may reach a terminal:
+    control characters written as \\xNN (no escape sequence reaches the terminal raw), tabs and,
+    unless `newlines`, line breaks as spaces. `markup`: the text goes where rich/Textual read
+    markup, so "[red]" is escaped to show as written (what rich.markup.escape does)."""
+    text = str(text).replace("\t", " ")
+    if not newlines:
+        text = text.replace("\r\n", " ").replace("\n", " ")
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+    if markup:
+        text = _MARKUP_TAG.sub(lambda m: f"{m.group(1)}{m.group(1)}\\{m.group(2)}", text)
+        if text.endswith("\\") and not text.endswith("\\\\"):
+            text += "\\"
+    return text

@@ -7,11 +7,16 @@ Where it is large, a "no speed-up" measures the input pipeline, not AMP, and eve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from .records import STEP
 
 INPUT_BOUND_SHARE = 0.20  # at or above this share of step time waiting for data, a run is input-bound
+
+
+def input_bound(share: float | None) -> TypeGuard[float]:
+    """The one input-bound test, for every view and for the tune's verdict."""
+    return share is not None and share >= INPUT_BOUND_SHARE
 
 
 def _number(x: Any) -> float | None:
@@ -47,6 +52,6 @@ def device_word(device_type: str | None) -> str:
 
 def notice(share: float | None, device_type: str | None) -> str | None:
     """"input-bound: the GPU waited for data 43% of the time", or None below INPUT_BOUND_SHARE."""
-    if share is None or share < INPUT_BOUND_SHARE:
-        return None
-    return f"input-bound: the {device_word(device_type)} waited for data {100 * share:.0f}% of the time"
+    if input_bound(share):
+        return f"input-bound: the {device_word(device_type)} waited for data {100 * share:.0f}% of the time"
+    return None

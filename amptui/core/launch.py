@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
+from ..jobs.spawn import spawn
 from . import checkpoints
 from . import config as cfgmod
-from . import preflight, runlock, runops, runs
+from . import preflight, runlock, runops, runs, trust
+from . import safefile
 from .errors import UserError
-from .presets import Preset, atomic_write_text
-from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, OUTPUT_LOG, STOP_FILE
+from .presets import Preset
+from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CHECKPOINT_INFO, CONFIG_FILE, OUTPUT_LOG, RUN_DIR_ENV, STOP_FILE
+from .safefile import atomic_write_text
 
 
-RUN_DIR_ENV = "AMPTUI_RUN_DIR"  # tells a user's script (its amptui.Monitor) where its run folder is
 
 
 def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
@@ -150,8 +153,13 @@ def create_run(preset: Preset | None, overrides: dict | None = None,
     cfg = resolve_config(preset, overrides)
     path = runs.new_run_dir(runs.runs_root(root), cfg.run.name)
     header = f"# amptui run {path.name}: preset {cfg.run.name!r} resolved for this machine"
-    atomic_write_text(path / CONFIG_FILE, cfgmod.to_toml(cfg.to_dict(), header))
-    (path / CHECKPOINT_DIR).mkdir()
+    try:
+        atomic_write_text(path / CONFIG_FILE, cfgmod.to_toml(cfg.to_dict(), header))
+        (path / CHECKPOINT_DIR).mkdir()
+    except OSError as exc:  # a full disk, a quota: no half-made run folder left behind
+        shutil.rmtree(path, ignore_errors=True)
+        raise UserError(f"cannot create run {path.name} in {path.parent}: {exc.strerror or exc}") from None
+    trust.remember(path, trust.code_refs(cfg))  # its code was given here (core/trust.py)
     return path, cfg
 
 
@@ -166,27 +174,84 @@ CheckpointCheck = Callable[[Path, cfgmod.Config], None]
 
 
 def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None,
-          check_checkpoint: CheckpointCheck | None = None) -> subprocess.Popen:
-    """Start the trainer for `run_dir` in its own session; returns at once.
+          check_checkpoint: CheckpointCheck | None = None, trust_code: bool = False) -> subprocess.Popen:
+    """Start the trainer for `run_dir` in the background (jobs.spawn); returns at once.
 
     One writer per run folder: the run's lock is taken first (RunLocked, naming the holder, when
     another writer is alive), a resume is checked while holding it, and the child inherits it
     (core/runlock.py says why a handed-down descriptor leaves no gap for a second command).
+    A resume of a folder whose config names code not given on this machine is refused before
+    anything is touched, unless `trust_code` (the user said yes; remembered for this folder).
     """
+    began = time.time()
+    check_run_files(run_dir)
+    if resume:  # what can be refused without the lock is refused before the lock file is written
+        _refuse_early(run_dir)
+    foreign = trust.foreign_code(run_dir) if resume else []
+    if foreign and not trust_code:  # a resume refused anyway says why (those checks run no code)
+        raise UserError(runops.resume_refusal(run_dir, hints=runops.CLI_HINTS) or trust.refusal(run_dir, foreign))
     with runlock.acquire(run_dir) as lock:
         if resume:
+            foreign = trust.foreign_code(run_dir)  # again: config.toml may have changed meanwhile
+            if foreign and not trust_code:
+                raise UserError(trust.refusal(run_dir, foreign))
             check_resumable(run_dir, locked=True, check_checkpoint=check_checkpoint)
         cfg = load_config(run_dir)
-        (run_dir / STOP_FILE).unlink(missing_ok=True)
+        check_run_files(run_dir)  # again, now that no other amptui writes here
+        clear_old_stop(run_dir, began)
         command = trainer_command(cfg, run_dir, resume, script_args)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    **{RUN_DIR_ENV: str(run_dir.resolve()), runlock.FD_ENV: str(lock.fd)})
-        with open(run_dir / OUTPUT_LOG, "ab") as log:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=os.getcwd(), env=env, start_new_session=True, pass_fds=(lock.fd,))
+        try:
+            proc = spawn(command, run_dir / OUTPUT_LOG, env=env, pass_fds=(lock.fd,))
+        except OSError as exc:
+            raise UserError(f"run {run_dir.name}: cannot write {run_dir / OUTPUT_LOG}: {exc.strerror or exc}") from None
         lock.describe(proc.pid, command)  # the child rewrites it when it adopts the lock
-        runs.write_launch_info(run_dir, proc.pid, command)
+        try:
+            runs.write_launch_info(run_dir, proc.pid, command)
+        except OSError:
+            pass  # a disk full since the checks: the lock names the trainer, which reports the rest
+    if trust_code:
+        trust.remember(run_dir, trust.code_refs(cfg))
     return proc
+
+
+def clear_old_stop(run_dir: Path, began: float) -> None:
+    """Remove a stop request older than this start (it was meant for an earlier session); one sent
+    while this start was still checking stays, and the new session stops at its first step record."""
+    path = run_dir / STOP_FILE
+    try:  # request_stop writes time.time(); never a link followed out, never a FIFO that waits
+        text = safefile.read_bytes(path, 64).decode("ascii", "replace").strip()
+        sent = float(text) if text else path.stat().st_mtime
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError):
+        sent = 0.0  # unreadable: older than anything
+    if sent < began:
+        path.unlink(missing_ok=True)
+
+
+# Files a trainer writes into its run folder: each must be a regular file or absent, checked
+# before a trainer starts (a folder or a link in their place would fail it, or lead it outside).
+_WRITTEN = ("run.json", OUTPUT_LOG, "events.jsonl", CONFIG_FILE, STOP_FILE)
+
+
+def check_run_files(run_dir: Path) -> None:
+    """Refuse (UserError, one line) a run folder a trainer could not write, or would write
+    outside of through a link: checked before anything is started or written."""
+    if run_dir.is_symlink():
+        raise UserError(f"run {run_dir.name}: its folder is a symbolic link; copy the run instead")
+    names = [*_WRITTEN, *(p.name for p in run_dir.glob("events.rank*.jsonl"))]
+    try:
+        for name in names:
+            safefile.check_regular(run_dir / name)
+        for folder in (run_dir / CHECKPOINT_DIR, run_dir / "tensorboard"):
+            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+                raise safefile.UnsafeFile(f"{folder}: not a folder (a link or a file)")
+        for name in (CHECKPOINT_FILE, CHECKPOINT_INFO):
+            safefile.check_regular(run_dir / CHECKPOINT_DIR / name)
+    except safefile.UnsafeFile as exc:
+        raise UserError(f"run {run_dir.name}: {exc}; move it away to use this run") from None
 
 
 def request_stop(run_dir: Path) -> None:
@@ -222,6 +287,15 @@ def stop(run_dir: Path, wait_s: float = 120.0) -> runs.RunInfo:
     return info
 
 
+def _refuse_early(run_dir: Path) -> None:
+    """A resume that would be refused (completed, no checkpoint, damaged config) writes nothing:
+    not even the lock's record. A live run is left to the lock, whose refusal names the holder."""
+    info = runs.load_run(run_dir)
+    refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS) if info.status != "running" else None
+    if refusal:
+        raise UserError(refusal)
+
+
 def check_resumable(run_dir: Path, locked: bool = False,
                     check_checkpoint: CheckpointCheck | None = None) -> runs.RunInfo:
     """Refuse (UserError, one line) a resume that cannot work. `locked`: the caller holds the
@@ -236,7 +310,7 @@ def check_resumable(run_dir: Path, locked: bool = False,
     current = load_config(run_dir)
     _check_checkpoint_fits(run_dir, current, check_checkpoint)
     # The machine may have changed since: the same checks as a new run.
-    preflight.check_data(current.to_dict())
+    preflight.check_data(current)
     return info
 
 

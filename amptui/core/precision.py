@@ -9,7 +9,10 @@ without it (the trainer maps `Dtype.name` to a torch dtype with `getattr(torch, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:  # config imports this module (its schema names the dtypes)
+    from .config import Config
 
 
 @dataclass(frozen=True)
@@ -53,19 +56,19 @@ class Precision:
     # --- built from ... ----------------------------------------------------------------------
 
     @classmethod
-    def from_config(cls, values: Mapping[str, Mapping[str, Any]], device_type: str | None = None) -> "Precision":
-        """From a resolved config dict; every "auto" decided for `device_type` (default: run.device,
+    def from_config(cls, cfg: Config, device_type: str | None = None) -> "Precision":
+        """From a resolved config; every "auto" decided for `device_type` (default: run.device,
         "auto" counted as cpu)."""
         if device_type is None:
-            device_type = "cuda" if values["run"]["device"] == "cuda" else "cpu"
-        amp = values["amp"]
-        dtype = amp["dtype"]
+            device_type = "cuda" if cfg.run.device == "cuda" else "cpu"
+        amp = cfg.amp
+        dtype = amp.dtype
         if dtype == "auto":
             dtype = auto_dtype(device_type)
-        scaler = amp["grad_scaler"]
+        scaler = amp.grad_scaler
         if scaler == "auto":
-            scaler = bool(amp["autocast"]) and DTYPES[dtype].needs_scaler
-        return cls(bool(amp["autocast"]), dtype, bool(scaler))
+            scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
+        return cls(bool(amp.autocast), dtype, bool(scaler))
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
-
 from . import config as cfgmod
 from .errors import UserError
 from .resolve import auto_overrides
@@ -35,9 +33,8 @@ def device_type(requested: str) -> str:
 
 def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
     """Refuse impossible setups; decide every "auto" for this machine. Returns the resolved config."""
-    values = cfg.to_dict()
-    dev = device_type(values["run"]["device"])
-    if values["dist"]["mode"] == "dp":
+    dev = device_type(cfg.run.device)
+    if cfg.dist.mode == "dp":
         import torch
 
         count = torch.cuda.device_count() if dev == "cuda" else 0
@@ -45,66 +42,66 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
             raise UserError(f"dist.mode = \"dp\" (DataParallel) needs at least 2 GPUs; this machine has "
                             f"{count} usable on {dev}. Use dist.mode=none, or dist.mode=ddp for several "
                             "processes")
-    if values["dist"]["mode"] == "ddp" and dev == "cuda":
+    if cfg.dist.mode == "ddp" and dev == "cuda":
         import torch
 
         count = torch.cuda.device_count()
-        if values["dist"]["nproc_per_node"] > count:
-            raise UserError(f"dist.nproc_per_node = {values['dist']['nproc_per_node']} but this machine has {count} "
+        if cfg.dist.nproc_per_node > count:
+            raise UserError(f"dist.nproc_per_node = {cfg.dist.nproc_per_node} but this machine has {count} "
                             f"CUDA GPU(s): one process per GPU; use --set dist.nproc_per_node={count}")
-    overrides = {**auto_overrides(values, dev), "data.num_workers": cfgmod.resolve_num_workers(values)}
+    overrides = {**auto_overrides(cfg, dev), "data.num_workers": cfgmod.resolve_num_workers(cfg)}
     from .usercode import check_factories
 
-    check_factories(values)
-    check_tensorboard(values)
-    check_weights(values)
-    check_epoch_size(values)
-    check_data(values)  # last: it may download
+    check_factories(cfg)
+    check_tensorboard(cfg)
+    check_weights(cfg)
+    check_epoch_size(cfg)
+    check_data(cfg)  # last: it may download
     return cfg.with_overrides(overrides, source="resolved config")
 
 
-def odd_combinations(values: dict[str, dict[str, Any]]) -> list[str]:
+def odd_combinations(cfg: cfgmod.Config) -> list[str]:
     """Legal but surprising AMP setups: the run goes on, with a warning event for each."""
-    amp = values["amp"]
-    dev = values["run"]["device"]
+    amp = cfg.amp
+    dev = cfg.run.device
     notes = []
-    if amp["grad_scaler"] is True and not amp["autocast"]:
+    if amp.grad_scaler is True and not amp.autocast:
         notes.append("GradScaler without autocast: gradients are float32 and cannot overflow, so the scaler "
                      "only adds work")
-    elif amp["grad_scaler"] is True and amp["dtype"] == "bfloat16":
+    elif amp.grad_scaler is True and amp.dtype == "bfloat16":
         notes.append("GradScaler with bfloat16: bfloat16 has float32's range, so loss scaling is not needed")
-    if amp["autocast"] and amp["dtype"] == "float16" and amp["grad_scaler"] is False:
+    if amp.autocast and amp.dtype == "float16" and amp.grad_scaler is False:
         notes.append("float16 autocast without a GradScaler: small gradients may underflow to zero")
-    if values["debug"]["inject_inf_every"] and not amp["grad_scaler"]:
+    if cfg.debug.inject_inf_every and not amp.grad_scaler:
         notes.append("debug.inject_inf_every without a GradScaler: nothing skips the poisoned steps, so the "
                      "weights turn inf/NaN; add --set amp.grad_scaler=true to watch the scaler handle it")
-    if amp["autocast"] and amp["dtype"] == "float16" and dev == "cpu":
+    if amp.autocast and amp.dtype == "float16" and dev == "cpu":
         notes.append("float16 autocast on the CPU: most CPUs compute float16 slowly; bfloat16 is the CPU's "
                      "fast format")
     return notes
 
 
-def check_tensorboard(values: dict[str, dict[str, Any]]) -> None:
+def check_tensorboard(cfg: cfgmod.Config) -> None:
     import importlib.util
 
-    if values["log"]["tensorboard"] and importlib.util.find_spec("tensorboard") is None:
+    if cfg.log.tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise UserError("log.tensorboard = true needs TensorBoard, which is not installed: "
                         "pip install 'amptui[tensorboard]' (or --set log.tensorboard=false)")
 
 
-def check_epoch_size(values: dict[str, dict[str, Any]]) -> None:
+def check_epoch_size(cfg: cfgmod.Config) -> None:
     """amp.accumulate must fit in an epoch (known up front for synthetic, random and CIFAR-10 data)."""
-    data, amp = values["data"], values["amp"]
-    if data.get("factory"):
+    data, amp = cfg.data, cfg.amp
+    if data.factory:
         return
-    samples = {"synthetic": data["train_samples"], "random": data["train_samples"], "cifar10": 50_000}.get(data["name"])
+    samples = {"synthetic": data.train_samples, "random": data.train_samples, "cifar10": 50_000}.get(data.name)
     if samples is None:
         return
-    per_rank = -(-samples // cfgmod.world_size(values))
-    batches = max(1, data["train_samples"] // data["batch_size"]) if data["name"] == "random" else \
-        -(-per_rank // data["batch_size"])
-    if amp["accumulate"] > batches:
-        raise UserError(f"amp.accumulate ({amp['accumulate']}) is more than the {batches} batches of an epoch; "
+    per_rank = -(-samples // cfgmod.world_size(cfg))
+    batches = max(1, data.train_samples // data.batch_size) if data.name == "random" else \
+        -(-per_rank // data.batch_size)
+    if amp.accumulate > batches:
+        raise UserError(f"amp.accumulate ({amp.accumulate}) is more than the {batches} batches of an epoch; "
                         "lower it, or use more data or smaller batches")
 
 
@@ -123,21 +120,21 @@ def imagefolder_dirs(root: Path) -> tuple[Path, Path] | None:
     return None
 
 
-def check_data(values: dict[str, dict[str, Any]]) -> None:
-    data = values["data"]
-    if data.get("factory"):
+def check_data(cfg: cfgmod.Config) -> None:
+    data = cfg.data
+    if data.factory:
         return  # the user's factory finds its own data
-    root = Path(data["root"]).expanduser()
-    if data["name"] == "cifar10":
+    root = Path(data.root).expanduser()
+    if data.name == "cifar10":
         folder = root / "cifar-10-batches-py"
         missing = [f for f in CIFAR_FILES if not (folder / f).is_file()]
         if not missing:
             return
-        if not data["download"]:
+        if not data.download:
             raise UserError(f"CIFAR-10 not found: looked in {folder} (missing {', '.join(missing)}); put the "
                             f"python version of CIFAR-10 there, set data.download=true, {SYNTHETIC_HINT}")
         _download_cifar10(root, folder)
-    elif data["name"] == "imagefolder":
+    elif data.name == "imagefolder":
         dirs = imagefolder_dirs(root)
         if dirs is None:
             raise UserError(f"image folder not found: looked for {root}/seg_train/<class>/ and "
@@ -148,9 +145,9 @@ def check_data(values: dict[str, dict[str, Any]]) -> None:
             if not classes:
                 raise UserError(f"image folder {split} has no class subfolders; expected {split}/<class>/*.jpg")
         n_classes = len([p for p in dirs[0].iterdir() if p.is_dir()])
-        if n_classes != values["model"]["num_classes"]:
+        if n_classes != cfg.model.num_classes:
             raise UserError(f"{dirs[0]} has {n_classes} classes but model.num_classes = "
-                            f"{values['model']['num_classes']}; --set model.num_classes={n_classes}")
+                            f"{cfg.model.num_classes}; --set model.num_classes={n_classes}")
 
 
 def _download_cifar10(root: Path, folder: Path) -> None:
@@ -177,11 +174,11 @@ def pretrained_weights_path(model_name: str) -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints" / WEIGHTS[model_name].file
 
 
-def check_weights(values: dict[str, dict[str, Any]]) -> None:
-    model = values["model"]
-    if not model["pretrained"]:
+def check_weights(cfg: cfgmod.Config) -> None:
+    model = cfg.model
+    if not model.pretrained:
         return
-    path = pretrained_weights_path(model["name"])
+    path = pretrained_weights_path(model.name)
     if not path.is_file():
-        raise UserError(f"ImageNet weights for {model['name']} not found at {path}; copy them there from a "
+        raise UserError(f"ImageNet weights for {model.name} not found at {path}; copy them there from a "
                         "machine with internet, or --set model.pretrained=false to train from scratch")

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from . import config as cfgmod
 from .errors import ConfigError, UserError
+from .fmt import shown
+from .safefile import atomic_write_text as atomic_write_text  # importable from here for older callers
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "presets"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+DESCRIPTION_SHOWN = 500  # a list shows the start of a description (the file keeps it whole)
 
 
 def saved_dir() -> Path:
@@ -30,7 +32,7 @@ class Preset:
 
     def document(self) -> dict[str, Any]:
         """The preset's TOML document, checked against the schema (unknown keys refused)."""
-        doc = cfgmod.read_toml(self.path)
+        doc = cfgmod.read_toml(self.path, follow_links=True)
         cfgmod.flatten(doc, str(self.path))
         return doc
 
@@ -52,11 +54,11 @@ def check_name(name: str) -> str:
 def _describe(path: Path) -> str:
     """The preset's description, or why it will not load (so a list shows broken files as such)."""
     try:
-        doc = cfgmod.read_toml(path)
+        doc = cfgmod.read_toml(path, follow_links=True)
         cfgmod.build_config(doc, source=str(path))
     except ConfigError as exc:
-        return "(invalid: " + str(exc).removeprefix(f"{path}: ") + ")"
-    return str(doc.get("run", {}).get("description", ""))
+        return shown("(invalid: " + str(exc).removeprefix(f"{path}: ") + ")")
+    return shown(doc.get("run", {}).get("description", ""))[:DESCRIPTION_SHOWN]
 
 
 def list_presets() -> list[Preset]:
@@ -71,7 +73,7 @@ def list_presets() -> list[Preset]:
     directory = saved_dir()
     if directory.is_dir():
         for path in sorted(directory.glob("*.toml")):
-            if path.stem not in names:
+            if path.stem not in names and NAME_RE.match(path.stem):  # else not a name `run` could take
                 found.append(Preset(path.stem, path, False, _describe(path)))
     return found
 
@@ -94,9 +96,8 @@ def find_preset(ref: str) -> Preset:
     raise UserError(f"no preset named {ref!r} (known: {known}; or give a path to a .toml file)")
 
 
-def save_preset(name: str, values: Mapping[str, Mapping[str, Any]], *, force: bool = False,
-                source: str = "") -> Path:
-    """Write the keys that differ from the defaults to the saved-presets folder, atomically."""
+def save_preset(name: str, cfg: cfgmod.Config, *, force: bool = False, source: str = "") -> Path:
+    """Write the keys of `cfg` that differ from the defaults to the saved-presets folder, atomically."""
     check_name(name)
     if (BUILTIN_DIR / f"{name}.toml").exists():
         raise UserError(f"preset {name!r} is built in; choose another name")
@@ -104,18 +105,16 @@ def save_preset(name: str, values: Mapping[str, Mapping[str, Any]], *, force: bo
     target = directory / f"{name}.toml"
     if target.exists() and not force:
         raise UserError(f"preset {name!r} already exists at {target}; use --force to overwrite")
-    cfgmod.build_config(values, source=f"preset {name!r}")  # never save something that would not load
-    body = cfgmod.minimal(_with_own_description(values, source))
+    body = cfgmod.minimal(_with_own_description(cfg.to_dict(), source))  # a Config: valid, so it loads again
     header = f"# amptui preset {name!r}" + (f", saved from {source}" if source else "")
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, cfgmod.to_toml(body, header))
     return target
 
 
-def _with_own_description(values: Mapping[str, Mapping[str, Any]], source: str) -> dict[str, dict[str, Any]]:
+def _with_own_description(out: dict[str, dict[str, Any]], source: str) -> dict[str, dict[str, Any]]:
     """A saved preset describes itself ("quickstart with amp.dtype=bfloat16"), unless its
     description was edited: the parent's description no longer says what it is."""
-    out = {section: dict(keys) for section, keys in values.items()}
     if not source:
         return out
     try:
@@ -145,20 +144,3 @@ def _shown_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temp file beside `path`, fsync, then os.replace: readers see old or new, never half."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise

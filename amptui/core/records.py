@@ -193,7 +193,6 @@ def names(cls: type) -> Names:
 START, STEP, SCALER, EPOCH = names(Start), names(Step), names(Scaler), names(Epoch)
 MEM, CHECKPOINT, WARNING, END = names(Mem), names(Checkpoint), names(WarningRecord), names(End)
 STEP_FIELDS = tuple(f.name for f in fields(Step) if f.name != "extra")
-REQUIRED_STEP_FIELDS = tuple(name for name in STEP_FIELDS if name not in Step.OPTIONAL)
 
 _JSON_TYPES: dict[Any, tuple[type, ...]] = {int: (int, float), float: (int, float), str: (str,), dict: (dict,),
                                              list: (list,), bool: (bool,)}

@@ -4,17 +4,18 @@ model is on)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
+from .config import Config
 from .precision import Precision
 
 
-def auto_overrides(values: Mapping[str, Mapping[str, Any]], device_type: str) -> dict[str, Any]:
+def auto_overrides(cfg: Config, device_type: str) -> dict[str, Any]:
     """Dotted keys that decide run.device, amp.dtype, amp.grad_scaler and dist.backend for
     `device_type` ("cpu" or "cuda")."""
-    precision = Precision.from_config(values, device_type)
+    precision = Precision.from_config(cfg, device_type)
     out: dict[str, Any] = {"run.device": device_type, "amp.dtype": precision.dtype,
                            "amp.grad_scaler": precision.scaler}
-    if values["dist"]["backend"] == "auto":
+    if cfg.dist.backend == "auto":
         out["dist.backend"] = "nccl" if device_type == "cuda" else "gloo"
     return out

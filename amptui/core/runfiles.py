@@ -12,3 +12,4 @@ STOP_FILE = "stop-requested"       # `amptui stop` writes it; every rank stops a
 CHECKPOINT_DIR = "checkpoints"     # the run's checkpoint folder
 CHECKPOINT_FILE = "last.pt"        # the latest checkpoint (torch), inside CHECKPOINT_DIR
 CHECKPOINT_INFO = "last.json"      # what a resume check needs to know of it (plain JSON), beside it
+RUN_DIR_ENV = "AMPTUI_RUN_DIR"     # tells a user's script (its amptui.Monitor) where its run folder is

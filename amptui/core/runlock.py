@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import safefile
 from .errors import UserError
 
 LOCK_FILE = "lock"
@@ -80,10 +81,12 @@ def acquire(run_dir: Path, retry_s: float = _RETRY_S) -> RunLock:
     """Take the run folder's lock or raise RunLocked naming the process that holds it."""
     run_dir = Path(run_dir)
     path = run_dir / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:  # never through a symlink, never a FIFO: `describe` writes into this file
+        fd = safefile.open_fd(path, os.O_RDWR | os.O_CREAT)
+    except safefile.UnsafeFile as exc:
+        raise UserError(f"run {run_dir.name}: {exc}; a lock must be a plain file (remove it to use the run)") from None
     except OSError as exc:
-        raise UserError(f"run {run_dir.name}: cannot open its lock file {path} ({exc.strerror})") from None
+        raise UserError(f"run {run_dir.name}: cannot open its lock file {path} ({exc.strerror or exc})") from None
     deadline = time.monotonic() + retry_s
     while True:
         try:
@@ -98,7 +101,7 @@ def acquire(run_dir: Path, retry_s: float = _RETRY_S) -> RunLock:
                 raise RunLocked(in_use_message(run_dir)) from None
             time.sleep(0.02)
     lock = RunLock(run_dir, fd)
-    lock.describe()
+    lock.describe()  # into a regular file of this folder (open_fd refused a link): who holds it, for others
     return lock
 
 
@@ -134,7 +137,7 @@ def _inherited(run_dir: Path) -> RunLock | None:
         return None
     fd = int(value)
     try:
-        held, ours = os.fstat(fd), os.stat(Path(run_dir) / LOCK_FILE)
+        held, ours = os.fstat(fd), os.lstat(Path(run_dir) / LOCK_FILE)
     except OSError:
         return None
     if (held.st_dev, held.st_ino) != (ours.st_dev, ours.st_ino):
@@ -149,9 +152,10 @@ def _inherited(run_dir: Path) -> RunLock | None:
 
 def holder(run_dir: Path) -> dict[str, Any] | None:
     """Who holds the run folder's lock now: their record ({} if unreadable), or None when nobody
-    does. Raises FileNotFoundError for a folder without a lock file (runs from before the lock)."""
+    does. Raises FileNotFoundError for a folder without a lock file (runs from before the lock),
+    safefile.UnsafeFile (an OSError) for a lock that is a symlink, a FIFO or a device."""
     path = Path(run_dir) / LOCK_FILE
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = safefile.open_fd(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -166,8 +170,8 @@ def holder(run_dir: Path) -> dict[str, Any] | None:
 
 def _read_record(fd: int) -> dict[str, Any]:
     try:
-        record = json.loads(os.pread(fd, _RECORD_BYTES, 0).decode("utf-8", "replace").strip() or "{}")
-    except ValueError:
+        record = safefile.loads_json(os.pread(fd, _RECORD_BYTES, 0).decode("utf-8", "replace").strip() or "{}")
+    except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
 

@@ -11,13 +11,14 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from . import config as cfgmod
 from . import runs as runsmod
-from .ab import PRECISION_KEYS
+from .precision import PRECISION_KEYS
 from .errors import UserError
 from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE
+from .safefile import atomic_write_text
 
 _NOT_A_DIFFERENCE = {"run.name"}  # a run's name is its preset's: the preset column already shows it
 
@@ -67,24 +68,37 @@ def resume_refusal(run_dir: Path, info: runsmod.RunInfo | None = None,
 
 
 def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
-    """Remove a run's folder; a running run is refused (stop it first)."""
+    """Remove a run's folder, holding its lock across the removal: a live writer (whatever its
+    run.json says) is refused, and no resume can start in a half-removed folder. The folder is
+    first renamed out of the way (atomic), then removed. `alive`: for folders from before the lock
+    file, run.json's pid check."""
+    from . import runlock, trust
+
     run_dir = Path(run_dir)
-    info = runsmod.load_run(run_dir)
-    if info.status == "running" and alive(runsmod.read_launch_info(run_dir)):
-        raise UserError(f"run {info.run_id} is running; stop it before deleting it")
-    if not (run_dir / "config.toml").is_file():
+    if not (run_dir / CONFIG_FILE).is_file():
         raise UserError(f"{run_dir} is not a run folder")
-    shutil.rmtree(run_dir)
+    legacy = not os.path.lexists(run_dir / runlock.LOCK_FILE)
+    try:
+        lock = runlock.acquire(run_dir)
+    except runlock.RunLocked:
+        raise UserError(f"run {run_dir.name} is running; stop it before deleting it") from None
+    with lock:
+        ended = runsmod.load_run(run_dir, own_lock=True).status != "killed"  # killed: no end record
+        if legacy and not ended and alive(runsmod.read_launch_info(run_dir)):
+            (run_dir / runlock.LOCK_FILE).unlink(missing_ok=True)  # refused: leave the folder as it was
+            raise UserError(f"run {run_dir.name} is running; stop it before deleting it")
+        trust.forget(run_dir, trust.run_code(run_dir))
+        doomed = run_dir.with_name(f".deleting-{run_dir.name}-{os.getpid()}")
+        os.rename(run_dir, doomed)  # from here no command finds the run
+        shutil.rmtree(doomed, ignore_errors=True)
+    if doomed.exists():
+        raise UserError(f"run {run_dir.name} is gone from the list, but {doomed} could not be removed entirely")
 
 
-def run_config(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """A run's resolved config (its config.toml) as a dict."""
+def run_config(run_dir: Path) -> cfgmod.Config:
+    """A run's resolved config (its config.toml)."""
     path = Path(run_dir) / "config.toml"
-    return cfgmod.build_config(cfgmod.read_toml(path), source=str(path)).to_dict()
-
-
-def flat(values: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    return {f"{s}.{k}": v for s, keys in values.items() for k, v in keys.items()}
+    return cfgmod.build_config(cfgmod.read_toml(path), source=str(path))
 
 
 def toml_value(value: Any) -> str:
@@ -105,17 +119,16 @@ def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
 
     from . import presets as presetmod
 
-    values = run_config(run_dir)
-    name = values["run"]["name"]
-    script = values["run"].get("script")
+    cfg = run_config(run_dir)
+    name, script = cfg.run.name, cfg.run.script
     try:
         preset = presetmod.find_preset(name) if name and not script else None
-        base = flat(preset.config().to_dict()) if preset else flat(cfgmod.defaults())
+        base = preset.config().flat() if preset else cfgmod.Config().flat()
         ref = preset.name if preset and preset.builtin else (str(preset.path) if preset else "")
     except UserError:
-        preset, base, ref = None, flat(cfgmod.defaults()), ""
+        preset, base, ref = None, cfgmod.Config().flat(), ""
     words = ["amptui", "run"] + ([ref] if ref else [])
-    for key, value in flat(values).items():
+    for key, value in cfg.flat().items():
         if key == "run.name" and preset is not None:
             continue
         if base.get(key) != value:
@@ -131,7 +144,7 @@ def config_differences(run_dirs: list[Path], ignore_precision: bool = True) -> l
     flats = []
     for d in run_dirs:
         try:
-            flats.append(flat(run_config(d)))
+            flats.append(run_config(d).flat())
         except UserError:
             continue
     if len(flats) < 2:
@@ -153,7 +166,7 @@ def export_compare(root: Path, text: str, fmt: str) -> Path:
     while path.exists():
         n += 1
         path = root / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{n}.{suffix}"
-    path.write_text(text if text.endswith("\n") else text + "\n")
+    atomic_write_text(path, text if text.endswith("\n") else text + "\n")
     return path
 
 

@@ -25,15 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfgmod
+from . import safefile, trust
 from .errors import ConfigError, UserError
-from .events import parse_line, primary_events_file, read_events
+from .eventends import SessionIndex, read_ends
+from .events import primary_events_file
 from .precision import Precision
 from .records import START
 from .runstate import RunState, fold
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
-_HEAD_BYTES = 256 * 1024
-_TAIL_BYTES = 256 * 1024
 
 
 def runs_root(arg: str | os.PathLike | None = None, *, writable: bool = False) -> Path:
@@ -103,18 +103,17 @@ def new_run_dir(root: Path, preset_name: str) -> Path:
 # --- who runs it ------------------------------------------------------------------------------
 
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
-    from .presets import atomic_write_text
+    from .safefile import atomic_write_text
 
-    info = {"pid": pid, "create_time": _create_time(pid), "host": socket.gethostname(),
-            "command": command, "launched": time.time()}
+    info = {**launch_identity(pid), "command": command, "launched": time.time()}
     atomic_write_text(path / "run.json", json.dumps(info, indent=2) + "\n")
 
 
 def read_launch_info(path: Path) -> dict[str, Any]:
     """run.json, or {} when it is missing or damaged (fields of the wrong type are dropped)."""
     try:
-        info = json.loads((path / "run.json").read_bytes()[:1024 * 1024])
-    except (OSError, ValueError, RecursionError):
+        info = safefile.load_json(path / "run.json", 1024 * 1024)
+    except (OSError, ValueError):
         return {}
     if not isinstance(info, dict):
         return {}
@@ -122,6 +121,11 @@ def read_launch_info(path: Path) -> dict[str, Any]:
                                                  "host": str, "command": list}
     return {k: v for k, v in info.items()
             if k not in types or (isinstance(v, types[k]) and not isinstance(v, bool))}
+
+
+def launch_identity(pid: int) -> dict[str, Any]:
+    """What tells this process apart from a later one that reuses its pid (see process_alive)."""
+    return {"pid": pid, "create_time": _create_time(pid), "host": socket.gethostname()}
 
 
 def _create_time(pid: int) -> float | None:
@@ -173,6 +177,8 @@ class RunInfo:
     val_acc: float | None = None
     error: str = ""
     pid: int | None = None
+    code: list[str] = field(default_factory=list)  # the code its config names (core/trust.py)
+    code_given_here: bool = True                   # ... given on this machine (False: resume asks)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -189,62 +195,17 @@ class RunInfo:
         return data
 
 
-def _head_tail(path: Path) -> tuple[list[dict], list[dict], list[dict]]:
-    """Records from the start and the end of an event file, without reading all of a huge one, and
-    (for the run's duration) the `start`/`end` records between them."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return [], [], []
-    if size <= _HEAD_BYTES + _TAIL_BYTES:
-        records = read_events(path)
-        return records, [], records
-    with open(path, "rb") as fh:
-        head = fh.read(_HEAD_BYTES)
-        fh.seek(size - _TAIL_BYTES)
-        tail = fh.read()
-        head_end = head.rfind(b"\n") + 1
-        tail_start = size - _TAIL_BYTES + tail.find(b"\n") + 1
-        middle = _session_records(fh, path, head_end, tail_start)
-    return _parse_lines(head, drop_first=False), middle, _parse_lines(tail, drop_first=True)
-
-
-_SESSION_LINE = re.compile(rb'^.*"kind":\s*"(?:start|end)".*$', re.M)
-_middle_cache: dict[tuple[str, int], tuple[int, list[dict]]] = {}  # (path, inode) -> (scanned to, records)
-
-
-def _session_records(fh, path: Path, begin: int, end: int) -> list[dict]:
-    """`start` and `end` records in [begin, end) of an append-only file; what was scanned before is
-    remembered, so a list refreshed every few seconds reads only what is new."""
-    key = (str(path), os.fstat(fh.fileno()).st_ino)
-    scanned, found = _middle_cache.get(key, (begin, []))
-    if end > scanned:
-        fh.seek(scanned)
-        chunk = fh.read(end - scanned)
-        found = found + _parse_lines(b"\n".join(m.group(0) for m in _SESSION_LINE.finditer(chunk)) + b"\n",
-                                     drop_first=False)
-        _middle_cache[key] = (end, found)
-    return found
-
-
-def _parse_lines(chunk: bytes, drop_first: bool) -> list[dict]:
-    lines = chunk.split(b"\n")
-    if drop_first:
-        lines = lines[1:]  # the first line of a tail chunk is cut
-    if lines and not chunk.endswith(b"\n"):
-        lines = lines[:-1]
-    records = (parse_line(line) for line in lines if line.strip())
-    return [rec for rec in records if rec is not None]
-
-
-def writer_alive(path: Path, launch: dict[str, Any]) -> tuple[bool, float | None]:
-    """(is a writer alive, since when) from the run's lock; run.json's pid for older folders."""
+def writer_alive(path: Path, launch: dict[str, Any] | None = None,
+                 alive=None) -> tuple[bool, float | None]:
+    """(is a writer alive, since when) from the run's lock; for older folders without a lock file,
+    run.json's pid (`launch`, read when not given) checked by `alive` (default process_alive)."""
     from . import runlock
 
     try:
         holder = runlock.holder(path)
     except FileNotFoundError:
-        return process_alive(launch), None
+        launch = read_launch_info(path) if launch is None else launch
+        return (alive or process_alive)(launch), None
     except OSError:
         return False, None
     if holder is None:
@@ -253,33 +214,43 @@ def writer_alive(path: Path, launch: dict[str, Any]) -> tuple[bool, float | None
     return True, since if isinstance(since, (int, float)) else None
 
 
-def load_run(path: Path, own_lock: bool = False) -> RunInfo:
+def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None = None) -> RunInfo:
     """What a run is now. `own_lock`: the caller holds the run's lock itself (about to resume
-    it), so the lock says nothing about whether another writer is alive."""
+    it), so the lock says nothing about whether another writer is alive. `sessions`: a caller
+    that lists runs again and again keeps what was read of big event files there."""
     path = Path(path)
     info = RunInfo(run_id=path.name, path=path)
     try:
         values = cfgmod.read_toml(path / "config.toml")
         cfg = cfgmod.build_config(values, source=str(path / "config.toml"))
         info.preset = cfg.run.name
-        precision = Precision.from_config(cfg.to_dict())
+        precision = Precision.from_config(cfg)
         info.precision, info.precision_words = precision.short, precision.words
         info.epochs = cfg.run.epochs
-        info.world_size = cfgmod.world_size(cfg.to_dict())
+        info.world_size = cfgmod.world_size(cfg)
+        info.code = trust.code_refs(cfg)
+        info.code_given_here = trust.given_here(path, info.code)
     except ConfigError as exc:
         info.error = str(exc)
     launch = read_launch_info(path)
     info.pid = launch.get("pid")
-    head, middle, tail = _head_tail(primary_events_file(path))
-    state = fold(head if tail is head else head + middle + tail)
-    _take_state(info, state, launch.get("launched"))
+    # The lock first, then the events: a writer that ends while a long file is read has written its
+    # end record before it let go of the lock, so it is read as ended, never as killed.
     alive, since = (False, None) if own_lock else writer_alive(path, launch)
+    ends = read_ends(primary_events_file(path), sessions)
+    info.error = ends.damaged or info.error
+    state = fold(ends.records())
+    _take_state(info, state, launch.get("launched"))
+    if not own_lock and not alive and not state.ended:
+        alive, since = writer_alive(path, launch)  # a session that began while the events were read
     end_t = (state.end or {}).get("t") or 0
     if alive and (not state.ended or since is None or since > end_t):
         info.status = "running"  # a live writer; a resumed session may not have written its start yet
         info.duration_s = state.clock.seconds(time.time())
     else:
         info.status = state.status if state.ended else "killed"
+        if info.error:  # config.toml unreadable: whatever its events say, the run cannot be used
+            info.status = "damaged"
         info.error = state.error_text() or info.error
     return info
 
@@ -300,7 +271,9 @@ def list_runs(root: Path) -> list[RunInfo]:
     if not root.is_dir():
         return []
     try:
-        runs = [load_run(p) for p in root.iterdir() if p.is_dir() and (p / "config.toml").is_file()]
+        runs = [load_run(p) for p in root.iterdir()
+                if RUN_ID_RE.match(p.name) and ".." not in p.name  # never listed unless addressable
+                and p.is_dir() and (p / "config.toml").is_file()]
     except PermissionError as exc:
         raise UserError(f"{root}: cannot read the runs folder ({exc.strerror})") from None
     runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)

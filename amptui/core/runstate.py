@@ -120,9 +120,11 @@ class RunState:
 
     @property
     def status(self) -> str:
-        """The end record's status, else "running" (a reader that can tell a dead writer says "killed")."""
+        """The end record's status, else "running" (a reader that can tell a dead writer says "killed").
+        A status outside End.STATUSES (a damaged or foreign file) is "damaged", never shown as written."""
         if self.end is not None:
-            return str(self.end.get(END.status) or "failed")
+            status = self.end.get(END.status) or "failed"
+            return status if status in End.STATUSES else "damaged"
         return "running"
 
     @property

@@ -54,14 +54,17 @@ def _check_within(path: Path, within: Path | str | None) -> None:
 
 
 def open_fd(path: Path | str, flags: int = os.O_RDONLY, *, within: Path | str | None = None,
-            mode: int = 0o666) -> int:
+            mode: int = 0o666, follow: bool = False) -> int:
     """os.open that follows no symlink, never blocks on a FIFO, and yields a regular file only.
 
-    `flags` are the access and creation flags (O_RDONLY, O_RDWR|O_CREAT, O_WRONLY|O_APPEND...)."""
+    `flags` are the access and creation flags (O_RDONLY, O_RDWR|O_CREAT, O_WRONLY|O_APPEND...).
+    `follow`: a symlink the user made themselves is fine (a preset they named): follow it, and
+    still refuse what it points to unless it is a regular file."""
     path = Path(path)
     _check_within(path, within)
+    nofollow = 0 if follow else os.O_NOFOLLOW
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags | nofollow | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # ELOOP: the last component is a symlink
             raise UnsafeFile(f"{path}: is a symbolic link") from None
@@ -72,6 +75,8 @@ def open_fd(path: Path | str, flags: int = os.O_RDONLY, *, within: Path | str | 
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise UnsafeFile(f"{path}: not a regular file")
+        if flags & (os.O_WRONLY | os.O_RDWR) and info.st_nlink > 1:  # a hard link: writing would change its twin
+            raise UnsafeFile(f"{path}: has other hard links")
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     except BaseException:
         os.close(fd)
@@ -80,29 +85,65 @@ def open_fd(path: Path | str, flags: int = os.O_RDONLY, *, within: Path | str | 
 
 
 def open_file(path: Path | str, mode: str = "rb", *, within: Path | str | None = None,
-              encoding: str | None = None) -> IO[Any]:
-    """`open()` with open_fd's checks. Modes: r, rb, a, ab (created if missing), r+b."""
+              encoding: str | None = None, follow: bool = False) -> IO[Any]:
+    """`open()` with open_fd's checks. Modes: r, rb, a, ab, a+ (created if missing), r+b."""
     flags = {"r": os.O_RDONLY, "rb": os.O_RDONLY, "r+b": os.O_RDWR,
              "a": os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-             "ab": os.O_WRONLY | os.O_APPEND | os.O_CREAT}[mode]
-    fd = open_fd(path, flags, within=within)
+             "ab": os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+             "a+": os.O_RDWR | os.O_APPEND | os.O_CREAT}[mode]
+    fd = open_fd(path, flags, within=within, follow=follow)
     if "b" in mode:
         return os.fdopen(fd, mode)
     return os.fdopen(fd, mode, encoding=encoding or "utf-8", errors="replace" if mode == "r" else None)
 
 
-def read_bytes(path: Path | str, limit: int, *, within: Path | str | None = None) -> bytes:
+def check_regular(path: Path | str, *, missing_ok: bool = True) -> None:
+    """UnsafeFile unless `path` is a regular file (not followed if a symlink), or absent and
+    `missing_ok`: what a command checks before it starts a process that will write `path`."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafeFile(f"{path}: is a symbolic link")
+    if stat.S_ISDIR(info.st_mode):
+        raise UnsafeFile(f"{path}: is a folder, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise UnsafeFile(f"{path}: not a regular file")
+
+
+def read_bytes(path: Path | str, limit: int, *, within: Path | str | None = None,
+               follow: bool = False) -> bytes:
     """The whole file, refused (UnsafeFile) when it is larger than `limit` bytes."""
-    with open_file(path, "rb", within=within) as fh:
+    with open_file(path, "rb", within=within, follow=follow) as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise UnsafeFile(f"{path}: larger than {limit:,} bytes")
     return data
 
 
-def read_text(path: Path | str, limit: int, *, within: Path | str | None = None) -> str:
+def read_tail(path: Path | str, limit: int, *, within: Path | str | None = None) -> bytes:
+    """The last `limit` bytes of the file (a log read for its last lines, however long it grew)."""
+    with open_file(path, "rb", within=within) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        fh.seek(max(0, size - limit))
+        return fh.read(limit)
+
+
+def read_text(path: Path | str, limit: int, *, within: Path | str | None = None,
+              follow: bool = False) -> str:
     """read_bytes decoded as UTF-8 (a bad byte is a UnicodeDecodeError, a ValueError)."""
-    return read_bytes(path, limit, within=within).decode("utf-8")
+    return read_bytes(path, limit, within=within, follow=follow).decode("utf-8")
+
+
+def text_or_none(path: Path | str, limit: int) -> str | None:
+    """read_text, or None when the file is missing, unsafe, too large or not UTF-8."""
+    try:
+        return read_text(path, limit)
+    except (OSError, ValueError):
+        return None
 
 
 def check_depth(value: Any, max_depth: int = MAX_DEPTH) -> Any:
@@ -155,3 +196,9 @@ def atomic_writer(path: Path | str, binary: bool = True) -> Iterator[IO[Any]]:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def atomic_write_text(path: Path | str, text: str) -> None:
+    """atomic_writer for a whole text (UTF-8)."""
+    with atomic_writer(path, binary=False) as fh:
+        fh.write(text)

@@ -90,3 +90,29 @@ class Series:
 
     def __len__(self) -> int:
         return len(self.xs) + (1 if self._pn else 0)
+
+
+def rolling_median(ys: list[float], window: int) -> list[float]:
+    """Each point's median over the `window` points ending at it (fewer at the start): a line
+    through noisy throughput windows that one slow window does not bend."""
+    import statistics
+
+    window = max(1, window)
+    return [statistics.median(ys[max(0, i + 1 - window):i + 1]) for i in range(len(ys))]
+
+
+def interpolate(xs: list[float], kx: list[float], ky: list[float]) -> list[float | None]:
+    """The piecewise-linear curve through (kx, ky) (kx increasing) read at each x; None outside it."""
+    import bisect
+
+    out: list[float | None] = []
+    for x in xs:
+        i = bisect.bisect_left(kx, x)
+        if i < len(kx) and kx[i] == x:
+            out.append(ky[i])
+        elif 0 < i < len(kx):
+            x0, x1, y0, y1 = kx[i - 1], kx[i], ky[i - 1], ky[i]
+            out.append(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+        else:
+            out.append(None)
+    return out

@@ -22,7 +22,8 @@ from .ab import VARIANTS
 from .compare import _peak_of
 from .errors import UserError
 from .fmt import fmt_bytes
-from .presets import atomic_write_text
+from . import safefile
+from .safefile import atomic_write_text
 from .records import END, STEP, End, Step
 
 # --- the search space -------------------------------------------------------------------------
@@ -48,7 +49,6 @@ SLOW_FACTOR = 2.5         # a trial this much slower than fp32 is stopped early:
 MIN_GAIN = 0.05           # a speed-up below this (or below fp32's own run-to-run spread) is noise
 STORM_FRACTION = 0.2      # more skipped optimizer steps than this is a skipped-step storm
 BAND_FLOOR = 0.02         # the noise band is at least 2% of fp32's loss
-INPUT_BOUND_SHARE = 0.3   # data wait above this share of the step time: input-bound
 
 
 def tune_id(preset_name: str) -> str:
@@ -192,17 +192,16 @@ def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
 
 # --- the result file ----------------------------------------------------------------------------
 
-def trial_from_dict(d: dict[str, Any]) -> Trial:
-    return Trial(**{k: v for k, v in d.items() if k in Trial.__dataclass_fields__})
-
-
 def write_result(path: Path, result: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(result, indent=2, default=str) + "\n")
 
 
+RESULT_LIMIT = 16 * 1024 * 1024  # a tune result: its trials, each a few hundred bytes
+
+
 def read_result(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text())
+        data = safefile.load_json(path, RESULT_LIMIT)
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: not a readable tune result ({exc})") from None
     if not isinstance(data, dict) or "trials" not in data:
@@ -231,8 +230,8 @@ def notes(result: dict[str, Any]) -> list[str]:
     return [f"* {t['candidate']}: {t['verdict']}" for t in result.get("trials", []) if ":" in (t.get("verdict") or "")]
 
 
-def winner_preset_values(result: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]], str]:
-    """(name, full preset values, source preset name) of the winner: the tuned preset's content."""
+def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, str]:
+    """(name, config, source preset name) of the winner: the tuned preset's content."""
     from .presets import find_preset
 
     winner = result.get("winner")
@@ -240,23 +239,21 @@ def winner_preset_values(result: dict[str, Any]) -> tuple[str, dict[str, dict[st
         raise UserError("this tune has no winner to save (no fp32 reference was measured)")
     preset = find_preset(result["preset_ref"])
     knobs = next(t["knobs"] for t in result["trials"] if t["candidate"] == winner)
-    values = preset.config({**result.get("overrides", {}), **knobs}).to_dict()
     name = f"{preset.name}-tuned"
     speed = next((t.get("speedup") for t in result["trials"] if t["candidate"] == winner), None)
-    values["run"]["name"] = name
-    values["run"]["description"] = (f"{preset.name} tuned by amptui tune on {result.get('device_name', 'this machine')}"
-                                    f": {winner}" + (f", {speed:.2f}x fp32's samples/s" if speed else "") +
-                                    f" ({time.strftime('%Y-%m-%d', time.localtime(result.get('started', time.time())))})")
-    cfgmod.build_config(values, source=f"preset {name!r}")
-    return name, values, preset.name
+    description = (f"{preset.name} tuned by amptui tune on {result.get('device_name', 'this machine')}"
+                   f": {winner}" + (f", {speed:.2f}x fp32's samples/s" if speed else "") +
+                   f" ({time.strftime('%Y-%m-%d', time.localtime(result.get('started', time.time())))})")
+    cfg = preset.config({**result.get("overrides", {}), **knobs, "run.name": name, "run.description": description})
+    return name, cfg, preset.name
 
 
 def save_winner(result: dict[str, Any]) -> Path:
     """Write the winner as the saved preset `<preset>-tuned` (atomic; replaces an older tune's)."""
     from .presets import save_preset
 
-    name, values, source = winner_preset_values(result)
-    return save_preset(name, values, force=True, source=f"{source} by amptui tune {result.get('tune_id', '')}")
+    name, cfg, source = winner_preset_values(result)
+    return save_preset(name, cfg, force=True, source=f"{source} by amptui tune {result.get('tune_id', '')}")
 
 
 def as_dicts(trials: list[Trial]) -> list[dict[str, Any]]:

@@ -10,7 +10,8 @@ import math
 import statistics
 from typing import Any
 
-from .tune import BAND_FLOOR, INPUT_BOUND_SHARE, MIN_GAIN, STORM_FRACTION, Trial
+from .inputbound import input_bound
+from .tune import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, Trial
 
 
 # --- the accuracy guard -------------------------------------------------------------------------
@@ -117,7 +118,7 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
 def describe_limits(winner: Trial, trials: list[Trial], device_type: str) -> list[str]:
     """What holds the winner back: input-bound, launch-bound, memory-bound (when the numbers say so)."""
     out = []
-    if winner.data_wait_share is not None and winner.data_wait_share >= INPUT_BOUND_SHARE:
+    if input_bound(winner.data_wait_share):
         out.append(f"Input-bound: the loop waited for data {100 * winner.data_wait_share:.0f}% of the step time; "
                    "a faster input pipeline helps more than any precision setting.")
     ooms = [t for t in trials if t.status == "oom"]

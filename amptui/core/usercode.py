@@ -16,9 +16,12 @@ import inspect
 import os
 import sys
 import traceback
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .errors import UserError
+
+if TYPE_CHECKING:
+    from .config import Config
 
 # What a data factory may ask for by naming the parameter (it gets only those it names).
 DATA_FACTORY_ARGS = ("root", "img_size", "augment", "train_samples", "val_samples", "seed", "num_classes")
@@ -148,10 +151,10 @@ def check_factory(ref: str, key: str = "model.factory", args: Mapping[str, Any] 
     return fn
 
 
-def check_factories(values: Mapping[str, Mapping[str, Any]]) -> None:
-    """Preflight: both factories of a config (a `Config.to_dict()`), when set."""
-    model, data = values["model"], values["data"]
-    if model.get("factory"):
-        check_factory(model["factory"], "model.factory", model.get("args") or {}, model.get("num_classes"))
-    if data.get("factory"):
-        check_factory(data["factory"], "data.factory")
+def check_factories(cfg: Config) -> None:
+    """Preflight: both factories of a config, when set."""
+    model, data = cfg.model, cfg.data
+    if model.factory:
+        check_factory(model.factory, "model.factory", model.args, model.num_classes)
+    if data.factory:
+        check_factory(data.factory, "data.factory")

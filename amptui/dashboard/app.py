@@ -13,6 +13,7 @@ from typing import Callable
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 
+from ..core.fmt import shown
 from ..core.runs import process_alive as _process_alive
 from ..core.runs import runs_root as _runs_root
 
@@ -40,6 +41,12 @@ class AmptuiApp(App):
             self.push_screen(RunScreen(self.watch_dir, standalone=True))
         else:
             self.push_screen(HomeScreen())
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """Every notification shown as written: messages quote files and records (core/fmt.shown)."""
+        super().notify(shown(message, newlines=True), title=shown(title), severity=severity, timeout=timeout,
+                       markup=False)
 
     def from_thread(self, callback, *args) -> None:
         """call_from_thread that is quiet when the worker was cancelled or the app is closing."""

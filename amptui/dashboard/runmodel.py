@@ -22,6 +22,7 @@ from ..core.series import Series
 SERIES_CAP = 400
 MAX_MEM_SERIES = 8
 LOG_LINES = 400
+SCALER_EVENTS = 200  # the loss-scale panel's scrolling list
 
 
 def _num(value: Any) -> float | None:
@@ -36,24 +37,25 @@ class RunModel(RunState):
         self.lock = threading.RLock()
         self.version = 0
         self.bad_lines = 0  # complete lines in the event files that were not records (skipped)
+        self.damaged = ""   # why an event file cannot be read as data (a FIFO, a device, a link)
         self.loss_s = Series(SERIES_CAP, "mean")
         self.lr_s = Series(SERIES_CAP, "last")
         self.val_s = Series(SERIES_CAP // 2, "last")  # validation loss at each evaluated epoch
         self.scale_s = Series(SERIES_CAP, "last")
         self.sps_s = Series(SERIES_CAP, "mean")
         self.steptime_s = Series(SERIES_CAP, "mean")
+        self.time_s = Series(SERIES_CAP, "last")  # training seconds at each step (the time axis)
         self.backoffs = Series(SERIES_CAP // 2, "min")
         self.growths = Series(SERIES_CAP // 2, "max")
         self.n_backoff = 0
         self.n_growth = 0
-        self.scaler_events: deque[dict[str, Any]] = deque(maxlen=6)
+        self.scaler_events: deque[dict[str, Any]] = deque(maxlen=SCALER_EVENTS)
         self.mem: dict[str, Series] = {}
         self.mem_now: dict[str, tuple[float, float | None]] = {}  # label -> (value, total)
         self.mem_peak: dict[str, float] = {}
         self.rank_step: dict[int, int] = {}
         self.epochs_seen: deque[dict[str, Any]] = deque(maxlen=50)
         self.checkpoints = 0
-        self.last_checkpoint: dict[str, Any] | None = None
         self.alive: bool | None = None  # process check, set by the tail
         self.records = 0
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES)
@@ -72,12 +74,11 @@ class RunModel(RunState):
         return "running"
 
     def elapsed(self, now: float) -> float | None:
+        """The run's duration as every view tells it (core.runstate.RunClock: its training
+        sessions summed, the time it lay stopped left out); counting up to `now` while it runs."""
         if self.started is None:
             return None
-        if self.end is not None or self.status == "killed":
-            end_t = (self.end or {}).get("t") or self.last_t or self.started
-            return max(0.0, end_t - self.started)
-        return max(0.0, now - self.started)
+        return self.clock.seconds(now if self.status == "running" else None)
 
     def eta(self, now: float, session_t: float | None = None) -> float | None:
         return super().eta(now, session_t) if self.status == "running" else None
@@ -121,6 +122,12 @@ class RunModel(RunState):
                 self.bad_lines = count
                 self._changed()
 
+    def set_damaged(self, why: str) -> None:
+        with self.lock:
+            if why != self.damaged:
+                self.damaged = why
+                self._changed()
+
     def caught_up(self) -> None:
         with self.lock:
             if self.loading:
@@ -147,7 +154,7 @@ class RunModel(RunState):
         kind = rec.get("kind")
         own = self.speaks(rec)
         if kind == Start.KIND and own and self.session_step:
-            for series in (self.loss_s, self.lr_s, self.scale_s, self.sps_s, self.steptime_s, self.val_s,
+            for series in (self.loss_s, self.lr_s, self.scale_s, self.sps_s, self.steptime_s, self.val_s, self.time_s,
                            self.backoffs, self.growths, *self.mem.values()):
                 series.rewind(self.session_step)  # steps after the checkpoint are done again: draw them once
         elif kind == Step.KIND:
@@ -161,7 +168,6 @@ class RunModel(RunState):
             self.val_s.add(self.step, _num(rec.get(EPOCH.val_loss)))
         elif kind == Checkpoint.KIND:
             self.checkpoints += 1
-            self.last_checkpoint = rec
         elif kind == WarningRecord.KIND and not own:
             self.warnings.append(str(rec.get(WARNING.message, "")))
 
@@ -181,6 +187,9 @@ class RunModel(RunState):
             self.scale_s.add(step, math.log2(self.scale))
         self.sps_s.add(step, self.samples_per_s)
         self.steptime_s.add(step, self.step_time_ms)
+        t = _num(rec.get("t"))
+        if t is not None:
+            self.time_s.add(step, self.clock.seconds(t))
 
     def _mem_series(self, label: str) -> Series | None:
         series = self.mem.get(label)

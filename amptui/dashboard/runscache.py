@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.eventends import SessionIndex
 from ..core.runs import RunInfo, load_run
 
 
@@ -12,7 +13,8 @@ class RunsCache:
     changed is not read again, so hundreds of big runs cost a few stat calls."""
 
     def __init__(self) -> None:
-        self._known: dict[str, tuple[tuple, RunInfo]] = {}
+        self._known: dict[str, tuple[tuple, RunInfo]] = {}  # the runs of the last scan only
+        self._sessions = SessionIndex()  # what was read of big event files (bounded)
 
     @staticmethod
     def _stamp(path: Path) -> tuple:
@@ -37,7 +39,7 @@ class RunsCache:
             if known and known[0] == stamp and known[1].status in ("completed", "failed", "stopped"):
                 found[path.name] = known
             else:
-                found[path.name] = (stamp, load_run(path))
+                found[path.name] = (stamp, load_run(path, sessions=self._sessions))
         self._known = found
         runs = [info for _, info in found.values()]
         runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)

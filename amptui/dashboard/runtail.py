@@ -6,14 +6,15 @@ through the model's methods.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..core.events import events_file, valid_record
-from ..core.runs import process_alive, read_launch_info
+from ..core.events import EventReader, events_file, open_events
+from ..core.runlock import LOCK_FILE
+from ..core.runs import process_alive, read_launch_info, writer_alive
 from .runmodel import RunModel
 
 CHUNK_BYTES = 1024 * 1024
@@ -31,60 +32,48 @@ _MARKED_RE = re.compile(rb'"kind":"(start|epoch|checkpoint|warning|end|scaler)"'
 def _compact(path: Path) -> bool:
     """Written by amptui's EventWriter (compact separators), so the kind markers are exact."""
     try:
-        with open(path, "rb") as fh:
+        with open_events(path) as fh:
             return b'"kind":"start"' in fh.read(4096)
     except OSError:
         return False
 
 
-class SkimReader:
-    """Like core.events.EventReader (whole records only; a torn last line waits), plus skimming:
-    with stride k > 1 only every k-th step record is parsed (and always the newest of each chunk,
-    so counters such as skipped_total stay exact). Every other kind is always parsed."""
+class SkimReader(EventReader):
+    """core.events.EventReader (its LineFramer: whole records only, a torn last line waits, damaged
+    and over-long lines counted), plus skimming: with stride k > 1 only every k-th step record is
+    parsed (and always the newest of each chunk, so counters such as skipped_total stay exact).
+    Every other kind is always parsed."""
 
     def __init__(self, path: Path):
-        self.path = Path(path)
-        self.offset = 0
-        self.bad_lines = 0
-        self._partial = b""
+        super().__init__(path)
         self._steps = 0
         self.unparsed_scaler: dict[str, int] = {}  # set by a skimming read
 
-    def read(self, max_bytes: int, stride: int = 1) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read(max_bytes)
-        except FileNotFoundError:
-            return []
+    def read(self, max_bytes: int | None = CHUNK_BYTES, stride: int = 1) -> list[dict[str, Any]]:
+        chunk = self.read_chunk(max_bytes or CHUNK_BYTES)
         if not chunk:
             return []
-        if stride > 1 and not self._partial:
+        if stride > 1 and self.framer.at_line_start:
             # skimming: stop after the last newline and read the torn rest again next time (no copies)
             cut = chunk.rfind(b"\n") + 1
             if cut:
                 self.offset += cut
                 return self._skim(chunk, cut, stride)
         self.offset += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()
         out: list[dict[str, Any]] = []
         pending: tuple[int, bytes] | None = None
-        for line in lines:
-            if not line.strip():
-                continue
+        for line in self.framer.feed(chunk):
             if stride > 1 and _STEP_MARK in line:
                 self._steps += 1
                 if self._steps % stride:
                     pending = (len(out), line)
                     continue
                 pending = None
-            record = self._parse(line)
+            record = self.framer.parse(line)
             if record is not None:
                 out.append(record)
         if pending is not None:
-            record = self._parse(pending[1])
+            record = self.framer.parse(pending[1])
             if record is not None:
                 out.insert(pending[0], record)
         return out
@@ -127,7 +116,7 @@ class SkimReader:
         for start, end in sorted(spans):
             line = data[start:end]
             if line.strip():
-                record = self._parse(line)
+                record = self.framer.parse(line)
                 if record is not None:
                     out.append(record)
         for record in out:
@@ -135,19 +124,6 @@ class SkimReader:
                 counts[record["event"]] -= 1
         self.unparsed_scaler = counts
         return out
-
-    def _parse(self, line: bytes) -> dict[str, Any] | None:
-        """The JSON line as a record: where input is checked. A line that is no JSON object with a
-        kind counts as unreadable; an object whose fields have the wrong types is left out."""
-        try:
-            record = json.loads(line)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            self.bad_lines += 1
-            return None
-        if not isinstance(record, dict) or "kind" not in record:
-            self.bad_lines += 1
-            return None
-        return record if valid_record(record) else None
 
 
 class RunTail:
@@ -184,6 +160,7 @@ class RunTail:
             more = self._read_rank(rank, reader) or more
         self.model.add_log(self._log.read())
         self.model.set_bad_lines(sum(r.bad_lines for r in self.readers.values()))
+        self.model.set_damaged("; ".join(r.damaged for r in self.readers.values() if r.damaged))
         if not more:
             self.model.caught_up()
         if not self.model.ended and (now - self._last_alive > 2.0 or self.model.alive is None):
@@ -224,14 +201,18 @@ class RunTail:
         if skimming and reader.unparsed_scaler:
             self.model.count_skimmed_scaler(reader.unparsed_scaler)
             reader.unparsed_scaler = {}
-        return reader.offset - before >= CHUNK_BYTES
+        # more waits after a whole chunk, and while skimming (a skim stops at its chunk's last newline)
+        return reader.offset - before >= CHUNK_BYTES or (skimming and reader.offset < until)
 
     def _check_alive(self) -> None:
-        info = read_launch_info(self.run_dir)
-        if info:
-            alive: bool | None = bool(self._alive(info))
-        else:  # no launch record: not started yet, or started by something that is gone
-            alive = None if self.model.started is None else False
+        """From the run's lock, as `amptui runs` tells it (run.json's pid only for a folder from
+        before the lock file, checked by `alive`)."""
+        if not os.path.lexists(self.run_dir / LOCK_FILE):
+            info = read_launch_info(self.run_dir)
+            if not info:  # no launch record: not started yet, or started by something that is gone
+                self.model.set_alive(None if self.model.started is None else False)
+                return
+        alive, _ = writer_alive(self.run_dir, alive=self._alive)
         self.model.set_alive(alive)
 
 

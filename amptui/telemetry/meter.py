@@ -70,31 +70,23 @@ class TrainingClock:
 
 
 class TimedBatches:
-    """Iterates `batches`, summing the host seconds spent blocked in next() into `waited_s`.
-
-    The input pipeline's own iterator may already count them (a TimedBatches itself): then its
-    count is used as it is. Host time only: no device sync."""
+    """Iterates `batches`, summing the host seconds spent blocked in next() into `waited_s` (the
+    one count of data wait: the trainer's and the Monitor's Recorder wrap their batches in it).
+    Host time only: no device sync."""
 
     def __init__(self, batches: Iterable):
         self._it = iter(batches)
-        self._own = not isinstance(self._it, TimedBatches)
-        self._waited = 0.0
-
-    @property
-    def waited_s(self) -> float:
-        return self._waited if self._own else float(self._it.waited_s)
+        self.waited_s = 0.0
 
     def __iter__(self) -> "TimedBatches":
         return self
 
     def __next__(self):
-        if not self._own:
-            return next(self._it)
         t0 = time.perf_counter()
         try:
             return next(self._it)
         finally:
-            self._waited += time.perf_counter() - t0
+            self.waited_s += time.perf_counter() - t0
 
 
 class StepMeter:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from ..core.config import Config
 from ..core.events import EventWriter
 from ..core.precision import Precision
 from ..core.records import EPOCH, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
@@ -110,14 +111,14 @@ class Recorder:
         device = self.device or torch.device("cpu")
         self.alarms = ScaleAlarms(int(growth_interval), precision.reduced, native_bf16(device))
 
-    def start(self, config: dict, **fields: Any) -> dict:
+    def start(self, config: Config, **fields: Any) -> dict:
         """The start record (run_id, preset, total_steps, ... as `core.records.Start`), for the
         resolved `config`: its precision, and the device, torch version, host, pid, world size
         and scale are filled in."""
         device = self.device or torch.device("cpu")
         if self.scaler_enabled:
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
-        record = Start(config=config, precision=Precision.from_config(config, device.type).as_record(),
+        record = Start(config=config.to_dict(), precision=Precision.from_config(config, device.type).as_record(),
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale, **fields)
         self.write(record)

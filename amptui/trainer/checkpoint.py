@@ -7,9 +7,7 @@ checkpoint can hold tensors and plain containers, never code.
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,9 @@ import torch
 from ..core import checkpoints as info
 from ..core.checkpoints import code_fingerprint as code_fingerprint  # saved with a checkpoint, compared on resume
 from ..core.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
+from ..core.config import Config
 from ..core.runfiles import CHECKPOINT_DIR
+from ..core.safefile import atomic_writer, open_file
 from ..core.runfiles import CHECKPOINT_FILE as FILENAME
 
 
@@ -47,24 +47,11 @@ def save(directory: Path, state: dict[str, Any]) -> Path:
     target = directory / FILENAME
     for stale in directory.glob(f".{FILENAME}.*.tmp"):  # left by a writer that died mid-write
         stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{FILENAME}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_writer(target) as fh:  # temp file beside it, fsync, rename; the umask's mode
             torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)  # make the rename itself durable
-        finally:
-            os.close(dir_fd)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, Exception) and not isinstance(exc, OSError):
+    except Exception as exc:
+        if not isinstance(exc, OSError):
             # torch's zip writer turns a full disk into a RuntimeError; name the real cause
             cause = exc.__context__ if isinstance(exc.__context__, OSError) else exc
             raise OSError(f"checkpoint not written to {directory} ({str(cause).splitlines()[0]}); the "
@@ -94,7 +81,8 @@ def load(directory: Path, map_location: torch.device | str = "cpu", require: tup
 
     path = Path(directory) / FILENAME
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with open_file(path, "rb") as fh:  # as data: no link followed, no FIFO waited on
+            state = torch.load(fh, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise UserError(f"{path}: no checkpoint to resume from") from None
     except Exception as exc:  # empty, truncated, garbage, or pickled code that weights_only refuses
@@ -107,7 +95,7 @@ def load(directory: Path, map_location: torch.device | str = "cpu", require: tup
     return state
 
 
-def check_resume(run_dir: Path, current) -> None:
+def check_resume(run_dir: Path, current: Config) -> None:
     """Read last.pt itself (torch) and refuse, in one line, a resume it cannot serve: unreadable,
     not amptui's, trained with another structural config, or tensors that do not fit the model of
     config.toml. For checkpoints whose last.json does not describe them (core checks the others)."""
@@ -117,7 +105,7 @@ def check_resume(run_dir: Path, current) -> None:
     check_fits(state, directory / FILENAME, current)
 
 
-def check_fits(state: dict[str, Any], path: Path, cfg) -> None:
+def check_fits(state: dict[str, Any], path: Path, cfg: Config) -> None:
     """Refuse a checkpoint whose model tensors do not fit the model config.toml describes (built on
     the meta device: no memory, no weights read). Models from a user's factory are left to load."""
     from ..core.errors import UserError

@@ -2,9 +2,9 @@
 
 Every source yields the same thing: `batches(epoch, start)` gives the batches of one epoch for
 this rank, on the training device, in an order fixed by (seed, epoch), starting at batch `start`,
-so a run resumed mid-epoch sees exactly the batches it had not seen yet. The iterator it returns
-counts `waited_s`, the host seconds its caller spent blocked getting the next batch (host clock
-only, no device sync): the loop's data-wait share.
+so a run resumed mid-epoch sees exactly the batches it had not seen yet. The loop's Recorder
+times that iterator (telemetry.meter.TimedBatches: the host seconds blocked getting the next
+batch, no device sync), the one count of data wait.
 
 `synthetic` and `random` data are made on the device itself (no per-sample CPU work, no copy);
 datasets read from disk go through a DataLoader with pinned memory, and on CUDA the next batch is
@@ -18,13 +18,14 @@ import math
 import os
 import pickle
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from ..core import preflight
-from ..telemetry.meter import TimedBatches as Batches  # host seconds blocked in next(), no device sync
+from ..core.config import Config
+from ..core.schema import DataConfig
 
 # torchvision checks CIFAR-10's md5 sums. Tests write a tiny CIFAR-10 in the real format, which
 # cannot match them; this variable skips only that check (nothing else about the format).
@@ -36,31 +37,21 @@ CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
 
 
-class BatchSource:
-    """What every source shares: `batches()` wrapped in Batches, and the newest epoch's wait."""
+class BatchSource(Protocol):
+    """What the loop asks of its data: how many batches an epoch holds, and an epoch's batches."""
 
-    _current: Batches | None = None
-    _read_s = 0.0
+    @property
+    def batches_per_epoch(self) -> int: ...
 
-    def _epoch(self, source: Iterator) -> Batches:
-        self._current, self._read_s = Batches(source), 0.0
-        return self._current
-
-    def take_wait_s(self) -> float:
-        """Seconds the newest epoch iterator waited since the last call (0 for a fresh one)."""
-        it = self._current
-        if it is None:
-            return 0.0
-        waited, self._read_s = it.waited_s - self._read_s, it.waited_s
-        return waited
+    def batches(self, epoch: int, start: int = 0) -> Iterator: ...
 
 
-class SyntheticBatches(BatchSource):
+class SyntheticBatches:
     """Learnable images made on the training device a batch at a time: each class is a fixed smooth
     pattern, each sample that pattern plus noise. Batch b of epoch e is deterministic per (seed,
     split, rank, e, b) and device type; no CPU work per sample, no copy, no memory held per sample."""
 
-    def __init__(self, cfg, rank: int, world_size: int, device: torch.device, split: str = "train"):
+    def __init__(self, cfg: Config, rank: int, world_size: int, device: torch.device, split: str = "train"):
         n = cfg.data.train_samples if split == "train" else cfg.data.val_samples
         self.num_samples = math.ceil(n / world_size)  # each rank's share, as a DistributedSampler's
         self.batch_size, self.img_size = cfg.data.batch_size, cfg.data.img_size
@@ -88,8 +79,8 @@ class SyntheticBatches(BatchSource):
         x.normal_(generator=self.generator)
         return x.add_(self.templates[labels]), labels
 
-    def batches(self, epoch: int, start: int = 0) -> Batches:
-        return self._epoch(self.batch(epoch, b) for b in range(start, self.batches_per_epoch))
+    def batches(self, epoch: int, start: int = 0) -> Iterator:
+        return (self.batch(epoch, b) for b in range(start, self.batches_per_epoch))
 
 
 class _CIFAR10NoMD5:
@@ -106,7 +97,7 @@ class _CIFAR10NoMD5:
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
 
 
-def _image_transforms(data_cfg, mean, std, train: bool):
+def _image_transforms(data_cfg: DataConfig, mean, std, train: bool):
     from torchvision import transforms as T
 
     steps = [T.Resize((data_cfg.img_size, data_cfg.img_size))]
@@ -116,7 +107,7 @@ def _image_transforms(data_cfg, mean, std, train: bool):
     return T.Compose(steps)
 
 
-def build_datasets(cfg) -> tuple[Dataset, Dataset | None]:
+def build_datasets(cfg: Config) -> tuple[Dataset, Dataset | None]:
     """(train, validation) datasets on disk or from `data.factory`; `synthetic` and `random` are made
     on the device by SyntheticBatches and RandomBatches."""
     data = cfg.data
@@ -142,7 +133,7 @@ def build_datasets(cfg) -> tuple[Dataset, Dataset | None]:
     raise ValueError(f"unknown dataset {data.name!r}")
 
 
-def build_user_datasets(cfg) -> tuple[Dataset, Dataset | None]:
+def build_user_datasets(cfg: Config) -> tuple[Dataset, Dataset | None]:
     """`data.factory = "package.module:function"` returning (train, validation) map-style datasets
     (validation may be None). The function gets those of root, img_size, augment, train_samples,
     val_samples, seed and num_classes that it names as parameters. Failures are UserErrors."""
@@ -179,7 +170,7 @@ def _target_of(sample):
     return sample[1]
 
 
-def choose_criterion(cfg, train) -> torch.nn.Module:
+def choose_criterion(cfg: Config, train) -> torch.nn.Module:
     """The loss for this run's data: MSE for the recipe's random regression tensors and for float
     targets of a `data.factory`; CrossEntropy for integer class labels. `train` is what
     `build_train_val` returned for training. Looks at one sample (factories only)."""
@@ -277,17 +268,17 @@ def prefetch_to_device(batches: Iterator, device: torch.device) -> Iterator:
         yield current
 
 
-def default_num_workers(cfg) -> int:
+def default_num_workers(cfg: Config) -> int:
     """`data.num_workers` as an int: an explicit number, or "auto" decided for this machine."""
     from ..core.config import resolve_num_workers
 
-    return resolve_num_workers(cfg.to_dict())
+    return resolve_num_workers(cfg)
 
 
-class TrainData(BatchSource):
+class TrainData:
     """Batches from a map-style dataset through a DataLoader (pinned memory and a device prefetch on CUDA)."""
 
-    def __init__(self, dataset: Dataset, cfg, rank: int, world_size: int, device: torch.device, shuffle: bool):
+    def __init__(self, dataset: Dataset, cfg: Config, rank: int, world_size: int, device: torch.device, shuffle: bool):
         self.batch_size = cfg.data.batch_size
         self.sampler = ResumableSampler(dataset, world_size, rank, shuffle, cfg.run.seed)
         self.device = device
@@ -300,17 +291,17 @@ class TrainData(BatchSource):
     def batches_per_epoch(self) -> int:
         return math.ceil(self.sampler.num_samples / self.batch_size)
 
-    def batches(self, epoch: int, start: int = 0) -> Batches:
+    def batches(self, epoch: int, start: int = 0) -> Iterator:
         self.sampler.set_epoch(epoch)
         self.sampler.start_index = start * self.batch_size
-        return self._epoch(prefetch_to_device(iter(self.loader), self.device))
+        return prefetch_to_device(iter(self.loader), self.device)
 
 
-class RandomBatches(BatchSource):
+class RandomBatches:
     """The AMP recipe's data: fixed batches of random inputs and targets made once on the device and
     reused every epoch (as the recipe does), so the timing measures the model, not a data pipeline."""
 
-    def __init__(self, cfg, rank: int, device: torch.device, split: str = "train"):
+    def __init__(self, cfg: Config, rank: int, device: torch.device, split: str = "train"):
         n = cfg.data.train_samples if split == "train" else cfg.data.val_samples
         self.batch_size = cfg.data.batch_size
         self.num_batches = max(1, n // self.batch_size)
@@ -329,13 +320,13 @@ class RandomBatches(BatchSource):
         return [(torch.randn(shape, generator=g, device=self.device),
                  torch.randn(shape, generator=g, device=self.device)) for _ in range(self.num_batches)]
 
-    def batches(self, epoch: int, start: int = 0) -> Batches:
+    def batches(self, epoch: int, start: int = 0) -> Iterator:
         if self._data is None:
             self._data = self._make()
-        return self._epoch(iter(self._data[start:]))
+        return iter(self._data[start:])
 
 
-def build_train_val(cfg, rank: int, world_size: int, device: torch.device):
+def build_train_val(cfg: Config, rank: int, world_size: int, device: torch.device):
     """(train batches, validation batches or None) for this rank."""
     on_device = {"random": lambda split: RandomBatches(cfg, rank, device, split),
                  "synthetic": lambda split: SyntheticBatches(cfg, rank, world_size, device, split)}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from ..core.schema import RunConfig
 from ..telemetry import ddp
 from .models import compile_if_asked
 
@@ -53,7 +54,7 @@ class AutocastForward(nn.Module):
             return self.module(*args, **kwargs)
 
 
-def parallelize(model: nn.Module, dist: Dist, device: torch.device, autocast: Autocast, run_cfg,
+def parallelize(model: nn.Module, dist: Dist, device: torch.device, autocast: Autocast, run_cfg: RunConfig,
                 mode: str) -> nn.Module:
     """The module the loop calls: DDP across ranks, DataParallel across this host's GPUs (`mode`
     "dp"), or the model itself; compiled when `run.compile` asks. Checkpoints keep the plain model."""

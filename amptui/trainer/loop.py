@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -80,8 +79,8 @@ class Trainer:
         """Checks, device and process group, the TrainingState, the Recorder's attachments; the
         checkpoint when resuming; then the start record."""
         cfg = self.cfg
-        preflight.check_data(cfg.to_dict())
-        preflight.check_weights(cfg.to_dict())
+        preflight.check_data(cfg)
+        preflight.check_weights(cfg)
         device = choose_device(cfg.run, self.dist.local_rank, self.log)
         self.dist.init(cfg.dist.backend)
         self.recorder.use_device(device)
@@ -91,13 +90,13 @@ class Trainer:
         if self.resume:
             resumed_from = restore(self.run_dir, cfg, self.state, self.progress, self.warn)
         self.emit_start(resumed_from)
-        for message in preflight.odd_combinations(cfg.to_dict()):
+        for message in preflight.odd_combinations(cfg):
             self.warn(message)
 
     def emit_start(self, resumed_from: int | None) -> None:
         cfg, s = self.cfg, self.state
         start = self.recorder.start(
-            run_id=self.run_dir.name, preset=cfg.run.name, config=cfg.to_dict(), total_steps=s.total_steps,
+            run_id=self.run_dir.name, preset=cfg.run.name, config=cfg, total_steps=s.total_steps,
             steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
             step_flops=s.step_flops, peak_tflops=s.peak_tflops)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
@@ -146,7 +145,7 @@ class Trainer:
                 s.scaler.scale(loss / accumulate).backward()
             recorder.meter.add_loss(loss)
             p.batch_in_epoch += 1
-        self.maybe_inject_inf(p.step + 1)
+        s.faults.after_backward(p.step + 1, s.model)
 
         grad_norm = None
         if cfg.amp.clip_grad_norm > 0:
@@ -167,9 +166,7 @@ class Trainer:
             s.schedule.optimizer_stepped()
         else:
             self.apply_skips(flags)
-        d = cfg.debug
-        if d.fail_at_step and p.step == d.fail_at_step and self.dist.rank == d.fail_rank:
-            raise RuntimeError(f"debug.fail_at_step: injected failure at step {p.step} on rank {self.dist.rank}")
+        s.faults.after_step(p.step)
 
     def apply_skips(self, flags: list[tuple[int, bool]]) -> None:
         """Steps whose skip flag has reached the host, in order: the schedule advances for the clean
@@ -179,14 +176,6 @@ class Trainer:
                 self.recorder.tracer.armed = True
             else:
                 self.state.schedule.optimizer_stepped()
-
-    def maybe_inject_inf(self, step: int) -> None:
-        """debug.inject_inf_every: poison one gradient with inf so the scaler must skip and back off."""
-        every = self.cfg.debug.inject_inf_every
-        if every and step % every == 0:
-            params = [p for p in self.state.model.parameters() if p.grad is not None]
-            if params:
-                params[-1].grad.view(-1)[0] = float("inf")
 
     def write_step_record(self) -> None:
         """The window's step record (one device read). Skip flags are settled first, so the record's
@@ -237,8 +226,7 @@ class Trainer:
             totals[2] += y.shape[0]
         self.dist.all_sum(totals)
         loss_sum, correct, count = totals.tolist()
-        if self.cfg.debug.slow_eval_s:
-            time.sleep(self.cfg.debug.slow_eval_s)
+        s.faults.after_eval()
         s.forward.train()
         if not count:
             return None, None

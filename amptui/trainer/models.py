@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ..core.pretrained import torchvision_weights
+from ..core.schema import ModelConfig, RunConfig
 
 CNNS = ("alexnet", "resnet18", "smallcnn")
 
@@ -37,7 +38,7 @@ def recipe_mlp(width: int = 4096, depth: int = 3) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def build_model(model_cfg) -> nn.Module:
+def build_model(model_cfg: ModelConfig) -> nn.Module:
     if model_cfg.factory:
         return build_user_model(model_cfg)
     name = model_cfg.name
@@ -52,14 +53,14 @@ def build_model(model_cfg) -> nn.Module:
     raise ValueError(f"unknown model {name!r}")
 
 
-def compile_if_asked(module: nn.Module, run_cfg) -> nn.Module:
+def compile_if_asked(module: nn.Module, run_cfg: RunConfig) -> nn.Module:
     """`run.compile`: the module the loop calls, wrapped in torch.compile (compiled lazily, on the
     first forward). The caller keeps the plain module for checkpoints, so state_dict keys stay
     the same with and without compilation."""
     return torch.compile(module) if run_cfg.compile else module
 
 
-def build_user_model(model_cfg) -> nn.Module:
+def build_user_model(model_cfg: ModelConfig) -> nn.Module:
     """`model.factory = "package.module:function"`: called with `model.args` as keyword arguments
     (plus num_classes when it names that parameter or takes **kwargs); must return an nn.Module.
     Every failure is a UserError naming the factory."""

@@ -6,11 +6,12 @@ import math
 
 import torch
 
+from ..core.config import Config
 
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 
 
-def build_optimizer(cfg, params) -> torch.optim.Optimizer:
+def build_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
     """The preset's optimizer, fused wherever this torch has a fused kernel for the device (CUDA;
     the CPU in newer torch). Also with a GradScaler: a fused optimizer takes the scaler's found_inf
     on the device, so scaler.step() needs no host sync. Support is detected by constructing one,
@@ -50,7 +51,7 @@ class Schedule:
     drives ReduceLROnPlateau on the mean epoch train loss, as in the AlexNet blog.
     """
 
-    def __init__(self, cfg, optimizer: torch.optim.Optimizer, steps_per_epoch: int, total_steps: int):
+    def __init__(self, cfg: Config, optimizer: torch.optim.Optimizer, steps_per_epoch: int, total_steps: int):
         s = cfg.sched
         self.name = s.name
         self.optimizer = optimizer

@@ -8,11 +8,12 @@ import time
 import traceback
 from pathlib import Path
 
+from ..core.config import Config
 from ..telemetry import Recorder
 from .state import TrainingState
 
 
-def attach_recorder(recorder: Recorder, cfg, state: TrainingState, run_dir: Path, rank: int) -> None:
+def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_dir: Path, rank: int) -> None:
     """What the Recorder reads: the scaler (scale, skipped steps), the optimizer (lr) and the model
     (overflowing parameters); TensorBoard as a second sink (rank 0); the FLOPs of a step; the scale
     alarms for this precision."""

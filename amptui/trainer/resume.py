@@ -6,11 +6,11 @@ and RNG states, and the counters (`Progress`) that place it in its epoch.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..core.config import Config
 from ..telemetry import Counters
 from . import checkpoint
 from .state import TrainingState
@@ -23,7 +23,7 @@ class Progress(Counters):
     batch_in_epoch: int = 0   # micro-batches of the current epoch already consumed
 
 
-def write_checkpoint(run_dir: Path, cfg, state: TrainingState, progress: Progress, last_scale: float | None) -> Path:
+def write_checkpoint(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress, last_scale: float | None) -> Path:
     """Write the checkpoint (rank 0's job); its path."""
     saved = {
         "model": state.model.state_dict(),
@@ -37,12 +37,11 @@ def write_checkpoint(run_dir: Path, cfg, state: TrainingState, progress: Progres
         "code": checkpoint.code_fingerprint(),
     }
     path = checkpoint.save(run_dir / "checkpoints", saved)
-    if cfg.debug.slow_checkpoint_s:
-        time.sleep(cfg.debug.slow_checkpoint_s)
+    state.faults.after_checkpoint()
     return path
 
 
-def restore(run_dir: Path, cfg, state: TrainingState, progress: Progress,
+def restore(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress,
             warn: Callable[..., None]) -> int:
     """Load the last checkpoint into the state's objects and `progress`, in place; the step it
     resumes from. A changed config.toml or trainer code is said, not refused."""

@@ -15,12 +15,15 @@ from typing import Callable
 import torch
 from torch import nn
 
+from ..core.config import Config
 from ..core.errors import UserError
 from ..core.precision import Precision
+from ..core.schema import AmpConfig, ModelConfig, RunConfig
 from ..telemetry.scaler import SkipLedger
 from . import checkpoint, host_memory
 from .data import BatchSource, build_train_val, choose_criterion
 from .dist import Dist, parallelize
+from .faults import Faults
 from .models import CNNS, build_model
 from .optim import Schedule, build_optimizer
 
@@ -65,6 +68,7 @@ class TrainingState:
     total_steps: int
     step_flops: int | None            # of one optimizer step; None when it could not be counted
     peak_tflops: float | None         # measured on rank 0 only
+    faults: Faults                    # debug.*: fault injection for demos and tests
 
     def on_device(self, x: torch.Tensor) -> torch.Tensor:
         """A batch of images in the memory layout the CNNs use on CUDA (channels_last)."""
@@ -73,10 +77,10 @@ class TrainingState:
         return x
 
 
-def build_state(cfg, dist: Dist, device: torch.device, log: Callable[[str], None]) -> TrainingState:
+def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[str], None]) -> TrainingState:
     """Everything the loop needs, in the order that keeps a seeded run's numbers the same."""
     torch.manual_seed(cfg.run.seed)
-    precision = Precision.from_config(cfg.to_dict(), device.type)
+    precision = Precision.from_config(cfg, device.type)
     autocast = Autocast.of(precision, device)
     scaler = build_scaler(cfg.amp, device, precision)
     model = build_model_on(cfg.model, device)
@@ -95,10 +99,11 @@ def build_state(cfg, dist: Dist, device: torch.device, log: Callable[[str], None
     return TrainingState(device=device, precision=precision, autocast=autocast, model=model, forward=forward,
                          criterion=criterion, scaler=scaler, skips=skips, optimizer=optimizer, schedule=schedule,
                          train_data=train_data, val_data=val_data, steps_per_epoch=steps_per_epoch,
-                         total_steps=total_steps, step_flops=step_flops, peak_tflops=peak_tflops)
+                         total_steps=total_steps, step_flops=step_flops, peak_tflops=peak_tflops,
+                         faults=Faults.of(cfg.debug, dist.rank))
 
 
-def choose_device(run_cfg, local_rank: int, log: Callable[[str], None]) -> torch.device:
+def choose_device(run_cfg: RunConfig, local_rank: int, log: Callable[[str], None]) -> torch.device:
     """This rank's GPU (run.device = "cuda"), else the CPU -- set up to keep freed memory when
     `run.reuse_host_memory` asks (before the run allocates anything big)."""
     if run_cfg.device == "cuda":
@@ -112,13 +117,13 @@ def choose_device(run_cfg, local_rank: int, log: Callable[[str], None]) -> torch
     return torch.device("cpu")
 
 
-def build_scaler(amp_cfg, device: torch.device, precision: Precision) -> torch.amp.GradScaler:
+def build_scaler(amp_cfg: AmpConfig, device: torch.device, precision: Precision) -> torch.amp.GradScaler:
     return torch.amp.GradScaler(
         device.type, init_scale=amp_cfg.init_scale, growth_factor=amp_cfg.growth_factor,
         backoff_factor=amp_cfg.backoff_factor, growth_interval=amp_cfg.growth_interval, enabled=precision.scaler)
 
 
-def build_model_on(model_cfg, device: torch.device) -> nn.Module:
+def build_model_on(model_cfg: ModelConfig, device: torch.device) -> nn.Module:
     """The model on its device; the built-in CNNs' weights in channels_last on CUDA."""
     model = build_model(model_cfg).to(device)
     if device.type == "cuda" and model_cfg.name in CNNS and not model_cfg.factory:
@@ -126,7 +131,7 @@ def build_model_on(model_cfg, device: torch.device) -> nn.Module:
     return model
 
 
-def count_steps(cfg, batches_per_epoch: int) -> tuple[int, int]:
+def count_steps(cfg: Config, batches_per_epoch: int) -> tuple[int, int]:
     """(optimizer steps per epoch, steps in the run): run.max_steps caps run.epochs."""
     steps_per_epoch = batches_per_epoch // cfg.amp.accumulate
     if steps_per_epoch < 1:

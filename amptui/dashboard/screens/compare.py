@@ -7,15 +7,20 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
 from ...core import compare as cmp
 from ...core import runops
 from ...core.errors import UserError
+from ..picture import save_screen
 from ..widgets.plot import COLORS, Figure, Line, MetricPlot
 from .base import DashboardScreen, in_background
 from .keys import KeysMixin
+
+
+MARKERS = ("•", "+", "×", "▪", "◆")  # runs after the baseline, whose line shows between them
+BAND = (90, 90, 90)  # the baseline's noise band: dim grey
 
 
 class CompareScreen(KeysMixin, DashboardScreen):
@@ -24,6 +29,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         Binding("q", "back", "Back"),
         Binding("m", "export('markdown')", "Export .md"),
         Binding("v", "export('csv')", "Export .csv"),
+        Binding("p", "picture", "SVG"),
         Binding("escape", "back", "Back", show=False),
     ]
 
@@ -32,6 +38,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         self.run_dirs = [Path(p) for p in run_dirs]
         self.rows: list[cmp.CompareRow] = []
         self.differ: list[str] = []
+        self._curves_drawn = False
 
     def compose(self) -> ComposeResult:
         yield Static(f"comparing {len(self.run_dirs)} runs · speed-up and memory saving against run 1 "
@@ -39,14 +46,18 @@ class CompareScreen(KeysMixin, DashboardScreen):
         yield Static(id="compare-warning")
         with Vertical(id="compare-table-box"):
             yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
-        with Vertical(id="compare-plot-box"):
-            yield MetricPlot(id="compare-plot")
+        with Horizontal(id="compare-plots"):
+            with Vertical(id="compare-plot-box"):
+                yield MetricPlot(id="compare-plot")
+            with Vertical(id="compare-gap-box"):
+                yield MetricPlot(id="compare-gap")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#compare-warning").display = False
         self.query_one("#compare-table-box").border_title = "Runs"
         self.query_one("#compare-plot-box").border_title = "Loss (overlaid)"
+        self.query_one("#compare-gap-box").border_title = "Loss − run 1's, same step"
         table = self.query_one("#compare-table", DataTable)
         table.add_column("#", key="n")
         for h in self._order():
@@ -90,12 +101,55 @@ class CompareScreen(KeysMixin, DashboardScreen):
             by_header["run"] = Text(by_header["run"], style=color)
             cells = [by_header[h] for h in self._order()]
             table.add_row(Text(str(i + 1), style=f"bold {color}"), *cells, key=row.run_id)
+        self._curves(summaries)
+
+    def _curves(self, summaries: list[cmp.RunSummary]) -> None:
+        """The overlay on one step axis for all runs (the baseline a line, the others markers on
+        every third column, so curves that coincide both show), and beside it each run's loss
+        minus the baseline's at the same step, against the baseline's own noise band."""
+        curves = [s.loss_curve.points() for s in summaries]
+        xs_all = [x for xs, _ in curves for x in xs]
+        x_range = (min(xs_all), max(xs_all)) if xs_all else None
         lines = []
-        for i, s in enumerate(summaries):
-            xs, ys = s.loss_curve.points()
+        for i, (s, (xs, ys)) in enumerate(zip(summaries, curves)):
             label = f"{i + 1} {s.preset} {s.precision_words}".strip()
-            lines.append(Line(xs, ys, label=label, color=COLORS[i % len(COLORS)]))
-        self.query_one("#compare-plot", MetricPlot).update_figure(Figure(lines, empty="no loss records"))
+            marker = "braille" if i == 0 else MARKERS[(i - 1) % len(MARKERS)]
+            lines.append(Line(xs, ys, label=label, color=COLORS[i % len(COLORS)],
+                              marker=marker, scatter=i > 0, sparse=i > 0))
+        self.query_one("#compare-plot", MetricPlot).update_figure(
+            Figure(lines, empty="no loss records", x_range=x_range))
+        band, gaps = cmp.loss_gaps(summaries)
+        gap_lines: list[Line] = []
+        if x_range is not None and gaps:
+            edge = [x_range[0], x_range[1]]
+            gap_lines += [Line(edge, [band, band], color=BAND), Line(edge, [-band, -band], color=BAND),
+                          Line(edge, [0.0, 0.0], color=COLORS[0])]
+        verdicts = []
+        for i, gap in enumerate(gaps, start=1):
+            gap_lines.append(Line(gap.steps, gap.gaps, label=str(i + 1), color=COLORS[i % len(COLORS)]))
+            if gap.inside is not None:
+                verdicts.append(f"{i + 1}: {100 * gap.inside:.0f}%")
+        top = max([band, *(abs(g) for gap in gaps for g in gap.gaps)], default=band) or 1.0
+        self.query_one("#compare-gap", MetricPlot).update_figure(
+            Figure(gap_lines, empty="one run: nothing to set against", x_range=x_range, legend=False,
+                   y_range=(-top, top)))
+        box = self.query_one("#compare-gap-box")
+        # each run's share of steps inside the band, then the band: "2: 100%, 3: 87% in ±0.0912"
+        box.border_subtitle = (", ".join(verdicts) + f" in ±{band:.3g}") if verdicts else ""
+        self._curves_drawn = True
+
+    def drawn(self) -> bool:
+        """The table and the curves are on the screen (a picture taken now is complete)."""
+        return bool(self.rows) and self._curves_drawn
+
+    def action_picture(self) -> None:
+        """The screen as drawn now, as SVG, into the runs folder."""
+        try:
+            path = save_screen(self.app, self.app.runs_root, "compare-screen")
+        except OSError as exc:
+            self.notify(str(exc), title="No picture saved", severity="error", timeout=8)
+            return
+        self.notify(f"screen saved to {path}", title="Saved SVG", timeout=10)
 
     def refusal(self, action: str) -> str | None:
         if action == "export" and not self.rows:

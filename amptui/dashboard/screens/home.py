@@ -13,13 +13,14 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ...core import ab as abmod
+from ...core import config as cfgmod
 from ...core import presets as presetmod
 from ...core import runops
 from ...core.errors import ConfigError, UserError
-from ...core.fmt import fmt_duration
+from ...core.fmt import fmt_duration, shown
 from ...core.fmt import fmt_accuracy as fmt_acc, fmt_loss
 from ...core.runs import RunInfo
+from ...jobs import groups as groupmod
 from ..runscache import RunsCache
 from ..widgets.runtable import RunTable
 from ..widgets.toggles import TogglesPanel
@@ -76,6 +77,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.preset: presetmod.Preset | None = None
         self._launching = False
         self._resume_refusal: str | None = "no run highlighted"  # why R does not apply now
+        self._keys_shown: tuple | None = None  # what the footer's keys were last drawn for
         self._runs_cache = RunsCache()
         self._edits: dict[str, dict[str, Any]] = {}     # preset name -> toggles as the user left them
         self._pristine: dict[str, Any] = {}             # the current preset's toggles as loaded
@@ -147,14 +149,14 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.preset = preset
         desc = self.query_one("#preset-desc", Static)
         try:
-            values = preset.config().to_dict()
+            cfg = preset.config()
         except UserError as exc:
             desc.update(Text(f"{preset.name}: cannot load: {exc}", style="red"))
             toggles.load_invalid(f"preset {preset.name} cannot load: {exc}")
             self._pristine = {}
             return
         kind = "built-in" if preset.builtin else f"saved · {preset.path}"
-        toggles.load(values)
+        toggles.load(cfg)
         self._pristine = toggles.state()
         edited = self._edits.get(preset.name)
         if edited:
@@ -177,7 +179,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
     def _load_runs(self) -> None:
         try:
             runs = self._runs_cache.scan(self.app.runs_root)
-            groups = abmod.groups(self.app.runs_root) if self.app.runs_root.is_dir() else []
+            groups = groupmod.groups(self.app.runs_root) if self.app.runs_root.is_dir() else []
         except OSError:
             return
         self.app.from_thread(self._show_runs, runs, groups)
@@ -198,16 +200,22 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         for group in groups:
             if group.group_id not in self._watched_groups:
                 continue
-            if group.state == "failed":
-                self._watched_groups.discard(group.group_id)
-                self.notify(group.error or "the A/B did not start", title=f"A/B {group.label} refused",
-                            severity="error", timeout=10)
-            elif group.state == "done" and all(runs.get(r) and runs[r].status != "running" for r in group.runs):
-                self._watched_groups.discard(group.group_id)
-                dirs = [self.app.runs_root / r for r in group.runs]
-                if len(dirs) >= 2:
-                    self.notify(f"A/B {group.label} of {group.preset} finished: comparing its runs")
-                    self.app.open_compare(dirs)
+            ended = group.state in ("done", "failed") and \
+                all(runs.get(r) and runs[r].status != "running" for r in group.runs)
+            if group.state in groupmod.ACTIVE_STATES and not group.active:  # its process is gone, unsaid how
+                ended, group.state = True, "failed"
+                group.error = group.error or f"the A/B's process is gone (see {group.log})"
+            if not ended:
+                continue
+            self._watched_groups.discard(group.group_id)
+            dirs = [self.app.runs_root / r for r in group.runs]
+            if group.state == "failed":  # as `amptui ab` says it: what failed, by variant name
+                title = f"A/B {group.label} failed" if group.runs else f"A/B {group.label} refused"
+                self.notify(group.error or "the A/B did not start", title=title, severity="error", timeout=10)
+            else:
+                self.notify(f"A/B {group.label} of {group.preset} finished: comparing its runs")
+            if len(dirs) >= 2:  # the table of what did run, failed variants included (as the CLI prints it)
+                self.app.open_compare(dirs)
 
     @on(DataTable.RowHighlighted, "#runs")
     def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -221,18 +229,21 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         detail = self.query_one("#run-detail", Static)
         info = self._highlighted_info()
         self._resume_refusal = runops.resume_refusal(info.path, info) if info is not None else "no run highlighted"
-        self.refresh_bindings()
+        keys = (info is None, self._resume_refusal)
+        if keys != self._keys_shown:  # the footer is rebuilt on each refresh (every 2 s): only on a change
+            self._keys_shown = keys
+            self.refresh_bindings()
         if info is None:
             detail.update("")
             return
         if info.error:
-            detail.update(Text.assemble((f"{info.run_id}: ", "bold"), (info.error, "red")))
+            detail.update(Text.assemble((f"{info.run_id}: ", "bold"), (shown(info.error), "red")))
         else:
             word = "loss" if info.status == "running" else "final loss"
             extra = f" · {word} {fmt_loss(info.final_loss)}" if info.final_loss is not None else ""
             if info.val_acc is not None:
                 extra += f" · val acc {fmt_acc(info.val_acc)}"
-            detail.update(Text.assemble((info.run_id, "bold"), f" · {info.precision_words or info.precision}"
+            detail.update(Text.assemble((info.run_id, "bold"), f" · {shown(info.precision_words or info.precision)}"
                                         f" · {fmt_duration(info.duration_s)}{extra}", style="dim"))
 
     @on(DataTable.RowSelected, "#runs")
@@ -240,7 +251,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.action_watch()
 
     # --- actions ----------------------------------------------------------------------------------
-    def _current_values(self) -> dict[str, dict[str, Any]] | None:
+    def _current_values(self) -> cfgmod.Config | None:
         toggles = self.query_one(TogglesPanel)
         try:
             return toggles.values()
@@ -259,8 +270,8 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
     def action_save_as(self) -> None:
         if self.preset is None:
             return
-        values = self._current_values()
-        if values is None:
+        cfg = self._current_values()
+        if cfg is None:
             return
         from .modals import SaveAsModal
 
@@ -271,7 +282,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
                 self.notify(f"saved preset {name!r} to {presetmod.saved_dir() / (name + '.toml')}")
                 self.load_presets(select=name)
 
-        self.app.push_screen(SaveAsModal(source.name, values), saved)
+        self.app.push_screen(SaveAsModal(source.name, cfg), saved)
 
     def action_watch(self) -> None:
         table = self.query_one(RunTable)

@@ -1,6 +1,7 @@
 """Home screen launches: r runs the highlighted preset with its toggles, a starts an A/B of it, t a
-tune. Each starts `amptui` as a detached process (torch is imported only there, never in the
-dashboard); a run opens its run screen once started, or its refusal shows in the toggles."""
+tune. Each is `amptui run|ab|tune ... --detach` through jobs.detached.start (torch is imported only
+there, never in the dashboard); a run opens its run screen once started, or its refusal shows in
+the toggles."""
 
 from __future__ import annotations
 
@@ -9,26 +10,20 @@ from typing import Any
 
 from textual.worker import Worker
 
-from ...core import ab as abmod
 from ...core import presets as presetmod
 from ...core import runops
-from ...core.errors import UserError
+from ...core import tune as T
 from ...core.precision import PRECISION_KEYS
-from ...core.runops import toml_value
-from ..launcher import amptui_detached
+from ...jobs import detached
 from ..widgets.toggles import TogglesPanel
 from .base import in_background
 
 LAUNCH_GROUP = "home-launch"  # runs and resumes: one start at a time
 
 
-def amptui_args(sub: str, preset: presetmod.Preset, overrides: dict[str, Any], *extra: str) -> list[str]:
-    """`SUB PRESET EXTRA --set ...`: the arguments of `amptui` for a child process."""
-    ref = preset.name if preset.builtin else str(preset.path)
-    command = [sub, ref, *extra]
-    for key, value in overrides.items():
-        command += ["--set", f"{key}={toml_value(value)}"]
-    return command
+def preset_ref(preset: presetmod.Preset) -> str:
+    """How a child `amptui` is told the preset: a built-in by name, any other by its file."""
+    return preset.name if preset.builtin else str(preset.path)
 
 
 class LaunchActions:
@@ -68,8 +63,7 @@ class LaunchActions:
             return None
         overrides = {}
         for key, value in toggles.overrides().items():
-            section, name = key.split(".")
-            if toggles.base[section][name] != value:
+            if toggles.base.get(key) != value:
                 overrides[key] = value
         return overrides
 
@@ -85,35 +79,60 @@ class LaunchActions:
         if overrides is None:
             return
         overrides = {k: v for k, v in overrides.items() if k not in PRECISION_KEYS}
-        ref = self.preset.name if self.preset.builtin else str(self.preset.path)
-        try:
-            group = abmod.start_group(self.app.runs_root, ref, self.preset.name, overrides)
-        except (UserError, OSError) as exc:
-            self.notify(str(exc), title="A/B refused", severity="error", timeout=10)
+        args = detached.amptui_args("ab", preset_ref(self.preset), overrides, "--runs-dir", str(self.app.runs_root))
+        # Not one-at-a-time here: a second A/B of the same preset is refused by `amptui ab` itself.
+        name = self.preset.name
+        self.run_worker(lambda: self._start_ab(name, args), thread=True, group="home-ab",
+                        exclusive=False, exit_on_error=False, name="starting the A/B")
+
+    def _start_ab(self, preset_name: str, args: list[str]) -> None:
+        started, error = detached.start(args)
+        self.app.from_thread(self._ab_started, preset_name, started, error)
+
+    def _ab_started(self, preset_name: str, started: dict[str, Any] | None, error: str | None) -> None:
+        if error or not started:
+            self.notify(error or "the A/B did not start", title="A/B refused", severity="error", timeout=10)
             return
-        self._watched_groups.add(group.group_id)
-        self.notify(f"A/B {group.label} of {self.preset.name} started: its precision variants run one after "
-                    f"another, marked {group.label} in Runs; the compare screen opens when the last ends",
+        self._watched_groups.add(started["group_id"])
+        label = started.get("label", "")
+        self.notify(f"A/B {label} of {preset_name} started: its precision variants run one after "
+                    f"another, marked {label} in Runs; the compare screen opens when the last ends",
                     timeout=10)
         self.set_timer(2.0, self.refresh_runs)
 
     def action_tune(self) -> None:
-        """`amptui tune` on the highlighted preset and toggles, in the background (screens/tune.py)."""
+        """`amptui tune --detach` on the highlighted preset and toggles; its screen opens once started.
+        Toggles of what the tune searches (precision, compile, batch size) are left to the search."""
         overrides = self._changed_toggles() if self.preset is not None else None
-        if overrides is not None:
-            from .tune import launch_tune
+        if overrides is None:
+            return
+        kept = {k: v for k, v in overrides.items() if k not in T.KEY_DIMENSIONS}
+        self.notify(f"tuning {self.preset.name}: its trials appear in Runs as {self.preset.name}-tune-…", timeout=6)
+        self._start_tune(detached.amptui_args("tune", preset_ref(self.preset), kept, "--runs-dir",
+                                              str(self.app.runs_root), "--format", "json"))
 
-            launch_tune(self, self.preset, overrides)
+    @in_background("home-tune", "starting the tune")
+    def _start_tune(self, args: list[str]) -> None:
+        started, error = detached.start(args)
+        self.app.from_thread(self._tune_started, started, error)
+
+    def _tune_started(self, started: dict[str, Any] | None, error: str | None) -> None:
+        if error or not started:
+            self.notify(f"could not start the tune: {error}", severity="error", timeout=10)
+            return
+        from .tune import TuneScreen
+
+        self.app.push_screen(TuneScreen(Path(started["result"]), Path(started["log"])))
 
     @in_background(LAUNCH_GROUP, "starting the run")
     def _launch(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:
         """`amptui run PRESET --set ... --detach`: the same detached trainer the CLI starts."""
-        self._child(amptui_args("run", preset, overrides, "--detach", "--runs-dir", str(self.app.runs_root)))
+        self._child(detached.amptui_args("run", preset_ref(preset), overrides, "--runs-dir", str(self.app.runs_root)))
 
     def _child(self, args: list[str]) -> None:
-        """Run `amptui ARGS` (a detached start) and open the run it prints, or show why it was refused."""
-        run_id, error = amptui_detached(args)
-        self.app.from_thread(self._launched, args[0], run_id, error)
+        """Run `amptui ARGS` (a detached start) and open the run it started, or show why it was refused."""
+        started, error = detached.start(args)
+        self.app.from_thread(self._launched, args[0], started["run_id"] if started else None, error)
 
     def _launched(self, verb: str, run_id: str | None, error: str | None) -> None:
         self._launching = False

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ...core import runops
+from ...core import runops, trust
 from ...core.errors import UserError
+from ...jobs import detached
 from .base import in_background
 from .home_launch import LAUNCH_GROUP
 
@@ -13,15 +14,31 @@ class RunActions:
         info = self._highlighted_info()
         if info is None or self._launching:
             return
+        foreign = trust.foreign_code(info.path)
+        if not foreign:
+            self._start_resume(info.run_id, [])
+            return
+        from .modals import ConfirmModal
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._start_resume(info.run_id, [trust.TRUST_FLAG])
+
+        self.app.push_screen(ConfirmModal(trust.question(info.run_id, foreign), yes="Resume", no="Cancel"), answer)
+
+    def _start_resume(self, run_id: str, flags: list[str]) -> None:
+        if self._launching:
+            return
         self._launching = True
-        self.notify(f"resuming {info.run_id}…", timeout=3)
-        self._resume(info.run_id)
+        self.notify(f"resuming {run_id}…", timeout=3)
+        self._resume(run_id, flags)
 
     @in_background(LAUNCH_GROUP, "resuming the run")
-    def _resume(self, run_id: str) -> None:
+    def _resume(self, run_id: str, flags: list[str]) -> None:
         """`amptui resume RUN_ID --detach`: launch.check_resumable (which needs torch, so not in this
-        process) and launch.start(resume=True), as the CLI does."""
-        self._child(["resume", run_id, "--detach", "--runs-dir", str(self.app.runs_root)])
+        process) and launch.start(resume=True), as the CLI does. `flags`: --trust-code once the
+        user said yes to the code the run names (core/trust.py)."""
+        self._child(["resume", run_id, detached.DETACH, *flags, "--runs-dir", str(self.app.runs_root)])
 
     def action_delete(self) -> None:
         info = self._highlighted_info()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
@@ -12,7 +11,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from ...core import config as cfgmod
 from ...core import presets as presetmod
+from ...core import safefile
+from ...core.config import TOML_LIMIT
+from ...core.fmt import shown
 from ...core.errors import UserError
 
 
@@ -46,10 +49,10 @@ class ConfirmModal(ModalScreen[bool]):
 class SaveAsModal(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, source: str, values: dict[str, dict[str, Any]]):
+    def __init__(self, source: str, cfg: cfgmod.Config):
         super().__init__(classes="modal")
         self.source = source
-        self.values = values
+        self.cfg = cfg
         self._confirm_overwrite: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -100,11 +103,11 @@ class SaveAsModal(ModalScreen[str | None]):
             self._confirm_overwrite = name
             msg.update(message)
             return
-        values = {s: dict(v) for s, v in self.values.items()}
-        if values["run"].get("name") in ("", self.source):
-            values["run"]["name"] = name
+        cfg = self.cfg
+        if cfg.run.name in ("", self.source):
+            cfg = cfg.with_overrides({"run.name": name})
         try:
-            presetmod.save_preset(name, values, force=exists, source=self.source)
+            presetmod.save_preset(name, cfg, force=exists, source=self.source)
         except UserError as exc:
             msg.update(str(exc))
             msg.add_class("-error")
@@ -135,14 +138,14 @@ class RunInfoModal(ModalScreen[None]):
         except UserError as exc:
             command = f"(cannot tell: {exc})"
         try:
-            config = (self.run_dir / "config.toml").read_text()
-        except OSError as exc:
+            config = shown(safefile.read_text(self.run_dir / "config.toml", TOML_LIMIT), newlines=True)
+        except (OSError, ValueError) as exc:
             config = f"# cannot read config.toml: {exc}"
         with Vertical(classes="dialog", id="info-dialog"):
             yield Label(f"Run {self.run_dir.name}")
             yield Static("the same run again (resolved values, auto decided for the machine it ran on):",
                          classes="hint")
-            yield Static(command, id="info-command")
+            yield Static(shown(command), id="info-command", markup=False)
             with VerticalScroll(id="info-config"):
                 yield Static(Syntax(config, "toml", word_wrap=True, background_color="default"), id="info-toml")
             yield Static("escape closes · the command can be copied with the mouse (shift+drag in most terminals)",

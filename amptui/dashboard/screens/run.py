@@ -10,21 +10,21 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
-from ...core.fmt import fmt_accuracy as fmt_acc
-from ...core.fmt import fmt_bytes, fmt_loss, fmt_scale
+from ...core.fmt import shown
 from ...core.inputbound import notice
-from ...core.precision import DTYPES, Precision
 from ..runmodel import RunModel
 from ..runtail import RunTail
-from ..widgets.plot import COLORS, Figure, Line, MetricPlot
+from ..picture import save_screen
+from ..widgets.plot import MetricPlot
 from .base import DashboardScreen, in_background
 from .keys import KeysMixin, with_reasons
 from .run_controls import RunControls
 from .run_header import header_line, progress_line, stats_line
+from .run_panels import RunPanels
 
 FLUSH_HZ = 4
 PLOT_HZ = 2
@@ -33,19 +33,6 @@ PANELS = (("loss", "loss"), ("lr", "lr"), ("scale", "loss scale"), ("mem", "memo
 TITLES = {"loss": "loss", "lr": "learning rate", "scale": "loss scale (log2)", "mem": "memory",
           "speed": "throughput", "log": "output.log"}
 COMPACT_W, COMPACT_H = 100, 30
-SCALER_EVENT_LINES = 4  # the latest backoffs / growths listed under the loss-scale plot
-
-
-def no_scaler_why(precision: Precision | None) -> str:
-    """Whether a run without a GradScaler needs one, from the dtype it autocasts to."""
-    if precision is None or not precision.autocast:
-        return "float32 gradients need no loss scaling."
-    dtype = DTYPES.get(precision.dtype)
-    if dtype is not None and not dtype.needs_scaler:
-        return (f"{precision.dtype} keeps float32's exponent range, so small gradients do not underflow: "
-                "no loss scaling needed.")
-    return (f"{precision.dtype} without a GradScaler: small gradients can underflow to zero. Turn the "
-            "GradScaler on (amp.grad_scaler).")
 
 
 class Panel(Vertical):
@@ -65,7 +52,7 @@ class PanelTabs(Static):
             x += width
 
 
-class RunScreen(RunControls, KeysMixin, DashboardScreen):
+class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
         Binding("s", "stop", "Stop"),
@@ -75,6 +62,8 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
         Binding("c", "compare", "Compare"),
         Binding("i", "info", "Info"),
         Binding("n", "next_panel", "Next panel"),
+        Binding("t", "x_axis", "Time axis"),
+        Binding("p", "picture", "SVG"),
         Binding("escape", "restore", "Restore", show=False),
     ], ("stop", "resume")) + [Binding(str(i + 1), f"panel({i})", f"panel: {name}", show=False)
                               for i, (_, name) in enumerate(PANELS)]
@@ -114,11 +103,14 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
             with Panel(id="p-scale", classes="panel"):
                 yield MetricPlot(id="plot-scale")
                 yield Static(id="scale-info", classes="info")
+                with VerticalScroll(id="scale-events"):
+                    yield Static(id="scale-list")
             with Panel(id="p-mem", classes="panel"):
                 yield MetricPlot(id="plot-mem")
                 yield Static(id="mem-info", classes="info")
             with Panel(id="p-speed", classes="panel"):
                 yield MetricPlot(id="plot-speed")
+                yield Static(id="speed-info", classes="info")
             with Panel(id="p-log", classes="panel"):
                 yield RichLog(max_lines=400, id="log", auto_scroll=True, wrap=True, markup=False, highlight=False,
                               min_width=20)
@@ -196,14 +188,14 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
             if tick - self._plotted >= 1 / PLOT_HZ or m.end is not None:
                 self._plotted = tick
                 self._rendered = m.version
-                self._plots()
+                self._draw()
             new_lines = m.log_seq - self._log_seq
             lines = list(m.log_lines)[-new_lines:] if new_lines > 0 else []
             self._log_seq = m.log_seq
         if lines:
             log = self.query_one("#log", RichLog)
             for line in lines:
-                log.write(Text(line))
+                log.write(Text(shown(line)))
 
     def _header(self, now: float) -> None:
         m = self.model
@@ -220,103 +212,19 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
             self._shown[selector] = text
             self.query_one(selector, Static).update(text)
 
-    def _plots(self) -> None:
+    def _draw(self) -> None:
         m = self.model
-        # loss
-        xs, ys = m.loss_s.points()
-        vx, vy = m.val_s.points()
-        lines = [Line(xs, ys, label="train", color="cyan")]
-        if vx:
-            lines.append(Line(vx, vy, label="val", color="green", marker="●", scatter=True))
-        self.query_one("#plot-loss", MetricPlot).update_figure(Figure(lines))
-        last = fmt_loss(m.loss)
-        ep = m.epochs_seen[-1] if m.epochs_seen else None
-        extra = ""
-        if ep and ep.get("val_acc") is not None:
-            extra = f" · val acc {fmt_acc(ep['val_acc'])}"
-        self.query_one("#p-loss").border_subtitle = f"{last}{extra}"
-        # lr
-        xs, ys = m.lr_s.points()
-        self.query_one("#plot-lr", MetricPlot).update_figure(Figure([Line(xs, ys, color="green")]))
-        self.query_one("#p-lr").border_subtitle = f"{m.lr:.3g}" if m.lr is not None else "-"
-        # loss scale, log2 axis with backoffs and growths marked
-        self._scale_panel()
-        # memory
-        self._mem_panel()
-        # throughput
-        xs, ys = m.sps_s.points()
-        self.query_one("#plot-speed", MetricPlot).update_figure(
-            Figure([Line(xs, ys, label="samples/s", color="orange")]))
-        sps = f"{m.samples_per_s:,.0f} samples/s" if m.samples_per_s else "-"
-        st = f"{m.step_time_ms:.1f} ms/step" if m.step_time_ms else ""
-        tf = ""
-        if m.tflops:
-            rate = f"{m.tflops:.1f} TFLOP/s" if m.tflops >= 0.1 else f"{1000 * m.tflops:.1f} GFLOP/s"
-            tf = rate + (f" ({100 * m.tflops / m.peak_tflops:.0f}% of peak)" if m.peak_tflops else "")
-        self.query_one("#p-speed").border_subtitle = " · ".join(p for p in (sps, st, tf) if p)
+        self._plots()
         # an input-bound run, then warnings (odd AMP combinations, loss-scale alarms): the newest, and how many
         bar = self.query_one("#warning-bar", Static)
         bound = notice(m.data_wait.share, m.device.get("type"))
         parts: list = [("⚠ ", "bold yellow"), (bound, "yellow")] if bound else []
         if m.warnings:
             count = f"  (+{len(m.warnings) - 1} earlier, in output.log)" if len(m.warnings) > 1 else ""
-            parts += [("  ·  " if bound else "⚠ ", "bold yellow"), m.warnings[-1], (count, "dim")]
+            parts += [("  ·  " if bound else "⚠ ", "bold yellow"), shown(m.warnings[-1]), (count, "dim")]
         if parts:
             bar.update(Text.assemble(*parts))
         bar.display = bool(parts)
-
-    def _scale_panel(self) -> None:
-        m = self.model
-        plot = self.query_one("#plot-scale", MetricPlot)
-        info = self.query_one("#scale-info", Static)
-        plot.display = m.has_scaler
-        info.styles.text_wrap = "nowrap" if m.has_scaler else "wrap"
-        info.styles.max_height = 5 if m.has_scaler else 12
-        if not m.has_scaler:
-            info.update(Text.assemble(("no GradScaler", "bold"), f" ({m.precision_words or '?'}) · skipped "
-                                      f"{m.skipped_total}\n", (no_scaler_why(m.precision), "dim")))
-            self.query_one("#p-scale").border_subtitle = ""
-            return
-        xs, ys = m.scale_s.points()
-        bx, by = m.backoffs.points()
-        gx, gy = m.growths.points()
-        lines = [Line(xs, ys, label="log2 scale", color="magenta")]
-        if bx:
-            lines.append(Line(bx, by, label="backoff", color="red", marker="▼", scatter=True))
-        if gx:
-            lines.append(Line(gx, gy, label="growth", color="green", marker="▲", scatter=True))
-        plot.update_figure(Figure(lines, log2_ticks=True, legend=False))  # the info below says ▼ / ▲
-        self.query_one("#p-scale").border_subtitle = f"scale {fmt_scale(m.scale)}"
-        parts: list = [("skipped ", ""), (str(m.skipped_total), "bold red" if m.skipped_total else "bold"),
-                       " · ", (f"▼ {m.n_backoff}", "red"), " backoff · ", (f"▲ {m.n_growth}", "green"), " growth"]
-        for ev in list(reversed(m.scaler_events))[:SCALER_EVENT_LINES]:
-            mark, style = ("▼", "red") if ev["event"] == "backoff" else ("▲", "green")
-            line = f"\n{mark} step {ev['step']}: {fmt_scale(ev['old'])}→{fmt_scale(ev['new'])}"
-            parts.append((line, style))
-            if ev["overflow"]:
-                more = ev["n_overflow"] - len(ev["overflow"])
-                parts.append(" inf in " + ", ".join(ev["overflow"][:3]) + (f" +{more}" if more > 0 else ""))
-        info.update(Text.assemble(*parts, no_wrap=True, overflow="ellipsis"))
-
-    def _mem_panel(self) -> None:
-        m = self.model
-        lines = []
-        gib = 1024 ** 3
-        unit, div = ("GiB", gib)
-        peaks = [v for v in m.mem_peak.values()]
-        if peaks and max(peaks) < gib:
-            unit, div = ("MiB", 1024 ** 2)
-        for i, (label, series) in enumerate(m.mem.items()):
-            xs, ys = series.points()
-            lines.append(Line(xs, [y / div for y in ys], label=label, color=COLORS[i % len(COLORS)]))
-        self.query_one("#plot-mem", MetricPlot).update_figure(Figure(lines))
-        self.query_one("#p-mem").border_subtitle = unit
-        parts = []
-        for label, (value, total) in m.mem_now.items():
-            of = f"/{fmt_bytes(total)}" if total else ""
-            peak = m.mem_peak.get(label)
-            parts.append(f"{label} {fmt_bytes(value)}{of} (peak {fmt_bytes(peak)})")
-        self.query_one("#mem-info", Static).update(Text("\n".join(parts[:4]), no_wrap=True, overflow="ellipsis"))
 
     # --- actions -----------------------------------------------------------------------------------
     def action_panel(self, index: int) -> None:
@@ -338,6 +246,29 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
     def action_restore(self) -> None:
         if self.maximized is not None:
             self.minimize()
+
+    def action_x_axis(self) -> None:
+        """Steps or training time along every panel's x axis."""
+        self.x_unit = "seconds" if self.x_unit == "step" else "step"
+        with self.model.lock:
+            self._draw()
+        self.notify(f"x axis: {'training time' if self.x_unit == 'seconds' else 'optimizer steps'}", timeout=3)
+
+    def action_picture(self) -> None:
+        """The screen as drawn now, as SVG, into the runs folder."""
+        try:
+            path = save_screen(self.app, self.app.runs_root, f"{self.run_dir.name}-screen")
+        except OSError as exc:
+            self.notify(str(exc), title="No picture saved", severity="error", timeout=8)
+            return
+        self.notify(f"screen saved to {path}", title="Saved SVG", timeout=10)
+
+    def drawn(self) -> bool:
+        """Everything read so far is on the screen (a picture taken now shows the run as read)."""
+        m = self.model
+        with m.lock:
+            return (not m.loading and m.records > 0 and self._rendered == m.version
+                    and self._log_seq == m.log_seq)
 
     def action_detach(self) -> None:
         self.app.go_home()

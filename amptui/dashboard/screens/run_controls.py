@@ -12,6 +12,7 @@ from textual.worker import Worker
 
 from ...core import runops
 from ...core.errors import UserError
+from ...core.fmt import shown as escaped
 from .base import in_background
 
 TRACEBACK_LINES = 6  # of a failed run's traceback, under its error (2 in the compact layout)
@@ -41,17 +42,21 @@ class RunControls:
         m = self.model
         self._status_changed()
         panel = self.query_one("#error-panel", Static)
-        if m.status == "failed":
+        if m.damaged:
+            panel.update(Text.assemble(("✗ damaged", "bold red"), f": cannot read the event file ({m.damaged})"))
+            panel.display = True
+            panel.set_class(True, "-failed")
+        elif m.status == "failed":
             err = m.error or {}
             lines = str(err.get("traceback") or "").rstrip().splitlines()
             width = max(20, self.size.width - 6)
             shown = lines[-(2 if self.has_class("-compact") else TRACEBACK_LINES):]
-            tail = [line if len(line) <= width else line[: width - 1] + "…" for line in shown]
+            tail = [line if len(line) <= width else line[: width - 1] + "…" for line in map(escaped, shown)]
             rank = err.get("rank")
             panel.update(Text.assemble(
                 ("✗ run failed", "bold red"), f" at step {(m.end or {}).get('steps', m.step)}",
                 f" (rank {rank})" if rank is not None else "", ": ",
-                (f"{err.get('type', 'Error')}: {err.get('message', '')}", "bold"),
+                (escaped(f"{err.get('type', 'Error')}: {err.get('message', '')}"), "bold"),
                 "\n" if tail else "", ("\n".join(tail), "dim")))
             panel.display = True
             panel.set_class(True, "-failed")
@@ -116,20 +121,39 @@ class RunControls:
         self.notify(message, severity=severity)
 
     def action_resume(self) -> None:
+        from ...core import trust
+
+        foreign = trust.foreign_code(self.run_dir)
+        if not foreign:
+            self._start_resume([])
+            return
+        from .modals import ConfirmModal
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._start_resume([trust.TRUST_FLAG])
+
+        self.app.push_screen(ConfirmModal(trust.question(self.model.run_id, foreign), yes="Resume", no="Cancel"),
+                             answer)
+
+    def _start_resume(self, flags: list[str]) -> None:
+        if self._resuming:
+            return
         self._resuming = True
         self.refresh_bindings()
         self.notify(f"resuming {self.model.run_id}…", timeout=3)
-        self._resume()
+        self._resume(flags)
 
     @in_background("run-resume", "resuming the run")
-    def _resume(self) -> None:
+    def _resume(self, flags: list[str]) -> None:
         """`amptui resume RUN_ID --detach` (launch.check_resumable + start(resume=True)); the tail
-        picks up the new session's records on this screen."""
-        from ..launcher import amptui_detached
+        picks up the new session's records on this screen. `flags`: --trust-code once the user said
+        yes to the code the run names (core/trust.py)."""
+        from ...jobs import detached
 
-        run_id, error = amptui_detached(["resume", self.run_dir.name, "--detach", "--runs-dir",
+        started, error = detached.start(["resume", self.run_dir.name, detached.DETACH, *flags, "--runs-dir",
                                          str(self.run_dir.parent)])
-        self.app.from_thread(self._resumed, run_id, error)
+        self.app.from_thread(self._resumed, started["run_id"] if started else None, error)
 
     def _resumed(self, run_id: str | None, error: str | None) -> None:
         self._resuming = False

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ...core.fmt import fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_scale
+from ...core.fmt import fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_scale, shown
 from ..runmodel import RunModel
 
 STATUS_STYLE = {"running": "bold green", "completed": "bold cyan", "stopped": "bold yellow",
-                "failed": "bold red", "killed": "bold red", "starting": "green"}
+                "failed": "bold red", "killed": "bold red", "damaged": "bold red", "starting": "green"}
 
 
 def device_words(m: RunModel) -> str:
     """"Intel Xeon Platinum 8480 (cpu)", "NVIDIA H100 (cuda) x4"."""
-    name = " ".join(str(m.device.get("name") or "?").replace("(R)", "").replace("(TM)", "").split())
+    name = " ".join(shown(m.device.get("name") or "?").replace("(R)", "").replace("(TM)", "").split())
     device_type = m.device.get("type") or ""
     if m.world_size > 1:
         return f"{name} ({device_type}) x{m.world_size}"
@@ -30,7 +30,7 @@ def header_line(m: RunModel, now: float) -> Text:
         status_text = (f"● {status}", STATUS_STYLE.get(status, ""))
     eta = m.eta(now)
     return Text.assemble(
-        (m.preset or m.run_id, "bold"), " · ", (m.precision_words or "precision ?", "bold magenta"), " · ",
+        (shown(m.preset or m.run_id), "bold"), " · ", (shown(m.precision_words or "precision ?"), "bold magenta"), " · ",
         status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
         *((" · ETA ", (fmt_duration(eta), "bold")) if eta is not None else ()), " · ", device_words(m),
     )

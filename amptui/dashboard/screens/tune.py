@@ -1,7 +1,7 @@
 """Tune: the table and the explanation of an `amptui tune`, live while it searches.
 
-`t` on the home screen starts `amptui tune PRESET --tune-id ID` as a process of its own (like `a`
-for an A/B: quitting the dashboard does not stop it) and opens this screen on its result file,
+`t` on the home screen starts `amptui tune PRESET --detach` (home_launch.py; like `a` for an A/B:
+quitting the dashboard does not stop it) and opens this screen on its result file,
 runs/<ID>.tune.json, which the tune rewrites after every trial. Keys: s saves the winner as
 <preset>-tuned, enter opens the highlighted trial's run, q stops a running search (the result
 still shows what was measured) and goes back once it has ended, escape goes back at once.
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,34 +20,12 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Static
 
-from ...core import presets as presetmod
+from ...core import safefile
 from ...core import tune as T
 from ...core.errors import UserError
 from .base import DashboardScreen, in_background
 
 REFRESH_S = 1.0
-
-
-def launch_tune(home, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:
-    """Start `amptui tune` for the home screen's preset and toggles, then open its tune screen.
-    Toggles of what the tune searches (precision, compile, batch size) are left to the search."""
-    from .home_launch import amptui_args
-
-    root = Path(home.app.runs_root)
-    tid = T.tune_id(preset.name)
-    kept = {k: v for k, v in overrides.items() if k not in T.KEY_DIMENSIONS}
-    command = [sys.executable, "-m", "amptui", *amptui_args("tune", preset, kept, "--runs-dir", str(root), "--tune-id", tid, "--format", "json")]
-    log = root / f"{tid}.tune.log"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-    except OSError as exc:
-        home.notify(f"could not start the tune: {exc}", severity="error", timeout=10)
-        return
-    home.notify(f"tuning {preset.name}: its trials appear in Runs as {preset.name}-tune-…", timeout=6)
-    home.app.push_screen(TuneScreen(T.result_path(root, tid), log))
 
 
 class TuneScreen(DashboardScreen):
@@ -129,7 +105,8 @@ class TuneScreen(DashboardScreen):
     def _log_error(self) -> str:
         """The one-line error of a tune that refused to start (bad toggles, no data, ...)."""
         try:
-            lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path else []
+            tail = safefile.read_tail(self.log_path, 64 * 1024) if self.log_path else b""
+            lines = tail.decode("utf-8", "replace").splitlines()
         except OSError:
             return ""
         return next((line.removeprefix("amptui: ") for line in lines if line.startswith("amptui: error:")), "")

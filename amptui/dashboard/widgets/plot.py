@@ -1,4 +1,10 @@
-"""A line plot (textual-plotext) that redraws only when its data changed."""
+"""A line plot (textual-plotext) that redraws only when its data changed.
+
+The axes are ours, not plotext's guesses: the x axis spans `Figure.x_range` (the same for every
+panel of a run, and for every run in compare) in optimizer steps or seconds; y ticks sit on round
+numbers labelled for their unit (core.axis). Everything is rebuilt at the widget's size on each
+render, so a resize redraws inside the new frame.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ from typing import Sequence
 
 from textual_plotext import PlotextPlot
 
+from ...core import axis
+
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
 
 
@@ -16,9 +24,10 @@ class Line:
     xs: Sequence[float]
     ys: Sequence[float]
     label: str = ""
-    color: str = "cyan"
+    color: str | tuple[int, int, int] = "cyan"
     marker: str = "braille"
     scatter: bool = False
+    sparse: bool = False  # markers on every third column only: a line under it stays visible
 
 
 @dataclass
@@ -27,19 +36,26 @@ class Figure:
     empty: str = "waiting for data"
     legend: bool = True  # labels are shown when more than one line has one
     log2_ticks: bool = False  # y values are log2 of something: label the ticks 2^k
+    y_unit: str = ""  # core.axis units: "bytes", "lr", or plain numbers
+    x_unit: str = "step"  # "step" or "seconds"
+    x_range: tuple[float, float] | None = None  # shared with the other panels; else the data's own
+    y_range: tuple[float, float] | None = None  # forced (e.g. a band around zero); else the data's
 
     def key(self) -> tuple:
-        """What a redraw depends on: each line's length, last point and label, and the options."""
-        return (tuple((len(line.xs), line.xs[-1] if line.xs else None, line.ys[-1] if line.ys else None, line.label)
-                      for line in self.lines), self.log2_ticks, self.legend)
+        """What a redraw depends on: each line's length, ends and label, and the options."""
+        return (tuple((len(line.xs), line.xs[0] if line.xs else None, line.xs[-1] if line.xs else None,
+                       line.ys[-1] if line.ys else None, line.label, line.marker) for line in self.lines),
+                self.log2_ticks, self.legend, self.y_unit, self.x_unit, self.x_range, self.y_range)
 
 
-def _short(n: int) -> str:
-    if abs(n) >= 1_000_000:
-        return f"{n / 1_000_000:.3g}M"
-    if abs(n) >= 10_000:
-        return f"{n / 1000:.3g}k"
-    return str(n)
+def _finite(values: Sequence[float]) -> list[float]:
+    return [v for v in values if v is not None and math.isfinite(v)]
+
+
+def _thin(pts: list, most: int) -> list:
+    if len(pts) <= most:
+        return pts
+    return [pts[round(i * (len(pts) - 1) / (most - 1))] for i in range(most)]
 
 
 class MetricPlot(PlotextPlot):
@@ -53,6 +69,10 @@ class MetricPlot(PlotextPlot):
         super().__init__(id=id)
         self._figure = Figure()
         self._key: tuple | None = None
+
+    @property
+    def figure(self) -> Figure:
+        return self._figure
 
     def update_figure(self, figure: Figure) -> None:
         key = figure.key()
@@ -70,29 +90,54 @@ class MetricPlot(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        legend = fig.legend and sum(1 for line in fig.lines if line.xs and line.label) > 1
-        for line in fig.lines:
-            if not line.xs:
+        x_lo, x_hi = self._x_limits(fig)
+        visible = [(line, [(x, y) for x, y in zip(line.xs, line.ys)
+                           if x_lo <= x <= x_hi and y is not None and math.isfinite(y)]) for line in fig.lines]
+        legend = fig.legend and sum(1 for line, pts in visible if pts and line.label) > 1
+        for line, pts in visible:
+            if not pts:
                 continue
             kwargs = {"color": line.color, "marker": line.marker}
             if line.label and legend:
                 kwargs["label"] = line.label
-            if line.scatter:
-                plt.scatter(list(line.xs), list(line.ys), **kwargs)
-            else:
-                plt.plot(list(line.xs), list(line.ys), **kwargs)
-        xs = [x for line in fig.lines for x in line.xs]
-        lo, hi = min(xs), max(xs)
-        if hi > lo and all(float(x).is_integer() for x in (lo, hi)):
-            n = max(2, min(5, self.size.width // 10))
-            ticks = sorted({int(round(lo + (hi - lo) * i / (n - 1))) for i in range(n)})
-            plt.xticks(ticks, [_short(t) for t in ticks])
+            if line.sparse:
+                pts = _thin(pts, max(2, (self.size.width - 10) // 3))
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            (plt.scatter if line.scatter else plt.plot)(xs, ys, **kwargs)
+        self._x_axis(fig, x_lo, x_hi)
+        self._y_axis(fig, [y for _, pts in visible for _, y in pts])
+        return super().render()
+
+    @staticmethod
+    def _x_limits(fig: Figure) -> tuple[float, float]:
+        if fig.x_range is not None:
+            return fig.x_range
+        xs = _finite([x for line in fig.lines for x in line.xs])
+        return (min(xs), max(xs)) if xs else (0.0, 1.0)
+
+    def _x_axis(self, fig: Figure, lo: float, hi: float) -> None:
+        count = max(2, min(8, (self.size.width - 10) // 9))
+        lo, hi, at = axis.x_ticks(lo, hi, count, fig.x_unit)
+        self.plt.xlim(lo, hi)
+        self.plt.xticks(at, axis.labels(at, fig.x_unit))
+
+    def _y_axis(self, fig: Figure, ys: list[float]) -> None:
+        if not ys:
+            return
+        lo, hi = fig.y_range or (min(ys), max(ys))
+        rows = max(1, self.size.height - 3)  # the frame and the x labels take three rows
         if fig.log2_ticks:
-            ys = [y for line in fig.lines for y in line.ys]
-            lo, hi = math.floor(min(ys)), math.ceil(max(ys))
+            lo, hi = math.floor(lo), math.ceil(hi)
+            if hi == lo:
+                lo, hi = lo - 1, hi + 1
             # no more ticks than rows to hold them apart: a crowded axis drops labels unpredictably
-            room = max(2, (self.size.height - 3) // 2)
+            room = max(2, rows // 2)
             step = max(1, math.ceil((hi - lo) / max(1, room - 1)))
             ticks = list(range(lo, hi + 1, step))
-            plt.yticks([float(t) for t in ticks], [f"2^{t}" for t in ticks])
-        return super().render()
+            self.plt.ylim(lo, hi)
+            self.plt.yticks([float(t) for t in ticks], [f"2^{t}" for t in ticks])
+            return
+        count = max(2, min(6, rows // 2))
+        lo, hi, at = axis.ticks(lo, hi, count, fig.y_unit)
+        self.plt.ylim(lo, hi)
+        self.plt.yticks(at, axis.labels(at, fig.y_unit))

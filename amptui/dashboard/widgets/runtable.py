@@ -6,11 +6,12 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from ...core.fmt import fmt_duration
+from ...core import trust
+from ...core.fmt import fmt_duration, shown
 from ...core.runs import RunInfo
 
 STATUS_STYLE = {"running": "bold green", "completed": "cyan", "stopped": "yellow", "failed": "bold red",
-                "killed": "red", "starting": "green"}
+                "killed": "red", "damaged": "bold red", "starting": "green"}
 
 
 def short_ids(run_ids: list[str]) -> dict[str, str]:
@@ -29,7 +30,7 @@ def short_ids(run_ids: list[str]) -> dict[str, str]:
 
 def matches(r: RunInfo, words: list[str], group: str = "") -> bool:
     """The filter: every word is found in the preset, status, precision, A/B group or id."""
-    hay = " ".join((r.preset, r.status, r.precision, group, r.run_id)).lower()
+    hay = " ".join((r.preset, trust.mark(r.code, r.code_given_here), r.status, r.precision, group, r.run_id)).lower()
     return all(w in hay for w in words)
 
 
@@ -37,6 +38,16 @@ def progress_text(r: RunInfo) -> str:
     if r.total_steps:
         return f"{r.step}/{r.total_steps} {100 * min(1.0, r.step / r.total_steps):3.0f}%"
     return str(r.step) if r.step else "-"
+
+
+def preset_cell(r: RunInfo) -> Text:
+    """The preset, marked when the run's config names code (core/trust.py): [code] given here,
+    [foreign code] not (a resume asks first)."""
+    mark = trust.mark(r.code, r.code_given_here)
+    text = Text(r.preset or "-")
+    if mark:
+        text.append(" " + mark, style="bold yellow" if r.code_given_here else "bold red")
+    return text
 
 
 class RunTable(DataTable):
@@ -71,7 +82,8 @@ class RunTable(DataTable):
         group = self.groups.get(r.run_id, "")
         return [self._mark_cell(r.run_id), Text(self._short.get(r.run_id, r.run_id), style="bold"),
                 Text(group, style="magenta"), Text(r.status, style=STATUS_STYLE.get(r.status, "")),
-                r.preset or "-", r.precision or "-", progress_text(r), fmt_duration(r.duration_s)]
+                preset_cell(r), Text(shown(r.precision or "-")), progress_text(r),
+                fmt_duration(r.duration_s)]
 
     def set_runs(self, runs: list[RunInfo], groups: dict[str, str] | None = None) -> None:
         if groups is not None:
@@ -93,11 +105,18 @@ class RunTable(DataTable):
                 self.move_cursor(row=order.index(current), animate=False)
         else:
             keys = ("mark", "id", "group", "status", "preset", "precision", "progress", "duration")
+            changed = False
             for r in runs:
-                for key, value in zip(keys, self._cells(r)):
-                    if key == "id":
-                        continue
-                    self.update_cell(r.run_id, key, value)
+                row = self.get_row(r.run_id)
+                for key, old, value in zip(keys, row, self._cells(r)):
+                    if key != "id" and old != value:
+                        self.update_cell(r.run_id, key, value)
+                        changed = True
+            if changed:
+                # Each update makes every cached cell and line of the table stale (their keys hold
+                # an update count), yet they stay in its LRU caches (10,000 cells, 1,000 lines, rows)
+                # until pushed out: tens of MB for a list redrawn every 2 s. Drop them now.
+                self.notify_style_update()
 
     @property
     def run_ids(self) -> list[str]:

@@ -107,11 +107,11 @@ class ToggleInput(Input):
             self.screen.set_focus(None)
 
 
-def dp_problem(values: dict[str, dict[str, Any]], gpus: int) -> str | None:
+def dp_problem(cfg: cfgmod.Config, gpus: int) -> str | None:
     """The launcher's DataParallel rule (preflight.resolve), told at once from a cheap GPU count."""
-    if values["dist"]["mode"] != "dp":
+    if cfg.dist.mode != "dp":
         return None
-    device = values["run"]["device"]
+    device = cfg.run.device
     usable = 0 if device == "cpu" else gpus
     if usable < 2:
         return (f"parallel dp (DataParallel) needs at least 2 GPUs; this machine has {usable} usable"
@@ -134,7 +134,7 @@ class TogglesPanel(Vertical):
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self.base: dict[str, dict[str, Any]] = cfgmod.defaults()
+        self.base = cfgmod.Config()  # the preset's values, before the toggles
         self._loading = False
         self.cuda = _cuda_visible()
         self.gpus = gpu_count_guess()
@@ -156,16 +156,15 @@ class TogglesPanel(Vertical):
         yield Static(id="toggle-summary")
         yield Static(id="toggle-error")
 
-    def load(self, values: dict[str, dict[str, Any]]) -> None:
-        """Show a preset's values (a full config dict)."""
+    def load(self, cfg: cfgmod.Config) -> None:
+        """Show a preset's values."""
         self._loading = True
-        self.base = values
+        self.base = cfg
         self.invalid_preset = ""
         grid = self.query_one("#toggle-grid")
         grid.disabled, grid.display = False, True
         for t in TOGGLES:
-            section, name = t.key.split(".")
-            value = values[section][name]
+            value = cfg.get(t.key)
             widget = self.query_one(f"#{t.wid}")
             if isinstance(widget, Switch):
                 widget.value = bool(value)
@@ -179,7 +178,7 @@ class TogglesPanel(Vertical):
         """A preset that cannot load: no values shown (defaults are not its values), nothing editable."""
         self._loading = True
         self.invalid_preset = reason
-        self.base = cfgmod.defaults()
+        self.base = cfgmod.Config()
         for t in TOGGLES:
             widget = self.query_one(f"#{t.wid}")
             if isinstance(widget, Input):
@@ -224,12 +223,11 @@ class TogglesPanel(Vertical):
                 out[t.key] = parse_text(t.key, widget.value)
         return out
 
-    def values(self) -> dict[str, dict[str, Any]]:
+    def values(self) -> cfgmod.Config:
         """The full config: the preset with the toggles applied, checked like the CLI does."""
         if self.invalid_preset:
             raise ConfigError(self.invalid_preset)
-        return cfgmod.build_config(self.base, self.overrides(), source="preset",
-                                   overrides_source="toggles").to_dict()
+        return cfgmod.build_config(self.base, self.overrides(), source="preset", overrides_source="toggles")
 
     def hardware_problem(self) -> str | None:
         """What this machine cannot run of the current toggles (a launch would be refused)."""
@@ -247,7 +245,7 @@ class TogglesPanel(Vertical):
                 on = self.query_one(f"#{t.wid}", Switch).value
                 self.query_one(f"#{t.wid}-state", Static).update("on" if on else "off")
         try:
-            values = self.values()
+            cfg = self.values()
         except ConfigError as exc:
             summary.update("")
             error.update(f"✗ {exc}")
@@ -255,7 +253,7 @@ class TogglesPanel(Vertical):
             summary.display = False
             self.add_class("-invalid")
             return
-        problem = dp_problem(values, self.gpus)
+        problem = dp_problem(cfg, self.gpus)
         if problem:
             summary.display = False
             error.update(f"✗ {problem}")
@@ -267,14 +265,14 @@ class TogglesPanel(Vertical):
         error.update("")
         error.display = False
         summary.display = True
-        device = values["run"]["device"]
+        device = cfg.run.device
         device_type = device if device != "auto" else ("cuda" if self.cuda else "cpu")
-        precision = Precision.from_config(values, device_type)
+        precision = Precision.from_config(cfg, device_type)
         words = precision.words
-        ws = cfgmod.world_size(values)
-        par = {"none": "1 process", "dp": "DataParallel", "ddp": f"DDP x{ws}"}[values["dist"]["mode"]]
-        steps = values["run"]["max_steps"]
-        epochs = values["run"]["epochs"]
+        ws = cfgmod.world_size(cfg)
+        par = {"none": "1 process", "dp": "DataParallel", "ddp": f"DDP x{ws}"}[cfg.dist.mode]
+        steps = cfg.run.max_steps
+        epochs = cfg.run.epochs
         extent = f"{epochs} epoch{'s' if epochs != 1 else ''}" + (f", at most {steps} steps" if steps else "")
         emulated = emulated_dtype_notice(device_type, precision.autocast, precision.dtype)
         if emulated:

@@ -1,0 +1,96 @@
+"""`amptui ab`'s one loop: the variants of a preset run one after another as one group, in the
+terminal or (`--detach`, what the dashboard's `a` starts) in the background; both end the same
+way: `done`, or `failed` naming the variants that did not complete.
+
+Torch is imported only by the checks (core.preflight), never at import time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.presets import Preset
+from ..core.runs import launch_identity
+from . import groups as groupmod
+from .detached import relaunch
+
+# How one started variant is followed until it ends: (run folder, its trainer, 1-based index,
+# variant name) -> 0 completed, 130 interrupted (the A/B ends there), anything else failed.
+Follow = Callable[[Path, subprocess.Popen, int, str], int]
+
+
+@dataclass
+class Outcome:
+    """How an A/B ended, said one way for the terminal, the group file and the dashboard."""
+
+    total: int
+    run_dirs: list[Path] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def state(self) -> str:
+        return "failed" if self.failed or self.interrupted else "done"
+
+    @property
+    def error(self) -> str:
+        if self.interrupted:
+            return f"interrupted after {len(self.run_dirs)} of {self.total} variants"
+        if self.failed:
+            return f"variant(s) {', '.join(self.failed)} did not complete"
+        return ""
+
+    @property
+    def exit_code(self) -> int:
+        return 130 if self.interrupted else (1 if self.failed else 0)
+
+
+def start_here(root: Path, preset: Preset, preset_ref: str, overrides: dict[str, Any],
+               variants_spec: str | None) -> groupmod.Group:
+    """A group driven by this process (`amptui ab` in a terminal)."""
+    import os
+
+    return groupmod.create(root, preset_ref, preset.name, overrides, variants_spec,
+                           lambda group: launch_identity(os.getpid()))
+
+
+def start_detached(root: Path, preset: Preset, preset_ref: str, overrides: dict[str, Any],
+                   variants_spec: str | None, argv: Sequence[str]) -> tuple[groupmod.Group, int]:
+    """`amptui ab ... --detach`: the same command line, started in the background as the driver of
+    a new group (`--group ID`); returns the group and the driver's pid."""
+    started: list[int] = []
+
+    def driver(group: groupmod.Group) -> dict[str, Any]:
+        proc = relaunch(argv, ["--group", group.group_id, "--runs-dir", str(Path(root).resolve())], group.log)
+        started.append(proc.pid)
+        return launch_identity(proc.pid)
+
+    group = groupmod.create(root, preset_ref, preset.name, overrides, variants_spec, driver)
+    return group, started[0]
+
+
+def run_variants(group: groupmod.Group, preset: Preset, overrides: dict[str, Any],
+                 variants: list[tuple[str, dict[str, object]]], root: Path, follow: Follow) -> Outcome:
+    """Create and run each variant in turn (each recorded in the group as soon as its folder
+    exists); the group ends with the outcome's state and error."""
+    from ..core import launch
+
+    group.update(state="running", variants=[name for name, _ in variants])
+    outcome = Outcome(total=len(variants))
+    for i, (name, variant) in enumerate(variants, 1):
+        run_dir, _ = launch.create_run(preset, {**overrides, **variant}, root)
+        outcome.run_dirs.append(run_dir)
+        group.update(runs=group.runs + [run_dir.name])
+        code = follow(run_dir, launch.start(run_dir), i, name)
+        if code == 130:  # Ctrl-C: the A/B ends here; the variants after this one are not started
+            outcome.interrupted = True
+            break
+        if code != 0:
+            outcome.failed.append(name)
+    group.update(state=outcome.state, error=outcome.error)
+    return outcome
+

@@ -1,0 +1,147 @@
+"""A/B groups: which runs of the runs folder are one A/B (`amptui ab`, from the CLI or the dashboard).
+
+<runs>/.ab/<group>.json holds the group: its preset, its variants, its runs (each recorded as soon
+as its folder exists), its state (checking | running | done | failed, with the error that names
+what failed) and the process that drives it. <runs>/.ab/<group>.log is a detached group's output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import UserError
+
+GROUPS_DIR = ".ab"
+ACTIVE_STATES = ("checking", "running")
+_MAX_GROUP_BYTES = 1024 * 1024
+
+
+@dataclass
+class Group:
+    group_id: str
+    path: Path
+    preset: str                      # the preset's name
+    preset_ref: str = ""             # how it was named to `amptui ab` (a name or a path)
+    label: str = ""                  # ab1, ab2, ... in the order the groups were made
+    state: str = "checking"
+    runs: list[str] = field(default_factory=list)
+    variants: list[str] = field(default_factory=list)
+    variants_spec: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    launch: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0             # unix seconds: groups are labelled in this order
+
+    @property
+    def log(self) -> Path:
+        return self.path.with_suffix(".log")
+
+    @property
+    def active(self) -> bool:
+        from ..core.runs import process_alive
+
+        return self.state in ACTIVE_STATES and process_alive(self.launch)
+
+    def save(self) -> None:
+        from ..core.presets import atomic_write_text
+
+        data = {"preset": self.preset_ref, "preset_name": self.preset, "overrides": self.overrides,
+                "variants_spec": self.variants_spec, "runs_root": str(self.path.parent.parent.resolve()),
+                **{k: v for k, v in asdict(self).items() if k in ("state", "runs", "variants", "error", "launch", "created")}}
+        atomic_write_text(self.path, json.dumps(data, indent=2) + "\n")
+
+    def update(self, **changes: Any) -> None:
+        for key, value in changes.items():
+            setattr(self, key, value)
+        self.save()
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[Group]:
+        """Whatever ends the A/B early (a refused variant, Ctrl-C, a crash) ends the group `failed`
+        with the reason, so no group is left `running` by a process that is gone."""
+        try:
+            yield self
+        except UserError as exc:
+            self.update(state="failed", error=str(exc))
+            raise
+        except KeyboardInterrupt:
+            self.update(state="failed", error=f"interrupted after {len(self.runs)} of "
+                                               f"{len(self.variants) or '?'} variants")
+            raise
+        except Exception as exc:
+            self.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+
+
+def _read(path: Path) -> Group | None:
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read(_MAX_GROUP_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    listed = lambda key: [str(x) for x in data.get(key) or [] if isinstance(x, str)]  # noqa: E731
+    mapping = lambda key: data.get(key) if isinstance(data.get(key), dict) else {}  # noqa: E731
+    return Group(group_id=path.stem, path=path, preset=str(data.get("preset_name", "")),
+                 preset_ref=str(data.get("preset", "")), state=str(data.get("state", "failed")),
+                 runs=listed("runs"), variants=listed("variants"), variants_spec=data.get("variants_spec"),
+                 overrides=mapping("overrides"), error=str(data.get("error") or ""), launch=mapping("launch"),
+                 created=created if isinstance(created := data.get("created"), (int, float)) else 0.0)
+
+
+def groups(root: Path) -> list[Group]:
+    """Every A/B group in the runs folder, oldest first, labelled ab1, ab2, ..."""
+    folder = Path(root) / GROUPS_DIR
+    paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    found = sorted((g for g in map(_read, paths) if g is not None), key=lambda g: (g.created, g.group_id))
+    for i, group in enumerate(found, 1):
+        group.label = f"ab{i}"
+    return found
+
+
+def find(root: Path, group_id: str) -> Group:
+    found = next((g for g in groups(root) if g.group_id == group_id), None)
+    if found is None:
+        raise UserError(f"no A/B group {group_id!r} in {Path(root) / GROUPS_DIR}")
+    return found
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One group created at a time in a runs folder (so two starts cannot both find none running)."""
+    with open(folder / ".lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def create(root: Path, preset_ref: str, preset_name: str, overrides: dict[str, Any], variants_spec: str | None,
+           driver: Callable[[Group], dict[str, Any]]) -> Group:
+    """Make a new group and start what drives it: `driver(group)` returns its process's launch
+    identity ({"pid", "create_time", "host"}). Refuses a second A/B of the same preset while one
+    is running (they would share the device and spoil each other's timings)."""
+    folder = Path(root) / GROUPS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    with _locked(folder):
+        running = next((g for g in groups(root) if g.preset == preset_name and g.active), None)
+        if running is not None:
+            raise UserError(f"an A/B of {preset_name} is already running ({running.label}: {len(running.runs)} "
+                            f"of {len(running.variants) or '?'} runs started); wait for it")
+        group_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{preset_name}-{os.urandom(2).hex()}"
+        group = Group(group_id=group_id, path=folder / f"{group_id}.json", preset=preset_name, preset_ref=preset_ref,
+                      overrides=dict(overrides), variants_spec=variants_spec, created=time.time())
+        group.save()
+        try:
+            group.update(launch=driver(group))
+        except BaseException as exc:
+            group.update(state="failed", error=f"could not start the A/B: {exc}")
+            raise
+    return find(root, group_id)

@@ -1,0 +1,77 @@
+"""Canned runs for the picture tests: written by code, so each shape a plot must survive is plain to see.
+
+`write_resumed_run` writes a scaler-lab run that stopped at step 120 and was resumed from its step-80
+checkpoint (the steps rewind), with a flat learning rate, a flat RSS, one throughput outlier
+(step 60) and backoffs whose overflow lists hold long layer names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+from dashboard_support import FIXTURES, SCALER
+
+RESUMED = "20261122-100000-scaler-lab-res1"
+TWIN = "20261122-100500-scaler-lab-twin"  # the same records under another id: two identical curves
+T0 = 1795400000.0
+MIB = 1024 ** 2
+LAYERS = ["features.0.weight", "features.4.weight", "classifier.attention.out_proj.weight", "head.bias",
+          "features.8.bias"]
+
+
+def _start(run_id: str, config: dict, t: float, resumed_from: int | None) -> dict:
+    return {"v": 1, "kind": "start", "t": t, "rank": 0, "run_id": run_id, "preset": "scaler-lab", "config": config,
+            "world_size": 1, "device": {"type": "cpu", "name": "Test CPU", "count": 1, "index": None},
+            "torch": "2.14.1", "host": "vm", "pid": 1, "total_steps": 160, "steps_per_epoch": 40, "epochs": 4,
+            "precision": "autocast float16 + GradScaler", "resumed_from": resumed_from}
+
+
+def _steps(first: int, last: int, t: float, scale_exp: int) -> list[dict]:
+    out = []
+    for step in range(first, last + 1):
+        t += 0.05
+        if step % 25 == 0:  # a backoff with the parameters that overflowed
+            old = 2.0 ** scale_exp
+            scale_exp -= 1
+            out.append({"v": 1, "kind": "scaler", "t": t, "rank": 0, "step": step, "event": "backoff",
+                        "old_scale": old, "new_scale": old / 2, "overflow": LAYERS})
+        elif step % 25 == 12:
+            old = 2.0 ** scale_exp
+            scale_exp += 1
+            out.append({"v": 1, "kind": "scaler", "t": t, "rank": 0, "step": step, "event": "growth",
+                        "old_scale": old, "new_scale": old * 2})
+        loss = 2.3 * math.exp(-step / 90) + 0.05 * math.sin(step * 1.7)
+        speed = 5200.0 if step == 60 else 1000.0 + 40 * math.sin(step * 0.9)  # one outlier
+        out.append({"v": 1, "kind": "step", "t": t, "rank": 0, "step": step, "epoch": (step - 1) // 40 + 1,
+                    "loss": loss, "lr": 0.001, "scale": 2.0 ** scale_exp, "skipped": int(step % 25 == 0),
+                    "skipped_total": step // 25, "samples_per_s": speed, "step_time_ms": 32000 / speed,
+                    "data_wait_ms": 0.1, "mem": {"rss": 700 * MIB + (step % 3) * 4096, "peak_rss": 700 * MIB + 8192}})
+        if step % 40 == 0:
+            out.append({"v": 1, "kind": "epoch", "t": t, "rank": 0, "epoch": step // 40, "train_loss": loss,
+                        "val_loss": loss + 0.1, "val_acc": 0.2 + step / 400, "epoch_time_s": 2.0,
+                        "eval_time_s": 0.1, "checkpoint_time_s": 0.01})
+    return out
+
+
+def write_resumed_run(root: Path, run_id: str = RESUMED) -> Path:
+    run = Path(root) / run_id
+    run.mkdir(parents=True)
+    shutil.copy(FIXTURES / "runs" / SCALER / "config.toml", run / "config.toml")
+    first = json.loads((FIXTURES / "runs" / SCALER / "events.jsonl").read_text().splitlines()[0])
+    config = first["config"]
+    records = [_start(run_id, config, T0, None), *_steps(1, 120, T0, 20)]
+    records.append({"v": 1, "kind": "end", "t": T0 + 7, "rank": 0, "status": "stopped", "total_time_s": 7.0,
+                    "steps": 120, "final_loss": 0.6, "val_acc": 0.5, "peak_mem": 700 * MIB + 8192})
+    records += [_start(run_id, config, T0 + 60, 80), *_steps(81, 160, T0 + 60, 18)]
+    records.append({"v": 1, "kind": "end", "t": T0 + 66, "rank": 0, "status": "completed", "total_time_s": 6.0,
+                    "steps": 160, "final_loss": 0.4, "val_acc": 0.6, "peak_mem": 700 * MIB + 8192})
+    (run / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run / "output.log").write_text("stopped at step 120\nresumed from step 80\ncompleted: 160 steps\n")
+    return run
+
+
+def write_twin_runs(root: Path) -> tuple[Path, Path]:
+    return write_resumed_run(root, RESUMED), write_resumed_run(root, TWIN)

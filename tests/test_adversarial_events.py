@@ -1,0 +1,130 @@
+"""events.jsonl as a hostile or unlucky folder holds it (issue 24 finding 7, issue 27): a FIFO, a
+link to /dev/zero, a 50 MB torn line. Nothing hangs (every test under a timeout), memory stays
+bounded, and the run shows as damaged or counts the line as bad."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from amptui.core.events import EventWriter
+from conftest import amptui
+from dashboard_support import FIXTURES, QUICK, app_for, async_test, until
+
+# What the run screen's reader may hold while it reads a 50 MB torn line: the chunk being read
+# (8 MiB while a big history is skimmed, 1 MiB after) plus at most MAX_LINE_BYTES (4 MiB) of a torn
+# line; never the line itself. Measured: 8.0 MiB peak (tracemalloc).
+RUN_SCREEN_BOUND = 16 * 1024 * 1024
+
+
+def _run(root: Path, name: str) -> Path:
+    run = root / f"20990101-000000-{name}"
+    shutil.copytree(FIXTURES / "runs" / QUICK, run)
+    return run
+
+
+@pytest.fixture
+def hostile_root(tmp_path) -> Path:
+    """A runs folder with one good run, one whose events.jsonl is a FIFO, one linked to /dev/zero."""
+    root = tmp_path / "hostile"
+    _run(root, "good")
+    fifo = _run(root, "fifo") / "events.jsonl"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    zero = _run(root, "zero") / "events.jsonl"
+    zero.unlink()
+    zero.symlink_to("/dev/zero")
+    return root
+
+
+@pytest.mark.timeout(30)
+def test_runs_list_shows_fifo_and_dev_zero_events_as_damaged(hostile_root):
+    from amptui.core.runs import list_runs
+
+    infos = {info.run_id.rsplit("-", 1)[1]: info for info in list_runs(hostile_root)}
+    assert infos["good"].status == "completed" and not infos["good"].error
+    assert infos["fifo"].status == "damaged" and "not a regular file" in infos["fifo"].error
+    assert infos["zero"].status == "damaged" and "symbolic link" in infos["zero"].error
+
+
+@pytest.mark.slow  # a real `amptui runs`
+@pytest.mark.timeout(120)
+def test_amptui_runs_does_not_hang_on_a_fifo_or_dev_zero(hostile_root):
+    proc = amptui("runs", "--format", "json", "--runs-dir", str(hostile_root), timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    errors = {r["run_id"].rsplit("-", 1)[1]: r["error"] for r in json.loads(proc.stdout)}
+    assert "not a regular file" in errors["fifo"] and "symbolic link" in errors["zero"]
+    assert errors["good"] == ""
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name,why", [("fifo", "not a regular file"), ("zero", "symbolic link")])
+def test_run_screen_reader_says_damaged_without_waiting(hostile_root, name, why):
+    from amptui.dashboard.runmodel import RunModel
+    from amptui.dashboard.runtail import RunTail
+
+    run = hostile_root / f"20990101-000000-{name}"
+    model = RunModel(run.name)
+    tail = RunTail(run, model, alive=lambda info: False)
+    tail.prefill()
+    for _ in range(5):
+        tail.poll()
+    assert why in model.damaged and model.records == 0
+
+
+@pytest.mark.timeout(60)
+@async_test
+async def test_watching_a_fifo_run_shows_it_damaged(hostile_root):
+    app = app_for(hostile_root, watch=hostile_root / "20990101-000000-fifo")
+    async with app.run_test(size=(110, 34)) as pilot:
+        panel = app.screen.query_one("#error-panel")
+        await until(pilot, lambda: panel.display and "damaged" in str(panel.render()))
+        assert "not a regular file" in str(panel.render())
+
+
+def _live_run_with_torn_line(root: Path, size: int) -> Path:
+    run = _run(root, "torn")
+    events = run / "events.jsonl"
+    events.unlink()
+    with EventWriter(events) as writer:
+        writer.emit("start", total_steps=100)
+        for step in range(1, 11):
+            writer.emit("step", step=step, loss=1.0 / step)
+    with open(events, "ab") as fh:  # the writer died (or is still writing) mid-line: no newline
+        fh.write(b'{"kind":"step","step":11,"pad":"')
+        block = b"x" * (1024 * 1024)
+        for _ in range(size // len(block)):
+            fh.write(block)
+    return run
+
+
+@pytest.mark.timeout(120)
+def test_a_50mb_torn_line_keeps_the_run_screen_bounded_and_counts_one_bad_line(tmp_path):
+    from amptui.dashboard.runmodel import RunModel
+    from amptui.dashboard.runtail import RunTail
+
+    run = _live_run_with_torn_line(tmp_path / "runs", 50 * 1024 * 1024)
+    model = RunModel(run.name)
+    tail = RunTail(run, model, alive=lambda info: True)
+    tracemalloc.start()
+    try:
+        for _ in range(200):  # what the run screen's worker does: poll until caught up
+            if not tail.poll():
+                break
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < RUN_SCREEN_BOUND, f"peak {peak / 2**20:.1f} MiB"
+    assert model.step == 10 and model.bad_lines == 1 and not model.loading
+    # The line ends at last and the run goes on: read on, the bad line counted once.
+    with open(run / "events.jsonl", "ab") as fh:
+        fh.write(b'"}\n' + json.dumps({"kind": "end", "status": "completed", "steps": 12}).encode() + b"\n")
+    for _ in range(200):
+        if not tail.poll():
+            break
+    assert model.end is not None and model.bad_lines == 1
