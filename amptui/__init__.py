@@ -4,14 +4,14 @@ Importing this package stays cheap (no torch, no textual) so `amptui --help` ans
 `amptui.Monitor` (which needs torch) loads on first use.
 """
 
-from .version import __version__
+from amptui.version import __version__
 
 __all__ = ["Monitor", "__version__"]
 
 
 def __getattr__(name: str):
     if name == "Monitor":
-        from .monitor import Monitor
+        from amptui.monitor import Monitor
 
         return Monitor
     raise AttributeError(f"module 'amptui' has no attribute {name!r}")

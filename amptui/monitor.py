@@ -50,16 +50,16 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import torch
 
-from .core import config as cfgmod
-from .core import runlock, runs, trust
-from .core.events import EventWriter, events_file
-from .core.precision import Precision
-from .core import safefile
-from .core.safefile import atomic_write_text
-from .core.records import End, WarningRecord
-from .core.resolve import auto_overrides
-from .core.runfiles import RUN_DIR_ENV, STOP_FILE
-from .telemetry import Recorder, ddp
+from amptui.core import safefile, trust
+from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import Precision
+from amptui.core.config.resolve import auto_overrides
+from amptui.core.events import EventWriter, events_file
+from amptui.core.records import End, WarningRecord
+from amptui.core.run import runlock, runs
+from amptui.core.run.runfiles import RUN_DIR_ENV, STOP_FILE
+from amptui.core.safefile import atomic_write_text
+from amptui.telemetry import Recorder, ddp
 
 
 class Monitor:

@@ -144,7 +144,7 @@ def writer_main(args) -> int:
     """The writer process: run.json (own pid), start record, wait for the go file, then append at
     the rate for the duration; then write the done file and stay alive (the run stays `running`)."""
     sys.path.insert(0, str(HERE.parent))
-    from amptui.core.runs import write_launch_info
+    from amptui.core.run.runs import write_launch_info
 
     run = Path(args.writer)
     n = int(args.rate * args.seconds)
@@ -305,7 +305,7 @@ def write_history(work: Path, config_text: str, template: dict, n_steps: int) ->
     root = work / "history"
     run_id = f"20260101-000000-history-{n_steps}"
     run = make_run(root, run_id, config_text)
-    from amptui.core.runs import write_launch_info  # noqa: E402  (imported late: keep --help light)
+    from amptui.core.run.runs import write_launch_info  # noqa: E402  (imported late: keep --help light)
 
     t = [1_767_225_600.0]
 

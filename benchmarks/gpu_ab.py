@@ -42,9 +42,10 @@ import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from amptui.core import compare, presets  # noqa: E402
-from amptui.core.ab import VARIANTS  # noqa: E402
-from amptui.core.precision import Precision  # noqa: E402
+from amptui.core import compare  # noqa: E402
+from amptui.core.config import presets  # noqa: E402
+from amptui.core.config.precision import Precision  # noqa: E402
+from amptui.core.config.variants import VARIANTS  # noqa: E402
 from amptui.trainer.models import CNNS, build_model  # noqa: E402
 from amptui.trainer.optim import build_optimizer  # noqa: E402
 

@@ -44,7 +44,7 @@ def time_cli(root: Path) -> float:
 
 
 def time_list_runs(root: Path, count: int) -> float:
-    from amptui.core.runs import list_runs
+    from amptui.core.run.runs import list_runs
 
     t0 = time.perf_counter()
     assert len(list_runs(root)) == count

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from dashboard_support import root  # noqa: F401 - the dashboard tests' fixture: canned runs in ./runs
 
 from amptui.core.events import VERSION
 from amptui.core.records import Record
-from dashboard_support import root  # noqa: F401 - the dashboard tests' fixture: canned runs in ./runs
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -73,7 +73,7 @@ def cli(capsys, monkeypatch):
     """Run `amptui ARGS` in this process: the CLI's `main(argv)` with its output captured, answered
     like a finished subprocess (returncode, stdout, stderr). An argparse refusal's SystemExit is its
     exit code. No torch import per call, so refusals and table output stay in the fast lane."""
-    from amptui.cli import main
+    from amptui.cli.main import main
 
     def run(*args: str, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
         capsys.readouterr()

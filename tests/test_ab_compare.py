@@ -6,13 +6,14 @@ import io
 import json
 
 import pytest
+from conftest import amptui, events, events_so_far, only_run, record, write_records
 from PIL import Image
 
-from amptui.core import ab, compare
+from amptui.core import compare
+from amptui.core.config import variants as ab
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter
 from amptui.core.records import End, Epoch, Start, Step
-from conftest import amptui, events, events_so_far, only_run, record, write_records
 
 
 def test_variant_expansion_and_defaults():
@@ -133,7 +134,8 @@ def test_compare_warns_when_runs_differ_in_more_than_precision(cli, runs_dir):
 def test_tensorboard_missing_is_explained(monkeypatch):
     import sys
 
-    from amptui.core import config, preflight
+    from amptui.core import preflight
+    from amptui.core.config import values as config
 
     # Stand-in for a machine without the optional extra: hide the installed package.
     monkeypatch.setitem(sys.modules, "tensorboard", None)

@@ -18,15 +18,15 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-
-from amptui import cli
-from amptui.core import runs
-from amptui.core.events import EventReader, EventWriter, parse_line
-from amptui.core.records import Checkpoint, End
-from amptui.core.runlock import RunLocked
-from amptui.trainer import checkpoint
 from conftest import REPO, amptui, events_so_far, started
 from dashboard_support import async_test, until
+
+from amptui.cli import main as cli
+from amptui.core.events import EventReader, EventWriter, parse_line
+from amptui.core.records import Checkpoint, End
+from amptui.core.run import runs
+from amptui.core.run.runlock import RunLocked
+from amptui.trainer import checkpoint
 
 # A quickstart small enough for a loaded 2-core CI box: ~50 steps per epoch, a checkpoint every 2.
 TINY = ["--set", "run.device=cpu", "--set", "data.batch_size=8", "--set", "data.img_size=8",
@@ -52,7 +52,7 @@ def start_detached(runs_dir: Path, max_steps: int) -> Path:
 
 
 def runlock_holder(run_dir: Path):
-    from amptui.core import runlock
+    from amptui.core.run import runlock
 
     return runlock.holder(run_dir)
 

@@ -11,10 +11,10 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-
-from amptui.core.events import EventWriter
 from conftest import amptui
 from dashboard_support import FIXTURES, QUICK, app_for, async_test, until
+
+from amptui.core.events import EventWriter
 
 # What the run screen's reader may hold while it reads a 50 MB torn line: the chunk being read
 # (8 MiB while a big history is skimmed, 1 MiB after) plus at most MAX_LINE_BYTES (4 MiB) of a torn
@@ -44,7 +44,7 @@ def hostile_root(tmp_path) -> Path:
 
 @pytest.mark.timeout(30)
 def test_runs_list_shows_fifo_and_dev_zero_events_as_damaged(hostile_root):
-    from amptui.core.runs import list_runs
+    from amptui.core.run.runs import list_runs
 
     infos = {info.run_id.rsplit("-", 1)[1]: info for info in list_runs(hostile_root)}
     assert infos["good"].status == "completed" and not infos["good"].error

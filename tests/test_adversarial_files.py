@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, amptui
 from dashboard_support import QUICK, app_for, async_test, home_ready, until
 

@@ -15,12 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
-
-from amptui.core import config as cfgmod
-from amptui.core import launch, runlock, runops, runs, trust
-from amptui.core.errors import UserError
 from conftest import amptui, events_so_far, wait_for_step
 from dashboard_support import Notes, async_test, until
+
+from amptui.core import trust
+from amptui.core.config import values as cfgmod
+from amptui.core.errors import UserError
+from amptui.core.run import runlock, runops, runs
+from amptui.jobs import launch
 
 TINY = ["--set", "run.device=cpu", "--set", "data.batch_size=8", "--set", "data.img_size=8",
         "--set", "model.width=4", "--set", "data.train_samples=400", "--set", "data.val_samples=16",
@@ -162,7 +164,7 @@ def test_a_preset_naming_os_system_runs_no_shell_command(isolated, runs_dir):
 
 def test_a_run_created_here_is_trusted_and_its_copy_or_an_edited_config_is_not(isolated, runs_dir):
     (isolated / "tiny_model.py").write_text(FACTORY)
-    from amptui.core import presets
+    from amptui.core.config import presets
 
     run_dir, cfg = launch.create_run(presets.find_preset("quickstart"),
                                      {"model.factory": "tiny_model:build", "run.device": "cpu", "data.img_size": 8},
@@ -243,11 +245,12 @@ def foreign_stopped_run(runs_dir: Path) -> Path:
 @async_test
 async def test_the_dashboard_asks_before_resuming_a_run_with_foreign_code(isolated, runs_dir):
     """R on a copied run naming code opens a question; no says nothing ran, nothing changed."""
+    from dashboard_support import QUICK, select_run
+
     from amptui.dashboard.app import make_app
     from amptui.dashboard.screens.home import HomeScreen
     from amptui.dashboard.screens.modals import ConfirmModal
     from amptui.dashboard.widgets.runtable import RunTable
-    from dashboard_support import QUICK, select_run
 
     run_dir = foreign_stopped_run(runs_dir)
     before = tree(run_dir)
@@ -271,7 +274,7 @@ async def test_the_dashboard_asks_before_resuming_a_run_with_foreign_code(isolat
 
 @pytest.mark.timeout(60)
 def test_delete_is_refused_while_anyone_holds_the_lock_and_leaves_nothing_behind(runs_dir):
-    from amptui.core import presets
+    from amptui.core.config import presets
 
     run_dir, _ = launch.create_run(presets.find_preset("quickstart"), {"run.device": "cpu"}, runs_dir)
     (run_dir / "run.json").write_text("{ damaged")
@@ -309,10 +312,10 @@ def test_a_running_run_with_damaged_run_json_is_never_deleted(runs_dir):
 @async_test
 async def test_the_dashboards_delete_refuses_a_run_that_started_after_the_question(runs_dir):
     """The list said stopped when x asked; by the yes a writer holds the lock: nothing is removed."""
+    from dashboard_support import FAILED, FIXTURES, home_ready, select_run
+
     from amptui.dashboard.app import make_app
     from amptui.dashboard.screens.modals import ConfirmModal
-    from dashboard_support import FAILED, FIXTURES, select_run
-    from dashboard_support import home_ready
 
     run_dir = runs_dir / FAILED
     shutil.copytree(FIXTURES / "runs" / FAILED, run_dir)

@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import FIXTURES, amptui
 
 
@@ -104,9 +103,9 @@ def test_help_is_fast_and_imports_no_torch():
     proc = amptui("--help", check=True)
     assert "presets" in proc.stdout
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import amptui.cli"], check=True)
+    subprocess.run([sys.executable, "-c", "import amptui.cli.main"], check=True)
     assert time.perf_counter() - start < 5  # generous: the real check is that torch is not imported
-    out = subprocess.run([sys.executable, "-c", "import sys, amptui.cli; print('torch' in sys.modules)"],
+    out = subprocess.run([sys.executable, "-c", "import sys, amptui.cli.main; print('torch' in sys.modules)"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

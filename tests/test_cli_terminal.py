@@ -18,10 +18,10 @@ import termios
 import time
 
 import pytest
-
-from amptui.core.records import End, Start, Step
 from conftest import amptui, record
 from test_ab_compare import canned_run
+
+from amptui.core.records import End, Start, Step
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -158,7 +158,7 @@ def test_the_progress_line_fits_any_width_with_every_figure(cols, label):
 
     from rich.console import Console
 
-    from amptui.console import ProgressPrinter
+    from amptui.cli.console import ProgressPrinter
 
     out = io.StringIO()
     printer = ProgressPrinter(label=label, console=Console(file=out, force_terminal=True, width=cols))

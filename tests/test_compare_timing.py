@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import record, write_records
 
 from amptui.core.records import End, Epoch, Start, Step
-from conftest import record, write_records
 
 
 def write_run(root, run_id, *, step_ms, eval_s=0.0, wait_ms=0.0, device="cuda", steps=100, every=10):

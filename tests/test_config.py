@@ -6,12 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from amptui.core import config
-from amptui.core.errors import ConfigError
-from amptui.core.precision import Precision
-from amptui.core.presets import find_preset, list_presets
 from conftest import FIXTURES
+
+from amptui.core.config import values as config
+from amptui.core.config.precision import Precision
+from amptui.core.config.presets import find_preset, list_presets
+from amptui.core.errors import ConfigError
 
 
 def test_every_key_has_a_default_and_a_description():
@@ -42,7 +42,7 @@ def test_mypy_names_a_typo_in_a_config_key(tmp_path):
     repo = Path(__file__).resolve().parent.parent
     (tmp_path / "mypy.ini").write_text(f"[mypy]\nmypy_path = {repo}\nfollow_imports = silent\n"
                                        "ignore_missing_imports = true\ncheck_untyped_defs = true\n")
-    (tmp_path / "reads.py").write_text("from amptui.core.config import build_config\n\n\ndef f():\n"
+    (tmp_path / "reads.py").write_text("from amptui.core.config.values import build_config\n\n\ndef f():\n"
                                        "    cfg = build_config()\n    return cfg.amp.dtype, cfg.optim.lrr\n")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(tmp_path / "mypy.ini"),
                            "--cache-dir", str(tmp_path / "cache"), str(tmp_path / "reads.py")],
@@ -177,7 +177,7 @@ def test_minimal_keeps_only_what_differs():
 
 
 def test_a_bad_set_value_is_blamed_on_set_not_the_preset_file():
-    from amptui.core import presets
+    from amptui.core.config import presets
 
     preset = presets.find_preset("quickstart")
     with pytest.raises(ConfigError) as err:

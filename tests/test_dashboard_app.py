@@ -11,21 +11,29 @@ import sys
 from pathlib import Path
 
 import pytest
+from dashboard_support import (
+    FAILED,
+    LIVE,
+    QUICK,
+    SCALER,
+    Notes,
+    app_for,
+    async_test,
+    copy_runs,
+    home_ready,
+    select_run,
+    until,
+)
 
-from amptui.core.runs import load_run, read_launch_info
-from amptui.jobs import groups
-
-from amptui.core import presets as presetmod
+from amptui.core.config import presets as presetmod
+from amptui.core.run.runs import load_run, read_launch_info
 from amptui.dashboard.screens.compare import CompareScreen
 from amptui.dashboard.screens.home import HomeScreen
 from amptui.dashboard.screens.modals import ConfirmModal, SaveAsModal
 from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
-
-from dashboard_support import (FAILED, LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs,
-                               home_ready, select_run, until)
-
+from amptui.jobs import groups
 
 # --- home -------------------------------------------------------------------------------------------
 
@@ -166,7 +174,7 @@ async def test_a_stop_worker_that_raises_leaves_the_run_screen_usable(root, monk
     def broken_stop(run_dir, wait_s=60.0):
         raise RuntimeError("stop exploded")
 
-    monkeypatch.setattr("amptui.core.launch.stop", broken_stop)
+    monkeypatch.setattr("amptui.jobs.launch.stop", broken_stop)
     app = app_for(root, watch=root / LIVE)
     async with app.run_test(size=(110, 34)) as pilot:
         await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.status == "running")
@@ -290,11 +298,11 @@ async def test_live_run_stop_confirm_and_detach(root, monkeypatch):
 
     def fake_stop(run_dir, wait_s=60.0):
         stops.append(Path(run_dir).name)
-        from amptui.core.runs import RunInfo
+        from amptui.core.run.runs import RunInfo
 
         return RunInfo(run_id=Path(run_dir).name, path=Path(run_dir), status="stopped", step=121)
 
-    monkeypatch.setattr("amptui.core.launch.stop", fake_stop)
+    monkeypatch.setattr("amptui.jobs.launch.stop", fake_stop)
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         await home_ready(pilot)
@@ -522,7 +530,7 @@ async def test_c_on_a_run_screen_compares_with_the_marked_runs(root):
 # --- the command line -----------------------------------------------------------------------------------------
 
 def test_watch_with_a_bad_run_id_is_one_line_and_exit_2(root, capsys):
-    from amptui.cli import main
+    from amptui.cli.main import main
 
     assert main(["watch", "nope", "--runs-dir", str(root)]) == 2
     err = capsys.readouterr().err

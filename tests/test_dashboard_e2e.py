@@ -111,7 +111,7 @@ def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
         tmux.wait_for(lambda s: "AMPTUI-EXIT=0" in s, 20, "a clean exit")
 
         (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
-        from amptui.core.runs import load_run
+        from amptui.core.run.runs import load_run
 
         assert load_run(run_dir).status in ("running", "completed")  # quitting did not stop it
 
@@ -244,7 +244,7 @@ def test_dashboard_killed_mid_run_leaves_the_run_going_and_reattach_shows_everyt
     `amptui watch` afterwards shows the whole history."""
     import psutil
 
-    from amptui.core.runs import load_run
+    from amptui.core.run.runs import load_run
 
     tmux = Tmux(tmp_path, terminal_env(tmp_path))
     runs = tmp_path / "runs"

@@ -10,6 +10,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import record
+from dashboard_support import (
+    FAILED,
+    FROZEN_NOW,
+    LIVE,
+    QUICK,
+    SCALER,
+    Notes,
+    app_for,
+    async_test,
+    copy_runs,
+    home_ready,
+    select_run,
+    until,
+)
+
 from amptui.core.records import WarningRecord
 from amptui.dashboard.screens.compare import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
@@ -18,10 +34,6 @@ from amptui.dashboard.screens.modals import ConfirmModal, RunInfoModal
 from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable, short_ids
 from amptui.dashboard.widgets.toggles import TogglesPanel
-
-from conftest import record
-from dashboard_support import (FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs,
-                               home_ready, select_run, until)
 
 STOPPED = "20261121-231700-quickstart-stop"
 SCRIPT = "20261121-231800-train-5c21"
@@ -206,11 +218,11 @@ async def test_i_shows_the_config_and_the_equivalent_command(root):
 
 def test_equivalent_command_reproduces_the_config(root):
     """The command line `i` shows, run through the CLI's own parsing, gives the run's config back."""
-    from amptui.core import config as cfgmod
-    from amptui.core import presets as presetmod
-    from amptui.core import runops
-
     import shlex
+
+    from amptui.core.config import presets as presetmod
+    from amptui.core.config import values as cfgmod
+    from amptui.core.run import runops
 
     words = shlex.split(runops.equivalent_command(root / QUICK))
     assert words[:3] == ["amptui", "run", "quickstart"]

@@ -8,15 +8,14 @@ import time
 import tracemalloc
 
 import pytest
+from conftest import record
+from dashboard_support import FAILED, QUICK, SCALER, copy_runs
 
 from amptui.core import compare as cmp
 from amptui.core.records import Mem, Scaler, Start, Step
 from amptui.core.series import Series
 from amptui.dashboard.runmodel import SERIES_CAP, RunModel
 from amptui.dashboard.runtail import RunTail
-
-from conftest import record
-from dashboard_support import FAILED, QUICK, SCALER, copy_runs
 
 
 def test_series_stays_bounded_and_keeps_its_shape():

@@ -7,16 +7,15 @@ Update after an intended visual change with:
 from __future__ import annotations
 
 import pytest
+from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_runs, until
 
-from amptui import cpu_features
 from amptui.dashboard.app import make_app
 from amptui.dashboard.screens.compare import CompareScreen
 from amptui.dashboard.screens.home import HomeScreen
 from amptui.dashboard.screens.modals import SaveAsModal
 from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
-
-from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_runs, until
+from amptui.machine import cpu as cpu_features
 
 
 @pytest.fixture

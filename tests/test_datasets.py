@@ -5,10 +5,10 @@ import pickle
 
 import numpy as np
 import pytest
+from conftest import amptui, events, only_run
 from PIL import Image
 
 from amptui.trainer.data import SKIP_CIFAR_MD5_ENV
-from conftest import amptui, events, only_run
 
 pytestmark = pytest.mark.slow
 

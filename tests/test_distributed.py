@@ -10,10 +10,11 @@ import sys
 import time
 
 import pytest
-
-from amptui.core import launch, runs
-from amptui.trainer.torchrun import StderrTail, launch_failure
 from conftest import amptui, events, only_run, started, wait_for_step
+
+from amptui.core.run import runs
+from amptui.jobs import launch
+from amptui.trainer.torchrun import StderrTail, launch_failure
 
 pytestmark = pytest.mark.slow
 DDP2 = ["--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2"]

@@ -17,10 +17,11 @@ import types
 
 import pytest
 import torch
-
-from amptui import doctor, hardware
-from amptui.cpu_features import CPU_FLAGS
 from conftest import amptui
+
+from amptui.cli import doctor
+from amptui.machine import hardware
+from amptui.machine.cpu import CPU_FLAGS
 
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the CPU-only report")
 
@@ -133,7 +134,7 @@ def test_nvml_without_pynvml(monkeypatch):
 
 
 def test_importing_does_not_import_torch():
-    code = "import sys, amptui.hardware, amptui.doctor; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, amptui.machine.hardware, amptui.cli.doctor; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 

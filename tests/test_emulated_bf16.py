@@ -9,12 +9,12 @@ import subprocess
 import sys
 
 import pytest
+from dashboard_support import async_test, until
 
-from amptui import cpu_features, hardware
 from amptui.dashboard.app import make_app
 from amptui.dashboard.widgets.toggles import TogglesPanel
-
-from dashboard_support import async_test, until
+from amptui.machine import cpu as cpu_features
+from amptui.machine import hardware
 
 WITHOUT_BF16 = {"fpu", "sse2", "avx2", "avx512f", "f16c"}   # a common cloud Intel CPU
 WITH_AVX512_BF16 = WITHOUT_BF16 | {"avx512_bf16"}
@@ -22,10 +22,10 @@ WITH_AMX = WITHOUT_BF16 | {"amx_tile", "amx_bf16"}
 
 # The real CLI in a process of its own, with only the CPU flags it reads replaced.
 FAKE_CPU_CLI = (
-    "import sys, amptui.cpu_features as h\n"
+    "import sys, amptui.machine.cpu as h\n"
     "flags = set(sys.argv[1].split(','))\n"
     "h.read_cpuinfo = lambda path='/proc/cpuinfo': ('Fake CPU', flags)\n"
-    "from amptui.cli import main\n"
+    "from amptui.cli.main import main\n"
     "sys.exit(main(sys.argv[2:]))\n"
 )
 QUICK = ["--set", "run.max_steps=4", "--set", "log.every=2", "--set", "log.tensorboard=false"]

@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from amptui.core import config as cfgmod
-from amptui.core import usercode
-from amptui.core.errors import UserError
 from conftest import amptui, events, only_run
+
+from amptui.core import usercode
+from amptui.core.config import values as cfgmod
+from amptui.core.errors import UserError
 
 TINY_MODEL = '''
 import json, os

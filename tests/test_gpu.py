@@ -10,7 +10,6 @@ import sys
 
 import pytest
 import torch
-
 from conftest import amptui, events, only_run
 
 SHORT = ["--set", "run.max_steps=30", "--set", "log.every=5", "--set", "log.tensorboard=false"]
@@ -82,8 +81,8 @@ def test_ddp_over_nccl_one_process_per_gpu(runs_dir):
 @pytest.mark.gpu
 def test_cnns_train_channels_last_on_cuda(runs_dir):
     """The trainer's own setup, in this process: convolution weights in channels_last on CUDA."""
-    from amptui.core import launch
-    from amptui.core.presets import find_preset
+    from amptui.core.config.presets import find_preset
+    from amptui.jobs import launch
     from amptui.trainer.loop import Trainer
 
     run_dir, _ = launch.create_run(find_preset("quickstart"), {"run.device": "cuda", "log.tensorboard": False})

@@ -15,9 +15,9 @@ import textwrap
 import time
 
 import pytest
+from conftest import amptui, events_so_far, started
 
 from amptui.trainer import host_memory
-from conftest import amptui, events_so_far, started
 
 ALLOCATE_AND_FREE = textwrap.dedent("""
     import resource, sys, torch

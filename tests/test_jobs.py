@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from amptui.core.errors import UserError
-from amptui.core.runs import launch_identity
+from amptui.core.run.runs import launch_identity
 from amptui.jobs import detached, groups
 from amptui.jobs.ab import Outcome
 

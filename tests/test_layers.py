@@ -57,7 +57,7 @@ def test_import_contracts_are_kept():
 @pytest.mark.slow
 def test_every_core_module_imports_without_torch_textual_or_the_trainer():
     names = sorted(f"amptui.core.{m.name}" for m in pkgutil.iter_modules(amptui.core.__path__))
-    assert "amptui.core.launch" in names and "amptui.core.preflight" in names
+    assert "amptui.jobs.launch" in names and "amptui.core.preflight" in names
     loaded = _loaded_after("import importlib\n" + "".join(f"importlib.import_module({n!r})\n" for n in names))
     assert loaded == [], f"importing amptui.core loads {loaded}"
 

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO, events, only_run, started, wait_for_step
+from conftest import amptui as amptui_cli
 from torch import nn
 
 import amptui
-from amptui.core import runs
-from conftest import REPO, amptui as amptui_cli, events, only_run, started, wait_for_step
+from amptui.core.run import runs
 
 EXAMPLE = REPO / "examples" / "amp_recipe_monitor.py"
 # float16 + GradScaler with a huge initial scale on a 64-wide model: real overflows, backoffs and

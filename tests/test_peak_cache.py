@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from amptui import hardware
+from amptui.machine import hardware
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 import pytest
+from dashboard_support import async_test
+from picture_support import RESUMED, write_resumed_run, write_twin_runs
 from textual.app import App
 
 from amptui.core import axis
@@ -17,9 +19,6 @@ from amptui.core.compare import loss_gaps, summarize
 from amptui.core.series import interpolate, rolling_median
 from amptui.dashboard.picture import parse_size, pin_cells
 from amptui.dashboard.widgets.plot import Figure, Line, MetricPlot
-
-from dashboard_support import async_test
-from picture_support import RESUMED, write_resumed_run, write_twin_runs
 
 MIB = 1024 ** 2
 
@@ -177,9 +176,9 @@ def test_watch_svg_draws_the_run_screen_headless_and_refuses_a_bad_size(tmp_path
 # --- the run screen: one x axis for every panel, steps or time ------------------------------------------
 @async_test
 async def test_every_panel_shares_the_step_axis_and_t_switches_them_all_to_time(tmp_path, monkeypatch):
-    from amptui.dashboard.screens.run import RunScreen
-
     from dashboard_support import app_for, until
+
+    from amptui.dashboard.screens.run import RunScreen
 
     monkeypatch.chdir(tmp_path)
     run = write_resumed_run(tmp_path / "runs")

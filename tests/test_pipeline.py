@@ -8,14 +8,14 @@ import time
 
 import pytest
 import torch
+from conftest import amptui, events, only_run
 from torch.utils.data import Dataset
 
-from amptui.core import config as cfgmod
+from amptui.core.config import values as cfgmod
 from amptui.core.errors import ConfigError
 from amptui.core.inputbound import INPUT_BOUND_SHARE
 from amptui.telemetry.meter import TimedBatches
 from amptui.trainer import data as datamod
-from conftest import amptui, events, only_run
 
 CPU = torch.device("cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -7,11 +7,12 @@ import itertools
 
 import pytest
 
-from amptui import cpu_features
-from amptui.core import ab, config
-from amptui.core import precision as precmod
+from amptui.core.config import precision as precmod
+from amptui.core.config import values as config
+from amptui.core.config import variants as ab
+from amptui.core.config.precision import DTYPES, Dtype, Precision, auto_dtype, variant_names
 from amptui.core.errors import ConfigError, UserError
-from amptui.core.precision import DTYPES, Dtype, Precision, auto_dtype, variant_names
+from amptui.machine import cpu as cpu_features
 from amptui.telemetry.alarms import ScaleAlarms
 
 

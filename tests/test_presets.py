@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from amptui.core import config, presets
+from amptui.core.config import presets
+from amptui.core.config import values as config
 from amptui.core.errors import UserError
 
 

@@ -11,13 +11,13 @@ import time
 
 import pytest
 import torch
+from conftest import amptui, events, events_so_far, only_run, started, wait_for_end, wait_for_step
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amptui.core import config
+from amptui.core.config import values as config
 from amptui.core.errors import ConfigError
 from amptui.trainer import checkpoint
-from conftest import amptui, events, events_so_far, only_run, started, wait_for_end, wait_for_step
 
 # --- hostile config input -------------------------------------------------------------------------
 
@@ -212,7 +212,7 @@ def _hold_lock(run_dir):
 
 
 def _ended_run(tmp_path, status="stopped"):
-    from amptui.core import runs
+    from amptui.core.run import runs
 
     run_dir = tmp_path / "runs" / "20990101-000000-lock"
     run_dir.mkdir(parents=True)
@@ -232,7 +232,7 @@ def test_the_lock_tells_running_from_killed(tmp_path):
     holder = _hold_lock(run_dir)
     try:
         assert runs.load_run(run_dir).status == "running"
-        from amptui.core import runlock
+        from amptui.core.run import runlock
 
         with pytest.raises(runlock.RunLocked, match=f"in use by pid {holder.pid} "):
             runlock.acquire(run_dir)
@@ -248,7 +248,7 @@ def test_the_lock_tells_running_from_killed(tmp_path):
 def test_a_lock_handed_to_a_child_has_no_gap(tmp_path):
     """What `amptui run/resume` does: take the lock, start the child with it, let go; the child
     adopts it (AMPTUI_LOCK_FD) and holds it alone; a stale variable never fakes a lock."""
-    from amptui.core import runlock
+    from amptui.core.run import runlock
 
     run_dir, runs = _ended_run(tmp_path)
     code = ("import sys, time; from pathlib import Path; from amptui.core import runlock; "

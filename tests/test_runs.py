@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from amptui.core import eventends, runs
+from amptui.core import eventends
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter
+from amptui.core.run import runs
 
 
 def make_run(root, name="r1", records=(), pid=None):

@@ -11,7 +11,7 @@ import stat
 import pytest
 
 from amptui.core import safefile
-from amptui.core.config import parse_toml, read_toml
+from amptui.core.config.values import parse_toml, read_toml
 from amptui.core.errors import ConfigError
 from amptui.core.events import MAX_STRING, EventWriter
 from amptui.core.fmt import fmt_time, shown

@@ -2,9 +2,9 @@
 do not advance, and achieved FLOP/s in the step records."""
 
 import pytest
+from conftest import amptui, events, only_run
 
 from amptui.telemetry.alarms import ScaleAlarms
-from conftest import amptui, events, only_run
 
 
 def backoff(step, old, new, names=("fc.weight",)):

@@ -9,16 +9,18 @@ import time
 
 import pytest
 import torch
+from conftest import amptui as amptui_cli
+from conftest import events, only_run
 from torch import nn
 
 import amptui
-from amptui.core import launch, presets
-from amptui.telemetry import torch_amp
+from amptui.core.config import presets
 from amptui.core.records import STEP_FIELDS, Step
+from amptui.jobs import launch
+from amptui.telemetry import torch_amp
 from amptui.telemetry.scaler import SkipLedger
 from amptui.trainer.loop import Trainer
 from amptui.trainer.optim import build_optimizer
-from conftest import amptui as amptui_cli, events, only_run
 
 TINY = {"run.device": "cpu", "run.reuse_host_memory": False, "model.width": 8, "data.img_size": 16,
         "data.batch_size": 16, "data.train_samples": 256, "data.val_samples": 32, "data.num_workers": 0}

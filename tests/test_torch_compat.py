@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 
@@ -41,7 +40,7 @@ def test_small_models_and_synthetic_data_need_no_torchvision():
     code = (
         "import sys; sys.modules['torchvision'] = None  # import torchvision -> ImportError\n"
         "from amptui.core import config\n"
-        "from amptui.core.presets import find_preset\n"
+        "from amptui.core.config.presets import find_preset\n"
         "import torch\nfrom amptui.trainer.data import build_train_val\n"
         "from amptui.trainer.models import build_model\n"
         "for name in ('quickstart', 'scaler-lab', 'mlp-recipe'):\n"

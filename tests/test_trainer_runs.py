@@ -8,9 +8,9 @@ import time
 
 import pytest
 import torch
-
-from amptui.core import runs
 from conftest import amptui, events, events_so_far, only_run, started, wait_for_step
+
+from amptui.core.run import runs
 
 pytestmark = pytest.mark.slow
 

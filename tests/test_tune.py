@@ -12,13 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from amptui.core import presets as presetmod
-from amptui.core import tune as T
-from amptui.core import tune_verdict as V
-from amptui.tune_runner import Search
-
 from conftest import amptui, events
+
+from amptui.core.config import presets as presetmod
+from amptui.tune import plan as T
+from amptui.tune import verdict as V
+from amptui.tune.runner import Search
 
 TINY = """\
 [run]
@@ -203,12 +202,13 @@ def test_ctrl_c_stops_the_search_and_the_running_trial_and_still_reports(tmp_pat
 
 @pytest.mark.slow
 def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(tmp_path, runs_dir):
-    from amptui.core import config as cfgmod
+    from dashboard_support import async_test, until
+    from textual.widgets import DataTable, OptionList
+
+    from amptui.core.config import values as cfgmod
     from amptui.dashboard.app import make_app
     from amptui.dashboard.screens.home import HomeScreen
     from amptui.dashboard.screens.tune import TuneScreen
-    from textual.widgets import DataTable, OptionList
-    from dashboard_support import async_test, until
 
     tiny = tiny_preset(tmp_path)
     presetmod.save_preset("tiny", cfgmod.build_config(cfgmod.read_toml(tiny)))
@@ -258,7 +258,7 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
 def test_run_compile_wraps_the_module_the_loop_calls():
     from torch import nn
 
-    from amptui.core import config as cfgmod
+    from amptui.core.config import values as cfgmod
     from amptui.trainer.models import compile_if_asked
 
     module = nn.Linear(2, 2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from .fmt import fmt_duration
+from amptui.core.fmt import fmt_duration
 
 # A flat series (a constant lr, an RSS that moves by a few KiB) is drawn as flat: the y range is
 # at least this share of the largest value, so the noise of the last digit is not blown up.

@@ -15,10 +15,10 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import UserError
-from . import safefile
-from .safefile import atomic_write_text
-from .runfiles import CHECKPOINT_FILE, CHECKPOINT_INFO
+from amptui.core import safefile
+from amptui.core.errors import UserError
+from amptui.core.run.runfiles import CHECKPOINT_FILE, CHECKPOINT_INFO
+from amptui.core.safefile import atomic_write_text
 
 INFO_VERSION = 1
 INFO_LIMIT = 64 * 1024 * 1024  # last.json holds the config: a long description, never a device's stream
@@ -71,7 +71,7 @@ def code_fingerprint() -> str:
     tells a resume that the code that wrote a checkpoint has changed."""
     import hashlib
 
-    from ..version import __version__
+    from amptui.version import __version__
 
     digest = hashlib.sha256()
     for path in sorted((Path(__file__).resolve().parent.parent / "trainer").glob("*.py")):

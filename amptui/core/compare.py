@@ -12,24 +12,23 @@ show a row); a new figure is a field on RunSummary/CompareRow and one more Colum
 
 from __future__ import annotations
 
-import math
 import csv
 import io
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import config as cfgmod
-from .errors import ConfigError
-from .events import EventReader, primary_events_file
-from .fmt import (fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate,
-                  fmt_ratio)
-from .inputbound import notice
-from .precision import PRECISION_KEYS, Precision
-from .records import END, EPOCH, STEP, End, Epoch, Start, Step
-from .runstate import RunState, fold
-from .series import Series
+from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import PRECISION_KEYS, Precision
+from amptui.core.errors import ConfigError
+from amptui.core.events import EventReader, primary_events_file
+from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate, fmt_ratio
+from amptui.core.inputbound import notice
+from amptui.core.records import END, EPOCH, STEP, End, Epoch, Start, Step
+from amptui.core.run.runstate import RunState, fold
+from amptui.core.series import Series
 
 _CHUNK = 8 * 1024 * 1024
 # Timings leave out start-up and warm-up: step records whose window ends in the first 10% of the
@@ -288,7 +287,7 @@ def render(rows: list[CompareRow], fmt: str = "table") -> str:
         lines += ["| " + " | ".join(r) + " |" for r in table[1:]]
         return "\n".join(lines)
     widths = [max(len(r[i]) for r in table) for i in range(len(HEADERS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in table)
 
 
 # The baseline's own noise: twice the median change of its loss curve from one point to the next
@@ -310,7 +309,7 @@ def noise_band(curve: Series) -> float:
     import statistics
 
     _, ys = curve.points()
-    diffs = [abs(b - a) for a, b in zip(ys, ys[1:])]
+    diffs = [abs(b - a) for a, b in zip(ys, ys[1:], strict=False)]
     spread = 2 * statistics.median(diffs) if diffs else 0.0
     return max(spread, NOISE_FLOOR * abs(ys[-1]) if ys else 0.0)
 
@@ -318,7 +317,7 @@ def noise_band(curve: Series) -> float:
 def loss_gaps(summaries: list[RunSummary]) -> tuple[float, list[LossGap]]:
     """(the baseline's noise band, one LossGap per run after the first): "is the accuracy the same?"
     read at every step both runs recorded (the baseline interpolated between its points)."""
-    from .series import interpolate
+    from amptui.core.series import interpolate
 
     if not summaries:
         return 0.0, []
@@ -328,7 +327,7 @@ def loss_gaps(summaries: list[RunSummary]) -> tuple[float, list[LossGap]]:
     for s in summaries[1:]:
         xs, ys = s.loss_curve.points()
         base = interpolate(xs, bx, by)
-        pairs = [(x, y - b) for x, y, b in zip(xs, ys, base) if b is not None]
+        pairs = [(x, y - b) for x, y, b in zip(xs, ys, base, strict=False) if b is not None]
         inside = sum(1 for _, g in pairs if abs(g) <= band) / len(pairs) if pairs else None
         out.append(LossGap([x for x, _ in pairs], [g for _, g in pairs], inside))
     return band, out

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .events import CHUNK_BYTES, LineFramer, open_events
-from .safefile import UnsafeFile
+from amptui.core.events import CHUNK_BYTES, LineFramer, open_events
+from amptui.core.safefile import UnsafeFile
 
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 256 * 1024

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from .records import BY_KIND, COMMON_FIELDS, Record, field_types
-from .safefile import UnsafeFile, open_file
+from amptui.core.records import BY_KIND, COMMON_FIELDS, Record, field_types
+from amptui.core.safefile import UnsafeFile, open_file
 
 VERSION = 1
 KINDS = tuple(BY_KIND)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from . import config as cfgmod
-from .errors import UserError
-from .resolve import auto_overrides
-from .pretrained import WEIGHTS
+
+from amptui.core.config import values as cfgmod
+from amptui.core.config.resolve import auto_overrides
+from amptui.core.errors import UserError
+from amptui.core.pretrained import WEIGHTS
 
 CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5",
                "test_batch", "batches.meta")
@@ -50,7 +51,7 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
             raise UserError(f"dist.nproc_per_node = {cfg.dist.nproc_per_node} but this machine has {count} "
                             f"CUDA GPU(s): one process per GPU; use --set dist.nproc_per_node={count}")
     overrides = {**auto_overrides(cfg, dev), "data.num_workers": cfgmod.resolve_num_workers(cfg)}
-    from .usercode import check_factories
+    from amptui.core.usercode import check_factories
 
     check_factories(cfg)
     check_tensorboard(cfg)

@@ -21,10 +21,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .runfiles import CONFIG_FILE
+from amptui.core.run.runfiles import CONFIG_FILE
 
 if TYPE_CHECKING:
-    from .config import Config
+    from amptui.core.config.values import Config
 
 CODE_KEYS = ("model.factory", "data.factory", "run.script")
 TRUST_FLAG = "--trust-code"
@@ -86,8 +86,8 @@ def given_here(run_dir: Path, refs: list[str]) -> bool:
 def run_code(run_dir: Path) -> list[str]:
     """The code a run folder's config.toml names; [] when it names none or cannot be read (the
     command that reads it says why)."""
-    from . import config as cfgmod
-    from .errors import UserError
+    from amptui.core.config import values as cfgmod
+    from amptui.core.errors import UserError
 
     path = Path(run_dir) / CONFIG_FILE
     try:
@@ -127,8 +127,8 @@ def asked_on_terminal(run_dir: Path) -> bool:
     2); elsewhere, or when the resume is refused anyway, False (launch.start then says why)."""
     import sys
 
-    from . import runops
-    from .errors import UserError
+    from amptui.core.errors import UserError
+    from amptui.core.run import runops
 
     foreign = foreign_code(run_dir)
     if not foreign or not (sys.stdin.isatty() and sys.stderr.isatty()):

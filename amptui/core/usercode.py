@@ -18,10 +18,10 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .errors import UserError
+from amptui.core.errors import UserError
 
 if TYPE_CHECKING:
-    from .config import Config
+    from amptui.core.config.values import Config
 
 # What a data factory may ask for by naming the parameter (it gets only those it names).
 DATA_FACTORY_ARGS = ("root", "img_size", "augment", "train_samples", "val_samples", "seed", "num_classes")

@@ -13,9 +13,9 @@ from typing import Callable
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 
-from ..core.fmt import shown
-from ..core.runs import process_alive as _process_alive
-from ..core.runs import runs_root as _runs_root
+from amptui.core.fmt import shown
+from amptui.core.run.runs import process_alive as _process_alive
+from amptui.core.run.runs import runs_root as _runs_root
 
 
 class AmptuiApp(App):
@@ -34,8 +34,8 @@ class AmptuiApp(App):
         self.process_alive = process_alive
 
     def on_mount(self) -> None:
-        from .screens.home import HomeScreen
-        from .screens.run import RunScreen
+        from amptui.dashboard.screens.home import HomeScreen
+        from amptui.dashboard.screens.run import RunScreen
 
         if self.watch_dir is not None:
             self.push_screen(RunScreen(self.watch_dir, standalone=True))
@@ -69,25 +69,25 @@ class AmptuiApp(App):
         yield from super().get_system_commands(screen)
 
     def action_help(self) -> None:
-        from .screens.help import HelpScreen
+        from amptui.dashboard.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.screen))
 
     # --- navigation used by the screens ----------------------------------------------------------
     def home(self):
-        from .screens.home import HomeScreen
+        from amptui.dashboard.screens.home import HomeScreen
 
         return next((s for s in self.screen_stack if isinstance(s, HomeScreen)), None)
 
     def open_run(self, run_dir: Path) -> None:
-        from .screens.run import RunScreen
+        from amptui.dashboard.screens.run import RunScreen
 
         self.push_screen(RunScreen(run_dir))
 
     def go_home(self) -> None:
         """Leave a run screen; the run goes on. From `amptui watch` there is no home yet: open it."""
-        from .screens.home import HomeScreen
+        from amptui.dashboard.screens.home import HomeScreen
 
         if self.home() is not None:
             while self.screen is not self.home():
@@ -97,15 +97,15 @@ class AmptuiApp(App):
             self.switch_screen(HomeScreen())
 
     def open_compare(self, run_dirs: list[Path]) -> None:
-        from .screens.compare import CompareScreen
+        from amptui.dashboard.screens.compare import CompareScreen
 
         self.push_screen(CompareScreen(run_dirs))
 
     def compare_with(self, run_dir: Path) -> None:
         """From a run screen: this run against the runs marked on home (their first is the baseline),
         or else against the latest other run of the same preset."""
-        from ..core.runs import list_runs
-        from .widgets.runtable import RunTable
+        from amptui.core.run.runs import list_runs
+        from amptui.dashboard.widgets.runtable import RunTable
 
         home = self.home()
         marked = []

@@ -108,7 +108,7 @@ def headless_svg(make_screen: Callable[[], object], runs_root: Path, size: tuple
                  timeout_s: float = 30.0) -> str:
     """Draw one screen headless at `size` and return it as SVG, once the screen says it has drawn
     what it read (`drawn()`), or after `timeout_s` with what it has."""
-    from .app import AmptuiApp
+    from amptui.dashboard.app import AmptuiApp
 
     class PictureApp(AmptuiApp):
         def on_mount(self, event) -> None:

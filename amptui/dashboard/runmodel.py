@@ -14,10 +14,23 @@ import threading
 from collections import deque
 from typing import Any
 
-from ..core.precision import Precision
-from ..core.records import EPOCH, MEM, SCALER, STEP, WARNING, Checkpoint, Epoch, Mem, Scaler, Start, Step, WarningRecord
-from ..core.runstate import RunState
-from ..core.series import Series
+from amptui.core.config.precision import Precision
+from amptui.core.records import (
+    EPOCH,
+    MEM,
+    SCALER,
+    STEP,
+    WARNING,
+    Checkpoint,
+    Epoch,
+    Mem,
+    Scaler,
+    Start,
+    Step,
+    WarningRecord,
+)
+from amptui.core.run.runstate import RunState
+from amptui.core.series import Series
 
 SERIES_CAP = 400
 MAX_MEM_SERIES = 8

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.eventends import SessionIndex
-from ..core.runs import RunInfo, load_run
+from amptui.core.eventends import SessionIndex
+from amptui.core.run.runs import RunInfo, load_run
 
 
 class RunsCache:

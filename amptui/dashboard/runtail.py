@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..core.events import EventReader, events_file, open_events
-from ..core.runlock import LOCK_FILE
-from ..core.runs import process_alive, read_launch_info, writer_alive
-from .runmodel import RunModel
+from amptui.core.events import EventReader, events_file, open_events
+from amptui.core.run.runlock import LOCK_FILE
+from amptui.core.run.runs import process_alive, read_launch_info, writer_alive
+from amptui.dashboard.runmodel import RunModel
 
 CHUNK_BYTES = 1024 * 1024
 LOG_TAIL_BYTES = 64 * 1024
@@ -142,7 +142,7 @@ class RunTail:
     def prefill(self) -> None:
         """Name and precision from config.toml, before the trainer's start record arrives."""
         try:
-            from ..core.runs import load_run
+            from amptui.core.run.runs import load_run
 
             info = load_run(self.run_dir)
         except Exception:  # a half-written folder: the events will tell

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.presets import Preset
-from ..core.runs import launch_identity
-from . import groups as groupmod
-from .detached import relaunch
+from amptui.core.config.presets import Preset
+from amptui.core.run.runs import launch_identity
+from amptui.jobs import groups as groupmod
+from amptui.jobs.detached import relaunch
 
 # How one started variant is followed until it ends: (run folder, its trainer, 1-based index,
 # variant name) -> 0 completed, 130 interrupted (the A/B ends there), anything else failed.
@@ -77,7 +77,7 @@ def run_variants(group: groupmod.Group, preset: Preset, overrides: dict[str, Any
                  variants: list[tuple[str, dict[str, object]]], root: Path, follow: Follow) -> Outcome:
     """Create and run each variant in turn (each recorded in the group as soon as its folder
     exists); the group ends with the outcome's state and error."""
-    from ..core import launch
+    from amptui.jobs import launch
 
     group.update(state="running", variants=[name for name, _ in variants])
     outcome = Outcome(total=len(variants))

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .spawn import spawn
+from amptui.jobs.spawn import spawn
 
 DETACH = "--detach"
 KINDS = ("run", "resume", "ab", "tune")
@@ -52,7 +52,7 @@ def relaunch(argv: Sequence[str], extra: Sequence[str], log: Path) -> subprocess
 
 def amptui_args(sub: str, preset_ref: str, overrides: Mapping[str, Any], *extra: str) -> list[str]:
     """`SUB PRESET --detach EXTRA --set KEY=VALUE...`: a detached start's arguments for `start`."""
-    from ..core.runops import toml_value
+    from amptui.core.run.runops import toml_value
 
     command = [sub, preset_ref, DETACH, *extra]
     for key, value in overrides.items():

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import UserError
+from amptui.core.errors import UserError
 
 GROUPS_DIR = ".ab"
 ACTIVE_STATES = ("checking", "running")
@@ -46,12 +46,12 @@ class Group:
 
     @property
     def active(self) -> bool:
-        from ..core.runs import process_alive
+        from amptui.core.run.runs import process_alive
 
         return self.state in ACTIVE_STATES and process_alive(self.launch)
 
     def save(self) -> None:
-        from ..core.presets import atomic_write_text
+        from amptui.core.config.presets import atomic_write_text
 
         data = {"preset": self.preset_ref, "preset_name": self.preset, "overrides": self.overrides,
                 "variants_spec": self.variants_spec, "runs_root": str(self.path.parent.parent.resolve()),

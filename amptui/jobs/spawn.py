@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..core import safefile
+from amptui.core import safefile
 
 
 def spawn(command: Sequence[str], log: Path, *, env: Mapping[str, str] | None = None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..core.precision import DTYPES
+from amptui.core.config.precision import DTYPES
 
 BACKOFF_STREAK = 5          # consecutive skipped steps that make an alarm, once the scale has settled
 CALIBRATION_STREAK = 16     # before the first growth a high init_scale is still coming down: allow 2**16

@@ -17,7 +17,7 @@ def device_info(device: torch.device) -> dict:
     if device.type == "cuda":
         return {"type": "cuda", "name": torch.cuda.get_device_name(device),
                 "count": torch.cuda.device_count(), "index": device.index}
-    from ..cpu_features import cpu_name
+    from amptui.machine.cpu import cpu_name
 
     return {"type": device.type, "name": cpu_name(), "count": os.cpu_count() or 1, "index": None}
 

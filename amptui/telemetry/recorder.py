@@ -20,16 +20,16 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from ..core.config import Config
-from ..core.events import EventWriter
-from ..core.precision import Precision
-from ..core.records import EPOCH, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
-from . import torch_amp
-from .alarms import ScaleAlarms
-from .device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
-from .meter import StepMeter, TimedBatches
-from .scaler import OverflowTracer, scaler_events
-from .sinks import EventStream, Sink
+from amptui.core.config.precision import Precision
+from amptui.core.config.values import Config
+from amptui.core.events import EventWriter
+from amptui.core.records import EPOCH, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
+from amptui.telemetry import torch_amp
+from amptui.telemetry.alarms import ScaleAlarms
+from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
+from amptui.telemetry.meter import StepMeter, TimedBatches
+from amptui.telemetry.scaler import OverflowTracer, scaler_events
+from amptui.telemetry.sinks import EventStream, Sink
 
 
 @dataclass

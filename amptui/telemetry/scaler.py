@@ -16,6 +16,7 @@ the parameters that overflowed.
 from __future__ import annotations
 
 from collections import deque
+
 import torch
 
 
@@ -41,7 +42,7 @@ def scaler_events(step0: int, previous: float | None, scales: list[float],
 
 def rank_overflow(names: list[str], counts: list[float], limit: int = 8) -> list[str]:
     """Parameter names with non-finite gradient values, worst (most of them) first."""
-    ranked = sorted(((c, n) for n, c in zip(names, counts) if c), key=lambda t: -t[0])
+    ranked = sorted(((c, n) for n, c in zip(names, counts, strict=False) if c), key=lambda t: -t[0])
     return [name.removeprefix("module.") for _, name in ranked[:limit]]
 
 

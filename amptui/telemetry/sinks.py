@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..core.events import EventWriter
-from ..core.records import Epoch, Step
+from amptui.core.events import EventWriter
+from amptui.core.records import Epoch, Step
 
 
 class Sink(Protocol):

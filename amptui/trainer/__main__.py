@@ -10,9 +10,9 @@ from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from ..core import runlock
-from ..core.errors import UserError
-from .loop import run
+from amptui.core.errors import UserError
+from amptui.core.run import runlock
+from amptui.trainer.loop import run
 
 
 @record  # anything that escapes the loop's own handling still reaches torchelastic's error file

@@ -13,13 +13,13 @@ from typing import Any
 
 import torch
 
-from ..core import checkpoints as info
-from ..core.checkpoints import code_fingerprint as code_fingerprint  # saved with a checkpoint, compared on resume
-from ..core.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
-from ..core.config import Config
-from ..core.runfiles import CHECKPOINT_DIR
-from ..core.safefile import atomic_writer, open_file
-from ..core.runfiles import CHECKPOINT_FILE as FILENAME
+from amptui.core import checkpoints as info
+from amptui.core.checkpoints import code_fingerprint as code_fingerprint  # saved with a checkpoint, compared on resume
+from amptui.core.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
+from amptui.core.config.values import Config
+from amptui.core.run.runfiles import CHECKPOINT_DIR
+from amptui.core.run.runfiles import CHECKPOINT_FILE as FILENAME
+from amptui.core.safefile import atomic_writer, open_file
 
 
 def rng_state() -> dict[str, Any]:
@@ -77,7 +77,7 @@ def _reason(exc: BaseException) -> str:
 def load(directory: Path, map_location: torch.device | str = "cpu", require: tuple[str, ...] = ()) -> dict[str, Any]:
     """The checkpoint's state, or a UserError in one line when the file is empty, truncated,
     not a checkpoint, or lacks a `require`d key (REQUIRED: not one of amptui's trainer)."""
-    from ..core.errors import UserError
+    from amptui.core.errors import UserError
 
     path = Path(directory) / FILENAME
     try:
@@ -108,8 +108,8 @@ def check_resume(run_dir: Path, current: Config) -> None:
 def check_fits(state: dict[str, Any], path: Path, cfg: Config) -> None:
     """Refuse a checkpoint whose model tensors do not fit the model config.toml describes (built on
     the meta device: no memory, no weights read). Models from a user's factory are left to load."""
-    from ..core.errors import UserError
-    from .models import build_model
+    from amptui.core.errors import UserError
+    from amptui.trainer.models import build_model
 
     if cfg.model.factory or not isinstance(state.get("model"), dict):
         return

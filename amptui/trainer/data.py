@@ -23,9 +23,9 @@ from typing import Any, Iterator, Protocol
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from ..core import preflight
-from ..core.config import Config
-from ..core.schema import DataConfig
+from amptui.core import preflight
+from amptui.core.config.schema import DataConfig
+from amptui.core.config.values import Config
 
 # torchvision checks CIFAR-10's md5 sums. Tests write a tiny CIFAR-10 in the real format, which
 # cannot match them; this variable skips only that check (nothing else about the format).
@@ -137,8 +137,8 @@ def build_user_datasets(cfg: Config) -> tuple[Dataset, Dataset | None]:
     """`data.factory = "package.module:function"` returning (train, validation) map-style datasets
     (validation may be None). The function gets those of root, img_size, augment, train_samples,
     val_samples, seed and num_classes that it names as parameters. Failures are UserErrors."""
-    from ..core import usercode
-    from ..core.errors import UserError
+    from amptui.core import usercode
+    from amptui.core.errors import UserError
 
     ref, key = cfg.data.factory, "data.factory"
     fn = usercode.load_factory(ref, key)
@@ -174,7 +174,7 @@ def choose_criterion(cfg: Config, train) -> torch.nn.Module:
     """The loss for this run's data: MSE for the recipe's random regression tensors and for float
     targets of a `data.factory`; CrossEntropy for integer class labels. `train` is what
     `build_train_val` returned for training. Looks at one sample (factories only)."""
-    from ..core.errors import UserError
+    from amptui.core.errors import UserError
 
     if isinstance(train, RandomBatches):
         return torch.nn.MSELoss()
@@ -270,7 +270,7 @@ def prefetch_to_device(batches: Iterator, device: torch.device) -> Iterator:
 
 def default_num_workers(cfg: Config) -> int:
     """`data.num_workers` as an int: an explicit number, or "auto" decided for this machine."""
-    from ..core.config import resolve_num_workers
+    from amptui.core.config.values import resolve_num_workers
 
     return resolve_num_workers(cfg)
 

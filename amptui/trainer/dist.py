@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ..core.schema import RunConfig
-from ..telemetry import ddp
-from .models import compile_if_asked
+from amptui.core.config.schema import RunConfig
+from amptui.telemetry import ddp
+from amptui.trainer.models import compile_if_asked
 
 if TYPE_CHECKING:
-    from .state import Autocast
+    from amptui.trainer.state import Autocast
 
 
 class Dist:

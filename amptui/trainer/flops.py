@@ -67,7 +67,7 @@ def count_for_real(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor
             loss.backward()          # outside autocast, as in the trainer
         return int(counter.get_total_flops())
     finally:
-        for p, g in zip(params, saved_grads):
+        for p, g in zip(params, saved_grads, strict=False):
             p.grad = g
         with torch.no_grad():
             for name, b in model.named_buffers():

@@ -34,18 +34,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..core import config as cfgmod
-from ..core import preflight
-from ..core.errors import UserError
-from ..core.events import EventWriter, events_file
-from ..core.fmt import fmt_accuracy
-from ..core.records import Checkpoint
-from ..core.runfiles import STOP_FILE
-from ..telemetry import Recorder, torch_amp
-from .dist import Dist
-from .recording import attach_recorder, record_failure
-from .resume import Progress, restore, write_checkpoint
-from .state import TrainingState, build_state, choose_device
+from amptui.core import preflight
+from amptui.core.config import values as cfgmod
+from amptui.core.errors import UserError
+from amptui.core.events import EventWriter, events_file
+from amptui.core.fmt import fmt_accuracy
+from amptui.core.records import Checkpoint
+from amptui.core.run.runfiles import STOP_FILE
+from amptui.telemetry import Recorder, torch_amp
+from amptui.trainer.dist import Dist
+from amptui.trainer.recording import attach_recorder, record_failure
+from amptui.trainer.resume import Progress, restore, write_checkpoint
+from amptui.trainer.state import TrainingState, build_state, choose_device
 
 
 class StopRequested(Exception):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..core.pretrained import torchvision_weights
-from ..core.schema import ModelConfig, RunConfig
+from amptui.core.config.schema import ModelConfig, RunConfig
+from amptui.core.pretrained import torchvision_weights
 
 CNNS = ("alexnet", "resnet18", "smallcnn")
 
@@ -64,8 +64,8 @@ def build_user_model(model_cfg: ModelConfig) -> nn.Module:
     """`model.factory = "package.module:function"`: called with `model.args` as keyword arguments
     (plus num_classes when it names that parameter or takes **kwargs); must return an nn.Module.
     Every failure is a UserError naming the factory."""
-    from ..core import usercode
-    from ..core.errors import UserError
+    from amptui.core import usercode
+    from amptui.core.errors import UserError
 
     ref, key = model_cfg.factory, "model.factory"
     fn = usercode.load_factory(ref, key)

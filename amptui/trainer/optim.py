@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ..core.config import Config
+from amptui.core.config.values import Config
 
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 

@@ -8,9 +8,9 @@ import time
 import traceback
 from pathlib import Path
 
-from ..core.config import Config
-from ..telemetry import Recorder
-from .state import TrainingState
+from amptui.core.config.values import Config
+from amptui.telemetry import Recorder
+from amptui.trainer.state import TrainingState
 
 
 def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_dir: Path, rank: int) -> None:
@@ -19,7 +19,7 @@ def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_d
     alarms for this precision."""
     recorder.attach(scaler=state.scaler, optimizer=state.optimizer, model=state.model)
     if cfg.log.tensorboard and rank == 0:
-        from .tensorboard import TensorBoardScalars
+        from amptui.trainer.tensorboard import TensorBoardScalars
 
         recorder.sinks.append(TensorBoardScalars(run_dir))
     recorder.step_flops = state.step_flops

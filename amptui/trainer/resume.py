@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..core.config import Config
-from ..telemetry import Counters
-from . import checkpoint
-from .state import TrainingState
+from amptui.core.config.values import Config
+from amptui.telemetry import Counters
+from amptui.trainer import checkpoint
+from amptui.trainer.state import TrainingState
 
 
 @dataclass

@@ -15,17 +15,17 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..core.config import Config
-from ..core.errors import UserError
-from ..core.precision import Precision
-from ..core.schema import AmpConfig, ModelConfig, RunConfig
-from ..telemetry.scaler import SkipLedger
-from . import checkpoint, host_memory
-from .data import BatchSource, build_train_val, choose_criterion
-from .dist import Dist, parallelize
-from .faults import Faults
-from .models import CNNS, build_model
-from .optim import Schedule, build_optimizer
+from amptui.core.config.precision import Precision
+from amptui.core.config.schema import AmpConfig, ModelConfig, RunConfig
+from amptui.core.config.values import Config
+from amptui.core.errors import UserError
+from amptui.telemetry.scaler import SkipLedger
+from amptui.trainer import checkpoint, host_memory
+from amptui.trainer.data import BatchSource, build_train_val, choose_criterion
+from amptui.trainer.dist import Dist, parallelize
+from amptui.trainer.faults import Faults
+from amptui.trainer.models import CNNS, build_model
+from amptui.trainer.optim import Schedule, build_optimizer
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def count_flops(model: nn.Module, criterion: nn.Module, train_data: BatchSource,
                 accumulate: int, log: Callable[[str], None]) -> int | None:
     """FLOPs of one optimizer step, counted once on a real batch (achieved TFLOP/s = this x
     steps / time). The batch is drawn with the RNG state saved and put back."""
-    from .flops import count_step_flops
+    from amptui.trainer.flops import count_step_flops
 
     rng = checkpoint.rng_state()
     try:
@@ -162,6 +162,6 @@ def count_flops(model: nn.Module, criterion: nn.Module, train_data: BatchSource,
 def measure_peak(device: torch.device, autocast: Autocast) -> float:
     """The device's measured matmul TFLOP/s in the forward pass's dtype (cached per device model).
     One rank measures: ranks sharing a CPU would only slow each other down."""
-    from ..hardware import peak_tflops
+    from amptui.machine.hardware import peak_tflops
 
     return peak_tflops(device, autocast.compute_dtype)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..core.records import EPOCH, STEP, Epoch, Step
-from ..telemetry.sinks import Sink
+from amptui.core.records import EPOCH, STEP, Epoch, Step
+from amptui.telemetry.sinks import Sink
 
 STEP_SCALARS = (STEP.loss, STEP.lr, STEP.scale, STEP.skipped_total, STEP.samples_per_s, STEP.step_time_ms,
                 STEP.grad_norm, STEP.tflops)

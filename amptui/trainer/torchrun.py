@@ -17,11 +17,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..core import launch, runlock
-from ..core.errors import UserError
-from ..core.events import EventReader, EventWriter, primary_events_file
-from ..core.records import START, End, ErrorInfo
-from ..core.runstate import fold
+from amptui.core.errors import UserError
+from amptui.core.events import EventReader, EventWriter, primary_events_file
+from amptui.core.records import START, End, ErrorInfo
+from amptui.core.run import runlock
+from amptui.core.run.runstate import fold
+from amptui.jobs import launch
 
 
 def first_failure(exc) -> tuple[int, dict]:

@@ -10,14 +10,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
-from ...core import compare as cmp
-from ...core import runops
-from ...core.errors import UserError
-from ..picture import save_screen
-from ..widgets.plot import COLORS, Figure, Line, MetricPlot
-from .base import DashboardScreen, in_background
-from .keys import KeysMixin
-
+from amptui.core import compare as cmp
+from amptui.core.errors import UserError
+from amptui.core.run import runops
+from amptui.dashboard.picture import save_screen
+from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.screens.keys import KeysMixin
+from amptui.dashboard.widgets.plot import COLORS, Figure, Line, MetricPlot
 
 MARKERS = ("•", "+", "×", "▪", "◆")  # runs after the baseline, whose line shows between them
 BAND = (90, 90, 90)  # the baseline's noise band: dim grey
@@ -74,7 +73,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
 
     @staticmethod
     def row_cells(row: cmp.CompareRow) -> dict[str, str]:
-        return dict(zip(cmp.HEADERS, cmp.cells(row)))
+        return dict(zip(cmp.HEADERS, cmp.cells(row), strict=False))
 
     @in_background("compare", "reading the runs to compare")
     def load(self) -> None:
@@ -111,7 +110,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         xs_all = [x for xs, _ in curves for x in xs]
         x_range = (min(xs_all), max(xs_all)) if xs_all else None
         lines = []
-        for i, (s, (xs, ys)) in enumerate(zip(summaries, curves)):
+        for i, (s, (xs, ys)) in enumerate(zip(summaries, curves, strict=False)):
             label = f"{i + 1} {s.preset} {s.precision_words}".strip()
             marker = "braille" if i == 0 else MARKERS[(i - 1) % len(MARKERS)]
             lines.append(Line(xs, ys, label=label, color=COLORS[i % len(COLORS)],

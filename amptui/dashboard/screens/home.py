@@ -13,21 +13,21 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ...core import config as cfgmod
-from ...core import presets as presetmod
-from ...core import runops
-from ...core.errors import ConfigError, UserError
-from ...core.fmt import fmt_duration, shown
-from ...core.fmt import fmt_accuracy as fmt_acc, fmt_loss
-from ...core.runs import RunInfo
-from ...jobs import groups as groupmod
-from ..runscache import RunsCache
-from ..widgets.runtable import RunTable
-from ..widgets.toggles import TogglesPanel
-from .base import DashboardScreen, in_background
-from .home_launch import LaunchActions
-from .home_runs import RunActions
-from .keys import KeysMixin, with_reasons
+from amptui.core.config import presets as presetmod
+from amptui.core.config import values as cfgmod
+from amptui.core.errors import ConfigError, UserError
+from amptui.core.fmt import fmt_accuracy as fmt_acc
+from amptui.core.fmt import fmt_duration, fmt_loss, shown
+from amptui.core.run import runops
+from amptui.core.run.runs import RunInfo
+from amptui.dashboard.runscache import RunsCache
+from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.screens.home_launch import LaunchActions
+from amptui.dashboard.screens.home_runs import RunActions
+from amptui.dashboard.screens.keys import KeysMixin, with_reasons
+from amptui.dashboard.widgets.runtable import RunTable
+from amptui.dashboard.widgets.toggles import TogglesPanel
+from amptui.jobs import groups as groupmod
 
 RUNS_REFRESH_S = 2.0
 RUNS_GROUP = "home-runs"  # the worker that reads the run list
@@ -273,7 +273,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         cfg = self._current_values()
         if cfg is None:
             return
-        from .modals import SaveAsModal
+        from amptui.dashboard.screens.modals import SaveAsModal
 
         source = self.preset
 

@@ -10,13 +10,13 @@ from typing import Any
 
 from textual.worker import Worker
 
-from ...core import presets as presetmod
-from ...core import runops
-from ...core import tune as T
-from ...core.precision import PRECISION_KEYS
-from ...jobs import detached
-from ..widgets.toggles import TogglesPanel
-from .base import in_background
+from amptui.core.config import presets as presetmod
+from amptui.core.config.precision import PRECISION_KEYS
+from amptui.core.run import runops
+from amptui.dashboard.screens.base import in_background
+from amptui.dashboard.widgets.toggles import TogglesPanel
+from amptui.jobs import detached
+from amptui.tune import plan as T
 
 LAUNCH_GROUP = "home-launch"  # runs and resumes: one start at a time
 
@@ -120,7 +120,7 @@ class LaunchActions:
         if error or not started:
             self.notify(f"could not start the tune: {error}", severity="error", timeout=10)
             return
-        from .tune import TuneScreen
+        from amptui.dashboard.screens.tune import TuneScreen
 
         self.app.push_screen(TuneScreen(Path(started["result"]), Path(started["log"])))
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from ...core import runops, trust
-from ...core.errors import UserError
-from ...jobs import detached
-from .base import in_background
-from .home_launch import LAUNCH_GROUP
+from amptui.core import trust
+from amptui.core.errors import UserError
+from amptui.core.run import runops
+from amptui.dashboard.screens.base import in_background
+from amptui.dashboard.screens.home_launch import LAUNCH_GROUP
+from amptui.jobs import detached
 
 
 class RunActions:
@@ -18,7 +19,7 @@ class RunActions:
         if not foreign:
             self._start_resume(info.run_id, [])
             return
-        from .modals import ConfirmModal
+        from amptui.dashboard.screens.modals import ConfirmModal
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -48,7 +49,7 @@ class RunActions:
             self.notify(f"run {info.run_id} is running; stop it before deleting it (w, then s)",
                         severity="warning", timeout=6)
             return
-        from .modals import ConfirmModal
+        from amptui.dashboard.screens.modals import ConfirmModal
 
         def answer(yes: bool | None) -> None:
             if not yes:
@@ -69,6 +70,6 @@ class RunActions:
         info = self._highlighted_info()
         if info is None:
             return
-        from .modals import RunInfoModal
+        from amptui.dashboard.screens.modals import RunInfoModal
 
         self.app.push_screen(RunInfoModal(info.path, self.app.runs_display))

@@ -11,12 +11,12 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from ...core import config as cfgmod
-from ...core import presets as presetmod
-from ...core import safefile
-from ...core.config import TOML_LIMIT
-from ...core.fmt import shown
-from ...core.errors import UserError
+from amptui.core import safefile
+from amptui.core.config import presets as presetmod
+from amptui.core.config import values as cfgmod
+from amptui.core.config.values import TOML_LIMIT
+from amptui.core.errors import UserError
+from amptui.core.fmt import shown
 
 
 class ConfirmModal(ModalScreen[bool]):
@@ -131,7 +131,7 @@ class RunInfoModal(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         from rich.syntax import Syntax
 
-        from ...core import runops
+        from amptui.core.run import runops
 
         try:
             command = runops.equivalent_command(self.run_dir, self.runs_display)

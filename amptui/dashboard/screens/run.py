@@ -14,17 +14,17 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
-from ...core.fmt import shown
-from ...core.inputbound import notice
-from ..runmodel import RunModel
-from ..runtail import RunTail
-from ..picture import save_screen
-from ..widgets.plot import MetricPlot
-from .base import DashboardScreen, in_background
-from .keys import KeysMixin, with_reasons
-from .run_controls import RunControls
-from .run_header import header_line, progress_line, stats_line
-from .run_panels import RunPanels
+from amptui.core.fmt import shown
+from amptui.core.inputbound import notice
+from amptui.dashboard.picture import save_screen
+from amptui.dashboard.runmodel import RunModel
+from amptui.dashboard.runtail import RunTail
+from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.screens.keys import KeysMixin, with_reasons
+from amptui.dashboard.screens.run_controls import RunControls
+from amptui.dashboard.screens.run_header import header_line, progress_line, stats_line
+from amptui.dashboard.screens.run_panels import RunPanels
+from amptui.dashboard.widgets.plot import MetricPlot
 
 FLUSH_HZ = 4
 PLOT_HZ = 2
@@ -117,7 +117,7 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        for i, (key, name) in enumerate(PANELS):
+        for i, (key, _name) in enumerate(PANELS):
             self.query_one(f"#p-{key}").border_title = f"{i + 1} {TITLES[key]}"
         self.query_one("#error-panel").display = False
         self.query_one("#warning-bar").display = False
@@ -138,7 +138,7 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
 
     def _tabs(self) -> None:
         parts = []
-        for i, (key, name) in enumerate(PANELS):
+        for i, (_key, name) in enumerate(PANELS):
             style = "bold reverse" if i == self.active else "dim"
             parts.append((f" {i + 1} {name} ", style))
             parts.append(" ")

@@ -10,10 +10,10 @@ from rich.text import Text
 from textual.widgets import Static
 from textual.worker import Worker
 
-from ...core import runops
-from ...core.errors import UserError
-from ...core.fmt import shown as escaped
-from .base import in_background
+from amptui.core.errors import UserError
+from amptui.core.fmt import shown as escaped
+from amptui.core.run import runops
+from amptui.dashboard.screens.base import in_background
 
 TRACEBACK_LINES = 6  # of a failed run's traceback, under its error (2 in the compact layout)
 
@@ -91,7 +91,7 @@ class RunControls:
         return Text(f"no resume: {self._resume_refusal}", style="dim")
 
     def action_stop(self) -> None:
-        from .modals import ConfirmModal
+        from amptui.dashboard.screens.modals import ConfirmModal
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -106,7 +106,7 @@ class RunControls:
 
     @in_background("run-stop", "stopping the run")
     def _stop(self) -> None:
-        from ...core import launch
+        from amptui.jobs import launch
 
         try:
             info = launch.stop(self.run_dir, wait_s=60)
@@ -121,13 +121,13 @@ class RunControls:
         self.notify(message, severity=severity)
 
     def action_resume(self) -> None:
-        from ...core import trust
+        from amptui.core import trust
 
         foreign = trust.foreign_code(self.run_dir)
         if not foreign:
             self._start_resume([])
             return
-        from .modals import ConfirmModal
+        from amptui.dashboard.screens.modals import ConfirmModal
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -149,7 +149,7 @@ class RunControls:
         """`amptui resume RUN_ID --detach` (launch.check_resumable + start(resume=True)); the tail
         picks up the new session's records on this screen. `flags`: --trust-code once the user said
         yes to the code the run names (core/trust.py)."""
-        from ...jobs import detached
+        from amptui.jobs import detached
 
         started, error = detached.start(["resume", self.run_dir.name, detached.DETACH, *flags, "--runs-dir",
                                          str(self.run_dir.parent)])
@@ -165,7 +165,7 @@ class RunControls:
         self.refresh_bindings()
 
     def action_info(self) -> None:
-        from .modals import RunInfoModal
+        from amptui.dashboard.screens.modals import RunInfoModal
 
         self.app.push_screen(RunInfoModal(self.run_dir, self.app.runs_display))
 

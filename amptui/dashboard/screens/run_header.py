@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ...core.fmt import fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_scale, shown
-from ..runmodel import RunModel
+from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_scale, shown
+from amptui.dashboard.runmodel import RunModel
 
 STATUS_STYLE = {"running": "bold green", "completed": "bold cyan", "stopped": "bold yellow",
                 "failed": "bold red", "killed": "bold red", "damaged": "bold red", "starting": "green"}

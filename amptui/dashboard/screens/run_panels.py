@@ -12,12 +12,12 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from ...core import axis
-from ...core.fmt import fmt_accuracy as fmt_acc
-from ...core.fmt import fmt_bytes, fmt_loss, fmt_scale
-from ...core.precision import DTYPES, Precision
-from ...core.series import Series, interpolate, rolling_median
-from ..widgets.plot import COLORS, Figure, Line, MetricPlot
+from amptui.core import axis
+from amptui.core.config.precision import DTYPES, Precision
+from amptui.core.fmt import fmt_accuracy as fmt_acc
+from amptui.core.fmt import fmt_bytes, fmt_loss, fmt_scale
+from amptui.core.series import Series, interpolate, rolling_median
+from amptui.dashboard.widgets.plot import COLORS, Figure, Line, MetricPlot
 
 MEDIAN_WINDOW = 9  # throughput windows in the rolling median drawn over the raw ones
 RAW_SPEED = (150, 95, 40)  # the raw throughput windows: a dim orange under the median
@@ -56,7 +56,7 @@ class RunPanels:
             return xs, ys
         kx, ky = self.model.time_s.points()
         at = interpolate(xs, kx, ky)
-        kept = [(t, y) for t, y in zip(at, ys) if t is not None]
+        kept = [(t, y) for t, y in zip(at, ys, strict=False) if t is not None]
         return [t for t, _ in kept], [y for _, y in kept]
 
     def x_range(self) -> tuple[float, float] | None:

@@ -20,10 +20,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Static
 
-from ...core import safefile
-from ...core import tune as T
-from ...core.errors import UserError
-from .base import DashboardScreen, in_background
+from amptui.core import safefile
+from amptui.core.errors import UserError
+from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.tune import plan as T
 
 REFRESH_S = 1.0
 

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from textual_plotext import PlotextPlot
 
-from ...core import axis
+from amptui.core import axis
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
 
@@ -91,7 +91,7 @@ class MetricPlot(PlotextPlot):
         plt.clear_data()
         plt.clear_figure()
         x_lo, x_hi = self._x_limits(fig)
-        visible = [(line, [(x, y) for x, y in zip(line.xs, line.ys)
+        visible = [(line, [(x, y) for x, y in zip(line.xs, line.ys, strict=False)
                            if x_lo <= x <= x_hi and y is not None and math.isfinite(y)]) for line in fig.lines]
         legend = fig.legend and sum(1 for line, pts in visible if pts and line.label) > 1
         for line, pts in visible:

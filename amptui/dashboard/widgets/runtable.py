@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from ...core import trust
-from ...core.fmt import fmt_duration, shown
-from ...core.runs import RunInfo
+from amptui.core import trust
+from amptui.core.fmt import fmt_duration, shown
+from amptui.core.run.runs import RunInfo
 
 STATUS_STYLE = {"running": "bold green", "completed": "cyan", "stopped": "yellow", "failed": "bold red",
                 "killed": "red", "damaged": "bold red", "starting": "green"}
@@ -108,7 +108,7 @@ class RunTable(DataTable):
             changed = False
             for r in runs:
                 row = self.get_row(r.run_id)
-                for key, old, value in zip(keys, row, self._cells(r)):
+                for key, old, value in zip(keys, row, self._cells(r), strict=False):
                     if key != "id" and old != value:
                         self.update_cell(r.run_id, key, value)
                         changed = True

@@ -14,11 +14,11 @@ from textual.message import Message
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from ...core import config as cfgmod
-from ...core.errors import ConfigError
-from ...core.precision import Precision
-from ...core.runops import gpu_count_guess
-from ...cpu_features import emulated_dtype_notice
+from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import Precision
+from amptui.core.errors import ConfigError
+from amptui.core.run.runops import gpu_count_guess
+from amptui.machine.cpu import emulated_dtype_notice
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -13,9 +13,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .inputbound import DataWait
-from .precision import Precision
-from .records import END, EPOCH, START, STEP, WARNING, End, Epoch, Scaler, Start, Step, WarningRecord
+from amptui.core.config.precision import Precision
+from amptui.core.inputbound import DataWait
+from amptui.core.records import END, EPOCH, START, STEP, WARNING, End, Epoch, Scaler, Start, Step, WarningRecord
 
 WARNINGS_KEPT = 10
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:  # config imports this module (its schema names the dtypes)
-    from .config import Config
+    from amptui.core.config.values import Config
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from .errors import UserError
-from .precision import DTYPES, PRECISION_KEYS, Precision, auto_dtype, variant_names
+from amptui.core.config.precision import DTYPES, PRECISION_KEYS, Precision, auto_dtype, variant_names
+from amptui.core.errors import UserError
 
 
 class _Variants(Mapping[str, dict[str, object]]):

@@ -10,9 +10,8 @@ import math
 import statistics
 from typing import Any
 
-from .inputbound import input_bound
-from .tune import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, Trial
-
+from amptui.core.inputbound import input_bound
+from amptui.tune.plan import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, Trial
 
 # --- the accuracy guard -------------------------------------------------------------------------
 
@@ -32,7 +31,7 @@ def noise_band(reference: Trial, second: Trial | None) -> tuple[float, str]:
         if gaps:
             return max(max(gaps), floor), "two fp32 seeds"
     losses = list(ref.values())
-    diffs = [abs(b - a) for a, b in zip(losses, losses[1:])]
+    diffs = [abs(b - a) for a, b in zip(losses, losses[1:], strict=False)]
     spread = statistics.median(diffs) * 2 if diffs else 0.0
     return max(spread, floor), "fp32's window-to-window spread"
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import config as cfgmod
-from . import runs as runsmod
-from .precision import PRECISION_KEYS
-from .errors import UserError
-from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE
-from .safefile import atomic_write_text
+from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import PRECISION_KEYS
+from amptui.core.errors import UserError
+from amptui.core.run import runs as runsmod
+from amptui.core.run.runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE
+from amptui.core.safefile import atomic_write_text
 
 _NOT_A_DIFFERENCE = {"run.name"}  # a run's name is its preset's: the preset column already shows it
 
@@ -72,7 +72,8 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
     run.json says) is refused, and no resume can start in a half-removed folder. The folder is
     first renamed out of the way (atomic), then removed. `alive`: for folders from before the lock
     file, run.json's pid check."""
-    from . import runlock, trust
+    from amptui.core import trust
+    from amptui.core.run import runlock
 
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
@@ -117,7 +118,7 @@ def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
     machine it ran on: auto values are shown as decided)."""
     import shlex
 
-    from . import presets as presetmod
+    from amptui.core.config import presets as presetmod
 
     cfg = run_config(run_dir)
     name, script = cfg.run.name, cfg.run.script

@@ -1,7 +1,7 @@
 """`amptui tune`: the search space, the measurement of a trial, the result file and its table
 (the accuracy guard and the verdict are in core/tune_verdict.py).
 
-No processes and no torch here (the runner, amptui/tune_runner.py, launches the trials); everything
+No processes and no torch here (the runner, amptui/tune/runner.py, launches the trials); everything
 works on event records and plain dicts, so the dashboard and the tests can use it directly.
 
 A tune's result is one JSON file beside its trials' run folders, `runs/<tune_id>.tune.json`,
@@ -17,14 +17,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import config as cfgmod
-from .ab import VARIANTS
-from .compare import _peak_of
-from .errors import UserError
-from .fmt import fmt_bytes
-from . import safefile
-from .safefile import atomic_write_text
-from .records import END, STEP, End, Step
+from amptui.core import safefile
+from amptui.core.compare import _peak_of
+from amptui.core.config import values as cfgmod
+from amptui.core.config.variants import VARIANTS
+from amptui.core.errors import UserError
+from amptui.core.fmt import fmt_bytes
+from amptui.core.records import END, STEP, End, Step
+from amptui.core.safefile import atomic_write_text
 
 # --- the search space -------------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ def notes(result: dict[str, Any]) -> list[str]:
 
 def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, str]:
     """(name, config, source preset name) of the winner: the tuned preset's content."""
-    from .presets import find_preset
+    from amptui.core.config.presets import find_preset
 
     winner = result.get("winner")
     if not winner:
@@ -250,7 +250,7 @@ def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, st
 
 def save_winner(result: dict[str, Any]) -> Path:
     """Write the winner as the saved preset `<preset>-tuned` (atomic; replaces an older tune's)."""
-    from .presets import save_preset
+    from amptui.core.config.presets import save_preset
 
     name, cfg, source = winner_preset_values(result)
     return save_preset(name, cfg, force=True, source=f"{source} by amptui tune {result.get('tune_id', '')}")

@@ -20,9 +20,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from . import safefile
-from .errors import ConfigError
-from .schema import (
+from amptui.core import safefile
+from amptui.core.config.schema import (
     SCHEMA,
     SECTIONS,
     AmpConfig,
@@ -37,6 +36,7 @@ from .schema import (
     SchedConfig,
     defaults,
 )
+from amptui.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import config as cfgmod
-from .errors import ConfigError, UserError
-from .fmt import shown
-from .safefile import atomic_write_text as atomic_write_text  # importable from here for older callers
+from amptui.core.config import values as cfgmod
+from amptui.core.errors import ConfigError, UserError
+from amptui.core.fmt import shown
+from amptui.core.safefile import atomic_write_text as atomic_write_text  # importable from here for older callers
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "presets"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")

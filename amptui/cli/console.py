@@ -19,14 +19,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column, Table
 from rich.text import Text
 
-from .core.fmt import (fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_lr, fmt_rate, fmt_scale,
-                       fmt_time, shown)
-from .core import trust
-from .core.inputbound import notice
-from .core.precision import Precision
-from .core.records import END, EPOCH, SCALER, START, STEP, End, Start, Step
-from .core.runs import RunInfo
-from .core.runstate import RunState
+from amptui.core import trust
+from amptui.core.config.precision import Precision
+from amptui.core.fmt import (
+    fmt_accuracy,
+    fmt_bytes,
+    fmt_duration,
+    fmt_loss,
+    fmt_lr,
+    fmt_rate,
+    fmt_scale,
+    fmt_time,
+    shown,
+)
+from amptui.core.inputbound import notice
+from amptui.core.records import END, EPOCH, SCALER, START, STEP, End, Start, Step
+from amptui.core.run.runs import RunInfo
+from amptui.core.run.runstate import RunState
 
 
 def terminal(out: TextIO | None = None) -> Console | None:
@@ -66,7 +75,7 @@ def emulated_notice(start: dict[str, Any] | None) -> str | None:
     this machine's CPU (a run from another host is not judged by this CPU)."""
     import socket
 
-    from .hardware import emulated_dtype_notice
+    from amptui.machine.hardware import emulated_dtype_notice
 
     start = start or {}
     if start.get(START.host) not in (None, socket.gethostname()):
@@ -260,7 +269,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: Text
             table.add_column(h, no_wrap=h in no_wrap, overflow="fold", justify="right" if h in right else "left")
         for row in rows:
             table.add_row(*(Text(shown(cell)) if isinstance(cell, str) else cell
-                            for h, cell in zip(headers, row) if h in columns))
+                            for h, cell in zip(headers, row, strict=False) if h in columns))
         if console.measure(table, options=console.options.update_width(10_000)).maximum <= console.width:
             break
     console.print(table)
@@ -277,7 +286,7 @@ def print_lines(lines: Sequence[str], out: TextIO | None = None) -> None:
 
 def plain_table(rows: list[tuple[str, ...]]) -> str:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in rows)
 
 
 def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
@@ -300,7 +309,7 @@ def print_compare(rows, out: TextIO | None = None) -> None:
     than a narrow terminal can spare), short headers, and the least wanted columns left out until
     it fits. Elsewhere every column as plain text (compare.render)."""
     out = out if out is not None else sys.stdout
-    from .core import compare
+    from amptui.core import compare
 
     console = terminal(out)
     if console is None:
@@ -321,7 +330,7 @@ def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
     """`amptui compare` / `ab`: the table, then its notes (warnings when the runs differ in more
     than precision, how it is measured). csv and json stay machine-readable: warnings go to stderr."""
     out = out if out is not None else sys.stdout
-    from .core import compare
+    from amptui.core import compare
 
     summaries = [compare.summarize(d) for d in run_dirs]
     rows = compare.compare_rows(summaries)

@@ -12,14 +12,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import cli_pictures, cli_tune
-from .cli_parser import build_parser
-from .core.errors import UserError
-from .jobs.detached import announce
+from amptui.cli import pictures as cli_pictures
+from amptui.cli import tune as cli_tune
+from amptui.cli.parser import build_parser
+from amptui.core.errors import UserError
+from amptui.jobs.detached import announce
 
 if TYPE_CHECKING:
-    from .core.config import Config
-from .core.fmt import shown
+    from amptui.core.config.values import Config
+from amptui.core.fmt import shown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
 # --- commands ------------------------------------------------------------------------------------
 
 def cmd_run(args) -> int:
-    from .core import config, launch, presets, runs
+    from amptui.core.config import presets
+    from amptui.core.config import values as config
+    from amptui.core.run import runs
+    from amptui.jobs import launch
 
     if not args.preset and not args.script:
         raise UserError("name a preset (see `amptui presets list`) or a script with --script FILE")
@@ -65,7 +69,7 @@ def _print_launch(args, preset, overrides) -> int:
     """Each node's `amptui run` line, and the torchrun command it starts there."""
     import shlex
 
-    from .core import launch
+    from amptui.jobs import launch
 
     cfg = launch.resolve_config(preset, overrides)
     if cfg.dist.mode != "ddp":
@@ -82,7 +86,9 @@ def _print_launch(args, preset, overrides) -> int:
 
 
 def cmd_resume(args) -> int:
-    from .core import launch, runs, trust
+    from amptui.core import trust
+    from amptui.core.run import runs
+    from amptui.jobs import launch
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
     trusted = args.trust_code or trust.asked_on_terminal(run_dir)
@@ -94,7 +100,7 @@ def cmd_resume(args) -> int:
 
 def _check_checkpoint_file(run_dir: Path, cfg: Config) -> None:
     """A resume's check of last.pt itself (torch), for a checkpoint its last.json does not describe."""
-    from .trainer.checkpoint import check_resume
+    from amptui.trainer.checkpoint import check_resume
 
     check_resume(run_dir, cfg)
 
@@ -110,8 +116,8 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kin
     """Follow a just-started trainer on the terminal, or leave it running and print its JSON line.
 
     With a `label` (one run of an A/B) only one progress line and a summary are shown."""
-    from .console import ProgressPrinter
-    from .core import runs
+    from amptui.cli.console import ProgressPrinter
+    from amptui.core.run import runs
 
     if detach:
         announce(kind, f"started in the background; follow it with: amptui watch {run_dir.name}\n"
@@ -140,8 +146,8 @@ def _follow(run_dir: Path, proc, offset: int, printer) -> tuple[dict | None, boo
     """Feed the run's records to `printer` until its end record, or until its process is gone
     without one: (the end record or None, whether Ctrl-C asked it to stop). A first Ctrl-C asks
     the run to stop (checkpoint first); a second leaves it running: None."""
-    from .core import launch
-    from .core.events import EventReader, primary_events_file
+    from amptui.core.events import EventReader, primary_events_file
+    from amptui.jobs import launch
 
     reader = EventReader(run_dir / "events.jsonl", offset=offset)
     end = None
@@ -177,7 +183,7 @@ def _feed(reader, printer) -> dict | None:
 
 def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> int:
     """The lines after a followed run ends, and the command's exit code."""
-    from .core import runops
+    from amptui.core.run import runops
 
     if end is None:
         print(f"amptui: error: the run's process exited (exit code {proc.returncode}) without an end record; "
@@ -197,12 +203,16 @@ def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> 
 def cmd_ab(args) -> int:
     """The CLI's and the dashboard's A/B (jobs/ab.py): here in the terminal, or with --detach as a
     group driven in the background by this same command line (`--group ID`)."""
-    from .console import print_comparison
-    from .core import ab, compare, config, launch, preflight, presets, runs
-    from .core.precision import Precision
-    from .hardware import emulated_dtype_notice
-    from .jobs import ab as abjob
-    from .jobs import groups
+    from amptui.cli.console import print_comparison
+    from amptui.core import compare, preflight
+    from amptui.core.config import presets
+    from amptui.core.config import values as config
+    from amptui.core.config import variants as ab
+    from amptui.core.config.precision import Precision
+    from amptui.core.run import runs
+    from amptui.jobs import ab as abjob
+    from amptui.jobs import groups, launch
+    from amptui.machine.hardware import emulated_dtype_notice
 
     root = runs.runs_root(args.runs_dir, writable=True)
     preset = presets.find_preset(args.preset)
@@ -242,8 +252,8 @@ def cmd_ab(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .console import print_comparison
-    from .core import runs
+    from amptui.cli.console import print_comparison
+    from amptui.core.run import runs
 
     root = runs.runs_root(args.runs_dir)
     dirs = [runs.run_dir(root, run_id) for run_id in args.run_ids]
@@ -251,7 +261,7 @@ def cmd_compare(args) -> int:
         return cli_pictures.compare_svg(args, root, dirs)
     print_comparison(dirs, args.format)
     if args.format in ("table", "markdown"):
-        from .core import compare
+        from amptui.core import compare
 
         _print_emulation_notes([compare.summarize(d) for d in dirs])
     return 0
@@ -259,7 +269,7 @@ def cmd_compare(args) -> int:
 
 def _print_emulation_notes(summaries) -> None:
     """Under the table: which runs autocast to a dtype this CPU only emulates (so slow is expected)."""
-    from .console import emulated_notice
+    from amptui.cli.console import emulated_notice
 
     emulated = [(s.run_id, emulated_notice(s.start)) for s in summaries]
     emulated = [(run_id, notice) for run_id, notice in emulated if notice]
@@ -268,7 +278,8 @@ def _print_emulation_notes(summaries) -> None:
 
 
 def cmd_stop(args) -> int:
-    from .core import launch, runs
+    from amptui.core.run import runs
+    from amptui.jobs import launch
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
     info = launch.stop(run_dir)
@@ -280,8 +291,8 @@ def cmd_stop(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from .console import print_runs
-    from .core import runs
+    from amptui.cli.console import print_runs
+    from amptui.core.run import runs
 
     root = runs.runs_root(args.runs_dir)
     found = runs.list_runs(root)
@@ -295,8 +306,10 @@ def cmd_runs(args) -> int:
 
 
 def cmd_presets(args) -> int:
-    from .console import print_table
-    from .core import config, presets, safefile
+    from amptui.cli.console import print_table
+    from amptui.core import safefile
+    from amptui.core.config import presets
+    from amptui.core.config import values as config
 
     action = args.action or "list"
     if action == "list":
@@ -325,7 +338,7 @@ def cmd_presets(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from .doctor import run_doctor
+    from amptui.cli.doctor import run_doctor
 
     return run_doctor(args)
 
@@ -336,23 +349,23 @@ def _need_terminal() -> None:
 
 
 def cmd_dashboard(args) -> int:
-    from .core import runs
+    from amptui.core.run import runs
 
     _need_terminal()
-    from .dashboard.app import make_app
+    from amptui.dashboard.app import make_app
 
     make_app(runs.runs_root(args.runs_dir)).run()
     return 0
 
 
 def cmd_watch(args) -> int:
-    from .core import runs
+    from amptui.core.run import runs
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)  # a bad id: one line, exit 2
     if args.svg:  # the run screen, drawn headless
         return cli_pictures.watch_svg(args, run_dir)
     _need_terminal()
-    from .dashboard.app import make_app
+    from amptui.dashboard.app import make_app
 
     make_app(runs.runs_root(args.runs_dir), watch=run_dir).run()
     return 0

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import safefile
-from .errors import UserError
+from amptui.core import safefile
+from amptui.core.errors import UserError
 
 LOCK_FILE = "lock"
 FD_ENV = "AMPTUI_LOCK_FD"      # an inherited, already locked descriptor of <run_dir>/lock

@@ -8,7 +8,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from .core.precision import DTYPES, Dtype
+from amptui.core.config.precision import DTYPES, Dtype
 
 # /proc/cpuinfo flags that matter for mixed precision on a CPU.
 CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "amx_fp16", "avx512f", "avx2", "f16c")

@@ -9,11 +9,11 @@ import argparse
 import json
 import sys
 
-from .core.errors import UserError
+from amptui.core.errors import UserError
 
 
 def add_parser(sub, runs_dir_option) -> None:
-    from .core.tune import DEFAULT_KEYS
+    from amptui.tune.plan import DEFAULT_KEYS
 
     p = sub.add_parser("tune", help="search precision, compile and batch size for the fastest setup that keeps "
                        "fp32's accuracy; save the winner as PRESET-tuned")
@@ -37,8 +37,12 @@ def cmd_tune(args) -> int:
     import time
 
     t0 = time.monotonic()
-    from .core import config, launch, preflight, presets, runs
-    from .core import tune as T
+    from amptui.core import preflight
+    from amptui.core.config import presets
+    from amptui.core.config import values as config
+    from amptui.core.run import runs
+    from amptui.jobs import launch
+    from amptui.tune import plan as T
 
     if not args.budget > 0:
         raise UserError(f"--budget {args.budget:g}: give the minutes the search may take (> 0)")
@@ -48,7 +52,7 @@ def cmd_tune(args) -> int:
     T.check_overrides(overrides, dims)
     if args.detach:
         return _detach(args, preset.name)
-    from .tune_runner import Search
+    from amptui.tune.runner import Search
 
     launch.resolve_config(preset, overrides)  # a bad preset or --set fails now, before any trial
     device_type = preflight.device_type(preset.config(overrides).run.device)
@@ -75,9 +79,9 @@ def _detach(args, preset_name: str) -> int:
     resolve on this machine, missing data) go to its log, which the dashboard's tune screen shows."""
     from pathlib import Path
 
-    from .core import runs
-    from .core import tune as T
-    from .jobs.detached import announce, relaunch
+    from amptui.core.run import runs
+    from amptui.jobs.detached import announce, relaunch
+    from amptui.tune import plan as T
 
     root = runs.runs_root(args.runs_dir, writable=True)
     root.mkdir(parents=True, exist_ok=True)
@@ -93,7 +97,7 @@ def print_report(result: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .core import tune as T
+    from amptui.tune import plan as T
 
     console = Console(highlight=False)
     table = Table(title=f"amptui tune {result['preset']} · {result.get('device_name', '')}", title_justify="left")

@@ -6,8 +6,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from . import hardware
-from .core.precision import FULL
+from amptui.core.config.precision import FULL
+from amptui.machine import hardware
 
 
 def collect(bench: bool = True) -> dict[str, Any]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .core.errors import UserError
+from amptui.core.errors import UserError
 
 
 def size_of(text: str) -> tuple[int, int]:
-    from .dashboard.picture import parse_size
+    from amptui.dashboard.picture import parse_size
 
     try:
         return parse_size(text)
@@ -21,9 +21,9 @@ def size_of(text: str) -> tuple[int, int]:
 
 def watch_svg(args, run_dir) -> int:
     """The run screen drawn headless at --size, written to --svg (nothing else changes on disk)."""
-    from .core import runs
-    from .dashboard.picture import headless_svg
-    from .dashboard.screens.run import RunScreen
+    from amptui.core.run import runs
+    from amptui.dashboard.picture import headless_svg
+    from amptui.dashboard.screens.run import RunScreen
 
     size = size_of(args.size)
     out = Path(args.svg)
@@ -37,8 +37,8 @@ def watch_svg(args, run_dir) -> int:
 
 def compare_svg(args, root: Path, dirs: list[Path]) -> int:
     """The compare screen (table, loss overlay, loss difference) as SVG on stdout."""
-    from .dashboard.picture import headless_svg
-    from .dashboard.screens.compare import CompareScreen
+    from amptui.dashboard.picture import headless_svg
+    from amptui.dashboard.screens.compare import CompareScreen
 
     size = size_of(args.size)
     sys.stdout.write(headless_svg(lambda: CompareScreen(dirs), root, size))

@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .core import safefile
-from .core.precision import DTYPES, FULL
-from .cpu_features import BF16_CPU_FLAGS, cpu_info, cpu_name
+from amptui.core import safefile
+from amptui.core.config.precision import DTYPES, FULL
+from amptui.machine.cpu import BF16_CPU_FLAGS, cpu_info, cpu_name
+
 # Re-exported for callers that still import them from here (cli, console, core.tune_runner).
-from .cpu_features import EMULATED_BF16_NOTICE as EMULATED_BF16_NOTICE
-from .cpu_features import emulated_dtype_notice as emulated_dtype_notice
+from amptui.machine.cpu import EMULATED_BF16_NOTICE as EMULATED_BF16_NOTICE
+from amptui.machine.cpu import emulated_dtype_notice as emulated_dtype_notice
 
 # What the doctor measures: float32 and every autocast dtype (by name).
 MEASURED_DTYPES = (FULL, *sorted(DTYPES))

@@ -1,4 +1,4 @@
-"""`python -m amptui.core.scriptrun RUN_DIR SCRIPT [ARGS...]`: how `amptui run --script` starts
+"""`python -m amptui.jobs.scriptrun RUN_DIR SCRIPT [ARGS...]`: how `amptui run --script` starts
 a user's script (one process; under DDP torchrun's supervisor does the same job).
 
 The script runs in this process as `__main__`, exactly as `python SCRIPT ARGS` would run it.
@@ -18,8 +18,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from .events import EventReader, EventWriter, primary_events_file
-from .records import End, ErrorInfo
+from amptui.core.events import EventReader, EventWriter, primary_events_file
+from amptui.core.records import End, ErrorInfo
 
 
 def _exit_error(exc: BaseException) -> ErrorInfo | None:

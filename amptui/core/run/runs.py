@@ -24,14 +24,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import config as cfgmod
-from . import safefile, trust
-from .errors import ConfigError, UserError
-from .eventends import SessionIndex, read_ends
-from .events import primary_events_file
-from .precision import Precision
-from .records import START
-from .runstate import RunState, fold
+from amptui.core import safefile, trust
+from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import Precision
+from amptui.core.errors import ConfigError, UserError
+from amptui.core.eventends import SessionIndex, read_ends
+from amptui.core.events import primary_events_file
+from amptui.core.records import START
+from amptui.core.run.runstate import RunState, fold
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 
@@ -103,7 +103,7 @@ def new_run_dir(root: Path, preset_name: str) -> Path:
 # --- who runs it ------------------------------------------------------------------------------
 
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
-    from .safefile import atomic_write_text
+    from amptui.core.safefile import atomic_write_text
 
     info = {**launch_identity(pid), "command": command, "launched": time.time()}
     atomic_write_text(path / "run.json", json.dumps(info, indent=2) + "\n")
@@ -199,7 +199,7 @@ def writer_alive(path: Path, launch: dict[str, Any] | None = None,
                  alive=None) -> tuple[bool, float | None]:
     """(is a writer alive, since when) from the run's lock; for older folders without a lock file,
     run.json's pid (`launch`, read when not given) checked by `alive` (default process_alive)."""
-    from . import runlock
+    from amptui.core.run import runlock
 
     try:
         holder = runlock.holder(path)

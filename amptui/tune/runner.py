@@ -21,14 +21,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .core import launch
-from .core import tune as T
-from .core import tune_verdict as V
-from .core.errors import UserError
-from .core.events import EventReader
-from .core.precision import Precision
-from .core.presets import Preset
-from .core.records import STEP
+from amptui.core.config.precision import Precision
+from amptui.core.config.presets import Preset
+from amptui.core.errors import UserError
+from amptui.core.events import EventReader
+from amptui.core.records import STEP
+from amptui.jobs import launch
+from amptui.tune import plan as T
+from amptui.tune import verdict as V
 
 DEFAULT_TRIAL_S = 20.0     # first guess of a trial's wall time, before one is measured
 COMPILE_EXTRA_S = {"cpu": 150.0, "cuda": 60.0}  # what compilation adds to a trial (measured on a small CNN)
@@ -269,7 +269,7 @@ def device_name(device_type: str) -> str:
         import torch
 
         return torch.cuda.get_device_name()
-    from .hardware import cpu_name
+    from amptui.machine.hardware import cpu_name
 
     return cpu_name()
 
@@ -313,7 +313,7 @@ def busy_note(device_type: str) -> list[str]:
 
 def hardware_note(device_type: str) -> str:
     """One clause on the hardware behind the precision verdict."""
-    from . import hardware
+    from amptui.machine import hardware
 
     if device_type == "cuda":
         gpu = (hardware.describe().get("gpus") or [{}])[0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Collection, Iterator, Literal, Mapping
 
-from .precision import DTYPES, auto_dtype
+from amptui.core.config.precision import DTYPES, auto_dtype
 
 
 @dataclass(frozen=True)

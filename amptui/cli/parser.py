@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import __version__, cli_tune
+from amptui import __version__
+from amptui.cli import tune as cli_tune
 
 EXAMPLES = """\
 examples:

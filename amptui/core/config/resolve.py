@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import Config
-from .precision import Precision
+from amptui.core.config.precision import Precision
+from amptui.core.config.values import Config
 
 
 def auto_overrides(cfg: Config, device_type: str) -> dict[str, Any]:

@@ -16,17 +16,22 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..jobs.spawn import spawn
-from . import checkpoints
-from . import config as cfgmod
-from . import preflight, runlock, runops, runs, trust
-from . import safefile
-from .errors import UserError
-from .presets import Preset
-from .runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CHECKPOINT_INFO, CONFIG_FILE, OUTPUT_LOG, RUN_DIR_ENV, STOP_FILE
-from .safefile import atomic_write_text
-
-
+from amptui.core import checkpoints, preflight, safefile, trust
+from amptui.core.config import values as cfgmod
+from amptui.core.config.presets import Preset
+from amptui.core.errors import UserError
+from amptui.core.run import runlock, runops, runs
+from amptui.core.run.runfiles import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_FILE,
+    CHECKPOINT_INFO,
+    CONFIG_FILE,
+    OUTPUT_LOG,
+    RUN_DIR_ENV,
+    STOP_FILE,
+)
+from amptui.core.safefile import atomic_write_text
+from amptui.jobs.spawn import spawn
 
 
 def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
@@ -37,7 +42,7 @@ def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
         return [sys.executable, "-u", "-m", "amptui.trainer.torchrun", str(run_dir)] + \
             (["--resume"] if resume else []) + (["--", *script_args] if script_args else [])
     if cfg.run.script:  # through scriptrun, so a script that fails before its Monitor still ends `failed`
-        return [sys.executable, "-u", "-m", "amptui.core.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
+        return [sys.executable, "-u", "-m", "amptui.jobs.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
     return [sys.executable, "-u", *worker_args(cfg, run_dir, resume, script_args)]
 
 
