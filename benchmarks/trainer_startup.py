@@ -36,7 +36,8 @@ import torch; mark("import torch")
 from amptui.trainer import loop, models  # noqa: F401
 import torchvision  # noqa: F401  (the CNN presets' models)
 mark("import trainer + torchvision")
-from amptui.core import config as c, presets
+from amptui.core.config import presets
+from amptui.core.config import values as c
 cfg = presets.find_preset(sys.argv[1]).config({"run.device": sys.argv[2]})
 cfg = cfg.with_overrides({"data.num_workers": c.resolve_num_workers(cfg)}, source="bench")
 dev = torch.device(sys.argv[2])
@@ -53,7 +54,7 @@ flops._count_on_meta(net, crit, x, y); mark("FLOP count (meta)")
 flops._count_for_real(net, crit, x, y, dev.type, torch.bfloat16, True)
 if dev.type == "cuda": torch.cuda.synchronize()
 mark("FLOP count (real step, before)")
-from amptui import hardware
+from amptui.machine import hardware
 hardware.measure_matmul_tflops(dev, "float32"); mark("peak measurement (every run, before)")
 hardware._write_peak_cache({hardware._cache_key(dev, "float32"): 1.0}); t = time.perf_counter()
 hardware._PEAK_CACHE.clear(); hardware.peak_tflops(dev, "float32"); mark("peak from the cache")

@@ -204,7 +204,7 @@ def test_a_run_survives_its_terminal_closing(runs_dir, isolated, detach):
 
 def _hold_lock(run_dir):
     """Another process that takes the run's lock (as a trainer does) and keeps it until killed."""
-    code = ("import sys, time; from pathlib import Path; from amptui.core import runlock; "
+    code = ("import sys, time; from pathlib import Path; from amptui.core.run import runlock; "
             "runlock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
@@ -251,7 +251,7 @@ def test_a_lock_handed_to_a_child_has_no_gap(tmp_path):
     from amptui.core.run import runlock
 
     run_dir, runs = _ended_run(tmp_path)
-    code = ("import sys, time; from pathlib import Path; from amptui.core import runlock; "
+    code = ("import sys, time; from pathlib import Path; from amptui.core.run import runlock; "
             "lock = runlock.hold_for_this_process(Path(sys.argv[1])); print(lock.fd, flush=True); time.sleep(600)")
     with runlock.acquire(run_dir) as lock:
         env = {**os.environ, runlock.FD_ENV: str(lock.fd)}

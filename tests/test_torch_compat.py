@@ -39,7 +39,7 @@ def test_small_models_and_synthetic_data_need_no_torchvision():
     and data still build: torchvision is imported only by the models and datasets that use it."""
     code = (
         "import sys; sys.modules['torchvision'] = None  # import torchvision -> ImportError\n"
-        "from amptui.core import config\n"
+        "from amptui.core.config import values as config\n"
         "from amptui.core.config.presets import find_preset\n"
         "import torch\nfrom amptui.trainer.data import build_train_val\n"
         "from amptui.trainer.models import build_model\n"
