@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events_so_far, wait_for_step
+from conftest import amptui, events_so_far, started, wait_for_step
 from dashboard_support import Notes, async_test, until
 
 from amptui.core import trust
@@ -79,7 +79,7 @@ def one_clear_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
 
 def start_detached(runs_dir: Path, *extra: str) -> Path:
     proc = amptui("run", "quickstart", *TINY, *extra, "--detach", "--runs-dir", str(runs_dir), check=True)
-    return runs_dir / proc.stdout.split()[-1]
+    return runs_dir / started(proc.stdout)["run_id"]
 
 
 def stopped_with_checkpoint(runs_dir: Path, *extra: str) -> Path:
