@@ -36,7 +36,8 @@ import torch; mark("import torch")
 from amptui.trainer import loop, models  # noqa: F401
 import torchvision  # noqa: F401  (the CNN presets' models)
 mark("import trainer + torchvision")
-from amptui.core import config as c, presets
+from amptui.core.config import presets
+from amptui.core.config import values as c
 cfg = presets.find_preset(sys.argv[1]).config({"run.device": sys.argv[2]})
 cfg = cfg.with_overrides({"data.num_workers": c.resolve_num_workers(cfg)}, source="bench")
 dev = torch.device(sys.argv[2])
@@ -55,8 +56,8 @@ if dev.type == "cuda": torch.cuda.synchronize()
 mark("FLOP count (real step, before)")
 from amptui.machine import peaks
 peaks.measure_matmul_tflops(dev, "float32"); mark("peak measurement (every run, before)")
-peaks._write_peak_cache({peaks._cache_key(dev, "float32"): 1.0}); t = time.perf_counter()
-peaks._PEAK_CACHE.clear(); peaks.peak_tflops(dev, "float32"); mark("peak from the cache")
+peaks._write_peak_cache({peaks.peak_cache_key(dev, "float32"): 1.0}); t = time.perf_counter()
+peaks.forget_measured_peaks(); peaks.peak_tflops(dev, "float32"); mark("peak from the cache")
 print(json.dumps(out))
 '''
 

@@ -1,5 +1,6 @@
-"""Shared fixtures: every test gets its own runs folder and saved-presets folder, and a way to run
-the real `amptui` command line in a subprocess."""
+"""Shared fixtures: every test gets its own runs folder and saved-presets folder, and two ways to run
+the `amptui` command line: in this process (`cli`, the fast lane) or as a real subprocess (`amptui`,
+for tests marked `slow`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from dashboard_support import root  # noqa: F401 - the dashboard tests' fixture: canned runs in ./runs
+
+from amptui.core.events import VERSION
+from amptui.core.records import Record
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -63,6 +68,31 @@ def runs_dir(isolated) -> Path:
     return isolated / "runs"
 
 
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """Run `amptui ARGS` in this process: the CLI's `main(argv)` with its output captured, answered
+    like a finished subprocess (returncode, stdout, stderr). An argparse refusal's SystemExit is its
+    exit code. No torch import per call, so refusals and table output stay in the fast lane."""
+    from amptui.cli.main import main
+
+    def run(*args: str, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        with monkeypatch.context() as patch:
+            for key, value in (env or {}).items():
+                patch.setenv(key, value)
+            try:
+                code = main(list(args))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        out, err = capsys.readouterr()
+        proc = subprocess.CompletedProcess(["amptui", *args], code, stdout=out, stderr=err)
+        if check and code != 0:
+            raise AssertionError(f"amptui {' '.join(args)} exited {code}\n{out}\n{err}")
+        return proc
+
+    return run
+
+
 def amptui(*args: str, timeout: float = 240, check: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the real CLI (`python -m amptui ...`) and capture its output."""
     proc = subprocess.run([sys.executable, "-m", "amptui", *args], capture_output=True, text=True,
@@ -70,6 +100,18 @@ def amptui(*args: str, timeout: float = 240, check: bool = False, env: dict | No
     if check and proc.returncode != 0:
         raise AssertionError(f"amptui {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def record(rec: Record, t: float, rank: int = 0) -> dict:
+    """The dict a writer puts on one line of events.jsonl for `rec` (a core/records.py class) at
+    time `t`: what `EventWriter.write` writes, with a time the test chooses."""
+    return {"v": VERSION, "kind": rec.KIND, "t": t, "rank": rank, **rec.fields()}
+
+
+def write_records(path: Path, records: list[dict]) -> None:
+    """An event file of whole lines, as a finished run leaves it."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
 
 
 def events(run_dir: Path, name: str = "events.jsonl") -> list[dict]:

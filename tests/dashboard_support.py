@@ -88,6 +88,6 @@ async def select_run(pilot, run_id):
 
     table = pilot.app.screen.query_one(RunTable)
     table.focus()
-    await until(pilot, lambda: run_id in table._order)
-    table.move_cursor(row=table._order.index(run_id))
+    await until(pilot, lambda: run_id in table.run_ids)
+    table.move_cursor(row=table.run_ids.index(run_id))
     await pilot.pause()

@@ -6,13 +6,14 @@ import io
 import json
 
 import pytest
-from conftest import amptui, events, events_so_far, only_run
+from conftest import amptui, events, events_so_far, only_run, record, write_records
 from PIL import Image
 
 from amptui.core import compare
 from amptui.core.config import variants as ab
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter
+from amptui.core.records import End, Epoch, Start, Step
 
 
 def test_variant_expansion_and_defaults():
@@ -37,17 +38,20 @@ def canned_run(root, name, ms_per_step, batch, peak, acc, steps=100, every=10, p
     run.mkdir(parents=True)
     (run / "config.toml").write_text(config)
     t0 = 1_800_000_000.0
-    with EventWriter(run / "events.jsonl") as w:
-        w.emit("start", preset=preset, precision=precision, total_steps=steps, world_size=1,
-               device={"type": "cpu", "name": "test", "count": 1}, t=t0)
-        for step in range(every, steps + 1, every):
-            first = step == every  # the warm-up window is slow and must not count
-            ms = ms_per_step * (5 if first else 1)
-            w.emit("step", step=step, loss=1.0 / step, skipped_total=1, step_time_ms=ms,
-                   samples_per_s=batch / (ms / 1000), mem={"rss": peak, "peak_rss": peak})
-        w.emit("epoch", epoch=1, train_loss=0.5, val_acc=acc, epoch_time_s=steps * ms_per_step / 1000)
-        w.emit("end", status="completed", steps=steps, final_loss=0.01, val_acc=acc, peak_mem=peak,
-               total_time_s=steps * ms_per_step / 1000 + 5.0, t=t0 + steps * ms_per_step / 1000 + 3.0)
+    recs = [record(Start(run_id=name, preset=preset, config={}, precision=precision, world_size=1,
+                         device={"type": "cpu", "name": "test", "count": 1}, torch="2.x", host="test", pid=1,
+                         total_steps=steps), t0)]
+    for step in range(every, steps + 1, every):
+        first = step == every  # the warm-up window is slow and must not count
+        ms = ms_per_step * (5 if first else 1)
+        recs.append(record(Step(step=step, epoch=1, loss=1.0 / step, lr=None, scale=None, skipped=0, skipped_total=1,
+                                samples_per_s=batch / (ms / 1000), step_time_ms=ms, data_wait_ms=None,
+                                mem={"rss": peak, "peak_rss": peak}), t0 + step * ms_per_step / 1000))
+    recs.append(record(Epoch(epoch=1, train_loss=0.5, val_acc=acc, epoch_time_s=steps * ms_per_step / 1000),
+                       t0 + steps * ms_per_step / 1000))
+    recs.append(record(End(status="completed", total_time_s=steps * ms_per_step / 1000 + 5.0, steps=steps,
+                           final_loss=0.01, val_acc=acc, peak_mem=peak), t0 + steps * ms_per_step / 1000 + 3.0))
+    write_records(run / "events.jsonl", recs)
     return run
 
 
@@ -80,32 +84,32 @@ def test_a_resumed_run_counts_all_its_sessions_and_whole_epochs_only(tmp_path):
     assert summary.time_per_epoch_s == pytest.approx(10.0)
 
 
-def test_compare_cli_in_four_formats(runs_dir):
+def test_compare_cli_in_four_formats(cli, runs_dir):
     canned_run(runs_dir, "a", 20.0, 64, 2**30, 0.9)
     canned_run(runs_dir, "b", 10.0, 64, 2**29, 0.9)
-    table = amptui("compare", "a", "b", check=True).stdout
+    table = cli("compare", "a", "b", check=True).stdout
     assert "2.00x" in table and "+50.0%" in table and "steady-state" in table
-    md = amptui("compare", "a", "b", "--format", "markdown", check=True).stdout.splitlines()
+    md = cli("compare", "a", "b", "--format", "markdown", check=True).stdout.splitlines()
     assert md[0].startswith("| run |") and md[1].startswith("|---") and md[3].startswith("| b |")
-    rows = list(csv.DictReader(io.StringIO(amptui("compare", "a", "b", "--format", "csv", check=True).stdout)))
+    rows = list(csv.DictReader(io.StringIO(cli("compare", "a", "b", "--format", "csv", check=True).stdout)))
     assert [r["run_id"] for r in rows] == ["a", "b"] and float(rows[1]["speedup"]) == pytest.approx(2.0)
-    data = json.loads(amptui("compare", "a", "b", "--format", "json", check=True).stdout)
+    data = json.loads(cli("compare", "a", "b", "--format", "json", check=True).stdout)
     assert data[1]["memory_saving"] == pytest.approx(0.5)
-    bad = amptui("compare", "a", "../b")
+    bad = cli("compare", "a", "../b")
     assert bad.returncode == 2 and "not a run id" in bad.stderr
 
 
-def test_compare_table_has_a_preset_column_and_one_style_for_figures(runs_dir):
+def test_compare_table_has_a_preset_column_and_one_style_for_figures(cli, runs_dir):
     canned_run(runs_dir, "a", 20.0, 64, 2**30, 0.6992)
-    out = amptui("compare", "a", check=True).stdout
+    out = cli("compare", "a", check=True).stdout
     header, row = out.splitlines()[:2]
     assert header.split()[:3] == ["run", "preset", "precision"] and row.split()[1] == "canned"
     assert "69.92%" in row and "0:05.0" in row and " s " not in row  # m:ss everywhere, accuracy in %
-    md = amptui("compare", "a", "--format", "markdown", check=True).stdout.splitlines()
+    md = cli("compare", "a", "--format", "markdown", check=True).stdout.splitlines()
     assert md[0].startswith("| run | preset | precision |")
 
 
-def test_compare_warns_when_runs_differ_in_more_than_precision(runs_dir):
+def test_compare_warns_when_runs_differ_in_more_than_precision(cli, runs_dir):
     quick = '[run]\nname = "quickstart"\n'
     canned_run(runs_dir, "fp32", 20.0, 64, 2**30, 0.9, preset="quickstart", config=quick)
     canned_run(runs_dir, "bf16", 10.0, 64, 2**29, 0.9, preset="quickstart", precision="autocast bfloat16",
@@ -114,15 +118,15 @@ def test_compare_warns_when_runs_differ_in_more_than_precision(runs_dir):
                config=quick + '[data]\nbatch_size = 256\n')
     canned_run(runs_dir, "other", 10.0, 64, 2**29, 0.9, preset="scaler-lab",
                config='[run]\nname = "scaler-lab"\n[model]\nwidth = 8\n')
-    same = amptui("compare", "fp32", "bf16", check=True)
+    same = cli("compare", "fp32", "bf16", check=True)
     assert "warning" not in same.stdout + same.stderr, "an A/B differs in precision only"
     assert "2.00x" in same.stdout
-    bigger = amptui("compare", "fp32", "big", check=True).stdout
+    bigger = cli("compare", "fp32", "big", check=True).stdout
     assert "warning: these runs differ in more than precision: data.batch_size (64 / 256)" in bigger
     assert "2.00x" in bigger, "the speed-up is still shown"
-    other = amptui("compare", "fp32", "other", check=True).stdout
+    other = cli("compare", "fp32", "other", check=True).stdout
     assert "warning: different presets (quickstart, scaler-lab)" in other and "model.width (32 / 8)" in other
-    as_json = amptui("compare", "fp32", "other", "--format", "json", check=True)
+    as_json = cli("compare", "fp32", "other", "--format", "json", check=True)
     assert json.loads(as_json.stdout)[1]["preset"] == "scaler-lab"  # stdout stays pure json
     assert "different presets" in as_json.stderr
 

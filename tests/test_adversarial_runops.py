@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events_so_far, wait_for_step
+from conftest import amptui, events_so_far, started, wait_for_step
 from dashboard_support import Notes, async_test, until
 
 from amptui.core import trust
@@ -79,7 +79,7 @@ def one_clear_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
 
 def start_detached(runs_dir: Path, *extra: str) -> Path:
     proc = amptui("run", "quickstart", *TINY, *extra, "--detach", "--runs-dir", str(runs_dir), check=True)
-    return runs_dir / proc.stdout.split()[-1]
+    return runs_dir / started(proc.stdout)["run_id"]
 
 
 def stopped_with_checkpoint(runs_dir: Path, *extra: str) -> Path:
@@ -169,7 +169,7 @@ def test_a_run_created_here_is_trusted_and_its_copy_or_an_edited_config_is_not(i
     run_dir, cfg = launch.create_run(presets.find_preset("quickstart"),
                                      {"model.factory": "tiny_model:build", "run.device": "cpu", "data.img_size": 8},
                                      runs_dir)
-    refs = trust.code_refs(cfg.to_dict())
+    refs = trust.code_refs(cfg)
     assert refs == ["model.factory = 'tiny_model:build'"]
     assert trust.foreign_code(run_dir) == [] and runs.load_run(run_dir).code_given_here
     copy = runs_dir / (run_dir.name + "-copy")
@@ -278,7 +278,7 @@ def test_delete_is_refused_while_anyone_holds_the_lock_and_leaves_nothing_behind
 
     run_dir, _ = launch.create_run(presets.find_preset("quickstart"), {"run.device": "cpu"}, runs_dir)
     (run_dir / "run.json").write_text("{ damaged")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core import runlock; "
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core.run import runlock; "
                                "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)", str(run_dir)],
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -326,7 +326,7 @@ async def test_the_dashboards_delete_refuses_a_run_that_started_after_the_questi
         await select_run(pilot, FAILED)
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
-        holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core import runlock; "
+        holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core.run import runlock; "
                                    "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)",
                                    str(run_dir)], stdout=subprocess.PIPE, text=True)
         try:
@@ -480,7 +480,7 @@ def test_the_run_screen_tells_liveness_from_the_lock_not_run_json(runs_dir):
     assert model.status == "killed" and runs.load_run(run_dir).status == "killed"
     # run.json names a dead pid (or is damaged), but a live process holds the lock
     (run_dir / "run.json").write_text("{ damaged")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core import runlock; "
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core.run import runlock; "
                                "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)", str(run_dir)],
                               stdout=subprocess.PIPE, text=True)
     try:

@@ -1,7 +1,11 @@
 """Bad input: one clear line naming the file, key or line; non-zero exit; no traceback; nothing
-left on disk. Each case goes through the real command line."""
+left on disk. Each case goes through the command line's entry point, `main(argv)`, in this process
+(the `cli` fixture); one refusal per command goes through a real `python -m amptui` (slow)."""
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 from conftest import FIXTURES, amptui
@@ -17,85 +21,87 @@ def assert_clean_refusal(proc, runs_dir, *words):
     assert not runs_dir.exists() or not any(runs_dir.iterdir()), "a refused run must leave nothing behind"
 
 
-def test_malformed_toml_names_the_file_and_line(runs_dir):
-    proc = amptui("run", str(FIXTURES / "presets" / "bad_syntax.toml"))
+def test_malformed_toml_names_the_file_and_line(cli, runs_dir):
+    proc = cli("run", str(FIXTURES / "presets" / "bad_syntax.toml"))
     assert_clean_refusal(proc, runs_dir, "bad_syntax.toml", "line 3")
 
 
-def test_unknown_key_in_a_preset_is_refused(runs_dir):
-    proc = amptui("run", str(FIXTURES / "presets" / "unknown_key.toml"))
+def test_unknown_key_in_a_preset_is_refused(cli, runs_dir):
+    proc = cli("run", str(FIXTURES / "presets" / "unknown_key.toml"))
     assert_clean_refusal(proc, runs_dir, "unknown_key.toml", "amp.autocastt")
 
 
-def test_bad_set_names_its_key(runs_dir):
-    assert_clean_refusal(amptui("run", "quickstart", "--set", "amp.dtype=float8"), runs_dir, "amp.dtype")
-    assert_clean_refusal(amptui("run", "quickstart", "--set", "data.batch_size=big"), runs_dir, "data.batch_size")
-    assert_clean_refusal(amptui("run", "quickstart", "--set", "amp.bogus=1"), runs_dir, "amp.bogus")
+def test_bad_set_names_its_key(cli, runs_dir):
+    assert_clean_refusal(cli("run", "quickstart", "--set", "amp.dtype=float8"), runs_dir, "amp.dtype")
+    assert_clean_refusal(cli("run", "quickstart", "--set", "data.batch_size=big"), runs_dir, "data.batch_size")
+    assert_clean_refusal(cli("run", "quickstart", "--set", "amp.bogus=1"), runs_dir, "amp.bogus")
 
 
-def test_unknown_preset(runs_dir):
-    assert_clean_refusal(amptui("run", "no-such-preset"), runs_dir, "no-such-preset", "quickstart")
+def test_unknown_preset(cli, runs_dir):
+    assert_clean_refusal(cli("run", "no-such-preset"), runs_dir, "no-such-preset", "quickstart")
 
 
-def test_missing_cifar10_is_explained(runs_dir, isolated):
-    proc = amptui("run", "alexnet-cifar10", "--set", "data.download=false", "--set", "data.root=nowhere")
+def test_missing_cifar10_is_explained(cli, runs_dir, isolated):
+    proc = cli("run", "alexnet-cifar10", "--set", "data.download=false", "--set", "data.root=nowhere")
     assert_clean_refusal(proc, runs_dir, "CIFAR-10 not found", "nowhere/cifar-10-batches-py", "data.name=synthetic")
     assert not (isolated / "nowhere").exists()
 
 
-def test_failed_cifar10_download_is_explained_and_leaves_nothing(runs_dir, isolated):
+def test_failed_cifar10_download_is_explained_and_leaves_nothing(cli, runs_dir, isolated):
     # No network here (nor in CI): the real download is tried and fails.
-    proc = amptui("run", "alexnet-cifar10", "--set", "data.root=cifar")
+    proc = cli("run", "alexnet-cifar10", "--set", "data.root=cifar")
     assert_clean_refusal(proc, runs_dir, "CIFAR-10 not found", "download failed", "data.name=synthetic")
     assert not (isolated / "cifar").exists()
 
 
-def test_missing_image_folder_is_explained(runs_dir):
-    proc = amptui("run", "resnet18-intel", "--set", "model.pretrained=false", "--set", "data.root=intel")
+def test_missing_image_folder_is_explained(cli, runs_dir):
+    proc = cli("run", "resnet18-intel", "--set", "model.pretrained=false", "--set", "data.root=intel")
     assert_clean_refusal(proc, runs_dir, "intel/seg_train", "data.name=synthetic")
 
 
-def test_missing_pretrained_weights_are_explained(runs_dir, isolated, monkeypatch):
+def test_missing_pretrained_weights_are_explained(cli, runs_dir, isolated, monkeypatch):
     (isolated / "intel" / "seg_train" / "a").mkdir(parents=True)
     (isolated / "intel" / "seg_test" / "a").mkdir(parents=True)
-    proc = amptui("run", "resnet18-intel", "--set", "data.root=intel", "--set", "model.num_classes=1",
+    proc = cli("run", "resnet18-intel", "--set", "data.root=intel", "--set", "model.num_classes=1",
                   env={"TORCH_HOME": str(isolated / "torch-home")})
     assert_clean_refusal(proc, runs_dir, "ImageNet weights for resnet18", "torch-home", "model.pretrained=false")
 
 
-def test_cuda_on_a_machine_without_one_is_refused(runs_dir):
+def test_cuda_on_a_machine_without_one_is_refused(cli, runs_dir):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    assert_clean_refusal(amptui("run", "quickstart", "--set", "run.device=cuda"), runs_dir, "run.device", "cpu")
+    assert_clean_refusal(cli("run", "quickstart", "--set", "run.device=cuda"), runs_dir, "run.device", "cpu")
 
 
-def test_accumulation_longer_than_an_epoch_is_refused_up_front(runs_dir):
-    proc = amptui("run", "quickstart", "--set", "amp.accumulate=1000")
+def test_accumulation_longer_than_an_epoch_is_refused_up_front(cli, runs_dir):
+    proc = cli("run", "quickstart", "--set", "amp.accumulate=1000")
     assert_clean_refusal(proc, runs_dir, "amp.accumulate (1000)", "64 batches")
 
 
-def test_dataparallel_needs_two_gpus(runs_dir):
-    assert_clean_refusal(amptui("run", "quickstart", "--set", "dist.mode=dp"), runs_dir, "at least 2 GPUs")
+def test_dataparallel_needs_two_gpus(cli, runs_dir):
+    assert_clean_refusal(cli("run", "quickstart", "--set", "dist.mode=dp"), runs_dir, "at least 2 GPUs")
 
 
 @pytest.mark.parametrize("command", ["stop", "resume"])
 @pytest.mark.parametrize("run_id", ["../etc", "/etc/passwd", "no-such-run"])
-def test_bad_run_ids(command, run_id, runs_dir):
-    proc = amptui(command, run_id)
+def test_bad_run_ids(cli, command, run_id, runs_dir):
+    proc = cli(command, run_id)
     assert_clean_refusal(proc, runs_dir)
     assert run_id in proc.stderr or repr(run_id) in proc.stderr
 
 
-def test_help_is_fast_and_lists_the_commands():
-    proc = amptui("--help", check=True)
+def test_help_lists_the_commands(cli):
+    proc = cli("--help", check=True)
     for command in ("run", "stop", "resume", "runs", "presets"):
         assert command in proc.stdout
-    import subprocess
-    import sys
-    import time
 
+
+@pytest.mark.slow
+def test_help_is_fast_and_imports_no_torch():
+    proc = amptui("--help", check=True)
+    assert "presets" in proc.stdout
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import amptui.cli.main"], check=True)
     assert time.perf_counter() - start < 5  # generous: the real check is that torch is not imported
@@ -110,13 +116,13 @@ RUNS_DIR_COMMANDS = [("run", "quickstart"), ("ab", "quickstart"), ("runs",), ("r
 
 @pytest.mark.parametrize("command", RUNS_DIR_COMMANDS, ids=lambda c: c[0])
 @pytest.mark.parametrize("how", ["option", "env"])
-def test_a_file_as_the_runs_folder_is_one_clear_line(command, how, isolated):
+def test_a_file_as_the_runs_folder_is_one_clear_line(cli, command, how, isolated):
     not_a_folder = isolated / "notes.md"
     not_a_folder.write_text("a file, not a folder\n")
     if how == "option":
-        proc = amptui(*command, "--runs-dir", str(not_a_folder))
+        proc = cli(*command, "--runs-dir", str(not_a_folder))
     else:
-        proc = amptui(*command, env={"AMPTUI_RUNS_DIR": str(not_a_folder)})
+        proc = cli(*command, env={"AMPTUI_RUNS_DIR": str(not_a_folder)})
     assert_clean_refusal(proc, isolated / "runs", "notes.md", "not a folder",
                          "--runs-dir" if how == "option" else "AMPTUI_RUNS_DIR")
     assert not_a_folder.read_text() == "a file, not a folder\n"
@@ -124,19 +130,37 @@ def test_a_file_as_the_runs_folder_is_one_clear_line(command, how, isolated):
 
 
 @pytest.mark.parametrize("command", [("run", "quickstart"), ("ab", "quickstart")], ids=lambda c: c[0])
-def test_a_runs_folder_that_cannot_be_created_is_refused_before_anything_starts(command, isolated):
+def test_a_runs_folder_that_cannot_be_created_is_refused_before_anything_starts(cli, command, isolated):
     (isolated / "notes.md").write_text("")
-    proc = amptui(*command, "--runs-dir", str(isolated / "notes.md" / "runs"))
+    proc = cli(*command, "--runs-dir", str(isolated / "notes.md" / "runs"))
     assert_clean_refusal(proc, isolated / "runs", "cannot be created", "notes.md is a file")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere, so no folder is unwritable")
-def test_an_unwritable_runs_folder_is_refused(isolated):
+def test_an_unwritable_runs_folder_is_refused(cli, isolated):
     locked = isolated / "locked"
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        proc = amptui("run", "quickstart", "--runs-dir", str(locked / "runs"))
+        proc = cli("run", "quickstart", "--runs-dir", str(locked / "runs"))
         assert_clean_refusal(proc, locked / "runs", "permission denied")
     finally:
         locked.chmod(0o700)
+
+
+# One refusal per command through a real `python -m amptui` process: the entry point, its exit code
+# and its stderr as a user's shell sees them (`doctor` runs for real in tests/test_doctor.py).
+REAL_REFUSALS = [(("run", "quickstart", "--set", "amp.dtype=float8"), "amp.dtype"),
+                 (("resume", "no-such-run"), "no-such-run"), (("stop", "../etc"), "../etc"),
+                 (("ab", "quickstart", "--runs-dir", "notes.md"), "not a folder"),
+                 (("runs", "--runs-dir", "notes.md"), "not a folder"),
+                 (("compare", "no-such-run"), "no-such-run"), (("watch", "no-such-run"), "no-such-run"),
+                 (("presets", "show", "no-such-preset"), "no-such-preset"),
+                 (("tune", "quickstart", "--keys", "optim.fused"), "optim.fused")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv,word", REAL_REFUSALS, ids=[argv[0] for argv, _ in REAL_REFUSALS])
+def test_a_real_process_refuses_in_one_line(argv, word, isolated):
+    (isolated / "notes.md").write_text("a file, not a folder\n")
+    assert_clean_refusal(amptui(*argv), isolated / "runs", word)

@@ -1,6 +1,7 @@
 """The command line as people use it: on a real terminal (a pseudo-terminal of a given size) the
 progress line redraws in place and every line fits the width; `--script` failures are reported
-as failures; help text documents every argument."""
+as failures; help text documents every argument. Tests on a pseudo-terminal or running a script
+start real processes (slow); help text and the progress line's layout are checked in this process."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ import termios
 import time
 
 import pytest
-from conftest import amptui
+from conftest import amptui, record
 from test_ab_compare import canned_run
+
+from amptui.core.records import End, Start, Step
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -62,6 +65,7 @@ def screen_lines(drawn: str) -> list[str]:
     return [s for s in re.split(r"[\r\n]+", ANSI.sub("", drawn)) if s.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cols", [80])
 def test_the_progress_line_redraws_in_place_within_the_width(cols, runs_dir):
     code, drawn = amptui_on_terminal("run", "quickstart", "--set", "run.max_steps=24", "--set", "log.every=1", "--set", "amp.grad_scaler=true", "--set", "run.device=cpu",
@@ -85,6 +89,7 @@ def test_the_progress_line_redraws_in_place_within_the_width(cols, runs_dir):
     assert f"val acc {shown}" in log, log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cols", [80, 100])
 def test_compare_and_runs_tables_fit_the_terminal(cols, runs_dir):
     long_preset = '[run]\nname = "resnet18-intel"\n'
@@ -105,6 +110,7 @@ def test_compare_and_runs_tables_fit_the_terminal(cols, runs_dir):
     assert any(line.startswith(ids[1]) and "completed" in line for line in lines), "one row per run, id whole"
 
 
+@pytest.mark.slow
 def test_a_script_that_fails_before_its_monitor_starts_is_failed_with_its_error(runs_dir, isolated):
     script = isolated / "train.py"
     script.write_text("import sys\nraise ValueError(f'no data at {sys.argv[1]}')\n")
@@ -120,6 +126,7 @@ def test_a_script_that_fails_before_its_monitor_starts_is_failed_with_its_error(
     assert refused.returncode == 2 and "your own script" in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_script_that_exits_with_an_error_code_before_its_monitor_is_failed(runs_dir, isolated):
     script = isolated / "train.py"
     script.write_text("import sys\nprint('usage: train.py --lr LR', file=sys.stderr)\nsys.exit(2)\n")
@@ -128,17 +135,17 @@ def test_a_script_that_exits_with_an_error_code_before_its_monitor_is_failed(run
     assert json.loads(amptui("runs", "--format", "json", check=True).stdout)[0]["status"] == "failed"
 
 
-def test_help_documents_every_argument():
+def test_help_documents_every_argument(cli):
     for command in ("stop", "resume", "watch"):
-        text = amptui(command, "--help", check=True).stdout
+        text = cli(command, "--help", check=True).stdout
         assert f"amptui {command}" in text and "RUN_ID" in text and "run_id" not in text
         assert re.search(r"RUN_ID\s+the run to", text), text
-    ab = amptui("ab", "--help", check=True).stdout
+    ab = cli("ab", "--help", check=True).stdout
     for arg in ("PRESET", "--variants", "--set", "--format"):
         assert re.search(rf"^\s+{re.escape(arg)}\b.*\S\s\s+\S", ab, re.M), (arg, ab)
-    compare = amptui("compare", "--help", check=True).stdout
+    compare = cli("compare", "--help", check=True).stdout
     assert "RUN_ID" in compare and "baseline" in compare
-    doctor = amptui("doctor", "--help", check=True).stdout
+    doctor = cli("doctor", "--help", check=True).stdout
     assert "{table,json}" in doctor
 
 
@@ -155,15 +162,16 @@ def test_the_progress_line_fits_any_width_with_every_figure(cols, label):
 
     out = io.StringIO()
     printer = ProgressPrinter(label=label, console=Console(file=out, force_terminal=True, width=cols))
-    printer.feed([{"kind": "start", "run_id": "r", "preset": "alexnet-cifar10", "total_steps": 200_000, "epochs": 20,
-                   "precision": "autocast float16 + GradScaler", "device": {"name": "NVIDIA H100 80GB HBM3"}}])
+    printer.feed([record(Start(run_id="r", preset="alexnet-cifar10", config={}, precision="autocast float16 + GradScaler",
+                               world_size=1, device={"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "count": 1},
+                               torch="2.x", host="h", pid=1, total_steps=200_000, epochs=20), t=0.0)])
     for step in range(10_000, 200_001, 10_000):
-        printer.feed([{"kind": "step", "step": step, "epoch": step // 10_000, "loss": 1 / step, "lr": 1e-4,
-                       "scale": 65536.0, "skipped_total": 3, "samples_per_s": 12345.6,
-                       "mem": {"allocated": 3 * 2**30, "peak_allocated": 5 * 2**30}}])
-        printer._progress.refresh()
-    printer.feed([{"kind": "end", "status": "completed", "steps": 200_000, "final_loss": 0.01, "val_acc": 0.6992,
-                   "peak_mem": 5 * 2**30}])
+        printer.feed([record(Step(step=step, epoch=step // 10_000, loss=1 / step, lr=1e-4, scale=65536.0, skipped=0,
+                                  skipped_total=3, samples_per_s=12345.6, step_time_ms=20.0, data_wait_ms=None,
+                                  mem={"allocated": 3 * 2**30, "peak_allocated": 5 * 2**30}), t=float(step))])
+        printer.redraw()
+    printer.feed([record(End(status="completed", total_time_s=131.4, steps=200_000, final_loss=0.01, val_acc=0.6992,
+                             peak_mem=5 * 2**30), t=300_000.0)])
     printer.finish(131.4)
     lines = screen_lines(out.getvalue())
     assert lines and not [line for line in lines if len(line) > cols], lines

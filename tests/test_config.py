@@ -189,9 +189,7 @@ def test_a_bad_set_value_is_blamed_on_set_not_the_preset_file():
     assert str(err.value).startswith("--set: model.name = \"alexnet\" needs data.img_size >= 63"), err.value
 
 
-def test_set_init_scale_zero_on_the_command_line_names_set(isolated):
-    from conftest import amptui
-
-    proc = amptui("run", "quickstart", "--set", "amp.init_scale=0")
+def test_set_init_scale_zero_on_the_command_line_names_set(cli):
+    proc = cli("run", "quickstart", "--set", "amp.init_scale=0")
     assert proc.returncode == 2
     assert proc.stderr.strip() == "amptui: error: --set: amp.init_scale must be > 0, got 0.0", proc.stderr

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from dashboard_support import (
     FAILED,
     LIVE,
@@ -19,8 +20,7 @@ from dashboard_support import (
     app_for,
     async_test,
     copy_runs,
-    home_ready,  # noqa: F401 (root: a fixture)
-    root,
+    home_ready,
     select_run,
     until,
 )
@@ -48,7 +48,7 @@ async def test_home_shows_presets_toggles_history_and_keys(root):
         assert toggles.overrides()["data.batch_size"] == 64
         assert toggles.overrides()["optim.lr"] == 0.003
         table = home.query_one(RunTable)
-        assert set(table._order) == {QUICK, SCALER, FAILED}
+        assert set(table.run_ids) == {QUICK, SCALER, FAILED}
         row = table.get_row(FAILED)
         assert str(row[1]) == "b640"  # the short id that tells it apart
         assert "failed" in str(row[3]) and "20/320" in str(row[6])
@@ -160,7 +160,7 @@ async def test_a_worker_that_raises_shows_the_error_and_the_app_keeps_running(ro
         notes = Notes().install(app)
         await pilot.press("r")
         await until(pilot, lambda: any("launcher exploded" in m and sev == "error" for m, sev in notes))
-        assert app.is_running and app.screen is home and not home._launching
+        assert app.is_running and app.screen is home  # and r starts again: the flag was cleared
         await pilot.press("r")
         await until(pilot, lambda: len(calls) == 2)
         assert "already starting" not in notes.text()
@@ -184,7 +184,7 @@ async def test_a_stop_worker_that_raises_leaves_the_run_screen_usable(root, monk
         await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
         await pilot.press("y")
         await until(pilot, lambda: any("stop exploded" in m and sev == "error" for m, sev in notes))
-        assert app.is_running and app.screen is screen and not screen._stopping
+        assert app.is_running and app.screen is screen
         assert screen.refusal("stop") is None  # s applies again
 
 
@@ -383,7 +383,7 @@ async def test_killed_run_is_explained(root):
     dead = root / "20261121-231610-quickstart-dead"
     dead.mkdir()
     (dead / "config.toml").write_text((src / "config.toml").read_text())
-    (dead / "events.jsonl").write_text("\n".join(l for l in lines if '"kind":"end"' not in l) + "\n")
+    (dead / "events.jsonl").write_text("\n".join(line for line in lines if '"kind":"end"' not in line) + "\n")
     (dead / "run.json").write_text(json.dumps({"pid": 2 ** 22 + 7, "host": __import__("socket").gethostname()}))
     app = app_for(root, watch=dead)
     async with app.run_test(size=(110, 34)) as pilot:
@@ -414,6 +414,7 @@ async def test_torn_and_garbage_lines_do_not_crash(root):
         "reported once"
 
 
+@pytest.mark.slow  # real trainers
 @async_test
 async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root):
     """`a` starts a real A/B (fp32 and bf16 on this CPU) in the background: a second `a` of the same
@@ -537,6 +538,7 @@ def test_watch_with_a_bad_run_id_is_one_line_and_exit_2(root, capsys):
     assert main(["watch", "../etc", "--runs-dir", str(root)]) == 2
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_dashboard_imports_no_torch_and_paints_fast(root):
     code = (
         "import sys, time, asyncio\n"

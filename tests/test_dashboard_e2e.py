@@ -127,7 +127,7 @@ def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
         tmux.wait_for(lambda s: "Presets" in s, 20, "home again")
         tmux.send("q")
         tmux.wait_for(lambda s: s.count("AMPTUI-EXIT=0") >= 1 and "Presets" not in s, 20, "exit")
-        end = [json.loads(l) for l in (run_dir / "events.jsonl").read_text().splitlines() if '"kind":"end"' in l]
+        end = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if '"kind":"end"' in line]
         assert end and end[-1]["status"] == "completed"
     finally:
         tmux.kill()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import record
 from dashboard_support import (
     FAILED,
     FROZEN_NOW,
@@ -20,12 +21,12 @@ from dashboard_support import (
     app_for,
     async_test,
     copy_runs,
-    home_ready,  # noqa: F401 (root: a fixture)
-    root,
+    home_ready,
     select_run,
     until,
 )
 
+from amptui.core.records import WarningRecord
 from amptui.dashboard.screens.compare import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
 from amptui.dashboard.screens.home import HomeScreen
@@ -42,7 +43,7 @@ def add_stopped_run(root: Path, name: str = STOPPED, script: bool = False) -> Pa
     """The failed fixture turned into a stopped run with a checkpoint (or a --script run)."""
     path = root / name
     shutil.copytree(root / FAILED, path)
-    lines = [json.loads(l) for l in (path / "events.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (path / "events.jsonl").read_text().splitlines()]
     for rec in lines:
         if rec.get("kind") == "end":
             rec["status"], rec["error"] = "stopped", None
@@ -178,7 +179,7 @@ async def test_x_deletes_after_asking_and_refuses_a_running_run(root):
         await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
         await pilot.press("y")
         await until(pilot, lambda: not (root / FAILED).exists())
-        await until(pilot, lambda: FAILED not in app.screen.query_one(RunTable)._order)
+        await until(pilot, lambda: FAILED not in app.screen.query_one(RunTable).run_ids)
 
 
 @async_test
@@ -189,14 +190,14 @@ async def test_f_filters_runs_by_preset_and_status(root):
         table = home.query_one(RunTable)
         await pilot.press("f")
         await pilot.press(*"failed")
-        await until(pilot, lambda: table._order == [FAILED])
+        await until(pilot, lambda: table.run_ids == [FAILED])
         await pilot.press("escape")
         assert app.focused is table and home.query_one("#runs-filter").display
         assert "1 of 3" in str(home.query_one("#runs-box").border_title)
         await pilot.press("f", "ctrl+u", *"scaler-lab")
-        await until(pilot, lambda: table._order == [SCALER])
+        await until(pilot, lambda: table.run_ids == [SCALER])
         await pilot.press("ctrl+u", "enter")
-        await until(pilot, lambda: len(table._order) == 3)
+        await until(pilot, lambda: len(table.run_ids) == 3)
         assert not home.query_one("#runs-filter").display
 
 
@@ -246,7 +247,7 @@ async def test_run_ids_are_told_apart_at_80x24(root):
         home = await home_ready(pilot, 6)
         await pilot.pause(0.3)
         table = home.query_one(RunTable)
-        shown = [str(table.get_row(rid)[1]) for rid in table._order]
+        shown = [str(table.get_row(rid)[1]) for rid in table.run_ids]
         assert len(set(shown)) == len(shown)
         # the id is the second column: on screen at 80 columns, whatever else is cut
         assert sum(c.get_render_width(table) for c in list(table.columns.values())[:2]) < 20
@@ -380,14 +381,14 @@ async def test_runs_folder_that_is_a_file_is_one_clear_notice(root, monkeypatch)
 async def test_long_alarm_and_log_lines_wrap_at_120_columns(root):
     long = "loss scale collapsed: " + "overflow in layer.weight " * 8 + "END-OF-ALARM"
     with open(root / SCALER / "events.jsonl", "a") as fh:
-        fh.write(json.dumps({"v": 1, "kind": "warning", "t": FROZEN_NOW - 1, "rank": 0, "message": long}) + "\n")
+        fh.write(json.dumps(record(WarningRecord(message=long), t=FROZEN_NOW - 1)) + "\n")
     with open(root / SCALER / "output.log", "a") as fh:
         fh.write("a long log line " + "x" * 200 + " END-OF-LOG\n")
     app = app_for(root, watch=root / SCALER)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
         await until(pilot, lambda: not screen.model.loading and screen.model.end is not None)
-        await until(pilot, lambda: screen._log_seq == screen.model.log_seq and screen._log_seq > 0)
+        await until(pilot, lambda: screen.drawn() and screen.model.log_seq > 0)
         await pilot.pause(0.5)
         bar = screen.query_one("#warning-bar")
         assert "END-OF-ALARM" in str(bar.render()) and bar.size.height >= 2

@@ -8,9 +8,11 @@ import time
 import tracemalloc
 
 import pytest
+from conftest import record
 from dashboard_support import FAILED, QUICK, SCALER, copy_runs
 
 from amptui.core import compare as cmp
+from amptui.core.records import Mem, Scaler, Start, Step
 from amptui.core.series import Series
 from amptui.dashboard.runmodel import SERIES_CAP, RunModel
 from amptui.dashboard.runtail import RunTail
@@ -43,26 +45,39 @@ def test_series_skips_missing_values():
     assert s.points() == ([0], [1.0])
 
 
+STEP_RECORD = record(Step(step=0, epoch=1, loss=None, lr=1e-3, scale=None, skipped=0, skipped_total=0,
+                          samples_per_s=1000.0, step_time_ms=10.0, data_wait_ms=None,
+                          mem={"allocated": 1e9, "reserved": 2e9, "peak_allocated": 1.5e9}), t=1000.0)
+
+
+def _start(run_id, total_steps, t, world_size=1, device=None):
+    return record(Start(run_id=run_id, preset="x", config={}, precision="autocast float16 + GradScaler",
+                        world_size=world_size, device=device or {"type": "cuda", "name": "GPU", "count": 1},
+                        torch="2.x", host="h", pid=1, total_steps=total_steps), t=t)
+
+
 def _step(i, scale=None, rank=0):
-    return {"v": 1, "kind": "step", "t": 1000.0 + i, "rank": rank, "step": i, "epoch": 1 + i // 1000,
-            "loss": 1.0 / (1 + i), "lr": 1e-3, "scale": scale, "skipped": 0, "skipped_total": 0,
-            "samples_per_s": 1000.0, "step_time_ms": 10.0, "mem": {"allocated": 1e9, "reserved": 2e9,
-                                                                   "peak_allocated": 1.5e9}}
+    """Step record `i` (core.records.Step, as the trainer writes it); copied from one built record,
+    as tens of thousands are needed."""
+    return {**STEP_RECORD, "t": 1000.0 + i, "rank": rank, "step": i, "epoch": 1 + i // 1000, "loss": 1.0 / (1 + i),
+            "scale": scale}
 
 
 def test_a_long_history_keeps_memory_flat():
+    """Once the series are full, more records cost next to nothing: 10k traced records after a
+    10k warm-up, then 20k more (each series compacts many times over) stay within the cap."""
+    total = 40_000
     model = RunModel("big")
-    model.feed([{"v": 1, "kind": "start", "t": 1000.0, "rank": 0, "total_steps": 200_000, "precision": "x"}])
+    model.feed([_start("big", total, t=1000.0)])
     model.feed([_step(i, scale=65536.0) for i in range(1, 10_001)])
     tracemalloc.start()
     model.feed([_step(i, scale=65536.0) for i in range(10_001, 20_001)])
     small = tracemalloc.get_traced_memory()[0]
-    for chunk in range(20_001, 200_001, 30_000):
-        model.feed([_step(i, scale=65536.0) for i in range(chunk, chunk + 30_000)])
-        if chunk == 20_001:
-            tracemalloc.stop()  # the rest untraced: fast
+    tracemalloc.stop()  # the rest untraced: fast
+    for chunk in range(20_001, total + 1, 20_000):
+        model.feed([_step(i, scale=65536.0) for i in range(chunk, chunk + 20_000)])
     big = sum(len(s) for s in (model.loss_s, model.lr_s, model.scale_s, model.sps_s, *model.mem.values()))
-    assert model.step == 200_000
+    assert model.step == total
     for series in (model.loss_s, model.lr_s, model.scale_s, model.sps_s, *model.mem.values()):
         assert len(series) <= SERIES_CAP + 1
     assert big <= 7 * (SERIES_CAP + 1)
@@ -76,13 +91,12 @@ def test_a_huge_event_file_is_skimmed_on_attach(tmp_path):
     run = tmp_path / "huge"
     run.mkdir()
     with open(run / "events.jsonl", "w") as fh:
-        fh.write(json.dumps({"v": 1, "kind": "start", "t": 0.0, "rank": 0, "run_id": "huge", "total_steps": 60_000,
-                             "precision": "autocast float16 + GradScaler"}, separators=(",", ":")) + "\n")
+        fh.write(json.dumps(_start("huge", 60_000, t=0.0), separators=(",", ":")) + "\n")
         for i in range(1, 60_001):
             fh.write(json.dumps(_step(i, scale=1024.0), separators=(",", ":")) + "\n")
             if i % 500 == 0:
-                fh.write(json.dumps({"v": 1, "kind": "scaler", "t": 0.0, "rank": 0, "step": i, "event": "backoff",
-                                     "old_scale": 2048.0, "new_scale": 1024.0}, separators=(",", ":")) + "\n")
+                fh.write(json.dumps(record(Scaler(step=i, event="backoff", old_scale=2048.0, new_scale=1024.0), t=0.0),
+                                    separators=(",", ":")) + "\n")
     size = (run / "events.jsonl").stat().st_size
     old = runtail.SKIM_ABOVE_BYTES, runtail.SKIM_TARGET_STEPS
     runtail.SKIM_ABOVE_BYTES, runtail.SKIM_TARGET_STEPS = size // 4, 3_000  # as if it were 1M records
@@ -123,26 +137,23 @@ def test_tail_follows_appends_torn_lines_and_other_ranks(tmp_path):
     run = tmp_path / "r1"
     run.mkdir()
     events = run / "events.jsonl"
-    start = {"v": 1, "kind": "start", "t": 1.0, "rank": 0, "run_id": "r1", "total_steps": 10, "world_size": 2,
-             "device": {"type": "cuda", "name": "GPU", "count": 2}, "precision": "autocast float16 + GradScaler"}
+    start = _start("r1", 10, t=1.0, world_size=2, device={"type": "cuda", "name": "GPU", "count": 2})
     events.write_text(json.dumps(start) + "\n")
     (run / "run.json").write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
     model = RunModel()
     tail = RunTail(run, model, alive=lambda info: True)
-    tail.poll()
+    tail.poll(now=10.0)
     assert model.status == "running" and model.world_size == 2
     line = json.dumps(_step(1, scale=1024.0)) + "\n"
     with open(events, "a") as fh:
         fh.write(line[:40])  # torn: the writer is mid-line
-    tail.poll()
+    tail.poll(now=11.0)
     assert model.step == 0
     with open(events, "a") as fh:
         fh.write(line[40:])
     (run / "events.rank1.jsonl").write_text(json.dumps(_step(1, rank=1)) + "\n" + json.dumps(
-        {"v": 1, "kind": "mem", "t": 2.0, "rank": 1, "devices": [{"index": 1, "name": "GPU", "used": 3e9,
-                                                                   "total": 8e9, "util": 50}]}) + "\n")
-    tail._last_scan = -10.0
-    tail.poll(now=100.0)
+        record(Mem(devices=[{"index": 1, "name": "GPU", "used": 3e9, "total": 8e9, "util": 50}]), t=2.0, rank=1)) + "\n")
+    tail.poll(now=100.0)  # new rank files are looked for every 2 s
     assert model.step == 1 and model.scale == 1024.0
     assert {"r0 allocated", "r1 allocated", "gpu1 used"} <= set(model.mem)
     assert model.mem_now["gpu1 used"] == (3e9, 8e9)

@@ -24,7 +24,7 @@ def runs(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", "config")  # relative: the same path in every picture
     # The pictures were drawn on a CPU with native bfloat16; this stands in for that CPU, so the
     # toggles summary (which says when a dtype is only emulated) is the same on every machine.
-    monkeypatch.setattr(cpu_features, "_read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", {"avx512_bf16"}))
+    monkeypatch.setattr(cpu_features, "read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", {"avx512_bf16"}))
     copy_runs(tmp_path / "runs")
     return tmp_path / "runs"
 
@@ -44,7 +44,7 @@ async def run_loaded(pilot):
     await until(pilot, lambda: isinstance(screen, RunScreen) and not screen.model.loading
                 and screen.model.records > 0 and screen.model.log_seq > 0)
     # everything the model holds has been drawn (plots are redrawn at most twice a second)
-    await until(pilot, lambda: screen._rendered == screen.model.version and screen._log_seq == screen.model.log_seq)
+    await until(pilot, lambda: screen.drawn())
     await pilot.pause(0.3)
 
 

@@ -38,6 +38,7 @@ def _expected(rates: dict) -> str:
     return "bfloat16" if rates["bfloat16"] >= 0.9 * rates["float32"] else "float32"
 
 
+@pytest.mark.slow  # the real `amptui doctor` / a fresh interpreter
 @cpu_only
 def test_doctor_text_recommends_what_the_measured_rates_say():
     proc = amptui("doctor", timeout=120)
@@ -62,6 +63,7 @@ def test_doctor_text_recommends_what_the_measured_rates_say():
         assert "would save memory but cost time" in out
 
 
+@pytest.mark.slow  # the real `amptui doctor` / a fresh interpreter
 @cpu_only
 def test_doctor_json_has_the_fields():
     proc = amptui("doctor", "--format", "json", timeout=120)
@@ -86,15 +88,13 @@ def test_doctor_json_has_the_fields():
     assert rec["reason"].count(".") >= 1 and "\n" not in rec["reason"]
 
 
-def test_doctor_no_bench_is_fast_and_says_so():
-    t0 = time.perf_counter()
+@pytest.mark.slow  # the real `amptui doctor` / a fresh interpreter
+def test_doctor_no_bench_says_so():
     proc = amptui("doctor", "--no-bench", timeout=60)
-    elapsed = time.perf_counter() - t0
     assert proc.returncode == 0, proc.stderr
     _no_traceback(proc)
-    assert "skipped (--no-bench)" in proc.stdout
+    assert "skipped (--no-bench)" in proc.stdout   # and nothing measured: test_no_bench_measures_nothing
     assert "Recommendation:" in proc.stdout
-    assert elapsed < 15, elapsed    # importing torch, no measurements
 
 
 def test_no_bench_measures_nothing(monkeypatch, capsys):
@@ -108,6 +108,7 @@ def test_no_bench_measures_nothing(monkeypatch, capsys):
     assert r["recommendation"]["dtype"] in ("bfloat16", "float16", "float32")
 
 
+@pytest.mark.slow  # the real `amptui doctor` / a fresh interpreter
 def test_nvml_missing_is_reported_cleanly():
     """Here the NVIDIA driver (libnvidia-ml) is absent: NVML is reported unavailable, with why."""
     try:
@@ -133,6 +134,7 @@ def test_nvml_without_pynvml(monkeypatch):
     assert "pynvml" in status["reason"] and "nvidia-ml-py" in status["reason"]
 
 
+@pytest.mark.slow  # the real `amptui doctor` / a fresh interpreter
 def test_importing_does_not_import_torch():
     code = "import sys, amptui.machine.hardware, amptui.machine.peaks, amptui.cli.doctor; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -156,7 +158,7 @@ def test_peak_tflops_is_memoised(monkeypatch, tmp_path):
         calls.append((device, dtype))
         return 1.5
 
-    monkeypatch.setattr(peaks, "_PEAK_CACHE", {})
+    peaks.forget_measured_peaks()
     monkeypatch.setattr(peaks, "measure_matmul_tflops", fake)
     assert peaks.peak_tflops("cpu", torch.bfloat16) == 1.5
     assert peaks.peak_tflops(torch.device("cpu"), "bfloat16") == 1.5

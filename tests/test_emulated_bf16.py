@@ -24,7 +24,7 @@ WITH_AMX = WITHOUT_BF16 | {"amx_tile", "amx_bf16"}
 FAKE_CPU_CLI = (
     "import sys, amptui.machine.cpu as h\n"
     "flags = set(sys.argv[1].split(','))\n"
-    "h._read_cpuinfo = lambda path='/proc/cpuinfo': ('Fake CPU', flags)\n"
+    "h.read_cpuinfo = lambda path='/proc/cpuinfo': ('Fake CPU', flags)\n"
     "from amptui.cli.main import main\n"
     "sys.exit(main(sys.argv[2:]))\n"
 )
@@ -41,7 +41,7 @@ def fake_cpu_amptui(flags: set[str], *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def fake_flags(monkeypatch):
     def install(flags: set[str]) -> None:
-        monkeypatch.setattr(cpu_features, "_read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", set(flags)))
+        monkeypatch.setattr(cpu_features, "read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", set(flags)))
     return install
 
 
@@ -58,6 +58,7 @@ def test_only_bfloat16_autocast_on_a_cpu_without_the_instructions_is_emulated(fa
     assert hardware.emulated_dtype_notice("cpu", True, "bfloat16") is None
 
 
+@pytest.mark.slow  # a real trainer
 def test_run_start_line_says_bfloat16_is_emulated(runs_dir):
     out = fake_cpu_amptui(WITHOUT_BF16, "run", "quickstart", *QUICK).stdout
     start, note = out.splitlines()[:2]
@@ -65,6 +66,7 @@ def test_run_start_line_says_bfloat16_is_emulated(runs_dir):
     assert note == f"note: {hardware.EMULATED_BF16_NOTICE}"
 
 
+@pytest.mark.slow  # real trainers
 def test_ab_says_it_before_running_and_under_the_table(runs_dir):
     out = fake_cpu_amptui(WITHOUT_BF16, "ab", "quickstart", "--variants", "fp32,bf16", *QUICK).stdout
     lines = out.splitlines()

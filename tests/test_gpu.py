@@ -21,6 +21,7 @@ def steps_of(run_dir):
 
 # --- this machine's default ---------------------------------------------------------------------
 
+@pytest.mark.slow  # a real run (on a CPU: autocast bfloat16, which this kind of CPU may only emulate)
 @pytest.mark.any_device
 def test_auto_picks_this_machines_default_device_and_dtype(runs_dir):
     amptui("run", "quickstart", *SHORT, check=True)

@@ -51,6 +51,7 @@ def allocator_defaults_env() -> dict[str, str]:
             if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", "LD_PRELOAD")}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="the settings are glibc's")
 @pytest.mark.parametrize("mode", ["reuse", "defaults"])
 def test_freed_tensors_are_reused_instead_of_faulted_in_again(mode):
@@ -80,6 +81,7 @@ def test_allocator_settings_of_your_own_are_left_alone(monkeypatch):
     assert host_memory.keep_freed_memory() == "host memory: left to your allocator settings (LD_PRELOAD)"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="the settings are glibc's")
 def test_tunables_for_other_things_do_not_turn_reuse_off():
     env = {**allocator_defaults_env(), "GLIBC_TUNABLES": "glibc.pthread.rseq=0"}
@@ -97,6 +99,7 @@ def last_step(run_dir) -> int:
     return steps[-1] if steps else 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 @pytest.mark.parametrize("reuse", [True, False])
 def test_a_cpu_run_does_not_fault_in_its_gradients_every_step(runs_dir, monkeypatch, reuse):

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import amptui.core
 from amptui.core import checkpoints
 from amptui.core.errors import UserError
@@ -45,12 +47,14 @@ def _loaded_after(code: str) -> list[str]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_import_contracts_are_kept():
     proc = subprocess.run([_tool("lint-imports"), "--no-cache"], capture_output=True, text=True, timeout=300,
                           cwd=REPO, env=_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_every_core_module_imports_without_torch_textual_or_the_trainer():
     names = sorted(m.name for m in pkgutil.walk_packages(amptui.core.__path__, "amptui.core."))
     assert "amptui.core.run.runs" in names and "amptui.core.preflight" in names
@@ -58,6 +62,7 @@ def test_every_core_module_imports_without_torch_textual_or_the_trainer():
     assert loaded == [], f"importing amptui.core loads {loaded}"
 
 
+@pytest.mark.slow
 def test_amptui_help_does_not_import_torch():
     loaded = _loaded_after("import contextlib, io, sys\nfrom amptui.cli import main as cli\n"
                            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"

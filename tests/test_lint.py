@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # ruff and mypy run as processes of their own
+
 REPO = Path(__file__).resolve().parent.parent
 
 

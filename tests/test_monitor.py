@@ -57,6 +57,7 @@ def _run(steps, model, opt, scaler, x, y, mon, after_step):
     return loop
 
 
+@pytest.mark.slow
 def test_import_amptui_stays_free_of_torch():
     code = "import sys, amptui; assert 'torch' not in sys.modules; amptui.Monitor; assert 'torch' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -123,6 +124,7 @@ def test_an_exception_inside_the_with_ends_the_run_failed_and_is_reraised(runs_d
     assert info.status == "failed" and "boom at step 1" in info.error
 
 
+@pytest.mark.slow
 def test_a_script_that_never_closes_still_gets_its_end_record(runs_dir, isolated):
     script = isolated / "forgetful.py"
     script.write_text("import torch, amptui\n"

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 from conftest import amptui, events, only_run
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import Dataset
 
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import ConfigError

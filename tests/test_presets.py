@@ -3,7 +3,6 @@
 import os
 
 import pytest
-from conftest import amptui
 
 from amptui.core.config import presets
 from amptui.core.config import values as config
@@ -51,26 +50,26 @@ def test_write_is_atomic_and_leaves_no_temp_files(isolated):
     assert sorted(os.listdir(folder)) == ["mine.toml"]
 
 
-def test_presets_cli_list_show_save(isolated):
-    out = amptui("presets", "list", check=True).stdout
+def test_presets_cli_list_show_save(cli, isolated):
+    out = cli("presets", "list", check=True).stdout
     assert "quickstart" in out and "built-in" in out
-    out = amptui("presets", "show", "scaler-lab", check=True).stdout
+    out = cli("presets", "show", "scaler-lab", check=True).stdout
     assert "growth_interval = 8" in out and "[dist]" in out  # every key resolved
-    out = amptui("presets", "save", "fast", "--from", "quickstart", "--set", "run.epochs=1", check=True).stdout
+    out = cli("presets", "save", "fast", "--from", "quickstart", "--set", "run.epochs=1", check=True).stdout
     assert "saved preset 'fast'" in out
-    again = amptui("presets", "save", "fast", "--from", "quickstart")
+    again = cli("presets", "save", "fast", "--from", "quickstart")
     assert again.returncode == 2 and "already exists" in again.stderr and "Traceback" not in again.stderr
-    assert "fast" in amptui("presets", "list", check=True).stdout
+    assert "fast" in cli("presets", "list", check=True).stdout
     assert presets.find_preset("fast").config().run.epochs == 1
 
 
-def test_a_saved_preset_describes_itself_not_its_parent(isolated):
-    amptui("presets", "save", "bf", "--from", "quickstart", "--set", "amp.dtype=bfloat16", check=True)
-    amptui("presets", "save", "same", "--from", "quickstart", check=True)
-    amptui("presets", "save", "told", "--from", "quickstart", "--set", 'run.description="my own words"',
-           check=True)
+def test_a_saved_preset_describes_itself_not_its_parent(cli, isolated):
+    cli("presets", "save", "bf", "--from", "quickstart", "--set", "amp.dtype=bfloat16", check=True)
+    cli("presets", "save", "same", "--from", "quickstart", check=True)
+    cli("presets", "save", "told", "--from", "quickstart", "--set", 'run.description="my own words"',
+        check=True)
     described = {p.name: p.description for p in presets.list_presets()}
     assert described["bf"] == "quickstart with amp.dtype=bfloat16"
     assert described["same"] == "copy of quickstart"
     assert described["told"] == "my own words"
-    assert "quickstart with amp.dtype=bfloat16" in amptui("presets", "list", check=True).stdout
+    assert "quickstart with amp.dtype=bfloat16" in cli("presets", "list", check=True).stdout

@@ -85,6 +85,7 @@ def tiny_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+@pytest.mark.slow  # mount and umount a tmpfs
 def test_a_full_disk_keeps_the_previous_checkpoint(tiny_disk):
     checkpoint.save(tiny_disk, {"step": 1, "w": torch.ones(100)})
     with pytest.raises(OSError):
@@ -93,6 +94,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tiny_disk):
     assert [p.name for p in tiny_disk.iterdir()] == ["last.pt"], "the failed temp file is removed"
 
 
+@pytest.mark.slow
 def test_death_mid_write_keeps_the_previous_checkpoint(tmp_path):
     script = textwrap.dedent(f"""
         import sys, torch
@@ -202,7 +204,7 @@ def test_a_run_survives_its_terminal_closing(runs_dir, isolated, detach):
 
 def _hold_lock(run_dir):
     """Another process that takes the run's lock (as a trainer does) and keeps it until killed."""
-    code = ("import sys, time; from pathlib import Path; from amptui.core import runlock; "
+    code = ("import sys, time; from pathlib import Path; from amptui.core.run import runlock; "
             "runlock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
@@ -221,6 +223,7 @@ def _ended_run(tmp_path, status="stopped"):
     return run_dir, runs
 
 
+@pytest.mark.slow
 def test_the_lock_tells_running_from_killed(tmp_path):
     """A live holder means running, even while a resumed session has not written its start yet;
     its death (SIGKILL) frees the lock at once: no stale lock, the last end record speaks again."""
@@ -241,13 +244,14 @@ def test_the_lock_tells_running_from_killed(tmp_path):
     assert runs.load_run(run_dir).status == "killed"  # no end record, lock free: nobody alive
 
 
+@pytest.mark.slow
 def test_a_lock_handed_to_a_child_has_no_gap(tmp_path):
     """What `amptui run/resume` does: take the lock, start the child with it, let go; the child
     adopts it (AMPTUI_LOCK_FD) and holds it alone; a stale variable never fakes a lock."""
     from amptui.core.run import runlock
 
     run_dir, runs = _ended_run(tmp_path)
-    code = ("import sys, time; from pathlib import Path; from amptui.core import runlock; "
+    code = ("import sys, time; from pathlib import Path; from amptui.core.run import runlock; "
             "lock = runlock.hold_for_this_process(Path(sys.argv[1])); print(lock.fd, flush=True); time.sleep(600)")
     with runlock.acquire(run_dir) as lock:
         env = {**os.environ, runlock.FD_ENV: str(lock.fd)}

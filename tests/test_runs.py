@@ -36,6 +36,7 @@ def test_status_comes_from_the_last_session(tmp_path):
     assert runs.load_run(resumed).status == "killed"
 
 
+@pytest.mark.slow
 def test_running_while_the_process_lives_then_killed(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -101,6 +102,7 @@ def test_duration_is_the_sessions_time_summed(tmp_path):
     assert runs.load_run(make_run(tmp_path, "starting", [], pid=os.getpid())).duration_s is None
 
 
+@pytest.mark.slow
 def test_a_running_runs_duration_only_grows(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 
@@ -32,12 +33,13 @@ def test_the_installed_torch_is_in_the_declared_range():
     assert version_tuple(torch.__version__) >= version_tuple(declared_lower_bound())
 
 
+@pytest.mark.slow
 def test_small_models_and_synthetic_data_need_no_torchvision():
     """Where torchvision cannot load (the older torch's venv), the presets on amptui's own models
     and data still build: torchvision is imported only by the models and datasets that use it."""
     code = (
         "import sys; sys.modules['torchvision'] = None  # import torchvision -> ImportError\n"
-        "from amptui.core import config\n"
+        "from amptui.core.config import values as config\n"
         "from amptui.core.config.presets import find_preset\n"
         "import torch\nfrom amptui.trainer.data import build_train_val\n"
         "from amptui.trainer.models import build_model\n"

@@ -107,17 +107,18 @@ def test_judge_picks_fastest_accurate_candidate_and_stays_in_fp32_within_noise()
     assert V.explain(slow, winner, needed, "cpu")[0].startswith("Stay in fp32")
 
 
-def test_bad_keys_are_one_line_errors(tmp_path):
+def test_bad_keys_are_one_line_errors(cli, tmp_path):
     preset = tiny_preset(tmp_path)
-    proc = amptui("tune", str(preset), "--keys", "optim.fused")
+    proc = cli("tune", str(preset), "--keys", "optim.fused")
     assert proc.returncode == 2 and "not a preset key; the fused optimizer is always on where supported" in proc.stderr
-    proc = amptui("tune", str(preset), "--set", "amp.dtype=bfloat16")
+    proc = cli("tune", str(preset), "--set", "amp.dtype=bfloat16")
     assert proc.returncode == 2 and "tune searches that" in proc.stderr
     assert "Traceback" not in proc.stderr and not Path("runs").exists()
 
 
 # --- real trials ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_guard_rejects_a_diverging_float16_trial(tmp_path, runs_dir):
     """float16 without a GradScaler and with inf injected into the gradients: its loss goes NaN."""
     preset = presetmod.find_preset(str(tiny_preset(tmp_path)))
@@ -137,6 +138,7 @@ def test_guard_rejects_a_diverging_float16_trial(tmp_path, runs_dir):
         assert recs[0]["config"]["run"]["name"].startswith("tiny-tune-") and recs[-1]["kind"] == "end"
 
 
+@pytest.mark.slow
 def test_out_of_memory_trial_is_recorded_and_the_winner_round_trips_as_a_preset(tmp_path, runs_dir):
     (tmp_path / "hungry.py").write_text(HUNGRY)
     preset = tmp_path / "hungry.toml"
@@ -149,7 +151,7 @@ def test_out_of_memory_trial_is_recorded_and_the_winner_round_trips_as_a_preset(
     assert oom["status"] == "oom" and oom["verdict"] == "out of memory" and "OutOfMemoryError" in oom["reason"]
     end = events(runs_dir / oom["run_id"])[-1]
     assert end["kind"] == "end" and end["error"]["type"] == "OutOfMemoryError"
-    assert result["winner"] == "fp32" and any(l.startswith("Memory-bound: batch 16") for l in result["explanation"])
+    assert result["winner"] == "fp32" and any(line.startswith("Memory-bound: batch 16") for line in result["explanation"])
 
     tuned = presetmod.find_preset("hungry-tuned")
     assert Path(result["saved_preset"]) == tuned.path and not tuned.builtin
@@ -162,6 +164,7 @@ def test_out_of_memory_trial_is_recorded_and_the_winner_round_trips_as_a_preset(
     assert 'factory = "hungry:build"' in shown
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_search_and_the_running_trial_and_still_reports(tmp_path, runs_dir):
     preset = tiny_preset(tmp_path).resolve()
     # a larger model, so the second trial is surely still running when Ctrl-C comes
@@ -197,6 +200,7 @@ def test_ctrl_c_stops_the_search_and_the_running_trial_and_still_reports(tmp_pat
 
 # --- the dashboard ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(tmp_path, runs_dir):
     from dashboard_support import async_test, until
     from textual.widgets import DataTable, OptionList

@@ -160,6 +160,11 @@ class ProgressPrinter:
         label = len(self.label) if self.label else 0  # padded, plus the column's space
         return max(0, console.width - label - (self.BAR_WIDTH + 1) - (2 * len(total) + 2) - (8 + 1) - 1)
 
+    def redraw(self) -> None:
+        """Draw the live line now, as its timer would (a test or a caller that just fed records)."""
+        if self._progress is not None:
+            self._progress.refresh()
+
     def _stop_progress(self) -> None:
         if self._progress is not None:
             self._progress.stop()

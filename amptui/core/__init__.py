@@ -1,0 +1,24 @@
+"""amptui's core: what every other part shares. Standard library only (torch lazily, inside the
+few functions that ask the machine; Textual never), so the dashboard and `amptui --help` stay light.
+
+Where things live:
+
+    config/       a preset made into one typed value
+      schema      the sections as frozen dataclasses: every key's type, default, doc, choices
+      values      Config: parsing TOML and --set, merging, validation (ConfigError names the key)
+      presets     built-in and saved presets: find, load, save atomically
+      precision   Precision (autocast, dtype, GradScaler) and the DTYPES table
+      resolve     "auto" values decided for a device; variants: `amptui ab`'s precision setups
+    run/          a run folder and what it says
+      runfiles    the file names in a run folder; runlock: one writer per folder (flock)
+      runs        listing runs, their status and duration; runstate: the fold of a run's records
+      runops      delete, resume refusals, the equivalent command line (for the CLI and dashboard)
+    records       the event stream's record kinds, one dataclass each
+    events        the one line framer, EventReader and EventWriter; eventends: a file's head and tail
+    safefile      opening what a run folder holds as data (no links out, no FIFOs, bounded)
+    trust         which run folders may run the code their config names
+    compare       the tutorials' table; inputbound: the data-wait share; series, axis, fmt: figures
+    preflight     checks before a run folder exists (device, data, weights); usercode: factories
+    checkpoints   last.json, what a resume check knows of last.pt without torch
+    pretrained    the torchvision weights table; errors: UserError and ConfigError
+"""

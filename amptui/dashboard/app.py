@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
 
 from amptui.core.fmt import shown
 from amptui.core.run.runs import process_alive as _process_alive
 from amptui.core.run.runs import runs_root as _runs_root
+
+if TYPE_CHECKING:
+    from amptui.dashboard.screens.home import HomeScreen
 
 
 class AmptuiApp(App):
@@ -34,13 +38,16 @@ class AmptuiApp(App):
         self.process_alive = process_alive
 
     def on_mount(self) -> None:
+        self.push_screen(self.first_screen())
+
+    def first_screen(self) -> Screen:
+        """The screen the app opens on: the watched run's, or home."""
         from amptui.dashboard.screens.home import HomeScreen
         from amptui.dashboard.screens.run import RunScreen
 
         if self.watch_dir is not None:
-            self.push_screen(RunScreen(self.watch_dir, standalone=True))
-        else:
-            self.push_screen(HomeScreen())
+            return RunScreen(self.watch_dir, standalone=True)
+        return HomeScreen()
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = True) -> None:
@@ -75,7 +82,7 @@ class AmptuiApp(App):
             self.push_screen(HelpScreen(self.screen))
 
     # --- navigation used by the screens ----------------------------------------------------------
-    def home(self):
+    def home(self) -> HomeScreen | None:
         from amptui.dashboard.screens.home import HomeScreen
 
         return next((s for s in self.screen_stack if isinstance(s, HomeScreen)), None)
@@ -89,10 +96,11 @@ class AmptuiApp(App):
         """Leave a run screen; the run goes on. From `amptui watch` there is no home yet: open it."""
         from amptui.dashboard.screens.home import HomeScreen
 
-        if self.home() is not None:
-            while self.screen is not self.home():
+        home = self.home()
+        if home is not None:
+            while self.screen is not home:
                 self.pop_screen()
-            self.home().refresh_runs()
+            home.refresh_runs()
         else:
             self.switch_screen(HomeScreen())
 

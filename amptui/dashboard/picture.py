@@ -19,9 +19,12 @@ import html
 import re
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rich.cells import cell_len
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
 
 _TEXT = re.compile(r'<text ([^>]*?)x="([0-9.]+)"([^>]*?)textLength="([0-9.]+)"([^>]*)>([^<]*)</text>')
 SETTLE_S = 0.3  # a last pause after the screen says it is drawn, for the compositor
@@ -104,16 +107,15 @@ def parse_size(text: str) -> tuple[int, int]:
     return cols, rows
 
 
-def headless_svg(make_screen: Callable[[], object], runs_root: Path, size: tuple[int, int],
+def headless_svg(make_screen: Callable[[], Screen], runs_root: Path, size: tuple[int, int],
                  timeout_s: float = 30.0) -> str:
     """Draw one screen headless at `size` and return it as SVG, once the screen says it has drawn
     what it read (`drawn()`), or after `timeout_s` with what it has."""
     from amptui.dashboard.app import AmptuiApp
 
     class PictureApp(AmptuiApp):
-        def on_mount(self, event) -> None:
-            event.prevent_default()  # this screen only, not the home screen AmptuiApp would open
-            self.push_screen(make_screen())
+        def first_screen(self) -> Screen:
+            return make_screen()  # this screen only, not the home screen AmptuiApp would open
 
     async def shoot() -> str:
         app = PictureApp(runs_root)

@@ -18,7 +18,7 @@ class RunsCache:
 
     @staticmethod
     def _stamp(path: Path) -> tuple:
-        stamp = []
+        stamp: list[tuple[int, int] | None] = []
         for name in ("events.jsonl", "run.json", "config.toml"):
             try:
                 st = (path / name).stat()

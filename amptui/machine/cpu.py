@@ -17,12 +17,12 @@ BF16_CPU_FLAGS = DTYPES["bfloat16"].cpu_flags   # ("amx_bf16", "avx512_bf16")
 
 def cpu_name() -> str:
     """The CPU's model name, as the `start` record and the doctor report it."""
-    return _read_cpuinfo()[0] or platform.processor() or platform.machine()
+    return read_cpuinfo()[0] or platform.processor() or platform.machine()
 
 
 def cpu_info(torch) -> dict[str, Any]:
     """The doctor's `cpu` section: model, cores, the flags of CPU_FLAGS, torch's kernel ISA."""
-    model, flags = _read_cpuinfo()
+    model, flags = read_cpuinfo()
     try:
         capability = torch.backends.cpu.get_cpu_capability()
     except Exception:  # noqa: BLE001 - older torch
@@ -58,13 +58,15 @@ def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str |
     known = DTYPES.get(dtype)
     if device_type != "cpu" or not autocast or known is None or not known.cpu_flags:
         return None
-    _, flags = _read_cpuinfo()
+    _, flags = read_cpuinfo()
     if not flags or "sse2" not in flags:  # unreadable, or not x86 (ARM names its bf16 otherwise)
         return None
     return None if any(flag in flags for flag in known.cpu_flags) else emulated_notice(known)
 
 
-def _read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str | None, set[str]]:
+def read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str | None, set[str]]:
+    """The CPU's model name and flags from /proc/cpuinfo ((None, empty) where it cannot be read).
+    Everything here asks through this one function, so a test can stand in another CPU."""
     model: str | None = None
     flags: set[str] = set()
     try:

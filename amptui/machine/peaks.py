@@ -121,7 +121,7 @@ def measure_all(devices: list[str] | None = None, dtypes: tuple[str, ...] = MEAS
             rates[device][dtype] = rate
             if rate is not None:
                 _PEAK_CACHE.setdefault(_peak_key(device, dtype), rate)
-                measured[_cache_key(device, dtype)] = rate
+                measured[peak_cache_key(device, dtype)] = rate
     _write_peak_cache(measured)  # `amptui doctor` refreshes what runs read
     return rates
 
@@ -142,13 +142,18 @@ def peak_tflops(device: Any, dtype: Any, budget_s: float = 0.3) -> float:
     does not pay for the measurement at every start (`amptui doctor` measures afresh and updates it)."""
     key = _peak_key(device, dtype)
     if key not in _PEAK_CACHE:
-        stored = _cache_key(*key)
+        stored = peak_cache_key(*key)
         rate = _read_peak_cache().get(stored)
         if rate is None:
             rate = measure_matmul_tflops(key[0], key[1], budget_s)
             _write_peak_cache({stored: rate})
         _PEAK_CACHE[key] = rate
     return _PEAK_CACHE[key]
+
+
+def forget_measured_peaks() -> None:
+    """Forget the peaks this process has looked up (as a new process would); the file stays."""
+    _PEAK_CACHE.clear()
 
 
 # --- the peak cache: {"format": 1, "peak_tflops": {"<device>|<dtype>|torch <version>": TFLOP/s}} ----
@@ -162,7 +167,7 @@ def peak_cache_path() -> Path:
     return Path(base) / "amptui" / "peak_tflops.json"
 
 
-def _cache_key(device: Any, dtype: Any) -> str:
+def peak_cache_key(device: Any, dtype: Any) -> str:
     """What a measured peak depends on: the device model (on a CPU also torch's thread count),
     the dtype and the torch version; not the device's index."""
     import torch

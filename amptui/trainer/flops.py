@@ -19,16 +19,17 @@ def count_step_flops(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tens
     Only matmuls/convolutions and the like are counted (the ops FlopCounterMode knows), which is
     the convention for achieved-vs-peak FLOP/s."""
     try:
-        return _count_on_meta(model, criterion, x, y)
+        return count_on_meta(model, criterion, x, y)
     except Exception:  # noqa: BLE001 - fall back to the exact, slower way
-        return _count_for_real(model, criterion, x, y, device_type, dtype, autocast)
+        return count_for_real(model, criterion, x, y, device_type, dtype, autocast)
 
 
 def _meta_like(t: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
 
 
-def _count_on_meta(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor) -> int:
+def count_on_meta(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor) -> int:
+    """The step's FLOPs on the meta device (shapes only); raises where the model needs values."""
     from torch.func import functional_call
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -46,8 +47,8 @@ def _count_on_meta(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor
     return int(counter.get_total_flops())
 
 
-def _count_for_real(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor, device_type: str,
-                    dtype: torch.dtype | None, autocast: bool) -> int:
+def count_for_real(model: nn.Module, criterion, x: torch.Tensor, y: torch.Tensor, device_type: str,
+                   dtype: torch.dtype | None, autocast: bool) -> int:
     """One real forward/backward; gradients (None stays None), buffers and RNG are put back."""
     from torch.utils.flop_counter import FlopCounterMode
 

@@ -8,9 +8,11 @@ app. The one handler lets the screen undo what the worker's reply would have und
 
 from __future__ import annotations
 
-from textual import work
+from textual import getters, work
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
+
+from amptui.dashboard.app import AmptuiApp
 
 
 def in_background(group: str, name: str):
@@ -20,6 +22,7 @@ def in_background(group: str, name: str):
 
 
 class DashboardScreen(Screen):
+    app = getters.app(AmptuiApp)  # self.app typed as the dashboard's app (runs_root, from_thread, ...)
     _failure_said: tuple[str, str] | None = None  # the last failure shown (worker name, error)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

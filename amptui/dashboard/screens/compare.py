@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -82,7 +83,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         differ = runops.config_differences(self.run_dirs)
         self.app.from_thread(self._show, summaries, rows, differ)
 
-    def _show(self, summaries: list[cmp.RunSummary], rows: list[cmp.CompareRow], differ: list[str] = ()) -> None:
+    def _show(self, summaries: list[cmp.RunSummary], rows: list[cmp.CompareRow], differ: Sequence[str] = ()) -> None:
         self.rows = rows
         self.differ = list(differ)
         self.refresh_bindings()  # export applies from now on: the footer shows m / v
@@ -96,8 +97,8 @@ class CompareScreen(KeysMixin, DashboardScreen):
         table.clear()
         for i, row in enumerate(rows):
             color = COLORS[i % len(COLORS)]
-            by_header = self.row_cells(row)
-            by_header["run"] = Text(by_header["run"], style=color)
+            texts = self.row_cells(row)
+            by_header: dict[str, str | Text] = {**texts, "run": Text(texts["run"], style=color)}
             cells = [by_header[h] for h in self._order()]
             table.add_row(Text(str(i + 1), style=f"bold {color}"), *cells, key=row.run_id)
         self._curves(summaries)

@@ -27,7 +27,8 @@ def key_rows(screen: Screen) -> list[tuple[str, str, str]]:
             refusal = getattr(screen, "refusal", lambda a: None)(binding.action.split("(")[0])
             rows.append((app.get_key_display(Binding(key, binding.action)), binding.description or binding.action,
                          refusal or ""))
-    for key, what in getattr(screen, "HELP", {}).items():
+    # KEY_HELP, not Textual's HELP (a widget's markdown for its help panel): keys that BINDINGS cannot show
+    for key, what in getattr(screen, "KEY_HELP", {}).items():
         rows.append((key, what, ""))
     return rows
 

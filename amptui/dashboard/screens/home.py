@@ -47,7 +47,8 @@ class FilterInput(Input):
     BINDINGS = [Binding("escape", "done", "Done")]
 
     def action_done(self) -> None:
-        self.screen.close_filter()
+        if isinstance(self.screen, HomeScreen):
+            self.screen.close_filter()
 
 
 class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
@@ -66,10 +67,10 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),
     ], ("watch", "resume", "delete", "info"))
-    HELP = {"space": "mark/unmark the highlighted run for compare (in Runs); the first marked is the baseline",
-            "tab / shift+tab": "move between presets, toggles and runs",
-            "enter": "on a preset: edit its toggles; on a run: watch it; on a drop-down: open it",
-            "escape": "leave a text field / the filter (back to Presets)"}
+    KEY_HELP = {"space": "mark/unmark the highlighted run for compare (in Runs); the first marked is the baseline",
+                "tab / shift+tab": "move between presets, toggles and runs",
+                "enter": "on a preset: edit its toggles; on a run: watch it; on a drop-down: open it",
+                "escape": "leave a text field / the filter (back to Presets)"}
 
     def __init__(self) -> None:
         super().__init__(id="home")

@@ -6,17 +6,23 @@ the toggles."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.worker import Worker
 
 from amptui.core.config import presets as presetmod
+from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import PRECISION_KEYS
 from amptui.core.run import runops
-from amptui.dashboard.screens.base import in_background
+from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import detached
 from amptui.tune import plan as T
+
+if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
+    _Screen = DashboardScreen
+else:
+    _Screen = object
 
 LAUNCH_GROUP = "home-launch"  # runs and resumes: one start at a time
 
@@ -26,19 +32,29 @@ def preset_ref(preset: presetmod.Preset) -> str:
     return preset.name if preset.builtin else str(preset.path)
 
 
-class LaunchActions:
+class LaunchActions(_Screen):
+    # what it reads and sets on the home screen (HomeScreen.__init__ sets them)
+    preset: presetmod.Preset | None  # the highlighted preset
     _launching: bool  # a run or resume is starting (cleared by _launched, or when its worker fails)
+    _watched_groups: set[str]  # A/Bs started here: compare opens when they end
 
-    def _launch_problem(self) -> str | None:
-        """Why nothing can be launched now (before any process starts)."""
-        if self.preset is None:
-            return "no preset highlighted"
-        return runops.runs_folder_problem(self.app.runs_root)
+    if TYPE_CHECKING:  # the home screen's own
+        def refresh_runs(self) -> None: ...
+        def _current_values(self) -> cfgmod.Config | None: ...
+
+    def _launch_preset(self, refused: str) -> presetmod.Preset | None:
+        """The preset to launch, or None with a notice titled `refused` saying why nothing can be
+        launched now (before any process starts)."""
+        preset = self.preset
+        problem = "no preset highlighted" if preset is None else runops.runs_folder_problem(self.app.runs_root)
+        if problem:
+            self.notify(problem, title=refused, severity="error", timeout=10)
+            return None
+        return preset
 
     def action_run(self) -> None:
-        problem = self._launch_problem()
-        if problem:
-            self.notify(problem, title="Run refused", severity="error", timeout=10)
+        preset = self._launch_preset("Run refused")
+        if preset is None:
             return
         if self._launching:
             self.notify("a run is already starting…")
@@ -47,8 +63,8 @@ class LaunchActions:
         if overrides is None:
             return
         self._launching = True
-        self.notify(f"starting {self.preset.name}…", timeout=3)
-        self._launch(self.preset, overrides)
+        self.notify(f"starting {preset.name}…", timeout=3)
+        self._launch(preset, overrides)
 
     def _changed_toggles(self) -> dict[str, Any] | None:
         """The toggles that differ from the preset (None, with a notice, when one is invalid or the
@@ -71,17 +87,16 @@ class LaunchActions:
         """An A/B of the highlighted preset and toggles: one run per precision variant (the device's
         default variants), one after another, in the background, as one group in Runs; the compare
         screen opens on them when the last one ends."""
-        problem = self._launch_problem()
-        if problem:
-            self.notify(problem, title="A/B refused", severity="error", timeout=10)
+        preset = self._launch_preset("A/B refused")
+        if preset is None:
             return
         overrides = self._changed_toggles()
         if overrides is None:
             return
         overrides = {k: v for k, v in overrides.items() if k not in PRECISION_KEYS}
-        args = detached.amptui_args("ab", preset_ref(self.preset), overrides, "--runs-dir", str(self.app.runs_root))
+        args = detached.amptui_args("ab", preset_ref(preset), overrides, "--runs-dir", str(self.app.runs_root))
         # Not one-at-a-time here: a second A/B of the same preset is refused by `amptui ab` itself.
-        name = self.preset.name
+        name = preset.name
         self.run_worker(lambda: self._start_ab(name, args), thread=True, group="home-ab",
                         exclusive=False, exit_on_error=False, name="starting the A/B")
 
@@ -103,12 +118,13 @@ class LaunchActions:
     def action_tune(self) -> None:
         """`amptui tune --detach` on the highlighted preset and toggles; its screen opens once started.
         Toggles of what the tune searches (precision, compile, batch size) are left to the search."""
-        overrides = self._changed_toggles() if self.preset is not None else None
-        if overrides is None:
+        preset = self.preset
+        overrides = self._changed_toggles() if preset is not None else None
+        if preset is None or overrides is None:
             return
         kept = {k: v for k, v in overrides.items() if k not in T.KEY_DIMENSIONS}
-        self.notify(f"tuning {self.preset.name}: its trials appear in Runs as {self.preset.name}-tune-…", timeout=6)
-        self._start_tune(detached.amptui_args("tune", preset_ref(self.preset), kept, "--runs-dir",
+        self.notify(f"tuning {preset.name}: its trials appear in Runs as {preset.name}-tune-…", timeout=6)
+        self._start_tune(detached.amptui_args("tune", preset_ref(preset), kept, "--runs-dir",
                                               str(self.app.runs_root), "--format", "json"))
 
     @in_background("home-tune", "starting the tune")

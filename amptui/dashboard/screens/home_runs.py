@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from amptui.core import trust
 from amptui.core.errors import UserError
 from amptui.core.run import runops
-from amptui.dashboard.screens.base import in_background
+from amptui.core.run.runs import RunInfo
+from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.home_launch import LAUNCH_GROUP
 from amptui.jobs import detached
 
+if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
+    _Screen = DashboardScreen
+else:
+    _Screen = object
 
-class RunActions:
+
+class RunActions(_Screen):
+    _launching: bool  # a run or resume is starting (HomeScreen.__init__; LaunchActions clears it)
+
+    if TYPE_CHECKING:  # the home screen's own, and LaunchActions'
+        def refresh_runs(self) -> None: ...
+        def _highlighted_info(self) -> RunInfo | None: ...
+        def _child(self, args: list[str]) -> None: ...
+
     def action_resume(self) -> None:
         info = self._highlighted_info()
         if info is None or self._launching:

@@ -7,10 +7,18 @@ reaches a hidden fallback binding that shows the reason, so no key is ever silen
 
 from __future__ import annotations
 
-from textual.binding import Binding
+from typing import TYPE_CHECKING
+
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
+    _Screen = Screen
+else:
+    _Screen = object
 
 
-class KeysMixin:
+class KeysMixin(_Screen):
     def refusal(self, action: str) -> str | None:
         """Why `action` does not apply now (None: it does)."""
         return None
@@ -26,10 +34,10 @@ class KeysMixin:
             self.notify(reason, severity="warning", timeout=6)
 
 
-def with_reasons(bindings: list[Binding], actions: tuple[str, ...]) -> list[Binding]:
+def with_reasons(bindings: list[Binding], actions: tuple[str, ...]) -> list[BindingType]:
     """BINDINGS plus, for each action that can be refused, a hidden binding on the same key that
     says why (Textual tries the next binding of a key when check_action refuses the first)."""
-    out = list(bindings)
+    out: list[BindingType] = list(bindings)
     for b in bindings:
         if b.action in actions:
             out.append(Binding(b.key, f"why_not('{b.action}')", b.description, show=False))

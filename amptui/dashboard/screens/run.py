@@ -46,7 +46,7 @@ class PanelTabs(Static):
         x = 1  # left padding
         for i, (_, name) in enumerate(PANELS):
             width = len(f" {i + 1} {name} ") + 1
-            if x <= event.x < x + width:
+            if x <= event.x < x + width and isinstance(self.screen, RunScreen):
                 self.screen.action_panel(i)
                 return
             x += width
@@ -67,7 +67,7 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
         Binding("escape", "restore", "Restore", show=False),
     ], ("stop", "resume")) + [Binding(str(i + 1), f"panel({i})", f"panel: {name}", show=False)
                               for i, (_, name) in enumerate(PANELS)]
-    HELP = {"1-6": "show that panel (at 80x24) / maximize it (larger terminals); again restores"}
+    KEY_HELP = {"1-6": "show that panel (at 80x24) / maximize it (larger terminals); again restores"}
 
     def __init__(self, run_dir: Path, *, standalone: bool = False):
         super().__init__(id=None)
@@ -137,7 +137,7 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
         self._tabs()
 
     def _tabs(self) -> None:
-        parts = []
+        parts: list[str | tuple[str, str]] = []
         for i, (_key, name) in enumerate(PANELS):
             style = "bold reverse" if i == self.active else "dim"
             parts.append((f" {i + 1} {name} ", style))

@@ -6,19 +6,37 @@ when one is pressed anyway)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from rich.text import Text
+from textual.notifications import SeverityLevel
 from textual.widgets import Static
 from textual.worker import Worker
 
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown as escaped
 from amptui.core.run import runops
-from amptui.dashboard.screens.base import in_background
+from amptui.dashboard.runmodel import RunModel
+from amptui.dashboard.screens.base import DashboardScreen, in_background
+
+if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
+    _Screen = DashboardScreen
+else:
+    _Screen = object
 
 TRACEBACK_LINES = 6  # of a failed run's traceback, under its error (2 in the compact layout)
 
 
-class RunControls:
+class RunControls(_Screen):
+    # what it reads and sets on its run screen (RunScreen.__init__ sets them)
+    run_dir: Path
+    model: RunModel
+    _stopping: bool  # a stop was asked and has not answered yet
+    _resuming: bool  # a resume is starting
+    _status_seen: tuple | None  # (status, loading, stopping) the keys were last worked out for
+    _resume_refusal: str | None  # why R does not apply now (None: it does)
+
     def _status_changed(self) -> None:
         """Which keys apply follows the run's status (s while running, R when a resume would work)."""
         m = self.model
@@ -108,6 +126,7 @@ class RunControls:
     def _stop(self) -> None:
         from amptui.jobs import launch
 
+        severity: SeverityLevel
         try:
             info = launch.stop(self.run_dir, wait_s=60)
             message, severity = f"run {info.run_id}: {info.status} at step {info.step}", "information"
@@ -115,7 +134,7 @@ class RunControls:
             message, severity = str(exc), "error"
         self.app.from_thread(self._stopped, message, severity)
 
-    def _stopped(self, message: str, severity: str) -> None:
+    def _stopped(self, message: str, severity: SeverityLevel) -> None:
         self._stopping = False
         self._status_seen = None
         self.notify(message, severity=severity)

@@ -9,6 +9,8 @@ inside the panel, so no number or layer name is cut off.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -17,7 +19,14 @@ from amptui.core.config.precision import DTYPES, Precision
 from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_bytes, fmt_loss, fmt_scale
 from amptui.core.series import Series, interpolate, rolling_median
+from amptui.dashboard.runmodel import RunModel
+from amptui.dashboard.screens.base import DashboardScreen
 from amptui.dashboard.widgets.plot import COLORS, Figure, Line, MetricPlot
+
+if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
+    _Screen = DashboardScreen
+else:
+    _Screen = object
 
 MEDIAN_WINDOW = 9  # throughput windows in the rolling median drawn over the raw ones
 RAW_SPEED = (150, 95, 40)  # the raw throughput windows: a dim orange under the median
@@ -46,8 +55,11 @@ def scaler_event_line(ev: dict) -> Text:
     return text
 
 
-class RunPanels:
+class RunPanels(_Screen):
     x_unit = "step"  # or "seconds" (the `t` key)
+    model: RunModel  # the run screen's (RunScreen.__init__)
+    _range: tuple[float, float] | None  # the x span of the plots being drawn
+    _events_shown: tuple[int, int | None]  # the scaler events listed: how many, the newest's step
 
     def _x(self, series: Series) -> tuple[list[float], list[float]]:
         """A series' points on the shared x axis (steps, or training seconds at those steps)."""

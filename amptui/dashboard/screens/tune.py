@@ -112,22 +112,24 @@ class TuneScreen(DashboardScreen):
         return next((line.removeprefix("amptui: ") for line in lines if line.startswith("amptui: error:")), "")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if not self.result:
+        key = event.row_key.value  # the trial's index (rows are added with key=f"{i}")
+        if not self.result or key is None:
             return
-        trial = self.result["trials"][int(event.row_key.value)]
+        trial = self.result["trials"][int(key)]
         if trial.get("run_id"):
             self.app.open_run(Path(self.result_path.parent) / trial["run_id"])
 
     def action_save_winner(self) -> None:
-        if self.running:
+        result = self.result
+        if self.running or result is None:  # no result yet: the search is starting
             self.notify("the search is still running; save the winner when it has ended", severity="warning")
             return
         try:
-            path = T.save_winner(self.result)
+            path = T.save_winner(result)
         except UserError as exc:
             self.notify(str(exc), title="Not saved", severity="error", timeout=8)
             return
-        self.notify(f"saved preset {self.result['preset']}-tuned to {path}", timeout=8)
+        self.notify(f"saved preset {result['preset']}-tuned to {path}", timeout=8)
         home = self.app.home()
         if home is not None:
             home.load_presets()

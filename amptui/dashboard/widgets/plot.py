@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from textual_plotext import PlotextPlot
 
@@ -97,7 +97,7 @@ class MetricPlot(PlotextPlot):
         for line, pts in visible:
             if not pts:
                 continue
-            kwargs = {"color": line.color, "marker": line.marker}
+            kwargs: dict[str, Any] = {"color": line.color, "marker": line.marker}
             if line.label and legend:
                 kwargs["label"] = line.label
             if line.sparse:

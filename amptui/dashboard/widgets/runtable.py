@@ -118,6 +118,11 @@ class RunTable(DataTable):
                 # until pushed out: tens of MB for a list redrawn every 2 s. Drop them now.
                 self.notify_style_update()
 
+    @property
+    def run_ids(self) -> list[str]:
+        """The run ids the table shows (after the filter), top to bottom."""
+        return list(self._order)
+
     def highlighted_run(self) -> str | None:
         if not self._order or self.cursor_row is None or not (0 <= self.cursor_row < len(self._order)):
             return None

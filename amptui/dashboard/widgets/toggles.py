@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from textual import on
 from textual.app import ComposeResult
@@ -195,15 +195,19 @@ class TogglesPanel(Vertical):
         else:
             self.query_one(f"#{TOGGLES[-1].wid}").focus()
 
+    def _widget(self, t: Toggle) -> Switch | Select[Any] | Input:
+        """The widget of toggle `t`: a Switch, Select or Input, as its kind says (compose)."""
+        return cast("Switch | Select[Any] | Input", self.query_one(f"#{t.wid}"))
+
     def state(self) -> dict[str, Any]:
         """What the widgets hold, as typed (kept per preset when the highlight moves)."""
-        return {t.key: self.query_one(f"#{t.wid}").value for t in TOGGLES}
+        return {t.key: self._widget(t).value for t in TOGGLES}
 
     def restore(self, state: dict[str, Any]) -> None:
         self._loading = True
         for t in TOGGLES:
             if t.key in state:
-                self.query_one(f"#{t.wid}").value = state[t.key]
+                self._widget(t).value = state[t.key]
         self.call_after_refresh(self._loaded)
 
     def _loaded(self) -> None:
@@ -214,7 +218,7 @@ class TogglesPanel(Vertical):
         """{dotted key: value} of every toggle (raises ConfigError on the first invalid one)."""
         out: dict[str, Any] = {}
         for t in TOGGLES:
-            widget = self.query_one(f"#{t.wid}")
+            widget = self._widget(t)
             if isinstance(widget, Switch):
                 out[t.key] = bool(widget.value)
             elif isinstance(widget, Select):
