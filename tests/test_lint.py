@@ -1,4 +1,4 @@
-"""ruff on amptui (the rules and line length in pyproject.toml) and mypy on amptui/core."""
+"""ruff on amptui (the rules and line length in pyproject.toml) and mypy (check_untyped_defs) on all of amptui."""
 
 from __future__ import annotations
 
@@ -33,6 +33,6 @@ def test_ruff_finds_nothing_in_amptui():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_mypy_finds_nothing_in_core(tmp_path):
+def test_mypy_finds_nothing_in_amptui(tmp_path):
     proc = _run(_tool("mypy"), "--cache-dir", str(tmp_path))  # files, options: [tool.mypy] in pyproject.toml
     assert proc.returncode == 0, proc.stdout + proc.stderr

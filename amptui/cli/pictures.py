@@ -22,7 +22,7 @@ def size_of(text: str) -> tuple[int, int]:
 def watch_svg(args, run_dir) -> int:
     """The run screen drawn headless at --size, written to --svg (nothing else changes on disk)."""
     from amptui.core.run import runs
-    from amptui.dashboard.picture import headless_svg
+    from amptui.dashboard.app import headless_svg
     from amptui.dashboard.screens.run import RunScreen
 
     size = size_of(args.size)
@@ -37,7 +37,7 @@ def watch_svg(args, run_dir) -> int:
 
 def compare_svg(args, root: Path, dirs: list[Path]) -> int:
     """The compare screen (table, loss overlay, loss difference) as SVG on stdout."""
-    from amptui.dashboard.picture import headless_svg
+    from amptui.dashboard.app import headless_svg
     from amptui.dashboard.screens.compare import CompareScreen
 
     size = size_of(args.size)

@@ -6,6 +6,7 @@ Runs are started as separate, detached processes, so quitting never stops them.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -17,6 +18,7 @@ from textual.screen import Screen
 from amptui.core.fmt import shown
 from amptui.core.run.runs import process_alive as _process_alive
 from amptui.core.run.runs import runs_root as _runs_root
+from amptui.dashboard.picture import SETTLE_S, screen_svg
 
 if TYPE_CHECKING:
     from amptui.dashboard.screens.home import HomeScreen
@@ -138,3 +140,27 @@ def make_app(runs_dir: Path | str | None = None, watch: str | Path | None = None
              process_alive: Callable[[dict], bool] = _process_alive) -> AmptuiApp:
     """The app factory (used by the CLI, the tests and the screenshot script)."""
     return AmptuiApp(runs_dir, watch=Path(watch) if watch else None, clock=clock, process_alive=process_alive)
+
+
+def headless_svg(make_screen: Callable[[], Screen], runs_root: Path, size: tuple[int, int],
+                 timeout_s: float = 30.0) -> str:
+    """Draw one screen headless at `size` and return it as SVG, once the screen says it has drawn
+    what it read (`drawn()`), or after `timeout_s` with what it has."""
+    class PictureApp(AmptuiApp):
+        def first_screen(self) -> Screen:
+            return make_screen()  # this screen only, not the home screen AmptuiApp would open
+
+    async def shoot() -> str:
+        app = PictureApp(runs_root)
+        async with app.run_test(size=size) as pilot:
+            deadline = time.monotonic() + timeout_s
+            await pilot.pause(0.1)
+            while time.monotonic() < deadline:
+                drawn = getattr(app.screen, "drawn", None)
+                if drawn is not None and drawn():
+                    break
+                await pilot.pause(0.1)
+            await pilot.pause(SETTLE_S)
+            return screen_svg(app)
+
+    return asyncio.run(shoot())

@@ -1,8 +1,8 @@
 """Pictures that leave the terminal: a screen as Textual draws it, as SVG.
 
     svg = screen_svg(app)                       # the app's current screen (the dashboard's `p` key)
-    svg = headless_svg(factory, (120, 40))      # a screen drawn headless (`compare --format svg`,
-                                                #  `watch RUN --svg FILE`)
+    (dashboard.app.headless_svg draws one screen headless with these: `compare --format svg`,
+    `watch RUN --svg FILE`)
 
 Textual's SVG writes each run of same-styled characters as one <text> stretched to its cells by
 `textLength`. Viewers that ignore textLength (rsvg-convert) lay the run out in a fallback font
@@ -14,17 +14,16 @@ that drops a leading &#160; shifts nothing): the picture holds its grid in any v
 
 from __future__ import annotations
 
-import asyncio
 import html
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 
 if TYPE_CHECKING:
-    from textual.screen import Screen
+    pass
 
 _TEXT = re.compile(r'<text ([^>]*?)x="([0-9.]+)"([^>]*?)textLength="([0-9.]+)"([^>]*)>([^<]*)</text>')
 SETTLE_S = 0.3  # a last pause after the screen says it is drawn, for the compositor
@@ -105,29 +104,3 @@ def parse_size(text: str) -> tuple[int, int]:
     if not (40 <= cols <= 400 and 12 <= rows <= 200):
         raise ValueError(f"size {text!r}: columns 40..400, rows 12..200")
     return cols, rows
-
-
-def headless_svg(make_screen: Callable[[], Screen], runs_root: Path, size: tuple[int, int],
-                 timeout_s: float = 30.0) -> str:
-    """Draw one screen headless at `size` and return it as SVG, once the screen says it has drawn
-    what it read (`drawn()`), or after `timeout_s` with what it has."""
-    from amptui.dashboard.app import AmptuiApp
-
-    class PictureApp(AmptuiApp):
-        def first_screen(self) -> Screen:
-            return make_screen()  # this screen only, not the home screen AmptuiApp would open
-
-    async def shoot() -> str:
-        app = PictureApp(runs_root)
-        async with app.run_test(size=size) as pilot:
-            deadline = time.monotonic() + timeout_s
-            await pilot.pause(0.1)
-            while time.monotonic() < deadline:
-                drawn = getattr(app.screen, "drawn", None)
-                if drawn is not None and drawn():
-                    break
-                await pilot.pause(0.1)
-            await pilot.pause(SETTLE_S)
-            return screen_svg(app)
-
-    return asyncio.run(shoot())

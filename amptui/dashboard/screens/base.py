@@ -8,11 +8,14 @@ app. The one handler lets the screen undo what the worker's reply would have und
 
 from __future__ import annotations
 
-from textual import getters, work
+from typing import TYPE_CHECKING
+
+from textual import work
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from amptui.dashboard.app import AmptuiApp
+if TYPE_CHECKING:  # the app imports the screens: a runtime import here would close a circle
+    from amptui.dashboard.app import AmptuiApp
 
 
 def in_background(group: str, name: str):
@@ -22,7 +25,8 @@ def in_background(group: str, name: str):
 
 
 class DashboardScreen(Screen):
-    app = getters.app(AmptuiApp)  # self.app typed as the dashboard's app (runs_root, from_thread, ...)
+    if TYPE_CHECKING:
+        app: AmptuiApp  # self.app is the dashboard's app (runs_root, from_thread, ...)
     _failure_said: tuple[str, str] | None = None  # the last failure shown (worker name, error)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
