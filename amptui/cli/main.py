@@ -16,6 +16,7 @@ from amptui.cli import pictures as cli_pictures
 from amptui.cli import tune as cli_tune
 from amptui.cli.parser import build_parser
 from amptui.core.errors import UserError
+from amptui.core.run.runfiles import RunFolder
 from amptui.jobs.detached import announce
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def cmd_resume(args) -> int:
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
     trusted = args.trust_code or trust.asked_on_terminal(run_dir)
-    offset = _size(run_dir / "events.jsonl")
+    offset = _size(RunFolder(run_dir).events)
     # checks it can resume while holding the run's lock
     proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file, trust_code=trusted)
     return _attach(run_dir, proc, args.detach, offset=offset, kind="resume")
@@ -121,8 +122,8 @@ def _attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kin
 
     if detach:
         announce(kind, f"started in the background; follow it with: amptui watch {run_dir.name}\n"
-                       f"output: {run_dir / 'output.log'}",
-                 run_id=run_dir.name, run_dir=run_dir.resolve(), pid=proc.pid, log=(run_dir / "output.log").resolve())
+                       f"output: {RunFolder(run_dir).output_log}",
+                 run_id=run_dir.name, run_dir=run_dir.resolve(), pid=proc.pid, log=RunFolder(run_dir).output_log.resolve())
         return 0
     printer = ProgressPrinter(label=label)
     followed = _follow(run_dir, proc, offset, printer)
@@ -149,7 +150,7 @@ def _follow(run_dir: Path, proc, offset: int, printer) -> tuple[dict | None, boo
     from amptui.core.events import EventReader, primary_events_file
     from amptui.jobs import launch
 
-    reader = EventReader(run_dir / "events.jsonl", offset=offset)
+    reader = EventReader(RunFolder(run_dir).events, offset=offset)
     end = None
     stopping = False
     while end is None:
