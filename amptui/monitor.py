@@ -58,7 +58,7 @@ from amptui.core.config.resolve import auto_overrides
 from amptui.core.events import EventWriter, events_file
 from amptui.core.records import End, WarningRecord
 from amptui.core.run import runlock, runs
-from amptui.core.run.runfiles import RUN_DIR_ENV, STOP_FILE
+from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
 
@@ -195,7 +195,7 @@ class Monitor:
         self._writes = True
         if path is not None:  # launched by amptui (or told where): the folder may hold config.toml
             base = None
-            cfg_path = path / "config.toml"
+            cfg_path = RunFolder(path).config
             if cfg_path.is_file():
                 base = cfgmod.read_toml(cfg_path)
             cfg = self._resolved(base, config)
@@ -206,17 +206,14 @@ class Monitor:
                 if not cfg_path.is_file() or safefile.text_or_none(cfg_path, cfgmod.TOML_LIMIT) != text:
                     atomic_write_text(cfg_path, text)
                 trust.remember(path, trust.code_refs(cfg))  # this script runs here: its code was given here
-                if not (path / "run.json").is_file():
+                if not RunFolder(path).run_json.is_file():
                     runs.write_launch_info(path, os.getpid(), list(sys.argv))
             return path, cfg
         cfg = self._resolved(None, config)
         path = self._shared_new_dir()
         if self.rank == 0:
             runlock.hold_for_this_process(path)
-            atomic_write_text(path / "config.toml", cfgmod.to_toml(cfg.to_dict(), f"# amptui run {path.name}: "
-                                                                                  "written by amptui.Monitor"))
-            trust.remember(path, trust.code_refs(cfg))
-            (path / "checkpoints").mkdir(exist_ok=True)
+            runs.write_new(RunFolder(path), cfg, f"# amptui run {path.name}: written by amptui.Monitor")
             runs.write_launch_info(path, os.getpid(), list(sys.argv))
         return path, cfg
 
@@ -225,7 +222,7 @@ class Monitor:
         Without a process group, ranks other than 0 cannot know it and write nothing."""
         shared = ddp.initialized(self.world_size)
         if self.rank == 0:
-            path = runs.new_run_dir(runs.runs_root(), self.name)
+            path = runs.create_folder(None, self.name).path
             if shared:
                 torch.distributed.broadcast_object_list([str(path)], src=0)
             return path
@@ -289,7 +286,7 @@ class Monitor:
     def _stop_now(self) -> bool:
         """Checked once per record: the run folder's stop file (what `amptui stop` writes) or
         SIGTERM. Under torch.distributed the ranks agree with one small all-reduce."""
-        flag = self.stop_requested or (self._writes and (self.run_dir / STOP_FILE).exists())
+        flag = self.stop_requested or (self._writes and RunFolder(self.run_dir).stop.exists())
         return ddp.any_rank(bool(flag), self.recorder.active_meter.device, self.world_size)
 
     def _write_step(self, reduce: bool = True) -> None:

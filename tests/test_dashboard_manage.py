@@ -223,12 +223,13 @@ def test_equivalent_command_reproduces_the_config(root):
     from amptui.core.config import presets as presetmod
     from amptui.core.config import values as cfgmod
     from amptui.core.run import runops
+    from amptui.core.run.runfiles import RunFolder
 
     words = shlex.split(runops.equivalent_command(root / QUICK))
     assert words[:3] == ["amptui", "run", "quickstart"]
     sets = [words[i + 1] for i, w in enumerate(words) if w == "--set"]
     rebuilt = presetmod.find_preset("quickstart").config(cfgmod.parse_set(sets))
-    assert rebuilt == runops.run_config(root / QUICK)
+    assert rebuilt == RunFolder(root / QUICK).load_config()
 
 
 def test_short_ids_tell_runs_apart():

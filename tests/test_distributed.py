@@ -13,6 +13,7 @@ import pytest
 from conftest import amptui, events, only_run, started, wait_for_step
 
 from amptui.core.run import runs
+from amptui.core.run.runfiles import RunFolder
 from amptui.jobs import launch
 from amptui.trainer.torchrun import StderrTail, launch_failure
 
@@ -68,7 +69,7 @@ def test_two_nodes_on_loopback_train_together(runs_dir):
     assert [node.returncode for node in nodes] == [0, 0], outputs
     folders = sorted(p for p in runs_dir.iterdir())
     assert len(folders) == 2
-    by_node = {launch.load_config(d).dist.node_rank: d for d in folders}
+    by_node = {RunFolder(d).load_config().dist.node_rank: d for d in folders}
     # the node started with node_rank 0 holds global rank 0 and the run's events.jsonl
     assert [f.name for f in by_node[0].glob("events*.jsonl")] == ["events.jsonl"]
     assert [f.name for f in by_node[1].glob("events*.jsonl")] == ["events.rank1.jsonl"]

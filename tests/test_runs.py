@@ -142,3 +142,32 @@ def test_the_runs_folder_is_checked(tmp_path):
     with pytest.raises(UserError, match="cannot create runs"):
         runs.new_run_dir(tmp_path / "file" / "runs", "quickstart")
     assert runs.runs_root(str(tmp_path / "not-yet"), writable=True) == tmp_path / "not-yet"
+
+
+def test_a_run_folder_names_its_files_and_reads_its_config(tmp_path):
+    from amptui.core.config import values as cfgmod
+    from amptui.core.errors import ConfigError
+
+    folder = runs.create_folder(tmp_path / "runs", "my preset!")
+    assert folder.path.parent == tmp_path / "runs" and folder.name.endswith(tuple("0123456789abcdef"))
+    assert "-my-preset-" in folder.name and list(folder.path.iterdir()) == []  # nothing written yet
+    assert folder.rank_events(0) == folder.events == folder.path / "events.jsonl"
+    assert folder.rank_events(2) == folder.path / "events.rank2.jsonl"
+    assert folder.checkpoint == folder.path / "checkpoints" / "last.pt" and not folder.is_run()
+    cfg = cfgmod.build_config({"run": {"name": "quickstart", "epochs": 3}})
+    runs.write_new(folder, cfg, "# a test run")
+    assert folder.is_run() and folder.checkpoints.is_dir()
+    assert folder.config.read_text().startswith("# a test run") and folder.load_config() == cfg
+    folder.config.write_text("[run\n")
+    with pytest.raises(ConfigError, match=str(folder.config)):
+        folder.load_config()
+
+
+def test_a_run_folder_that_cannot_be_filled_is_removed(tmp_path):
+    from amptui.core.config import values as cfgmod
+
+    folder = runs.create_folder(tmp_path, "quickstart")
+    folder.checkpoints.write_text("in the way")  # mkdir fails as on a full disk: an OSError
+    with pytest.raises(UserError, match=f"cannot create run {folder.name} in {tmp_path}"):
+        runs.write_new(folder, cfgmod.build_config({}), "# header")
+    assert not folder.path.exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from amptui.core.errors import UserError
+from amptui.core.run.runfiles import RunFolder
 from amptui.jobs.detached import announce
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def cmd_resume(args) -> int:
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
     trusted = args.trust_code or asked_on_terminal(run_dir)
-    offset = _size(run_dir / "events.jsonl")
+    offset = _size(RunFolder(run_dir).events)
     # checks it can resume while holding the run's lock
     proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file, trust_code=trusted)
     return attach(run_dir, proc, args.detach, offset=offset, kind="resume")
@@ -111,8 +112,8 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
 
     if detach:
         announce(kind, f"started in the background; follow it with: amptui watch {run_dir.name}\n"
-                       f"output: {run_dir / 'output.log'}",
-                 run_id=run_dir.name, run_dir=run_dir.resolve(), pid=proc.pid, log=(run_dir / "output.log").resolve())
+                       f"output: {RunFolder(run_dir).output_log}",
+                 run_id=run_dir.name, run_dir=run_dir.resolve(), pid=proc.pid, log=RunFolder(run_dir).output_log.resolve())
         return 0
     printer = ProgressPrinter(label=label)
     followed = _follow(run_dir, proc, offset, printer)
@@ -139,7 +140,7 @@ def _follow(run_dir: Path, proc, offset: int, printer) -> tuple[dict | None, boo
     from amptui.core.events import EventReader, primary_events_file
     from amptui.jobs import launch
 
-    reader = EventReader(run_dir / "events.jsonl", offset=offset)
+    reader = EventReader(RunFolder(run_dir).events, offset=offset)
     end = None
     stopping = False
     while end is None:
@@ -177,11 +178,11 @@ def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> 
 
     if end is None:
         print(f"amptui: error: the run's process exited (exit code {proc.returncode}) without an end record; "
-              f"see {run_dir / 'output.log'}", file=sys.stderr)
+              f"see {RunFolder(run_dir).output_log}", file=sys.stderr)
         return 1
     print(f"run {run_dir.name}: {end['status']}")
     if end["status"] == "failed":
-        print(f"amptui: error: {info.error or 'failed'} (details in {run_dir / 'output.log'})", file=sys.stderr)
+        print(f"amptui: error: {info.error or 'failed'} (details in {RunFolder(run_dir).output_log})", file=sys.stderr)
         return 1
     if end["status"] == "stopped":
         refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS)

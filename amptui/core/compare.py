@@ -20,13 +20,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import PRECISION_KEYS, Precision
 from amptui.core.errors import ConfigError
 from amptui.core.events import EventReader, primary_events_file
 from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate, fmt_ratio
 from amptui.core.inputbound import notice
 from amptui.core.records import END, EPOCH, STEP, End, Epoch, Start, Step
+from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
 from amptui.core.series import Series
 
@@ -96,8 +96,7 @@ class RunSummary(RunState):
 def _flat_config(run_dir: Path) -> dict[str, Any]:
     """The run's resolved config.toml as {"section.key": value}; empty when it cannot be read."""
     try:
-        path = run_dir / "config.toml"
-        return cfgmod.build_config(cfgmod.read_toml(path), source=str(path)).flat()
+        return RunFolder(run_dir).load_config().flat()
     except ConfigError:
         return {}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 from amptui.core.records import BY_KIND, COMMON_FIELDS, Record, field_types
+from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import UnsafeFile, open_file
 
 VERSION = 1
@@ -21,7 +22,7 @@ KINDS = tuple(BY_KIND)
 
 
 def events_file(run_dir: Path, rank: int = 0) -> Path:
-    return Path(run_dir) / ("events.jsonl" if rank == 0 else f"events.rank{rank}.jsonl")
+    return RunFolder(run_dir).rank_events(rank)
 
 
 def primary_events_file(run_dir: Path) -> Path:

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from amptui.core.run.runfiles import CONFIG_FILE
+from amptui.core.run.runfiles import RunFolder
 
 if TYPE_CHECKING:
     from amptui.core.config.values import Config
@@ -86,12 +86,10 @@ def given_here(run_dir: Path, refs: list[str]) -> bool:
 def run_code(run_dir: Path) -> list[str]:
     """The code a run folder's config.toml names; [] when it names none or cannot be read (the
     command that reads it says why)."""
-    from amptui.core.config import values as cfgmod
     from amptui.core.errors import UserError
 
-    path = Path(run_dir) / CONFIG_FILE
     try:
-        return code_refs(cfgmod.build_config(cfgmod.read_toml(path), source=str(path)))
+        return code_refs(RunFolder(run_dir).load_config())
     except (UserError, OSError, RecursionError):
         return []
 
@@ -105,7 +103,7 @@ def foreign_code(run_dir: Path) -> list[str]:
 def refusal(run_dir: Path, refs: list[str]) -> str:
     """The one line a resume without consent prints."""
     return (f"run {Path(run_dir).name} names code that was not given on this machine ({'; '.join(refs)}); "
-            f"resuming runs it as you: look at {Path(run_dir) / CONFIG_FILE}, then resume with {TRUST_FLAG}")
+            f"resuming runs it as you: look at {RunFolder(run_dir).config}, then resume with {TRUST_FLAG}")
 
 
 def mark(refs: list[str], given_here: bool) -> str:

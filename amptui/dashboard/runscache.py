@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from amptui.core.eventends import SessionIndex
+from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runs import RunInfo, load_run
 
 
@@ -19,9 +20,10 @@ class RunsCache:
     @staticmethod
     def _stamp(path: Path) -> tuple:
         stamp: list[tuple[int, int] | None] = []
-        for name in ("events.jsonl", "run.json", "config.toml"):
+        run = RunFolder(path)
+        for file in (run.events, run.run_json, run.config):
             try:
-                st = (path / name).stat()
+                st = file.stat()
                 stamp.append((st.st_mtime_ns, st.st_size))
             except FileNotFoundError:
                 stamp.append(None)
@@ -32,7 +34,7 @@ class RunsCache:
             return []
         found: dict[str, tuple[tuple, RunInfo]] = {}
         for path in root.iterdir():
-            if not (path / "config.toml").is_file():
+            if not RunFolder(path).is_run():
                 continue
             stamp = self._stamp(path)
             known = self._known.get(path.name)

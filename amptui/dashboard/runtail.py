@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from amptui.core.events import EventReader, events_file, open_events
-from amptui.core.run.runlock import LOCK_FILE
+from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runs import process_alive, read_launch_info, writer_alive
 from amptui.dashboard.runmodel import RunModel
 
@@ -135,7 +135,7 @@ class RunTail:
         self.readers: dict[int, SkimReader] = {0: SkimReader(events_file(self.run_dir, 0))}
         self._skim: dict[int, tuple[int, int]] = {}  # rank -> (stride, until offset) for the first catch-up
         self._alive = alive
-        self._log = LogTail(self.run_dir / "output.log")
+        self._log = LogTail(RunFolder(self.run_dir).output_log)
         self._last_scan = 0.0
         self._last_alive = 0.0
 
@@ -207,7 +207,7 @@ class RunTail:
     def _check_alive(self) -> None:
         """From the run's lock, as `amptui runs` tells it (run.json's pid only for a folder from
         before the lock file, checked by `alive`)."""
-        if not os.path.lexists(self.run_dir / LOCK_FILE):
+        if not os.path.lexists(RunFolder(self.run_dir).lock):
             info = read_launch_info(self.run_dir)
             if not info:  # no launch record: not started yet, or started by something that is gone
                 self.model.set_alive(None if self.model.started is None else False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,15 +20,7 @@ from amptui.core.config import values as cfgmod
 from amptui.core.config.presets import Preset
 from amptui.core.errors import UserError
 from amptui.core.run import runlock, runops, runs
-from amptui.core.run.runfiles import (
-    CHECKPOINT_DIR,
-    CHECKPOINT_FILE,
-    CHECKPOINT_INFO,
-    CONFIG_FILE,
-    OUTPUT_LOG,
-    RUN_DIR_ENV,
-    STOP_FILE,
-)
+from amptui.core.run.runfiles import CONFIG_FILE, EVENTS_FILE, OUTPUT_LOG, RUN_DIR_ENV, RUN_JSON, STOP_FILE, RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.jobs.spawn import spawn
 
@@ -156,21 +147,9 @@ def create_run(preset: Preset | None, overrides: dict | None = None,
     Nothing is written before every check has passed.
     """
     cfg = resolve_config(preset, overrides)
-    path = runs.new_run_dir(runs.runs_root(root), cfg.run.name)
-    header = f"# amptui run {path.name}: preset {cfg.run.name!r} resolved for this machine"
-    try:
-        atomic_write_text(path / CONFIG_FILE, cfgmod.to_toml(cfg.to_dict(), header))
-        (path / CHECKPOINT_DIR).mkdir()
-    except OSError as exc:  # a full disk, a quota: no half-made run folder left behind
-        shutil.rmtree(path, ignore_errors=True)
-        raise UserError(f"cannot create run {path.name} in {path.parent}: {exc.strerror or exc}") from None
-    trust.remember(path, trust.code_refs(cfg))  # its code was given here (core/trust.py)
-    return path, cfg
-
-
-def load_config(run_dir: Path) -> cfgmod.Config:
-    cfg_path = run_dir / CONFIG_FILE
-    return cfgmod.build_config(cfgmod.read_toml(cfg_path), source=str(cfg_path))
+    folder = runs.create_folder(root, cfg.run.name)
+    runs.write_new(folder, cfg, f"# amptui run {folder.name}: preset {cfg.run.name!r} resolved for this machine")
+    return folder.path, cfg
 
 
 # A check that reads a run's last.pt (torch: the trainer's layer provides it) and raises UserError
@@ -201,16 +180,17 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
             if foreign and not trust_code:
                 raise UserError(trust.refusal(run_dir, foreign))
             check_resumable(run_dir, locked=True, check_checkpoint=check_checkpoint)
-        cfg = load_config(run_dir)
+        cfg = RunFolder(run_dir).load_config()
         check_run_files(run_dir)  # again, now that no other amptui writes here
         clear_old_stop(run_dir, began)
         command = trainer_command(cfg, run_dir, resume, script_args)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    **{RUN_DIR_ENV: str(run_dir.resolve()), runlock.FD_ENV: str(lock.fd)})
         try:
-            proc = spawn(command, run_dir / OUTPUT_LOG, env=env, pass_fds=(lock.fd,))
+            proc = spawn(command, RunFolder(run_dir).output_log, env=env, pass_fds=(lock.fd,))
         except OSError as exc:
-            raise UserError(f"run {run_dir.name}: cannot write {run_dir / OUTPUT_LOG}: {exc.strerror or exc}") from None
+            raise UserError(f"run {run_dir.name}: cannot write {RunFolder(run_dir).output_log}: "
+                            f"{exc.strerror or exc}") from None
         lock.describe(proc.pid, command)  # the child rewrites it when it adopts the lock
         try:
             runs.write_launch_info(run_dir, proc.pid, command)
@@ -224,7 +204,7 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
 def clear_old_stop(run_dir: Path, began: float) -> None:
     """Remove a stop request older than this start (it was meant for an earlier session); one sent
     while this start was still checking stays, and the new session stops at its first step record."""
-    path = run_dir / STOP_FILE
+    path = RunFolder(run_dir).stop
     try:  # request_stop writes time.time(); never a link followed out, never a FIFO that waits
         text = safefile.read_bytes(path, 64).decode("ascii", "replace").strip()
         sent = float(text) if text else path.stat().st_mtime
@@ -238,7 +218,7 @@ def clear_old_stop(run_dir: Path, began: float) -> None:
 
 # Files a trainer writes into its run folder: each must be a regular file or absent, checked
 # before a trainer starts (a folder or a link in their place would fail it, or lead it outside).
-_WRITTEN = ("run.json", OUTPUT_LOG, "events.jsonl", CONFIG_FILE, STOP_FILE)
+_WRITTEN = (RUN_JSON, OUTPUT_LOG, EVENTS_FILE, CONFIG_FILE, STOP_FILE)
 
 
 def check_run_files(run_dir: Path) -> None:
@@ -250,11 +230,12 @@ def check_run_files(run_dir: Path) -> None:
     try:
         for name in names:
             safefile.check_regular(run_dir / name)
-        for folder in (run_dir / CHECKPOINT_DIR, run_dir / "tensorboard"):
+        run = RunFolder(run_dir)
+        for folder in (run.checkpoints, run_dir / "tensorboard"):
             if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
                 raise safefile.UnsafeFile(f"{folder}: not a folder (a link or a file)")
-        for name in (CHECKPOINT_FILE, CHECKPOINT_INFO):
-            safefile.check_regular(run_dir / CHECKPOINT_DIR / name)
+        for path in (run.checkpoint, run.checkpoint_info):
+            safefile.check_regular(path)
     except safefile.UnsafeFile as exc:
         raise UserError(f"run {run_dir.name}: {exc}; move it away to use this run") from None
 
@@ -265,7 +246,7 @@ def request_stop(run_dir: Path) -> None:
     A file rather than a signal: under torchrun the workers live in sessions of their own, and
     all ranks must agree on the step they stop at (they check it together, once per record).
     """
-    atomic_write_text(run_dir / STOP_FILE, f"{time.time()}\n")
+    atomic_write_text(RunFolder(run_dir).stop, f"{time.time()}\n")
 
 
 def stop(run_dir: Path, wait_s: float = 120.0) -> runs.RunInfo:
@@ -312,7 +293,7 @@ def check_resumable(run_dir: Path, locked: bool = False,
     refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS)
     if refusal:
         raise UserError(refusal)
-    current = load_config(run_dir)
+    current = RunFolder(run_dir).load_config()
     _check_checkpoint_fits(run_dir, current, check_checkpoint)
     # The machine may have changed since: the same checks as a new run.
     preflight.check_data(current)
@@ -324,12 +305,13 @@ def _check_checkpoint_fits(run_dir: Path, current: cfgmod.Config,
     """Refuse a resume whose config.toml no longer describes what the checkpoint holds: from
     last.json when it describes last.pt and the code that wrote it is this code, else by
     `check_checkpoint` (which reads last.pt: its tensors must still fit the model)."""
-    directory = run_dir / CHECKPOINT_DIR
+    run = RunFolder(run_dir)
+    directory = run.checkpoints
     info = checkpoints.read_info(directory)
     if info is not None and info.get("code") == checkpoints.code_fingerprint():
         checkpoints.check_config_fits(run_dir.name, info.get("config"), current.to_dict())
     elif check_checkpoint is not None:
         check_checkpoint(run_dir, current)
     else:
-        raise UserError(f"run {run_dir.name}: cannot check {directory / CHECKPOINT_FILE} here: "
+        raise UserError(f"run {run_dir.name}: cannot check {run.checkpoint} here: "
                         f"{checkpoints.stale_reason(directory)}; resume it with `amptui resume {run_dir.name}`")

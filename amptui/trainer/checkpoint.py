@@ -17,8 +17,8 @@ from amptui.core import checkpoints as info
 from amptui.core.checkpoints import code_fingerprint as code_fingerprint  # saved with a checkpoint, compared on resume
 from amptui.core.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
 from amptui.core.config.values import Config
-from amptui.core.run.runfiles import CHECKPOINT_DIR
 from amptui.core.run.runfiles import CHECKPOINT_FILE as FILENAME
+from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_writer, open_file
 
 
@@ -99,7 +99,7 @@ def check_resume(run_dir: Path, current: Config) -> None:
     """Read last.pt itself (torch) and refuse, in one line, a resume it cannot serve: unreadable,
     not amptui's, trained with another structural config, or tensors that do not fit the model of
     config.toml. For checkpoints whose last.json does not describe them (core checks the others)."""
-    directory = Path(run_dir) / CHECKPOINT_DIR
+    directory = RunFolder(run_dir).checkpoints
     state = load(directory, require=REQUIRED)  # a damaged file: one line naming it
     info.check_config_fits(Path(run_dir).name, state.get("config"), current.to_dict())
     check_fits(state, directory / FILENAME, current)

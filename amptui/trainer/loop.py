@@ -35,12 +35,11 @@ import torch
 from torch import nn
 
 from amptui.core import preflight
-from amptui.core.config import values as cfgmod
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter, events_file
 from amptui.core.fmt import fmt_accuracy
 from amptui.core.records import Checkpoint
-from amptui.core.run.runfiles import STOP_FILE
+from amptui.core.run.runfiles import RunFolder
 from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
@@ -60,11 +59,10 @@ class Trainer:
     def __init__(self, run_dir: Path, resume: bool):
         self.run_dir = run_dir
         self.resume = resume
-        cfg_path = run_dir / "config.toml"
-        self.cfg = cfgmod.build_config(cfgmod.read_toml(cfg_path), source=str(cfg_path))
+        self.cfg = RunFolder(run_dir).load_config()
         self.dist = Dist()
         self.stop_requested = False
-        self.stop_file = run_dir / STOP_FILE
+        self.stop_file = RunFolder(run_dir).stop
         self.progress = Progress()
         self.recorder = Recorder(EventWriter(events_file(run_dir, self.dist.rank), self.dist.rank), self.dist.rank,
                                  self.dist.world_size, counters=self.progress,

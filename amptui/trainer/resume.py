@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from amptui.core.config.values import Config
+from amptui.core.run.runfiles import RunFolder
 from amptui.telemetry import Counters
 from amptui.trainer import checkpoint
 from amptui.trainer.state import TrainingState
@@ -36,7 +37,7 @@ def write_checkpoint(run_dir: Path, cfg: Config, state: TrainingState, progress:
         "config": cfg.to_dict(),
         "code": checkpoint.code_fingerprint(),
     }
-    path = checkpoint.save(run_dir / "checkpoints", saved)
+    path = checkpoint.save(RunFolder(run_dir).checkpoints, saved)
     state.faults.after_checkpoint()
     return path
 
@@ -46,7 +47,7 @@ def restore(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress
     """Load the last checkpoint into the state's objects and `progress`, in place; the step it
     resumes from. A changed config.toml or trainer code is said, not refused."""
     # On the CPU first: RNG states must stay CPU tensors; load_state_dict moves the rest.
-    saved = checkpoint.load(run_dir / "checkpoints", map_location="cpu")
+    saved = checkpoint.load(RunFolder(run_dir).checkpoints, map_location="cpu")
     changes = checkpoint.config_changes(saved.get("config", {}), cfg.to_dict())
     if changes:
         listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in changes)

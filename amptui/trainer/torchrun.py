@@ -21,6 +21,7 @@ from amptui.core.errors import UserError
 from amptui.core.events import EventReader, EventWriter, primary_events_file
 from amptui.core.records import START, End, ErrorInfo
 from amptui.core.run import runlock
+from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import fold
 from amptui.jobs import launch
 
@@ -63,7 +64,7 @@ def main() -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
-    cfg = launch.load_config(run_dir)
+    cfg = RunFolder(run_dir).load_config()
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -26,6 +26,7 @@ from amptui.core.config.presets import Preset
 from amptui.core.errors import UserError
 from amptui.core.events import EventReader
 from amptui.core.records import STEP
+from amptui.core.run.runfiles import RunFolder
 from amptui.jobs import launch
 from amptui.tune import plan as T
 from amptui.tune import verdict as V
@@ -184,7 +185,7 @@ class Search:
     def follow(self, t: T.Trial, run_dir: Path, proc) -> list[dict[str, Any]]:
         """Read the trial's events until it ends; ask it to stop when it can no longer win, the
         budget ends or the user presses Ctrl-C; kill it if it does not stop in time."""
-        reader = EventReader(run_dir / "events.jsonl")
+        reader = EventReader(RunFolder(run_dir).events)
         records: list[dict[str, Any]] = []
         stop_sent = None
         while True:

@@ -31,8 +31,8 @@ from typing import Any
 
 from amptui.core import safefile
 from amptui.core.errors import UserError
+from amptui.core.run.runfiles import RunFolder
 
-LOCK_FILE = "lock"
 FD_ENV = "AMPTUI_LOCK_FD"      # an inherited, already locked descriptor of <run_dir>/lock
 _RECORD_BYTES = 1024           # the holder's record is written as one padded block
 _RETRY_S = 0.5                 # rides over a reader's probe, never over a real writer
@@ -80,7 +80,7 @@ def _short_command(command: list[str]) -> str:
 def acquire(run_dir: Path, retry_s: float = _RETRY_S) -> RunLock:
     """Take the run folder's lock or raise RunLocked naming the process that holds it."""
     run_dir = Path(run_dir)
-    path = run_dir / LOCK_FILE
+    path = RunFolder(run_dir).lock
     try:  # never through a symlink, never a FIFO: `describe` writes into this file
         fd = safefile.open_fd(path, os.O_RDWR | os.O_CREAT)
     except safefile.UnsafeFile as exc:
@@ -137,7 +137,7 @@ def _inherited(run_dir: Path) -> RunLock | None:
         return None
     fd = int(value)
     try:
-        held, ours = os.fstat(fd), os.lstat(Path(run_dir) / LOCK_FILE)
+        held, ours = os.fstat(fd), os.lstat(RunFolder(run_dir).lock)
     except OSError:
         return None
     if (held.st_dev, held.st_ino) != (ours.st_dev, ours.st_ino):
@@ -154,7 +154,7 @@ def holder(run_dir: Path) -> dict[str, Any] | None:
     """Who holds the run folder's lock now: their record ({} if unreadable), or None when nobody
     does. Raises FileNotFoundError for a folder without a lock file (runs from before the lock),
     safefile.UnsafeFile (an OSError) for a lock that is a symlink, a FIFO or a device."""
-    path = Path(run_dir) / LOCK_FILE
+    path = RunFolder(run_dir).lock
     fd = safefile.open_fd(path)
     try:
         try:

@@ -17,7 +17,7 @@ from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import PRECISION_KEYS
 from amptui.core.errors import UserError
 from amptui.core.run import runs as runsmod
-from amptui.core.run.runfiles import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE
+from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 
 _NOT_A_DIFFERENCE = {"run.name"}  # a run's name is its preset's: the preset column already shows it
@@ -54,14 +54,14 @@ def resume_refusal(run_dir: Path, info: runsmod.RunInfo | None = None,
     if info.status == "running":
         return f"run {info.run_id} is still running; stop it first ({hints.stop.format(run_id=info.run_id)})"
     try:
-        script = cfgmod.build_config(cfgmod.read_toml(run_dir / CONFIG_FILE), source=str(run_dir / CONFIG_FILE)).run.script
+        script = RunFolder(run_dir).load_config().run.script
     except UserError as exc:
         return str(exc)
     if script:
         return f"run {info.run_id} ran your own script; resume it the way that script resumes"
     if info.status == "completed":
         return f"run {info.run_id} has completed; start a new one with {hints.new_run}"
-    if not (run_dir / CHECKPOINT_DIR / CHECKPOINT_FILE).is_file():
+    if not RunFolder(run_dir).checkpoint.is_file():
         return (f"run {info.run_id} has no checkpoint to resume from (it ended {info.status} before its first "
                 f"checkpoint); start it again with {hints.new_run}")
     return None
@@ -76,9 +76,10 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
     from amptui.core.run import runlock
 
     run_dir = Path(run_dir)
-    if not (run_dir / CONFIG_FILE).is_file():
+    run = RunFolder(run_dir)
+    if not run.is_run():
         raise UserError(f"{run_dir} is not a run folder")
-    legacy = not os.path.lexists(run_dir / runlock.LOCK_FILE)
+    legacy = not os.path.lexists(run.lock)
     try:
         lock = runlock.acquire(run_dir)
     except runlock.RunLocked:
@@ -86,7 +87,7 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
     with lock:
         ended = runsmod.load_run(run_dir, own_lock=True).status != "killed"  # killed: no end record
         if legacy and not ended and alive(runsmod.read_launch_info(run_dir)):
-            (run_dir / runlock.LOCK_FILE).unlink(missing_ok=True)  # refused: leave the folder as it was
+            run.lock.unlink(missing_ok=True)  # refused: leave the folder as it was
             raise UserError(f"run {run_dir.name} is running; stop it before deleting it")
         trust.forget(run_dir, trust.run_code(run_dir))
         doomed = run_dir.with_name(f".deleting-{run_dir.name}-{os.getpid()}")
@@ -94,12 +95,6 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
         shutil.rmtree(doomed, ignore_errors=True)
     if doomed.exists():
         raise UserError(f"run {run_dir.name} is gone from the list, but {doomed} could not be removed entirely")
-
-
-def run_config(run_dir: Path) -> cfgmod.Config:
-    """A run's resolved config (its config.toml)."""
-    path = Path(run_dir) / "config.toml"
-    return cfgmod.build_config(cfgmod.read_toml(path), source=str(path))
 
 
 def toml_value(value: Any) -> str:
@@ -120,7 +115,7 @@ def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
 
     from amptui.core.config import presets as presetmod
 
-    cfg = run_config(run_dir)
+    cfg = RunFolder(run_dir).load_config()
     name, script = cfg.run.name, cfg.run.script
     try:
         preset = presetmod.find_preset(name) if name and not script else None
@@ -145,7 +140,7 @@ def config_differences(run_dirs: list[Path], ignore_precision: bool = True) -> l
     flats = []
     for d in run_dirs:
         try:
-            flats.append(run_config(d).flat())
+            flats.append(RunFolder(d).load_config().flat())
         except UserError:
             continue
     if len(flats) < 2:

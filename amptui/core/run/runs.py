@@ -18,6 +18,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,7 @@ from amptui.core.errors import ConfigError, UserError
 from amptui.core.eventends import SessionIndex, read_ends
 from amptui.core.events import primary_events_file
 from amptui.core.records import START
+from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
@@ -75,7 +77,7 @@ def check_run_id(run_id: str) -> str:
 
 def run_dir(root: Path, run_id: str) -> Path:
     path = Path(root) / check_run_id(run_id)
-    if not (path / "config.toml").is_file():
+    if not RunFolder(path).is_run():
         raise UserError(f"no run {run_id!r} in {root} (see `amptui runs --runs-dir DIR`)")
     return path
 
@@ -102,17 +104,36 @@ def new_run_dir(root: Path, preset_name: str) -> Path:
 
 # --- who runs it ------------------------------------------------------------------------------
 
+def create_folder(root: Path | None, name: str) -> RunFolder:
+    """A fresh, empty run folder under the runs root (`root`, or the default one): the one way a
+    run folder is made, for the launcher and the Monitor alike."""
+    return RunFolder(new_run_dir(runs_root(root), name))
+
+
+def write_new(folder: RunFolder, cfg: cfgmod.Config, header: str) -> None:
+    """Fill a fresh folder: its config.toml (under `header`) and checkpoints folder, and its code
+    remembered as given here (core/trust.py). A full disk or a quota leaves no half-made run
+    folder behind: the folder is removed and a UserError says why."""
+    try:
+        safefile.atomic_write_text(folder.config, cfgmod.to_toml(cfg.to_dict(), header))
+        folder.checkpoints.mkdir(exist_ok=True)
+    except OSError as exc:
+        shutil.rmtree(folder.path, ignore_errors=True)
+        raise UserError(f"cannot create run {folder.name} in {folder.path.parent}: {exc.strerror or exc}") from None
+    trust.remember(folder.path, trust.code_refs(cfg))  # its code was given here
+
+
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
     from amptui.core.safefile import atomic_write_text
 
     info = {**launch_identity(pid), "command": command, "launched": time.time()}
-    atomic_write_text(path / "run.json", json.dumps(info, indent=2) + "\n")
+    atomic_write_text(RunFolder(path).run_json, json.dumps(info, indent=2) + "\n")
 
 
 def read_launch_info(path: Path) -> dict[str, Any]:
     """run.json, or {} when it is missing or damaged (fields of the wrong type are dropped)."""
     try:
-        info = safefile.load_json(path / "run.json", 1024 * 1024)
+        info = safefile.load_json(RunFolder(path).run_json, 1024 * 1024)
     except (OSError, ValueError):
         return {}
     if not isinstance(info, dict):
@@ -221,8 +242,7 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
     path = Path(path)
     info = RunInfo(run_id=path.name, path=path)
     try:
-        values = cfgmod.read_toml(path / "config.toml")
-        cfg = cfgmod.build_config(values, source=str(path / "config.toml"))
+        cfg = RunFolder(path).load_config()
         info.preset = cfg.run.name
         precision = Precision.from_config(cfg)
         info.precision, info.precision_words = precision.short, precision.words
@@ -273,7 +293,7 @@ def list_runs(root: Path) -> list[RunInfo]:
     try:
         runs = [load_run(p) for p in root.iterdir()
                 if RUN_ID_RE.match(p.name) and ".." not in p.name  # never listed unless addressable
-                and p.is_dir() and (p / "config.toml").is_file()]
+                and p.is_dir() and RunFolder(p).is_run()]
     except PermissionError as exc:
         raise UserError(f"{root}: cannot read the runs folder ({exc.strerror})") from None
     runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)

@@ -17,6 +17,7 @@ from amptui.core.config import values as cfgmod
 from amptui.core.config.values import TOML_LIMIT
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown
+from amptui.core.run.runfiles import RunFolder
 
 
 class ConfirmModal(ModalScreen[bool]):
@@ -138,7 +139,7 @@ class RunInfoModal(ModalScreen[None]):
         except UserError as exc:
             command = f"(cannot tell: {exc})"
         try:
-            config = shown(safefile.read_text(self.run_dir / "config.toml", TOML_LIMIT), newlines=True)
+            config = shown(safefile.read_text(RunFolder(self.run_dir).config, TOML_LIMIT), newlines=True)
         except (OSError, ValueError) as exc:
             config = f"# cannot read config.toml: {exc}"
         with Vertical(classes="dialog", id="info-dialog"):

@@ -16,6 +16,7 @@ from textual.worker import get_current_worker
 
 from amptui.core.fmt import shown
 from amptui.core.inputbound import notice
+from amptui.core.run.runfiles import OUTPUT_LOG
 from amptui.dashboard.picture import save_screen
 from amptui.dashboard.runmodel import RunModel
 from amptui.dashboard.runtail import RunTail
@@ -31,7 +32,7 @@ PLOT_HZ = 2
 PANELS = (("loss", "loss"), ("lr", "lr"), ("scale", "loss scale"), ("mem", "memory"),
           ("speed", "throughput"), ("log", "log"))
 TITLES = {"loss": "loss", "lr": "learning rate", "scale": "loss scale (log2)", "mem": "memory",
-          "speed": "throughput", "log": "output.log"}
+          "speed": "throughput", "log": OUTPUT_LOG}
 COMPACT_W, COMPACT_H = 100, 30
 
 
