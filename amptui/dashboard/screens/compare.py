@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -94,11 +95,16 @@ class CompareScreen(KeysMixin, DashboardScreen):
                                          (" — speed-up and memory saving compare more than AMP", "")))
         warning.display = bool(differ)
         table = self.query_one("#compare-table", DataTable)
-        table.clear()
-        for i, row in enumerate(rows):
+        texts = [self.row_cells(row) for row in rows]
+        # Columns as wide as their widest cell, set here: widths the table measured itself as rows
+        # arrived raced its first draw (at 80 columns a row stayed drawn at the headers' widths).
+        table.clear(columns=True)
+        table.add_column("#", key="n", width=len(str(len(rows))))
+        for h in self._order():
+            table.add_column(h, key=h, width=max([cell_len(h), *(cell_len(t[h]) for t in texts)]))
+        for i, (row, cells_of) in enumerate(zip(rows, texts, strict=True)):
             color = COLORS[i % len(COLORS)]
-            texts = self.row_cells(row)
-            by_header: dict[str, str | Text] = {**texts, "run": Text(texts["run"], style=color)}
+            by_header: dict[str, str | Text] = {**cells_of, "run": Text(cells_of["run"], style=color)}
             cells = [by_header[h] for h in self._order()]
             table.add_row(Text(str(i + 1), style=f"bold {color}"), *cells, key=row.run_id)
         self._curves(summaries)
