@@ -118,6 +118,15 @@ def events(run_dir: Path, name: str = "events.jsonl") -> list[dict]:
     return [json.loads(line) for line in (run_dir / name).read_text().splitlines() if line.strip()]
 
 
+def one_clear_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
+    """A refusal as users must see it: exit `code`, one `amptui: error:` line, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("amptui: error: "), proc.stderr
+    return lines[0]
+
+
 def events_so_far(run_dir: Path, name: str = "events.jsonl") -> list[dict]:
     """What a live run has written so far: nothing yet while a detached trainer is still
     starting, and only whole lines (the trainer may be mid-write)."""

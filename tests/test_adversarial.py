@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from conftest import REPO, amptui, events_so_far, started
+from conftest import REPO, amptui, events_so_far, one_clear_line, started
 from dashboard_support import async_test, until
 
 from amptui.cli import main as cli
@@ -137,14 +137,6 @@ def assert_steps_rise_within_sessions(records: list[dict]) -> int:
         assert all(b > a for a, b in zip(steps, steps[1:])), steps
         assert not steps or steps[0] > resumed_from, (resumed_from, steps)
     return len(sessions)
-
-
-def one_clear_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("amptui: error: "), proc.stderr
-    return lines[0]
 
 
 def cli_in_process(argv: list[str], capsys) -> str:

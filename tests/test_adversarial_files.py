@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, amptui
+from conftest import FIXTURES, amptui, one_clear_line
 from dashboard_support import QUICK, app_for, async_test, home_ready, until
 
 TINY = ["--set", "run.device=cpu", "--set", "data.batch_size=8", "--set", "data.img_size=8",
@@ -68,14 +68,6 @@ def victim(tmp_path) -> Path:
     path.parent.mkdir()
     path.write_text("precious data\n" * 100)
     return path
-
-
-def one_clear_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("amptui: error: "), proc.stderr
-    return lines[0]
 
 
 def listed(runs_dir: Path) -> dict[str, dict]:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events_so_far, started, wait_for_step
+from conftest import amptui, events_so_far, one_clear_line, started, wait_for_step
 from dashboard_support import Notes, async_test, until
 
 from amptui.core import trust
@@ -67,14 +67,6 @@ def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for: {what}")
         time.sleep(step)
-
-
-def one_clear_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("amptui: error: "), proc.stderr
-    return lines[0]
 
 
 def start_detached(runs_dir: Path, *extra: str) -> Path:
