@@ -5,6 +5,7 @@ liveness from the lock. Real processes and files; tiny CPU-pinned runs; each tes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -127,6 +128,20 @@ def answer_on_terminal(args: list[str], answer: str, timeout: float = 120) -> tu
 def status_of(runs_dir: Path, run_id: str) -> dict:
     proc = amptui("runs", "--format", "json", "--runs-dir", str(runs_dir), check=True)
     return next(r for r in json.loads(proc.stdout) if r["run_id"] == run_id)
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(run_dir: Path):
+    """Another process holds the run's lock (as a live trainer would) for the `with` block."""
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core.run import runlock; "
+                               "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)",
+                               str(run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.kill()
+        holder.wait(10)
 
 
 # --- finding 2: presets and run folders that name code ------------------------------------------------
@@ -270,17 +285,10 @@ def test_delete_is_refused_while_anyone_holds_the_lock_and_leaves_nothing_behind
 
     run_dir, _ = launch.create_run(presets.find_preset("quickstart"), {"run.device": "cpu"}, runs_dir)
     (run_dir / "run.json").write_text("{ damaged")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core.run import runlock; "
-                               "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)", str(run_dir)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere(run_dir):
         with pytest.raises(UserError, match="running; stop it before deleting it"):
             runops.delete_run(run_dir)
         assert (run_dir / "config.toml").is_file()
-    finally:
-        holder.kill()
-        holder.wait(10)
     runops.delete_run(run_dir)
     assert not run_dir.exists() and list(runs_dir.iterdir()) == []
 
@@ -318,17 +326,10 @@ async def test_the_dashboards_delete_refuses_a_run_that_started_after_the_questi
         await select_run(pilot, FAILED)
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
-        holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core.run import runlock; "
-                                   "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)",
-                                   str(run_dir)], stdout=subprocess.PIPE, text=True)
-        try:
-            assert holder.stdout.readline().strip() == "held"
+        with lock_held_elsewhere(run_dir):
             await pilot.press("y")
             await until(pilot, lambda: notes)
             assert "stop it before deleting" in notes.text() and (run_dir / "config.toml").is_file()
-        finally:
-            holder.kill()
-            holder.wait(10)
 
 
 # --- finding 5: stop and runs probe the lock before they read events ---------------------------------------
@@ -472,17 +473,10 @@ def test_the_run_screen_tells_liveness_from_the_lock_not_run_json(runs_dir):
     assert model.status == "killed" and runs.load_run(run_dir).status == "killed"
     # run.json names a dead pid (or is damaged), but a live process holds the lock
     (run_dir / "run.json").write_text("{ damaged")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from amptui.core.run import runlock; "
-                               "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)", str(run_dir)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere(run_dir):
         model = RunModel(run_dir.name)
         RunTail(run_dir, model).poll()
         assert model.status == "running" and runs.load_run(run_dir).status == "running"
-    finally:
-        holder.kill()
-        holder.wait(10)
 
 
 @pytest.mark.slow
