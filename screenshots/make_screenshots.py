@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -54,7 +55,8 @@ def main() -> int:
     print("  fp32", fp32, "\n  bf16", bf16, "\n  failed", failed)
     live = subprocess.run([sys.executable, "-m", "amptui", "run", "scaler-lab", "--detach", "--runs-dir", str(runs),
                            "--set", "run.epochs=20"], cwd=work, capture_output=True, text=True,
-                          check=True).stdout.strip().splitlines()[-1]
+                          check=True).stdout
+    live = json.loads(live)["run_id"]  # --detach's one JSON line (docs/commands.md)
     print("  live", live)
 
     from amptui.dashboard.app import make_app
@@ -79,7 +81,7 @@ def main() -> int:
             await until(pilot, lambda: app.screen.query(RunTable) and app.screen.query_one(RunTable).row_count >= 4)
             table = app.screen.query_one(RunTable)
             for rid in (fp32, bf16):
-                table.move_cursor(row=table._order.index(rid))
+                table.move_cursor(row=table.run_ids.index(rid))
                 table.action_toggle_mark()
             table.focus()
             table.move_cursor(row=0)
