@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     p.add_argument("--no-bench", action="store_true", help="skip the matmul measurements")
 
+    p = sub.add_parser("keys", help="the dashboard's actions by name, with their keys (remap them in "
+                       "~/.config/amptui/config.toml [keymap])")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+
     p = sub.add_parser("presets", help="list, show or save presets")
     psub = p.add_subparsers(dest="action", metavar="ACTION")
     psub.add_parser("list", help="built-in and saved presets")
