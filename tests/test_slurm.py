@@ -151,7 +151,7 @@ def free_port() -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_two_nodes_on_a_stand_in_cluster_complete_one_run(runs_dir, tmp_path):
+def test_two_nodes_on_a_stand_in_cluster_complete_one_run(cli, runs_dir, tmp_path):
     bin_dir = tmp_path / "cluster-bin"
     bin_dir.mkdir()
     for name, text in STAND_INS.items():
@@ -160,7 +160,7 @@ def test_two_nodes_on_a_stand_in_cluster_complete_one_run(runs_dir, tmp_path):
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     job = tmp_path / "job.sh"
     c10d = tmp_path / "job-c10d.sh"
-    amptui("slurm", "quickstart", "--rendezvous", "c10d", "-o", str(c10d), check=True)
+    cli("slurm", "quickstart", "--rendezvous", "c10d", "-o", str(c10d), check=True)
     proc = amptui("slurm", "quickstart", "--nodes", "2", "--gpus-per-node", "0", "--port", str(free_port()), *TINY,
                   "-o", str(job), "--submit", env=env, timeout=200)
     job_id = re.search(r"Submitted batch job (\d+)", proc.stdout)
