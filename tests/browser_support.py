@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -49,7 +51,7 @@ def chromium() -> str | None:
 def start_chromium(user_data_dir: Path) -> tuple[subprocess.Popen, str]:
     """Start it; returns the process and its DevTools HTTP address (from DevToolsActivePort)."""
     proc = subprocess.Popen([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     port_file = user_data_dir / "DevToolsActivePort"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -59,8 +61,17 @@ def start_chromium(user_data_dir: Path) -> tuple[subprocess.Popen, str]:
         if proc.poll() is not None:
             break
         time.sleep(0.1)
-    proc.kill()
+    stop_chromium(proc)
     raise RuntimeError(f"chromium did not start (exit {proc.poll()})")
+
+
+def stop_chromium(proc: subprocess.Popen) -> None:
+    """The browser and its renderer and helper processes (its own process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
 
 
 class Page:

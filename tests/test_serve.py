@@ -112,8 +112,7 @@ def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(runs_dir, tmp_
         asyncio.run(drive())
     finally:
         if chrome is not None:
-            chrome.kill()
-            chrome.wait(timeout=30)
+            browser.stop_chromium(chrome)
         os.killpg(server.pid, signal.SIGTERM)  # the server and the dashboard it started for the tab
         output = server.communicate(timeout=30)[0]
     assert f"ssh -L {tunnel_port}:localhost:{port} " in output, output
