@@ -57,6 +57,7 @@ def test_c10d_rendezvous_on_request(cli):
     (["quickstart", "--set", "dist.nnodes=4"], "--nodes"),
     (["quickstart", "--set", "dist.mode=dp"], "dist.mode"),
     (["quickstart", "--nodes", "0"], "--nodes 0"),
+    (["quickstart", "--set", "run.script='train.py'"], "run.script"),
     (["quickstart", "--gpus-per-node", "-1"], "--gpus-per-node"),
     (["quickstart", "--partition", "gpu; rm -rf ~"], "--partition"),
     (["quickstart", "--port", "70000"], "--port"),

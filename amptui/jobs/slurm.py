@@ -15,6 +15,7 @@ compares like any other.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 import time
@@ -56,8 +57,12 @@ def job_config(preset: Preset, overrides: dict, spec: JobSpec) -> cfgmod.Config:
     mode = overrides.get("dist.mode", "ddp")
     if mode != "ddp":
         raise ConfigError(f"--set dist.mode={mode}: amptui slurm runs DDP across the nodes (dist.mode=ddp)")
-    return preset.config({**overrides, "dist.mode": "ddp", "dist.nnodes": spec.nodes,
-                          "dist.nproc_per_node": spec.procs_per_node})
+    cfg = preset.config({**overrides, "dist.mode": "ddp", "dist.nnodes": spec.nodes,
+                         "dist.nproc_per_node": spec.procs_per_node})
+    if cfg.run.script:
+        raise UserError(f"run.script = {cfg.run.script!r}: amptui slurm runs presets with amptui's trainer; run "
+                        "your own script under srun/torchrun with amptui.Monitor in it (docs/your-own-code.md)")
+    return cfg
 
 
 def check_spec(spec: JobSpec) -> None:
@@ -85,7 +90,7 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
     check_spec(spec)
     if any(line.strip() == HEREDOC_END for line in preset_toml.splitlines()):
         raise UserError(f"the preset contains a line {HEREDOC_END!r}, which ends the job's embedded preset")
-    name = cfg.run.name
+    name = re.sub(r"[^A-Za-z0-9_.+-]+", "-", cfg.run.name).strip("-.")[:40] or "run"  # one word for sbatch
     runs_dir = spec.runs_dir.resolve()
     q = shlex.quote
     sbatch = [f"--job-name=amptui-{name}", f"--nodes={spec.nodes}", "--ntasks-per-node=1"]
