@@ -116,11 +116,14 @@ class Page:
             await asyncio.sleep(0.25)
         raise AssertionError(f"{text!r} did not appear in the page within {timeout:g} s; it showed:\n{seen[-2000:]}")
 
-    async def press(self, key: str, code: str) -> None:
-        """A key press as a person types it, into the terminal's focused input."""
+    async def press(self, key: str, code: str, key_code: int | None = None) -> None:
+        """A key press as a person types it, into the terminal's focused input: a character
+        (`key` "?"), or a named key with its key code ("End", 35)."""
         await self.evaluate("document.querySelector('.xterm-helper-textarea').focus()")
-        await self.call("Input.dispatchKeyEvent", type="keyDown", key=key, text=key, code=code)
-        await self.call("Input.dispatchKeyEvent", type="keyUp", key=key, code=code)
+        typed = {"text": key} if key_code is None else {"windowsVirtualKeyCode": key_code}
+        await self.call("Input.dispatchKeyEvent", type="keyDown", key=key, code=code, **typed)
+        await self.call("Input.dispatchKeyEvent", type="keyUp", key=key, code=code,
+                        **({} if key_code is None else {"windowsVirtualKeyCode": key_code}))
 
     async def screenshot(self, path: Path) -> None:
         shot = await self.call("Page.captureScreenshot", format="png")
@@ -130,6 +133,12 @@ class Page:
 async def first_page(session: aiohttp.ClientSession, devtools: str) -> Page:
     targets = await (await session.get(f"{devtools}/json/list")).json()
     target = next(t for t in targets if t["type"] == "page")
+    return Page(await session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0))
+
+
+async def new_page(session: aiohttp.ClientSession, devtools: str) -> Page:
+    """Another tab of the same browser."""
+    target = await (await session.put(f"{devtools}/json/new?about:blank")).json()
     return Page(await session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0))
 
 

@@ -1,6 +1,7 @@
 """`amptui serve`: the dashboard in a browser through textual-serve, driven in headless Chromium
 through an SSH-like tunnel to another local port (so the page's websocket address must come from
---public-url); and its refusals, in process."""
+--public-url): presets shown, `?` opens the help, a run started in one tab appears in another;
+and its refusals, in process."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import one_clear_line
+from conftest import one_clear_line, wait_for_end
 
 from amptui.cli.serve import is_local, public_url
 
@@ -59,6 +60,17 @@ def test_serve_refuses_a_taken_port(cli):
         assert "choose another --port" in one_clear_line(cli("serve", "--host", "127.0.0.1", "--port", str(port)))
 
 
+def wait_for_run_folder(runs_dir: Path, timeout: float = 60) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [d for d in runs_dir.iterdir() if d.is_dir() and not d.name.startswith(".")] \
+            if runs_dir.is_dir() else []
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no run folder appeared in {runs_dir} within {timeout:g} s")
+
+
 def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -73,10 +85,14 @@ def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 60)
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(runs_dir, tmp_path):
+def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(cli, runs_dir, tmp_path):
     browser = pytest.importorskip("browser_support")
     if browser.chromium() is None:
         pytest.skip("needs Chromium (Debian: apt-get install chromium); .ci/run installs it")
+    # a saved preset of two steps, last in the list, that one tab will run
+    cli("presets", "save", "tiny", "--from", "quickstart", "--set", "run.max_steps=2", "--set", "log.every=1",
+           "--set", "data.train_samples=128", "--set", "data.val_samples=32", "--set", "amp.autocast=false",
+           check=True)
     port, tunnel_port = free_port(), free_port()
     url = f"http://localhost:{tunnel_port}"
     server = subprocess.Popen([sys.executable, "-m", "amptui", "--runs-dir", str(runs_dir), "serve",
@@ -90,7 +106,7 @@ def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(runs_dir, tmp_
         assert f'data-session-websocket-url="ws://localhost:{tunnel_port}/ws"' in page_html
         chrome, devtools = browser.start_chromium(tmp_path / "chromium-profile")
 
-        async def drive() -> None:
+        async def drive() -> Path:
             import aiohttp
 
             tunnel = await browser.tunnel(tunnel_port, port)
@@ -107,9 +123,23 @@ def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(runs_dir, tmp_
                 assert shot.read_bytes().startswith(b"\x89PNG")
                 await page.press("?", "Slash")
                 await page.wait_for_text("Keys of the home screen", timeout=30)  # the help screen opened
-            tunnel.close()
+                await page.press("Escape", "Escape", 27)
 
-        asyncio.run(drive())
+                # a second tab is a dashboard of its own over the same runs folder: a run started in the
+                # first appears in its Runs list
+                other = await browser.new_page(session, devtools)
+                await other.open(url + "/")
+                await other.wait_for_text("no runs yet", timeout=60)
+                await page.press("End", "End", 35)  # the last preset: tiny
+                await page.press("r", "KeyR")
+                run_dir = await asyncio.to_thread(wait_for_run_folder, runs_dir)
+                await other.wait_for_text(run_dir.name[-4:], timeout=60)
+            tunnel.close()
+            return run_dir
+
+        run_dir = asyncio.run(drive())
+        assert wait_for_end(run_dir)[-1]["status"] == "completed"
+        assert run_dir.name.endswith(("-tiny-" + run_dir.name[-4:]))
     finally:
         if chrome is not None:
             browser.stop_chromium(chrome)
