@@ -23,17 +23,17 @@ TINY = ["--set", "run.max_steps=4", "--set", "log.every=2", "--set", "data.train
 
 
 def test_the_script_is_one_task_per_node_with_the_job_as_rendezvous(cli, runs_dir):
-    proc = cli("slurm", "quickstart", "--nodes", "3", "--gpus-per-node", "4", "--partition", "gpu",
+    proc = cli("slurm", "quickstart", "--nodes", "3", "--gpus-per-node", "4", "--cpus-per-node", "48", "--partition", "gpu",
                "--time", "02:00:00", "--set", "amp.dtype=bfloat16", check=True)
     script = proc.stdout
     assert script.startswith("#!/bin/bash\n")
     for line in ("#SBATCH --nodes=3", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=4",
-                 "#SBATCH --partition=gpu", "#SBATCH --time=02:00:00", "#SBATCH --job-name=amptui-quickstart"):
+                 "#SBATCH --partition=gpu", "#SBATCH --cpus-per-task=48", "#SBATCH --time=02:00:00", "#SBATCH --job-name=amptui-quickstart"):
         assert line in script.splitlines()
     assert 'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)' in script
     assert f"RUNS_DIR={runs_dir.resolve()} " in script  # the runs folder, absolute: every node finds it
     flat = script.replace("\\\n", " ")
-    assert re.search(r"srun --nodes=3 --ntasks-per-node=1 .*\$TORCHRUN\" +--nnodes 3 --nproc_per_node 4 "
+    assert re.search(r"srun --nodes=3 --ntasks-per-node=1 --cpus-per-task=48 .*\$TORCHRUN\" +--nnodes 3 --nproc_per_node 4 "
                      r"--node_rank \"\$SLURM_NODEID\" +--rdzv_backend static --master_addr \"\$HEAD_NODE\" "
                      r"--master_port \"\$RDZV_PORT\" --rdzv_id \"\$SLURM_JOB_ID\"", flat), flat
     assert '-m amptui.trainer "$RUN_DIR"' in flat
@@ -59,6 +59,7 @@ def test_c10d_rendezvous_on_request(cli):
     (["quickstart", "--nodes", "0"], "--nodes 0"),
     (["quickstart", "--set", "run.script='train.py'"], "run.script"),
     (["quickstart", "--gpus-per-node", "-1"], "--gpus-per-node"),
+    (["quickstart", "--cpus-per-node", "0"], "--cpus-per-node"),
     (["quickstart", "--partition", "gpu; rm -rf ~"], "--partition"),
     (["quickstart", "--port", "70000"], "--port"),
 ])

@@ -22,6 +22,9 @@ def add_parser(sub, runs_dir_option) -> None:
     p.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes (default 2), one task each")
     p.add_argument("--gpus-per-node", type=int, default=1, metavar="G",
                    help="GPUs per node, one process each (default 1); 0: CPU nodes, one process each")
+    p.add_argument("--cpus-per-node", type=int, metavar="C",
+                   help="CPUs for the node's one task, shared by its processes and their data loaders "
+                        "(sbatch/srun --cpus-per-task; default: the cluster's)")
     p.add_argument("--partition", metavar="P", help="the SLURM partition (default: the cluster's)")
     p.add_argument("--time", metavar="T", help="the job's time limit, as sbatch takes it (e.g. 02:00:00)")
     p.add_argument("--port", type=int, default=29500, help="the rendezvous port on the first node (default 29500)")
@@ -44,7 +47,8 @@ def cmd_slurm(args) -> int:
     from amptui.core.run import runs
     from amptui.jobs import slurm
 
-    spec = slurm.JobSpec(nodes=args.nodes, gpus_per_node=args.gpus_per_node, partition=args.partition,
+    spec = slurm.JobSpec(nodes=args.nodes, gpus_per_node=args.gpus_per_node, cpus_per_node=args.cpus_per_node,
+                         partition=args.partition,
                          time=args.time, port=args.port, rendezvous=args.rendezvous,
                          runs_dir=runs.runs_root(args.runs_dir))
     slurm.check_spec(spec)

@@ -39,6 +39,7 @@ class JobSpec:
     gpus_per_node: int = 1      # 0: CPU nodes, one process each
     partition: str | None = None
     time: str | None = None
+    cpus_per_node: int | None = None  # the one task's CPUs: all the node's processes and their data loaders
     port: int = 29500
     rendezvous: str = "static"  # static keeps node 0 = global rank 0; c10d orders nodes by host name
     runs_dir: Path = Path("runs")
@@ -70,6 +71,8 @@ def check_spec(spec: JobSpec) -> None:
         raise UserError(f"--nodes {spec.nodes}: give at least 1 node")
     if spec.gpus_per_node < 0:
         raise UserError(f"--gpus-per-node {spec.gpus_per_node}: give 0 (CPU nodes) or more")
+    if spec.cpus_per_node is not None and spec.cpus_per_node < 1:
+        raise UserError(f"--cpus-per-node {spec.cpus_per_node}: give at least 1")
     if not 0 < spec.port < 65536:
         raise UserError(f"--port {spec.port}: expected a port from 1 to 65535")
     for option, value in (("--partition", spec.partition), ("--time", spec.time)):
@@ -96,7 +99,8 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
     sbatch = [f"--job-name=amptui-{name}", f"--nodes={spec.nodes}", "--ntasks-per-node=1"]
     if spec.gpus_per_node:
         sbatch.append(f"--gpus-per-node={spec.gpus_per_node}")
-    sbatch += [f"--partition={spec.partition}"] * bool(spec.partition) + [f"--time={spec.time}"] * bool(spec.time)
+    cpus = [f"--cpus-per-task={spec.cpus_per_node}"] if spec.cpus_per_node else []
+    sbatch += cpus + [f"--partition={spec.partition}"] * bool(spec.partition) + [f"--time={spec.time}"] * bool(spec.time)
     if spec.rendezvous == "static":  # node K of the job is torchrun's node K: node 0 holds global rank 0
         rendezvous = ('--node_rank "$SLURM_NODEID" \\\n    --rdzv_backend static --master_addr "$HEAD_NODE" '
                       '--master_port "$RDZV_PORT" --rdzv_id "$SLURM_JOB_ID"')
@@ -109,6 +113,8 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
         f"# written by: {shlex.join(command)}",
         "# submit with: sbatch THIS_FILE",
         *(f"#SBATCH {line}" for line in sbatch),
+        *([] if cpus else ["# (no --cpus-per-node given: the one task per node gets the cluster's default CPUs, for all "
+                           "of its processes and their data loaders)"]),
         "",
         "set -euo pipefail",
         "",
@@ -126,13 +132,17 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
         HEREDOC_END,
         ")",
         "export RUN_DIR",
-        "exec 9<>\"$RUN_DIR/lock\" && flock -n 9  # the run's lock, held while this job lives (amptui runs: running)",
+        "# The run's lock, held by this script while the job lives: `amptui runs` anywhere says running.",
+        'exec 9<>"$RUN_DIR/lock"',
+        'flock -n 9 || echo "amptui: cannot lock $RUN_DIR/lock (a file system without flock?): the run may list as '
+        'killed until it ends" >&2',
         'echo "amptui: job $SLURM_JOB_ID runs $RUN_DIR; follow it with: amptui --runs-dir $RUNS_DIR watch '
         '$(basename "$RUN_DIR")"',
         "",
         "# One task per node; torchrun there starts the node's processes ($SLURM_NODEID is each node's own).",
         "status=0",
-        f"srun --nodes={spec.nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'exec \"$TORCHRUN\" \\",
+        f"srun --nodes={spec.nodes} --ntasks-per-node=1 {' '.join(cpus) + ' ' if cpus else ''}--kill-on-bad-exit=1 "
+        "bash -c 'exec \"$TORCHRUN\" \\",
         f"    --nnodes {spec.nodes} --nproc_per_node {spec.procs_per_node} {rendezvous} \\",
         f"    --max_restarts {cfg.dist.max_restarts} --log_dir \"$RUN_DIR/torchrun/node$SLURM_NODEID\" --tee 3 \\",
         "    -m amptui.trainer \"$RUN_DIR\"' 2>&1 | tee -a \"$RUN_DIR/output.log\" || status=$?",
