@@ -110,7 +110,7 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
         "#!/bin/bash",
         f"# amptui: preset {name} on {spec.nodes} node(s) x {spec.procs_per_node} process(es), torchrun with "
         f"{spec.rendezvous} rendezvous",
-        f"# written by: {shlex.join(command)}",
+        "# written by: " + shlex.join(command).replace("\n", "\\n"),  # a newline must not end the comment
         "# submit with: sbatch THIS_FILE",
         *(f"#SBATCH {line}" for line in sbatch),
         *([] if cpus else ["# (no --cpus-per-node given: the one task per node gets the cluster's default CPUs, for all "
