@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 from amptui.cli import pictures as cli_pictures
+from amptui.cli import serve as cli_serve
+from amptui.cli import slurm as cli_slurm
 from amptui.cli import tune as cli_tune
 from amptui.cli.parser import build_parser
 from amptui.cli.run_commands import attach, cmd_resume, cmd_run
@@ -185,6 +187,8 @@ def cmd_doctor(args) -> int:
 
 
 def _need_terminal() -> None:
+    if cli_serve.served_by_textual_serve():  # a browser tab of `amptui serve`: its screen is the page
+        return
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UserError("the dashboard needs an interactive terminal (for scripts: amptui run / runs / compare)")
 
@@ -234,3 +238,5 @@ COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "runs": cmd_
             "doctor": cmd_doctor, "ab": cmd_ab, "compare": cmd_compare, "dashboard": cmd_dashboard, "watch": cmd_watch,
             "keys": cmd_keys}
 COMMANDS["tune"] = cli_tune.cmd_tune
+COMMANDS["serve"] = cli_serve.cmd_serve
+COMMANDS["slurm"] = cli_slurm.cmd_slurm

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 
 from amptui import __version__
+from amptui.cli import serve as cli_serve
+from amptui.cli import slurm as cli_slurm
 from amptui.cli import tune as cli_tune
 
 EXAMPLES = """\
@@ -92,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     runs_dir_option(p)
 
     cli_tune.add_parser(sub, runs_dir_option)
+    cli_serve.add_parser(sub, runs_dir_option)
+    cli_slurm.add_parser(sub, runs_dir_option)
 
     p = sub.add_parser("compare", help="the tutorials' table for some runs (speed-up and saving against the first)")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare; the first is the baseline")
