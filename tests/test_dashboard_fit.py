@@ -129,3 +129,64 @@ async def test_a_run_started_elsewhere_appears_in_the_run_list(root):
         table = screen.query_one(RunTable)
         shutil.copytree(root / QUICK, root / "20261122-010101-quickstart-9c9c")
         await until(pilot, lambda: "20261122-010101-quickstart-9c9c" in table.run_ids, timeout=10)
+
+
+# --- the tune screen ------------------------------------------------------------------------------
+
+PRETRAINED_ERROR = ("amptui: error: model.pretrained: ImageNet weights for resnet18 are not in the torch hub "
+                    "folder ~/.cache/torch/hub/checkpoints (this machine is offline); put resnet18-f37072fd.pth "
+                    "there, or --set model.pretrained=false")
+
+
+def drawn_text(widget) -> str:
+    """The widget's lines as drawn (each cut at the widget's width, as the terminal shows them)."""
+    return "\n".join(widget.render_line(y).text.rstrip() for y in range(widget.size.height))
+
+
+@async_test
+async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x24(root, monkeypatch):
+    import subprocess
+
+    from amptui.dashboard.screens.tune import TuneScreen
+    from amptui.dashboard.screens.tune_start import TuneStartModal
+
+    seen = {}
+
+    def fake_tune_detach(command, **kwargs):
+        """`amptui tune --detach` as it answers: started; its background search then refuses (its log)."""
+        seen["command"] = command
+        log = root / "quickstart-tune-0001.tune.log"
+        log.write_text(PRETRAINED_ERROR + "\n")
+        line = {"kind": "tune", "tune_id": "quickstart-tune-0001", "pid": 1, "log": str(log),
+                "result": str(root / "quickstart-tune-0001.tune.json")}
+        return subprocess.CompletedProcess(command, 0, stdout=json.dumps(line) + "\n", stderr="")
+
+    monkeypatch.setattr("amptui.jobs.detached.subprocess.run", fake_tune_detach)
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await home_ready(pilot, rows=3)
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, TuneStartModal))
+        modal = app.screen
+        field = modal.query_one("#tune-budget")
+        assert field.value == "10"  # the CLI's default
+        field.value = "0"
+        await pilot.pause(0.1)
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert app.screen is modal and "a number > 0" in str(modal.query_one("#tune-budget-msg").render())
+        field.value = "2.5"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, TuneScreen))
+        command = seen["command"]
+        assert command[3:5] == ["tune", "quickstart"] and command[command.index("--budget") + 1] == "2.5"
+        screen = app.screen
+        await until(pilot, lambda: screen.error)
+        await pilot.pause(0.2)
+        title = drawn_text(screen.query_one("#tune-title"))
+        assert title.startswith("tune quickstart") and "did not start" in title
+        error = drawn_text(screen.query_one("#tune-error"))
+        assert "or --set model.pretrained=false" in " ".join(error.split())  # wrapped, not cut
+        assert len(error.splitlines()) >= 2
+        why = " ".join(drawn_text(screen.query_one("#tune-explain")).split())
+        assert "did not start" in why and "press t again" in why
