@@ -242,6 +242,7 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
     from amptui.dashboard.app import make_app
     from amptui.dashboard.screens.home import HomeScreen
     from amptui.dashboard.screens.tune import TuneScreen
+    from amptui.dashboard.screens.tune_start import TuneStartModal
 
     tiny = tiny_preset(tmp_path)
     presetmod.save_preset("tiny", cfgmod.build_config(cfgmod.read_toml(tiny)))
@@ -255,29 +256,38 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
             options = home.query_one("#presets", OptionList)
             options.highlighted = [p.name for p in home.presets].index("tiny")
             await until(pilot, lambda: home.preset is not None and home.preset.name == "tiny")
-            await pilot.press("t")
+            await pilot.press("t")  # asks the budget first (tune --budget)
+            await until(pilot, lambda: isinstance(app.screen, TuneStartModal))
+            app.screen.query_one("#tune-budget").value = "6"
+            await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, TuneScreen))
             screen = app.screen
 
-            def second_trial_running():
+            def third_trial_running():  # fp32 and bf16 measured: a verdict can be given
                 trials = (screen.result or {}).get("trials", [])
-                return len(trials) >= 2 and trials[-1]["status"] == "running" and \
+                return len(trials) >= 3 and trials[-1]["status"] == "running" and \
                     (runs_dir / trials[-1]["run_id"] / "events.jsonl").exists()
 
-            await until(pilot, second_trial_running, timeout=240, step=0.5)
-            assert screen.query_one("#tune-table", DataTable).row_count == 2
-            await pilot.press("q")  # stops the search, stays on the screen
+            await until(pilot, third_trial_running, timeout=300, step=0.5)
+            assert screen.result["budget_s"] == 360
+            assert screen.query_one("#tune-table", DataTable).row_count == 3
+            await pilot.press("q")  # stops the search, stays on the screen, says so at once
+            await pilot.pause(0.1)
+            assert "stopping…" in str(screen.query_one("#tune-title").render())
             await until(pilot, lambda: screen.result.get("status") == "interrupted", timeout=120, step=0.5)
             assert app.screen is screen
-            assert screen.result["winner"] == "fp32"
+            winner = screen.result["winner"]
+            assert winner in ("fp32", "bf16"), screen.result  # the trials judged before the stop
             await pilot.press("s")
             await until(pilot, lambda: presetmod.saved_dir().joinpath("tiny-tuned.toml").exists())
             await pilot.press("q")  # the search has ended: back home
             await until(pilot, lambda: isinstance(app.screen, HomeScreen))
             assert "tiny-tuned" in [p.name for p in app.screen.presets]
+            return winner
 
+    winner = None
     try:
-        drive()
+        winner = drive()
     finally:  # a failed test must not leave its background tune running
         for result in runs_dir.glob("*.tune.json"):
             if json.loads(result.read_text())["status"] == "running":
@@ -285,7 +295,7 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
                     os.kill(json.loads(result.read_text())["pid"], signal.SIGINT)
                 except OSError:
                     pass
-    assert presetmod.find_preset("tiny-tuned").config().amp.autocast is False
+    assert presetmod.find_preset("tiny-tuned").config().amp.autocast is (winner != "fp32")
 
 
 def test_run_compile_wraps_the_module_the_loop_calls():
