@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Footer, Static
 from amptui.core import safefile
 from amptui.core.errors import UserError
 from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.widgets.scrollhint import show_columns_hint
 from amptui.tune import plan as T
 
 REFRESH_S = 1.0
@@ -84,6 +85,7 @@ class TuneScreen(DashboardScreen):
         table = self.query_one("#tune-table", DataTable)
         for h in T.HEADERS:
             table.add_column(h, key=h)
+        show_columns_hint(self, table, self.query_one("#tune-table-box"))
         self.load()
         self.set_interval(REFRESH_S, self.load)
 
