@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Footer, Static
 from amptui.core import safefile
 from amptui.core.errors import UserError
 from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.screens.keys import KeysMixin, with_reasons
 from amptui.dashboard.widgets.scrollhint import show_columns_hint
 from amptui.tune import plan as T
 
@@ -33,7 +34,7 @@ STARTING = ("Starting: the search checks the preset and the toggles, then runs i
 
 def refusal_words(log: Path | None) -> str:
     """The Why panel of a tune that refused to start: what happened and what to do."""
-    return ("The tune did not start, so nothing was measured. The line above says why and how to fix it: "
+    return ("The tune did not start, so nothing was measured. The error above says why and how to fix it: "
             "change the toggles or the preset (escape goes back home) and press t again."
             + (f"\nIts whole output: {log}" if log else ""))
 
@@ -52,12 +53,12 @@ def progress_words(result: dict[str, Any], stopping: bool) -> list[str]:
     return lines
 
 
-class TuneScreen(DashboardScreen):
-    BINDINGS = [
+class TuneScreen(KeysMixin, DashboardScreen):
+    BINDINGS = with_reasons([
         Binding("s", "save_winner", "Save winner"),
         Binding("q", "stop_or_back", "Stop / Back"),
         Binding("escape", "back", "Back", show=False),
-    ]
+    ], ("save_winner",))
 
     def __init__(self, result_path: Path, log: Path | None = None, preset: str = ""):
         super().__init__(id="tune")
@@ -120,10 +121,12 @@ class TuneScreen(DashboardScreen):
                 box.update(Text(error, style="bold red"))
                 box.display = True
                 self.query_one("#tune-explain", Static).update(refusal_words(self.log_path))
+                self.refresh_bindings()
             return
         if result == self.result:
             return
         self.result = result
+        self.refresh_bindings()  # s shows once there is a winner to save
         self.query_one("#tune-error").display = False
         status = result.get("status", "running")
         words = {"running": "stopping…" if self.stop_sent else "searching…", "done": "done",
@@ -141,6 +144,18 @@ class TuneScreen(DashboardScreen):
         if row is not None and 0 <= row < table.row_count:
             table.move_cursor(row=row)
         self._explain(result)
+
+    def refusal(self, action: str) -> str | None:
+        """s applies once the search has ended with a winner (the footer shows it only then)."""
+        if action != "save_winner":
+            return None
+        if self.error and self.result is None:
+            return "the tune did not start: there is nothing to save"
+        if self.running:
+            return "the search is still running; save the winner when it has ended"
+        if not (self.result or {}).get("winner"):
+            return f"this tune has no winner to save ({(self.result or {}).get('partial') or 'see Why'})"
+        return None
 
     def _explain(self, result: dict[str, Any]) -> None:
         status = result.get("status", "running")
