@@ -190,3 +190,22 @@ async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x
         assert len(error.splitlines()) >= 2
         why = " ".join(drawn_text(screen.query_one("#tune-explain")).split())
         assert "did not start" in why and "press t again" in why
+
+
+@async_test
+async def test_the_compare_table_says_it_scrolls_sideways_at_80_columns(root):
+    from dashboard_support import FAILED, SCALER
+
+    from amptui.dashboard.screens.compare import CompareScreen
+
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await home_ready(pilot, rows=3)
+        app.open_compare([root / QUICK, root / SCALER, root / FAILED])
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.drawn())
+        box = app.screen.query_one("#compare-table-box")
+        await until(pilot, lambda: box.border_subtitle == "more columns → · ← → scroll")
+        table = app.screen.query_one("#compare-table")
+        while table.scroll_x < table.max_scroll_x:
+            await pilot.press("right")  # the table has the focus: the arrow keys scroll it
+        await until(pilot, lambda: box.border_subtitle == "← more columns · ← → scroll")
