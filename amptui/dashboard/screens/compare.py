@@ -19,6 +19,7 @@ from amptui.dashboard.picture import save_screen
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import KeysMixin, named
 from amptui.dashboard.widgets.plot import COLORS, Figure, Line, MetricPlot
+from amptui.dashboard.widgets.scrollhint import show_columns_hint
 
 MARKERS = ("•", "+", "×", "▪", "◆")  # runs after the baseline, whose line shows between them
 BAND = (90, 90, 90)  # the baseline's noise band: dim grey
@@ -63,6 +64,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         table.add_column("#", key="n")
         for h in self._order():
             table.add_column(h, key=h)
+        show_columns_hint(self, table, self.query_one("#compare-table-box"))
         self.load()
 
     @staticmethod

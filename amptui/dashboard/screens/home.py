@@ -20,6 +20,7 @@ from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_duration, fmt_loss, shown
 from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
+from amptui.dashboard.filestamps import presets_stamp
 from amptui.dashboard.runscache import RunsCache
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.home_launch import LaunchActions
@@ -84,6 +85,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self._edits: dict[str, dict[str, Any]] = {}     # preset name -> toggles as the user left them
         self._pristine: dict[str, Any] = {}             # the current preset's toggles as loaded
         self._watched_groups: set[str] = set()          # A/Bs started here: compare opens when they end
+        self._presets_stamp = presets_stamp()            # the saved presets as last listed
 
     def compose(self) -> ComposeResult:
         yield Static(id="home-title")
@@ -130,7 +132,15 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         index = names.index(current) if current in names else 0
         if listed:
             option_list.highlighted = index
-            self.show_preset(listed[index])
+            if listed[index] != self.preset:  # the same preset, unchanged: its toggles stay as they are
+                self.show_preset(listed[index])
+
+    def _presets_changed(self, stamp) -> None:
+        """Presets saved, replaced or deleted by another process (a CLI `presets save`, a tune's
+        winner) appear and go without a restart."""
+        if stamp != self._presets_stamp:
+            self._presets_stamp = stamp
+            self.load_presets()
 
     @on(OptionList.OptionHighlighted, "#presets")
     def _preset_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -187,6 +197,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         except OSError:
             return
         self.app.from_thread(self._show_runs, runs, groups)
+        self.app.from_thread(self._presets_changed, presets_stamp())
 
     def _show_runs(self, runs, groups=()) -> None:
         table = self.query_one(RunTable)
