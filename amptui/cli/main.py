@@ -98,6 +98,14 @@ def cmd_compare(args) -> int:
 
     root = runs.runs_root(args.runs_dir)
     dirs = [runs.run_dir(root, run_id) for run_id in args.run_ids]
+    if getattr(args, "last_ab", False):
+        if dirs:
+            raise UserError("compare: give run ids or --last-ab, not both")
+        from amptui.jobs.groups import newest_group_runs
+
+        dirs = newest_group_runs(root)
+    if not dirs:
+        raise UserError("compare: name the runs to compare (ids from `amptui runs`, or --last-ab)")
     if args.format == "svg":  # the compare screen, drawn headless
         return cli_pictures.compare_svg(args, root, dirs)
     print_comparison(dirs, args.format)
