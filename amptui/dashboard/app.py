@@ -106,6 +106,18 @@ class AmptuiApp(App):
         else:
             self.switch_screen(HomeScreen())
 
+    def switch_runs_folder(self, folder: Path) -> None:
+        """Show another runs folder on the home screen (runs elsewhere go on)."""
+        from amptui.dashboard.screens.home import HomeScreen
+
+        self.runs_root = Path(folder).resolve()
+        self.runs_display = str(folder)
+        home = self.home()
+        if home is None:
+            self.switch_screen(HomeScreen())
+            return
+        home.show_runs_folder()
+
     def open_compare(self, run_dirs: list[Path]) -> None:
         from amptui.dashboard.screens.compare import CompareScreen
 

@@ -26,6 +26,16 @@ class RunActions(_Screen):
         def _highlighted_info(self) -> RunInfo | None: ...
         def _child(self, args: list[str]) -> None: ...
 
+    def action_runs_folders(self) -> None:
+        """The runs folders this user has used; the one chosen replaces the home screen's."""
+        from amptui.dashboard.screens.folders import RunsFolderChooser
+
+        def chosen(folder) -> None:
+            if folder is not None:
+                self.app.switch_runs_folder(folder)
+
+        self.app.push_screen(RunsFolderChooser(self.app.runs_root), chosen)
+
     def action_resume(self) -> None:
         info = self._highlighted_info()
         if info is None or self._launching:

@@ -131,6 +131,9 @@ def _cuda_visible() -> bool:
 class TogglesPanel(Vertical):
     """Holds the values of the current preset plus what the user changed."""
 
+    class Edited(Message):
+        """The user changed a toggle (not a preset being loaded)."""
+
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self.base = cfgmod.Config()  # the preset's values, before the toggles
@@ -207,7 +210,10 @@ class TogglesPanel(Vertical):
         self._loading = True
         for t in TOGGLES:
             if t.key in state:
-                self._widget(t).value = state[t.key]
+                try:
+                    self._widget(t).value = state[t.key]
+                except Exception:  # noqa: BLE001 - a remembered value the widget no longer offers
+                    pass
         self.call_after_refresh(self._loaded)
 
     def _loaded(self) -> None:
@@ -300,3 +306,4 @@ class TogglesPanel(Vertical):
         if self._loading:
             return
         self.refresh_summary()
+        self.post_message(self.Edited())
