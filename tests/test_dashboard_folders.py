@@ -99,3 +99,12 @@ async def test_toggle_edits_survive_a_restart(root):
         home = await home_ready(pilot)
         await pilot.pause(0.2)
         assert "your edits" not in str(home.query_one("#preset-desc").render())
+
+
+def test_runs_all_folders_lists_every_folder_used(root, tmp_path, cli):
+    other = copy_runs(tmp_path / "elsewhere" / "runs")
+    folders.remember(other)
+    listed = json.loads(cli("runs", "--all-folders", "--format", "json", "--runs-dir", str(root), check=True).stdout)
+    assert {r["runs_dir"] for r in listed} == {str(root.resolve()), str(other)} and len(listed) == 6
+    table = cli("runs", "--all-folders", "--runs-dir", str(root), check=True).stdout
+    assert f"runs in {root.resolve()}:" in table and f"runs in {other}:" in table

@@ -109,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    p.add_argument("--all-folders", action="store_true",
+                   help="also the other runs folders this user has used (each run records its folder)")
     runs_dir_option(p)
 
     p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")

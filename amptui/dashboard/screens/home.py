@@ -65,7 +65,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         Binding("x", "delete", "Delete"),
         Binding("i", "info", "Info", show=False),  # in help (? / F1): the footer must fit 80 columns
         Binding("f", "filter", "Filter"),
-        Binding("o", "runs_folders", "Folders", show=False),  # in help (? / F1); the footer fits 80 columns
+        Binding("o", "runs_folders", "Runs folders", show=False),  # in help (? / F1); the footer fits 80 columns
         Binding("c", "compare", "Compare"),
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),
