@@ -23,7 +23,6 @@ from amptui.core.run.runs import RunInfo
 from amptui.dashboard import toggle_edits
 from amptui.dashboard.runscache import RunsCache
 from amptui.dashboard.screens.base import DashboardScreen, in_background
-from amptui.dashboard.screens.folders import folder_choices
 from amptui.dashboard.screens.home_launch import LaunchActions
 from amptui.dashboard.screens.home_runs import RunActions
 from amptui.dashboard.screens.keys import KeysMixin, with_reasons
@@ -113,20 +112,6 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.refresh_runs()
         self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
         self.query_one("#presets", OptionList).focus()
-
-    def _show_title(self) -> None:
-        others = len(folder_choices(self.app.runs_root)) - 1   # runs folders used elsewhere: `o` lists them
-        self.query_one("#home-title", Static).update(
-            Text.assemble(("amptui", "bold"), " · mixed-precision training dashboard · runs in ",
-                          (self.app.runs_display, "italic"),
-                          (f" · o: {others} other folder{'s' if others > 1 else ''}" if others else "", "dim")))
-
-    def show_runs_folder(self) -> None:
-        """The app's runs folder changed (`o`): its runs, from scratch."""
-        self._runs_cache = RunsCache()
-        self.query_one(RunTable).marked.clear()
-        self._show_title()
-        self.refresh_runs()
 
     # --- presets ---------------------------------------------------------------------------------
     def load_presets(self, select: str | None = None) -> None:
