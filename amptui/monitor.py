@@ -58,6 +58,7 @@ from amptui.core.config.resolve import auto_overrides
 from amptui.core.events import EventWriter, events_file
 from amptui.core.records import End, WarningRecord
 from amptui.core.run import runlock, runs
+from amptui.core.run.folders import remember as remember_runs_folder
 from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
@@ -206,6 +207,7 @@ class Monitor:
                 if not cfg_path.is_file() or safefile.text_or_none(cfg_path, cfgmod.TOML_LIMIT) != text:
                     atomic_write_text(cfg_path, text)
                 trust.remember(path, trust.code_refs(cfg))  # this script runs here: its code was given here
+                remember_runs_folder(path.parent)  # a dashboard opened elsewhere lists it (`o`)
                 if not RunFolder(path).run_json.is_file():
                     runs.write_launch_info(path, os.getpid(), list(sys.argv))
             return path, cfg

@@ -102,7 +102,7 @@ def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
         tmux.send("r")
         live = tmux.wait_for(lambda s: re.search(rf"step [1-9]\d*/{STEPS}", s) is not None and "ETA" in s, 240,
                              "live numbers on the run screen")
-        assert "autocast bfloat16" in live and "running" in live
+        assert ("autocast bfloat16" in live or "fp32" in live) and "running" in live  # fp32 where bf16 is slow
         assert "loss" in live and "throughput" in live and "memory" in live
         tmux.wait_for(lambda s: "waiting for data" not in s.split("learning rate")[0], 20, "loss plot")
         tmux.send("d")

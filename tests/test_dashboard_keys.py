@@ -11,7 +11,7 @@ import pytest
 from dashboard_support import QUICK, SCALER, Notes, app_for, async_test, home_ready, select_run, until
 from textual.command import CommandPalette
 
-from amptui.core import userconfig
+from amptui.core import statedir, userconfig
 from amptui.core.config import presets as presetmod
 from amptui.dashboard.screens.help import HelpScreen, key_rows
 from amptui.dashboard.screens.home import HomeScreen
@@ -125,7 +125,7 @@ async def test_the_theme_chosen_is_remembered(root):
         await home_ready(pilot, 3)
         app.theme = "nord"
         await pilot.pause(0.2)
-    assert userconfig.read_state(app.STATE)["theme"] == "nord"
+    assert statedir.read_json(app.STATE, 4096)["theme"] == "nord"
     again = app_for(root)
     async with again.run_test(size=(120, 40)) as pilot:
         await home_ready(pilot, 3)

@@ -5,6 +5,7 @@ table say so. This machine may well have the instructions, so a mock stands in f
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -39,7 +40,9 @@ def fake_cpu_amptui(flags: set[str], *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def fake_flags(monkeypatch):
+def fake_flags(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no measured rates: the flags decide
+
     def install(flags: set[str]) -> None:
         monkeypatch.setattr(cpu_features, "read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", set(flags)))
     return install
@@ -59,11 +62,18 @@ def test_only_bfloat16_autocast_on_a_cpu_without_the_instructions_is_emulated(fa
 
 
 @pytest.mark.slow  # a real trainer
-def test_run_start_line_says_bfloat16_is_emulated(runs_dir):
+def test_run_of_auto_precision_falls_back_to_float32_and_says_why(runs_dir, tmp_path, monkeypatch):
+    # what the launcher would measure on such a CPU, stood in (the flags alone would say the same)
+    cache = tmp_path / "cache" / "amptui" / "peak_tflops.json"
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({"format": 1, "peak_tflops": {
+        "Fake CPU (2 threads)|bfloat16|torch 9": 0.001, "Fake CPU (2 threads)|float32|torch 9": 0.085}}))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = fake_cpu_amptui(WITHOUT_BF16, "run", "quickstart", *QUICK).stdout
-    start, note = out.splitlines()[:2]
-    assert "autocast bfloat16" in start
-    assert note == f"note: {hardware.EMULATED_BF16_NOTICE}"
+    note, start = out.splitlines()[:2]
+    assert note == ("note: amp.dtype auto: float32 (autocast off), as bfloat16 is slow on this cpu (measured "
+                    "0.001 TFLOP/s, float32 0.085); force AMP with --set amp.dtype=bfloat16")
+    assert ": quickstart, fp32 on " in start
 
 
 @pytest.mark.slow  # real trainers
@@ -85,10 +95,12 @@ async def test_toggles_summary_says_bfloat16_is_emulated(tmp_path, fake_flags):
     app = make_app(tmp_path / "runs")
     async with app.run_test(size=(110, 34)) as pilot:
         toggles = app.screen.query_one(TogglesPanel)
-        summary = toggles.query_one("#toggle-summary")
+        summary, speed = toggles.query_one("#toggle-summary"), toggles.query_one("#toggle-speed")
+        toggles.query_one("#t-amp-dtype").value = "bfloat16"   # by name: obeyed, and warned of
         await until(pilot, lambda: "autocast bfloat16" in str(summary.render()))
-        assert "autocast bfloat16 (emulated on this CPU: slow) · 1 process on cpu" in str(summary.render())
-        assert summary.tooltip == hardware.EMULATED_BF16_NOTICE
+        assert "autocast bfloat16 · 1 process on cpu" in str(summary.render())
+        assert speed.display and str(speed.render()) == "⚠ bfloat16 is slow on this CPU"
+        assert "no AVX512-BF16 or AMX instructions" in str(speed.tooltip)
         toggles.query_one("#t-amp-autocast").value = False     # autocast off: float32, nothing emulated
         await until(pilot, lambda: "fp32" in str(summary.render()))
-        assert "emulated" not in str(summary.render()) and summary.tooltip is None
+        assert not speed.display and summary.tooltip is None

@@ -100,6 +100,14 @@ def cmd_compare(args) -> int:
 
     root = runs.runs_root(args.runs_dir)
     dirs = [runs.run_dir(root, run_id) for run_id in args.run_ids]
+    if getattr(args, "last_ab", False):
+        if dirs:
+            raise UserError("compare: give run ids or --last-ab, not both")
+        from amptui.jobs.groups import newest_group_runs
+
+        dirs = newest_group_runs(root)
+    if not dirs:
+        raise UserError("compare: name the runs to compare (ids from `amptui runs`, or --last-ab)")
     if args.format == "svg":  # the compare screen, drawn headless
         return cli_pictures.compare_svg(args, root, dirs)
     print_comparison(dirs, args.format)
@@ -138,6 +146,8 @@ def cmd_runs(args) -> int:
     from amptui.core.run import runs
 
     root = runs.runs_root(args.runs_dir)
+    if getattr(args, "all_folders", False):
+        return _runs_all_folders(root, args.format)
     found = runs.list_runs(root)
     if args.format == "json":
         print(json.dumps([r.as_json() for r in found], indent=2))
@@ -145,6 +155,32 @@ def cmd_runs(args) -> int:
         print(f"no runs in {root} (start one with `amptui run quickstart`)")
     else:
         print_runs(found)
+    return 0
+
+
+def _runs_all_folders(root, fmt: str) -> int:
+    """`amptui runs --all-folders`: this runs folder, then every other one recorded as used."""
+    import os
+
+    from amptui.cli.console import print_runs
+    from amptui.core.run import folders, runs
+
+    here = os.path.realpath(root)
+    places = [Path(here)] + [f for f in folders.used_folders() if os.path.realpath(f) != here]
+    listed = []
+    for place in places:
+        try:
+            found = runs.list_runs(place)
+        except UserError:
+            continue  # a folder gone unreadable since: the others still list
+        listed.append((place, found))
+    if fmt == "json":
+        print(json.dumps([{**r.as_json(), "runs_dir": str(place)} for place, found in listed for r in found], indent=2))
+        return 0
+    for i, (place, found) in enumerate(listed):
+        print(("\n" if i else "") + f"runs in {place}:" + ("" if found else " none"))
+        if found:
+            print_runs(found)
     return 0
 
 

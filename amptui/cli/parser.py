@@ -27,7 +27,8 @@ PRESET_HELP = "a built-in or saved preset name (amptui presets list), or a path 
 
 
 def run_id_argument(parser: argparse.ArgumentParser, help: str) -> None:
-    parser.add_argument("run_id", metavar="RUN_ID", help=f"{help}; an id as `amptui runs` lists it")
+    parser.add_argument("run_id", metavar="RUN_ID", help=f"{help}; an id as `amptui runs` lists it, any unique "
+                                                         "prefix, the short tail the dashboard shows, or `last`")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,7 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     cli_slurm.add_parser(sub, runs_dir_option)
 
     p = sub.add_parser("compare", help="the tutorials' table for some runs (speed-up and saving against the first)")
-    p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare; the first is the baseline")
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID",
+                   help="runs to compare; the first is the baseline (ids as `amptui runs` lists them, any unique "
+                        "prefix, the short tail the dashboard shows, or `last`)")
+    p.add_argument("--last-ab", action="store_true",
+                   help="compare the runs of the newest A/B (from `amptui ab` or the dashboard)")
     p.add_argument("--format", choices=("table", "markdown", "csv", "json", "svg"), default="table",
                    help="table (default), markdown, csv (raw numbers), json, or svg (the dashboard's compare "
                         "screen, drawn headless: table, loss overlay and loss difference)")
@@ -108,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    p.add_argument("--all-folders", action="store_true",
+                   help="also the other runs folders this user has used (each run records its folder)")
     runs_dir_option(p)
 
     p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")

@@ -35,7 +35,10 @@ def cmd_run(args) -> int:
         overrides["run.script"] = args.script
     if args.print_launch:
         return _print_launch(args, preset, overrides)
-    run_dir, cfg = launch.create_run(preset, overrides, root)
+    notes: list[str] = []
+    run_dir, cfg = launch.create_run(preset, overrides, root, notes=notes)
+    for note in notes:  # detached: stdout is the JSON line's
+        print(f"note: {note}", file=sys.stderr if args.detach else sys.stdout, flush=True)
     proc = launch.start(run_dir, script_args=args.script_args)
     return attach(run_dir, proc, args.detach, offset=0, kind="run")
 

@@ -13,6 +13,9 @@ Where things live:
       runfiles    the file names in a run folder; runlock: one writer per folder (flock)
       runs        listing runs, their status and duration; runstate: the fold of a run's records
       runops      delete, resume refusals, the equivalent command line (for the CLI and dashboard)
+      runids      run ids as people type them (prefix, short tail, `last`): resolve_run_dir
+      folders     the runs folders this user has used (recorded in the state directory)
+    statedir      amptui's state directory ($XDG_STATE_HOME/amptui) and its JSON files
     records       the event stream's record kinds, one dataclass each
     events        the one line framer, EventReader and EventWriter; eventends: a file's head and tail
     safefile      opening what a run folder holds as data (no links out, no FIFOs, bounded)

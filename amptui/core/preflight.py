@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Callable, Mapping
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.resolve import auto_overrides
+from amptui.core.config.resolve import auto_fallback_note, auto_overrides, wants_speed_facts
 from amptui.core.errors import UserError
 from amptui.core.pretrained import WEIGHTS
 
@@ -32,8 +33,16 @@ def device_type(requested: str) -> str:
     return requested
 
 
-def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
-    """Refuse impossible setups; decide every "auto" for this machine. Returns the resolved config."""
+# The machine layer's answer to "which reduced dtypes are slow on this device type, and why"
+# (machine/dtype_speed.py; core cannot import it, so the launcher hands it in).
+SlowDtypes = Callable[[str], Mapping[str, str]]
+
+
+def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
+            notes: list[str] | None = None) -> cfgmod.Config:
+    """Refuse impossible setups; decide every "auto" for this machine. Returns the resolved config.
+    `slow_dtypes` lets automatic precision fall back to float32 where its dtype is slow here; the
+    line saying so is appended to `notes`."""
     dev = device_type(cfg.run.device)
     if cfg.dist.mode == "dp":
         import torch
@@ -50,7 +59,11 @@ def resolve(cfg: cfgmod.Config) -> cfgmod.Config:
         if cfg.dist.nproc_per_node > count:
             raise UserError(f"dist.nproc_per_node = {cfg.dist.nproc_per_node} but this machine has {count} "
                             f"CUDA GPU(s): one process per GPU; use --set dist.nproc_per_node={count}")
-    overrides = {**auto_overrides(cfg, dev), "data.num_workers": cfgmod.resolve_num_workers(cfg)}
+    slow = slow_dtypes(dev) if slow_dtypes and wants_speed_facts(cfg, dev) else None
+    note = auto_fallback_note(cfg, dev, slow)
+    if note and notes is not None:
+        notes.append(note)
+    overrides = {**auto_overrides(cfg, dev, slow), "data.num_workers": cfgmod.resolve_num_workers(cfg)}
     from amptui.core.usercode import check_factories
 
     check_factories(cfg)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from amptui.core.run.runfiles import RunFolder
+from amptui.core.statedir import state_home
 
 if TYPE_CHECKING:
     from amptui.core.config.values import Config
@@ -31,8 +32,7 @@ TRUST_FLAG = "--trust-code"
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "amptui" / "trusted-code"
+    return state_home() / "trusted-code"
 
 
 def code_refs(cfg: Config) -> list[str]:

@@ -8,7 +8,7 @@ file and key, so the dashboard never opens with keys the user did not mean.
 
 The dashboard checks the action names (dashboard/keymap.py); this room only reads the file and
 checks its shape. What the dashboard remembers for itself (the theme) is state, not settings: it
-lives in `state_file()`, beside the other state amptui keeps.
+lives in the state directory (core/statedir.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amptui.core import safefile
 from amptui.core.config.values import read_toml
 from amptui.core.errors import ConfigError
 
 SECTIONS = ("keymap",)
-STATE_LIMIT = 64 * 1024
 # Textual key names: letters, digits, "+" for modifiers, "_" in names like question_mark; or one
 # printable character ("/", "?", "R"). Several keys are separated by commas.
 _KEY_RE = re.compile(r"^(?:[A-Za-z0-9_+]+|[!-~])$")
@@ -32,11 +30,6 @@ _KEY_RE = re.compile(r"^(?:[A-Za-z0-9_+]+|[!-~])$")
 def config_file() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "amptui" / "config.toml"
-
-
-def state_file(name: str) -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "amptui" / name
 
 
 @dataclass(frozen=True)
@@ -65,24 +58,3 @@ def load(path: Path | None = None) -> UserConfig:
                 raise ConfigError(f"{path}: keymap.{action}: {key.strip()!r} is not a key name "
                                   "(e.g. \"r\", \"R\", \"ctrl+r\", \"f5\", \"/\")")
     return UserConfig(keymap={a: ",".join(k.strip() for k in v.split(",")) for a, v in keymap.items()}, path=path)
-
-
-def read_state(name: str) -> dict:
-    """A small JSON state file (a missing or damaged one reads as empty: state is a convenience)."""
-    try:
-        value = safefile.load_json(state_file(name), STATE_LIMIT)
-    except (OSError, ValueError, safefile.UnsafeFile):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def write_state(name: str, value: dict) -> None:
-    """Replace a state file atomically; a failure to write is silent (the state is only remembered)."""
-    import json
-
-    path = state_file(name)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        safefile.atomic_write_text(path, json.dumps(value, sort_keys=True))
-    except (OSError, safefile.UnsafeFile):
-        pass

@@ -16,7 +16,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from amptui.core import userconfig
+from amptui.core import statedir, userconfig
 from amptui.core.fmt import shown
 from amptui.core.run.runs import process_alive as _process_alive
 from amptui.core.run.runs import runs_root as _runs_root
@@ -30,11 +30,14 @@ if TYPE_CHECKING:
     from amptui.dashboard.screens.home import HomeScreen
 
 
+STATE_LIMIT = 64 * 1024
+
+
 class AmptuiApp(App):
     CSS_PATH = "amptui.tcss"
     TITLE = "amptui"
     BINDINGS = named("app", [Binding("f1", "help", "Help"), Binding("question_mark", "help", "Help", show=False)])
-    STATE = "dashboard.json"  # what the dashboard remembers between sessions (the theme)
+    STATE = "dashboard.json"  # what the dashboard remembers between sessions (the theme), in the state dir
     PALETTE_SKIP = frozenset({"home.focus_presets", "run.restore"})  # escape's jobs: nothing to pick
 
     def __init__(self, runs_root: Path | str | None = None, *, watch: Path | None = None,
@@ -52,16 +55,14 @@ class AmptuiApp(App):
     def on_mount(self) -> None:
         if self.user_keymap:
             self.set_keymap(self.user_keymap)
-        theme = userconfig.read_state(self.STATE).get("theme")
+        theme = (statedir.read_json(self.STATE, STATE_LIMIT) or {}).get("theme")
         if isinstance(theme, str) and theme in self.available_themes:
             self.theme = theme
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.push_screen(self.first_screen())
 
     def _remember_theme(self, theme: Theme) -> None:
-        state = userconfig.read_state(self.STATE)
-        if state.get("theme") != theme.name:
-            userconfig.write_state(self.STATE, {**state, "theme": theme.name})
+        statedir.update_json(self.STATE, lambda old: {**(old if isinstance(old, dict) else {}), "theme": theme.name})
 
     def first_screen(self) -> Screen:
         """The screen the app opens on: the watched run's, or home."""
@@ -141,6 +142,18 @@ class AmptuiApp(App):
             home.refresh_runs()
         else:
             self.switch_screen(HomeScreen())
+
+    def switch_runs_folder(self, folder: Path) -> None:
+        """Show another runs folder on the home screen (runs elsewhere go on)."""
+        from amptui.dashboard.screens.home import HomeScreen
+
+        self.runs_root = Path(folder).resolve()
+        self.runs_display = str(folder)
+        home = self.home()
+        if home is None:
+            self.switch_screen(HomeScreen())
+            return
+        home.show_runs_folder()
 
     def open_compare(self, run_dirs: list[Path]) -> None:
         from amptui.dashboard.screens.compare import CompareScreen

@@ -119,6 +119,21 @@ def find(root: Path, group_id: str) -> Group:
     return found
 
 
+def newest_group_runs(root: Path) -> list[Path]:
+    """The run folders of the newest A/B group in `root` (CLI and dashboard groups alike), in the
+    order they ran; a UserError when there is none or none of its runs exists."""
+    from amptui.core.run.runfiles import RunFolder
+
+    found = groups(root)
+    if not found:
+        raise UserError(f"--last-ab: no A/B in {root} yet (start one with `amptui ab PRESET`)")
+    group = found[-1]
+    dirs = [Path(root) / r for r in group.runs if RunFolder(Path(root) / r).is_run()]
+    if not dirs:
+        raise UserError(f"--last-ab: A/B {group.label} of {group.preset} has no runs yet ({group.state})")
+    return dirs
+
+
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     """One group created at a time in a runs folder (so two starts cannot both find none running)."""

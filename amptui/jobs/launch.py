@@ -124,10 +124,12 @@ def torchrun_env(cfg: cfgmod.Config, run_dir: Path) -> dict[str, str]:
             if option in TORCHRUN_ENV_FALLBACKS and _accepted_spelling(option) is None and value is not None}
 
 
-def resolve_config(preset: Preset | None, overrides: dict | None = None) -> cfgmod.Config:
+def resolve_config(preset: Preset | None, overrides: dict | None = None,
+                   notes: list[str] | None = None) -> cfgmod.Config:
     """The preset with its overrides, validated and resolved for this machine (nothing written).
 
-    `preset` None means the defaults (e.g. `amptui run --script train.py`).
+    `preset` None means the defaults (e.g. `amptui run --script train.py`). Lines the user should
+    read before the run (automatic precision falling back to float32) are appended to `notes`.
     """
     if preset is None:
         cfg = cfgmod.build_config({}, overrides)
@@ -137,16 +139,23 @@ def resolve_config(preset: Preset | None, overrides: dict | None = None) -> cfgm
         cfg = preset.config(overrides)
     if cfg.run.script and not Path(cfg.run.script).is_file():
         raise UserError(f"run.script = {cfg.run.script!r}: no such file (relative to {os.getcwd()})")
-    return preflight.resolve(cfg)
+    return preflight.resolve(cfg, slow_dtypes=_measured_slow_dtypes, notes=notes)
+
+
+def _measured_slow_dtypes(device_type: str):
+    from amptui.core.config.precision import auto_dtype
+    from amptui.machine.dtype_speed import slow_dtypes
+
+    return slow_dtypes(device_type, measured=True, dtypes=(auto_dtype(device_type),))
 
 
 def create_run(preset: Preset | None, overrides: dict | None = None,
-               root: Path | None = None) -> tuple[Path, cfgmod.Config]:
+               root: Path | None = None, notes: list[str] | None = None) -> tuple[Path, cfgmod.Config]:
     """Validate and resolve, then make the run folder with its config.toml.
 
     Nothing is written before every check has passed.
     """
-    cfg = resolve_config(preset, overrides)
+    cfg = resolve_config(preset, overrides, notes)
     folder = runs.create_folder(root, cfg.run.name)
     runs.write_new(folder, cfg, f"# amptui run {folder.name}: preset {cfg.run.name!r} resolved for this machine")
     return folder.path, cfg

@@ -8,7 +8,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from amptui.core.config.precision import DTYPES, Dtype
+from amptui.core.config.precision import DTYPES, FULL, Dtype
 
 # /proc/cpuinfo flags that matter for mixed precision on a CPU.
 CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "amx_fp16", "avx512f", "avx2", "f16c")
@@ -58,6 +58,13 @@ def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str |
     known = DTYPES.get(dtype)
     if device_type != "cpu" or not autocast or known is None or not known.cpu_flags:
         return None
+    from amptui.machine.dtype_speed import cached_cpu_rates, slow_reason  # it imports this module
+
+    rates = cached_cpu_rates()
+    if dtype in rates and FULL in rates:  # a measurement outranks the flags (which may claim too much)
+        why = slow_reason(dtype, rates, set())
+        return None if why is None else (f"{dtype} is slow on this CPU ({why}): expect it slower than "
+                                         "float32 (`amptui doctor` measures it)")
     _, flags = read_cpuinfo()
     if not flags or "sse2" not in flags:  # unreadable, or not x86 (ARM names its bf16 otherwise)
         return None

@@ -193,6 +193,9 @@ def _read_peak_cache() -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0}
 
 
+read_peak_cache = _read_peak_cache  # public: machine/dtype_speed.py reads it without torch
+
+
 def _write_peak_cache(updates: dict[str, float]) -> None:
     """Merge `updates` into the cache file atomically (temp file + rename), keeping the higher rate
     per key: a measurement disturbed by other work comes out low, never high, so the best one seen

@@ -144,7 +144,8 @@ class AmpConfig:
     """[amp]: autocast, the GradScaler and the step around them."""
 
     autocast: bool = key(True, "Run forward and loss under torch.autocast.")
-    dtype: str = key("auto", f"Autocast dtype; auto is {auto_dtype('cuda')} on CUDA, {auto_dtype('cpu')} on CPU.",
+    dtype: str = key("auto", f"Autocast dtype; auto is {auto_dtype('cuda')} on CUDA, {auto_dtype('cpu')} on CPU "
+                     "(float32, autocast off, where the CPU computes it slowly).",
                      DtypeChoices())
     grad_scaler: bool | Literal["auto"] = key(
         "auto", f"torch.amp.GradScaler; auto means on exactly when autocast runs in {_SCALED}.", type="auto|bool")

@@ -76,10 +76,11 @@ def check_run_id(run_id: str) -> str:
 
 
 def run_dir(root: Path, run_id: str) -> Path:
-    path = Path(root) / check_run_id(run_id)
-    if not RunFolder(path).is_run():
-        raise UserError(f"no run {run_id!r} in {root} (see `amptui runs --runs-dir DIR`)")
-    return path
+    """The run folder an id names as people type it: whole, a unique prefix, the dashboard's short
+    tail, or `last` (core/run/runids.py)."""
+    from amptui.core.run.runids import resolve_run_dir
+
+    return resolve_run_dir(root, run_id)
 
 
 def new_run_dir(root: Path, preset_name: str) -> Path:
@@ -107,7 +108,11 @@ def new_run_dir(root: Path, preset_name: str) -> Path:
 def create_folder(root: Path | None, name: str) -> RunFolder:
     """A fresh, empty run folder under the runs root (`root`, or the default one): the one way a
     run folder is made, for the launcher and the Monitor alike."""
-    return RunFolder(new_run_dir(runs_root(root), name))
+    folder = RunFolder(new_run_dir(runs_root(root), name))
+    from amptui.core.run.folders import remember
+
+    remember(folder.path.parent)  # so a dashboard opened elsewhere can find this runs folder
+    return folder
 
 
 def write_new(folder: RunFolder, cfg: cfgmod.Config, header: str) -> None:

@@ -20,6 +20,7 @@ from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_duration, fmt_loss, shown
 from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
+from amptui.dashboard import toggle_edits
 from amptui.dashboard.filestamps import presets_stamp
 from amptui.dashboard.runscache import RunsCache
 from amptui.dashboard.screens.base import DashboardScreen, in_background
@@ -65,6 +66,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         Binding("i", "info", "Info", show=False),  # in help (? / F1): the footer must fit 80 columns
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("f", "filter", "Filter", show=False),
+        Binding("o", "runs_folders", "Runs folders", show=False),  # in help (? / F1); the footer fits 80 columns
         Binding("c", "compare", "Compare"),
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),
@@ -82,7 +84,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self._resume_refusal: str | None = "no run highlighted"  # why R does not apply now
         self._keys_shown: tuple | None = None  # what the footer's keys were last drawn for
         self._runs_cache = RunsCache()
-        self._edits: dict[str, dict[str, Any]] = {}     # preset name -> toggles as the user left them
+        self._edits: dict[str, dict[str, Any]] = toggle_edits.load()  # preset -> toggles as left (kept on disk)
         self._pristine: dict[str, Any] = {}             # the current preset's toggles as loaded
         self._watched_groups: set[str] = set()          # A/Bs started here: compare opens when they end
         self._presets_stamp = presets_stamp()            # the saved presets as last listed
@@ -108,9 +110,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.query_one("#toggles-box").border_title = "Toggles"
         self.query_one("#runs-box").border_title = "Runs"
         self.query_one("#runs-filter").display = False
-        self.query_one("#home-title", Static).update(
-            Text.assemble(("amptui", "bold"), " · mixed-precision training dashboard · runs in ",
-                          (self.app.runs_display, "italic")))
+        self._show_title()
         self.load_presets()
         self.refresh_runs()
         self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
@@ -155,11 +155,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
     def show_preset(self, preset: presetmod.Preset) -> None:
         toggles = self.query_one(TogglesPanel)
         if self.preset is not None and not toggles.invalid_preset:  # keep what the user typed, per preset
-            state = toggles.state()
-            if state != self._pristine:
-                self._edits[self.preset.name] = state
-            else:
-                self._edits.pop(self.preset.name, None)
+            self._keep_edits()
         self.preset = preset
         desc = self.query_one("#preset-desc", Static)
         try:
@@ -178,6 +174,22 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         desc.update(Text.assemble((preset.name, "bold"), f" ({kind}) ",
                                   ("✎ your edits, kept " if edited else "", "bold yellow"),
                                   (preset.description, "italic")))
+
+    def _keep_edits(self) -> None:
+        """What the user typed in the current preset's toggles, kept per preset (also on disk)."""
+        if self.preset is None or self.query_one(TogglesPanel).invalid_preset:
+            return
+        state = self.query_one(TogglesPanel).state()
+        edited = state if state != self._pristine else None
+        if edited != self._edits.get(self.preset.name):
+            self._edits.pop(self.preset.name, None)
+            if edited:
+                self._edits[self.preset.name] = edited
+            toggle_edits.remember(self.preset.name, edited)
+
+    @on(TogglesPanel.Edited)
+    def _toggles_edited(self) -> None:
+        self._keep_edits()
 
     def action_focus_presets(self) -> None:
         self.query_one("#presets", OptionList).focus()

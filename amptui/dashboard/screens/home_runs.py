@@ -1,15 +1,22 @@
-"""Home screen actions on the highlighted run: R resume, x delete (asks first), i info."""
+"""Home screen actions on the highlighted run: R resume, x delete (asks first), i info; and `o`,
+the runs folders used (the title names the one shown)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.text import Text
+from textual.widgets import Static
+
 from amptui.core import trust
 from amptui.core.errors import UserError
 from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
+from amptui.dashboard.runscache import RunsCache
 from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.screens.folders import folder_choices
 from amptui.dashboard.screens.home_launch import LAUNCH_GROUP
+from amptui.dashboard.widgets.runtable import RunTable
 from amptui.jobs import detached
 
 if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
@@ -19,12 +26,37 @@ else:
 
 
 class RunActions(_Screen):
+    _runs_cache: RunsCache  # the run list's reader (HomeScreen.__init__)
     _launching: bool  # a run or resume is starting (HomeScreen.__init__; LaunchActions clears it)
 
     if TYPE_CHECKING:  # the home screen's own, and LaunchActions'
         def refresh_runs(self) -> None: ...
         def _highlighted_info(self) -> RunInfo | None: ...
         def _child(self, args: list[str]) -> None: ...
+
+    def _show_title(self) -> None:
+        others = len(folder_choices(self.app.runs_root)) - 1   # runs folders used elsewhere: `o` lists them
+        self.query_one("#home-title", Static).update(
+            Text.assemble(("amptui", "bold"), " · mixed-precision training dashboard · runs in ",
+                          (self.app.runs_display, "italic"),
+                          (f" · o: {others} other folder{'s' if others > 1 else ''}" if others else "", "dim")))
+
+    def show_runs_folder(self) -> None:
+        """The app's runs folder changed (`o`): its runs, from scratch."""
+        self._runs_cache = RunsCache()
+        self.query_one(RunTable).marked.clear()
+        self._show_title()
+        self.refresh_runs()
+
+    def action_runs_folders(self) -> None:
+        """The runs folders this user has used; the one chosen replaces the home screen's."""
+        from amptui.dashboard.screens.folders import RunsFolderChooser
+
+        def chosen(folder) -> None:
+            if folder is not None:
+                self.app.switch_runs_folder(folder)
+
+        self.app.push_screen(RunsFolderChooser(self.app.runs_root), chosen)
 
     def action_resume(self) -> None:
         info = self._highlighted_info()

@@ -15,10 +15,9 @@ from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError
 from amptui.core.run.runops import gpu_count_guess
-from amptui.machine.cpu import emulated_dtype_notice
+from amptui.machine.dtype_speed import summary_note
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -132,6 +131,9 @@ def _cuda_visible() -> bool:
 class TogglesPanel(Vertical):
     """Holds the values of the current preset plus what the user changed."""
 
+    class Edited(Message):
+        """The user changed a toggle (not a preset being loaded)."""
+
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self.base = cfgmod.Config()  # the preset's values, before the toggles
@@ -154,6 +156,7 @@ class TogglesPanel(Vertical):
                     yield ToggleInput(id=t.wid, compact=True, classes="toggle", validators=[KeyValidator(t.key)],
                                       validate_on=["changed", "submitted"])
         yield Static(id="toggle-summary")
+        yield Static(id="toggle-speed")  # a slow precision here, or auto falling back to float32
         yield Static(id="toggle-error")
 
     def load(self, cfg: cfgmod.Config) -> None:
@@ -207,7 +210,10 @@ class TogglesPanel(Vertical):
         self._loading = True
         for t in TOGGLES:
             if t.key in state:
-                self._widget(t).value = state[t.key]
+                try:
+                    self._widget(t).value = state[t.key]
+                except Exception:  # noqa: BLE001 - a remembered value the widget no longer offers
+                    pass
         self.call_after_refresh(self._loaded)
 
     def _loaded(self) -> None:
@@ -244,6 +250,7 @@ class TogglesPanel(Vertical):
         summary = self.query_one("#toggle-summary", Static)
         error = self.query_one("#toggle-error", Static)
         self.query_one("#t-dist-mode").remove_class("-invalid")
+        self.query_one("#toggle-speed", Static).display = False  # shown again below when it applies
         for t in TOGGLES:
             if t.kind == "switch":
                 on = self.query_one(f"#{t.wid}", Switch).value
@@ -271,17 +278,18 @@ class TogglesPanel(Vertical):
         summary.display = True
         device = cfg.run.device
         device_type = device if device != "auto" else ("cuda" if self.cuda else "cpu")
-        precision = Precision.from_config(cfg, device_type)
+        precision, speed_line, speed_story = summary_note(cfg, device_type)
+        speed = self.query_one("#toggle-speed", Static)
+        speed.update(speed_line or "")
+        speed.tooltip = speed_story
+        speed.display = bool(speed_line)
         words = precision.words
         ws = cfgmod.world_size(cfg)
         par = {"none": "1 process", "dp": "DataParallel", "ddp": f"DDP x{ws}"}[cfg.dist.mode]
         steps = cfg.run.max_steps
         epochs = cfg.run.epochs
         extent = f"{epochs} epoch{'s' if epochs != 1 else ''}" + (f", at most {steps} steps" if steps else "")
-        emulated = emulated_dtype_notice(device_type, precision.autocast, precision.dtype)
-        if emulated:
-            words += " (emulated on this CPU: slow)"
-        summary.tooltip = emulated
+        summary.tooltip = speed_story
         summary.update(f"→ {words} · {par} on {device_type} · {extent}")
 
     def show_refusal(self, message: str) -> None:
@@ -298,3 +306,4 @@ class TogglesPanel(Vertical):
         if self._loading:
             return
         self.refresh_summary()
+        self.post_message(self.Edited())

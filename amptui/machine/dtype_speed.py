@@ -1,0 +1,110 @@
+"""Which reduced-precision dtypes are slow on this machine's CPU, and why, in words.
+
+A CPU's flags can claim bfloat16 instructions that torch does not use fast (a virtual CPU, a torch
+build), so a measured matmul rate (machine/peaks.py's cache, written by `amptui doctor` and by the
+first run that needs it) decides where one exists; the flags decide otherwise. Reading the facts
+imports no torch (the dashboard asks on every toggle change); measuring does, and only the
+launcher does it (`measured=True`), never the dashboard.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from amptui.core.config.precision import DTYPES, FULL, Precision
+from amptui.core.config.resolve import auto_fallback_note, falls_back
+from amptui.core.config.values import Config
+from amptui.machine import cpu as cpu_features
+
+SLOW_RATIO = 0.9   # the doctor's rule: a dtype measured under 0.9x float32's rate costs time
+# Flags that compute float16 natively on x86 (DTYPES names the bfloat16 ones).
+FP16_CPU_FLAGS = ("avx512_fp16", "amx_fp16")
+FP16_CPU_ISA = "AVX512-FP16 or AMX-FP16"
+
+
+def cached_cpu_rates() -> dict[str, float]:
+    """{dtype: TFLOP/s} measured on this CPU model (any torch version or thread count: the best
+    rate seen per dtype), from the peak cache file; {} where nothing was measured. No torch."""
+    from amptui.machine import peaks
+
+    name = cpu_features.cpu_name()
+    best: dict[str, float] = {}
+    for key, rate in peaks.read_peak_cache().items():
+        label, _, rest = key.partition("|")
+        dtype = rest.partition("|")[0]
+        if label.rpartition(" (")[0] == name or label == name:
+            best[dtype] = max(rate, best.get(dtype, 0.0))
+    return best
+
+
+def measure_cpu_rates(dtypes: tuple[str, ...]) -> dict[str, float]:
+    """Measured rates of float32 and `dtypes` on this CPU (torch; each measured once per machine
+    and cached by peaks.peak_tflops, about 0.3 s each); {} where torch cannot measure."""
+    from amptui.machine import peaks
+
+    try:
+        return {d: peaks.peak_tflops("cpu", d) for d in (FULL, *dtypes)}
+    except Exception:  # noqa: BLE001 - measuring is advice; a failure leaves the flags to decide
+        return {}
+
+
+def slow_reason(dtype: str, rates: Mapping[str, float], flags: set[str]) -> str | None:
+    """Why autocast to `dtype` is slow on a CPU with these measured `rates` and /proc/cpuinfo
+    `flags`, in a few words ("measured 0.001 TFLOP/s, float32 0.085"); None where it is fast or
+    nothing says otherwise. Measurements first: flags can claim what torch does not use."""
+    rate, full = rates.get(dtype), rates.get(FULL)
+    if rate is not None and full:
+        if rate >= SLOW_RATIO * full:
+            return None
+        return f"measured {_rate(rate)} TFLOP/s, float32 {_rate(full)}"
+    if not flags or "sse2" not in flags:   # unreadable, or not x86: no claim
+        return None
+    known = DTYPES.get(dtype)
+    wanted, isa = (FP16_CPU_FLAGS, FP16_CPU_ISA) if dtype == "float16" else \
+        ((known.cpu_flags, known.cpu_isa) if known else ((), ""))
+    if not wanted or any(flag in flags for flag in wanted):
+        return None
+    return f"no {isa} instructions"
+
+
+def slow_dtypes(device_type: str, measured: bool = False, dtypes: tuple[str, ...] | None = None
+                ) -> dict[str, str]:
+    """{dtype: why} for the reduced dtypes that are slow on `device_type` here. Only a CPU is
+    judged (a GPU's auto dtype is its fast one). `measured`: measure what the cache lacks first
+    (torch; the launcher only)."""
+    if device_type != "cpu":
+        return {}
+    wanted = tuple(dtypes or DTYPES)
+    rates = cached_cpu_rates()
+    if measured and any(d not in rates for d in (FULL, *wanted)):
+        rates = {**rates, **measure_cpu_rates(wanted)}
+    _, flags = cpu_features.read_cpuinfo()
+    out = {}
+    for dtype in wanted:
+        why = slow_reason(dtype, rates, flags)
+        if why:
+            out[dtype] = why
+    return out
+
+
+def _rate(tflops: float) -> str:
+    return f"{tflops:.2g}"
+
+
+def summary_note(cfg: Config, device_type: str) -> tuple[Precision, str | None, str | None]:
+    """For the home screen, before anything runs: the precision a launch would pick here, a short
+    line (<= 46 columns: the toggles panel at 80 columns) when that precision is a slow one or
+    automatic precision fell back to float32, and the full story for its tooltip. No torch, no
+    measuring: the cached rates and the flags only."""
+    slow = slow_dtypes(device_type)
+    fallback = falls_back(cfg, device_type, slow)
+    if fallback:
+        return (Precision(False, fallback, False), f"auto → fp32: {fallback} is slow on this CPU",
+                f"{auto_fallback_note(cfg, device_type, slow)} (here: set dtype to {fallback})")
+    precision = Precision.from_config(cfg, device_type)
+    why = slow.get(precision.dtype) if precision.autocast else None
+    if not why:
+        return precision, None, None
+    return (precision, f"⚠ {precision.dtype} is slow on this CPU",
+            f"{precision.dtype} autocast is slow on this CPU ({why}): expect it slower than float32; "
+            "turn autocast off, or see `amptui doctor`")
