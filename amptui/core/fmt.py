@@ -1,7 +1,8 @@
 """Numbers as people read them: the one formatter per kind of figure, shared by the command line,
 the compare table and the dashboard, so a run reads the same in every view.
 
-Missing values are "-". Durations are m:ss (h:mm:ss from an hour), with tenths where short spans
+Missing values are "-". A Python `None` never reaches the text: counts out of a total that was
+never given say so in words ("step 96 (total unknown)"). Durations are m:ss (h:mm:ss from an hour), with tenths where short spans
 matter (`precise`); accuracy is a percentage with two decimals (69.92%); memory is binary units.
 """
 
@@ -74,7 +75,8 @@ def fmt_loss(x: float | None) -> str:
 
 
 def fmt_lr(x: float | None) -> str:
-    return _figure(x, ".2e")
+    """Three significant digits in the form that reads best for the value: 0.01, 0.0003, 1e-05."""
+    return _figure(x, ".3g")
 
 
 def fmt_scale(x: float | None) -> str:
@@ -84,6 +86,23 @@ def fmt_scale(x: float | None) -> str:
     if x > 0 and math.log2(x).is_integer():
         return f"2^{int(math.log2(x))}"
     return f"{x:g}"
+
+
+def fmt_of(n: int | None, total: int | None) -> str:
+    """A count out of a total: "3/20"; without a total (a script that never said it): "3"."""
+    count = MISSING if n is None else str(n)
+    return f"{count}/{total}" if total else count
+
+
+def fmt_progress(step: int | None, total: int | None, noun: str = "step") -> str:
+    """"step 96/200"; without a known total: "step 96 (total unknown)"."""
+    text = f"{noun} {fmt_of(step or 0, total)}"
+    return text if total else f"{text} (total unknown)"
+
+
+def fmt_total(total: int | None, noun: str = "steps") -> str:
+    """"200 steps", or "total steps unknown" when the run never said."""
+    return f"{total} {noun}" if total else f"total {noun} unknown"
 
 
 def fmt_time(t: float | None) -> str:
