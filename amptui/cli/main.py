@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from amptui.cli import manage as cli_manage
 from amptui.cli import pictures as cli_pictures
 from amptui.cli import tune as cli_tune
 from amptui.cli.parser import build_parser
@@ -135,6 +136,8 @@ def cmd_runs(args) -> int:
     from amptui.cli.console import print_runs
     from amptui.core.run import runs
 
+    if getattr(args, "action", None) == "delete":
+        return cli_manage.cmd_runs_delete(args)
     root = runs.runs_root(args.runs_dir)
     found = runs.list_runs(root)
     if args.format == "json":
@@ -175,6 +178,8 @@ def cmd_presets(args) -> int:
             cfg = cfg.with_overrides({"run.name": args.name})
         path = presets.save_preset(args.name, cfg, force=args.force, source=source.name)
         print(f"saved preset {args.name!r} to {path}")
+    elif action == "delete":
+        return cli_manage.cmd_presets_delete(args)
     return 0
 
 
@@ -215,3 +220,4 @@ def cmd_watch(args) -> int:
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "runs": cmd_runs, "presets": cmd_presets,
             "doctor": cmd_doctor, "ab": cmd_ab, "compare": cmd_compare, "dashboard": cmd_dashboard, "watch": cmd_watch}
 COMMANDS["tune"] = cli_tune.cmd_tune
+COMMANDS["export"] = cli_manage.cmd_export

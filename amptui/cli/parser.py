@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from amptui import __version__
+from amptui.cli import manage as cli_manage
 from amptui.cli import tune as cli_tune
 
 EXAMPLES = """\
@@ -102,15 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the screen size for --format svg (default: 120x40)")
     runs_dir_option(p)
 
-    p = sub.add_parser("runs", help="list runs")
+    p = sub.add_parser("runs", help="list runs, or delete some (runs delete RUN_ID...)")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     runs_dir_option(p)
+    cli_manage.add_runs_actions(p, runs_dir_option)
+    cli_manage.add_parsers(sub, runs_dir_option)
 
     p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     p.add_argument("--no-bench", action="store_true", help="skip the matmul measurements")
 
-    p = sub.add_parser("presets", help="list, show or save presets")
+    p = sub.add_parser("presets", help="list, show, save or delete presets")
     psub = p.add_subparsers(dest="action", metavar="ACTION")
     psub.add_parser("list", help="built-in and saved presets")
     show = psub.add_parser("show", help="print a preset with every key resolved")
@@ -122,4 +125,5 @@ def build_parser() -> argparse.ArgumentParser:
     save.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                       help="override a key, e.g. --set amp.dtype=bfloat16 (repeatable)")
     save.add_argument("--force", action="store_true", help="overwrite a saved preset of that name")
+    cli_manage.add_presets_delete(psub)
     return parser
