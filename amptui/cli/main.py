@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         handler = COMMANDS[args.command or "dashboard"]  # argparse admits only these
         return handler(args) or 0
     except UserError as exc:
-        print(f"amptui: error: {shown(exc, newlines=True)}", file=sys.stderr)
+        from amptui.cli.prose import error
+
+        error(str(exc))  # wrapped at word boundaries on a terminal
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -46,6 +48,7 @@ def cmd_ab(args) -> int:
     """The CLI's and the dashboard's A/B (jobs/ab.py): here in the terminal, or with --detach as a
     group driven in the background by this same command line (`--group ID`)."""
     from amptui.cli.console import print_comparison
+    from amptui.cli.prose import error, say
     from amptui.core import compare, preflight
     from amptui.core.config import presets
     from amptui.core.config import values as config
@@ -77,7 +80,7 @@ def cmd_ab(args) -> int:
             precision = Precision.from_config(resolved, resolved.run.device)
             notice = emulated_dtype_notice(resolved.run.device, precision.autocast, precision.dtype)
             if notice:
-                print(f"note: variant {name}: {notice}")
+                say(f"note: variant {name}: {notice}")
 
         def follow(run_dir: Path, proc, index: int, name: str) -> int:
             return attach(run_dir, proc, False, 0, label=f"[{index}/{len(variants)}] {name:<11}")
@@ -87,9 +90,9 @@ def cmd_ab(args) -> int:
     print_comparison(outcome.run_dirs, args.format)
     if args.format in ("table", "markdown"):
         _print_emulation_notes([compare.summarize(d) for d in outcome.run_dirs])
-        print(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
+        say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
     if outcome.error:
-        print(f"amptui: error: {outcome.error}", file=sys.stderr)
+        error(outcome.error)
     return outcome.exit_code
 
 
@@ -112,11 +115,12 @@ def cmd_compare(args) -> int:
 def _print_emulation_notes(summaries) -> None:
     """Under the table: which runs autocast to a dtype this CPU only emulates (so slow is expected)."""
     from amptui.cli.console import emulated_notice
+    from amptui.cli.prose import say
 
     emulated = [(s.run_id, emulated_notice(s.start)) for s in summaries]
     emulated = [(run_id, notice) for run_id, notice in emulated if notice]
     if emulated:
-        print(f"note: {', '.join(run_id for run_id, _ in emulated)}: {emulated[0][1]}")
+        say(f"note: {', '.join(run_id for run_id, _ in emulated)}: {emulated[0][1]}")
 
 
 def cmd_stop(args) -> int:
@@ -159,7 +163,9 @@ def cmd_presets(args) -> int:
     if action == "list":
         rows = [(p.name, "built-in" if p.builtin else "saved", p.description) for p in presets.list_presets()]
         print_table(("NAME", "KIND", "DESCRIPTION"), rows, no_wrap=("NAME", "KIND"))
-        print(f"\nsaved presets live in {presets.saved_dir()}")
+        from amptui.cli.prose import say
+
+        say(f"\nsaved presets live in {presets.saved_dir()}")
     elif action == "show":
         preset = presets.find_preset(args.name)
         if args.raw:

@@ -105,6 +105,39 @@ def fmt_total(total: int | None, noun: str = "steps") -> str:
     return f"{total} {noun}" if total else f"total {noun} unknown"
 
 
+FLOP_UNITS = (("TFLOP/s", 1.0), ("GFLOP/s", 1e3), ("MFLOP/s", 1e6))
+
+
+def flops_unit(*tflops: float | None) -> tuple[str, float]:
+    """The unit in which the largest of these rates (in TFLOP/s) reads as 1 or more: a CPU's
+    0.00144 TFLOP/s is 1.44 GFLOP/s. One unit for a whole table or sentence."""
+    largest = max((abs(x) for x in tflops if x is not None), default=1.0)
+    return next(((name, k) for name, k in FLOP_UNITS if largest * k >= 1), FLOP_UNITS[-1])
+
+
+def fmt_flops(tflops: float | None, unit: tuple[str, float] | None = None, with_unit: bool = True) -> str:
+    """A rate given in TFLOP/s, in `unit` (default: its own) with three significant digits."""
+    if tflops is None:
+        return "n/a"
+    name, k = unit or flops_unit(tflops)
+    x = tflops * k
+    text = f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+    return f"{text} {name}" if with_unit else text
+
+
+def fmt_times_as_fast(a_name: str, a: float, b_name: str, b: float) -> str:
+    """Which of two rates is faster and by how much, never a ratio below 1 whose direction the
+    reader must guess: "bfloat16 is 1.9 times as fast as float32", "float32 is 85 times as fast
+    as bfloat16", "bfloat16 and float32 are about as fast"."""
+    if a <= 0 or b <= 0:
+        return f"{a_name} and {b_name} could not both be measured"
+    fast, slow, ratio = (a_name, b_name, a / b) if a >= b else (b_name, a_name, b / a)
+    if ratio < 1.05:
+        return f"{a_name} and {b_name} are about as fast"
+    times = f"{ratio:.1f}" if ratio < 10 else f"{ratio:,.0f}"
+    return f"{fast} is {times} times as fast as {slow}"
+
+
 def fmt_time(t: float | None) -> str:
     """A unix time as local date and minute: "2026-11-22 16:55"."""
     if t is None:
