@@ -116,3 +116,21 @@ async def test_the_run_screen_of_a_monitor_without_totals(untold_run):
                 assert bar.percentage == 1.0
             for selector in ("#run-header", "#progress-text", "#stats"):
                 no_leak(str(screen.query_one(selector, Static).render()))
+
+
+@pytest.mark.parametrize("on_terminal", [False, True])
+def test_records_missing_their_figures_print_no_none(on_terminal):
+    """A damaged or foreign event file (records with none of their fields) prints "-" and words."""
+    from amptui.cli.console import ProgressPrinter
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120) if on_terminal else None
+    printer = ProgressPrinter(out=out, console=console)
+    bare = [{"v": 1, "kind": kind, "t": 1.0, "rank": 0}
+            for kind in ("start", "scaler", "checkpoint", "epoch", "warning", "step", "end")]
+    bare[5]["step"] = 3
+    printer.feed(bare)
+    printer.finish(None)
+    text = "\n".join(screen_lines(out.getvalue()))
+    no_leak(text)
+    assert "total steps unknown" in text and "3 steps in -" in text

@@ -193,7 +193,7 @@ class ProgressPrinter:
         if not self.label:
             resumed = f", resumed from step {run.session_step}" if run.session_step else ""
             device = run.device.get("name") or run.device.get("type") or "an unnamed device"
-            self._say(f"{run.run_id}: {run.preset or 'no preset'}, {run.precision_words or 'precision not said'} "
+            self._say(f"{run.run_id or 'run'}: {run.preset or 'no preset'}, {run.precision_words or 'precision not said'} "
                       f"on {device} (world size {run.world_size}), {fmt_total(run.total_steps)}{resumed}")
             notice = emulated_notice(rec)
             if notice:
@@ -204,7 +204,8 @@ class ProgressPrinter:
         self._say(f"warning: {rec.get('message') or '(no message)'}")
 
     def _on_scaler(self, rec):
-        step, old, new = rec[SCALER.step], fmt_scale(rec[SCALER.old_scale]), fmt_scale(rec[SCALER.new_scale])
+        step = fmt_of(rec.get(SCALER.step), None)  # a damaged record's missing figure reads "-", never None
+        old, new = fmt_scale(rec.get(SCALER.old_scale)), fmt_scale(rec.get(SCALER.new_scale))
         if rec.get(SCALER.event) == "backoff":
             names = rec.get(SCALER.overflow) or []
             where = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
@@ -224,7 +225,7 @@ class ProgressPrinter:
 
     def _on_checkpoint(self, rec):
         if self.console is None:
-            self._say(f"checkpoint at step {rec['step']}: {rec['path']}")
+            self._say(f"checkpoint at step {fmt_of(rec.get('step'), None)}: {rec.get('path') or '(no path)'}")
 
     def _on_step(self, rec):
         total = self.run.total_steps
