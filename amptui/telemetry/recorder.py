@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from amptui.core import cluster
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
 from amptui.core.events import EventWriter
@@ -127,7 +128,8 @@ class Recorder:
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         record = Start(config=config.to_dict(), precision=Precision.from_config(config, device.type).as_record(),
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
-                       host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale, **fields)
+                       host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,
+                       slurm=cluster.slurm_identity(), **fields)
         self.write(record)
         return record.fields()
 

@@ -17,7 +17,7 @@ from amptui.core.errors import UserError
 from amptui.core.run import runops
 from amptui.dashboard.picture import save_screen
 from amptui.dashboard.screens.base import DashboardScreen, in_background
-from amptui.dashboard.screens.keys import KeysMixin
+from amptui.dashboard.screens.keys import KeysMixin, named
 from amptui.dashboard.widgets.plot import COLORS, Figure, Line, MetricPlot
 
 MARKERS = ("•", "+", "×", "▪", "◆")  # runs after the baseline, whose line shows between them
@@ -26,13 +26,13 @@ BAND = (90, 90, 90)  # the baseline's noise band: dim grey
 
 class CompareScreen(KeysMixin, DashboardScreen):
     # One line per key; the footer and the help screen (? / F1) read this list.
-    BINDINGS = [
+    BINDINGS = named("compare", [
         Binding("q", "back", "Back"),
         Binding("m", "export('markdown')", "Export .md"),
         Binding("v", "export('csv')", "Export .csv"),
         Binding("p", "picture", "SVG"),
         Binding("escape", "back", "Back", show=False),
-    ]
+    ])
 
     def __init__(self, run_dirs: list[Path]):
         super().__init__()

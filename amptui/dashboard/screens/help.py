@@ -10,17 +10,20 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from amptui.dashboard.keymap import keys_of
+
 
 def key_rows(screen: Screen) -> list[tuple[str, str, str]]:
-    """(key, what it does, why not now) for the screen's keys, then the app's."""
+    """(key, what it does, why not now) for the screen's keys, then the app's; keys as the user's
+    keymap (amptui's config file) has them."""
     app = screen.app
+    keymap = getattr(app, "user_keymap", {})
     rows: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str]] = set()
     for binding in [*screen.BINDINGS, *app.BINDINGS, Binding("ctrl+p", "command_palette", "Command palette")]:
         if not isinstance(binding, Binding) or binding.action.startswith("why_not"):
             continue
-        for key in binding.key.split(","):
-            key = key.strip()
+        for key in keys_of(binding, keymap):
             if (key, binding.action) in seen:
                 continue
             seen.add((key, binding.action))

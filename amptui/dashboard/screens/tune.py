@@ -23,17 +23,18 @@ from textual.widgets import DataTable, Footer, Static
 from amptui.core import safefile
 from amptui.core.errors import UserError
 from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.screens.keys import named
 from amptui.tune import plan as T
 
 REFRESH_S = 1.0
 
 
 class TuneScreen(DashboardScreen):
-    BINDINGS = [
+    BINDINGS = named("tune", [
         Binding("s", "save_winner", "Save winner"),
         Binding("q", "stop_or_back", "Stop / Back"),
         Binding("escape", "back", "Back", show=False),
-    ]
+    ])
 
     def __init__(self, result_path: Path, log: Path | None = None):
         super().__init__(id="tune")
