@@ -54,7 +54,7 @@ def test_doctor_text_recommends_what_the_measured_rates_say():
     f32, bf16, f16 = (float(v) for v in row[1:4])
     assert min(f32, bf16, f16) > 0          # printed with the digits it needs, never 0.000
     sentence = out.split("Recommendation:", 1)[1]
-    assert re.search(r"measured bfloat16 matmuls run at [0-9.e-]+ TFLOP/s against [0-9.e-]+ for float16", sentence)
+    assert re.search(r"measured bfloat16 matmuls run at [0-9.e-]+ [TGM]FLOP/s against [0-9.e-]+ for float16", sentence)
     if _expected({"float32": f32, "bfloat16": bf16}) == "bfloat16":
         assert "Recommendation: autocast bfloat16, no GradScaler" in out
         assert "no loss scaling is needed" in out

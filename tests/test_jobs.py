@@ -63,7 +63,7 @@ def test_a_second_ab_of_a_preset_is_refused_while_one_runs(tmp_path):
     here = lambda group: launch_identity(os.getpid())  # noqa: E731 (this process drives it: alive)
     first = groups.create(tmp_path, "quickstart", "quickstart", {"run.max_steps": 4}, None, here)
     assert first.label == "ab1" and first.state == "checking" and first.active
-    with pytest.raises(UserError, match="already running .ab1: 0 of \\? runs started"):
+    with pytest.raises(UserError, match="already running .ab1: 0 runs started"):
         groups.create(tmp_path, "quickstart", "quickstart", {}, None, here)
     other = groups.create(tmp_path, "mlp-recipe", "mlp-recipe", {}, "fp32,bf16", here)  # another preset: fine
     assert other.label == "ab2"

@@ -15,7 +15,7 @@ import time
 from typing import Any, Sequence, TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -27,9 +27,12 @@ from amptui.core.fmt import (
     fmt_duration,
     fmt_loss,
     fmt_lr,
+    fmt_of,
+    fmt_progress,
     fmt_rate,
     fmt_scale,
     fmt_time,
+    fmt_total,
     shown,
 )
 from amptui.core.inputbound import notice
@@ -60,7 +63,7 @@ def step_memory_words(mem: dict[str, Any] | None) -> str:
 
 def step_fields(rec: dict[str, Any], epochs: int | None) -> list[str]:
     """A step record's figures, most wanted first (a narrow terminal shows the first few)."""
-    fields = [f"ep {rec.get(STEP.epoch)}/{epochs or '?'}", f"loss {fmt_loss(rec.get(STEP.loss))}"]
+    fields = [f"ep {fmt_of(rec.get(STEP.epoch), epochs)}", f"loss {fmt_loss(rec.get(STEP.loss))}"]
     if rec.get(STEP.scale) is not None:
         fields += [f"scale {fmt_scale(rec[STEP.scale])}", f"skipped {rec.get(STEP.skipped_total, 0)}"]
     fields.append(f"lr {fmt_lr(rec.get(STEP.lr))}")
@@ -86,6 +89,19 @@ def emulated_notice(start: dict[str, Any] | None) -> str | None:
     device_type = (start.get(START.device) or {}).get("type", "")
     return emulated_dtype_notice(device_type, precision.autocast, precision.dtype)
 
+
+
+class StepsColumn(ProgressColumn):
+    """"96/200" with a total, "96 steps" without one (a script that never said how many)."""
+
+    @staticmethod
+    def words(completed: float, total: float | None) -> str:
+        if total:
+            return f"{int(completed):>{len(str(int(total)))}}/{int(total)}"
+        return f"{int(completed)} steps"
+
+    def render(self, task) -> Text:
+        return Text(self.words(task.completed, task.total), style="progress.download")
 
 
 def fit(fields: Sequence[str], width: int, sep: str = "  ") -> str:
@@ -144,7 +160,7 @@ class ProgressPrinter:
         self._progress = Progress(
             *label,
             BarColumn(bar_width=self.BAR_WIDTH),
-            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            StepsColumn(table_column=Column(no_wrap=True)),
             TimeRemainingColumn(compact=True, table_column=Column(no_wrap=True)),
             TextColumn("{task.fields[stats]}", table_column=Column(no_wrap=True, overflow="ellipsis")),
             console=self.console, transient=True, refresh_per_second=4)
@@ -156,9 +172,9 @@ class ProgressPrinter:
     def _stats_width(self, console: Console) -> int:
         """Columns left for the figures after the label, bar, step count and ETA (one space
         between columns)."""
-        total = str(self.run.total_steps or "?")
+        steps = len(StepsColumn.words(self.run.step, self.run.total_steps)) + 1
         label = len(self.label) if self.label else 0  # padded, plus the column's space
-        return max(0, console.width - label - (self.BAR_WIDTH + 1) - (2 * len(total) + 2) - (8 + 1) - 1)
+        return max(0, console.width - label - (self.BAR_WIDTH + 1) - steps - (8 + 1) - 1)
 
     def redraw(self) -> None:
         """Draw the live line now, as its timer would (a test or a caller that just fed records)."""
@@ -176,19 +192,20 @@ class ProgressPrinter:
         self.started = time.monotonic()
         if not self.label:
             resumed = f", resumed from step {run.session_step}" if run.session_step else ""
-            self._say(f"{rec.get(START.run_id)}: {run.preset}, {run.precision_words} on "
-                      f"{run.device.get('name', '?')} (world size {rec.get(START.world_size, 1)}), "
-                      f"{rec.get(START.total_steps)} steps{resumed}")
+            device = run.device.get("name") or run.device.get("type") or "an unnamed device"
+            self._say(f"{run.run_id or 'run'}: {run.preset or 'no preset'}, {run.precision_words or 'precision not said'} "
+                      f"on {device} (world size {run.world_size}), {fmt_total(run.total_steps)}{resumed}")
             notice = emulated_notice(rec)
             if notice:
                 self._say(f"note: {notice}")
         self._start_progress()
 
     def _on_warning(self, rec):
-        self._say(f"warning: {rec.get('message')}")
+        self._say(f"warning: {rec.get('message') or '(no message)'}")
 
     def _on_scaler(self, rec):
-        step, old, new = rec[SCALER.step], fmt_scale(rec[SCALER.old_scale]), fmt_scale(rec[SCALER.new_scale])
+        step = fmt_of(rec.get(SCALER.step), None)  # a damaged record's missing figure reads "-", never None
+        old, new = fmt_scale(rec.get(SCALER.old_scale)), fmt_scale(rec.get(SCALER.new_scale))
         if rec.get(SCALER.event) == "backoff":
             names = rec.get(SCALER.overflow) or []
             where = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
@@ -203,12 +220,12 @@ class ProgressPrinter:
             val = f", val loss {fmt_loss(rec[EPOCH.val_loss])}"
         if rec.get(EPOCH.val_acc) is not None:
             val += f", val acc {fmt_accuracy(rec[EPOCH.val_acc])}"
-        self._say(f"epoch {rec[EPOCH.epoch]}/{self.run.epochs}: train loss {fmt_loss(rec.get(EPOCH.train_loss))}{val} "
+        self._say(f"epoch {fmt_of(rec.get(EPOCH.epoch), self.run.epochs)}: train loss {fmt_loss(rec.get(EPOCH.train_loss))}{val} "
                   f"({fmt_duration(rec.get(EPOCH.epoch_time_s), precise=True)})")
 
     def _on_checkpoint(self, rec):
         if self.console is None:
-            self._say(f"checkpoint at step {rec['step']}: {rec['path']}")
+            self._say(f"checkpoint at step {fmt_of(rec.get('step'), None)}: {rec.get('path') or '(no path)'}")
 
     def _on_step(self, rec):
         total = self.run.total_steps
@@ -227,7 +244,7 @@ class ProgressPrinter:
         eta_s = self.run.eta(time.monotonic(), session_t=self.started)
         eta = f"  ETA {fmt_duration(eta_s)}" if eta_s is not None else ""
         percent = f" ({100 * min(1.0, step / total):.0f}%)" if total else ""
-        return "  ".join([f"step {step}/{total or '?'}{percent}", *step_fields(rec, self.run.epochs)]) + eta
+        return "  ".join([f"{fmt_progress(step, total)}{percent}", *step_fields(rec, self.run.epochs)]) + eta
 
     def _on_end(self, rec):
         self._stop_progress()
@@ -240,7 +257,7 @@ class ProgressPrinter:
             return
         acc = rec.get(END.val_acc)
         skipped = run.skipped_total if run.last_step else rec.get(END.skipped_total, 0)
-        self._say(f"{self.label}{rec.get(END.status)}: {rec.get(END.steps)} steps in {fmt_duration(duration_s)}, "
+        self._say(f"{self.label}{run.status}: {run.step} steps in {fmt_duration(duration_s)}, "
                   f"final loss {fmt_loss(rec.get(END.final_loss))}"
                   + (f", val acc {fmt_accuracy(acc)}" if acc is not None else "")
                   + f", peak memory {fmt_bytes(rec.get(END.peak_mem))}, skipped steps {skipped or 0}")

@@ -7,6 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from amptui.core.config.precision import FULL
+from amptui.core.fmt import flops_unit, fmt_flops
 from amptui.machine import hardware, peaks
 
 
@@ -27,7 +28,9 @@ def run_doctor(args, out: TextIO | None = None) -> int:
     if getattr(args, "format", "table") == "json":
         out.write(json.dumps(report, indent=2) + "\n")
     else:
-        out.write(render_text(report))
+        from amptui.cli.prose import say
+
+        say(render_text(report).rstrip("\n") + "\n", out)  # wrapped at word boundaries on a terminal
     return 0
 
 
@@ -73,16 +76,19 @@ def render_text(r: dict[str, Any]) -> str:
     lines += ["", "CPU",
               f"  {cpu['model']}   {cpu['cores']} cores ({cpu['usable_cores']} usable)   "
               f"torch kernels: {cpu['capability'] or '-'}",
-              "  " + "  ".join(f"{name} {_yes(flags.get(name))}" for name in
+              "  " + "  ".join(f"{name}={_yes(flags.get(name))}" for name in  # a pair never wraps apart
                                ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "avx512f", "f16c")),
-              "", "Measured matmul rates (TFLOP/s, square matrices)"]
+              ""]
+    # one unit for the table, the one its largest rate reads in (a CPU's are GFLOP/s)
+    unit = flops_unit(*(v for rates in r["rates"].values() for v in rates.values()))
+    lines.append(f"Measured matmul rates ({unit[0]}, square matrices)")
     if not r["benchmarked"]:
         lines.append("  skipped (--no-bench)")
     else:
         dtypes = peaks.MEASURED_DTYPES
         lines.append("  " + f"{'device':<10}" + "".join(f"{d:>11}" for d in dtypes))
         for device, rates in r["rates"].items():
-            cells = "".join(f"{'n/a' if rates.get(d) is None else _rate(rates[d]):>11}" for d in dtypes)
+            cells = "".join(f"{fmt_flops(rates.get(d), unit, with_unit=False):>11}" for d in dtypes)
             lines.append("  " + f"{device:<10}" + cells)
     rec = r["recommendation"]
     setup = ("autocast " + rec["dtype"] + (" + GradScaler" if rec["grad_scaler"] else ", no GradScaler")
@@ -91,11 +97,6 @@ def render_text(r: dict[str, Any]) -> str:
               f"  {rec['reason']}",
               f"  (try it: amptui run quickstart {_sets(rec)})", ""]
     return "\n".join(lines)
-
-
-def _rate(tflops: float) -> str:
-    """Three significant digits: an emulated dtype's 0.000105 must not print as 0.000."""
-    return f"{tflops:.3g}" if tflops < 1 else f"{tflops:,.1f}"
 
 
 def _sets(rec: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from amptui.cli import manage as cli_manage
 from amptui.cli import pictures as cli_pictures
 from amptui.cli import serve as cli_serve
 from amptui.cli import slurm as cli_slurm
@@ -33,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
         handler = COMMANDS[args.command or "dashboard"]  # argparse admits only these
         return handler(args) or 0
     except UserError as exc:
-        print(f"amptui: error: {shown(exc, newlines=True)}", file=sys.stderr)
+        from amptui.cli.prose import error
+
+        error(str(exc))  # wrapped at word boundaries on a terminal
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -47,6 +50,7 @@ def cmd_ab(args) -> int:
     """The CLI's and the dashboard's A/B (jobs/ab.py): here in the terminal, or with --detach as a
     group driven in the background by this same command line (`--group ID`)."""
     from amptui.cli.console import print_comparison
+    from amptui.cli.prose import error, say
     from amptui.core import compare, preflight
     from amptui.core.config import presets
     from amptui.core.config import values as config
@@ -78,7 +82,7 @@ def cmd_ab(args) -> int:
             precision = Precision.from_config(resolved, resolved.run.device)
             notice = emulated_dtype_notice(resolved.run.device, precision.autocast, precision.dtype)
             if notice:
-                print(f"note: variant {name}: {notice}")
+                say(f"note: variant {name}: {notice}")
 
         def follow(run_dir: Path, proc, index: int, name: str) -> int:
             return attach(run_dir, proc, False, 0, label=f"[{index}/{len(variants)}] {name:<11}")
@@ -88,9 +92,9 @@ def cmd_ab(args) -> int:
     print_comparison(outcome.run_dirs, args.format)
     if args.format in ("table", "markdown"):
         _print_emulation_notes([compare.summarize(d) for d in outcome.run_dirs])
-        print(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
+        say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
     if outcome.error:
-        print(f"amptui: error: {outcome.error}", file=sys.stderr)
+        error(outcome.error)
     return outcome.exit_code
 
 
@@ -121,11 +125,12 @@ def cmd_compare(args) -> int:
 def _print_emulation_notes(summaries) -> None:
     """Under the table: which runs autocast to a dtype this CPU only emulates (so slow is expected)."""
     from amptui.cli.console import emulated_notice
+    from amptui.cli.prose import say
 
     emulated = [(s.run_id, emulated_notice(s.start)) for s in summaries]
     emulated = [(run_id, notice) for run_id, notice in emulated if notice]
     if emulated:
-        print(f"note: {', '.join(run_id for run_id, _ in emulated)}: {emulated[0][1]}")
+        say(f"note: {', '.join(run_id for run_id, _ in emulated)}: {emulated[0][1]}")
 
 
 def cmd_stop(args) -> int:
@@ -145,6 +150,8 @@ def cmd_runs(args) -> int:
     from amptui.cli.console import print_runs
     from amptui.core.run import runs
 
+    if getattr(args, "action", None) == "delete":
+        return cli_manage.cmd_runs_delete(args)
     root = runs.runs_root(args.runs_dir)
     if getattr(args, "all_folders", False):
         return _runs_all_folders(root, args.format)
@@ -194,7 +201,9 @@ def cmd_presets(args) -> int:
     if action == "list":
         rows = [(p.name, "built-in" if p.builtin else "saved", p.description) for p in presets.list_presets()]
         print_table(("NAME", "KIND", "DESCRIPTION"), rows, no_wrap=("NAME", "KIND"))
-        print(f"\nsaved presets live in {presets.saved_dir()}")
+        from amptui.cli.prose import say
+
+        say(f"\nsaved presets live in {presets.saved_dir()}")
     elif action == "show":
         preset = presets.find_preset(args.name)
         if args.raw:
@@ -213,6 +222,8 @@ def cmd_presets(args) -> int:
             cfg = cfg.with_overrides({"run.name": args.name})
         path = presets.save_preset(args.name, cfg, force=args.force, source=source.name)
         print(f"saved preset {args.name!r} to {path}")
+    elif action == "delete":
+        return cli_manage.cmd_presets_delete(args)
     return 0
 
 
@@ -274,5 +285,6 @@ COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "runs": cmd_
             "doctor": cmd_doctor, "ab": cmd_ab, "compare": cmd_compare, "dashboard": cmd_dashboard, "watch": cmd_watch,
             "keys": cmd_keys}
 COMMANDS["tune"] = cli_tune.cmd_tune
+COMMANDS["export"] = cli_manage.cmd_export
 COMMANDS["serve"] = cli_serve.cmd_serve
 COMMANDS["slurm"] = cli_slurm.cmd_slurm

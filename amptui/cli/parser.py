@@ -8,19 +8,43 @@ from __future__ import annotations
 import argparse
 
 from amptui import __version__
+from amptui.cli import manage as cli_manage
 from amptui.cli import serve as cli_serve
 from amptui.cli import slurm as cli_slurm
 from amptui.cli import tune as cli_tune
 
-EXAMPLES = """\
-examples:
-  amptui                                     open the dashboard
-  amptui run quickstart                      train the default preset here, with live numbers
-  amptui run mlp-recipe --set amp.autocast=false --set run.max_steps=20
-  amptui run scaler-lab --detach             start in the background, print its id as JSON
-  amptui runs                                list runs and their status
-  amptui stop RUN_ID / amptui resume RUN_ID  stop with a checkpoint / continue from it
-"""
+DESCRIPTION = "A terminal dashboard for PyTorch automatic mixed precision (AMP) training."
+EXAMPLES = (
+    ("amptui", "open the dashboard"),
+    ("amptui run quickstart", "train the default preset, with live numbers"),
+    ("amptui run mlp-recipe --set run.max_steps=20", "a preset with a key changed (any --set KEY=VALUE)"),
+    ("amptui run scaler-lab --detach", "start in the background; prints JSON"),
+    ("amptui runs", "list runs and their status"),
+    ("amptui stop RUN_ID", "stop a run with a checkpoint"),
+    ("amptui resume RUN_ID", "continue it from that checkpoint"),
+    ("amptui export RUN_ID > run.csv", "a run's step series as CSV"),
+)
+
+
+def examples(width: int | None = None) -> str:
+    """The examples under `amptui --help`, fitted to the terminal: command and words side by side
+    where both fit, else the words on the next lines (wrapped at word boundaries, never mid-word)."""
+    import shutil
+    import textwrap
+
+    width = min(width or shutil.get_terminal_size().columns, 100) - 2  # argparse's own margin
+    column = 2 + max(len(c) for c, _ in EXAMPLES if len(c) <= 36) + 2
+    short = [(c, w) for c, w in EXAMPLES if len(c) + 4 <= column]
+    side_by_side = all(column + len(w) <= width for _, w in short)  # one layout for all where it fits
+    lines = ["examples:"]
+    for command, what in EXAMPLES:
+        if side_by_side and (command, what) in short:
+            lines.append(f"  {command:<{column - 2}}{what}")
+        else:
+            lines.append(f"  {command}")
+            lines += textwrap.wrap(what, width, initial_indent="      ", subsequent_indent="      ",
+                                   break_long_words=False, break_on_hyphens=False)
+    return "\n".join(lines) + "\n"
 
 
 PRESET_HELP = "a built-in or saved preset name (amptui presets list), or a path to a .toml file"
@@ -32,9 +56,13 @@ def run_id_argument(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import shutil
+    import textwrap
+
+    width = min(shutil.get_terminal_size().columns, 100) - 2  # the description and examples are raw text
     parser = argparse.ArgumentParser(
-        prog="amptui", description="A terminal dashboard for PyTorch automatic mixed precision (AMP) training.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="amptui", description=textwrap.fill(DESCRIPTION, width), epilog=examples(width + 2),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"amptui {__version__}")
     parser.add_argument("--runs-dir", metavar="DIR", help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -44,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
 
     p = sub.add_parser("run", help="run a preset without the dashboard",
-                       usage="amptui run PRESET [--set KEY=VALUE]... [--detach] | amptui run [PRESET] --script FILE "
-                             "[--set ...] [-- ARGS...]")
+                       usage="amptui run PRESET [--set KEY=VALUE]... [--detach]\n"
+                             "       amptui run [PRESET] --script FILE [-- ARGS...]")
     p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
     p.add_argument("--script", metavar="FILE", help="launch your own training script (which writes events with "
                    "amptui.Monitor); arguments after -- go to the script")
@@ -104,18 +132,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "prefix, the short tail the dashboard shows, or `last`)")
     p.add_argument("--last-ab", action="store_true",
                    help="compare the runs of the newest A/B (from `amptui ab` or the dashboard)")
-    p.add_argument("--format", choices=("table", "markdown", "csv", "json", "svg"), default="table",
+    p.add_argument("--format", choices=("table", "markdown", "csv", "json", "svg"), default="table", metavar="FORMAT",
                    help="table (default), markdown, csv (raw numbers), json, or svg (the dashboard's compare "
                         "screen, drawn headless: table, loss overlay and loss difference)")
     p.add_argument("--size", default="120x40", metavar="COLSxROWS",
                    help="the screen size for --format svg (default: 120x40)")
     runs_dir_option(p)
 
-    p = sub.add_parser("runs", help="list runs")
+    p = sub.add_parser("runs", help="list runs, or delete some (runs delete RUN_ID...)")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     p.add_argument("--all-folders", action="store_true",
                    help="also the other runs folders this user has used (each run records its folder)")
     runs_dir_option(p)
+    cli_manage.add_runs_actions(p, runs_dir_option)
+    cli_manage.add_parsers(sub, runs_dir_option)
 
     p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
@@ -125,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "~/.config/amptui/config.toml [keymap])")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
 
-    p = sub.add_parser("presets", help="list, show or save presets")
+    p = sub.add_parser("presets", help="list, show, save or delete presets")
     psub = p.add_subparsers(dest="action", metavar="ACTION")
     psub.add_parser("list", help="built-in and saved presets")
     show = psub.add_parser("show", help="print a preset with every key resolved")
@@ -137,4 +167,5 @@ def build_parser() -> argparse.ArgumentParser:
     save.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                       help="override a key, e.g. --set amp.dtype=bfloat16 (repeatable)")
     save.add_argument("--force", action="store_true", help="overwrite a saved preset of that name")
+    cli_manage.add_presets_delete(psub)
     return parser

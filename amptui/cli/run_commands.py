@@ -177,18 +177,19 @@ def _feed(reader, printer) -> dict | None:
 
 def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> int:
     """The lines after a followed run ends, and the command's exit code."""
+    from amptui.cli.prose import error, say
     from amptui.core.run import runops
 
     if end is None:
-        print(f"amptui: error: the run's process exited (exit code {proc.returncode}) without an end record; "
-              f"see {RunFolder(run_dir).output_log}", file=sys.stderr)
+        error(f"the run's process exited (exit code {proc.returncode}) without an end record; "
+              f"see {RunFolder(run_dir).output_log}")
         return 1
     print(f"run {run_dir.name}: {end['status']}")
     if end["status"] == "failed":
-        print(f"amptui: error: {info.error or 'failed'} (details in {RunFolder(run_dir).output_log})", file=sys.stderr)
+        error(f"{info.error or 'failed'} (details in {RunFolder(run_dir).output_log})")
         return 1
     if end["status"] == "stopped":
         refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS)
-        print(f"resume with: amptui resume {run_dir.name}" if refusal is None else f"(no resume: {refusal})")
+        say(f"resume with: amptui resume {run_dir.name}" if refusal is None else f"(no resume: {refusal})")
         return 130 if stopping else 0
     return 0

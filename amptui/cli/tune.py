@@ -58,8 +58,9 @@ def cmd_tune(args) -> int:
     device_type = preflight.device_type(preset.config(overrides).run.device)
     root = runs.runs_root(args.runs_dir)
     tid = runs.check_run_id(args.tune_id) if args.tune_id else T.tune_id(preset.name)
-    say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.format == "json" else \
-        (lambda line: print(line, flush=True))
+    from amptui.cli.prose import say as words  # wrapped at word boundaries on a terminal
+
+    say = (lambda line: words(line, sys.stderr)) if args.format == "json" else (lambda line: words(line))
     say(f"tune {tid}: {preset.name} on {device_type}, budget {args.budget:g} min; trials appear in "
         f"`amptui runs` as {preset.name}-tune-{tid.rsplit('-', 1)[-1]}-N")
     search = Search(preset, overrides, dims, args.budget * 60.0, root, tid, device_type, say, t0=t0)

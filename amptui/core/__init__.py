@@ -21,6 +21,7 @@ Where things live:
     safefile      opening what a run folder holds as data (no links out, no FIFOs, bounded)
     trust         which run folders may run the code their config names
     compare       the tutorials' table; inputbound: the data-wait share; series, axis, fmt: figures
+    export        a run's step series as CSV or JSON (`amptui export`)
     preflight     checks before a run folder exists (device, data, weights); usercode: factories
     checkpoints   last.json, what a resume check knows of last.pt without torch
     pretrained    the torchvision weights table; errors: UserError and ConfigError

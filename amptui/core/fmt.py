@@ -1,7 +1,8 @@
 """Numbers as people read them: the one formatter per kind of figure, shared by the command line,
 the compare table and the dashboard, so a run reads the same in every view.
 
-Missing values are "-". Durations are m:ss (h:mm:ss from an hour), with tenths where short spans
+Missing values are "-". A Python `None` never reaches the text: counts out of a total that was
+never given say so in words ("step 96 (total unknown)"). Durations are m:ss (h:mm:ss from an hour), with tenths where short spans
 matter (`precise`); accuracy is a percentage with two decimals (69.92%); memory is binary units.
 """
 
@@ -74,7 +75,8 @@ def fmt_loss(x: float | None) -> str:
 
 
 def fmt_lr(x: float | None) -> str:
-    return _figure(x, ".2e")
+    """Three significant digits in the form that reads best for the value: 0.01, 0.0003, 1e-05."""
+    return _figure(x, ".3g")
 
 
 def fmt_scale(x: float | None) -> str:
@@ -84,6 +86,56 @@ def fmt_scale(x: float | None) -> str:
     if x > 0 and math.log2(x).is_integer():
         return f"2^{int(math.log2(x))}"
     return f"{x:g}"
+
+
+def fmt_of(n: int | None, total: int | None) -> str:
+    """A count out of a total: "3/20"; without a total (a script that never said it): "3"."""
+    count = MISSING if n is None else str(n)
+    return f"{count}/{total}" if total else count
+
+
+def fmt_progress(step: int | None, total: int | None, noun: str = "step") -> str:
+    """"step 96/200"; without a known total: "step 96 (total unknown)"."""
+    text = f"{noun} {fmt_of(step or 0, total)}"
+    return text if total else f"{text} (total unknown)"
+
+
+def fmt_total(total: int | None, noun: str = "steps") -> str:
+    """"200 steps", or "total steps unknown" when the run never said."""
+    return f"{total} {noun}" if total else f"total {noun} unknown"
+
+
+FLOP_UNITS = (("TFLOP/s", 1.0), ("GFLOP/s", 1e3), ("MFLOP/s", 1e6))
+
+
+def flops_unit(*tflops: float | None) -> tuple[str, float]:
+    """The unit in which the largest of these rates (in TFLOP/s) reads as 1 or more: a CPU's
+    0.00144 TFLOP/s is 1.44 GFLOP/s. One unit for a whole table or sentence."""
+    largest = max((abs(x) for x in tflops if x is not None), default=1.0)
+    return next(((name, k) for name, k in FLOP_UNITS if largest * k >= 1), FLOP_UNITS[-1])
+
+
+def fmt_flops(tflops: float | None, unit: tuple[str, float] | None = None, with_unit: bool = True) -> str:
+    """A rate given in TFLOP/s, in `unit` (default: its own) with three significant digits."""
+    if tflops is None:
+        return "n/a"
+    name, k = unit or flops_unit(tflops)
+    x = tflops * k
+    text = f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+    return f"{text} {name}" if with_unit else text
+
+
+def fmt_times_as_fast(a_name: str, a: float, b_name: str, b: float) -> str:
+    """Which of two rates is faster and by how much, never a ratio below 1 whose direction the
+    reader must guess: "bfloat16 is 1.9 times as fast as float32", "float32 is 85 times as fast
+    as bfloat16", "bfloat16 and float32 are about as fast"."""
+    if a <= 0 or b <= 0:
+        return f"{a_name} and {b_name} could not both be measured"
+    fast, slow, ratio = (a_name, b_name, a / b) if a >= b else (b_name, a_name, b / a)
+    if ratio < 1.05:
+        return f"{a_name} and {b_name} are about as fast"
+    times = f"{ratio:.1f}" if ratio < 10 else f"{ratio:,.0f}"
+    return f"{fast} is {times} times as fast as {slow}"
 
 
 def fmt_time(t: float | None) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from amptui.core.errors import UserError
+from amptui.core.fmt import fmt_of
 
 GROUPS_DIR = ".ab"
 ACTIVE_STATES = ("checking", "running")
@@ -73,8 +74,8 @@ class Group:
             self.update(state="failed", error=str(exc))
             raise
         except KeyboardInterrupt:
-            self.update(state="failed", error=f"interrupted after {len(self.runs)} of "
-                                               f"{len(self.variants) or '?'} variants")
+            self.update(state="failed", error=f"interrupted after {fmt_of(len(self.runs), len(self.variants))} "
+                                               "variants")
             raise
         except Exception as exc:
             self.update(state="failed", error=f"{type(exc).__name__}: {exc}")
@@ -152,8 +153,8 @@ def create(root: Path, preset_ref: str, preset_name: str, overrides: dict[str, A
     with _locked(folder):
         running = next((g for g in groups(root) if g.preset == preset_name and g.active), None)
         if running is not None:
-            raise UserError(f"an A/B of {preset_name} is already running ({running.label}: {len(running.runs)} "
-                            f"of {len(running.variants) or '?'} runs started); wait for it")
+            raise UserError(f"an A/B of {preset_name} is already running ({running.label}: "
+                            f"{fmt_of(len(running.runs), len(running.variants))} runs started); wait for it")
         group_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{preset_name}-{os.urandom(2).hex()}"
         group = Group(group_id=group_id, path=folder / f"{group_id}.json", preset=preset_name, preset_ref=preset_ref,
                       overrides=dict(overrides), variants_spec=variants_spec, created=time.time())

@@ -10,6 +10,7 @@ import platform
 from typing import Any
 
 from amptui.core.config.precision import FULL
+from amptui.core.fmt import flops_unit, fmt_flops, fmt_times_as_fast
 from amptui.machine.cpu import BF16_CPU_FLAGS, cpu_info
 
 # Re-exported for callers that still import them from here (cli, console, core.tune_runner).
@@ -155,10 +156,12 @@ def _recommend_cpu(cpu: dict[str, Any], measured: dict[str, float | None]) -> tu
     bf16, fp16, fp32 = (measured.get(d) for d in ("bfloat16", "float16", "float32"))
     pretty = {"amx_bf16": "AMX-BF16", "avx512_bf16": "AVX512-BF16"}
     if measured:
-        speed = (f"measured bfloat16 matmuls run at {_fmt_rate(bf16)} TFLOP/s against {_fmt_rate(fp16)} "
-                 f"for float16 and {_fmt_rate(fp32)} for float32")
+        unit = flops_unit(bf16, fp16, fp32)  # a CPU's rates read in GFLOP/s, not 0.00144 TFLOP/s
+        speed = (f"measured bfloat16 matmuls run at {fmt_flops(bf16, unit)} against "
+                 f"{fmt_flops(fp16, unit, with_unit=False)} for float16 and "
+                 f"{fmt_flops(fp32, unit, with_unit=False)} for float32")
         if bf16 and fp32:
-            speed += f" (bfloat16 at {bf16 / fp32:.2g}x float32's speed)"
+            speed += f" ({fmt_times_as_fast('bfloat16', bf16, 'float32', fp32)})"
     else:
         speed = "matmul rates were not measured (--no-bench)"
     if measured and bf16 is not None and fp32 and bf16 < 0.9 * fp32:

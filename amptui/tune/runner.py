@@ -345,7 +345,8 @@ def hardware_note(device_type: str) -> str:
 
     if device_type == "cuda":
         gpu = (hardware.describe().get("gpus") or [{}])[0]
-        return (f"{gpu.get('name', 'this GPU')} (compute capability {gpu.get('compute_capability', '?')}) runs "
+        capability = f" (compute capability {gpu['compute_capability']})" if gpu.get("compute_capability") else ""
+        return (f"{gpu.get('name') or 'this GPU'}{capability} runs "
                 "bfloat16 and float16 on tensor cores") if gpu.get("tensor_cores") else ""
     cpu = hardware.describe()["cpu"]
     have = [f for f in hardware.BF16_CPU_FLAGS if (cpu.get("flags") or {}).get(f)]

@@ -112,6 +112,33 @@ def save_preset(name: str, cfg: cfgmod.Config, *, force: bool = False, source: s
     return target
 
 
+def delete_preset(name: str) -> Path:
+    """Remove a saved preset's file (built-ins are refused). The folder entry itself is removed: a
+    link there is unlinked, its target left alone; anything but a file or a link is refused."""
+    import stat
+
+    check_name(name)
+    if (BUILTIN_DIR / f"{name}.toml").exists():
+        raise UserError(f"preset {name!r} is built in and cannot be deleted (saved presets can: "
+                        "see `amptui presets list`)")
+    target = saved_dir() / f"{name}.toml"
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        saved = [p.name for p in list_presets() if not p.builtin]
+        raise UserError(f"no saved preset named {name!r} in {saved_dir()}"
+                        + (f" (saved: {', '.join(saved)})" if saved else " (none saved)")) from None
+    except OSError as exc:
+        raise UserError(f"{target}: cannot read: {exc.strerror or exc}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise UserError(f"{target} is not a preset file; remove it by hand if it should go")
+    try:
+        os.unlink(target)  # never follows a link: the link goes, what it points to stays
+    except OSError as exc:
+        raise UserError(f"{target}: cannot delete: {exc.strerror or exc}") from None
+    return target
+
+
 def _with_own_description(out: dict[str, dict[str, Any]], source: str) -> dict[str, dict[str, Any]]:
     """A saved preset describes itself ("quickstart with amp.dtype=bfloat16"), unless its
     description was edited: the parent's description no longer says what it is."""

@@ -109,7 +109,7 @@ class RunActions(_Screen):
             self.notify(f"deleted run {info.run_id}")
             self.refresh_runs()
 
-        self.app.push_screen(ConfirmModal(f"Delete run {info.run_id} ({info.preset}, {info.status})?\n"
+        self.app.push_screen(ConfirmModal(f"Delete run {info.run_id} ({info.preset or 'no preset'}, {info.status})?\n"
                                           f"Its folder {info.path} goes, with its checkpoints and log.",
                                           yes="Delete", no="Keep"), answer)
 

@@ -23,7 +23,7 @@ from amptui.dashboard.runtail import RunTail
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import KeysMixin, with_reasons
 from amptui.dashboard.screens.run_controls import RunControls
-from amptui.dashboard.screens.run_header import header_line, progress_line, stats_line
+from amptui.dashboard.screens.run_header import header_line, progress_fraction, progress_line, stats_line
 from amptui.dashboard.screens.run_panels import RunPanels
 from amptui.dashboard.widgets.plot import MetricPlot
 
@@ -200,8 +200,12 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
         self._set("#progress-text", progress_line(m))
         self._set("#stats", stats_line(m))
         bar = self.query_one("#progress", ProgressBar)
-        if bar.progress != m.progress:
-            bar.update(progress=m.progress)
+        fraction = progress_fraction(m)
+        untold = fraction is None and m.start is not None  # the run said no total: no bar, no "0%"
+        if bar.display == untold:
+            bar.display = not untold
+        if bar.progress != (fraction or 0.0):
+            bar.update(progress=fraction or 0.0)
 
     def _set(self, selector: str, text: Text) -> None:
         """Update a line only when it changed: an idle screen draws nothing."""

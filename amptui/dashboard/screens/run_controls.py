@@ -80,7 +80,8 @@ class RunControls(_Screen):
             panel.set_class(True, "-failed")
         elif m.status == "killed":
             panel.update(Text.assemble(("✗ the trainer process is gone", "bold red"),
-                                       f" without an end record (killed?) after step {m.step}. Its output is "
+                                       f" without an end record (killed, or it died before it could write one) after step {m.step}. "
+                                       "Its output is "
                                        f"in {self.run_dir / 'output.log'}; ", self._resume_hint()))
             panel.display = True
         elif m.status == "stopped":

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_duration, fmt_loss, fmt_scale, shown
+from amptui.core.fmt import (
+    fmt_accuracy,
+    fmt_bytes,
+    fmt_duration,
+    fmt_loss,
+    fmt_lr,
+    fmt_of,
+    fmt_progress,
+    fmt_scale,
+    shown,
+)
 from amptui.dashboard.runmodel import RunModel
 
 STATUS_STYLE = {"running": "bold green", "completed": "bold cyan", "stopped": "bold yellow",
@@ -15,7 +25,7 @@ STATUS_STYLE = {"running": "bold green", "completed": "bold cyan", "stopped": "b
 
 def device_words(m: RunModel) -> str:
     """"Intel Xeon Platinum 8480 (cpu)", "NVIDIA H100 (cuda) x4"."""
-    name = " ".join(shown(m.device.get("name") or "?").replace("(R)", "").replace("(TM)", "").split())
+    name = " ".join(shown(m.device.get("name") or "unnamed device").replace("(R)", "").replace("(TM)", "").split())
     device_type = m.device.get("type") or ""
     if m.world_size > 1:
         return f"{name} ({device_type}) x{m.world_size}"
@@ -30,15 +40,23 @@ def header_line(m: RunModel, now: float) -> Text:
         status_text = (f"● {status}", STATUS_STYLE.get(status, ""))
     eta = m.eta(now)
     return Text.assemble(
-        (shown(m.preset or m.run_id), "bold"), " · ", (shown(m.precision_words or "precision ?"), "bold magenta"), " · ",
+        (shown(m.preset or m.run_id), "bold"), " · ", (shown(m.precision_words or "precision not said"), "bold magenta"), " · ",
         status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
         *((" · ETA ", (fmt_duration(eta), "bold")) if eta is not None else ()), " · ", device_words(m),
     )
 
 
 def progress_line(m: RunModel) -> Text:
-    epochs = f" · epoch {m.epoch}/{m.epochs}" if m.epochs else ""
-    return Text(f"step {m.step}/{m.total_steps or '?'}{epochs} · {m.run_id}")
+    epochs = f" · epoch {fmt_of(m.epoch, m.epochs)}" if m.epochs or m.epoch else ""
+    total = m.total_steps or (m.step if m.status == "completed" else None)  # a finished run's total is known
+    return Text(f"{fmt_progress(m.step, total)}{epochs} · {m.run_id}")
+
+
+def progress_fraction(m: RunModel) -> float | None:
+    """How far the run is, 0..1; None when nobody can tell (no total steps given, not completed)."""
+    if m.total_steps:
+        return min(1.0, m.step / m.total_steps)
+    return 1.0 if m.status == "completed" else None
 
 
 def stats_line(m: RunModel) -> Text:
@@ -50,7 +68,7 @@ def stats_line(m: RunModel) -> Text:
         parts.extend([(label + " ", "dim"), (value, style)])
 
     add("loss", fmt_loss(m.loss))
-    add("lr", f"{m.lr:.3g}" if m.lr is not None else "-")
+    add("lr", fmt_lr(m.lr))
     if m.has_scaler:
         add("scale", fmt_scale(m.scale))
     add("skipped", str(m.skipped_total), "bold red" if m.skipped_total else "bold")

@@ -111,7 +111,7 @@ class RunPanels(_Screen):
         events = self.query_one("#scale-events")
         plot.display = events.display = m.has_scaler
         if not m.has_scaler:
-            info.update(Text.assemble(("no GradScaler", "bold"), f" ({m.precision_words or '?'}) · skipped "
+            info.update(Text.assemble(("no GradScaler", "bold"), f" ({m.precision_words or 'precision not said'}) · skipped "
                                       f"{m.skipped_total}\n", (no_scaler_why(m.precision), "dim")))
             self.query_one("#p-scale").border_subtitle = ""
             return

@@ -1,0 +1,100 @@
+"""The command line's sentences on a terminal: wrapped at word boundaries to its width (doctor,
+notes, errors, `--help`), exactly as written in a pipe; doctor's rates in a unit that reads, and
+its speed ratio with an unmistakable direction."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from test_cli_terminal import amptui_on_terminal, screen_lines
+
+from amptui.cli import prose
+from amptui.core.fmt import flops_unit, fmt_flops, fmt_times_as_fast
+from amptui.machine import hardware
+
+pytestmark = pytest.mark.timeout(120)
+
+COMMANDS = ["", "run", "resume", "stop", "watch", "ab", "tune", "compare", "runs", "runs delete", "export",
+            "doctor", "presets", "presets save", "presets delete", "keys", "serve", "slurm"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("cols", [60, 80, 100])
+def test_every_help_fits_the_terminal(cli, monkeypatch, cols):
+    monkeypatch.setenv("COLUMNS", str(cols))
+    for command in COMMANDS:
+        text = cli(*command.split(), "--help", check=True).stdout
+        too_wide = [line for line in text.splitlines() if len(line) > cols]
+        assert not too_wide, (command, too_wide)
+    top = cli("--help", check=True).stdout
+    assert "amptui export RUN_ID > run.csv" in top and "examples:" in top
+
+
+def test_sentences_wrap_at_words_with_their_indent_on_a_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "40")
+    text = ("Recommendation: float32\n  float32 (autocast off): this CPU has no bfloat16 instructions, "
+            "so autocast would save memory but cost time.")
+    out = Terminal()
+    prose.say(text, out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) > 3 and all(len(line) <= 40 for line in lines), lines
+    assert all(line.startswith("  ") for line in lines[1:]), "a wrapped line keeps its indent"
+    assert " ".join(out.getvalue().split()) == " ".join(text.split()), "no word cut in two"
+    assert not [line for line in lines if line != line.rstrip()], "no trailing padding"
+
+    piped = io.StringIO()
+    prose.say(text, piped)
+    assert piped.getvalue() == text + "\n"
+
+
+def test_an_error_wraps_on_a_terminal_and_stays_one_line_in_a_pipe(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "50")
+    piped = cli("run", "no-such-preset")
+    assert piped.returncode == 2 and len(piped.stderr.splitlines()) == 1
+    err = Terminal()
+    monkeypatch.setattr("sys.stderr", err)
+    prose.error(piped.stderr.removeprefix("amptui: error: ").strip())
+    lines = err.getvalue().splitlines()
+    assert len(lines) > 1 and all(len(line) <= 50 for line in lines)
+    assert lines[0].startswith("amptui: error: no preset named") and all(line.startswith("  ") for line in lines[1:])
+    assert " ".join(err.getvalue().split()) == " ".join(piped.stderr.split())
+
+
+def test_a_speed_ratio_says_which_is_faster():
+    assert fmt_times_as_fast("bfloat16", 0.001, "float32", 0.085) == "float32 is 85 times as fast as bfloat16"
+    assert fmt_times_as_fast("bfloat16", 0.119, "float32", 0.085) == "bfloat16 is 1.4 times as fast as float32"
+    assert fmt_times_as_fast("bfloat16", 0.086, "float32", 0.085) == "bfloat16 and float32 are about as fast"
+
+
+def test_rates_read_in_the_unit_of_their_range():
+    assert flops_unit(0.00144, 0.000786) == ("GFLOP/s", 1e3)
+    assert fmt_flops(0.00144) == "1.44 GFLOP/s" and fmt_flops(250.0) == "250 TFLOP/s"
+    assert fmt_flops(7.54e-6) == "7.54 MFLOP/s" and fmt_flops(None) == "n/a"
+    unit = flops_unit(0.085, 0.001)
+    assert fmt_flops(0.001, unit, with_unit=False) == "1" and fmt_flops(0.085, unit) == "85 GFLOP/s"
+
+
+def test_doctor_on_an_emulating_cpu_says_float32_is_faster_in_words():
+    info = {"cpu": {"flags": {"avx2": True}}, "gpus": []}
+    dtype, _, reason = hardware.recommend(info, {"cpu": {"float32": 0.085, "bfloat16": 0.001, "float16": 0.002}})
+    assert dtype == "float32"
+    assert "bfloat16 matmuls run at 1 GFLOP/s against 2 for float16 and 85 for float32" in reason
+    assert "(float32 is 85 times as fast as bfloat16)" in reason
+    assert not re.search(r"\d(\.\d+)?x ", reason), "no bare ratio whose direction the reader must guess"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cols", [60])
+def test_doctor_on_a_narrow_terminal_wraps_at_words(cli, cols):
+    plain = cli("doctor", "--no-bench", check=True).stdout
+    code, drawn = amptui_on_terminal("doctor", "--no-bench", cols=cols, timeout=120)
+    lines = screen_lines(drawn)
+    assert code == 0 and lines, drawn
+    assert not [line for line in lines if len(line) > cols], lines
+    assert set(" ".join(lines).split()) == set(plain.split()), "every word whole, none cut at the edge"
