@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from amptui.core import cluster
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
 from amptui.core.events import EventWriter
@@ -129,7 +130,7 @@ class Recorder:
         record = Start(config=config.to_dict(), precision=Precision.from_config(config, device.type).as_record(),
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,
-                       tf32=tf32.state(torch, device), **fields)
+                       slurm=cluster.slurm_identity(), tf32=tf32.state(torch, device), **fields)
         self.write(record)
         return record.fields()
 

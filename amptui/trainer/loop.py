@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from amptui.core import preflight
+from amptui.core import cluster, preflight
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter, events_file
 from amptui.core.fmt import fmt_accuracy
@@ -92,6 +92,8 @@ class Trainer:
         self.emit_start(resumed_from)
         for message in preflight.odd_combinations(cfg):
             self.warn(message)
+        if order := cluster.node_order_warning(self.dist.rank):
+            self.warn(order)
 
     def emit_start(self, resumed_from: int | None) -> None:
         cfg, s = self.cfg, self.state
