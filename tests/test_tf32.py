@@ -56,6 +56,14 @@ def test_ab_tf32_on_a_cpu_is_one_line_exit_2_and_leaves_nothing(cli, runs_dir):
     assert not runs_dir.exists() or not any(runs_dir.rglob("*"))
 
 
+def test_amp_tf32_true_on_a_cpu_runs_with_a_warning_that_it_changes_nothing():
+    from amptui.core import preflight
+
+    cpu = config.build_config({}, {"amp.tf32": True, "run.device": "cpu"})
+    assert any("amp.tf32 = true on the CPU" in n for n in preflight.odd_combinations(cpu))
+    assert not any("tf32" in n for n in preflight.odd_combinations(config.build_config({}, {"run.device": "cpu"})))
+
+
 def test_ab_refuses_setting_amp_tf32_itself(cli):
     line = one_clear_line(cli("ab", "quickstart", "--set", "amp.tf32=true"))
     assert "amp.tf32" in line and "--variants" in line
