@@ -65,6 +65,8 @@ def cmd_ab(args) -> int:
     preset = presets.find_preset(args.preset)
     overrides = config.parse_set(args.sets)
     ab.check_overrides(overrides)
+    if not args.group:  # the variants are checked before a group exists: a refusal leaves nothing behind
+        ab.expand(args.variants, preflight.device_type(preset.config(overrides).run.device))
     if args.detach:
         group, pid = abjob.start_detached(root, preset, args.preset, overrides, args.variants, args.argv)
         announce("ab", f"A/B {group.label} of {preset.name} started in the background; its runs are listed "

@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
     p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
     p.add_argument("--variants", metavar="V,V,...",
-                   help="from fp32, fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
+                   help="from fp32, tf32 (CUDA), fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
                         "CUDA, fp32,bf16 on CPU)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key in every variant, e.g. --set run.max_steps=200 (repeatable; "

@@ -89,6 +89,8 @@ def odd_combinations(cfg: cfgmod.Config) -> list[str]:
     if cfg.debug.inject_inf_every and not amp.grad_scaler:
         notes.append("debug.inject_inf_every without a GradScaler: nothing skips the poisoned steps, so the "
                      "weights turn inf/NaN; add --set amp.grad_scaler=true to watch the scaler handle it")
+    if amp.tf32 is True and dev == "cpu":
+        notes.append("amp.tf32 = true on the CPU: TF32 is a CUDA tensor-core mode, so float32 runs as usual here")
     if amp.autocast and amp.dtype == "float16" and dev == "cpu":
         notes.append("float16 autocast on the CPU: most CPUs compute float16 slowly; bfloat16 is the CPU's "
                      "fast format")
@@ -168,6 +170,10 @@ def check_data(cfg: cfgmod.Config) -> None:
         if n_classes != cfg.model.num_classes:
             raise UserError(f"{dirs[0]} has {n_classes} classes but model.num_classes = "
                             f"{cfg.model.num_classes}; --set model.num_classes={n_classes}")
+    elif data.name == "text":
+        from amptui.core import textcorpus
+
+        textcorpus.check(data.path, cfg.model.block_size)
 
 
 def _download_cifar10(root: Path, folder: Path) -> None:

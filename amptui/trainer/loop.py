@@ -40,6 +40,7 @@ from amptui.core.events import EventWriter, events_file
 from amptui.core.fmt import fmt_accuracy
 from amptui.core.records import Checkpoint
 from amptui.core.run.runfiles import RunFolder
+from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
@@ -80,6 +81,7 @@ class Trainer:
         preflight.check_data(cfg)
         preflight.check_weights(cfg)
         device = choose_device(cfg.run, self.dist.local_rank, self.log)
+        tf32.apply(cfg.amp.tf32)  # before anything computes: the start record reads it back
         self.dist.init(cfg.dist.backend)
         self.recorder.use_device(device)
         self.state = build_state(cfg, self.dist, device, self.log)
@@ -223,8 +225,8 @@ class Trainer:
                 out = s.forward(x)
                 loss = s.criterion(out, y)
             totals[0] += loss.double() * y.shape[0]
-            if classify:
-                totals[1] += (out.argmax(1) == y).sum()
+            if classify:  # a classifier's (B, C) or a language model's (B, T, V): share of tokens right
+                totals[1] += (out.argmax(-1) == y).reshape(y.shape[0], -1).double().mean(1).sum()
             totals[2] += y.shape[0]
         self.dist.all_sum(totals)
         loss_sum, correct, count = totals.tolist()

@@ -28,6 +28,7 @@ from amptui.core.errors import UserError
 from amptui.core.events import EventReader
 from amptui.core.records import STEP
 from amptui.core.run.runfiles import RunFolder
+from amptui.core.tf32note import baseline_line
 from amptui.jobs import launch
 from amptui.tune import plan as T
 from amptui.tune import verdict as V
@@ -51,6 +52,7 @@ class Search:
         self.trials: list[T.Trial] = []
         self.interrupted = False
         self.stop_said = False  # "stopping…" was said
+        self.reference_tf32: Any = None  # the fp32 reference's start record's tf32 (machine/tf32.py)
         self.path = T.result_path(self.root, tid)
         self.result: dict[str, Any] = {
             "tune_id": tid, "preset": preset.name, "preset_ref": preset.name if preset.builtin else str(preset.path),
@@ -199,6 +201,8 @@ class Search:
         records = self.follow(t, run_dir, launch.start(run_dir))
         t.wall_s = time.monotonic() - started
         T.measure(t, records)
+        if cand.role == "reference":  # did the fp32 baseline use TF32? (its start record says)
+            self.reference_tf32 = next((r.get("tf32") for r in records if r.get("kind") == "start"), None)
         if t.status == "running":
             t.status, t.reason = "killed", t.reason or "ended without an end record"
         self.say(f"  {cand.name:<22} {t.status}" + (f": {t.ms_per_step:.1f} ms/step" if t.measured else "")
@@ -285,12 +289,17 @@ class Search:
             status="interrupted" if self.interrupted else "done", finished=time.time(),
             elapsed_s=time.monotonic() - self.t0, band=band, needed_gain=needed,
             winner=winner.candidate if winner else None, partial=partial or None,
-            explanation=explanation + busy_note(self.device_type))
+            explanation=explanation + busy_note(self.device_type) + tf32_note(self.reference_tf32))
         self.save()
         return self.result
 
 
 # --- what this machine allows -----------------------------------------------------------------------
+
+def tf32_note(tf32: Any) -> list[str]:
+    line = baseline_line("(the reference)", tf32)
+    return [line[0].upper() + line[1:] + "."] if line else []
+
 
 def device_name(device_type: str) -> str:
     if device_type == "cuda":
