@@ -32,7 +32,8 @@ DTYPES: dict[str, Dtype] = {d.name: d for d in (
           cpu_flags=("amx_bf16", "avx512_bf16"), cpu_isa="AVX512-BF16 or AMX"),
 )}
 FULL = "float32"                      # what runs without autocast
-PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler")  # the preset keys a Precision decides
+PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.reduce_dtype")  # the keys a Precision decides
+REDUCE = "reduce"  # variant suffix: an FSDP policy that reduces gradients in its compute dtype ("bf16+reduce")
 
 
 def auto_dtype(device_type: str) -> str:
@@ -52,6 +53,9 @@ class Precision:
     autocast: bool
     dtype: str          # the autocast dtype (kept when autocast is off: the preset still names one)
     scaler: bool
+    # dist.mode = "fsdp": the dtype gradients are reduced in, and `autocast`/`dtype` name the
+    # MixedPrecisionPolicy's param_dtype (no autocast context); None: not an FSDP policy
+    reduce: str | None = None
 
     # --- built from ... ----------------------------------------------------------------------
 
@@ -68,20 +72,24 @@ class Precision:
         scaler = amp.grad_scaler
         if scaler == "auto":
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
-        return cls(bool(amp.autocast), dtype, bool(scaler))
+        reduce = getattr(amp, "reduce_dtype", FULL) if cfg.dist.mode == "fsdp" else None
+        return cls(bool(amp.autocast), dtype, bool(scaler), reduce)
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
-        """"fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler" (any DTYPES short name); ValueError else."""
-        base, plus, extra = name.partition("+")
-        if plus and extra != "scaler":
+        """"fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler" (any DTYPES short name), and for
+        FSDP policies "bf16+reduce" / "fp16+reduce+scaler" (reduce in the compute dtype); ValueError else."""
+        base, *extras = name.split("+")
+        reduce = REDUCE in extras
+        if extras not in ([], ["scaler"], [REDUCE], [REDUCE, "scaler"]) or (reduce and base == "fp32"):
             raise ValueError(name)
+        scaler = "scaler" in extras
         if base == "fp32":
-            return cls(False, next(iter(DTYPES)), bool(plus))
+            return cls(False, next(iter(DTYPES)), scaler)
         d = dtype_by_short(base)
         if d is None:
             raise ValueError(name)
-        return cls(True, d.name, bool(plus))
+        return cls(True, d.name, scaler, d.name if reduce else None)
 
     @classmethod
     def from_record(cls, value: Any) -> "Precision | None":
@@ -89,7 +97,9 @@ class Precision:
         if isinstance(value, Mapping):
             try:
                 dtype = str(value["dtype"])
-                return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]))
+                fsdp = value.get("fsdp")
+                reduce = str(fsdp["reduce_dtype"]) if isinstance(fsdp, Mapping) and "reduce_dtype" in fsdp else None
+                return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]), reduce)
             except KeyError:
                 return None
         if isinstance(value, str) and value:
@@ -113,18 +123,34 @@ class Precision:
         """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses)."""
         name = DTYPES[self.dtype].short if self.autocast and self.dtype in DTYPES else (
             self.dtype if self.autocast else "fp32")
-        return name + ("+scaler" if self.scaler else "")
+        reduced_low = self.reduce is not None and self.reduce != FULL
+        return name + (f"+{REDUCE}" if reduced_low else "") + ("+scaler" if self.scaler else "")
 
     @property
     def words(self) -> str:
-        """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"."""
-        words = f"autocast {self.dtype}" if self.autocast else "fp32"
+        """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"; an FSDP
+        policy: "FSDP bfloat16 params, float32 reduce" (the shards and the optimizer stay float32)."""
+        if self.reduce is not None:
+            words = f"FSDP {self.reduced} params, {self.reduce} reduce"
+        else:
+            words = f"autocast {self.dtype}" if self.autocast else "fp32"
         return words + (" + GradScaler" if self.scaler else "")
 
+    @property
+    def fsdp_policy(self) -> dict[str, str] | None:
+        """An FSDP run's MixedPrecisionPolicy in dtype names: param (all-gathered and computed in),
+        reduce (gradients reduced in) and sharded (what each rank keeps: parameters, optimizer)."""
+        if self.reduce is None:
+            return None
+        return {"param_dtype": self.reduced, "reduce_dtype": self.reduce, "sharded_dtype": FULL}
+
     def as_record(self) -> dict[str, Any]:
-        """The `start` record's `precision` field."""
-        return {"autocast": self.autocast, "dtype": self.dtype, "grad_scaler": self.scaler,
-                "short": self.short, "words": self.words}
+        """The `start` record's `precision` field (with `fsdp`: the policy, for an FSDP run)."""
+        record: dict[str, Any] = {"autocast": self.autocast, "dtype": self.dtype, "grad_scaler": self.scaler,
+                                  "short": self.short, "words": self.words}
+        if self.reduce is not None:
+            record["fsdp"] = self.fsdp_policy
+        return record
 
     def overrides(self) -> dict[str, object]:
         """The preset keys (dotted) that give this precision (without autocast the preset's dtype stays)."""
@@ -132,9 +158,15 @@ class Precision:
         if self.autocast:
             keys["amp.dtype"] = self.dtype
         keys["amp.grad_scaler"] = self.scaler
+        keys["amp.reduce_dtype"] = self.reduce or FULL
         return keys
 
 
 def variant_names() -> list[str]:
     """fp32, then each dtype without and with a GradScaler: the names `--variants` takes."""
     return ["fp32", *(n for d in DTYPES.values() for n in (d.short, d.short + "+scaler"))]
+
+
+def fsdp_variant_names() -> list[str]:
+    """The FSDP-only variants: a policy that also reduces gradients in its compute dtype."""
+    return [n for d in DTYPES.values() for n in (f"{d.short}+{REDUCE}", f"{d.short}+{REDUCE}+scaler")]
