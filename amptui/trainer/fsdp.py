@@ -131,9 +131,35 @@ def gather_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[di
 
 def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, model_state: dict, optim_state: dict) -> None:
     """Every rank holds the full state read from last.pt and keeps its own shard of it."""
-    from torch.distributed.checkpoint.state_dict import set_state_dict
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
 
-    set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state, options=_options())
+    if optim_state.get("state"):
+        materialize_optimizer_state(optimizer)
+        set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state,
+                       options=_options())
+        return
+    # a stateless optimizer (SGD without momentum): torch's loader has nothing to place; its hyperparameters
+    set_model_state_dict(model, model_state, options=_options())
+    for group, saved in zip(optimizer.param_groups, optim_state.get("param_groups", []), strict=False):
+        group.update({k: v for k, v in saved.items() if k != "params"})
+
+
+def materialize_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """Give a fresh optimizer its (sharded) state tensors, which torch's full-state loader needs to
+    place the saved ones: one step on zero gradients at lr 0 (parameters unchanged: also AdamW's
+    decay is lr-scaled); the loaded state then replaces it all, step counts included."""
+    if optimizer.state:
+        return
+    lrs = [group["lr"] for group in optimizer.param_groups]
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for group in optimizer.param_groups:
+        group["lr"] = 0.0
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+        group["lr"] = lr
+    optimizer.zero_grad(set_to_none=True)
 
 
 # --- what a rank holds ---------------------------------------------------------------------------
