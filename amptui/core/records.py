@@ -37,7 +37,7 @@ class Record:
 @dataclass
 class Start(Record):
     KIND: ClassVar[str] = "start"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("step_flops", "peak_tflops", "source", "parameters")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("step_flops", "peak_tflops", "source", "parameters", "sharded")
 
     run_id: str
     preset: str
@@ -57,7 +57,7 @@ class Start(Record):
     peak_tflops: float | None = None
     source: str | None = None       # "monitor" for amptui.Monitor
     parameters: int | None = None
-
+    sharded: dict | None = None     # FSDP: this rank's params_bytes, optimizer_bytes (its shards), model_params_bytes
 
 @dataclass
 class Step(Record):

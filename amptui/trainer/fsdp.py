@@ -164,16 +164,18 @@ def materialize_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
 
 # --- what a rank holds ---------------------------------------------------------------------------
 
-def shard_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
-    """This rank's sharded parameters and optimizer state, in bytes (the optimizer's once it has stepped)."""
+# float32 state tensors per parameter the presets' optimizers keep (Adam's two moments, SGD's momentum)
+STATES_PER_PARAM = {"adamw": 2, "adam": 2, "sgd": 1}
+
+
+def shard_bytes(model: nn.Module, optim_name: str, momentum: float) -> dict[str, int]:
+    """This rank's share of the training state, in bytes, for the start record: its parameter
+    shards, the optimizer state those shards get once it steps (same shape, float32), and the
+    whole model's parameters (what DDP would keep on every rank, and as much again in gradients)."""
     params = sum(local(p).numel() * local(p).element_size() for p in model.parameters())
-    optim = 0
-    for state in optimizer.state.values():
-        for value in state.values():
-            if isinstance(value, torch.Tensor):
-                t = local(value)
-                optim += t.numel() * t.element_size()
-    return {"params": params, "optimizer": optim}
+    full = sum(p.numel() * local(p).element_size() for p in model.parameters())
+    per_param = STATES_PER_PARAM.get(optim_name, 0) if optim_name != "sgd" or momentum else 0
+    return {"params_bytes": params, "optimizer_bytes": params * per_param, "model_params_bytes": full}
 
 
 def policy_of(model: nn.Module) -> dict[str, str] | None:

@@ -97,9 +97,15 @@ class Trainer:
         start = self.recorder.start(
             run_id=self.run_dir.name, preset=cfg.run.name, config=cfg, total_steps=s.total_steps,
             steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
-            step_flops=s.step_flops, peak_tflops=s.peak_tflops)
+            step_flops=s.step_flops, peak_tflops=s.peak_tflops,
+            sharded=fsdp.shard_bytes(s.model, cfg.optim.name, cfg.optim.momentum) if s.sharded else None)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
                  f"{s.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
+        if start.get("sharded"):
+            held = start["sharded"]
+            self.log(f"FSDP: this rank holds {held['params_bytes'] / 2**20:.1f} MiB of parameter shards + "
+                     f"{held['optimizer_bytes'] / 2**20:.1f} MiB of optimizer state (the whole model: "
+                     f"{held['model_params_bytes'] / 2**20:.1f} MiB of parameters)")
 
     # --- the loop ---------------------------------------------------------------------------------
 
