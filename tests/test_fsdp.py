@@ -112,13 +112,13 @@ def build(width, depth):
 
 @pytest.mark.slow
 def test_fsdp_holds_less_memory_per_rank_than_ddp_for_the_same_model(isolated, runs_dir):
-    """16.8M parameters (67 MB) with AdamW: DDP keeps parameters, gradients, both moments and its
+    """8.4M parameters (34 MB) with AdamW: DDP keeps parameters, gradients, both moments and its
     buckets whole on every rank; FSDP keeps half of each. Both runs use the same allocator setting
     (glibc returns freed blocks), so each rank's peak RSS follows what it holds."""
     (isolated / "block_mlp.py").write_text(textwrap.dedent(BLOCK_MLP))
     common = ["mlp-recipe", "--set", "model.factory=block_mlp:build", "--set", "model.width=1024",
-              "--set", "model.args={width=1024, depth=16}", "--set", "dist.nproc_per_node=2",
-              "--set", "data.batch_size=8", "--set", "data.train_samples=24", "--set", "data.val_samples=0",
+              "--set", "model.args={width=1024, depth=8}", "--set", "dist.nproc_per_node=2",
+              "--set", "data.batch_size=8", "--set", "data.train_samples=16", "--set", "data.val_samples=0",
               "--set", "log.every=1", "--set", "optim.name=adamw", "--set", "amp.autocast=false",
               "--set", "run.reuse_host_memory=false", "--set", "log.checkpoint_every=0"]
     env = {"MALLOC_MMAP_THRESHOLD_": "131072"}
@@ -129,7 +129,7 @@ def test_fsdp_holds_less_memory_per_rank_than_ddp_for_the_same_model(isolated, r
         peaks[mode] = max(max(s["mem"]["peak_rss"] for s in steps_of(events(runs_dir / run_id, name)))
                           for name in ("events.jsonl", "events.rank1.jsonl"))
     saved = peaks["ddp"] - peaks["fsdp"]
-    assert saved > 80 * 2**20, f"FSDP saved only {saved / 2**20:.0f} MiB per rank ({peaks})"
+    assert saved > 40 * 2**20, f"FSDP saved only {saved / 2**20:.0f} MiB per rank ({peaks})"
 
 
 # --- refusals and names, in process ----------------------------------------------------------------
