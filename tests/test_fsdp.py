@@ -162,3 +162,23 @@ def test_the_policy_is_named_in_the_precision_and_the_ab_variants():
     assert names == ["fp32", "bf16", "bf16+reduce", "fp16+scaler"]
     assert dict(expand("bf16+reduce", "cpu"))["bf16+reduce"]["amp.reduce_dtype"] == "bfloat16"
     assert dict(expand("bf16", "cpu"))["bf16"]["amp.reduce_dtype"] == "float32"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_bfloat16_policy_on_cuda_trains_with_allocator_memory_per_rank(runs_dir):
+    """On CUDA (nccl, one rank per GPU): the bfloat16 policy trains, and each rank's step records
+    carry the caching allocator's numbers (the per-rank memory FSDP is for)."""
+    import torch
+
+    ranks = min(2, torch.cuda.device_count())
+    amptui("run", "gpt-text", "--set", "run.device=cuda", "--set", "dist.mode=fsdp",
+           "--set", f"dist.nproc_per_node={ranks}", "--set", "amp.dtype=bfloat16", "--set", "run.max_steps=40",
+           "--set", "log.every=5", check=True, timeout=600)
+    run_dir = only_run(runs_dir)
+    rank0 = events(run_dir)
+    assert rank0[0]["device"]["type"] == "cuda" and rank0[0]["world_size"] == ranks
+    assert rank0[0]["precision"]["fsdp"]["param_dtype"] == "bfloat16"
+    steps = steps_of(rank0)
+    assert steps[-1]["loss"] < steps[0]["loss"] and rank0[-1]["status"] == "completed"
+    assert all(0 < s["mem"]["allocated"] <= s["mem"]["peak_allocated"] for s in steps)

@@ -57,7 +57,7 @@ def poison_first(grad: torch.Tensor) -> None:
     """inf into the gradient's first element. A sharded gradient (an FSDP2 DTensor) holds it in the
     first rank's shard only: the other ranks learn of it through the GradScaler's reduced found_inf."""
     if hasattr(grad, "to_local"):
-        if grad.device_mesh.get_local_rank() != 0:
+        if grad.device_mesh.get_local_rank() != 0:  # type: ignore[attr-defined]
             return
         grad = grad.to_local()
     if grad.numel():

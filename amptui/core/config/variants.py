@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from amptui.core.config.precision import (DTYPES, PRECISION_KEYS, Precision, auto_dtype, fsdp_variant_names,
-                                          variant_names)
+from amptui.core.config.precision import (
+    DTYPES,
+    PRECISION_KEYS,
+    Precision,
+    auto_dtype,
+    fsdp_variant_names,
+    variant_names,
+)
 from amptui.core.errors import UserError
 
 
