@@ -161,7 +161,7 @@ def test_the_policy_is_named_in_the_precision_and_the_ab_variants():
     names = [name for name, _ in expand("fp32,bf16,bf16+reduce,fp16+scaler", "cpu")]
     assert names == ["fp32", "bf16", "bf16+reduce", "fp16+scaler"]
     assert dict(expand("bf16+reduce", "cpu"))["bf16+reduce"]["amp.reduce_dtype"] == "bfloat16"
-    assert dict(expand("bf16", "cpu"))["bf16"]["amp.reduce_dtype"] == "float32"
+    assert "amp.reduce_dtype" not in dict(expand("bf16", "cpu"))["bf16"]  # the preset's (float32 by default)
 
 
 @pytest.mark.gpu
@@ -182,3 +182,40 @@ def test_bfloat16_policy_on_cuda_trains_with_allocator_memory_per_rank(runs_dir)
     steps = steps_of(rank0)
     assert steps[-1]["loss"] < steps[0]["loss"] and rank0[-1]["status"] == "completed"
     assert all(0 < s["mem"]["allocated"] <= s["mem"]["peak_allocated"] for s in steps)
+
+
+def test_shard_applies_the_policy_and_names_it_for_the_script_hooks(tmp_path):
+    """One gloo rank in this process: the blocks compute in the policy's bfloat16, the root hands
+    back float32, the shards and their gradients stay float32 DTensors, and `policy_of` says so."""
+    import torch
+    from torch import nn
+
+    from amptui.trainer import fsdp
+
+    class Blocks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model, seen = Blocks(), []
+        model.blocks[0].register_forward_hook(lambda mod, args, out: seen.append((mod.weight.dtype, out.dtype)))
+        assert fsdp.policy_of(model) is None
+        fsdp.shard(model, torch.device("cpu"), 1, Precision(True, "bfloat16", False, "float32"))
+        out = model(torch.randn(2, 4))
+        out.sum().backward()
+        assert seen == [(torch.bfloat16, torch.bfloat16)] and out.dtype == torch.float32
+        assert all(p.grad.dtype == torch.float32 and hasattr(p, "to_local") for p in model.parameters())
+        assert fsdp.policy_of(model) == {"param_dtype": "bfloat16", "reduce_dtype": "float32",
+                                         "sharded_dtype": "float32", "output_dtype": "float32"}
+        with pytest.raises(Exception, match="no blocks to shard"):
+            fsdp.shard(nn.Linear(2, 2), torch.device("cpu"), 1, Precision(True, "bfloat16", False, "float32"))
+    finally:
+        torch.distributed.destroy_process_group()

@@ -158,7 +158,8 @@ class Precision:
         if self.autocast:
             keys["amp.dtype"] = self.dtype
         keys["amp.grad_scaler"] = self.scaler
-        keys["amp.reduce_dtype"] = self.reduce or FULL
+        if self.reduce is not None:  # the "+reduce" variants (FSDP): gradients reduced in the compute dtype
+            keys["amp.reduce_dtype"] = self.reduce
         return keys
 
 
