@@ -219,3 +219,17 @@ def test_shard_applies_the_policy_and_names_it_for_the_script_hooks(tmp_path):
             fsdp.shard(nn.Linear(2, 2), torch.device("cpu"), 1, Precision(True, "bfloat16", False, "float32"))
     finally:
         torch.distributed.destroy_process_group()
+
+
+def test_the_memory_panel_draws_what_each_rank_holds_beside_its_memory():
+    from amptui.dashboard.runmodel import RunModel
+
+    model = RunModel("r")
+    held = {"params_bytes": 3 * 2**20, "optimizer_bytes": 6 * 2**20, "model_params_bytes": 6 * 2**20}
+    for rank in (0, 1):
+        model.add({"v": 1, "kind": "start", "t": 1.0, "rank": rank, "run_id": "r", "preset": "gpt-text",
+                   "config": {}, "precision": {}, "world_size": 2, "device": {}, "torch": "2", "host": "h",
+                   "pid": 1, "sharded": held})
+        model.add({"v": 1, "kind": "step", "t": 2.0, "rank": rank, "step": 4, "epoch": 1, "loss": 1.0,
+                   "mem": {"rss": 700 * 2**20, "peak_rss": 720 * 2**20}})
+    assert model.mem_now["r1 shards"][0] == 9 * 2**20 and "r1 rss" in model.mem_now
