@@ -208,7 +208,7 @@ def test_shard_applies_the_policy_and_names_it_for_the_script_hooks(tmp_path):
         model, seen = Blocks(), []
         model.blocks[0].register_forward_hook(lambda mod, args, out: seen.append((mod.weight.dtype, out.dtype)))
         assert fsdp.policy_of(model) is None
-        fsdp.shard(model, torch.device("cpu"), 1, Precision(True, "bfloat16", False, "float32"))
+        fsdp.shard(model, torch.device("cpu"), 1, Precision(True, "bfloat16", False, reduce="float32"))
         out = model(torch.randn(2, 4))
         out.sum().backward()
         assert seen == [(torch.bfloat16, torch.bfloat16)] and out.dtype == torch.float32
@@ -216,7 +216,7 @@ def test_shard_applies_the_policy_and_names_it_for_the_script_hooks(tmp_path):
         assert fsdp.policy_of(model) == {"param_dtype": "bfloat16", "reduce_dtype": "float32",
                                          "sharded_dtype": "float32", "output_dtype": "float32"}
         with pytest.raises(Exception, match="no blocks to shard"):
-            fsdp.shard(nn.Linear(2, 2), torch.device("cpu"), 1, Precision(True, "bfloat16", False, "float32"))
+            fsdp.shard(nn.Linear(2, 2), torch.device("cpu"), 1, Precision(True, "bfloat16", False, reduce="float32"))
     finally:
         torch.distributed.destroy_process_group()
 
