@@ -50,8 +50,8 @@ def _print_launch(args, preset, overrides) -> int:
     from amptui.jobs import launch
 
     cfg = launch.resolve_config(preset, overrides)
-    if cfg.dist.mode != "ddp":
-        raise UserError("--print-launch is for DDP runs: add --set dist.mode=ddp")
+    if cfg.dist.mode not in ("ddp", "fsdp"):
+        raise UserError("--print-launch is for torchrun runs: add --set dist.mode=ddp (or fsdp)")
     base = ["amptui", "run"] + ([args.preset] if args.preset else []) + \
         [a for s in args.sets if not s.startswith("dist.node_rank=") for a in ("--set", s)]
     for node in range(cfg.dist.nnodes):

@@ -52,7 +52,7 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
             raise UserError(f"dist.mode = \"dp\" (DataParallel) needs at least 2 GPUs; this machine has "
                             f"{count} usable on {dev}. Use dist.mode=none, or dist.mode=ddp for several "
                             "processes")
-    if cfg.dist.mode == "ddp" and dev == "cuda":
+    if cfg.dist.mode in cfgmod.TORCHRUN_MODES and dev == "cuda":
         import torch
 
         count = torch.cuda.device_count()
@@ -64,8 +64,10 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     if note and notes is not None:
         notes.append(note)
     overrides = {**auto_overrides(cfg, dev, slow), "data.num_workers": cfgmod.resolve_num_workers(cfg)}
+    from amptui.core.fsdp_checks import check_fsdp
     from amptui.core.usercode import check_factories
 
+    check_fsdp(cfg)
     check_factories(cfg)
     check_tensorboard(cfg)
     check_weights(cfg)

@@ -37,7 +37,8 @@ class Record:
 @dataclass
 class Start(Record):
     KIND: ClassVar[str] = "start"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("step_flops", "peak_tflops", "source", "parameters", "slurm", "tf32")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("step_flops", "peak_tflops", "source", "parameters", "slurm", "tf32",
+                                           "sharded")
 
     run_id: str
     preset: str
@@ -59,6 +60,7 @@ class Start(Record):
     parameters: int | None = None
     slurm: dict | None = None       # job_id, node_id, nodes, host: a process of a SLURM job (core/cluster.py)
     tf32: dict | None = None        # effective TF32 permissions: matmul, cudnn, api, supported (machine.tf32)
+    sharded: dict | None = None     # FSDP: this rank's params_bytes, optimizer_bytes (its shards), model_params_bytes
 
 
 @dataclass

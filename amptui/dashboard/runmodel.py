@@ -64,6 +64,7 @@ class RunModel(RunState):
         self.n_growth = 0
         self.scaler_events: deque[dict[str, Any]] = deque(maxlen=SCALER_EVENTS)
         self.mem: dict[str, Series] = {}
+        self.shards: dict[int, float] = {}  # FSDP: rank -> bytes of its parameter shards + optimizer state
         self.mem_now: dict[str, tuple[float, float | None]] = {}  # label -> (value, total)
         self.mem_peak: dict[str, float] = {}
         self.rank_step: dict[int, int] = {}
@@ -166,6 +167,8 @@ class RunModel(RunState):
         super().add(rec)
         kind = rec.get("kind")
         own = self.speaks(rec)
+        if kind == Start.KIND:
+            self._note_shards(rec)
         if kind == Start.KIND and own and self.session_step:
             for series in (self.loss_s, self.lr_s, self.scale_s, self.sps_s, self.steptime_s, self.val_s, self.time_s,
                            self.backoffs, self.growths, *self.mem.values()):
@@ -226,7 +229,17 @@ class RunModel(RunState):
         if _num(value) is not None:
             self.mem_peak[label] = max(self.mem_peak.get(label, 0.0), float(value))
 
+    def _note_shards(self, rec: dict[str, Any]) -> None:
+        """FSDP: what the rank holds for good (its parameter shards + their optimizer state), drawn
+        beside its allocated / rss line, so the rest of the peak is activations and buffers."""
+        held = rec.get("sharded")
+        if isinstance(held, dict):
+            value = (_num(held.get("params_bytes")) or 0.0) + (_num(held.get("optimizer_bytes")) or 0.0)
+            self.shards[int(rec.get("rank") or 0)] = value
+
     def _mem_from_step(self, rank: int, step: float, mem: dict[str, Any]) -> None:
+        if rank in self.shards:
+            self._mem_point(f"r{rank} shards", step, self.shards[rank])
         if "allocated" in mem:
             self._mem_point(f"r{rank} allocated", step, mem.get("allocated"))
             self._mem_point(f"r{rank} reserved", step, mem.get("reserved"))

@@ -29,7 +29,7 @@ def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
                     script_args: list[str] | None = None) -> list[str]:
     """The command that runs a (resolved) config: amptui's trainer or the user's own script
     (`run.script`); for DDP, the supervisor that runs them under torchrun."""
-    if cfg.dist.mode == "ddp":
+    if cfg.dist.mode in cfgmod.TORCHRUN_MODES:
         return [sys.executable, "-u", "-m", "amptui.trainer.torchrun", str(run_dir)] + \
             (["--resume"] if resume else []) + (["--", *script_args] if script_args else [])
     if cfg.run.script:  # through scriptrun, so a script that fails before its Monitor still ends `failed`

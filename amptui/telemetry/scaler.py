@@ -64,7 +64,8 @@ class OverflowTracer:
         if not named:
             return None
         self.names = [n for n, _ in named]
-        return torch.stack([(~torch.isfinite(g)).sum() for _, g in named])
+        # a sharded (DTensor) gradient is counted in this rank's shard
+        return torch.stack([(~torch.isfinite(_local(g))).sum() for _, g in named])
 
     def window_done(self, had_backoff: bool) -> None:
         self.armed = bool(self.params) and had_backoff
@@ -124,3 +125,8 @@ class SkipLedger:
     def _wait_all(self) -> None:
         if self._events is not None and self._pending:
             self._events[self._pending[-1][1]].synchronize()
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor

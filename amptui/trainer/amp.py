@@ -21,7 +21,8 @@ class Autocast:
 
     @classmethod
     def of(cls, precision: Precision, device: torch.device) -> "Autocast":
-        return cls(device.type, getattr(torch, precision.dtype), precision.autocast)
+        # an FSDP policy computes in its param_dtype itself: autocast on top of it stays off
+        return cls(device.type, getattr(torch, precision.dtype), precision.autocast and precision.fsdp_policy is None)
 
     @property
     def compute_dtype(self) -> torch.dtype:

@@ -10,8 +10,10 @@ from typing import cast
 import torch
 from torch import nn
 
+from amptui.core.config.precision import Precision
 from amptui.core.config.schema import RunConfig
 from amptui.telemetry import ddp
+from amptui.trainer import fsdp
 from amptui.trainer.amp import Autocast
 from amptui.trainer.models import compile_if_asked
 
@@ -26,8 +28,9 @@ class Dist:
         self.enabled = self.world_size > 1
         self.under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ
 
-    def init(self, backend: str) -> None:
-        if self.enabled:
+    def init(self, backend: str, always: bool = False) -> None:
+        """The process group, when there are several ranks (or `always`: FSDP needs one, even alone)."""
+        if self.enabled or (always and self.under_torchrun):
             torch.distributed.init_process_group(backend=backend)
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -55,15 +58,21 @@ class AutocastForward(nn.Module):
 
 def no_sync(forward: nn.Module) -> contextlib.AbstractContextManager:
     """DDP's no_sync() on the module `parallelize` made under DDP (torch.compile's wrapper passes
-    attributes through to it)."""
+    attributes through to it); FSDP2's gradient sync switched off."""
+    if fsdp.is_sharded(forward):
+        return fsdp.no_sync(forward)
     return cast(nn.parallel.DistributedDataParallel, forward).no_sync()
 
 
 def parallelize(model: nn.Module, dist: Dist, device: torch.device, autocast: Autocast, run_cfg: RunConfig,
-                mode: str) -> nn.Module:
+                mode: str, precision: Precision | None = None) -> nn.Module:
     """The module the loop calls: DDP across ranks, DataParallel across this host's GPUs (`mode`
-    "dp"), or the model itself; compiled when `run.compile` asks. Checkpoints keep the plain model."""
+    "dp"), or the model itself; compiled when `run.compile` asks. Checkpoints keep the plain model.
+    FSDP (`mode` "fsdp", with the run's `precision` as its policy) shards the model itself, in place."""
     forward = model
+    if mode == "fsdp":  # in place: the model itself becomes the sharded module
+        assert precision is not None and precision.fsdp_policy is not None, "FSDP needs its policy"
+        return fsdp.shard(model, device, dist.world_size, precision)
     if dist.enabled:
         ids = [device.index] if device.type == "cuda" else None
         forward = nn.parallel.DistributedDataParallel(model, device_ids=ids)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 
@@ -36,7 +37,7 @@ class Faults:
         if self.inject_inf_every and step % self.inject_inf_every == 0:
             grads = [p.grad for p in model.parameters() if p.grad is not None]
             if grads:
-                grads[-1].view(-1)[0] = float("inf")
+                poison_first(grads[-1])
 
     def after_step(self, step: int) -> None:
         """`step`: the optimizer step just done."""
@@ -50,3 +51,14 @@ class Faults:
     def after_eval(self) -> None:
         if self.slow_eval_s:
             time.sleep(self.slow_eval_s)
+
+
+def poison_first(grad: torch.Tensor) -> None:
+    """inf into the gradient's first element. A sharded gradient (an FSDP2 DTensor) holds it in the
+    first rank's shard only: the other ranks learn of it through the GradScaler's reduced found_inf."""
+    if hasattr(grad, "to_local"):
+        if grad.device_mesh.get_local_rank() != 0:  # type: ignore[attr-defined]
+            return
+        grad = grad.to_local()
+    if grad.numel():
+        grad[(0,) * grad.dim()] = float("inf")

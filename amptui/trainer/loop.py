@@ -42,9 +42,10 @@ from amptui.core.records import Checkpoint
 from amptui.core.run.runfiles import RunFolder
 from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
+from amptui.trainer import fsdp
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
-from amptui.trainer.resume import Progress, restore, write_checkpoint
+from amptui.trainer.resume import Progress, gather_sharded, restore, write_checkpoint
 from amptui.trainer.state import TrainingState, build_state, choose_device
 
 
@@ -82,7 +83,7 @@ class Trainer:
         preflight.check_weights(cfg)
         device = choose_device(cfg.run, self.dist.local_rank, self.log)
         tf32.apply(cfg.amp.tf32)  # before anything computes: the start record reads it back
-        self.dist.init(cfg.dist.backend)
+        self.dist.init(cfg.dist.backend, always=cfg.dist.mode == "fsdp")
         self.recorder.use_device(device)
         self.state = build_state(cfg, self.dist, device, self.log)
         attach_recorder(self.recorder, cfg, self.state, self.run_dir, self.dist.rank)
@@ -100,9 +101,15 @@ class Trainer:
         start = self.recorder.start(
             run_id=self.run_dir.name, preset=cfg.run.name, config=cfg, total_steps=s.total_steps,
             steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
-            step_flops=s.step_flops, peak_tflops=s.peak_tflops)
+            step_flops=s.step_flops, peak_tflops=s.peak_tflops,
+            sharded=fsdp.shard_bytes(s.model, cfg.optim.name, cfg.optim.momentum) if s.sharded else None)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
                  f"{s.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
+        if start.get("sharded"):
+            held = start["sharded"]
+            self.log(f"FSDP: this rank holds {held['params_bytes'] / 2**20:.1f} MiB of parameter shards + "
+                     f"{held['optimizer_bytes'] / 2**20:.1f} MiB of optimizer state (the whole model: "
+                     f"{held['model_params_bytes'] / 2**20:.1f} MiB of parameters)")
 
     # --- the loop ---------------------------------------------------------------------------------
 
@@ -152,7 +159,7 @@ class Trainer:
         grad_norm = None
         if cfg.amp.clip_grad_norm > 0:
             s.scaler.unscale_(s.optimizer)  # no-op without a GradScaler
-            grad_norm = nn.utils.clip_grad_norm_(s.model.parameters(), cfg.amp.clip_grad_norm)
+            grad_norm = fsdp.plain(nn.utils.clip_grad_norm_(s.model.parameters(), cfg.amp.clip_grad_norm))
         s.scaler.step(s.optimizer)
         flags: list[tuple[int, bool]] = []
         if s.skips is not None:
@@ -238,13 +245,18 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         """Every rank calls it: the open window is written first (the checkpoint holds every step's
-        loss, and no skip flag is left pending), then rank 0 writes, off the window's clock."""
+        loss, and no skip flag is left pending), then rank 0 writes, off the window's clock. Under
+        FSDP every rank first takes part in gathering the full state to rank 0."""
         p = self.progress
         self.write_step_record()
-        if self.dist.rank != 0 or p.step == self.checkpointed_step:
+        if p.step == self.checkpointed_step or (self.dist.rank != 0 and not self.state.sharded):
             return
         with self.recorder.paused("checkpoint"):
-            path = write_checkpoint(self.run_dir, self.cfg, self.state, p, self.recorder.last_scale)
+            gathered = gather_sharded(self.state)
+            if self.dist.rank != 0:
+                self.checkpointed_step = p.step
+                return
+            path = write_checkpoint(self.run_dir, self.cfg, self.state, p, self.recorder.last_scale, gathered)
             self.checkpointed_step = p.step
             self.recorder.write(Checkpoint(step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path)))
 

@@ -12,11 +12,12 @@ from amptui.core.config.values import Config
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 
 
-def build_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
+def build_optimizer(cfg: Config, params, fused: bool = True) -> torch.optim.Optimizer:
     """The preset's optimizer, fused wherever this torch has a fused kernel for the device (CUDA;
     the CPU in newer torch). Also with a GradScaler: a fused optimizer takes the scaler's found_inf
     on the device, so scaler.step() needs no host sync. Support is detected by constructing one,
-    never assumed; otherwise torch's default (foreach) implementation."""
+    never assumed; otherwise torch's default (foreach) implementation. `fused` False: the default one
+    (FSDP2's DTensor shards have no sharding rule for the fused kernels)."""
     o = cfg.optim
     params = list(params)
     kwargs = dict(lr=o.lr, weight_decay=o.weight_decay)
@@ -25,6 +26,8 @@ def build_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
     if o.name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {o.name!r}")
     cls = OPTIMIZERS[o.name]
+    if not fused:
+        return cls(params, **kwargs)
     try:
         optimizer = cls(params, fused=True, **kwargs)
     except (TypeError, RuntimeError, ValueError):  # no `fused` in this torch, or not for this device

@@ -13,7 +13,7 @@ from typing import Callable
 from amptui.core.config.values import Config
 from amptui.core.run.runfiles import RunFolder
 from amptui.telemetry import Counters
-from amptui.trainer import checkpoint
+from amptui.trainer import checkpoint, fsdp
 from amptui.trainer.state import TrainingState
 
 
@@ -24,11 +24,18 @@ class Progress(Counters):
     batch_in_epoch: int = 0   # micro-batches of the current epoch already consumed
 
 
-def write_checkpoint(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress, last_scale: float | None) -> Path:
-    """Write the checkpoint (rank 0's job); its path."""
+def gather_sharded(state: TrainingState) -> tuple[dict, dict] | None:
+    """FSDP: the full (model, optimizer) state on rank 0, gathered by every rank; None otherwise."""
+    return fsdp.gather_state(state.model, state.optimizer) if state.sharded else None
+
+
+def write_checkpoint(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress, last_scale: float | None,
+                     gathered: tuple[dict, dict] | None = None) -> Path:
+    """Write the checkpoint (rank 0's job); its path. `gathered`: FSDP's full state (gather_sharded)."""
+    model_state, optim_state = gathered or (state.model.state_dict(), state.optimizer.state_dict())
     saved = {
-        "model": state.model.state_dict(),
-        "optimizer": state.optimizer.state_dict(),
+        "model": model_state,
+        "optimizer": optim_state,
         "schedule": state.schedule.state_dict(),
         "scaler": state.scaler.state_dict(),
         "progress": dict(vars(progress)),
@@ -57,8 +64,11 @@ def restore(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress
         warn(f"amptui's trainer code changed since the checkpoint ({saved.get('code')} -> "
              f"{checkpoint.code_fingerprint()}); results may not match an uninterrupted run",
              code="resume_code_changed")
-    state.model.load_state_dict(saved["model"])
-    state.optimizer.load_state_dict(saved["optimizer"])
+    if state.sharded:  # every rank read the full state; each keeps its shard
+        fsdp.load_state(state.model, state.optimizer, saved["model"], saved["optimizer"])
+    else:
+        state.model.load_state_dict(saved["model"])
+        state.optimizer.load_state_dict(saved["optimizer"])
     state.schedule.load_state_dict(saved["schedule"])
     state.scaler.load_state_dict(saved["scaler"])
     for key, value in saved["progress"].items():  # in place: the Recorder counts on the same object

@@ -49,6 +49,11 @@ class TrainingState:
     peak_tflops: float | None         # measured on rank 0 only
     faults: Faults                    # debug.*: fault injection for demos and tests
 
+    @property
+    def sharded(self) -> bool:
+        """FSDP: the model's parameters are this rank's shards; checkpoints gather them."""
+        return self.precision.fsdp_policy is not None
+
     def on_device(self, x: torch.Tensor) -> torch.Tensor:
         """A batch of images in the memory layout the CNNs use on CUDA (channels_last)."""
         if self.device.type == "cuda" and x.dim() == 4:
@@ -60,18 +65,19 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
     """Everything the loop needs, in the order that keeps a seeded run's numbers the same."""
     torch.manual_seed(cfg.run.seed)
     precision = Precision.from_config(cfg, device.type)
-    autocast = Autocast.of(precision, device)
+    autocast = Autocast.of(precision, device)  # under FSDP a no-op: the policy applies instead
     scaler = build_scaler(cfg.amp, device, precision)
     model = build_model_on(cfg.model, device)
-    forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode)
     train_data, val_data = build_train_val(cfg, dist.rank, dist.world_size, device)
     criterion = choose_criterion(cfg, train_data)
     steps_per_epoch, total_steps = count_steps(cfg, train_data.batches_per_epoch)
-    optimizer = build_optimizer(cfg, model.parameters())
+    step_flops = count_flops(model, criterion, train_data, autocast, cfg.amp.accumulate, log)  # unsharded
+    forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode, precision)
+    # after FSDP: its parameters are the shards
+    optimizer = build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
     schedule = Schedule(cfg, optimizer, steps_per_epoch, total_steps)
     skips = SkipLedger(device, capacity=cfg.log.every + 1) if precision.scaler else None
-    step_flops = count_flops(model, criterion, train_data, autocast, cfg.amp.accumulate, log)
-    peak_tflops = measure_peak(device, autocast) if dist.rank == 0 else None
+    peak_tflops = measure_peak(device, getattr(torch, precision.reduced)) if dist.rank == 0 else None
     if device.type == "cuda":  # the FLOP count and the matmul measurement are not the run's memory
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
@@ -138,9 +144,9 @@ def count_flops(model: nn.Module, criterion: nn.Module, train_data: BatchSource,
     return flops * accumulate
 
 
-def measure_peak(device: torch.device, autocast: Autocast) -> float:
+def measure_peak(device: torch.device, compute_dtype: torch.dtype) -> float:
     """The device's measured matmul TFLOP/s in the forward pass's dtype (cached per device model).
     One rank measures: ranks sharing a CPU would only slow each other down."""
     from amptui.machine.peaks import peak_tflops
 
-    return peak_tflops(device, autocast.compute_dtype)
+    return peak_tflops(device, compute_dtype)

@@ -32,7 +32,8 @@ DTYPES: dict[str, Dtype] = {d.name: d for d in (
           cpu_flags=("amx_bf16", "avx512_bf16"), cpu_isa="AVX512-BF16 or AMX"),
 )}
 FULL = "float32"                      # what runs without autocast
-PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32")  # the preset keys a Precision decides
+PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype")  # the keys a Precision decides
+REDUCE = "reduce"  # variant suffix: an FSDP policy that reduces gradients in its compute dtype ("bf16+reduce")
 TF32 = "tf32"  # the variant: float32 without autocast, CUDA matmuls and convolutions on TF32 tensor cores
 
 
@@ -54,6 +55,9 @@ class Precision:
     dtype: str          # the autocast dtype (kept when autocast is off: the preset still names one)
     scaler: bool
     tf32: bool = False  # without autocast, amp.tf32 = true: float32 on TF32 tensor cores (CUDA)
+    # dist.mode = "fsdp": the dtype gradients are reduced in, and `autocast`/`dtype` name the
+    # MixedPrecisionPolicy's param_dtype (no autocast context); None: not an FSDP policy
+    reduce: str | None = None
 
     # --- built from ... ----------------------------------------------------------------------
 
@@ -70,22 +74,26 @@ class Precision:
         scaler = amp.grad_scaler
         if scaler == "auto":
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
-        return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast)
+        reduce = getattr(amp, "reduce_dtype", FULL) if cfg.dist.mode == "fsdp" else None
+        return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast, reduce=reduce)
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
-        """"fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler" (any DTYPES short name); ValueError else."""
+        """"fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler" (any DTYPES short name), and for
+        FSDP policies "bf16+reduce" / "fp16+reduce+scaler" (reduce in the compute dtype); ValueError else."""
         if name == TF32:
             return cls(False, next(iter(DTYPES)), False, tf32=True)
-        base, plus, extra = name.partition("+")
-        if plus and extra != "scaler":
+        base, *extras = name.split("+")
+        reduce = REDUCE in extras
+        if extras not in ([], ["scaler"], [REDUCE], [REDUCE, "scaler"]) or (reduce and base == "fp32"):
             raise ValueError(name)
+        scaler = "scaler" in extras
         if base == "fp32":
-            return cls(False, next(iter(DTYPES)), bool(plus))
+            return cls(False, next(iter(DTYPES)), scaler)
         d = dtype_by_short(base)
         if d is None:
             raise ValueError(name)
-        return cls(True, d.name, bool(plus))
+        return cls(True, d.name, scaler, reduce=d.name if reduce else None)
 
     @classmethod
     def from_record(cls, value: Any) -> "Precision | None":
@@ -93,7 +101,10 @@ class Precision:
         if isinstance(value, Mapping):
             try:
                 dtype = str(value["dtype"])
-                return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]), bool(value.get("tf32", False)))
+                fsdp = value.get("fsdp")
+                reduce = str(fsdp["reduce_dtype"]) if isinstance(fsdp, Mapping) and "reduce_dtype" in fsdp else None
+                return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]), bool(value.get("tf32", False)),
+                           reduce=reduce)
             except KeyError:
                 return None
         if isinstance(value, str) and value:
@@ -117,19 +128,36 @@ class Precision:
         """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses)."""
         name = DTYPES[self.dtype].short if self.autocast and self.dtype in DTYPES else (
             self.dtype if self.autocast else TF32 if self.tf32 else "fp32")
-        return name + ("+scaler" if self.scaler else "")
+        reduced_low = self.reduce is not None and self.reduce != FULL
+        return name + (f"+{REDUCE}" if reduced_low else "") + ("+scaler" if self.scaler else "")
 
     @property
     def words(self) -> str:
-        """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"."""
-        words = f"autocast {self.dtype}" if self.autocast else "fp32 + TF32" if self.tf32 else "fp32"
+        """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"; an FSDP
+        policy: "FSDP bfloat16 params, float32 reduce" (the shards and the optimizer stay float32)."""
+        if self.reduce is not None:
+            words = f"FSDP {self.reduced} params, {self.reduce} reduce"
+        else:
+            words = f"autocast {self.dtype}" if self.autocast else "fp32 + TF32" if self.tf32 else "fp32"
         return words + (" + GradScaler" if self.scaler else "")
 
+    @property
+    def fsdp_policy(self) -> dict[str, str] | None:
+        """An FSDP run's MixedPrecisionPolicy in dtype names: param (all-gathered and computed in),
+        reduce (gradients reduced in) and sharded (what each rank keeps: parameters, optimizer)."""
+        if self.reduce is None:
+            return None
+        return {"param_dtype": self.reduced, "reduce_dtype": self.reduce, "sharded_dtype": FULL}
+
     def as_record(self) -> dict[str, Any]:
-        """The `start` record's `precision` field."""
-        record = {"autocast": self.autocast, "dtype": self.dtype, "grad_scaler": self.scaler,
-                  "short": self.short, "words": self.words}
-        return {**record, "tf32": True} if self.tf32 else record  # written only when asked for
+        """The `start` record's `precision` field (`tf32` only when asked for; `fsdp`: an FSDP run's policy)."""
+        record: dict[str, Any] = {"autocast": self.autocast, "dtype": self.dtype, "grad_scaler": self.scaler,
+                                  "short": self.short, "words": self.words}
+        if self.tf32:
+            record["tf32"] = True
+        if self.reduce is not None:
+            record["fsdp"] = self.fsdp_policy
+        return record
 
     def overrides(self) -> dict[str, object]:
         """The preset keys (dotted) that give this precision (without autocast the preset's dtype stays)."""
@@ -139,9 +167,16 @@ class Precision:
         keys["amp.grad_scaler"] = self.scaler
         if self.tf32:
             keys["amp.tf32"] = True
+        if self.reduce is not None:  # the "+reduce" variants (FSDP): gradients reduced in the compute dtype
+            keys["amp.reduce_dtype"] = self.reduce
         return keys
 
 
 def variant_names() -> list[str]:
     """fp32, tf32 (CUDA only), then each dtype without and with a GradScaler: the names `--variants` takes."""
     return ["fp32", TF32, *(n for d in DTYPES.values() for n in (d.short, d.short + "+scaler"))]
+
+
+def fsdp_variant_names() -> list[str]:
+    """The FSDP-only variants: a policy that also reduces gradients in its compute dtype."""
+    return [n for d in DTYPES.values() for n in (f"{d.short}+{REDUCE}", f"{d.short}+{REDUCE}+scaler")]

@@ -171,13 +171,16 @@ class AmpConfig:
     tf32: bool | Literal["auto"] = key(
         "auto", "TF32 tensor cores for float32 CUDA matmuls and cuDNN convolutions (Ampere or later); auto keeps "
         "torch's default (matmuls off, convolutions on); no effect on a CPU.", type="auto|bool")
+    reduce_dtype: str = key("float32", "dist.mode = \"fsdp\": the dtype gradients are reduced (and kept) in across "
+                            "ranks: float32, or the policy's compute dtype (amp.dtype).", ("float32", *DTYPES))
 
 
 @dataclass(frozen=True)
 class DistConfig:
     """[dist]: one process, DataParallel, or DDP under torchrun."""
 
-    mode: str = key("none", "none: one process; dp: nn.DataParallel; ddp: torchrun + DDP.", ("none", "dp", "ddp"))
+    mode: str = key("none", "none: one process; dp: nn.DataParallel; ddp: torchrun + DDP; fsdp: torchrun + FSDP2 "
+                    "(fully_shard per block, amp.* as its MixedPrecisionPolicy).", ("none", "dp", "ddp", "fsdp"))
     nproc_per_node: int = key(1, "ddp: processes per machine.", minimum=1)
     nnodes: int = key(1, "ddp: machines taking part.", minimum=1)
     node_rank: int = key(0, "ddp: this machine's index.", minimum=0)

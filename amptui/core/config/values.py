@@ -324,13 +324,16 @@ def resolve_num_workers(cfg: Config, cpus: int | None = None) -> int:
         except (AttributeError, OSError):
             cpus = os.cpu_count() or 1
     dist = cfg.dist
-    per_node = dist.nproc_per_node if dist.mode == "ddp" else 1
+    per_node = dist.nproc_per_node if dist.mode in TORCHRUN_MODES else 1
     return max(0, min(8, cpus // per_node - 1))
+
+
+TORCHRUN_MODES = ("ddp", "fsdp")  # the dist.mode values launched under torchrun, one process per rank
 
 
 def world_size(cfg: Config) -> int:
     dist = cfg.dist
-    return dist.nproc_per_node * dist.nnodes if dist.mode == "ddp" else 1
+    return dist.nproc_per_node * dist.nnodes if dist.mode in TORCHRUN_MODES else 1
 
 
 def to_toml(values: Mapping[str, Mapping[str, Any]], header: str = "") -> str:

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from amptui.core.config.precision import DTYPES, PRECISION_KEYS, TF32, Precision, auto_dtype, variant_names
+from amptui.core.config.precision import (
+    DTYPES,
+    PRECISION_KEYS,
+    TF32,
+    Precision,
+    auto_dtype,
+    fsdp_variant_names,
+    variant_names,
+)
 from amptui.core.errors import UserError
 
 
@@ -14,7 +22,7 @@ class _Variants(Mapping[str, dict[str, object]]):
     `precision.DTYPES` when read: nothing else differs between the runs of an A/B."""
 
     def __getitem__(self, name: str) -> dict[str, object]:
-        if name not in variant_names():
+        if name not in variant_names() and name not in fsdp_variant_names():
             raise KeyError(name)
         return Precision.from_variant(name).overrides()
 
@@ -41,7 +49,7 @@ def expand(spec: str | None, device_type: str) -> list[tuple[str, dict[str, obje
         names = default_variants(device_type)
     else:
         names = [n.strip() for n in spec.split(",") if n.strip()]
-    known = variant_names()
+    known = variant_names() + fsdp_variant_names()  # the "+reduce" ones: dist.mode = "fsdp" only
     if not names:
         raise UserError("--variants: name at least one of " + ", ".join(known))
     unknown = [n for n in names if n not in known]

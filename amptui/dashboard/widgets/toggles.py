@@ -285,7 +285,7 @@ class TogglesPanel(Vertical):
         speed.display = bool(speed_line)
         words = precision.words
         ws = cfgmod.world_size(cfg)
-        par = {"none": "1 process", "dp": "DataParallel", "ddp": f"DDP x{ws}"}[cfg.dist.mode]
+        par = {"none": "1 process", "dp": "DataParallel", "ddp": f"DDP x{ws}", "fsdp": f"FSDP x{ws}"}[cfg.dist.mode]
         steps = cfg.run.max_steps
         epochs = cfg.run.epochs
         extent = f"{epochs} epoch{'s' if epochs != 1 else ''}" + (f", at most {steps} steps" if steps else "")

@@ -1,0 +1,208 @@
+"""FSDP2 for `dist.mode = "fsdp"`: each block and the root wrapped with `fully_shard` on an
+explicit device mesh, with the run's precision as a `MixedPrecisionPolicy`.
+
+The policy replaces autocast (no autocast context is entered: the policy applies): parameters are
+all-gathered and computed in param_dtype, gradients reduce-scattered in reduce_dtype, and each rank
+keeps its float32 shard of the parameters and of the optimizer state. The root's outputs come back
+in float32, so the loss is computed in float32 as autocast would.
+
+A float16 policy needs the ordinary `torch.amp.GradScaler`: its gradients are DTensors, and
+torch's DTensor dispatch all-reduces the scaler's found_inf (max over the mesh) inside unscale_
+(`found_inf_reduce_handler`, torch >= 2.13 at least), so every rank skips the same steps.
+
+Checkpoints hold the full (unsharded) state, gathered to rank 0 on the CPU: the same last.pt as
+every other run, independent of the world size it was written with (see docs/distributed.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from amptui.core.config.precision import Precision
+from amptui.core.errors import UserError
+
+BLOCK_ATTRS = ("blocks", "layers", "h")  # where a model keeps its transformer blocks (first found wins)
+
+
+def find_blocks(model: nn.Module) -> list[nn.Module]:
+    """The model's blocks: the children of its `blocks` (or `layers`, `h`) ModuleList/Sequential,
+    also one level down (`model.transformer.h`). Empty when it has none."""
+    for owner in (model, *model.children()):
+        for name in BLOCK_ATTRS:
+            found = getattr(owner, name, None)
+            if isinstance(found, (nn.ModuleList, nn.Sequential)) and len(found):
+                return list(found)
+    return []
+
+
+def _api():
+    """fully_shard, MixedPrecisionPolicy and init_device_mesh, or a UserError on a torch without FSDP2."""
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except ImportError:
+        raise UserError(f"dist.mode = \"fsdp\" needs FSDP2 (torch.distributed.fsdp.fully_shard), which torch "
+                        f"{torch.__version__} lacks; install torch >= 2.13 or use dist.mode=ddp") from None
+    return fully_shard, MixedPrecisionPolicy, init_device_mesh
+
+
+def _dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+def mp_policies(precision: Precision) -> tuple[Any, Any]:
+    """(the blocks' policy, the root's policy): the root's also casts its outputs to float32."""
+    _, MixedPrecisionPolicy, _ = _api()
+    named = precision.fsdp_policy
+    if named is None:
+        raise ValueError("not an FSDP precision")
+    param = _dtype(named["param_dtype"])
+    kwargs = dict(param_dtype=None if param == torch.float32 else param, reduce_dtype=_dtype(named["reduce_dtype"]))
+    return MixedPrecisionPolicy(**kwargs), MixedPrecisionPolicy(**kwargs, output_dtype=torch.float32)
+
+
+def shard(model: nn.Module, device: torch.device, world_size: int, precision: Precision) -> nn.Module:
+    """fully_shard each block, then the root, on a 1-D mesh of the run's device type (made
+    explicitly: left to itself FSDP picks the accelerator, even for a CPU run). In place; returns
+    the model (now an FSDPModule, its parameters DTensor shards)."""
+    fully_shard, _, init_device_mesh = _api()
+    blocks = find_blocks(model)
+    if not blocks:
+        raise UserError(f"dist.mode = \"fsdp\": the model ({type(model).__name__}) has no blocks to shard (a "
+                        f"`{'`, `'.join(BLOCK_ATTRS)}` ModuleList); give it one, or use dist.mode=ddp")
+    mesh = init_device_mesh(device.type, (world_size,))
+    block_policy, root_policy = mp_policies(precision)
+    for block in blocks:
+        fully_shard(block, mesh=mesh, mp_policy=block_policy)
+    fully_shard(model, mesh=mesh, mp_policy=root_policy)
+    return model
+
+
+def is_sharded(module: nn.Module) -> bool:
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return isinstance(module, FSDPModule)
+
+
+@contextlib.contextmanager
+def no_sync(model: nn.Module) -> Iterator[None]:
+    """Micro-batches before the last one: gradients accumulate unsharded, reduce-scattered once."""
+    model.set_requires_gradient_sync(False)  # type: ignore[operator]
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)  # type: ignore[operator]
+
+
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor's shard on this rank (a plain tensor is its own)."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor
+
+
+def plain(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor's full value as a plain tensor (clip_grad_norm_'s total norm over sharded grads)."""
+    full = getattr(tensor, "full_tensor", None)
+    return full() if callable(full) else tensor
+
+
+# --- checkpoints: the full state, gathered to rank 0 ------------------------------------------------
+
+def _options(**kwargs):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, **kwargs)
+
+
+def gather_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """(model, optimizer) full state dicts, on the CPU, on rank 0 ({} on the others). A collective:
+    every rank calls it. The optimizer's is keyed by parameter name (torch.distributed.checkpoint's form)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    return get_state_dict(model, optimizer, options=_options(cpu_offload=True))
+
+
+def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, model_state: dict, optim_state: dict) -> None:
+    """Every rank holds the full state read from last.pt and keeps its own shard of it."""
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
+
+    if optim_state.get("state"):
+        materialize_optimizer_state(optimizer)
+        set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state,
+                       options=_options())
+        return
+    # a stateless optimizer (SGD without momentum): torch's loader has nothing to place; its hyperparameters
+    set_model_state_dict(model, model_state, options=_options())
+    for group, saved in zip(optimizer.param_groups, optim_state.get("param_groups", []), strict=False):
+        group.update({k: v for k, v in saved.items() if k != "params"})
+
+
+def materialize_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """Give a fresh optimizer its (sharded) state tensors, which torch's full-state loader needs to
+    place the saved ones: one step on zero gradients at lr 0 (parameters unchanged: also AdamW's
+    decay is lr-scaled); the loaded state then replaces it all, step counts included."""
+    if optimizer.state:
+        return
+    lrs = [group["lr"] for group in optimizer.param_groups]
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for group in optimizer.param_groups:
+        group["lr"] = 0.0
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+        group["lr"] = lr
+    optimizer.zero_grad(set_to_none=True)
+
+
+# --- what a rank holds ---------------------------------------------------------------------------
+
+# float32 state tensors per parameter the presets' optimizers keep (Adam's two moments, SGD's momentum)
+STATES_PER_PARAM = {"adamw": 2, "adam": 2, "sgd": 1}
+
+
+def shard_bytes(model: nn.Module, optim_name: str, momentum: float) -> dict[str, int]:
+    """This rank's share of the training state, in bytes, for the start record: its parameter
+    shards, the optimizer state those shards get once it steps (same shape, float32), and the
+    whole model's parameters (what DDP would keep on every rank, and as much again in gradients)."""
+    params = sum(local(p).numel() * local(p).element_size() for p in model.parameters())
+    full = sum(p.numel() * local(p).element_size() for p in model.parameters())
+    per_param = STATES_PER_PARAM.get(optim_name, 0) if optim_name != "sgd" or momentum else 0
+    return {"params_bytes": params, "optimizer_bytes": params * per_param, "model_params_bytes": full}
+
+
+def policy_of(model: nn.Module) -> dict[str, str] | None:
+    """The FSDP2 policy a model was sharded with, in dtype names (param / reduce / sharded / output),
+    read from its first FSDP module; None when nothing in it is sharded. For the any-script hooks:
+    a script's own `fully_shard(model, mp_policy=...)` named in its start record."""
+    fsdp_modules = [m for m in model.modules() if is_sharded(m)]
+    if not fsdp_modules:
+        return None
+    policy = _policy_attr(fsdp_modules[0])  # the outermost: its output_dtype is what the loss sees
+    sharded = next((local(p).dtype for p in model.parameters()), torch.float32)
+
+    def name(dtype: torch.dtype | None, fallback: torch.dtype) -> str:
+        return str(dtype or fallback).removeprefix("torch.")
+
+    param = getattr(policy, "param_dtype", None)
+    return {"param_dtype": name(param, sharded), "reduce_dtype": name(getattr(policy, "reduce_dtype", None), param or sharded),
+            "sharded_dtype": name(sharded, sharded), "output_dtype": name(getattr(policy, "output_dtype", None), param or sharded)}
+
+
+def _policy_attr(module: nn.Module) -> Any:
+    """The MixedPrecisionPolicy fully_shard stored (torch keeps it on the module's FSDP state; there
+    is no public getter in torch 2.13-2.14)."""
+    try:
+        from torch.distributed.fsdp import fully_shard
+
+        state = fully_shard.state(module)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - another layout in another torch: name no policy rather than fail
+        return None
+    return getattr(state, "_mp_policy", None)
