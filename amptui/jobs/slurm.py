@@ -56,9 +56,10 @@ def job_config(preset: Preset, overrides: dict, spec: JobSpec) -> cfgmod.Config:
         if key in overrides:
             raise ConfigError(f"--set {key}: amptui slurm sets it from {option}")
     mode = overrides.get("dist.mode", "ddp")
-    if mode != "ddp":
-        raise ConfigError(f"--set dist.mode={mode}: amptui slurm runs DDP across the nodes (dist.mode=ddp)")
-    cfg = preset.config({**overrides, "dist.mode": "ddp", "dist.nnodes": spec.nodes,
+    if mode not in cfgmod.TORCHRUN_MODES:
+        raise ConfigError(f"--set dist.mode={mode}: amptui slurm runs torchrun across the nodes "
+                          f"(dist.mode = {' or '.join(cfgmod.TORCHRUN_MODES)})")
+    cfg = preset.config({**overrides, "dist.mode": mode, "dist.nnodes": spec.nodes,
                          "dist.nproc_per_node": spec.procs_per_node})
     if cfg.run.script:
         raise UserError(f"run.script = {cfg.run.script!r}: amptui slurm runs presets with amptui's trainer; run "
