@@ -178,7 +178,7 @@ class ProgressPrinter:
             resumed = f", resumed from step {run.session_step}" if run.session_step else ""
             self._say(f"{rec.get(START.run_id)}: {run.preset}, {run.precision_words} on "
                       f"{run.device.get('name', '?')} (world size {rec.get(START.world_size, 1)}), "
-                      f"{rec.get(START.total_steps)} steps{resumed}")
+                      f"{rec.get(START.total_steps) or '?'} steps{resumed}")
             notice = emulated_notice(rec)
             if notice:
                 self._say(f"note: {notice}")

@@ -39,9 +39,10 @@ def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
 
 def worker_args(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
                 script_args: list[str] | None = None) -> list[str]:
-    """What one worker runs, after `python`: amptui's trainer module or the user's script."""
+    """What one worker runs, after `python`: amptui's trainer module or the user's script (through
+    scriptrun, which installs the script hooks first)."""
     if cfg.run.script:
-        return [cfg.run.script, *(script_args or [])]
+        return ["-m", "amptui.jobs.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
     return ["-m", "amptui.trainer", str(run_dir)] + (["--resume"] if resume else [])
 
 

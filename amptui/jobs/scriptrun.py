@@ -1,12 +1,12 @@
 """`python -m amptui.jobs.scriptrun RUN_DIR SCRIPT [ARGS...]`: how `amptui run --script` starts
 a user's script (one process; under DDP torchrun's supervisor does the same job).
 
-The script runs in this process as `__main__`, exactly as `python SCRIPT ARGS` would run it.
-Its amptui.Monitor writes the run's events. A script that ends before its Monitor wrote
-anything (it raised while parsing its arguments or loading data, or it has no Monitor) would
-leave the run without an `end` record, shown as `killed` with no reason; here it gets one:
-`failed` with the script's error (also printed to output.log as usual), `stopped` on Ctrl-C,
-`completed` on a clean exit.
+The script runs in this process as `__main__`, exactly as `python SCRIPT ARGS` would run it,
+with amptui's hooks installed first (telemetry/scripthooks): an unmodified script's steps, loss,
+GradScaler, precision, epochs and mistakes become the run's events. A script that makes its own
+amptui.Monitor is recorded by it instead (the hooks stand down). Either way the run ends with an
+`end` record: `failed` with the script's error (also printed to output.log as usual), `stopped`
+on Ctrl-C or `amptui stop`, `completed` on a clean exit. AMPTUI_SCRIPT_HOOKS=0 leaves the hooks out.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from amptui.core.events import EventReader, EventWriter, primary_events_file
+from amptui.core.events import EventReader, EventWriter, events_file
 from amptui.core.records import End, ErrorInfo
+from amptui.core.run import runlock
 
 
 def _exit_error(exc: BaseException) -> ErrorInfo | None:
@@ -32,36 +33,68 @@ def _exit_error(exc: BaseException) -> ErrorInfo | None:
     return ErrorInfo.of(exc, 0)
 
 
-def end_if_silent(run_dir: Path, offset: int, started: float, exc: BaseException | None) -> None:
-    """Write the run's `end` record unless the script's Monitor wrote records this session (it
-    ends its own run, also on an uncaught exception)."""
-    path = primary_events_file(run_dir)
+def _status(exc: BaseException | None) -> tuple[str, ErrorInfo | None]:
+    if isinstance(exc, KeyboardInterrupt):
+        return "stopped", None
+    error = _exit_error(exc) if exc is not None else None
+    return ("failed" if error else "completed"), error
+
+
+def end_if_silent(run_dir: Path, offset: int, started: float, exc: BaseException | None, rank: int = 0) -> None:
+    """Write the run's `end` record unless the script's Monitor (or the hooks) wrote records this
+    session (they end their own run, also on an uncaught exception)."""
+    path = events_file(run_dir, rank)
     if EventReader(path, offset=offset).read():
         return
-    if isinstance(exc, KeyboardInterrupt):
-        status, error = "stopped", None
-    else:
-        error = _exit_error(exc) if exc is not None else None
-        status = "failed" if error else "completed"
-    with EventWriter(path) as writer:
+    status, error = _status(exc)
+    with EventWriter(path, rank) as writer:
         writer.write(End(status=status, total_time_s=time.time() - started, steps=0,
                          error=asdict(error) if error else None))
 
 
+def _hooks(run_dir: Path, rank: int):
+    """The script hooks, installed before the script's first line (None when turned off)."""
+    if os.environ.get("AMPTUI_SCRIPT_HOOKS", "1") == "0":
+        return None
+    from amptui.telemetry import scripthooks
+
+    return scripthooks.install(run_dir)
+
+
+def _end_hooks(session, exc: BaseException | None) -> None:
+    if session is None:
+        return
+    status, _ = _status(exc)
+    if session.stop_sent and status != "failed":
+        status = "stopped"  # the script caught amptui's KeyboardInterrupt and ended on its own
+    error = exc if status == "failed" and exc is not None and not isinstance(exc, SystemExit) else None
+    if status == "failed" and error is None and exc is not None:
+        error = RuntimeError(_exit_error(exc).message)  # type: ignore[union-attr]
+    session.end(status, error)
+
+
 def main(argv: list[str]) -> None:
-    run_dir, script, args = Path(argv[0]), argv[1], argv[2:]
-    events = primary_events_file(run_dir)
+    run_dir, script, args = Path(argv[0]).resolve(), argv[1], argv[2:]
+    rank = int(os.environ.get("RANK", 0))
+    events = events_file(run_dir, rank)
     offset = events.stat().st_size if events.exists() else 0
     started = time.time()
+    if rank == 0:
+        runlock.hold_for_this_process(run_dir)  # the lock amptui handed down (not under torchrun)
+    session = _hooks(run_dir, rank)
     # As `python SCRIPT`: its argv, its folder first on the import path.
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     try:
         runpy.run_path(script, run_name="__main__")
     except BaseException as exc:  # noqa: BLE001 -- recorded, then re-raised for Python to report
-        end_if_silent(run_dir, offset, started, exc)
+        _end_hooks(session, exc)
+        end_if_silent(run_dir, offset, started, exc, rank)
+        if isinstance(exc, KeyboardInterrupt) and session is not None and session.stop_sent:
+            sys.exit(0)  # `amptui stop` asked for it: a clean stop, not a crash
         raise
-    end_if_silent(run_dir, offset, started, None)
+    _end_hooks(session, None)
+    end_if_silent(run_dir, offset, started, None, rank)
 
 
 if __name__ == "__main__":

@@ -123,7 +123,7 @@ class Recorder:
         resolved `config`: its precision, and the device, torch version, host, pid, world size
         and scale are filled in."""
         device = self.device or torch.device("cpu")
-        if self.scaler_enabled:
+        if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         record = Start(config=config.to_dict(), precision=Precision.from_config(config, device.type).as_record(),
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
@@ -146,6 +146,11 @@ class Recorder:
         self._waited_seen = 0.0
         self._measures_wait = True
         return self._batches
+
+    def add_data_wait(self, seconds: float) -> None:
+        """Host seconds the loop waited for a batch, measured by the caller (the script hooks)."""
+        self._waited_window += seconds
+        self._measures_wait = True
 
     def optimizer_step(self, grad_norm: torch.Tensor | None = None, samples: int | None = None,
                        trace: bool = False) -> None:
