@@ -203,7 +203,7 @@ class ProgressPrinter:
             val = f", val loss {fmt_loss(rec[EPOCH.val_loss])}"
         if rec.get(EPOCH.val_acc) is not None:
             val += f", val acc {fmt_accuracy(rec[EPOCH.val_acc])}"
-        self._say(f"epoch {rec[EPOCH.epoch]}/{self.run.epochs}: train loss {fmt_loss(rec.get(EPOCH.train_loss))}{val} "
+        self._say(f"epoch {rec[EPOCH.epoch]}/{self.run.epochs or '?'}: train loss {fmt_loss(rec.get(EPOCH.train_loss))}{val} "
                   f"({fmt_duration(rec.get(EPOCH.epoch_time_s), precise=True)})")
 
     def _on_checkpoint(self, rec):

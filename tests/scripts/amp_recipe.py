@@ -17,12 +17,13 @@ p.add_argument("--steps", type=int, default=20)
 p.add_argument("--init-scale", type=float, default=2.0 ** 16)
 p.add_argument("--epochs", type=int, default=2)
 p.add_argument("--fail-at", type=int, default=0)
+p.add_argument("--lr", type=float, default=0.05)
 args = p.parse_args()
 
 torch.manual_seed(0)
 size, batch = 32, 16
 net = nn.Sequential(nn.Linear(size, size), nn.ReLU(), nn.Linear(size, size), nn.ReLU(), nn.Linear(size, size))
-opt = torch.optim.SGD(net.parameters(), lr=0.05)
+opt = torch.optim.SGD(net.parameters(), lr=args.lr)
 dtype = getattr(torch, args.dtype)
 scaler = torch.amp.GradScaler("cpu", init_scale=args.init_scale, growth_interval=5, enabled=not args.no_scaler)
 w = torch.randn(size, size) / size ** 0.5

@@ -26,7 +26,8 @@ def install(run_dir: Path) -> ScriptSession:
 
 def active() -> ScriptSession | None:
     """The session recording this process, if the hooks are in and no Monitor took over."""
-    return next((s for s in _ACTIVE if not s.handed_over), None)
+    _ACTIVE[:] = [s for s in _ACTIVE if not (s.handed_over or s.ended)]
+    return _ACTIVE[-1] if _ACTIVE else None
 
 
 def script_models():

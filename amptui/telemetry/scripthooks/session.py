@@ -70,7 +70,7 @@ class ScriptSession(AutocastSeen):
         self.log_every = int(self.base.log.every)
         self.stop_file = str(folder.stop)
         self.recorder = Recorder(EventWriter(events_file(run_dir, rank), rank), rank, world_size)
-        self.off = self.started = self.handed_over = self.stop_sent = False
+        self.off = self.started = self.handed_over = self.stop_sent = self.ended = False
         self.scaler: Any = None
         self.initial_scale: float | None = None
         self.optimizers: list[torch.optim.Optimizer] = []
@@ -233,6 +233,7 @@ class ScriptSession(AutocastSeen):
         self.remove()
 
     def remove(self) -> None:
+        self.ended = True
         self.patches.remove()
         for handle in self._model_hooks:
             handle.remove()
@@ -319,7 +320,8 @@ class ScriptSession(AutocastSeen):
             self.warn("step_without_update", mistakes.STEP_WITHOUT_UPDATE)
         if opt is self.primary and self.pending:
             self.finish_step()
-        self.in_scaler_step, self.stepped_in_scaler = opt, False
+        if scaler.is_enabled():  # a disabled GradScaler's step is the optimizer's own
+            self.in_scaler_step, self.stepped_in_scaler = opt, False
 
     @guarded
     def scaler_step_exit(self, scaler, opt) -> None:
