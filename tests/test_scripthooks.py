@@ -21,6 +21,7 @@ from torch import nn
 import amptui
 from amptui.core.run import runs
 from amptui.jobs import launch, scriptrun
+from amptui.telemetry import scripthooks
 
 SCRIPTS = REPO / "tests" / "scripts"
 
@@ -37,7 +38,7 @@ def record_script(runs_dir: Path, script: str, *args: str, log_every: int = 5):
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     error = None
     try:
-        scriptrun.main([str(run_dir), str(path), *args])
+        scriptrun.main([str(run_dir), str(path), *args], install_hooks=scripthooks.install)
     except BaseException as exc:  # noqa: BLE001 -- the script's own ending, checked by the test
         error = exc
     finally:
@@ -162,7 +163,7 @@ def test_a_script_with_its_own_monitor_is_recorded_once(runs_dir, isolated, monk
     monkeypatch.setenv("AMPTUI_RUN_DIR", str(run_dir))  # as the launcher sets it
     saved = sys.argv[:], sys.path[:]
     try:
-        scriptrun.main([str(run_dir), str(script)])
+        scriptrun.main([str(run_dir), str(script)], install_hooks=scripthooks.install)
     finally:
         sys.argv[:], sys.path[:] = saved
     recs = events(run_dir)
@@ -222,3 +223,79 @@ def test_amptui_stop_ends_an_unmodified_script_as_stopped(runs_dir):
     end = events(run_dir)[-1]
     assert end["kind"] == "end" and end["status"] == "stopped" and end["steps"] > 0
     assert runs.load_run(run_dir).status == "stopped"
+
+
+def _recipe_steps(device: str, fused: bool = False):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32)).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, fused=True) if fused else \
+        torch.optim.SGD(net.parameters(), lr=1e-3)
+    dtype = torch.float16 if device == "cuda" else torch.bfloat16
+    scaler = torch.amp.GradScaler(device, enabled=device == "cuda")
+    x, y = torch.randn(16, 32, device=device), torch.randn(16, 32, device=device)
+
+    def steps(n: int, after=None):
+        for _ in range(n):
+            with torch.autocast(device_type=device, dtype=dtype):
+                loss = nn.functional.mse_loss(net(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm=1.0)
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+            if after is not None:
+                after()
+    return steps
+
+
+def test_the_hooks_read_the_device_once_per_record_only(runs_dir, monkeypatch):
+    """As test_monitor's sync count: every Python-level device-to-host read is counted (CUDA's
+    sync-debug mode needs a GPU: the `gpu` test below). Bare loop and hooked loop, same steps:
+    the hooks add exactly the step record's one read every log.every steps."""
+    counts = {"n": 0}
+    for name in ("item", "tolist", "__float__", "__int__", "__bool__", "numpy"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *a, _original=original, **k):
+            counts["n"] += 1
+            return _original(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    per_step: list[int] = []
+    _recipe_steps("cpu")(20, after=lambda: per_step.append(counts["n"]))
+    bare = per_step[:]
+    counts["n"], per_step[:] = 0, []
+
+
+    run_dir, _ = launch.create_run(None, {"run.script": __file__, "log.every": 10}, runs_dir)
+    session = scripthooks.install(run_dir)
+    try:
+        _recipe_steps("cpu")(20, after=lambda: per_step.append(counts["n"]))
+    finally:
+        session.end("completed")
+    extra = [h - b for b, h in zip(bare, per_step, strict=True)]
+    assert extra == [i // 10 for i in range(1, 21)], extra
+    assert [s["step"] for s in by_kind(events(run_dir), "step")] == [10, 20]
+
+
+@pytest.mark.gpu
+def test_no_host_device_sync_added_on_cuda(runs_dir):
+    """torch.cuda.set_sync_debug_mode("error"): a fused optimizer's GradScaler step needs no sync,
+    so any sync inside the window's steps would be the hooks' (records come every 1000 steps)."""
+
+
+    run_dir, _ = launch.create_run(None, {"run.script": __file__, "log.every": 1000}, runs_dir)
+    session = scripthooks.install(run_dir)
+    steps = _recipe_steps("cuda", fused=True)
+    try:
+        steps(3)  # the first step writes the start record
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            steps(10)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    finally:
+        session.end("completed")
+    recs = events(run_dir)
+    assert recs[0]["precision"]["words"] == "autocast float16 + GradScaler" and recs[-1]["steps"] == 13

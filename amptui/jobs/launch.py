@@ -33,7 +33,7 @@ def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
         return [sys.executable, "-u", "-m", "amptui.trainer.torchrun", str(run_dir)] + \
             (["--resume"] if resume else []) + (["--", *script_args] if script_args else [])
     if cfg.run.script:  # through scriptrun, so a script that fails before its Monitor still ends `failed`
-        return [sys.executable, "-u", "-m", "amptui.jobs.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
+        return [sys.executable, "-u", "-m", "amptui.trainer.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
     return [sys.executable, "-u", *worker_args(cfg, run_dir, resume, script_args)]
 
 
@@ -42,7 +42,7 @@ def worker_args(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
     """What one worker runs, after `python`: amptui's trainer module or the user's script (through
     scriptrun, which installs the script hooks first)."""
     if cfg.run.script:
-        return ["-m", "amptui.jobs.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
+        return ["-m", "amptui.trainer.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
     return ["-m", "amptui.trainer", str(run_dir)] + (["--resume"] if resume else [])
 
 

@@ -1,5 +1,7 @@
-"""`python -m amptui.jobs.scriptrun RUN_DIR SCRIPT [ARGS...]`: how `amptui run --script` starts
-a user's script (one process; under DDP torchrun's supervisor does the same job).
+"""How `amptui run --script` runs a user's script: `python -m amptui.trainer.scriptrun RUN_DIR
+SCRIPT [ARGS...]` (one process, or one per rank under torchrun) calls `main` here with the script
+hooks' installer (telemetry/scripthooks; this layer does not import telemetry);
+`python -m amptui.jobs.scriptrun` runs a script without hooks.
 
 The script runs in this process as `__main__`, exactly as `python SCRIPT ARGS` would run it,
 with amptui's hooks installed first (telemetry/scripthooks): an unmodified script's steps, loss,
@@ -17,6 +19,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any, Callable
 
 from amptui.core.events import EventReader, EventWriter, events_file
 from amptui.core.records import End, ErrorInfo
@@ -52,15 +55,6 @@ def end_if_silent(run_dir: Path, offset: int, started: float, exc: BaseException
                          error=asdict(error) if error else None))
 
 
-def _hooks(run_dir: Path, rank: int):
-    """The script hooks, installed before the script's first line (None when turned off)."""
-    if os.environ.get("AMPTUI_SCRIPT_HOOKS", "1") == "0":
-        return None
-    from amptui.telemetry import scripthooks
-
-    return scripthooks.install(run_dir)
-
-
 def _end_hooks(session, exc: BaseException | None) -> None:
     if session is None:
         return
@@ -73,7 +67,9 @@ def _end_hooks(session, exc: BaseException | None) -> None:
     session.end(status, error)
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) -> None:
+    """Run the script `argv` names; `install_hooks(run_dir)` first (the session it returns is
+    ended with the script's outcome), unless AMPTUI_SCRIPT_HOOKS=0."""
     run_dir, script, args = Path(argv[0]).resolve(), argv[1], argv[2:]
     rank = int(os.environ.get("RANK", 0))
     events = events_file(run_dir, rank)
@@ -81,7 +77,8 @@ def main(argv: list[str]) -> None:
     started = time.time()
     if rank == 0:
         runlock.hold_for_this_process(run_dir)  # the lock amptui handed down (not under torchrun)
-    session = _hooks(run_dir, rank)
+    hooks_on = install_hooks is not None and os.environ.get("AMPTUI_SCRIPT_HOOKS", "1") != "0"
+    session = install_hooks(run_dir) if hooks_on and install_hooks is not None else None
     # As `python SCRIPT`: its argv, its folder first on the import path.
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))

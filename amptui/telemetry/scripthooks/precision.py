@@ -38,7 +38,7 @@ def precision_overrides(seen: AutocastSeen, scaler: Any | None) -> dict[str, Any
         out["amp.autocast"] = False
     enabled = scaler is not None and bool(scaler.is_enabled())
     out["amp.grad_scaler"] = enabled
-    if enabled:
+    if scaler is not None and enabled:
         out.update({"amp.growth_factor": float(scaler.get_growth_factor()),
                     "amp.backoff_factor": float(scaler.get_backoff_factor()),
                     "amp.growth_interval": int(scaler.get_growth_interval())})
