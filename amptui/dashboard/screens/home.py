@@ -62,6 +62,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         Binding("R", "resume", "Resume"),
         Binding("x", "delete", "Delete"),
         Binding("i", "info", "Info", show=False),  # in help (? / F1): the footer must fit 80 columns
+        Binding("e", "script", "Script", show=False),  # run a script of your own, by path, with arguments
         Binding("f", "filter", "Filter"),
         Binding("c", "compare", "Compare"),
         Binding("q", "quit", "Quit"),
