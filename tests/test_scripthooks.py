@@ -299,3 +299,28 @@ def test_no_host_device_sync_added_on_cuda(runs_dir):
         session.end("completed")
     recs = events(run_dir)
     assert recs[0]["precision"]["words"] == "autocast float16 + GradScaler" and recs[-1]["steps"] == 13
+
+
+def test_a_module_run_as_a_script(runs_dir, isolated, cli):
+    package = isolated / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(
+        "import sys, torch\n"
+        "model = torch.nn.Linear(4, 1); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(int(sys.argv[1])):\n"
+        "    loss = model(torch.randn(8, 4)).pow(2).mean(); loss.backward(); opt.step(); opt.zero_grad()\n")
+    run_dir, cfg = launch.create_run(None, {"run.script": "-m mypkg.train", "log.every": 2}, runs_dir)
+    assert cfg.run.name == "train"
+    saved = sys.argv[:], sys.path[:]
+    try:
+        scriptrun.main([str(run_dir), "-m mypkg.train", "4"], install_hooks=scripthooks.install)
+    finally:
+        sys.argv[:], sys.path[:] = saved
+        for name in ("mypkg", "mypkg.train"):
+            sys.modules.pop(name, None)
+    recs = events(run_dir)
+    assert recs[-1]["status"] == "completed" and recs[-1]["steps"] == 4
+    assert recs[0]["precision"]["words"] == "fp32" and recs[0]["preset"] == "train"
+    refused = cli("run", "-m", "not a module")
+    assert refused.returncode == 2 and "is not a module name" in refused.stderr

@@ -79,11 +79,16 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
         runlock.hold_for_this_process(run_dir)  # the lock amptui handed down (not under torchrun)
     hooks_on = install_hooks is not None and os.environ.get("AMPTUI_SCRIPT_HOOKS", "1") != "0"
     session = install_hooks(run_dir) if hooks_on and install_hooks is not None else None
-    # As `python SCRIPT`: its argv, its folder first on the import path.
-    sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    module = script[3:].strip() if script.startswith("-m ") else None  # launch.MODULE_PREFIX
+    # As `python SCRIPT` (its folder first on the import path) or `python -m MODULE` (the
+    # current folder first): its argv, its __main__.
+    sys.argv = [script if module is None else module, *args]
+    sys.path[0] = os.path.dirname(os.path.abspath(script)) if module is None else os.getcwd()
     try:
-        runpy.run_path(script, run_name="__main__")
+        if module is None:
+            runpy.run_path(script, run_name="__main__")
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
     except BaseException as exc:  # noqa: BLE001 -- recorded, then re-raised for Python to report
         _end_hooks(session, exc)
         end_if_silent(run_dir, offset, started, exc, rank)

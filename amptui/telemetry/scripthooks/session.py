@@ -375,7 +375,7 @@ class ScriptSession(AutocastSeen):
             return
         self.seen_modules.setdefault(id(module), module)
         size = batch_size(args)
-        if size is not None:
+        if size is not None and len(self.first_forwards) < 100_000:  # bounded, however long the first step
             self.first_forwards.append((id(module), size))
         if self.recorder.meter is None or not self.recorder.meter.micro_batches:
             tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
