@@ -55,6 +55,7 @@ from amptui.core import safefile, trust
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
 from amptui.core.config.resolve import auto_overrides
+from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
 from amptui.core.records import End, WarningRecord
 from amptui.core.run import runlock, runs
@@ -191,7 +192,8 @@ class Monitor:
         if self.recorder.scaler_enabled:
             precision = Precision.from_config(self.config, self.device.type)
             self.recorder.watch_scale(self.scaler.get_growth_interval(), precision)
-        self.recorder.start(config=self.config, **self._start_fields)
+        shown = {"config_shown": script_sections(self.config)} if self.config.run.script else {}
+        self.recorder.start(config=self.config, **self._start_fields, **shown)
 
     def _resolved(self, base: Mapping | None, config: Any) -> cfgmod.Config:
         """The run's config: base (the run folder's) <- what we can tell from the objects <- yours."""

@@ -61,9 +61,9 @@ def _end_hooks(session, exc: BaseException | None) -> None:
     status, _ = _status(exc)
     if session.stop_sent and status != "failed":
         status = "stopped"  # the script caught amptui's KeyboardInterrupt and ended on its own
-    error = exc if status == "failed" and exc is not None and not isinstance(exc, SystemExit) else None
-    if status == "failed" and error is None and exc is not None:
-        error = RuntimeError(_exit_error(exc).message)  # type: ignore[union-attr]
+    error: BaseException | ErrorInfo | None = None
+    if status == "failed" and exc is not None:
+        error = _exit_error(exc) if isinstance(exc, SystemExit) else exc  # SystemExit(2): "exit code 2"
     session.end(status, error)
 
 

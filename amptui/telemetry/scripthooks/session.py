@@ -24,8 +24,9 @@ import torch
 
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
+from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
-from amptui.core.records import WarningRecord
+from amptui.core.records import ErrorInfo, WarningRecord
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
@@ -159,7 +160,8 @@ class ScriptSession(AutocastSeen):
                                   runs.config_text(cfg, f"# amptui run {self.run_dir.name}: a script, as its hooks saw it"))
         recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
                        epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
-                       parameters=sum(p.numel() for p in optimizer_params(self.optimizers)) or None)
+                       parameters=sum(p.numel() for p in optimizer_params(self.optimizers)) or None,
+                       config_shown=script_sections(cfg))
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
@@ -213,7 +215,7 @@ class ScriptSession(AutocastSeen):
             counters.epoch += 1
             self.steps_in_epoch = 0
 
-    def end(self, status: str, error: BaseException | None = None) -> None:
+    def end(self, status: str, error: BaseException | ErrorInfo | None = None) -> None:
         """The run's last records (from the bootstrap, as the script ends)."""
         if self.handed_over or self.off:
             self.remove()
