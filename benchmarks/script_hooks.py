@@ -4,10 +4,12 @@ and under `amptui run --script`'s hooks, in one process, in interleaved windows 
 operands: only the hooks differ).
 
     python benchmarks/script_hooks.py [--width 512 --batch 128 --steps 40 --windows 10 --variants fp32,bf16]
+    python benchmarks/script_hooks.py --clock cpu      # a busy shared machine: CPU time, one thread
 
-Each hooked window installs the hooks for a fresh run folder (as the bootstrap does), runs two
-untimed steps (the first writes the start record), times --steps steps, then ends the session
-(untimed): the steady state a script's step pays. Prints a table (best and median ms/step) and
+Each hooked window installs the hooks for a fresh run folder (as the bootstrap does), runs
+log.every + 2 untimed steps (the first writes the start record; the first record window counts
+non-finite gradients per parameter, as the Monitor's does), times --steps steps (step records
+included), then ends the session (untimed): the steady state a script's step pays. Prints a table (best and median ms/step) and
 the ratio hooked / bare (median of the window pairs' ratios); the goal is <= 1.02 on a CPU.
 """
 
@@ -50,24 +52,27 @@ def make_loop(width: int, depth: int, batch: int, variant: str, device: torch.de
     return steps
 
 
+CLOCK = time.perf_counter
+
+
 def timed(steps, n: int, device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     steps(n)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return 1000 * (time.perf_counter() - t0) / n
+    return 1000 * (CLOCK() - t0) / n
 
 
-def hooked_window(steps, n: int, device: torch.device, root: Path, index: int) -> float:
+def hooked_window(steps, n: int, device: torch.device, root: Path, log_every: int) -> float:
     from amptui.jobs import launch
     from amptui.telemetry import scripthooks
 
-    run_dir, _ = launch.create_run(None, {"run.script": __file__, "log.every": 10}, root)
+    run_dir, _ = launch.create_run(None, {"run.script": __file__, "log.every": log_every}, root)
     session = scripthooks.install(run_dir)
     try:
-        steps(2)
+        steps(log_every + 2)  # the first step writes the start record; the first window traces overflows
         return timed(steps, n, device)
     finally:
         session.end("completed")
@@ -82,8 +87,16 @@ def main() -> None:
     p.add_argument("--windows", type=int, default=10, help="window pairs (bare, hooked), interleaved")
     p.add_argument("--variants", default="fp32,bf16", help="fp32, bf16, fp16, each optionally +scaler")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--log-every", type=int, default=10, help="the run's log.every (a step record per N steps)")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="cpu: this process's CPU seconds with torch on one thread (a busy shared machine's "
+                        "wall clock measures the neighbours; the work the hooks add shows in CPU time)")
     args = p.parse_args()
     device = torch.device(args.device)
+    global CLOCK
+    if args.clock == "cpu":
+        torch.set_num_threads(1)
+        CLOCK = time.process_time
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for variant in args.variants.split(","):
@@ -92,12 +105,13 @@ def main() -> None:
             bare, hooked = [], []
             for w in range(args.windows):
                 bare.append(timed(steps, args.steps, device))
-                hooked.append(hooked_window(steps, args.steps, device, Path(tmp), w))
+                hooked.append(hooked_window(steps, args.steps, device, Path(tmp), args.log_every))
             ratios = [h / b for b, h in zip(bare, hooked, strict=True)]
             rows.append((variant, min(bare), statistics.median(bare), min(hooked), statistics.median(hooked),
                          statistics.median(ratios)))
     print(f"AMP recipe loop, width {args.width} x {args.depth}, batch {args.batch}, {args.device}, "
-          f"torch {torch.__version__}; {args.windows} interleaved window pairs of {args.steps} steps")
+          f"torch {torch.__version__}; {args.windows} interleaved window pairs of {args.steps} steps; "
+          f"{args.clock} clock")
     print(f"{'variant':<12} {'bare best':>10} {'bare med':>10} {'hooks best':>11} {'hooks med':>10} {'ratio':>7}")
     for variant, bb, bm, hb, hm, ratio in rows:
         print(f"{variant:<12} {bb:>9.2f}ms {bm:>9.2f}ms {hb:>10.2f}ms {hm:>9.2f}ms {ratio:>7.3f}")

@@ -301,7 +301,7 @@ class ScriptSession(AutocastSeen):
     def _add_loss(self, loss) -> None:
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
             self._meter(loss.device)
-            self.recorder.active_meter.add_loss(loss.detach().reshape(()))
+            self.recorder.active_meter.add_loss(loss.detach() if loss.dim() == 0 else loss.detach().reshape(()))
 
     @guarded
     def scaler_unscale(self, scaler, opt) -> None:
