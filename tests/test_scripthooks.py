@@ -324,3 +324,18 @@ def test_a_module_run_as_a_script(runs_dir, isolated, cli):
     assert recs[0]["precision"]["words"] == "fp32" and recs[0]["preset"] == "train"
     refused = cli("run", "-m", "not a module")
     assert refused.returncode == 2 and "is not a module name" in refused.stderr
+
+
+def test_a_run_folder_amptui_did_not_make(runs_dir):
+    """`torchrun ... -m amptui.trainer.scriptrun RUN_DIR train.py` (the script's own launch): the
+    bootstrap makes the folder a run, which `amptui runs` lists."""
+    run_dir = runs_dir / "20260101-000000-mine-0001"
+    saved = sys.argv[:], sys.path[:]
+    try:
+        scriptrun.main([str(run_dir), str(SCRIPTS / "loader_eval.py"), "1"], install_hooks=scripthooks.install)
+    finally:
+        sys.argv[:], sys.path[:] = saved
+    recs = events(run_dir)
+    assert recs[0]["preset"] == "loader_eval" and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 36
+    info = runs.load_run(run_dir)
+    assert (info.status, info.precision, info.step) == ("completed", "bf16", 36)

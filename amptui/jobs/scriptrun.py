@@ -24,6 +24,7 @@ from typing import Any, Callable
 from amptui.core.events import EventReader, EventWriter, events_file
 from amptui.core.records import End, ErrorInfo
 from amptui.core.run import runlock
+from amptui.core.run.runfiles import RunFolder
 
 
 def _exit_error(exc: BaseException) -> ErrorInfo | None:
@@ -67,6 +68,28 @@ def _end_hooks(session, exc: BaseException | None) -> None:
     session.end(status, error)
 
 
+def make_run_folder(run_dir: Path, script: str) -> None:
+    """A RUN_DIR amptui did not make (`torchrun ... -m amptui.trainer.scriptrun RUN_DIR train.py`,
+    the script's own torchrun launch): made here, with the config.toml that makes it a run (the
+    script, and torchrun's world as [dist]) and run.json, so `amptui runs` and `watch` see it."""
+    folder = RunFolder(run_dir)
+    if folder.config.is_file():
+        return
+    from amptui.core.config import values as cfgmod
+    from amptui.core.run import runs
+
+    module = script[3:].strip() if script.startswith("-m ") else None
+    told: dict[str, Any] = {"run.script": script if module else os.path.abspath(script),
+                            "run.name": module.rpartition(".")[2] if module else Path(script).stem}
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if world > 1:
+        per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        told.update({"dist.mode": "ddp", "dist.nproc_per_node": per_node, "dist.nnodes": max(1, world // per_node)})
+    run_dir.mkdir(parents=True, exist_ok=True)
+    runs.write_new(folder, cfgmod.build_config({}, told), f"# amptui run {run_dir.name}: a script, started by its own launcher")
+    runs.write_launch_info(run_dir, os.getpid(), list(sys.argv))
+
+
 def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) -> None:
     """Run the script `argv` names; `install_hooks(run_dir)` first (the session it returns is
     ended with the script's outcome), unless AMPTUI_SCRIPT_HOOKS=0."""
@@ -76,7 +99,10 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
     offset = events.stat().st_size if events.exists() else 0
     started = time.time()
     if rank == 0:
+        make_run_folder(run_dir, script)
         runlock.hold_for_this_process(run_dir)  # the lock amptui handed down (not under torchrun)
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
     hooks_on = install_hooks is not None and os.environ.get("AMPTUI_SCRIPT_HOOKS", "1") != "0"
     session = install_hooks(run_dir) if hooks_on and install_hooks is not None else None
     module = script[3:].strip() if script.startswith("-m ") else None  # launch.MODULE_PREFIX
