@@ -219,6 +219,9 @@ class ScriptSession(AutocastSeen):
         """The run's last records (from the bootstrap, as the script ends)."""
         if self.handed_over or self.off:
             self.remove()
+            if self.off and self.started:  # recording broke mid-run: the run still gets its end
+                with contextlib.suppress(Exception):
+                    self.recorder.end(status, error)
             return
         try:
             if self.pending:
