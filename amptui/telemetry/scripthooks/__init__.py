@@ -2,7 +2,8 @@
 `amptui.jobs.scriptrun`, which calls `install()` before the script's first line runs.
 
 Rooms: patches.py (every hook into torch, reversible), session.py (the hooks' news turned into
-the event stream through the one Recorder), models.py (`script_models`: the modules owning the
+the event stream through the one Recorder; loopshape.py its forwards, evaluation and loaders;
+guard.py: a hook never breaks the script), models.py (`script_models`: the modules owning the
 optimizers' parameters), precision.py (the precision a loop really uses; the Monitor asks it
 too), mistakes.py (the AMP mistakes said live).
 """

@@ -14,7 +14,6 @@ device tensor outside the Recorder's one read per `log.every` steps.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 import weakref
@@ -32,7 +31,9 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
 from amptui.telemetry.scripthooks import mistakes
-from amptui.telemetry.scripthooks.models import NamedParams, batch_size, optimizer_params, script_models
+from amptui.telemetry.scripthooks.guard import StopRequested, guarded
+from amptui.telemetry.scripthooks.loopshape import LoopShape
+from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, script_models
 from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, precision_overrides
 
@@ -40,29 +41,7 @@ UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has
 UNDERFLOW_SHARE = 0.05
 
 
-def guarded(method):
-    """A hook must never break the script: an error in amptui's bookkeeping turns recording off
-    (said once on stderr) and the script goes on."""
-    @functools.wraps(method)
-    def run(self, *args):
-        if self.off:
-            return None
-        try:
-            return method(self, *args)
-        except StopRequested:
-            raise KeyboardInterrupt("amptui stop") from None
-        except Exception as exc:  # noqa: BLE001
-            self.off = True
-            print(f"[amptui] recording stopped: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            return None
-    return run
-
-
-class StopRequested(Exception):
-    pass
-
-
-class ScriptSession(AutocastSeen):
+class ScriptSession(LoopShape, AutocastSeen):
     def __init__(self, run_dir, rank: int = 0, world_size: int = 1):
         super().__init__()
         self.run_dir, self.rank, self.world_size = run_dir, rank, world_size
@@ -250,18 +229,6 @@ class ScriptSession(AutocastSeen):
         self.remove()
         self.recorder.writer = None
 
-    # --- evaluation ---------------------------------------------------------------------------------
-
-    def _enter_eval(self) -> None:
-        if self._eval is None and self.recorder.meter is not None:
-            self._eval = self.recorder.paused("eval")
-            self._eval.__enter__()
-
-    def _leave_eval(self) -> None:
-        if self._eval is not None:
-            pause, self._eval = self._eval, None
-            pause.__exit__(None, None, None)
-
     # --- what the hooks say -------------------------------------------------------------------------
 
     @property
@@ -372,46 +339,3 @@ class ScriptSession(AutocastSeen):
     def python_warning(self, message: str) -> None:
         if "lr_scheduler.step()" in message and "optimizer.step()" in message and self.skipped_before_first_step:
             self.warn("scheduler_after_skip", mistakes.SCHED_SKIPPED)
-
-    @guarded
-    def any_forward(self, module, args) -> None:
-        """The global forward pre-hook, until the first step: which modules run, and their batches."""
-        if self.started or not torch.is_grad_enabled():
-            return
-        self.seen_modules.setdefault(id(module), module)
-        size = batch_size(args)
-        if size is not None and len(self.first_forwards) < 100_000:  # bounded, however long the first step
-            self.first_forwards.append((id(module), size))
-        if self.recorder.meter is None or not self.recorder.meter.micro_batches:
-            tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
-            self._meter(tensor.device if tensor is not None else None)
-
-    @guarded
-    def model_forward(self, module, args, kwargs) -> None:
-        if torch.is_grad_enabled():
-            self._leave_eval()
-            if module is self.models[0]:
-                self.samples += batch_size(args, kwargs) or 0
-        else:
-            self._enter_eval()
-
-    @guarded
-    def loader_pass(self, loader, iterator) -> None:
-        with contextlib.suppress(TypeError):
-            self.loader_of[iterator] = id(loader)
-        self.passes[id(loader)] = self.passes.get(id(loader), 0) + 1
-        if id(loader) == self.train_loader:
-            self.end_epoch()
-
-    @guarded
-    def batch_waited(self, iterator, seconds: float) -> None:
-        loader = self.loader_of.get(iterator)
-        if loader is None:
-            return
-        if self.train_loader is None:
-            self._meter()
-            self.last_loader = loader
-            self.waits_before[loader] = self.waits_before.get(loader, 0.0) + seconds
-        elif loader == self.train_loader:
-            self._leave_eval()
-            self.recorder.add_data_wait(seconds)
