@@ -55,13 +55,16 @@ from amptui.core import safefile, trust
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
 from amptui.core.config.resolve import auto_overrides
+from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
 from amptui.core.records import End, WarningRecord
 from amptui.core.run import runlock, runs
 from amptui.core.run.folders import remember as remember_runs_folder
 from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
 from amptui.core.safefile import atomic_write_text
-from amptui.telemetry import Recorder, ddp
+from amptui.telemetry import Recorder, ddp, scripthooks
+from amptui.telemetry.scripthooks.patches import Patches
+from amptui.telemetry.scripthooks.precision import AutocastSeen, precision_overrides
 
 
 class Monitor:
@@ -98,11 +101,19 @@ class Monitor:
         self.recorder = Recorder(writer, self.rank, self.world_size, scaler=scaler, optimizer=optimizer, model=model)
         self.recorder.use_device(self.device)
         if self.recorder.scaler_enabled:
-            precision = Precision.from_config(self.config, self.device.type)
-            self.recorder.watch_scale(scaler.get_growth_interval(), precision)
-        self.recorder.start(run_id=self.run_dir.name, preset=self.name, config=self.config, total_steps=total_steps,
-                            epochs=epochs, steps_per_epoch=None, resumed_from=None, source="monitor",
-                            parameters=sum(p.numel() for p in model.parameters()) if model is not None else None)
+            self.recorder.last_scale = float(scaler.get_scale())  # before the first step
+        self._start_fields = dict(run_id=self.run_dir.name, preset=self.name, total_steps=total_steps, epochs=epochs,
+                                  steps_per_epoch=None, resumed_from=None, source="monitor",
+                                  parameters=sum(p.numel() for p in model.parameters()) if model is not None else None)
+        # The start record waits for the first step: its precision is what the loop was seen to do
+        # (the autocast contexts it entered, its GradScaler), for every key config= did not state.
+        self._seen = AutocastSeen()
+        session = scripthooks.active()
+        if session is not None:  # under `amptui run --script`: this Monitor records the run, once
+            self._seen.entered.update(session.entered)
+            session.hand_over()
+        self._watch: Patches | None = Patches(self._seen).install(autocast_only=True)
+        self._started = False
         self._install_sigterm()
         atexit.register(self._at_exit)
 
@@ -161,9 +172,34 @@ class Monitor:
                 raise cfgmod.ConfigError(f"Monitor(config=...): {key!r} must be a section table or a dotted key")
         return flat
 
+    def _ensure_started(self) -> None:
+        """The start record (and config.toml) with the precision the loop was seen to use."""
+        if self._started:
+            return
+        self._started = True
+        if self._watch is not None:
+            self._watch.remove()
+            self._watch = None
+        detected = precision_overrides(self._seen, self.scaler if self._scaler_enabled else None)
+        told = {k: v for k, v in detected.items() if k not in self._user_keys}
+        self.config = self.config.with_overrides(told, source="Monitor")
+        if self._writes and self.rank == 0:
+            path = RunFolder(self.run_dir).config
+            text = runs.config_text(self.config, f"# amptui run {self.run_dir.name}: written by amptui.Monitor")
+            try:
+                atomic_write_text(path, text)
+            except OSError:
+                pass
+        if self.recorder.scaler_enabled:
+            precision = Precision.from_config(self.config, self.device.type)
+            self.recorder.watch_scale(self.scaler.get_growth_interval(), precision)
+        shown = {"config_shown": script_sections(self.config)} if self.config.run.script else {}
+        self.recorder.start(config=self.config, **self._start_fields, **shown)
+
     def _resolved(self, base: Mapping | None, config: Any) -> cfgmod.Config:
         """The run's config: base (the run folder's) <- what we can tell from the objects <- yours."""
         user = self._user_values(config)
+        self._user_keys = set(user)
         told: dict[str, Any] = {}
         base_run = (base or {}).get("run", {}) if isinstance((base or {}).get("run"), dict) else {}
         if base is None or base_run.get("name", "") in ("", Path(base_run.get("script", "")).stem):
@@ -203,7 +239,7 @@ class Monitor:
             if self.rank == 0:
                 path.mkdir(parents=True, exist_ok=True)
                 runlock.hold_for_this_process(path)  # one writer per run folder; before writing to it
-                text = cfgmod.to_toml(cfg.to_dict(), f"# amptui run {path.name}: written by amptui.Monitor")
+                text = runs.config_text(cfg, f"# amptui run {path.name}: written by amptui.Monitor")
                 if not cfg_path.is_file() or safefile.text_or_none(cfg_path, cfgmod.TOML_LIMIT) != text:
                     atomic_write_text(cfg_path, text)
                 trust.remember(path, trust.code_refs(cfg))  # this script runs here: its code was given here
@@ -259,6 +295,7 @@ class Monitor:
         the loss stays on the device until the next record."""
         if self.closed:
             raise RuntimeError("Monitor.step() after close()")
+        self._ensure_started()
         recorder = self.recorder
         if not isinstance(loss, torch.Tensor):  # a Python number: on the device the meter already uses
             loss = torch.tensor(float(loss), device=recorder.device)
@@ -300,6 +337,7 @@ class Monitor:
         or any other number you pass. `epoch=N` sets the epoch number (default: counts up)."""
         if self.closed:
             raise RuntimeError("Monitor.epoch() after close()")
+        self._ensure_started()
         self._write_step()  # step records never straddle two epochs
         counters = self.recorder.counters
         number = int(metrics.pop("epoch", counters.epoch + 1))
@@ -307,6 +345,7 @@ class Monitor:
         counters.epoch = number
 
     def warning(self, message: str) -> None:
+        self._ensure_started()
         self.recorder.write(WarningRecord(message=str(message)))
 
     def close(self, status: str = "completed", error: BaseException | None = None) -> None:
@@ -316,6 +355,7 @@ class Monitor:
         if status not in End.STATUSES:
             raise ValueError(f"status must be {', '.join(End.STATUSES[:-1])} or {End.STATUSES[-1]}, not {status!r}")
         self.closed = True
+        self._ensure_started()
         try:
             # Collectives only when every rank is expected to get here together.
             self._write_step(reduce=status == "completed")

@@ -75,8 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
                        usage="amptui run PRESET [--set KEY=VALUE]... [--detach]\n"
                              "       amptui run [PRESET] --script FILE [-- ARGS...]")
     p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
-    p.add_argument("--script", metavar="FILE", help="launch your own training script (which writes events with "
-                   "amptui.Monitor); arguments after -- go to the script")
+    p.add_argument("--script", metavar="FILE", help="run your own training script, unmodified: amptui's hooks record its "
+                   "steps, loss, GradScaler and precision (or its amptui.Monitor does); arguments after -- go "
+                   "to the script")
+    p.add_argument("-m", "--module", metavar="MODULE", help="the same for a module run as a script "
+                   "(python -m MODULE), from the current folder")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key, e.g. --set amp.dtype=bfloat16 (repeatable)")
     p.add_argument("--detach", action="store_true",

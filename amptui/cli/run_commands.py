@@ -26,6 +26,10 @@ def cmd_run(args) -> int:
     from amptui.core.run import runs
     from amptui.jobs import launch
 
+    if getattr(args, "module", None):
+        if args.script:
+            raise UserError("--script and -m name the script twice: give one of them")
+        args.script = f"{launch.MODULE_PREFIX}{args.module}"
     if not args.preset and not args.script:
         raise UserError("name a preset (see `amptui presets list`) or a script with --script FILE")
     root = runs.runs_root(args.runs_dir, writable=not args.print_launch)

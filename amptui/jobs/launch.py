@@ -33,15 +33,16 @@ def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
         return [sys.executable, "-u", "-m", "amptui.trainer.torchrun", str(run_dir)] + \
             (["--resume"] if resume else []) + (["--", *script_args] if script_args else [])
     if cfg.run.script:  # through scriptrun, so a script that fails before its Monitor still ends `failed`
-        return [sys.executable, "-u", "-m", "amptui.jobs.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
+        return [sys.executable, "-u", "-m", "amptui.trainer.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
     return [sys.executable, "-u", *worker_args(cfg, run_dir, resume, script_args)]
 
 
 def worker_args(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
                 script_args: list[str] | None = None) -> list[str]:
-    """What one worker runs, after `python`: amptui's trainer module or the user's script."""
+    """What one worker runs, after `python`: amptui's trainer module or the user's script (through
+    scriptrun, which installs the script hooks first)."""
     if cfg.run.script:
-        return [cfg.run.script, *(script_args or [])]
+        return ["-m", "amptui.trainer.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
     return ["-m", "amptui.trainer", str(run_dir)] + (["--resume"] if resume else [])
 
 
@@ -124,6 +125,23 @@ def torchrun_env(cfg: cfgmod.Config, run_dir: Path) -> dict[str, str]:
             if option in TORCHRUN_ENV_FALLBACKS and _accepted_spelling(option) is None and value is not None}
 
 
+MODULE_PREFIX = "-m "  # run.script = "-m pkg.train": a module run as `python -m pkg.train`
+
+
+def script_module(script: str) -> str | None:
+    """The module a `run.script` names ("-m pkg.train" -> "pkg.train"), None for a file."""
+    return script[len(MODULE_PREFIX):].strip() if script.startswith(MODULE_PREFIX) else None
+
+
+def _check_script(script: str) -> None:
+    module = script_module(script)
+    if module is not None:
+        if not module or not all(part.isidentifier() for part in module.split(".")):
+            raise UserError(f"run.script = {script!r}: {module!r} is not a module name (e.g. -m pkg.train)")
+    elif not Path(script).is_file():
+        raise UserError(f"run.script = {script!r}: no such file (relative to {os.getcwd()})")
+
+
 def resolve_config(preset: Preset | None, overrides: dict | None = None,
                    notes: list[str] | None = None) -> cfgmod.Config:
     """The preset with its overrides, validated and resolved for this machine (nothing written).
@@ -134,11 +152,12 @@ def resolve_config(preset: Preset | None, overrides: dict | None = None,
     if preset is None:
         cfg = cfgmod.build_config({}, overrides)
         if cfg.run.script and not cfg.run.name:
-            cfg = cfg.with_overrides({"run.name": Path(cfg.run.script).stem})
+            module = script_module(cfg.run.script)
+            cfg = cfg.with_overrides({"run.name": module.rpartition(".")[2] if module else Path(cfg.run.script).stem})
     else:
         cfg = preset.config(overrides)
-    if cfg.run.script and not Path(cfg.run.script).is_file():
-        raise UserError(f"run.script = {cfg.run.script!r}: no such file (relative to {os.getcwd()})")
+    if cfg.run.script:
+        _check_script(cfg.run.script)
     return preflight.resolve(cfg, slow_dtypes=_measured_slow_dtypes, notes=notes)
 
 

@@ -125,9 +125,10 @@ class Recorder:
         resolved `config`: its precision, and the device, torch version, host, pid, world size
         and scale are filled in."""
         device = self.device or torch.device("cpu")
-        if self.scaler_enabled:
+        if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
-        record = Start(config=config.to_dict(), precision=Precision.from_config(config, device.type).as_record(),
+        shown = fields.pop("config_shown", None)  # what config.toml says, when it is not all of config
+        record = Start(config=shown if shown is not None else config.to_dict(), precision=Precision.from_config(config, device.type).as_record(),
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,
                        slurm=cluster.slurm_identity(), tf32=tf32.state(torch, device), **fields)
@@ -149,6 +150,11 @@ class Recorder:
         self._waited_seen = 0.0
         self._measures_wait = True
         return self._batches
+
+    def add_data_wait(self, seconds: float) -> None:
+        """Host seconds the loop waited for a batch, measured by the caller (the script hooks)."""
+        self._waited_window += seconds
+        self._measures_wait = True
 
     def optimizer_step(self, grad_norm: torch.Tensor | None = None, samples: int | None = None,
                        trace: bool = False) -> None:
@@ -262,13 +268,14 @@ class Recorder:
             self.counters.epoch_loss_sum, self.counters.epoch_batches = 0.0, 0
         return record
 
-    def end(self, status: str, error: BaseException | None = None, **fields: Any) -> None:
+    def end(self, status: str, error: BaseException | ErrorInfo | None = None, **fields: Any) -> None:
         """The end record (with the error's type, message and traceback tail when failed); closes."""
         c = self.counters
         self.write(End(status=status, total_time_s=time.time() - self.t_start, steps=c.step,
                        final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=c.skipped_total,
                        peak_mem=peak_memory(self.device) if self.device is not None else None,
-                       error=asdict(ErrorInfo.of(error, self.rank)) if error is not None else None, **fields))
+                       error=asdict(error if isinstance(error, ErrorInfo) else ErrorInfo.of(error, self.rank))
+                       if error is not None else None, **fields))
         self.close()
 
     def close(self) -> None:

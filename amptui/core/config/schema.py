@@ -76,8 +76,8 @@ class RunConfig:
                                   "false keeps the system allocator's defaults, as a plain script has.")
     compile: bool = key(False, "Wrap the model in torch.compile (needs a working compiler; the first steps "
                         "pay the compilation).")
-    script: str = key("", "Your own training script to launch instead of amptui's trainer (it writes "
-                      "events with amptui.Monitor); empty means amptui's trainer.")
+    script: str = key("", "Your own training script to launch instead of amptui's trainer (recorded "
+                      "unmodified by amptui's hooks, or by its amptui.Monitor); empty means amptui's trainer.")
 
 
 @dataclass(frozen=True)

@@ -120,12 +120,20 @@ def write_new(folder: RunFolder, cfg: cfgmod.Config, header: str) -> None:
     remembered as given here (core/trust.py). A full disk or a quota leaves no half-made run
     folder behind: the folder is removed and a UserError says why."""
     try:
-        safefile.atomic_write_text(folder.config, cfgmod.to_toml(cfg.to_dict(), header))
+        safefile.atomic_write_text(folder.config, config_text(cfg, header))
         folder.checkpoints.mkdir(exist_ok=True)
     except OSError as exc:
         shutil.rmtree(folder.path, ignore_errors=True)
         raise UserError(f"cannot create run {folder.name} in {folder.path.parent}: {exc.strerror or exc}") from None
     trust.remember(folder.path, trust.code_refs(cfg))  # its code was given here
+
+
+def config_text(cfg: cfgmod.Config, header: str) -> str:
+    """A run's config.toml: the whole resolved config, or for a script run only what amptui knows
+    of it (core/config/scriptview.py: no model or data the script never used)."""
+    from amptui.core.config.scriptview import script_sections
+
+    return cfgmod.to_toml(script_sections(cfg) if cfg.run.script else cfg.to_dict(), header)
 
 
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:

@@ -67,6 +67,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("f", "filter", "Filter", show=False),
         Binding("o", "runs_folders", "Runs folders", show=False),  # in help (? / F1); the footer fits 80 columns
+        Binding("e", "script", "Script", show=False),  # run a script of your own, by path, with arguments
         Binding("c", "compare", "Compare"),
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),

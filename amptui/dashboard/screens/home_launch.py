@@ -170,6 +170,29 @@ class LaunchActions(_Screen):
         self.refresh_runs()
         self.app.open_run(Path(self.app.runs_root) / run_id)
 
+    def action_script(self) -> None:
+        """Run a script by path with its arguments (`amptui run --script PATH --detach -- ARGS`)."""
+        from amptui.dashboard.screens.script_modal import ScriptModal
+
+        problem = runops.runs_folder_problem(self.app.runs_root)
+        if problem:
+            self.notify(problem, title="Script refused", severity="error", timeout=10)
+            return
+
+        def chosen(words: list[str] | None) -> None:
+            if not words or self._launching:
+                return
+            self._launching = True
+            self.notify(f"starting {words[0]}…", timeout=3)
+            self._launch_script(["run", "--script", words[0], detached.DETACH, "--runs-dir",
+                                 str(self.app.runs_root), "--", *words[1:]])
+
+        self.app.push_screen(ScriptModal(), chosen)
+
+    @in_background(LAUNCH_GROUP, "starting the script")
+    def _launch_script(self, args: list[str]) -> None:
+        self._child(args)
+
     def worker_failed(self, worker: Worker) -> None:
         if worker.group == LAUNCH_GROUP:
             self._launching = False  # its reply (_launched) never comes: r and R work again

@@ -1,0 +1,38 @@
+"""Recording an unmodified training script: `amptui run --script` starts it through
+`amptui.jobs.scriptrun`, which calls `install()` before the script's first line runs.
+
+Rooms: patches.py (every hook into torch, reversible), session.py (the hooks' news turned into
+the event stream through the one Recorder; loopshape.py its forwards, evaluation and loaders;
+guard.py: a hook never breaks the script), models.py (`script_models`: the modules owning the
+optimizers' parameters), precision.py (the precision a loop really uses; the Monitor asks it
+too), mistakes.py (the AMP mistakes said live).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from amptui.telemetry.scripthooks.session import ScriptSession
+
+_ACTIVE: list[ScriptSession] = []
+
+
+def install(run_dir: Path) -> ScriptSession:
+    """Hooks in, for this process's rank (torchrun's RANK / WORLD_SIZE)."""
+    session = ScriptSession(Path(run_dir), int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)))
+    _ACTIVE.append(session)
+    return session
+
+
+def active() -> ScriptSession | None:
+    """The session recording this process, if the hooks are in and no Monitor took over."""
+    _ACTIVE[:] = [s for s in _ACTIVE if not (s.handed_over or s.ended)]
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def script_models():
+    """The running script's model(s), known after its first optimizer step ([] before, or
+    without hooks): for samplers that attach to a script's model."""
+    session = active()
+    return list(session.models) if session is not None else []

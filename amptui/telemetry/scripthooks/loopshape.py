@@ -1,0 +1,93 @@
+"""The loop's shape, as the hooks see it: which modules run forward before the first step (the
+script's models and their batch sizes), evaluation (the model's forward with gradients off,
+between steps: out of the step clock), and the DataLoaders (data wait; epochs are passes of the
+training loader). Part of ScriptSession (session.py), which holds the state these read."""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from amptui.telemetry.scripthooks.guard import guarded
+from amptui.telemetry.scripthooks.models import batch_size
+
+if TYPE_CHECKING:
+    from amptui.telemetry import Recorder
+
+
+class LoopShape:
+    # the session's state these read and set (ScriptSession.__init__ sets them)
+    off: bool
+    started: bool
+    recorder: Recorder
+    models: list[torch.nn.Module]
+    seen_modules: dict[int, torch.nn.Module]
+    first_forwards: list[tuple[int, int]]
+    samples: int
+    loader_of: weakref.WeakKeyDictionary
+    passes: dict[int, int]
+    waits_before: dict[int, float]
+    last_loader: int | None
+    train_loader: int | None
+    _eval: Any
+
+    if TYPE_CHECKING:  # the session's own
+        def _meter(self, device: torch.device | None = None) -> None: ...
+        def end_epoch(self) -> None: ...
+    # --- evaluation ---------------------------------------------------------------------------------
+
+    def _enter_eval(self) -> None:
+        if self._eval is None and self.recorder.meter is not None:
+            self._eval = self.recorder.paused("eval")
+            self._eval.__enter__()
+
+    def _leave_eval(self) -> None:
+        if self._eval is not None:
+            pause, self._eval = self._eval, None
+            pause.__exit__(None, None, None)
+
+    @guarded
+    def any_forward(self, module, args) -> None:
+        """The global forward pre-hook, until the first step: which modules run, and their batches."""
+        if self.started or not torch.is_grad_enabled():
+            return
+        self.seen_modules.setdefault(id(module), module)
+        size = batch_size(args)
+        if size is not None and len(self.first_forwards) < 100_000:  # bounded, however long the first step
+            self.first_forwards.append((id(module), size))
+        if self.recorder.meter is None or not self.recorder.meter.micro_batches:
+            tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            self._meter(tensor.device if tensor is not None else None)
+
+    @guarded
+    def model_forward(self, module, args, kwargs) -> None:
+        if torch.is_grad_enabled():
+            self._leave_eval()
+            if module is self.models[0]:
+                self.samples += batch_size(args, kwargs) or 0
+        else:
+            self._enter_eval()
+
+    @guarded
+    def loader_pass(self, loader, iterator) -> None:
+        with contextlib.suppress(TypeError):
+            self.loader_of[iterator] = id(loader)
+        self.passes[id(loader)] = self.passes.get(id(loader), 0) + 1
+        if id(loader) == self.train_loader:
+            self.end_epoch()
+
+    @guarded
+    def batch_waited(self, iterator, seconds: float) -> None:
+        loader = self.loader_of.get(iterator)
+        if loader is None:
+            return
+        if self.train_loader is None:
+            self._meter()
+            self.last_loader = loader
+            self.waits_before[loader] = self.waits_before.get(loader, 0.0) + seconds
+        elif loader == self.train_loader:
+            self._leave_eval()
+            self.recorder.add_data_wait(seconds)

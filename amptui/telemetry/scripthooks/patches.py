@@ -1,0 +1,192 @@
+"""Every hook amptui puts into an unmodified script's torch, in this one module, all reversible.
+
+Public torch hooks where they exist: the global optimizer step pre/post hooks
+(`torch.optim.optimizer.register_optimizer_step_{pre,post}_hook`) and the global module forward
+pre-hook (`torch.nn.modules.module.register_module_forward_pre_hook`, removed again once the
+script's models are known: per-model hooks replace it, so submodules keep torch's fast path).
+Patched, because torch has no hook for them: `GradScaler.scale/unscale_/step/update`,
+`torch.autocast.__enter__` (which precision the loop really uses), `torch.autograd.backward`
+(the loss of a loop without a scaler; `Tensor.backward` goes through it), the DataLoader's
+`__iter__` and its iterators' `__next__` (passes and data wait), `clip_grad_norm_`, and
+`warnings.showwarning` (to explain torch's lr_scheduler warning). Each wrapper calls the original
+and tells a `listener` (scripthooks.session.ScriptSession): nothing here reads a device tensor.
+
+Tested on every torch CI runs (tests/test_scripthooks.py is in .ci/run's OLDEST_TORCH_TESTS):
+if a torch release renames one of these, this module is the one to mend.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+import torch.nn.utils
+import torch.nn.utils.clip_grad
+import torch.utils.data.dataloader as dataloader_module
+from torch.amp.autocast_mode import autocast
+from torch.amp.grad_scaler import GradScaler
+from torch.nn.modules.module import register_module_forward_pre_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+
+class Patches:
+    """install() puts the hooks in; remove() takes every one of them out again."""
+
+    def __init__(self, listener: Any):
+        self.listener = listener
+        self._undo: list[Callable[[], None]] = []
+        self._forward_hook: Any = None
+
+    # --- bookkeeping -------------------------------------------------------------------------------
+
+    def _replace(self, owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
+        original = getattr(owner, name)
+        wrapper = make(original)
+        functools.update_wrapper(wrapper, original)
+        setattr(owner, name, wrapper)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def remove(self) -> None:
+        self.stop_watching_forwards()
+        while self._undo:
+            self._undo.pop()()
+
+    def stop_watching_forwards(self) -> None:
+        """Take the global forward pre-hook out (the per-model hooks took over)."""
+        if self._forward_hook is not None:
+            self._forward_hook.remove()
+            self._forward_hook = None
+
+    # --- install -----------------------------------------------------------------------------------
+
+    def install(self, autocast_only: bool = False) -> "Patches":
+        self._patch_autocast()
+        if autocast_only:
+            return self
+        on = self.listener
+        pre = register_optimizer_step_pre_hook(lambda opt, args, kwargs: on.optimizer_pre(opt))
+        post = register_optimizer_step_post_hook(lambda opt, args, kwargs: on.optimizer_post(opt))
+        self._undo += [pre.remove, post.remove]
+        self._forward_hook = register_module_forward_pre_hook(
+            lambda module, args: on.any_forward(module, args))
+        self._patch_scaler()
+        self._patch_backward()
+        self._patch_loader()
+        self._patch_clip()
+        self._patch_warnings()
+        return self
+
+    def _patch_autocast(self) -> None:
+        on = self.listener
+
+        def make(original):
+            def __enter__(self):
+                out = original(self)
+                if getattr(self, "_enabled", False) and torch.is_grad_enabled():
+                    on.autocast_entered(self.device, self.fast_dtype)
+                return out
+            return __enter__
+        self._replace(autocast, "__enter__", make)
+
+    def _patch_scaler(self) -> None:
+        on = self.listener
+
+        def make_scale(original):
+            def scale(self, outputs):
+                on.scaler_scale(self, outputs)
+                return original(self, outputs)
+            return scale
+
+        def make_unscale(original):
+            def unscale_(self, optimizer):
+                on.scaler_unscale(self, optimizer)
+                return original(self, optimizer)
+            return unscale_
+
+        def make_step(original):
+            def step(self, optimizer, *args, **kwargs):
+                on.scaler_step_enter(self, optimizer)
+                try:
+                    return original(self, optimizer, *args, **kwargs)
+                finally:
+                    on.scaler_step_exit(self, optimizer)
+            return step
+
+        def make_update(original):
+            def update(self, new_scale=None):
+                out = original(self, new_scale)
+                on.scaler_updated(self)
+                return out
+            return update
+        for name, make in (("scale", make_scale), ("unscale_", make_unscale), ("step", make_step),
+                           ("update", make_update)):
+            self._replace(GradScaler, name, make)
+
+    def _patch_backward(self) -> None:
+        on = self.listener
+
+        def make(original):
+            def backward(tensors, *args, **kwargs):
+                on.backward(tensors)
+                return original(tensors, *args, **kwargs)
+            return backward
+        self._replace(torch.autograd, "backward", make)
+
+    def _patch_loader(self) -> None:
+        on = self.listener
+
+        def make_iter(original):
+            def __iter__(self):
+                it = original(self)
+                on.loader_pass(self, it)
+                return it
+            return __iter__
+
+        def make_next(original):
+            def __next__(self):
+                t0 = time.perf_counter()
+                try:
+                    return original(self)
+                finally:
+                    on.batch_waited(self, time.perf_counter() - t0)
+            return __next__
+        self._replace(dataloader_module.DataLoader, "__iter__", make_iter)
+        self._replace(dataloader_module._BaseDataLoaderIter, "__next__", make_next)
+
+    def _patch_clip(self) -> None:
+        on = self.listener
+
+        def make(original):
+            def clip_grad_norm_(parameters, *args, **kwargs):
+                if not isinstance(parameters, torch.Tensor):
+                    parameters = list(parameters)  # a generator is read once: by us, then handed on
+                on.clip(parameters)
+                norm = original(parameters, *args, **kwargs)
+                on.clipped(norm)
+                return norm
+            return clip_grad_norm_
+        clip = torch.nn.utils.clip_grad.clip_grad_norm_
+        self._replace(torch.nn.utils.clip_grad, "clip_grad_norm_", make)
+        wrapped = torch.nn.utils.clip_grad.clip_grad_norm_
+        if torch.nn.utils.clip_grad_norm_ is clip:  # the name scripts call, re-exported
+            torch.nn.utils.clip_grad_norm_ = wrapped
+            self._undo.append(lambda: setattr(torch.nn.utils, "clip_grad_norm_", clip))
+
+    def _patch_warnings(self) -> None:
+        on = self.listener
+
+        def make(original):
+            def showwarning(message, category, filename, lineno, file=None, line=None):
+                original(message, category, filename, lineno, file, line)
+                on.python_warning(str(message))
+            return showwarning
+        self._replace(warnings, "showwarning", make)
+
+
+def model_forward_hook(module: torch.nn.Module, listener: Any):
+    """A per-model forward pre-hook (with keyword arguments): the batch size and evaluation."""
+    return module.register_forward_pre_hook(lambda mod, args, kwargs: listener.model_forward(mod, args, kwargs),
+                                            with_kwargs=True)

@@ -1,0 +1,45 @@
+"""The precision a loop really trains in, from what it did: the autocast contexts it entered with
+gradients on (device type, dtype) and whether an enabled GradScaler scaled its loss. The same
+answer for a script under `amptui run --script` and for an `amptui.Monitor` without `config=`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from amptui.core.config.precision import DTYPES
+
+
+class AutocastSeen:
+    """The (device type, dtype) of each enabled autocast entered while training, first first."""
+
+    def __init__(self) -> None:
+        self.entered: dict[tuple[str, str], int] = {}
+
+    def autocast_entered(self, device_type: str, dtype: torch.dtype | None) -> None:
+        name = str(dtype).removeprefix("torch.") if dtype is not None else "float16"
+        key = (str(device_type), name)
+        self.entered[key] = self.entered.get(key, 0) + 1
+
+    @property
+    def first(self) -> tuple[str, str] | None:
+        return next(iter(self.entered), None)
+
+
+def precision_overrides(seen: AutocastSeen, scaler: Any | None) -> dict[str, Any]:
+    """The preset keys (dotted) that say what the loop did: amp.autocast, amp.dtype,
+    amp.grad_scaler, and the scaler's own settings when it has one."""
+    out: dict[str, Any] = {}
+    first = seen.first
+    if first is not None and first[1] in DTYPES:
+        out.update({"amp.autocast": True, "amp.dtype": first[1]})
+    else:
+        out["amp.autocast"] = False
+    enabled = scaler is not None and bool(scaler.is_enabled())
+    out["amp.grad_scaler"] = enabled
+    if scaler is not None and enabled:
+        out.update({"amp.growth_factor": float(scaler.get_growth_factor()),
+                    "amp.backoff_factor": float(scaler.get_backoff_factor()),
+                    "amp.growth_interval": int(scaler.get_growth_interval())})
+    return out

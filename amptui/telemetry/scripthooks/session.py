@@ -1,0 +1,341 @@
+"""`ScriptSession`: what the hooks (patches.py) tell it, turned into amptui's event stream through
+the one telemetry Recorder, as the trainer and the Monitor write it.
+
+A training step ends at `scaler.update()` when an enabled GradScaler scales the loss, else at the
+primary optimizer's step (the first optimizer that stepped; a GAN's second optimizer steps inside
+the same iteration). The loss is what `scaler.scale()` receives, or without a scaler the scalar
+`backward()` runs on; every micro-batch counts (gradient accumulation). The start record waits for
+the first step, so its precision is what the loop really did. Epochs are passes of the training
+DataLoader (the one whose batch came last before the first step); a forward of the script's model
+with gradients off between steps is evaluation, kept out of the step clock. Nothing here reads a
+device tensor outside the Recorder's one read per `log.every` steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import weakref
+from typing import Any
+
+import torch
+
+from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import Precision
+from amptui.core.config.scriptview import script_sections
+from amptui.core.events import EventWriter, events_file
+from amptui.core.records import ErrorInfo, WarningRecord
+from amptui.core.run import runs
+from amptui.core.run.runfiles import RunFolder
+from amptui.core.safefile import atomic_write_text
+from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.scripthooks import mistakes
+from amptui.telemetry.scripthooks.guard import StopRequested, guarded
+from amptui.telemetry.scripthooks.loopshape import LoopShape
+from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, script_models
+from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
+from amptui.telemetry.scripthooks.precision import AutocastSeen, precision_overrides
+
+UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
+UNDERFLOW_SHARE = 0.05
+
+
+class ScriptSession(LoopShape, AutocastSeen):
+    def __init__(self, run_dir, rank: int = 0, world_size: int = 1):
+        super().__init__()
+        self.run_dir, self.rank, self.world_size = run_dir, rank, world_size
+        folder = RunFolder(run_dir)
+        self.base = folder.load_config() if folder.config.is_file() else cfgmod.build_config({})
+        self.log_every = int(self.base.log.every)
+        self.stop_file = str(folder.stop)
+        self.recorder = Recorder(EventWriter(events_file(run_dir, rank), rank), rank, world_size)
+        self.off = self.started = self.handed_over = self.stop_sent = self.ended = False
+        self.scaler: Any = None
+        self.initial_scale: float | None = None
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.primary: torch.optim.Optimizer | None = None
+        self.seen_modules: dict[int, torch.nn.Module] = {}
+        self.first_forwards: list[tuple[int, int]] = []   # (id(module), batch size) before the first step
+        self.models: list[torch.nn.Module] = []
+        self._model_hooks: list[Any] = []
+        self.samples = 0
+        self.pending = False                               # a scaler step waiting for its update()
+        self.in_scaler_step: Any = None
+        self.stepped_in_scaler = False
+        self.stepped_since_update: set[int] = set()
+        self.unscaled_since_update: set[int] = set()
+        self.scaled_since_update = False
+        self.losses_from_scaler = False
+        self.skipped_before_first_step = False
+        self.grad_norm: torch.Tensor | None = None
+        self.loader_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.passes: dict[int, int] = {}
+        self.waits_before: dict[int, float] = {}
+        self.last_loader: int | None = None
+        self.train_loader: int | None = None
+        self.steps_in_epoch = 0
+        self._eval: Any = None
+        self.warned: set[str] = set()
+        self.early_warnings: list[tuple[str, str]] = []
+        self.checked_fp16: set[int] = set()
+        self.underflow_checks = 0
+        self.patches = Patches(self).install()
+
+    # --- the run's records -----------------------------------------------------------------------------
+
+    def warn(self, code: str, message: str) -> None:
+        if code in self.warned:
+            return
+        self.warned.add(code)
+        print(f"[amptui] warning: {message}", file=sys.stderr, flush=True)
+        if self.started:
+            self.recorder.write(WarningRecord(message=message, code=code))
+        else:
+            self.early_warnings.append((code, message))
+
+    def _meter(self, device: torch.device | None = None) -> None:
+        """The step window's meter and clock, started at the loop's first batch or forward."""
+        meter = self.recorder.meter
+        if meter is None or (device is not None and device != meter.device and not meter.steps
+                             and not meter.micro_batches):
+            self.recorder.use_device(device if device is not None else torch.device("cpu"))
+
+    def config(self) -> cfgmod.Config:
+        device = self.recorder.device
+        told = precision_overrides(self, self.scaler)
+        if self.initial_scale is not None:
+            told["amp.init_scale"] = float(self.initial_scale)
+        if device is not None and device.type in ("cpu", "cuda"):
+            told["run.device"] = device.type
+        return self.base.with_overrides(told, source="the script")
+
+    def begin(self) -> None:
+        """At the first step's end: the script's models, training loader and precision are known."""
+        self.started = True
+        self._meter()
+        self.models = script_models(self.seen_modules.values(), self.optimizers)
+        first = id(self.models[0]) if self.models else None
+        self.samples += sum(bs for mid, bs in self.first_forwards if mid == first)
+        self.seen_modules.clear()
+        self.first_forwards.clear()
+        self.patches.stop_watching_forwards()
+        self._model_hooks = [model_forward_hook(m, self) for m in self.models]
+        if self.last_loader is not None:
+            self.train_loader = self.last_loader
+            self.recorder.add_data_wait(self.waits_before.get(self.last_loader, 0.0))
+            self.recorder.counters.epoch = max(0, self.passes.get(self.last_loader, 1) - 1)
+        self.waits_before.clear()
+        recorder = self.recorder
+        recorder.attach(self.scaler, self.primary, NamedParams(self.models, self.optimizers) if self.models else None)
+        cfg = self.config()
+        precision = Precision.from_config(cfg, recorder.device.type if recorder.device else "cpu")
+        if recorder.scaler_enabled:
+            recorder.last_scale = self.initial_scale
+            recorder.watch_scale(self.scaler.get_growth_interval(), precision)
+        if self.rank == 0:
+            with contextlib.suppress(OSError):
+                atomic_write_text(RunFolder(self.run_dir).config,
+                                  runs.config_text(cfg, f"# amptui run {self.run_dir.name}: a script, as its hooks saw it"))
+        recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
+                       epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
+                       parameters=sum(p.numel() for p in optimizer_params(self.optimizers)) or None,
+                       config_shown=script_sections(cfg))
+        for code, message in self.early_warnings:
+            recorder.write(WarningRecord(message=message, code=code))
+        self.early_warnings.clear()
+        if recorder.scaler_enabled and precision.autocast and precision.dtype == "bfloat16":
+            self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
+
+    def finish_step(self) -> None:
+        self.pending = False
+        if not self.started:
+            self.begin()
+        self._leave_eval()
+        recorder = self.recorder
+        recorder.optimizer_step(grad_norm=self.grad_norm, samples=self.samples or None)
+        self.grad_norm, self.samples = None, 0
+        self.steps_in_epoch += 1
+        step = recorder.counters.step
+        if step % self.log_every == 0:
+            self._write_step()
+            self._check_underflow(step)
+            if ddp.any_rank(os.path.exists(self.stop_file), recorder.active_meter.device, self.world_size):
+                self._stop()
+        elif self.world_size == 1 and os.path.exists(self.stop_file):
+            self._stop()
+
+    def _stop(self) -> None:
+        """`amptui stop`: leave the script at this step (a KeyboardInterrupt it may catch to save)."""
+        self.stop_sent = True
+        raise StopRequested
+
+    def _write_step(self, reduce: bool = True) -> None:
+        self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
+        self.recorder.write_step()
+
+    def _check_underflow(self, step: int) -> None:
+        if self.scaler_on or self.underflow_checks >= UNDERFLOW_CHECKS or ("cuda", "float16") not in self.entered \
+                and ("cpu", "float16") not in self.entered:
+            return
+        self.underflow_checks += 1
+        share = mistakes.underflow_share(self.optimizers)
+        if share is not None:
+            value = float(share)  # once per record, for at most UNDERFLOW_CHECKS records
+            if value > UNDERFLOW_SHARE:
+                self.warn("fp16_underflow", mistakes.FP16_UNDERFLOW.format(share=value, step=step))
+
+    def end_epoch(self) -> None:
+        if self.started and self.steps_in_epoch:
+            self._leave_eval()
+            self._write_step()
+            counters = self.recorder.counters
+            self.recorder.write_epoch(counters.epoch + 1)
+            counters.epoch += 1
+            self.steps_in_epoch = 0
+
+    def end(self, status: str, error: BaseException | ErrorInfo | None = None) -> None:
+        """The run's last records (from the bootstrap, as the script ends)."""
+        if self.handed_over or self.off:
+            self.remove()
+            if self.off and self.started:  # recording broke mid-run: the run still gets its end
+                with contextlib.suppress(Exception):
+                    self.recorder.end(status, error)
+            return
+        try:
+            if self.pending:
+                self.finish_step()
+        except (StopRequested, KeyboardInterrupt):
+            pass
+        if not self.started:
+            self.begin()
+        self._leave_eval()
+        self._write_step(reduce=status == "completed")
+        if self.train_loader is not None and self.steps_in_epoch:
+            self.end_epoch()
+        self.recorder.end(status, error)
+        self.remove()
+
+    def remove(self) -> None:
+        self.ended = True
+        self.patches.remove()
+        for handle in self._model_hooks:
+            handle.remove()
+        self._model_hooks = []
+
+    def hand_over(self) -> None:
+        """The script made an amptui.Monitor: it records the run; the hooks stand down."""
+        self.handed_over = True
+        self.remove()
+        self.recorder.writer = None
+
+    # --- what the hooks say -------------------------------------------------------------------------
+
+    @property
+    def scaler_on(self) -> bool:
+        return self.scaler is not None and self.scaler.is_enabled()
+
+    def _optimizer(self, opt) -> None:
+        if not any(o is opt for o in self.optimizers):
+            self.optimizers.append(opt)
+        if self.primary is None:
+            self.primary = opt
+
+    @guarded
+    def autocast_entered(self, device_type, dtype) -> None:
+        AutocastSeen.autocast_entered(self, device_type, dtype)
+
+    @guarded
+    def optimizer_pre(self, opt) -> None:
+        self._optimizer(opt)
+
+    @guarded
+    def optimizer_post(self, opt) -> None:
+        if self.in_scaler_step is not None:
+            self.stepped_in_scaler = True
+        elif opt is self.primary and not self.scaler_on:
+            self.finish_step()
+
+    @guarded
+    def scaler_scale(self, scaler, outputs) -> None:
+        self.losses_from_scaler = True
+        if scaler.is_enabled():
+            if self.scaler is None:
+                self.scaler = scaler
+                self.initial_scale = float(scaler.get_scale())  # before its first scale(): no device read
+            self.scaled_since_update = True
+        for loss in (outputs,) if isinstance(outputs, torch.Tensor) else outputs:
+            self._add_loss(loss)
+            break
+
+    def _add_loss(self, loss) -> None:
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            self._meter(loss.device)
+            self.recorder.active_meter.add_loss(loss.detach() if loss.dim() == 0 else loss.detach().reshape(()))
+
+    @guarded
+    def scaler_unscale(self, scaler, opt) -> None:
+        self.unscaled_since_update.add(id(opt))
+        self._check_fp16(scaler, opt)
+
+    def _check_fp16(self, scaler, opt) -> None:
+        if scaler.is_enabled() and id(opt) not in self.checked_fp16:
+            self.checked_fp16.add(id(opt))
+            if mistakes.has_fp16_params(opt):
+                self.warn("fp16_params", mistakes.FP16_PARAMS)
+
+    @guarded
+    def scaler_step_enter(self, scaler, opt) -> None:
+        self._optimizer(opt)
+        self._check_fp16(scaler, opt)
+        if scaler.is_enabled() and id(opt) in self.stepped_since_update:
+            self.warn("step_without_update", mistakes.STEP_WITHOUT_UPDATE)
+        if opt is self.primary and self.pending:
+            self.finish_step()
+        if scaler.is_enabled():  # a disabled GradScaler's step is the optimizer's own
+            self.in_scaler_step, self.stepped_in_scaler = opt, False
+
+    @guarded
+    def scaler_step_exit(self, scaler, opt) -> None:
+        self.in_scaler_step = None
+        if not scaler.is_enabled():
+            return
+        self.stepped_since_update.add(id(opt))
+        if not self.stepped_in_scaler and not self.started and not getattr(opt, "_step_supports_amp_scaling", False):
+            self.skipped_before_first_step = True  # GradScaler.step read found_inf itself and skipped
+        if opt is self.primary:
+            self.pending = True
+
+    @guarded
+    def scaler_updated(self, scaler) -> None:
+        if scaler is not self.scaler:
+            return
+        self.stepped_since_update.clear()
+        self.unscaled_since_update.clear()
+        self.scaled_since_update = False
+        if self.pending:
+            self.finish_step()
+
+    @guarded
+    def backward(self, tensors) -> None:
+        if self.losses_from_scaler:
+            return
+        loss = tensors if isinstance(tensors, torch.Tensor) else next(iter(tensors), None)
+        if isinstance(loss, torch.Tensor) and loss.requires_grad:
+            self._add_loss(loss)
+
+    @guarded
+    def clip(self, parameters) -> None:
+        if self.scaler_on and self.scaled_since_update and not self.unscaled_since_update:
+            self.warn("clip_scaled", mistakes.CLIP_SCALED.format(scale=f"{self.initial_scale:g}"
+                                                                 if not self.started else "the current scale"))
+
+    @guarded
+    def clipped(self, norm) -> None:
+        if isinstance(norm, torch.Tensor):
+            self.grad_norm = norm
+
+    @guarded
+    def python_warning(self, message: str) -> None:
+        if "lr_scheduler.step()" in message and "optimizer.step()" in message and self.skipped_before_first_step:
+            self.warn("scheduler_after_skip", mistakes.SCHED_SKIPPED)

@@ -1,0 +1,341 @@
+"""`amptui run --script` on scripts that never import amptui (tests/scripts/): the hooks record
+their steps, loss, GradScaler, precision, epochs and evaluation, and say their AMP mistakes.
+
+The fast tests run the bootstrap (`amptui.jobs.scriptrun.main`) in this process, as the launched
+process runs it; the slow ones start the real command (torchrun, `amptui stop`). Also run on the
+oldest torch CI covers (.ci/run's OLDEST_TORCH_TESTS): the hooks touch torch's internals."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, events, only_run, started, wait_for_step
+from conftest import amptui as amptui_cli
+from torch import nn
+
+import amptui
+from amptui.core.run import runs
+from amptui.jobs import launch, scriptrun
+from amptui.telemetry import scripthooks
+
+SCRIPTS = REPO / "tests" / "scripts"
+
+
+def by_kind(records, kind):
+    return [r for r in records if r["kind"] == kind]
+
+
+def record_script(runs_dir: Path, script: str, *args: str, log_every: int = 5):
+    """Run tests/scripts/SCRIPT under the hooks, as `amptui run --script` does: (run folder,
+    its records, the exception the script ended with or None)."""
+    path = SCRIPTS / script
+    run_dir, _ = launch.create_run(None, {"run.script": str(path), "log.every": log_every}, runs_dir)
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    error = None
+    try:
+        scriptrun.main([str(run_dir), str(path), *args], install_hooks=scripthooks.install)
+    except BaseException as exc:  # noqa: BLE001 -- the script's own ending, checked by the test
+        error = exc
+    finally:
+        sys.argv[:], sys.path[:] = saved_argv, saved_path
+    return run_dir, events(run_dir), error
+
+
+def warnings_by_code(recs):
+    return {r.get("code"): r["message"] for r in by_kind(recs, "warning")}
+
+
+def falling(steps):
+    losses = [s["loss"] for s in steps]
+    return losses[-1] < losses[0], losses
+
+
+def test_amp_recipe_loop_float16_scaler_unscale_and_clip(runs_dir):
+    run_dir, recs, error = record_script(runs_dir, "amp_recipe.py", "--init-scale", str(2.0 ** 24), "--lr", "0.3")
+    assert error is None
+    start, end = recs[0], recs[-1]
+    assert start["kind"] == "start" and start["source"] == "script"
+    assert start["precision"]["words"] == "autocast float16 + GradScaler"
+    assert start["scale"] == 2.0 ** 24
+    steps = by_kind(recs, "step")
+    assert [s["step"] for s in steps][-1] == 40 and end["status"] == "completed" and end["steps"] == 40
+    ok, losses = falling(steps)
+    assert ok, losses
+    backoffs = [r for r in by_kind(recs, "scaler") if r["event"] == "backoff"]
+    assert backoffs and backoffs[0]["step"] == 1 and backoffs[0]["old_scale"] == 2.0 ** 24
+    assert "0.weight" in backoffs[0]["overflow"]
+    assert steps[-1]["skipped_total"] == len(backoffs) == sum(s["skipped"] for s in steps)
+    assert all(s["lr"] == 0.3 and s["samples_per_s"] > 0 for s in steps)
+    assert any(s.get("grad_norm") for s in steps)  # clip_grad_norm_'s return value
+    assert "clip_scaled" not in warnings_by_code(recs)  # unscale_ came first: no warning
+    info = runs.load_run(run_dir)
+    assert (info.status, info.precision, info.step) == ("completed", "fp16+scaler", 40)
+    config = (run_dir / "config.toml").read_text()
+    assert "[model]" not in config and "[data]" not in config and "smallcnn" not in config
+    assert 'dtype = "float16"' in config and "grad_scaler = true" in config and "growth_interval = 5" in config
+    # Every patch came out again with the script's end.
+    assert torch.amp.GradScaler.scale.__module__ == "torch.amp.grad_scaler"
+    assert torch.autograd.backward.__module__ == "torch.autograd"
+    assert torch.nn.utils.clip_grad_norm_.__module__.startswith("torch.nn.utils")
+
+
+def test_clipping_scaled_gradients_is_said_once_with_the_fix(runs_dir):
+    _, recs, error = record_script(runs_dir, "amp_recipe.py", "--no-unscale", "--steps", "6", "--epochs", "1")
+    assert error is None
+    said = [r for r in by_kind(recs, "warning") if r.get("code") == "clip_scaled"]
+    assert len(said) == 1 and "scaler.unscale_(optimizer)" in said[0]["message"]
+    assert recs[-1]["status"] == "completed"
+
+
+def test_bfloat16_accumulation_loader_scheduler_and_evaluation(runs_dir):
+    """192 samples / 16 per batch = 12 micro-batches, 2 per step: 6 steps an epoch, 3 epochs."""
+    run_dir, recs, error = record_script(runs_dir, "loader_eval.py", "2", log_every=3)
+    assert error is None
+    assert recs[0]["precision"]["words"] == "autocast bfloat16"
+    steps, epochs = by_kind(recs, "step"), by_kind(recs, "epoch")
+    assert recs[-1]["steps"] == 18 and steps[-1]["step"] == 18
+    assert [e["epoch"] for e in epochs] == [1, 2, 3]
+    assert [s["epoch"] for s in steps] == [1, 1, 2, 2, 3, 3]
+    assert epochs[0]["train_loss"] > epochs[-1]["train_loss"]
+    assert all(e["eval_time_s"] > 0 for e in epochs)
+    assert sorted({s["lr"] for s in steps}, reverse=True) == [0.02, 0.01, 0.005]  # StepLR, per epoch
+    assert all(s["data_wait_ms"] is not None and s["samples_per_s"] > 0 for s in steps)
+    assert all(s["scale"] is None for s in steps) and not by_kind(recs, "scaler")
+    assert runs.load_run(run_dir).precision == "bf16"
+
+
+def test_two_models_two_optimizers_one_scaler(runs_dir):
+    _, recs, error = record_script(runs_dir, "gan.py", log_every=4)
+    assert error is None
+    assert recs[0]["precision"]["words"] == "autocast float16 + GradScaler"
+    steps = by_kind(recs, "step")
+    assert recs[-1]["steps"] == 24 and steps[-1]["step"] == 24  # one step per iteration, not per optimizer
+    backoffs = [r for r in by_kind(recs, "scaler") if r["event"] == "backoff"]
+    assert backoffs and {"Encoder.fc.weight", "Decoder.fc.weight"} <= set(backoffs[0]["overflow"])
+    ok, losses = falling(steps)
+    assert ok, losses
+
+
+def test_a_script_that_raises_ends_failed_with_its_error(runs_dir):
+    run_dir, recs, error = record_script(runs_dir, "amp_recipe.py", "--fail-at", "7", "--dtype", "bfloat16",
+                                         "--no-scaler")
+    assert isinstance(error, RuntimeError)
+    end = recs[-1]
+    assert end["kind"] == "end" and end["status"] == "failed" and end["steps"] == 7
+    assert end["error"]["type"] == "RuntimeError" and "the data went away at step 7" in end["error"]["message"]
+    assert recs[0]["precision"]["words"] == "autocast bfloat16"
+    info = runs.load_run(run_dir)
+    assert info.status == "failed" and "the data went away" in info.error
+
+
+@pytest.mark.parametrize("mode, code, fails", [
+    ("no-update", "step_without_update", True),
+    ("half-params", "fp16_params", True),
+    ("scaler-bf16", "scaler_bfloat16", False),
+    ("sched-after-skip", "scheduler_after_skip", False),
+    ("fp16-no-scaler", "fp16_underflow", False),
+])
+def test_amp_mistakes_are_said_live(runs_dir, mode, code, fails):
+    _, recs, error = record_script(runs_dir, "mistakes.py", mode, log_every=2)
+    said = warnings_by_code(recs)
+    assert code in said, (said, error)
+    assert len([r for r in by_kind(recs, "warning") if r.get("code") == code]) == 1
+    assert (recs[-1]["status"] == "failed") == fails and (error is not None) == fails
+
+
+def test_a_script_with_its_own_monitor_is_recorded_once(runs_dir, isolated, monkeypatch):
+    script = isolated / "with_monitor.py"
+    script.write_text("import torch, amptui\n"
+                      "model = torch.nn.Linear(4, 1); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                      "scaler = torch.amp.GradScaler('cpu', init_scale=256.0)\n"
+                      "with amptui.Monitor('mine', scaler=scaler, optimizer=opt, model=model, log_every=2) as mon:\n"
+                      "    for _ in range(4):\n"
+                      "        with torch.autocast('cpu', dtype=torch.float16):\n"
+                      "            loss = model(torch.randn(8, 4)).pow(2).mean()\n"
+                      "        scaler.scale(loss).backward(); scaler.step(opt); scaler.update(); opt.zero_grad()\n"
+                      "        mon.step(loss, batch_size=8)\n")
+    run_dir, _ = launch.create_run(None, {"run.script": str(script)}, runs_dir)
+    monkeypatch.setenv("AMPTUI_RUN_DIR", str(run_dir))  # as the launcher sets it
+    saved = sys.argv[:], sys.path[:]
+    try:
+        scriptrun.main([str(run_dir), str(script)], install_hooks=scripthooks.install)
+    finally:
+        sys.argv[:], sys.path[:] = saved
+    recs = events(run_dir)
+    assert len(by_kind(recs, "start")) == 1 and len(by_kind(recs, "end")) == 1
+    assert recs[0]["source"] == "monitor" and recs[0]["precision"]["words"] == "autocast float16 + GradScaler"
+    assert runs.load_run(run_dir).precision == "fp16+scaler"  # not the machine's default, bf16
+
+
+def test_monitor_without_config_names_the_precision_the_loop_used(runs_dir):
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with amptui.Monitor("plain", optimizer=opt, model=model, log_every=2) as mon:
+        for _ in range(2):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            mon.step(loss)
+    run_dir = only_run(runs_dir)
+    assert events(run_dir)[0]["precision"]["words"] == "fp32"
+    assert runs.load_run(run_dir).precision == "fp32"
+    assert "smallcnn" not in (run_dir / "config.toml").read_text()  # no model the loop never used
+
+
+@pytest.mark.slow
+def test_a_ddp_script_under_torchrun_writes_one_file_per_rank(runs_dir):
+    proc = amptui_cli("run", "--script", str(SCRIPTS / "ddp_train.py"), "--set", "dist.mode=ddp",
+                      "--set", "dist.nproc_per_node=2", "--set", "log.every=4", check=True)
+    run_dir = only_run(runs_dir)
+    assert proc.stdout.strip().splitlines()[-1] == f"run {run_dir.name}: completed"
+    rank0, rank1 = events(run_dir), events(run_dir, "events.rank1.jsonl")
+    for rank, recs in ((0, rank0), (1, rank1)):
+        assert {r["rank"] for r in recs} == {rank}
+        assert recs[0]["world_size"] == 2 and recs[0]["precision"]["words"] == "autocast bfloat16"
+        assert recs[-1]["kind"] == "end" and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 16
+        assert [e["epoch"] for e in by_kind(recs, "epoch")] == [1, 2]
+    steps = by_kind(rank0, "step")
+    assert steps[-1]["loss"] < steps[0]["loss"]
+    listed = json.loads(amptui_cli("runs", "--format", "json", check=True).stdout)
+    assert [(r["status"], r["precision"], r["step"], r["world_size"]) for r in listed] == \
+        [("completed", "bf16", 16, 2)]
+
+
+@pytest.mark.slow
+def test_amptui_stop_ends_an_unmodified_script_as_stopped(runs_dir):
+    proc = amptui_cli("run", "--detach", "--script", str(SCRIPTS / "amp_recipe.py"), "--set", "log.every=2",
+                      "--", "--epochs", "100000", "--dtype", "bfloat16", "--no-scaler", check=True)
+    run_id = started(proc.stdout)["run_id"]
+    run_dir = runs_dir / run_id
+    try:
+        wait_for_step(run_dir, timeout=90)
+        stop = amptui_cli("stop", run_id)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+    finally:  # never leave the script we started running
+        info = runs.read_launch_info(run_dir)
+        if info.get("pid") and runs.process_alive(info):
+            os.kill(info["pid"], 9)
+    end = events(run_dir)[-1]
+    assert end["kind"] == "end" and end["status"] == "stopped" and end["steps"] > 0
+    assert runs.load_run(run_dir).status == "stopped"
+
+
+def _recipe_steps(device: str, fused: bool = False):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32)).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, fused=True) if fused else \
+        torch.optim.SGD(net.parameters(), lr=1e-3)
+    dtype = torch.float16 if device == "cuda" else torch.bfloat16
+    scaler = torch.amp.GradScaler(device, enabled=device == "cuda")
+    x, y = torch.randn(16, 32, device=device), torch.randn(16, 32, device=device)
+
+    def steps(n: int, after=None):
+        for _ in range(n):
+            with torch.autocast(device_type=device, dtype=dtype):
+                loss = nn.functional.mse_loss(net(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm=1.0)
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+            if after is not None:
+                after()
+    return steps
+
+
+def test_the_hooks_read_the_device_once_per_record_only(runs_dir, monkeypatch):
+    """As test_monitor's sync count: every Python-level device-to-host read is counted (CUDA's
+    sync-debug mode needs a GPU: the `gpu` test below). Bare loop and hooked loop, same steps:
+    the hooks add exactly the step record's one read every log.every steps."""
+    counts = {"n": 0}
+    for name in ("item", "tolist", "__float__", "__int__", "__bool__", "numpy"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *a, _original=original, **k):
+            counts["n"] += 1
+            return _original(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    per_step: list[int] = []
+    _recipe_steps("cpu")(20, after=lambda: per_step.append(counts["n"]))
+    bare = per_step[:]
+    counts["n"], per_step[:] = 0, []
+
+
+    run_dir, _ = launch.create_run(None, {"run.script": __file__, "log.every": 10}, runs_dir)
+    session = scripthooks.install(run_dir)
+    try:
+        _recipe_steps("cpu")(20, after=lambda: per_step.append(counts["n"]))
+    finally:
+        session.end("completed")
+    extra = [h - b for b, h in zip(bare, per_step, strict=True)]
+    assert extra == [i // 10 for i in range(1, 21)], extra
+    assert [s["step"] for s in by_kind(events(run_dir), "step")] == [10, 20]
+
+
+@pytest.mark.gpu
+def test_no_host_device_sync_added_on_cuda(runs_dir):
+    """torch.cuda.set_sync_debug_mode("error"): a fused optimizer's GradScaler step needs no sync,
+    so any sync inside the window's steps would be the hooks' (records come every 1000 steps)."""
+
+
+    run_dir, _ = launch.create_run(None, {"run.script": __file__, "log.every": 1000}, runs_dir)
+    session = scripthooks.install(run_dir)
+    steps = _recipe_steps("cuda", fused=True)
+    try:
+        steps(3)  # the first step writes the start record
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            steps(10)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    finally:
+        session.end("completed")
+    recs = events(run_dir)
+    assert recs[0]["precision"]["words"] == "autocast float16 + GradScaler" and recs[-1]["steps"] == 13
+
+
+def test_a_module_run_as_a_script(runs_dir, isolated, cli):
+    package = isolated / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(
+        "import sys, torch\n"
+        "model = torch.nn.Linear(4, 1); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(int(sys.argv[1])):\n"
+        "    loss = model(torch.randn(8, 4)).pow(2).mean(); loss.backward(); opt.step(); opt.zero_grad()\n")
+    run_dir, cfg = launch.create_run(None, {"run.script": "-m mypkg.train", "log.every": 2}, runs_dir)
+    assert cfg.run.name == "train"
+    saved = sys.argv[:], sys.path[:]
+    try:
+        scriptrun.main([str(run_dir), "-m mypkg.train", "4"], install_hooks=scripthooks.install)
+    finally:
+        sys.argv[:], sys.path[:] = saved
+        for name in ("mypkg", "mypkg.train"):
+            sys.modules.pop(name, None)
+    recs = events(run_dir)
+    assert recs[-1]["status"] == "completed" and recs[-1]["steps"] == 4
+    assert recs[0]["precision"]["words"] == "fp32" and recs[0]["preset"] == "train"
+    refused = cli("run", "-m", "not a module")
+    assert refused.returncode == 2 and "is not a module name" in refused.stderr
+
+
+def test_a_run_folder_amptui_did_not_make(runs_dir):
+    """`torchrun ... -m amptui.trainer.scriptrun RUN_DIR train.py` (the script's own launch): the
+    bootstrap makes the folder a run, which `amptui runs` lists."""
+    run_dir = runs_dir / "20260101-000000-mine-0001"
+    saved = sys.argv[:], sys.path[:]
+    try:
+        scriptrun.main([str(run_dir), str(SCRIPTS / "loader_eval.py"), "1"], install_hooks=scripthooks.install)
+    finally:
+        sys.argv[:], sys.path[:] = saved
+    recs = events(run_dir)
+    assert recs[0]["preset"] == "loader_eval" and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 36
+    info = runs.load_run(run_dir)
+    assert (info.status, info.precision, info.step) == ("completed", "bf16", 36)
