@@ -99,6 +99,9 @@ class Monitor:
         if self.recorder.scaler_enabled:
             precision = Precision.from_config(self.config, self.device.type)
             self.recorder.watch_scale(scaler.get_growth_interval(), precision)
+        if model is not None and self.config.numerics.every:  # config={"numerics": {"every": N}}: range headroom
+            reduced = Precision.from_config(self.config, self.device.type).reduced
+            self.recorder.sample_numerics(model, self.config.numerics.every, self.config.numerics.depth, reduced)
         self.recorder.start(run_id=self.run_dir.name, preset=self.name, config=self.config, total_steps=total_steps,
                             epochs=epochs, steps_per_epoch=None, resumed_from=None, source="monitor",
                             parameters=sum(p.numel() for p in model.parameters()) if model is not None else None)
