@@ -54,10 +54,10 @@ def describe_nonfinite(module: str, where: str, dtype: str, max_finite: float, v
         what = f"inf/NaN inside it; in float32 its abs max is {fmt_value(value)}"
     elif where == "backward" and scale is not None and scale > 1:
         what = f"{dtype} max exceeded at loss scale {fmt_value(scale)}"
-    elif value is not None and math.isnan(value):
-        what = "NaN"
-    else:
+    elif value is not None and math.isinf(value):
         what = f"{dtype} max exceeded"
+    else:  # NaN: an overflow met its opposite (inf - inf) or 0/0; the replay measures which
+        what = f"{dtype} inf/NaN"
     finite = value if value is not None and math.isfinite(value) else None
     return {"module": module, "where": where, "value": finite, "text": f"{module} ({where}, {what})"}
 
