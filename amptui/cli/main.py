@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from amptui.cli import numerics as cli_numerics
 from amptui.cli import pictures as cli_pictures
 from amptui.cli import tune as cli_tune
 from amptui.cli.parser import build_parser
@@ -215,3 +216,4 @@ def cmd_watch(args) -> int:
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "runs": cmd_runs, "presets": cmd_presets,
             "doctor": cmd_doctor, "ab": cmd_ab, "compare": cmd_compare, "dashboard": cmd_dashboard, "watch": cmd_watch}
 COMMANDS["tune"] = cli_tune.cmd_tune
+COMMANDS["numerics"] = cli_numerics.cmd_numerics

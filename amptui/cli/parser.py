@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from amptui import __version__
+from amptui.cli import numerics as cli_numerics
 from amptui.cli import tune as cli_tune
 
 EXAMPLES = """\
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs_dir_option(p)
 
     cli_tune.add_parser(sub, runs_dir_option)
+    cli_numerics.add_parser(sub, runs_dir_option)
 
     p = sub.add_parser("compare", help="the tutorials' table for some runs (speed-up and saving against the first)")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare; the first is the baseline")
