@@ -94,6 +94,7 @@ class NumericsSummary:
     rows: dict[str, list[float | None]] = field(default_factory=dict)  # layer -> headroom per sampled step
     first_nonfinite: list[dict[str, Any]] = field(default_factory=list)  # with "step"
     records: int = 0
+    cap: int = 0                     # keep the last `cap` samples for the heat map (0: all)
 
     def add(self, rec: Mapping[str, Any]) -> None:
         layers = rec.get("layers")
@@ -127,6 +128,12 @@ class NumericsSummary:
                 stats.narrowest = value
             row = self.rows.setdefault(name, [None] * len(self.steps))
             row[-1] = value
+        if self.cap and len(self.steps) > self.cap:
+            del self.steps[0]
+            for row in self.rows.values():
+                del row[0]
+        if self.cap and len(self.first_nonfinite) > self.cap:
+            del self.first_nonfinite[0]
 
     def narrowest(self, n: int = NARROWEST_SHOWN) -> list[LayerStats]:
         """The layers closest to overflowing (by their narrowest sample), closest first."""

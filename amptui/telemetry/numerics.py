@@ -5,8 +5,9 @@ Every `numerics.every` optimizer steps (and the step after a known backoff), for
 registered on the modules at the chosen depth for that one step: each writes the abs max of its
 output into one device buffer and hangs a hook on the output's gradient, which writes the abs max
 of the gradient flowing back through it (the order both fire in is kept on the host: no read).
-After the optimizer step the parameters' gradients (unscaled by then) add their abs max and the
-count of values below the dtype's smallest normal. The hooks are removed again: a step that is
+Hooks on the parameters add their gradients' abs max and the count of values that are below the
+dtype's smallest normal once unscaled (both read as backward computes them, before any optimizer
+unscales or fuses them); the scaled maxima are divided by the step's scale. The hooks are removed: a step that is
 not sampled runs no hook at all, and `every = 0` registers nothing.
 
 The buffer rides along with the step record's one device-to-host copy (`StepMeter.flush`); the
@@ -78,6 +79,7 @@ class Sample:
     step: int
     buffer: torch.Tensor                    # (modules, 4) float32 on the device
     scaled: bool                            # its backward ran on a GradScaler's scaled loss
+    seen: list[int]                         # gradient values counted per row (for the underflow share)
     forward_order: list[int] = field(default_factory=list)   # rows, in the order their forward ran
     backward_order: list[int] = field(default_factory=list)  # rows, in the order their gradient arrived
 
@@ -91,7 +93,6 @@ class RangeSampler:
         self.device = torch.device(device)
         self.modules = modules_at_depth(model, depth)
         self.params = [[p for p in m.parameters() if p.requires_grad] for _, m in self.modules]
-        self.numels = [sum(p.numel() for p in ps) for ps in self.params]
         self.armed = False            # sample the next step too (after a known backoff)
         self.current: Sample | None = None
         self.pending: list[Sample] = []
@@ -114,11 +115,12 @@ class RangeSampler:
         self.armed = False
         # one row per module, and a last row holding the loss scale this step's backward ran at
         buffer = torch.zeros(len(self.modules) + 1, 4, dtype=torch.float32, device=self.device)
-        if scale is not None:
-            buffer[-1, 0] = scale.detach().reshape(()).float()
-        self.current = Sample(step, buffer, scale is not None)
+        buffer[-1, 0] = scale.detach().reshape(()).float() if scale is not None else 1.0
+        sample = self.current = Sample(step, buffer, scale is not None, [0] * len(self.modules))
         for row, (_, module) in enumerate(self.modules):
             self._handles.append(module.register_forward_hook(self._forward_hook(row)))
+            # gradients as backward computes them (scaled; before any optimizer unscales or fuses them)
+            self._handles += [p.register_hook(self._param_hook(sample, row)) for p in self.params[row]]
 
     def _forward_hook(self, row: int):
         def hook(_module: nn.Module, _inputs: Any, output: Any) -> None:
@@ -145,25 +147,27 @@ class RangeSampler:
             sample.buffer[row, BACKWARD] = torch.maximum(sample.buffer[row, BACKWARD], value)
         return hook
 
+    def _param_hook(self, sample: Sample, row: int):
+        tiny = self.dtype.smallest_normal
+
+        def hook(grad: torch.Tensor) -> None:
+            g = grad.detach()
+            sample.buffer[row, GRAD] = torch.maximum(sample.buffer[row, GRAD], g.abs().amax().float())
+            # below the smallest normal once unscaled (the last row holds the scale)
+            small = ((g != 0) & (g.abs().float() < tiny * sample.buffer[-1, 0])).sum()
+            sample.buffer[row, UNDERFLOW] += small.float()
+            sample.seen[row] += g.numel()
+        return hook
+
     def step_done(self) -> None:
-        """After the optimizer step, before zero_grad: the parameters' gradients (unscaled by
-        scaler.step) into the buffer; the hooks come out. Queues kernels only."""
+        """After the optimizer step: the hooks come out; the scaled gradients' abs max are divided
+        by the scale the backward ran at. Queues kernels only."""
         sample = self.current
         if sample is None:
             return
         self._remove_hooks()
         self.current = None
-        tiny = self.dtype.smallest_normal
-        for row, params in enumerate(self.params):
-            grads = [p.grad.detach() for p in params if p.grad is not None]
-            if not grads:
-                continue
-            maxima = torch.stack([torch.linalg.vector_norm(g.float(), ord=math.inf) for g in grads])
-            sample.buffer[row, GRAD] = maxima.amax()
-            small = torch.stack([((g != 0) & (g.abs() < tiny)).sum() for g in grads]).sum()
-            sample.buffer[row, UNDERFLOW] = small.float()
-        if sample.scaled:  # the gradients that flowed back were scaled
-            sample.buffer[:-1, BACKWARD] /= sample.buffer[-1, 0]
+        sample.buffer[:-1, BACKWARD:GRAD + 1] /= sample.buffer[-1, 0]
         self.pending.append(sample)
 
     def cancel(self) -> None:
@@ -193,11 +197,11 @@ class RangeSampler:
         scale = values[-4] if sample.scaled else None
         top = self.dtype.max_finite
         layers = []
-        for (name, _), numel, row in zip(self.modules, self.numels, rows, strict=False):
+        for (name, _), seen, row in zip(self.modules, sample.seen, rows, strict=False):
             forward, backward, grad, small = row
             layer: dict[str, Any] = {"name": name, "forward": headroom_bits(forward, top),
-                                     "grad": headroom_bits(grad, top) if numel else None,
-                                     "underflow": round(small / numel, 6) if numel and math.isfinite(small) else None}
+                                     "grad": headroom_bits(grad, top) if seen else None,
+                                     "underflow": round(small / seen, 6) if seen and math.isfinite(grad) else None}
             where = "forward" if not math.isfinite(forward) else (
                 "backward" if not (math.isfinite(backward) and math.isfinite(grad)) else None)
             if where:
