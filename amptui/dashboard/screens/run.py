@@ -147,7 +147,7 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
     def _tabs(self) -> None:
         parts: list[str | tuple[str, str]] = []
         for i, (_key, name) in enumerate(PANELS):
-            style = "bold reverse" if i == self.active else "dim"
+            style = "bold reverse" if i == self.active and not self.numerics_active else "dim"
             parts.append((f" {i + 1} {name} ", style))
             parts.append(" ")
         self.query_one("#panel-tabs", Static).update(Text.assemble(*parts))
