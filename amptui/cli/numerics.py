@@ -54,7 +54,7 @@ def as_table(run_id: str, s: NumericsSummary) -> str:
             for x in s.layers.values()]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows] if rows else []:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
     narrow = s.narrowest(3)
     if narrow:
         lines.append("narrowest: " + ", ".join(f"{x.name} {fmt_bits(x.narrowest)} bits" for x in narrow))
