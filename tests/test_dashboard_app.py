@@ -61,7 +61,8 @@ async def test_highlighting_a_preset_loads_its_toggles(root):
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)
-        await pilot.press("down", "down", "down", "down")
+        names = [p.name for p in presetmod.list_presets()]
+        await pilot.press(*["down"] * names.index("scaler-lab"))
         await until(pilot, lambda: home.preset.name == "scaler-lab")
         values = home.query_one(TogglesPanel).overrides()
         assert values["amp.dtype"] == "float16" and values["amp.grad_scaler"] is True

@@ -155,6 +155,10 @@ def check_data(cfg: cfgmod.Config) -> None:
         if n_classes != cfg.model.num_classes:
             raise UserError(f"{dirs[0]} has {n_classes} classes but model.num_classes = "
                             f"{cfg.model.num_classes}; --set model.num_classes={n_classes}")
+    elif data.name == "text":
+        from amptui.core import textcorpus
+
+        textcorpus.check(data.path, cfg.model.block_size)
 
 
 def _download_cifar10(root: Path, folder: Path) -> None:

@@ -187,6 +187,10 @@ def choose_criterion(cfg: Config, train) -> torch.nn.Module:
 
     if isinstance(train, RandomBatches):
         return torch.nn.MSELoss()
+    if cfg.data.name == "text" and not cfg.data.factory:
+        from amptui.trainer.gpt import NextTokenLoss
+
+        return NextTokenLoss()
     if not cfg.data.factory:
         return torch.nn.CrossEntropyLoss()
     dataset = train.loader.dataset if isinstance(train, TrainData) else train
@@ -343,6 +347,10 @@ def build_train_val(cfg: Config, rank: int, world_size: int, device: torch.devic
         make = on_device[cfg.data.name]
         enough = cfg.data.val_samples >= (cfg.data.batch_size if cfg.data.name == "random" else 1)
         return make("train"), (make("val") if enough else None)
+    if cfg.data.name == "text" and not cfg.data.factory:
+        from amptui.trainer.textdata import build_text_batches
+
+        return build_text_batches(cfg, rank, world_size, device)
     train_ds, val_ds = build_datasets(cfg)
     train = TrainData(train_ds, cfg, rank, world_size, device, shuffle=True)
     val = TrainData(val_ds, cfg, rank, world_size, device, shuffle=False) if val_ds is not None else None

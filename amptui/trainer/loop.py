@@ -237,8 +237,8 @@ class Trainer:
                 out = s.forward(x)
                 loss = s.criterion(out, y)
             totals[0] += loss.double() * y.shape[0]
-            if classify:
-                totals[1] += (out.argmax(1) == y).sum()
+            if classify:  # a classifier's (B, C) or a language model's (B, T, V): share of tokens right
+                totals[1] += (out.argmax(-1) == y).reshape(y.shape[0], -1).double().mean(1).sum()
             totals[2] += y.shape[0]
         self.dist.all_sum(totals)
         loss_sum, correct, count = totals.tolist()

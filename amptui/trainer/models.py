@@ -48,6 +48,11 @@ def build_model(model_cfg: ModelConfig) -> nn.Module:
         return SmallCNN(model_cfg.num_classes, model_cfg.width)
     if name == "mlp":
         return recipe_mlp(model_cfg.width, model_cfg.depth)
+    if name == "gpt":
+        from amptui.trainer.gpt import GPT
+
+        return GPT(model_cfg.n_layer, model_cfg.n_head, model_cfg.n_embd, model_cfg.block_size,
+                   ffn_gain=model_cfg.ffn_gain)
     if name in ("alexnet", "resnet18"):
         from torchvision import models  # seconds to import: only for the models that need it
 

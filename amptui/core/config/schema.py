@@ -85,11 +85,19 @@ class ModelConfig:
     """[model]: the network. With model.factory set, keys of [model] that amptui does not know are
     the factory's keyword arguments: they are collected into `args`."""
 
-    name: str = key("smallcnn", "Architecture.", ("alexnet", "resnet18", "mlp", "smallcnn"))
+    name: str = key("smallcnn", "Architecture (gpt: a small decoder-only transformer, for data.name = \"text\").",
+                    ("alexnet", "resnet18", "mlp", "smallcnn", "gpt"))
     num_classes: int = key(10, "Output classes of a classifier.", minimum=1)
     pretrained: bool = key(False, "Start from ImageNet weights found locally (alexnet, resnet18).")
     width: int = key(32, "smallcnn: channels of the first conv; mlp: features of every Linear.", minimum=1)
     depth: int = key(3, "mlp: number of Linear layers.", minimum=1)
+    n_layer: int = key(4, "gpt: transformer blocks.", minimum=1)
+    n_head: int = key(4, "gpt: attention heads (n_embd must be a multiple).", minimum=1)
+    n_embd: int = key(64, "gpt: embedding width.", minimum=1)
+    block_size: int = key(64, "gpt: context length in tokens (bytes); text windows are this long.", minimum=1)
+    ffn_gain: float = key(1.0, "gpt: block i's MLP weights start ffn_gain**i times larger (1 = GPT-2's init); "
+                          "> 1 grows later blocks' feed-forward outputs past float16's range (numerics-lab).",
+                          minimum=0.0)
     factory: str = key("", "Your own model: \"package.module:function\" returning an nn.Module; empty "
                        "means model.name.")
     args: Mapping[str, Any] = key({}, "Keyword arguments for model.factory (other keys of [model] that amptui "
@@ -101,9 +109,11 @@ class DataConfig:
     """[data]: the datasets and their loaders."""
 
     name: str = key("synthetic", "Dataset: cifar10, an Intel-layout imagefolder, learnable synthetic "
-                    "images, or the AMP recipe's random regression tensors.",
-                    ("cifar10", "imagefolder", "synthetic", "random"))
+                    "images, the AMP recipe's random regression tensors, or byte-level text (model gpt).",
+                    ("cifar10", "imagefolder", "synthetic", "random", "text"))
     root: str = key("data", "Folder holding the dataset files (relative to where amptui runs).")
+    path: str = key("", "text: a text file or a folder of them; empty means Python's standard library "
+                    "(the .py files beside the os module), found on every machine.")
     download: bool = key(True, "cifar10: try to download when the files are missing.")
     img_size: int = key(32, "Images are resized to img_size x img_size.", minimum=8)
     batch_size: int = key(64, "Samples per micro-batch on each process.", minimum=1)
@@ -111,8 +121,10 @@ class DataConfig:
         "auto", "DataLoader worker processes; \"auto\": none for synthetic / random data (made on the device), "
         "else min(8, CPU cores per process - 1).", minimum=0, type="auto|int")
     augment: bool = key(False, "Random horizontal flips on training images.")
-    train_samples: int = key(2048, "synthetic / random: samples in the training set.", minimum=1)
-    val_samples: int = key(512, "synthetic / random: samples in the validation set (0 = none).", minimum=0)
+    train_samples: int = key(2048, "synthetic / random: samples in the training set; text: windows per epoch.",
+                             minimum=1)
+    val_samples: int = key(512, "synthetic / random: samples in the validation set; text: validation windows "
+                           "(0 = none).", minimum=0)
     factory: str = key("", "Your own data: \"package.module:function\" returning (train, validation) "
                        "datasets; empty means data.name.")
 

@@ -292,6 +292,12 @@ def _check_combinations(cfg: Config, source: str) -> None:
         raise ConfigError(f"{source}: model.name = \"mlp\" trains on data.name = \"random\"")
     if model.pretrained and model.name not in ("alexnet", "resnet18"):
         raise ConfigError(f"{source}: model.pretrained needs model.name alexnet or resnet18")
+    if (data.name == "text") != (model.name == "gpt"):
+        raise ConfigError(f"{source}: model.name = \"gpt\" and data.name = \"text\" go together (got model.name = "
+                          f"\"{model.name}\", data.name = \"{data.name}\")")
+    if model.name == "gpt" and model.n_embd % model.n_head:
+        raise ConfigError(f"{source}: model.n_embd ({model.n_embd}) must be a multiple of model.n_head "
+                          f"({model.n_head})")
 
 
 def _builtin_module(ref: str) -> str:
