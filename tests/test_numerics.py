@@ -222,3 +222,43 @@ def test_numerics_command_table_and_json(runs_dir):
     data = json.loads(amptui_cli("numerics", "last", "--runs-dir", str(runs_dir), "--format", "json",
                                  check=True).stdout)
     assert data["dtype"] == "float16" and data["layers"] and "narrowest" in data
+
+
+LAB = {"run.device": "cpu", "run.max_steps": 2, "data.batch_size": 4, "data.val_samples": 0,
+       "log.checkpoint_every": 0, "log.every": 2}
+
+
+def lab_trainer(runs_dir, **overrides) -> Trainer:
+    run_dir, _ = launch.create_run(presets.find_preset("numerics-lab"), {**LAB, **overrides}, runs_dir)
+    trainer = Trainer(run_dir, resume=False)
+    trainer.setup()
+    return trainer
+
+
+def test_numerics_lab_in_float16_names_the_last_blocks_mlp_and_samples_every_block(runs_dir):
+    trainer = lab_trainer(runs_dir)
+    recs = run_steps(trainer, 2)
+    samples = [r for r in of_kind(recs, "numerics") if r["layers"]]
+    assert samples and all(r["dtype"] == "float16" for r in samples)
+    names = [layer["name"] for layer in samples[0]["layers"]]
+    assert [n for n in names if n.startswith("blocks.")] == ["blocks.0", "blocks.1", "blocks.2", "blocks.3"]
+    by_name = {layer["name"]: layer for layer in samples[0]["layers"]}
+    assert by_name["blocks.3"]["nonfinite"] == "forward"
+    assert by_name["blocks.0"]["forward"] > by_name["blocks.1"]["forward"] > by_name["blocks.2"]["forward"] > 0
+    first = samples[0]["first_nonfinite"]  # replayed (trace_nonfinite): the deepest module, and by how much
+    assert first["module"] == "blocks.3.mlp.proj" and first["where"] == "forward" and first["value"] > 65504
+    assert samples[0]["traced"] is True
+    backoffs = [r for r in of_kind(recs, "scaler") if r["event"] == "backoff"]
+    assert backoffs and backoffs[0]["first_nonfinite"]["text"].startswith(
+        "blocks.3.mlp.proj (forward, float16 max exceeded: ")
+
+
+def test_numerics_lab_in_bfloat16_does_not_overflow(runs_dir):
+    trainer = lab_trainer(runs_dir, **{"amp.dtype": "bfloat16", "amp.grad_scaler": False})
+    recs = run_steps(trainer, 2)
+    samples = of_kind(recs, "numerics")
+    assert samples and all(r["dtype"] == "bfloat16" and "first_nonfinite" not in r for r in samples)
+    assert not any(layer.get("nonfinite") for r in samples for layer in r["layers"])
+    blocks3 = [layer["forward"] for r in samples for layer in r["layers"] if layer["name"] == "blocks.3"]
+    assert blocks3 and min(blocks3) > 100  # ~4e5 is far inside bfloat16's ~3.4e38
+    assert not of_kind(recs, "scaler")

@@ -63,8 +63,10 @@ def describe_nonfinite(module: str, where: str, dtype: str, max_finite: float, v
 
 
 def layer_headroom(layer: Mapping[str, Any]) -> float | None:
-    """A layer's narrowest headroom on one sample (forward or gradient); -inf when it held inf/NaN."""
-    if layer.get("nonfinite"):
+    """A layer's narrowest headroom on one sample (forward or gradient); -inf when its forward
+    output held inf/NaN. A gradient that held inf/NaN (on an overflowing step every layer's does,
+    downstream of the first) leaves the forward figure: the record's first_nonfinite names it."""
+    if layer.get("nonfinite") == "forward":
         return -math.inf
     values = [v for v in (layer.get("forward"), layer.get("grad"))
               if isinstance(v, (int, float)) and not isinstance(v, bool)]
