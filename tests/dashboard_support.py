@@ -13,7 +13,7 @@ QUICK = "20261121-231544-quickstart-8ab8"
 SCALER = "20261121-231557-scaler-lab-058d"
 FAILED = "20261121-231609-quickstart-b640"
 LIVE = "20261121-231700-scaler-lab-live"
-NUMERICS = "20261124-060917-scaler-lab-6bae"  # a float16 run with range samples every step (fixtures/numerics)
+NUMERICS = "20261124-061451-numerics-lab-123c"  # numerics-lab in float16: range samples every step (fixtures/numerics)
 FROZEN_NOW = 1795302966.0  # a few seconds after the live fixture's last record
 
 

@@ -66,14 +66,20 @@ def legend_and_narrowest(summary: NumericsSummary, shown: int = 3) -> Text:
         text.append(CELL if word != "inf/NaN" else "✖", style=style)
         text.append(f"{word} ")
     text.append(f"bits to {summary.dtype or '?'} max", style="dim")
-    narrow = summary.narrowest(shown)
-    if narrow:
-        text.append("\nnarrowest: ")
-        text.append(", ".join(f"{s.name} {fmt_bits(s.narrowest)}" for s in narrow), style="bold")
     if summary.first_nonfinite:
         last = summary.first_nonfinite[-1]
         text.append(f"\nstep {last['step']}: first non-finite: ", style="red")
         text.append(nonfinite_text(last))
+    ranked = summary.narrowest(len(summary.layers))
+    broken = [s.name for s in ranked if s.narrowest == -math.inf]
+    narrow = [s for s in ranked if s.narrowest != -math.inf][:shown]
+    if broken:
+        text.append("\ninf/NaN out: ", style="red")
+        text.append(", ".join(broken[:shown]) + (f" +{len(broken) - shown}" if len(broken) > shown else ""),
+                    style="bold")
+    if narrow:
+        text.append("\nnarrowest: ")
+        text.append(", ".join(f"{s.name} {fmt_bits(s.narrowest)}" for s in narrow), style="bold")
     return text
 
 
