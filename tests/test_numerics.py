@@ -262,3 +262,18 @@ def test_numerics_lab_in_bfloat16_does_not_overflow(runs_dir):
     blocks3 = [layer["forward"] for r in samples for layer in r["layers"] if layer["name"] == "blocks.3"]
     assert blocks3 and min(blocks3) > 100  # ~4e5 is far inside bfloat16's ~3.4e38
     assert not of_kind(recs, "scaler")
+
+
+def test_a_backoff_streak_after_growth_is_told_from_calibration_and_blamed_on_the_source():
+    from amptui.telemetry.alarms import ScaleAlarms
+
+    alarms = ScaleAlarms(growth_interval=4, dtype="float16", bf16_available=False)
+    first = describe_nonfinite("blocks.3.mlp.proj", "forward", "float16", 65504.0, 3.8e5)
+    said = alarms.observe([{"step": 4, "event": "growth", "old_scale": 2.0, "new_scale": 4.0}], 4, 4.0, 1.0)
+    for step in range(5, 10):
+        scale = 2.0 ** (6 - step)
+        said += alarms.observe([{"step": step, "event": "backoff", "old_scale": 2 * scale, "new_scale": scale,
+                                 "overflow": [], "first_nonfinite": first}], step, scale, 1.0)
+    streak = [a.message for a in said if a.code == "backoff_streak"]
+    assert len(streak) == 1 and "not calibration" in streak[0]
+    assert "first non-finite: blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5)" in streak[0]
