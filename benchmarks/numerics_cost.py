@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 MODES = ("bare", "monitor", "sampling")
 
