@@ -72,6 +72,12 @@ def floating_tensors(value: Any) -> Iterator[torch.Tensor]:
             yield from floating_tensors(item)
 
 
+def local(t: torch.Tensor) -> torch.Tensor:
+    """A sharded (FSDP2 DTensor) gradient's local shard; a plain tensor as it is."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) else t
+
+
 @dataclass
 class Sample:
     """One sampled step, on its way to the host."""
@@ -125,7 +131,7 @@ class RangeSampler:
     def _forward_hook(self, row: int):
         def hook(_module: nn.Module, _inputs: Any, output: Any) -> None:
             sample = self.current
-            if sample is None:
+            if sample is None or not torch.is_grad_enabled():  # an evaluation between steps is not the step
                 return
             tensors = list(floating_tensors(output))
             if not tensors:
@@ -143,7 +149,7 @@ class RangeSampler:
         def hook(grad: torch.Tensor) -> None:
             if row not in sample.backward_order:
                 sample.backward_order.append(row)
-            value = grad.detach().abs().amax().float()
+            value = local(grad.detach()).abs().amax().float()
             sample.buffer[row, BACKWARD] = torch.maximum(sample.buffer[row, BACKWARD], value)
         return hook
 
@@ -151,7 +157,7 @@ class RangeSampler:
         tiny = self.dtype.smallest_normal
 
         def hook(grad: torch.Tensor) -> None:
-            g = grad.detach()
+            g = local(grad.detach())
             sample.buffer[row, GRAD] = torch.maximum(sample.buffer[row, GRAD], g.abs().amax().float())
             # below the smallest normal once unscaled (the last row holds the scale)
             small = ((g != 0) & (g.abs().float() < tiny * sample.buffer[-1, 0])).sum()
