@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 from conftest import amptui as amptui_cli
-from conftest import events
+from conftest import events, one_clear_line, only_run
 from torch import nn
 
 import amptui
@@ -217,11 +217,14 @@ def test_numerics_command_table_and_json(runs_dir):
     run = amptui_cli("run", "scaler-lab", "--runs-dir", str(runs_dir),
                      *as_set({**TINY, **FP16, "numerics.every": 1, "run.max_steps": 2}), timeout=240)
     assert run.returncode == 0, run.stderr
-    table = amptui_cli("numerics", "last", "--runs-dir", str(runs_dir), check=True).stdout
-    assert "features.4" in table and "float16" in table
-    data = json.loads(amptui_cli("numerics", "last", "--runs-dir", str(runs_dir), "--format", "json",
+    run_id = only_run(runs_dir).name
+    table = amptui_cli("numerics", run_id, "--runs-dir", str(runs_dir), check=True).stdout
+    assert "features.4" in table and "float16" in table and "2 samples" in table
+    data = json.loads(amptui_cli("numerics", run_id, "--runs-dir", str(runs_dir), "--format", "json",
                                  check=True).stdout)
-    assert data["dtype"] == "float16" and data["layers"] and "narrowest" in data
+    assert data["dtype"] == "float16" and data["samples"] == 2 and "narrowest" in data
+    assert [layer["name"] for layer in data["layers"]][:2] == ["features.0", "features.1"]
+    assert "no run" in one_clear_line(amptui_cli("numerics", "nope", "--runs-dir", str(runs_dir)))
 
 
 LAB = {"run.device": "cpu", "run.max_steps": 2, "data.batch_size": 4, "data.val_samples": 0,
