@@ -280,3 +280,17 @@ def test_a_backoff_streak_after_growth_is_told_from_calibration_and_blamed_on_th
     streak = [a.message for a in said if a.code == "backoff_streak"]
     assert len(streak) == 1 and "not calibration" in streak[0]
     assert "first non-finite: blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5)" in streak[0]
+
+
+def test_compare_names_each_runs_narrowest_layer():
+    """The numerics-lab float16 run of the dashboard fixtures: blocks.3's output held inf/NaN."""
+    from dashboard_support import FIXTURES, NUMERICS
+
+    from amptui.core import compare
+
+    summary = compare.summarize(FIXTURES / "numerics" / NUMERICS)
+    row = compare.compare_rows([summary])[0]
+    assert (row.headroom_bits, row.headroom_layer) == ("nonfinite", "blocks.3")
+    note = compare.headroom_note([summary])
+    assert note == f"narrowest range headroom: {NUMERICS} (fp16+scaler): inf/NaN in blocks.3"
+    assert note in compare.notes([summary])
