@@ -162,6 +162,37 @@ def test_snapshot_compare_identical_curves(runs, snap_compare, size):
     assert snap_compare(app_for(watch=runs / QUICK), terminal_size=size, run_before=before)
 
 
+def test_snapshot_help_80x24(runs, snap_compare):
+    """The key list scrolls inside the dialog, whose last line says so (issue 25: it was clipped)."""
+    async def before(pilot):
+        await home_loaded(pilot)
+        await pilot.press("f1")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
+
+
+def test_snapshot_tune_refused_80x24(runs, snap_compare):
+    """A tune that refused to start: the title stays, the error wraps to its fix, Why says what to do."""
+    from pathlib import Path
+
+    from amptui.dashboard.screens.tune import TuneScreen
+
+    log = Path("runs/quickstart-tune-0001.tune.log")
+    log.write_text("amptui: error: model.pretrained: ImageNet weights for resnet18 are not in the torch hub folder "
+                   "~/.cache/torch/hub/checkpoints (this machine is offline); put resnet18-f37072fd.pth there, "
+                   "or --set model.pretrained=false\n")
+
+    async def before(pilot):
+        await home_loaded(pilot)
+        screen = TuneScreen(Path("runs/quickstart-tune-0001.tune.json"), log, "quickstart")
+        pilot.app.push_screen(screen)
+        await until(pilot, lambda: screen.error)
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
+
+
 def test_snapshot_run_range_headroom_heat_map(runs, snap_compare):
     """A float16 run with range samples: the heat map (layers x samples) beside the loss scale."""
     run = copy_numerics_run(runs)

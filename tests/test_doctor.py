@@ -224,7 +224,7 @@ def test_describe_a100(fake_gpus):
     info = fake_gpus(A100)
     (gpu,) = info["gpus"]
     assert gpu == {"index": 0, "name": A100["name"], "total_memory": 80 * 2**30, "compute_capability": "8.0",
-                   "multiprocessors": 108, "tensor_cores": True, "bf16": True}
+                   "multiprocessors": 108, "tensor_cores": True, "bf16": True, "tf32": True}
     assert info["torch"]["cuda_available"] is True
     dtype, scaler, reason = hardware.recommend(info, {"cuda:0": {"float32": 19.0, "bfloat16": 250.0, "float16": 260.0}})
     assert (dtype, scaler) == ("bfloat16", False)

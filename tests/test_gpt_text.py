@@ -157,3 +157,5 @@ def test_gpt_text_trains_with_falling_loss_and_a_validation_loss(runs_dir):
     epoch = next(r for r in recs if r["kind"] == "epoch")
     assert epoch["val_loss"] < 5.0 and 0 < epoch["val_acc"] < 1  # next-byte accuracy
     assert recs[-1]["status"] == "completed"
+    tf32 = recs[0]["tf32"]  # the start record's TF32 state: torch's defaults, no TF32 on a CPU
+    assert (tf32["matmul"], tf32["cudnn"], tf32["supported"]) == (False, True, False)

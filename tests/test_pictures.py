@@ -31,6 +31,20 @@ def test_a_flat_rss_reads_in_whole_mib_not_five_decimals():
     assert lo <= 683.08 * MIB and hi >= 683.58 * MIB
 
 
+def test_a_flat_rss_next_to_a_unit_boundary_is_labelled_in_the_unit_its_ticks_step_in():
+    """1010 MiB flat: the range reaches past 1 GiB, yet the ticks step 20 MiB; GiB labels would need
+    six decimals (0.957031 GiB)."""
+    for mib in (999.5, 1005, 1010, 1020, 1023.9, 1024, 1030):
+        for count in (2, 3, 4, 6):
+            _, _, at = axis.ticks(mib * MIB, mib * MIB + 4096, count, "bytes")
+            text = axis.labels(at, "bytes")
+            places = [len(t.split()[0].partition(".")[2]) for t in text]
+            assert max(places) <= 3 and len({t.split()[1] for t in text}) == 1, (mib, count, text)
+    _, _, at = axis.ticks(1010 * MIB, 1010 * MIB + 4096, 3, "bytes")
+    assert axis.labels(at, "bytes") == ["980 MiB", "1000 MiB", "1020 MiB", "1040 MiB"]
+    assert axis.labels([999 * 1024, 1000.5 * 1024, 1002 * 1024], "bytes") == ["999.0 KiB", "1000.5 KiB", "1002.0 KiB"]
+
+
 def test_bytes_switch_unit_and_keep_the_digits_the_spread_needs():
     assert axis.labels([2 * 1024 ** 3, 4 * 1024 ** 3], "bytes") == ["2 GiB", "4 GiB"]
     assert axis.labels([1.5 * 1024 ** 3, 1.75 * 1024 ** 3], "bytes") == ["1.50 GiB", "1.75 GiB"]

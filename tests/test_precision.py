@@ -60,7 +60,7 @@ def test_short_and_words(precision, short, words):
 
 
 def test_every_variant_round_trips_through_a_config():
-    assert variant_names() == ["fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler"]
+    assert variant_names() == ["fp32", "tf32", "fp16", "fp16+scaler", "bf16", "bf16+scaler"]
     for name in variant_names():
         p = Precision.from_variant(name)
         assert p.short == name
@@ -78,6 +78,9 @@ def test_every_variant_round_trips_through_a_config():
     ("autocast bfloat16", Precision(True, "bfloat16", False)),
     ("fp32", Precision(False, "float16", False)),
     ("fp32 + GradScaler", Precision(False, "float16", True)),
+    ("fp32 + TF32", Precision(False, "float16", False, tf32=True)),
+    ({"autocast": False, "dtype": "float16", "grad_scaler": False, "tf32": True, "short": "tf32"},
+     Precision(False, "float16", False, tf32=True)),
     ({"autocast": True, "dtype": "bfloat16", "grad_scaler": False, "short": "bf16", "words": "autocast bfloat16"},
      Precision(True, "bfloat16", False)),
     ({"autocast": False, "dtype": "float16", "grad_scaler": False}, Precision(False, "float16", False)),
@@ -113,9 +116,9 @@ def test_a_new_dtype_is_one_entry(with_fp8, monkeypatch):
     # the A/B takes it, its defaults stay those of the "auto" dtypes
     assert dict(ab.expand("fp32,fp8", "cuda"))["fp8"] == {"amp.autocast": True, "amp.dtype": "float8_e4m3fn",
                                                           "amp.grad_scaler": False}
-    assert "fp8+scaler" in ab.VARIANTS and len(ab.VARIANTS) == 7
+    assert "fp8+scaler" in ab.VARIANTS and len(ab.VARIANTS) == 8
     assert [n for n, _ in ab.expand(None, "cuda")] == ["fp32", "fp16", "fp16+scaler"]
-    with pytest.raises(UserError, match="known: fp32, fp16, fp16\\+scaler, bf16, bf16\\+scaler, fp8, fp8\\+scaler"):
+    with pytest.raises(UserError, match="known: fp32, tf32, fp16, fp16\\+scaler, bf16, bf16\\+scaler, fp8, fp8\\+scaler"):
         ab.expand("fp4", "cuda")
     # the config accepts it, and grad_scaler = "auto" follows its needs_scaler
     values = config.build_config({"amp": {"dtype": "float8_e4m3fn"}})

@@ -107,6 +107,37 @@ def test_judge_picks_fastest_accurate_candidate_and_stays_in_fp32_within_noise()
     assert V.explain(slow, winner, needed, "cpu")[0].startswith("Stay in fp32")
 
 
+def test_a_search_stopped_after_one_measured_trial_recommends_nothing_and_says_what_it_measured():
+    stopped = T.Trial("bf16", {}, "candidate", run_id="run-bf16", status="stopped", reason="interrupted")
+    trials = [trial("fp32", "reference", ms=10.0), stopped, T.Trial("fp16+scaler", {}, "candidate",
+                                                                     status="skipped", reason="interrupted")]
+    winner, _, _, partial = V.settle(trials, interrupted=True)
+    assert winner is None and partial == "not enough trials to recommend: only fp32 was measured"
+    assert trials[0].verdict == "fp32 reference" and not any(t.verdict.startswith("WINNER") for t in trials)
+    text = " ".join(V.explain_partial(trials, partial, interrupted=True))
+    assert "Not enough trials to recommend: only fp32 was measured (fp32: 10.0 ms/step, 800 samples/s)" in text
+    assert "was stopped" in text and "larger budget" in text
+
+    # the budget cut it short the same way (no Ctrl-C): still no recommendation
+    cut = [trial("fp32", "reference"), trial("fp32 seed 2", "band"),
+           T.Trial("bf16", {}, "candidate", status="skipped", reason="budget: about 40 s needed, 12 s left")]
+    winner, _, _, partial = V.settle(cut, interrupted=False)
+    assert winner is None and partial.endswith("only fp32 and fp32 seed 2 were measured")
+    assert "ran out of budget" in V.explain_partial(cut, partial, interrupted=False)[0]
+
+
+def test_a_stopped_search_that_judged_a_candidate_and_a_finished_one_still_recommend():
+    judged = [trial("fp32", "reference", ms=10.0), trial("bf16", ms=6.0),
+              T.Trial("fp16+scaler", {}, "candidate", status="skipped", reason="interrupted")]
+    winner, _, _, partial = V.settle(judged, interrupted=True)
+    assert partial == "" and winner.candidate == "bf16"
+    # a whole plan where nothing beat fp32 (here: the larger batch ran out of memory) stays in fp32
+    done = [trial("fp32", "reference"), trial("fp32 seed 2", "band"),
+            T.Trial("fp32 batch 16", {}, "candidate", status="oom")]
+    winner, _, _, partial = V.settle(done, interrupted=False)
+    assert partial == "" and winner.verdict == "WINNER (stay in fp32)"
+
+
 def test_bad_keys_are_one_line_errors(cli, tmp_path):
     preset = tiny_preset(tmp_path)
     proc = cli("tune", str(preset), "--keys", "optim.fused")
@@ -193,6 +224,8 @@ def test_ctrl_c_stops_the_search_and_the_running_trial_and_still_reports(tmp_pat
     fp32, second = result["trials"][0], result["trials"][1]
     assert fp32["ms_per_step"] is not None and second["status"] == "stopped" and second["reason"] == "interrupted"
     assert "fp32" in out and "interrupted after 2 trial(s)" in out and "saved the winner" not in out
+    assert "stopping…" in out and "WINNER" not in out and "Not enough trials to recommend" in out
+    assert result["winner"] is None and result["partial"].startswith("not enough trials to recommend: only fp32")
     end = events(runs_dir / second["run_id"])[-1]
     assert end["kind"] == "end" and end["status"] == "stopped"  # the trial was stopped, not left running
     assert not presetmod.saved_dir().joinpath("tiny-tuned.toml").exists()
@@ -209,6 +242,7 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
     from amptui.dashboard.app import make_app
     from amptui.dashboard.screens.home import HomeScreen
     from amptui.dashboard.screens.tune import TuneScreen
+    from amptui.dashboard.screens.tune_start import TuneStartModal
 
     tiny = tiny_preset(tmp_path)
     presetmod.save_preset("tiny", cfgmod.build_config(cfgmod.read_toml(tiny)))
@@ -222,29 +256,38 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
             options = home.query_one("#presets", OptionList)
             options.highlighted = [p.name for p in home.presets].index("tiny")
             await until(pilot, lambda: home.preset is not None and home.preset.name == "tiny")
-            await pilot.press("t")
+            await pilot.press("t")  # asks the budget first (tune --budget)
+            await until(pilot, lambda: isinstance(app.screen, TuneStartModal))
+            app.screen.query_one("#tune-budget").value = "6"
+            await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, TuneScreen))
             screen = app.screen
 
-            def second_trial_running():
+            def third_trial_running():  # fp32 and bf16 measured: a verdict can be given
                 trials = (screen.result or {}).get("trials", [])
-                return len(trials) >= 2 and trials[-1]["status"] == "running" and \
+                return len(trials) >= 3 and trials[-1]["status"] == "running" and \
                     (runs_dir / trials[-1]["run_id"] / "events.jsonl").exists()
 
-            await until(pilot, second_trial_running, timeout=240, step=0.5)
-            assert screen.query_one("#tune-table", DataTable).row_count == 2
-            await pilot.press("q")  # stops the search, stays on the screen
+            await until(pilot, third_trial_running, timeout=300, step=0.5)
+            assert screen.result["budget_s"] == 360
+            assert screen.query_one("#tune-table", DataTable).row_count == 3
+            await pilot.press("q")  # stops the search, stays on the screen, says so at once
+            await pilot.pause(0.1)
+            assert "stopping…" in str(screen.query_one("#tune-title").render())
             await until(pilot, lambda: screen.result.get("status") == "interrupted", timeout=120, step=0.5)
             assert app.screen is screen
-            assert screen.result["winner"] == "fp32"
+            winner = screen.result["winner"]
+            assert winner in ("fp32", "bf16"), screen.result  # the trials judged before the stop
             await pilot.press("s")
             await until(pilot, lambda: presetmod.saved_dir().joinpath("tiny-tuned.toml").exists())
             await pilot.press("q")  # the search has ended: back home
             await until(pilot, lambda: isinstance(app.screen, HomeScreen))
             assert "tiny-tuned" in [p.name for p in app.screen.presets]
+            return winner
 
+    winner = None
     try:
-        drive()
+        winner = drive()
     finally:  # a failed test must not leave its background tune running
         for result in runs_dir.glob("*.tune.json"):
             if json.loads(result.read_text())["status"] == "running":
@@ -252,7 +295,7 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
                     os.kill(json.loads(result.read_text())["pid"], signal.SIGINT)
                 except OSError:
                     pass
-    assert presetmod.find_preset("tiny-tuned").config().amp.autocast is False
+    assert presetmod.find_preset("tiny-tuned").config().amp.autocast is (winner != "fp32")
 
 
 def test_run_compile_wraps_the_module_the_loop_calls():

@@ -53,13 +53,13 @@ def render_text(r: dict[str, Any]) -> str:
              f"  torch {t['version']}   CUDA build {t['cuda'] or 'none (CPU-only build)'}"
              + (f"   ROCm/HIP {t['hip']}" if t.get("hip") else "")
              + f"   cuDNN {_cudnn(t['cudnn'])}",
-             f"  CUDA available: {_yes(t['cuda_available'])}   CPU threads: {t['threads']}"
-             + (f"   TF32 matmuls: {'on' if t['tf32_matmul'] else 'off'}" if t.get("tf32_matmul") is not None else ""),
-             "", "GPUs"]
+             f"  CUDA available: {_yes(t['cuda_available'])}   CPU threads: {t['threads']}",
+             *_tf32_lines(t), "", "GPUs"]
     if r["gpus"]:
         for g in r["gpus"]:
             lines.append(f"  cuda:{g['index']}  {g['name']}  {_gib(g['total_memory'])}  compute capability "
-                         f"{g['compute_capability']}  tensor cores: {_yes(g['tensor_cores'])}  bf16: {_yes(g['bf16'])}")
+                         f"{g['compute_capability']}  tensor cores: {_yes(g['tensor_cores'])}  bf16: {_yes(g['bf16'])}"
+                         + (f"  tf32: {_yes(g['tf32'])}" if "tf32" in g else ""))
     else:
         lines.append("  none" + ("" if t["cuda"] else " (this torch build has no CUDA)")
                      + ("" if t["cuda_available"] or not t["cuda"] else " (no usable CUDA device or driver)"))
@@ -91,6 +91,17 @@ def render_text(r: dict[str, Any]) -> str:
               f"  {rec['reason']}",
               f"  (try it: amptui run quickstart {_sets(rec)})", ""]
     return "\n".join(lines)
+
+
+def _tf32_lines(t: dict[str, Any]) -> list[str]:
+    """What an fp32 run gets by default here: TF32 for CUDA matmuls / cuDNN convolutions or not."""
+    flags = t.get("tf32")
+    if not isinstance(flags, dict):
+        return []
+    on = {True: "on", False: "off"}
+    return [f"  TF32 by default: matmuls {on[bool(flags.get('matmul'))]}, cuDNN convolutions "
+            f"{on[bool(flags.get('cudnn'))]} (torch's {flags.get('api')} API)",
+            "  amp.tf32 = true / false sets both" + ("" if t["cuda_available"] else "; CUDA only: no effect here")]
 
 
 def _rate(tflops: float) -> str:

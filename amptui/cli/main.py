@@ -12,6 +12,8 @@ from pathlib import Path
 
 from amptui.cli import numerics as cli_numerics
 from amptui.cli import pictures as cli_pictures
+from amptui.cli import serve as cli_serve
+from amptui.cli import slurm as cli_slurm
 from amptui.cli import tune as cli_tune
 from amptui.cli.parser import build_parser
 from amptui.cli.run_commands import attach, cmd_resume, cmd_run
@@ -60,6 +62,8 @@ def cmd_ab(args) -> int:
     preset = presets.find_preset(args.preset)
     overrides = config.parse_set(args.sets)
     ab.check_overrides(overrides)
+    if not args.group:  # the variants are checked before a group exists: a refusal leaves nothing behind
+        ab.expand(args.variants, preflight.device_type(preset.config(overrides).run.device))
     if args.detach:
         group, pid = abjob.start_detached(root, preset, args.preset, overrides, args.variants, args.argv)
         announce("ab", f"A/B {group.label} of {preset.name} started in the background; its runs are listed "
@@ -186,6 +190,8 @@ def cmd_doctor(args) -> int:
 
 
 def _need_terminal() -> None:
+    if cli_serve.served_by_textual_serve():  # a browser tab of `amptui serve`: its screen is the page
+        return
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UserError("the dashboard needs an interactive terminal (for scripts: amptui run / runs / compare)")
 
@@ -213,7 +219,28 @@ def cmd_watch(args) -> int:
     return 0
 
 
+def cmd_keys(args) -> int:
+    """Every remappable dashboard action, its key(s) now (the config file's keymap applied) and the file."""
+    from amptui.cli.console import print_lines, print_table
+    from amptui.core import userconfig
+    from amptui.dashboard.keymap import check_keymap, key_shown, keys_of, known_actions
+
+    settings = userconfig.load()
+    keymap = check_keymap(settings.keymap, str(settings.path)) if settings.keymap else {}
+    rows = [(name, ",".join(key_shown(k) for k in keys_of(b, keymap)), b.description or b.action) for name, b in known_actions().items()]
+    if args.format == "json":
+        print(json.dumps({"config_file": str(userconfig.config_file()),
+                          "actions": [dict(zip(("action", "keys", "does"), row, strict=True)) for row in rows]}))
+        return 0
+    print_table(["action", "keys", "does"], rows, no_wrap=["action", "keys"])
+    print_lines([f"remap in {userconfig.config_file()}: [keymap] then e.g. \"home.run\" = \"ctrl+r\""])
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "runs": cmd_runs, "presets": cmd_presets,
-            "doctor": cmd_doctor, "ab": cmd_ab, "compare": cmd_compare, "dashboard": cmd_dashboard, "watch": cmd_watch}
+            "doctor": cmd_doctor, "ab": cmd_ab, "compare": cmd_compare, "dashboard": cmd_dashboard, "watch": cmd_watch,
+            "keys": cmd_keys}
 COMMANDS["tune"] = cli_tune.cmd_tune
+COMMANDS["serve"] = cli_serve.cmd_serve
+COMMANDS["slurm"] = cli_slurm.cmd_slurm
 COMMANDS["numerics"] = cli_numerics.cmd_numerics

@@ -9,6 +9,8 @@ import argparse
 
 from amptui import __version__
 from amptui.cli import numerics as cli_numerics
+from amptui.cli import serve as cli_serve
+from amptui.cli import slurm as cli_slurm
 from amptui.cli import tune as cli_tune
 
 EXAMPLES = """\
@@ -80,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
     p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
     p.add_argument("--variants", metavar="V,V,...",
-                   help="from fp32, fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
+                   help="from fp32, tf32 (CUDA), fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
                         "CUDA, fp32,bf16 on CPU)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key in every variant, e.g. --set run.max_steps=200 (repeatable; "
@@ -94,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_tune.add_parser(sub, runs_dir_option)
     cli_numerics.add_parser(sub, runs_dir_option)
+    cli_serve.add_parser(sub, runs_dir_option)
+    cli_slurm.add_parser(sub, runs_dir_option)
 
     p = sub.add_parser("compare", help="the tutorials' table for some runs (speed-up and saving against the first)")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare; the first is the baseline")
@@ -111,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     p.add_argument("--no-bench", action="store_true", help="skip the matmul measurements")
+
+    p = sub.add_parser("keys", help="the dashboard's actions by name, with their keys (remap them in "
+                       "~/.config/amptui/config.toml [keymap])")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
 
     p = sub.add_parser("presets", help="list, show or save presets")
     psub = p.add_subparsers(dest="action", metavar="ACTION")

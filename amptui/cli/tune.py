@@ -13,15 +13,15 @@ from amptui.core.errors import UserError
 
 
 def add_parser(sub, runs_dir_option) -> None:
-    from amptui.tune.plan import DEFAULT_KEYS
+    from amptui.tune.plan import DEFAULT_BUDGET_MIN, DEFAULT_KEYS
 
     p = sub.add_parser("tune", help="search precision, compile and batch size for the fastest setup that keeps "
                        "fp32's accuracy; save the winner as PRESET-tuned")
     p.add_argument("preset")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key for every trial (e.g. --set run.device=cpu)")
-    p.add_argument("--budget", type=float, default=10.0, metavar="MINUTES",
-                   help="time for the whole search (default 10); trials stop when it is spent")
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_MIN, metavar="MINUTES",
+                   help=f"time for the whole search (default {DEFAULT_BUDGET_MIN:g}); trials stop when it is spent")
     p.add_argument("--keys", metavar="K,K,...", default=DEFAULT_KEYS,
                    help=f"what may vary (default {DEFAULT_KEYS}; amp.autocast/amp.dtype/amp.grad_scaler all "
                         "mean the precision setup)")

@@ -16,6 +16,7 @@ from amptui.core.fmt import fmt_duration
 # A flat series (a constant lr, an RSS that moves by a few KiB) is drawn as flat: the y range is
 # at least this share of the largest value, so the noise of the last digit is not blown up.
 FLAT_SHARE = 0.02
+MAX_BYTE_PLACES = 3  # more decimals than this in one unit: the ticks step in the unit below
 _BINARY = (("B", 1), ("KiB", 1024), ("MiB", 1024 ** 2), ("GiB", 1024 ** 3), ("TiB", 1024 ** 4))
 
 
@@ -104,8 +105,7 @@ def labels(values: Sequence[float], unit: str = "") -> list[str]:
     if not values:
         return []
     if unit == "bytes":
-        name, scale = _byte_unit(max(abs(v) for v in values))
-        places = _decimals(values, scale)
+        name, scale, places = byte_format(values)
         return [f"{v / scale:.{places}f} {name}" for v in values]
     if unit == "lr":
         return engineering(values)
@@ -115,6 +115,21 @@ def labels(values: Sequence[float], unit: str = "") -> list[str]:
         return [fmt_duration(v) for v in values]
     places = _decimals(values)
     return [f"{v:,.{places}f}" for v in values]
+
+
+def byte_format(values: Sequence[float]) -> tuple[str, float, int]:
+    """(unit, its size, decimals) for byte ticks: the largest value's unit, unless the ticks step in
+    round numbers of the unit below (a flat RSS of 1010 MiB whose range reaches past 1 GiB steps in
+    MiB: "975 MiB, 1000 MiB, 1025 MiB", not "0.952148 GiB, 0.976562 GiB, ...")."""
+    name, scale = _byte_unit(max(abs(v) for v in values))
+    places = _decimals(values, scale)
+    index = [u[0] for u in _BINARY].index(name)
+    if places > MAX_BYTE_PLACES and index > 0:
+        smaller_name, smaller = _BINARY[index - 1]
+        smaller_places = _decimals(values, smaller)
+        if smaller_places < places:
+            return smaller_name, smaller, smaller_places
+    return name, scale, places
 
 
 def engineering(values: Sequence[float]) -> list[str]:

@@ -30,6 +30,7 @@ from amptui.core.records import END, EPOCH, STEP, End, Epoch, Numerics, Start, S
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
 from amptui.core.series import Series
+from amptui.core.tf32note import baseline_line
 
 _CHUNK = 8 * 1024 * 1024
 # Timings leave out start-up and warm-up: step records whose window ends in the first 10% of the
@@ -289,6 +290,10 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
         lines.append("warning: these runs differ in more than precision: " + ", ".join(shown) + more)
     lines += [f"{s.run_id} ({s.precision_words}): {bound}; its speed-up measures the input pipeline, not AMP"
               for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
+    first = summaries[0] if summaries else None
+    if first is not None and first.precision is not None and not first.precision.autocast:
+        tf32_line = baseline_line(first.run_id, (first.start or {}).get("tf32"))
+        lines += [tf32_line] if tf32_line else []
     headroom = headroom_note(summaries)
     if headroom:
         lines.append(headroom)

@@ -76,6 +76,8 @@ def odd_combinations(cfg: cfgmod.Config) -> list[str]:
     if cfg.debug.inject_inf_every and not amp.grad_scaler:
         notes.append("debug.inject_inf_every without a GradScaler: nothing skips the poisoned steps, so the "
                      "weights turn inf/NaN; add --set amp.grad_scaler=true to watch the scaler handle it")
+    if amp.tf32 is True and dev == "cpu":
+        notes.append("amp.tf32 = true on the CPU: TF32 is a CUDA tensor-core mode, so float32 runs as usual here")
     if amp.autocast and amp.dtype == "float16" and dev == "cpu":
         notes.append("float16 autocast on the CPU: most CPUs compute float16 slowly; bfloat16 is the CPU's "
                      "fast format")

@@ -37,7 +37,7 @@ class Record:
 @dataclass
 class Start(Record):
     KIND: ClassVar[str] = "start"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("step_flops", "peak_tflops", "source", "parameters")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("step_flops", "peak_tflops", "source", "parameters", "slurm", "tf32")
 
     run_id: str
     preset: str
@@ -57,6 +57,8 @@ class Start(Record):
     peak_tflops: float | None = None
     source: str | None = None       # "monitor" for amptui.Monitor
     parameters: int | None = None
+    slurm: dict | None = None       # job_id, node_id, nodes, host: a process of a SLURM job (core/cluster.py)
+    tf32: dict | None = None        # effective TF32 permissions: matmul, cudnn, api, supported (machine.tf32)
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -15,24 +16,33 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from amptui.core import userconfig
 from amptui.core.fmt import shown
 from amptui.core.run.runs import process_alive as _process_alive
 from amptui.core.run.runs import runs_root as _runs_root
+from amptui.dashboard.keymap import keys_of, named_bindings
 from amptui.dashboard.picture import SETTLE_S, screen_svg
+from amptui.dashboard.screens.keys import named
 
 if TYPE_CHECKING:
+    from textual.theme import Theme
+
     from amptui.dashboard.screens.home import HomeScreen
 
 
 class AmptuiApp(App):
     CSS_PATH = "amptui.tcss"
     TITLE = "amptui"
-    BINDINGS = [Binding("f1", "help", "Help"), Binding("question_mark", "help", "Help", show=False)]
+    BINDINGS = named("app", [Binding("f1", "help", "Help"), Binding("question_mark", "help", "Help", show=False)])
+    STATE = "dashboard.json"  # what the dashboard remembers between sessions (the theme)
+    PALETTE_SKIP = frozenset({"home.focus_presets", "run.restore"})  # escape's jobs: nothing to pick
 
     def __init__(self, runs_root: Path | str | None = None, *, watch: Path | None = None,
                  clock: Callable[[], float] = time.time,
-                 process_alive: Callable[[dict], bool] = _process_alive):
+                 process_alive: Callable[[dict], bool] = _process_alive,
+                 keymap: dict[str, str] | None = None):
         super().__init__()
+        self.user_keymap = dict(keymap or {})  # action name -> keys, from amptui's config file
         self.runs_display = str(_runs_root(runs_root))  # as the user gave it, for titles
         self.runs_root = _runs_root(runs_root).resolve()
         self.watch_dir = Path(watch) if watch else None
@@ -40,7 +50,18 @@ class AmptuiApp(App):
         self.process_alive = process_alive
 
     def on_mount(self) -> None:
+        if self.user_keymap:
+            self.set_keymap(self.user_keymap)
+        theme = userconfig.read_state(self.STATE).get("theme")
+        if isinstance(theme, str) and theme in self.available_themes:
+            self.theme = theme
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.push_screen(self.first_screen())
+
+    def _remember_theme(self, theme: Theme) -> None:
+        state = userconfig.read_state(self.STATE)
+        if state.get("theme") != theme.name:
+            userconfig.write_state(self.STATE, {**state, "theme": theme.name})
 
     def first_screen(self) -> Screen:
         """The screen the app opens on: the watched run's, or home."""
@@ -74,8 +95,23 @@ class AmptuiApp(App):
             pass
 
     def get_system_commands(self, screen):
-        yield SystemCommand("Keys of this screen", "Every key of the current screen (also ? or F1)", self.action_help)
+        """The palette (ctrl+p): every action of the screen underneath with its key, then Textual's
+        own (themes, quit, ...). An action that does not apply now says why, as its key would."""
+        for binding in named_bindings(screen):
+            if binding.id in self.PALETTE_SKIP:
+                continue
+            keys = " / ".join(self.get_key_display(Binding(k, binding.action)) for k in keys_of(binding, self.user_keymap))
+            yield SystemCommand(binding.description or binding.action, f"key: {keys}",
+                                partial(self._palette_run, screen, binding.action))
+        yield SystemCommand("Keys of this screen", "every key of the current screen (key: ? or F1)", self.action_help)
         yield from super().get_system_commands(screen)
+
+    async def _palette_run(self, screen: Screen, action: str) -> None:
+        refusal = getattr(screen, "refusal", lambda a: None)(action.split("(")[0])
+        if refusal:
+            self.notify(refusal, severity="warning", timeout=6)
+            return
+        await screen.run_action(action)
 
     def action_help(self) -> None:
         from amptui.dashboard.screens.help import HelpScreen
@@ -137,9 +173,16 @@ class AmptuiApp(App):
 
 def make_app(runs_dir: Path | str | None = None, watch: str | Path | None = None, *,
              clock: Callable[[], float] = time.time,
-             process_alive: Callable[[dict], bool] = _process_alive) -> AmptuiApp:
-    """The app factory (used by the CLI, the tests and the screenshot script)."""
-    return AmptuiApp(runs_dir, watch=Path(watch) if watch else None, clock=clock, process_alive=process_alive)
+             process_alive: Callable[[dict], bool] = _process_alive,
+             settings: userconfig.UserConfig | None = None) -> AmptuiApp:
+    """The app factory (used by the CLI, the tests and the screenshot script). `settings`: amptui's
+    config file as read (default: read it now; a bad one raises ConfigError naming file and key)."""
+    from amptui.dashboard.keymap import check_keymap
+
+    settings = settings if settings is not None else userconfig.load()
+    keymap = check_keymap(settings.keymap, str(settings.path)) if settings.keymap else {}
+    return AmptuiApp(runs_dir, watch=Path(watch) if watch else None, clock=clock, process_alive=process_alive,
+                     keymap=keymap)
 
 
 def headless_svg(make_screen: Callable[[], Screen], runs_root: Path, size: tuple[int, int],

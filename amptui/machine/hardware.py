@@ -10,6 +10,7 @@ import platform
 from typing import Any
 
 from amptui.core.config.precision import FULL
+from amptui.machine import tf32
 from amptui.machine.cpu import BF16_CPU_FLAGS, cpu_info
 
 # Re-exported for callers that still import them from here (cli, console, core.tune_runner).
@@ -38,13 +39,15 @@ def _torch_info(torch) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a broken cuDNN install is reported as "none"
         cudnn = None
     available = bool(torch.cuda.is_available())
+    tf32_flags = {k: v for k, v in tf32.state(torch).items() if k != "supported"}
     return {
         "version": torch.__version__,
         "cuda": torch.version.cuda,          # the CUDA the wheel was built with (None: CPU build)
         "hip": getattr(torch.version, "hip", None),
         "cudnn": cudnn,
         "cuda_available": available,
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32) if available else None,
+        "tf32_matmul": tf32_flags["matmul"] if available else None,
+        "tf32": tf32_flags,  # matmul, cudnn: what float32 may use by default here; api: which torch API
         "threads": torch.get_num_threads(),
     }
 
@@ -66,6 +69,7 @@ def _gpus(torch) -> list[dict[str, Any]]:
             # Tensor cores arrived with Volta (7.0); bfloat16 in hardware with Ampere (8.0).
             "tensor_cores": hip or cc >= (7, 0),
             "bf16": hip or cc >= (8, 0),
+            "tf32": not hip and cc >= tf32.TF32_MIN_CAPABILITY,  # TF32 tensor cores: Ampere on
         })
     if gpus:
         # torch's own answer for the current device (no emulation: emulated bf16 is slow).

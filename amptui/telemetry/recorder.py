@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from amptui.core import cluster
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
 from amptui.core.events import EventWriter
@@ -36,6 +37,7 @@ from amptui.core.records import (
     Step,
     WarningRecord,
 )
+from amptui.machine import tf32
 from amptui.telemetry import torch_amp
 from amptui.telemetry.alarms import HeadroomAlarms, ScaleAlarms
 from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
@@ -160,7 +162,8 @@ class Recorder:
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         record = Start(config=config.to_dict(), precision=Precision.from_config(config, device.type).as_record(),
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
-                       host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale, **fields)
+                       host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,
+                       slurm=cluster.slurm_identity(), tf32=tf32.state(torch, device), **fields)
         self.write(record)
         return record.fields()
 

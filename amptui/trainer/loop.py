@@ -34,12 +34,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from amptui.core import preflight
+from amptui.core import cluster, preflight
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter, events_file
 from amptui.core.fmt import fmt_accuracy
 from amptui.core.records import Checkpoint
 from amptui.core.run.runfiles import RunFolder
+from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
@@ -82,6 +83,7 @@ class Trainer:
         preflight.check_data(cfg)
         preflight.check_weights(cfg)
         device = choose_device(cfg.run, self.dist.local_rank, self.log)
+        tf32.apply(cfg.amp.tf32)  # before anything computes: the start record reads it back
         self.dist.init(cfg.dist.backend)
         self.recorder.use_device(device)
         self.state = build_state(cfg, self.dist, device, self.log)
@@ -94,6 +96,8 @@ class Trainer:
         self.emit_start(resumed_from)
         for message in preflight.odd_combinations(cfg):
             self.warn(message)
+        if order := cluster.node_order_warning(self.dist.rank):
+            self.warn(order)
 
     def emit_start(self, resumed_from: int | None) -> None:
         cfg, s = self.cfg, self.state

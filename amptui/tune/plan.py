@@ -33,6 +33,7 @@ PRECISIONS = ("bf16", "fp16+scaler")  # tried after fp32 (the reference) and in 
 KEY_DIMENSIONS = {"amp.autocast": "precision", "amp.dtype": "precision", "amp.grad_scaler": "precision",
                   "run.compile": "compile", "data.batch_size": "batch"}
 DEFAULT_KEYS = "amp.dtype,amp.grad_scaler,run.compile,data.batch_size"
+DEFAULT_BUDGET_MIN = 10.0  # `tune --budget` and the dashboard's budget field
 ALWAYS_ON = {  # speed knobs without a preset key: the trainer applies them wherever they help
     "fused optimizer": "always on where supported (CUDA without a GradScaler; trainer/optim.py)",
     "channels_last": "always on for the built-in CNNs on CUDA (trainer/loop.py)",
@@ -106,6 +107,17 @@ def derived(base: Candidate, *, compile_: bool | None = None, batch: int | None 
         knobs["data.batch_size"] = batch
         name = name.split(" batch ")[0] + f" batch {batch}"
     return Candidate(name, knobs)
+
+
+def parse_budget(text: str) -> float:
+    """Minutes for the whole search, as `--budget` and the dashboard's field take them (> 0)."""
+    try:
+        minutes = float(str(text).strip())
+    except ValueError:
+        minutes = float("nan")
+    if not minutes > 0 or minutes == float("inf"):
+        raise UserError(f"budget {str(text).strip()!r}: give the minutes the search may take (a number > 0)")
+    return minutes
 
 
 def trial_overrides(preset_name: str, tid: str, k: int) -> dict[str, Any]:
@@ -236,7 +248,7 @@ def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, st
 
     winner = result.get("winner")
     if not winner:
-        raise UserError("this tune has no winner to save (no fp32 reference was measured)")
+        raise UserError(f"this tune has no winner to save ({result.get('partial') or 'no fp32 reference was measured'})")
     preset = find_preset(result["preset_ref"])
     knobs = next(t["knobs"] for t in result["trials"] if t["candidate"] == winner)
     name = f"{preset.name}-tuned"

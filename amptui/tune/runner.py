@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import statistics
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -27,6 +28,7 @@ from amptui.core.errors import UserError
 from amptui.core.events import EventReader
 from amptui.core.records import STEP
 from amptui.core.run.runfiles import RunFolder
+from amptui.core.tf32note import baseline_line
 from amptui.jobs import launch
 from amptui.tune import plan as T
 from amptui.tune import verdict as V
@@ -37,6 +39,7 @@ STOP_GRACE_S = 60.0        # a trial asked to stop gets this long to reach a rec
 REPORT_RESERVE_S = 20.0    # trials are asked to stop this long before the budget ends ...
 KILL_RESERVE_S = 5.0       # ... and killed this long before it, if they have not stopped
 BUDGET_STOP = "the budget ran out"
+STOPPING = "stopping… the running trial ends at its next record (Ctrl-C again kills it); then the table of what was measured"
 
 
 class Search:
@@ -48,6 +51,8 @@ class Search:
         self.deadline = self.t0 + budget_s
         self.trials: list[T.Trial] = []
         self.interrupted = False
+        self.stop_said = False  # "stopping…" was said
+        self.reference_tf32: Any = None  # the fp32 reference's start record's tf32 (machine/tf32.py)
         self.path = T.result_path(self.root, tid)
         self.result: dict[str, Any] = {
             "tune_id": tid, "preset": preset.name, "preset_ref": preset.name if preset.builtin else str(preset.path),
@@ -60,11 +65,33 @@ class Search:
     def run(self) -> dict[str, Any]:
         self.root.mkdir(parents=True, exist_ok=True)
         self.save()
+        previous = self._watch_ctrl_c()
         try:
-            self._plan()
-        except KeyboardInterrupt:
-            self.interrupted = True
-        return self.finish()
+            try:
+                self._plan()
+            except KeyboardInterrupt:
+                self.interrupted = True
+            return self.finish()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+
+    def _watch_ctrl_c(self):
+        """Say "stopping…" the moment Ctrl-C (or the dashboard's q, a SIGINT) comes, wherever the
+        search is (starting a trial, between trials, following one), then stop as before."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_sigint(signum, frame):
+            self.say_stopping()
+            raise KeyboardInterrupt
+
+        return signal.signal(signal.SIGINT, on_sigint)
+
+    def say_stopping(self) -> None:
+        if not self.stop_said:
+            self.stop_said = True
+            self.say(STOPPING)
 
     def _plan(self) -> None:
         first = [T.precision_candidate("fp32")]
@@ -174,6 +201,8 @@ class Search:
         records = self.follow(t, run_dir, launch.start(run_dir))
         t.wall_s = time.monotonic() - started
         T.measure(t, records)
+        if cand.role == "reference":  # did the fp32 baseline use TF32? (its start record says)
+            self.reference_tf32 = next((r.get("tf32") for r in records if r.get("kind") == "start"), None)
         if t.status == "running":
             t.status, t.reason = "killed", t.reason or "ended without an end record"
         self.say(f"  {cand.name:<22} {t.status}" + (f": {t.ms_per_step:.1f} ms/step" if t.measured else "")
@@ -213,7 +242,7 @@ class Search:
                     t.reason = "interrupted; killed"
                     break
                 self.interrupted = True
-                self.say("\nstopping the search: the running trial stops at its next record; Ctrl-C again to kill it")
+                self.say_stopping()
                 t.reason = "interrupted"
                 launch.request_stop(run_dir)
                 stop_sent = time.monotonic()
@@ -253,18 +282,24 @@ class Search:
     def finish(self) -> dict[str, Any]:
         for t in self.trials:
             t.verdict = ""
-        winner, band, needed = V.judge(self.trials)
+        winner, band, needed, partial = V.settle(self.trials, self.interrupted)
+        explanation = V.explain_partial(self.trials, partial, self.interrupted) if partial else \
+            V.explain(self.trials, winner, needed, self.device_type, hardware_note(self.device_type))
         self.result.update(
             status="interrupted" if self.interrupted else "done", finished=time.time(),
             elapsed_s=time.monotonic() - self.t0, band=band, needed_gain=needed,
-            winner=winner.candidate if winner else None,
-            explanation=V.explain(self.trials, winner, needed, self.device_type, hardware_note(self.device_type))
-            + busy_note(self.device_type))
+            winner=winner.candidate if winner else None, partial=partial or None,
+            explanation=explanation + busy_note(self.device_type) + tf32_note(self.reference_tf32))
         self.save()
         return self.result
 
 
 # --- what this machine allows -----------------------------------------------------------------------
+
+def tf32_note(tf32: Any) -> list[str]:
+    line = baseline_line("(the reference)", tf32)
+    return [line[0].upper() + line[1:] + "."] if line else []
+
 
 def device_name(device_type: str) -> str:
     if device_type == "cuda":

@@ -114,6 +114,57 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
     return best, band, needed
 
 
+# --- a search that ended early -------------------------------------------------------------------
+
+NOT_ENOUGH = "not enough trials to recommend"
+JUDGED = ("WINNER", "accurate", "rejected", "stopped early", "out of memory")  # verdicts that compared
+
+
+def cut_short(t: Trial) -> bool:
+    """Was this trial left unjudged by the end of the search (Ctrl-C, q, the budget)?"""
+    reason = t.reason or ""
+    return reason.startswith(("interrupted", "budget")) or "the budget ran out" in reason
+
+
+def partial_reason(trials: list[Trial], interrupted: bool) -> str:
+    """Why a search that ended early cannot recommend anything ("" when it can): it was stopped, or
+    its budget cut trials, before any setup other than fp32 was measured and judged against fp32.
+    A search that ran its whole plan may still say "stay in fp32" (every candidate was tried)."""
+    if not (interrupted or any(cut_short(t) for t in trials)):
+        return ""
+    if any(t.role == "candidate" and t.verdict.startswith(JUDGED) for t in trials):
+        return ""
+    measured = [t for t in trials if t.measured]
+    if not measured:
+        return f"{NOT_ENOUGH}: nothing was measured"
+    names = " and ".join(t.candidate for t in measured)
+    return f"{NOT_ENOUGH}: only {names} {'was' if len(measured) == 1 else 'were'} measured"
+
+
+def settle(trials: list[Trial], interrupted: bool) -> tuple[Trial | None, float | None, float, str]:
+    """judge(), then no winner for a search that ended before anything could be compared:
+    (winner, band, needed gain, partial reason or "")."""
+    winner, band, needed = judge(trials)
+    partial = partial_reason(trials, interrupted)
+    if partial and winner is not None:
+        winner.verdict = "fp32 reference" if winner.role == "reference" else "fp32, second seed (noise band)"
+        winner = None
+    return winner, band, needed, partial
+
+
+def explain_partial(trials: list[Trial], partial: str, interrupted: bool) -> list[str]:
+    """The honest sentences for a search that ended too early to recommend anything."""
+    how = "was stopped" if interrupted else "ran out of budget"
+    measured = [t for t in trials if t.measured]
+    figures = "; ".join(f"{t.candidate}: {t.ms_per_step:.1f} ms/step" +
+                        (f", {t.samples_per_s:.0f} samples/s" if t.samples_per_s else "") for t in measured)
+    lines = [f"{partial[0].upper()}{partial[1:]} ({figures or 'no timings'}): the search {how} before any other "
+             "precision setup or knob was measured, so there is nothing to compare fp32 against."]
+    lines.append("Tune again with a larger budget (--budget, or the budget asked for by t in the dashboard) "
+                 "for a verdict; no preset was saved.")
+    return lines
+
+
 def describe_limits(winner: Trial, trials: list[Trial], device_type: str) -> list[str]:
     """What holds the winner back: input-bound, launch-bound, memory-bound (when the numbers say so)."""
     out = []

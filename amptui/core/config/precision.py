@@ -36,12 +36,13 @@ DTYPES: dict[str, Dtype] = {d.name: d for d in (
 )}
 FULL = "float32"                      # what runs without autocast
 FULL_DTYPE = Dtype(FULL, "fp32", needs_scaler=False, max_finite=3.4028234663852886e38, smallest_normal=2.0 ** -126)
+PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32")  # the preset keys a Precision decides
+TF32 = "tf32"  # the variant: float32 without autocast, CUDA matmuls and convolutions on TF32 tensor cores
 
 
 def dtype_range(name: str) -> Dtype:
     """The entry that knows `name`'s range: a DTYPES dtype, else float32's (what runs without autocast)."""
     return DTYPES.get(name, FULL_DTYPE)
-PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler")  # the preset keys a Precision decides
 
 
 def auto_dtype(device_type: str) -> str:
@@ -61,6 +62,7 @@ class Precision:
     autocast: bool
     dtype: str          # the autocast dtype (kept when autocast is off: the preset still names one)
     scaler: bool
+    tf32: bool = False  # without autocast, amp.tf32 = true: float32 on TF32 tensor cores (CUDA)
 
     # --- built from ... ----------------------------------------------------------------------
 
@@ -77,11 +79,13 @@ class Precision:
         scaler = amp.grad_scaler
         if scaler == "auto":
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
-        return cls(bool(amp.autocast), dtype, bool(scaler))
+        return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast)
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
         """"fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler" (any DTYPES short name); ValueError else."""
+        if name == TF32:
+            return cls(False, next(iter(DTYPES)), False, tf32=True)
         base, plus, extra = name.partition("+")
         if plus and extra != "scaler":
             raise ValueError(name)
@@ -98,7 +102,7 @@ class Precision:
         if isinstance(value, Mapping):
             try:
                 dtype = str(value["dtype"])
-                return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]))
+                return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]), bool(value.get("tf32", False)))
             except KeyError:
                 return None
         if isinstance(value, str) and value:
@@ -107,7 +111,7 @@ class Precision:
             if base.startswith("autocast "):
                 return cls(True, base.removeprefix("autocast "), scaler)
             if base == "fp32":
-                return cls(False, next(iter(DTYPES)), scaler)
+                return cls(False, next(iter(DTYPES)), scaler, tf32="TF32" in rest)
         return None
 
     # --- said as ... -------------------------------------------------------------------------
@@ -121,19 +125,20 @@ class Precision:
     def short(self) -> str:
         """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses)."""
         name = DTYPES[self.dtype].short if self.autocast and self.dtype in DTYPES else (
-            self.dtype if self.autocast else "fp32")
+            self.dtype if self.autocast else TF32 if self.tf32 else "fp32")
         return name + ("+scaler" if self.scaler else "")
 
     @property
     def words(self) -> str:
         """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"."""
-        words = f"autocast {self.dtype}" if self.autocast else "fp32"
+        words = f"autocast {self.dtype}" if self.autocast else "fp32 + TF32" if self.tf32 else "fp32"
         return words + (" + GradScaler" if self.scaler else "")
 
     def as_record(self) -> dict[str, Any]:
         """The `start` record's `precision` field."""
-        return {"autocast": self.autocast, "dtype": self.dtype, "grad_scaler": self.scaler,
-                "short": self.short, "words": self.words}
+        record = {"autocast": self.autocast, "dtype": self.dtype, "grad_scaler": self.scaler,
+                  "short": self.short, "words": self.words}
+        return {**record, "tf32": True} if self.tf32 else record  # written only when asked for
 
     def overrides(self) -> dict[str, object]:
         """The preset keys (dotted) that give this precision (without autocast the preset's dtype stays)."""
@@ -141,9 +146,11 @@ class Precision:
         if self.autocast:
             keys["amp.dtype"] = self.dtype
         keys["amp.grad_scaler"] = self.scaler
+        if self.tf32:
+            keys["amp.tf32"] = True
         return keys
 
 
 def variant_names() -> list[str]:
-    """fp32, then each dtype without and with a GradScaler: the names `--variants` takes."""
-    return ["fp32", *(n for d in DTYPES.values() for n in (d.short, d.short + "+scaler"))]
+    """fp32, tf32 (CUDA only), then each dtype without and with a GradScaler: the names `--variants` takes."""
+    return ["fp32", TF32, *(n for d in DTYPES.values() for n in (d.short, d.short + "+scaler"))]

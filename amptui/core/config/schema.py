@@ -167,6 +167,9 @@ class AmpConfig:
     clip_grad_norm: float = key(0.0, "Clip the gradient norm to this (0 = off); always after unscale_.",
                                 minimum=0.0)
     accumulate: int = key(1, "Micro-batches per optimizer step.", minimum=1)
+    tf32: bool | Literal["auto"] = key(
+        "auto", "TF32 tensor cores for float32 CUDA matmuls and cuDNN convolutions (Ampere or later); auto keeps "
+        "torch's default (matmuls off, convolutions on); no effect on a CPU.", type="auto|bool")
 
 
 @dataclass(frozen=True)

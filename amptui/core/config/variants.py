@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from amptui.core.config.precision import DTYPES, PRECISION_KEYS, Precision, auto_dtype, variant_names
+from amptui.core.config.precision import DTYPES, PRECISION_KEYS, TF32, Precision, auto_dtype, variant_names
 from amptui.core.errors import UserError
 
 
@@ -49,7 +49,12 @@ def expand(spec: str | None, device_type: str) -> list[tuple[str, dict[str, obje
         raise UserError(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     if len(set(names)) != len(names):
         raise UserError("--variants: each variant once")
-    return [(n, VARIANTS[n]) for n in names]
+    if TF32 in names and device_type != "cuda":
+        raise UserError(f"--variants {TF32}: TF32 runs float32 matmuls on CUDA tensor cores (Ampere or later); "
+                        f"on the {device_type.upper()} float32 has no TF32 mode, so drop {TF32} from --variants")
+    # Next to tf32, fp32 means IEEE float32 (torch's default leaves cuDNN convolutions on TF32).
+    strict = {"amp.tf32": False} if TF32 in names else {}
+    return [(n, {**VARIANTS[n], **(strict if n == "fp32" else {})}) for n in names]
 
 
 def check_overrides(overrides: dict[str, object]) -> None:

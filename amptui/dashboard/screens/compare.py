@@ -17,8 +17,9 @@ from amptui.core.errors import UserError
 from amptui.core.run import runops
 from amptui.dashboard.picture import save_screen
 from amptui.dashboard.screens.base import DashboardScreen, in_background
-from amptui.dashboard.screens.keys import KeysMixin
+from amptui.dashboard.screens.keys import KeysMixin, named
 from amptui.dashboard.widgets.plot import COLORS, Figure, Line, MetricPlot
+from amptui.dashboard.widgets.scrollhint import show_columns_hint
 
 MARKERS = ("•", "+", "×", "▪", "◆")  # runs after the baseline, whose line shows between them
 BAND = (90, 90, 90)  # the baseline's noise band: dim grey
@@ -26,13 +27,13 @@ BAND = (90, 90, 90)  # the baseline's noise band: dim grey
 
 class CompareScreen(KeysMixin, DashboardScreen):
     # One line per key; the footer and the help screen (? / F1) read this list.
-    BINDINGS = [
+    BINDINGS = named("compare", [
         Binding("q", "back", "Back"),
         Binding("m", "export('markdown')", "Export .md"),
         Binding("v", "export('csv')", "Export .csv"),
         Binding("p", "picture", "SVG"),
         Binding("escape", "back", "Back", show=False),
-    ]
+    ])
 
     def __init__(self, run_dirs: list[Path]):
         super().__init__()
@@ -63,6 +64,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         table.add_column("#", key="n")
         for h in self._order():
             table.add_column(h, key=h)
+        show_columns_hint(self, table, self.query_one("#compare-table-box"))
         self.load()
 
     @staticmethod

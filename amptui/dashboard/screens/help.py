@@ -10,17 +10,20 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from amptui.dashboard.keymap import keys_of
+
 
 def key_rows(screen: Screen) -> list[tuple[str, str, str]]:
-    """(key, what it does, why not now) for the screen's keys, then the app's."""
+    """(key, what it does, why not now) for the screen's keys, then the app's; keys as the user's
+    keymap (amptui's config file) has them."""
     app = screen.app
+    keymap = getattr(app, "user_keymap", {})
     rows: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str]] = set()
     for binding in [*screen.BINDINGS, *app.BINDINGS, Binding("ctrl+p", "command_palette", "Command palette")]:
         if not isinstance(binding, Binding) or binding.action.startswith("why_not"):
             continue
-        for key in binding.key.split(","):
-            key = key.strip()
+        for key in keys_of(binding, keymap):
             if (key, binding.action) in seen:
                 continue
             seen.add((key, binding.action))
@@ -31,6 +34,11 @@ def key_rows(screen: Screen) -> list[tuple[str, str, str]]:
     for key, what in getattr(screen, "KEY_HELP", {}).items():
         rows.append((key, what, ""))
     return rows
+
+
+CLOSE_HINT = "escape closes · ctrl+p opens the command palette"
+DIALOG_SHARE = 0.9   # #help-dialog's max-height (amptui.tcss)
+DIALOG_CHROME = 6    # its border (2), padding (2), title and hint lines (2)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -52,7 +60,32 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text(f"Keys of the {name} screen", style="bold"))
             with VerticalScroll(id="help-keys"):
                 yield Static(table, id="help-table")
-            yield Static("escape closes · ctrl+p opens the command palette", classes="hint")
+            yield Static(CLOSE_HINT, classes="hint", id="help-hint")
+
+    def on_resize(self) -> None:
+        """The key list gets the rows the screen has left (a dialog of `height: auto` would let it
+        run past the screen's bottom edge, clipped and unscrollable at 80x24)."""
+        keys = self.query_one("#help-keys", VerticalScroll)
+        keys.styles.max_height = max(3, int(self.size.height * DIALOG_SHARE) - DIALOG_CHROME)
+        self.call_after_refresh(self._show_hint)
+
+    def on_mount(self) -> None:
+        keys = self.query_one("#help-keys", VerticalScroll)
+        keys.focus()  # the arrow keys and page keys scroll it
+        for name in ("scroll_y", "show_vertical_scrollbar"):  # scrolled; more or fewer rows than room
+            self.watch(keys, name, lambda _: self._show_hint(), init=False)
+        self.call_after_refresh(self._show_hint)
+
+    def _show_hint(self) -> None:
+        """Say that the list scrolls, and how, while part of it is out of sight."""
+        keys = self.query_one("#help-keys", VerticalScroll)
+        if keys.max_scroll_y <= 0:
+            hint = Text(CLOSE_HINT)
+        elif keys.scroll_y < keys.max_scroll_y:
+            hint = Text.assemble(("▼ more keys: ↓ pgdn", "bold"), " · ", CLOSE_HINT)
+        else:
+            hint = Text.assemble(("▲ more keys: ↑ pgup", "bold"), " · ", CLOSE_HINT)
+        self.query_one("#help-hint", Static).update(hint)
 
     def action_close(self) -> None:
         self.dismiss(None)

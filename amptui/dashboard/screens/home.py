@@ -20,6 +20,7 @@ from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_duration, fmt_loss, shown
 from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
+from amptui.dashboard.filestamps import presets_stamp
 from amptui.dashboard.runscache import RunsCache
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.home_launch import LaunchActions
@@ -62,11 +63,12 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         Binding("R", "resume", "Resume"),
         Binding("x", "delete", "Delete"),
         Binding("i", "info", "Info", show=False),  # in help (? / F1): the footer must fit 80 columns
-        Binding("f", "filter", "Filter"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("f", "filter", "Filter", show=False),
         Binding("c", "compare", "Compare"),
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),
-    ], ("watch", "resume", "delete", "info"))
+    ], ("watch", "resume", "delete", "info"), "home")
     KEY_HELP = {"space": "mark/unmark the highlighted run for compare (in Runs); the first marked is the baseline",
                 "tab / shift+tab": "move between presets, toggles and runs",
                 "enter": "on a preset: edit its toggles; on a run: watch it; on a drop-down: open it",
@@ -83,6 +85,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self._edits: dict[str, dict[str, Any]] = {}     # preset name -> toggles as the user left them
         self._pristine: dict[str, Any] = {}             # the current preset's toggles as loaded
         self._watched_groups: set[str] = set()          # A/Bs started here: compare opens when they end
+        self._presets_stamp = presets_stamp()            # the saved presets as last listed
 
     def compose(self) -> ComposeResult:
         yield Static(id="home-title")
@@ -93,8 +96,8 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
                 yield Static(id="preset-desc")
                 yield TogglesPanel(id="toggles")
         with Vertical(id="runs-box"):
-            yield FilterInput(placeholder="filter: words in preset, status, precision, A/B group, id", id="runs-filter",
-                              compact=True)
+            yield FilterInput(placeholder="filter presets and runs: words in name, status, precision, A/B group, id",
+                              id="runs-filter", compact=True)
             yield RunTable(id="runs")
             yield Static("no runs yet: pick a preset and press r", id="runs-empty")
             yield Static(id="run-detail")
@@ -120,14 +123,24 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.presets = presetmod.list_presets()
         option_list.clear_options()
         width = max((len(p.name) for p in self.presets), default=10)
-        for p in self.presets:
+        words = self.query_one(RunTable).filter_words  # `/` filters presets and runs alike
+        listed = [p for p in self.presets if all(w in f"{p.name} {p.description}".lower() for w in words)]
+        for p in listed:
             tag = ("built-in", "dim") if p.builtin else ("saved", "green")
             option_list.add_option(Option(Text.assemble(p.name.ljust(width + 1), tag), id=p.name))
-        names = [p.name for p in self.presets]
+        names = [p.name for p in listed]
         index = names.index(current) if current in names else 0
-        if self.presets:
+        if listed:
             option_list.highlighted = index
-            self.show_preset(self.presets[index])
+            if listed[index] != self.preset:  # the same preset, unchanged: its toggles stay as they are
+                self.show_preset(listed[index])
+
+    def _presets_changed(self, stamp) -> None:
+        """Presets saved, replaced or deleted by another process (a CLI `presets save`, a tune's
+        winner) appear and go without a restart."""
+        if stamp != self._presets_stamp:
+            self._presets_stamp = stamp
+            self.load_presets()
 
     @on(OptionList.OptionHighlighted, "#presets")
     def _preset_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -184,6 +197,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         except OSError:
             return
         self.app.from_thread(self._show_runs, runs, groups)
+        self.app.from_thread(self._presets_changed, presets_stamp())
 
     def _show_runs(self, runs, groups=()) -> None:
         table = self.query_one(RunTable)
@@ -313,6 +327,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.query_one(RunTable).filter_words = event.value.lower().split()
         self._runs_cache = RunsCache()
         self.refresh_runs()
+        self.load_presets()
 
     @on(Input.Submitted, "#runs-filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:

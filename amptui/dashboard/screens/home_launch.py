@@ -123,22 +123,31 @@ class LaunchActions(_Screen):
         if preset is None or overrides is None:
             return
         kept = {k: v for k, v in overrides.items() if k not in T.KEY_DIMENSIONS}
-        self.notify(f"tuning {preset.name}: its trials appear in Runs as {preset.name}-tune-…", timeout=6)
-        self._start_tune(detached.amptui_args("tune", preset_ref(preset), kept, "--runs-dir",
-                                              str(self.app.runs_root), "--format", "json"))
+        from amptui.dashboard.screens.tune_start import TuneStartModal
+
+        def budget_given(minutes: float | None) -> None:  # first the budget (tune --budget), then the search
+            if minutes is None:
+                return
+            self.notify(f"tuning {preset.name} for up to {minutes:g} min: its trials appear in Runs as "
+                        f"{preset.name}-tune-…", timeout=6)
+            self._start_tune(detached.amptui_args("tune", preset_ref(preset), kept, "--runs-dir",
+                                                  str(self.app.runs_root), "--format", "json",
+                                                  "--budget", f"{minutes:g}"), preset.name)
+
+        self.app.push_screen(TuneStartModal(preset.name, kept), budget_given)
 
     @in_background("home-tune", "starting the tune")
-    def _start_tune(self, args: list[str]) -> None:
+    def _start_tune(self, args: list[str], preset_name: str) -> None:
         started, error = detached.start(args)
-        self.app.from_thread(self._tune_started, started, error)
+        self.app.from_thread(self._tune_started, started, error, preset_name)
 
-    def _tune_started(self, started: dict[str, Any] | None, error: str | None) -> None:
+    def _tune_started(self, started: dict[str, Any] | None, error: str | None, preset_name: str = "") -> None:
         if error or not started:
             self.notify(f"could not start the tune: {error}", severity="error", timeout=10)
             return
         from amptui.dashboard.screens.tune import TuneScreen
 
-        self.app.push_screen(TuneScreen(Path(started["result"]), Path(started["log"])))
+        self.app.push_screen(TuneScreen(Path(started["result"]), Path(started["log"]), preset_name))
 
     @in_background(LAUNCH_GROUP, "starting the run")
     def _launch(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:

@@ -3,10 +3,16 @@
 A screen lists its keys once in BINDINGS and says in `refusal(action)` why an action does not
 apply now (or None). The footer then hides the key (Textual's check_action); pressing it anyway
 reaches a hidden fallback binding that shows the reason, so no key is ever silently dead.
+
+Each screen's first binding of an action gets an id, `scope.action` ("home.run", "run.stop"): the
+name a keymap in amptui's config file remaps it by (dashboard/keymap.py), and the command palette
+lists. Later bindings of the same action (escape beside q) are fixed aliases.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from textual.binding import Binding, BindingType
@@ -34,11 +40,34 @@ class KeysMixin(_Screen):
             self.notify(reason, severity="warning", timeout=6)
 
 
-def with_reasons(bindings: list[Binding], actions: tuple[str, ...]) -> list[BindingType]:
-    """BINDINGS plus, for each action that can be refused, a hidden binding on the same key that
-    says why (Textual tries the next binding of a key when check_action refuses the first)."""
+def action_name(action: str) -> str:
+    """An action as a keymap names it: `export('csv')` -> `export_csv`, `panel(0)` -> `panel_0`."""
+    return "_".join(w for w in re.split(r"[^A-Za-z0-9_]+", action) if w)
+
+
+def named(scope: str, bindings: list[Binding]) -> list[BindingType]:
+    """The bindings with ids `scope.action` on the first binding of each action (see above)."""
+    return list(_named(scope, bindings))
+
+
+def _named(scope: str, bindings: list[Binding]) -> list[Binding]:
+    out, seen = [], set()
+    for b in bindings:
+        name = action_name(b.action)
+        if b.id is None and name not in seen and not name.startswith("why_not"):
+            b = replace(b, id=f"{scope}.{name}")
+        seen.add(name)
+        out.append(b)
+    return out
+
+
+def with_reasons(bindings: list[Binding], actions: tuple[str, ...], scope: str) -> list[BindingType]:
+    """BINDINGS (named in `scope`) plus, for each action that can be refused, a hidden binding on
+    the same key that says why (Textual tries the next binding of a key when check_action refuses
+    the first). The fallback shares the action's id, so a remapped key keeps its reason."""
+    bindings = _named(scope, bindings)
     out: list[BindingType] = list(bindings)
     for b in bindings:
         if b.action in actions:
-            out.append(Binding(b.key, f"why_not('{b.action}')", b.description, show=False))
+            out.append(Binding(b.key, f"why_not('{b.action}')", b.description, show=False, id=b.id))
     return out

@@ -68,9 +68,10 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
         Binding("t", "x_axis", "Time axis"),
         Binding("p", "picture", "SVG"),
         Binding("escape", "restore", "Restore", show=False),
-    ], ("stop", "resume")) + [Binding(str(i + 1), f"panel({i})", f"panel: {name}", show=False)
-                              for i, (_, name) in enumerate(PANELS)] + [
-        Binding(NUMERICS_KEY, "numerics_panel", "panel: range headroom", show=False)]
+    ], ("stop", "resume"), "run") + [
+        Binding(str(i + 1), f"panel({i})", f"panel: {name}", show=False, id=f"run.panel_{name.replace(' ', '_')}")
+        for i, (_, name) in enumerate(PANELS)] + [
+        Binding(NUMERICS_KEY, "numerics_panel", "panel: range headroom", show=False, id="run.panel_range_headroom")]
     KEY_HELP = {"1-6": "show that panel (at 80x24) / maximize it (larger terminals); again restores"}
 
     def __init__(self, run_dir: Path, *, standalone: bool = False):

@@ -158,9 +158,11 @@ class RunPanels(_Screen):
                  Line(xs, median, label=f"median of {MEDIAN_WINDOW}", color="orange")]
         self.query_one("#plot-speed", MetricPlot).update_figure(self._figure(lines))
         self.query_one("#p-speed").border_subtitle = f"median {median[-1]:,.0f} samples/s" if median else "-"
+        ms = m.step_time_ms
         parts = [f"now {m.samples_per_s:,.0f} samples/s" if m.samples_per_s else "",
-                 f"{m.step_time_ms:.1f} ms/step" if m.step_time_ms else ""]
+                 (f"{ms:,.0f} ms/step" if ms >= 100 else f"{ms:.1f} ms/step") if ms else ""]  # 1,360 ms, 27.6 ms
         if m.tflops:
             rate = f"{m.tflops:.1f} TFLOP/s" if m.tflops >= 0.1 else f"{1000 * m.tflops:.3g} GFLOP/s"
-            parts.append(rate + (f" ({100 * m.tflops / m.peak_tflops:.0f}% of peak)" if m.peak_tflops else ""))
+            share = 100 * m.tflops / m.peak_tflops if m.peak_tflops else None
+            parts.append(rate + ("" if share is None else f" ({share:.0f}% of peak)" if share >= 1 else " (<1% of peak)"))
         self.query_one("#speed-info", Static).update(" · ".join(p for p in parts if p))

@@ -23,27 +23,55 @@ from textual.widgets import DataTable, Footer, Static
 from amptui.core import safefile
 from amptui.core.errors import UserError
 from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.screens.keys import KeysMixin, with_reasons
+from amptui.dashboard.widgets.scrollhint import show_columns_hint
 from amptui.tune import plan as T
 
 REFRESH_S = 1.0
+STARTING = ("Starting: the search checks the preset and the toggles, then runs its first trial, fp32 "
+            "(the reference every other setup is judged against).")
 
 
-class TuneScreen(DashboardScreen):
-    BINDINGS = [
+def refusal_words(log: Path | None) -> str:
+    """The Why panel of a tune that refused to start: what happened and what to do."""
+    return ("The tune did not start, so nothing was measured. The error above says why and how to fix it: "
+            "change the toggles or the preset (escape goes back home) and press t again."
+            + (f"\nIts whole output: {log}" if log else ""))
+
+
+def progress_words(result: dict[str, Any], stopping: bool) -> list[str]:
+    """The Why panel while the search runs: what was measured, what runs now, how to stop it."""
+    trials = result.get("trials", [])
+    measured = [f"{t['candidate']} {t['ms_per_step']:.1f} ms/step" for t in trials if t.get("ms_per_step")]
+    running = [t["candidate"] for t in trials if t.get("status") == "running"]
+    lines = ["Stopping: the running trial ends at its next record, then the table shows what was measured."
+             if stopping else "The search is running; the verdict comes when it ends (q stops it early)."]
+    if measured:
+        lines.append("Measured so far: " + ", ".join(measured) + ".")
+    if running:
+        lines.append(f"Now running: {running[-1]}.")
+    return lines
+
+
+class TuneScreen(KeysMixin, DashboardScreen):
+    BINDINGS = with_reasons([
         Binding("s", "save_winner", "Save winner"),
         Binding("q", "stop_or_back", "Stop / Back"),
         Binding("escape", "back", "Back", show=False),
-    ]
+    ], ("save_winner",), "tune")
 
-    def __init__(self, result_path: Path, log: Path | None = None):
+    def __init__(self, result_path: Path, log: Path | None = None, preset: str = ""):
         super().__init__(id="tune")
         self.result_path = Path(result_path)
         self.log_path = log
+        self.preset = preset  # for the title before the result file names it
         self.result: dict[str, Any] | None = None
         self.stop_sent = False
+        self.error = ""  # why the tune refused to start (its log's one line)
 
     def compose(self) -> ComposeResult:
-        yield Static("tune: starting…", id="tune-title")
+        yield Static(self._title("starting…"), id="tune-title")
+        yield Static(id="tune-error")  # wraps: the fix at the end of an error stays in sight
         with Vertical(id="tune-table-box"):
             yield DataTable(id="tune-table", cursor_type="row", zebra_stripes=True)
         with Vertical(id="tune-explain-box"):
@@ -53,9 +81,12 @@ class TuneScreen(DashboardScreen):
     def on_mount(self) -> None:
         self.query_one("#tune-table-box").border_title = "Trials"
         self.query_one("#tune-explain-box").border_title = "Why"
+        self.query_one("#tune-error").display = False
+        self.query_one("#tune-explain", Static).update(STARTING)
         table = self.query_one("#tune-table", DataTable)
         for h in T.HEADERS:
             table.add_column(h, key=h)
+        show_columns_hint(self, table, self.query_one("#tune-table-box"))
         self.load()
         self.set_interval(REFRESH_S, self.load)
 
@@ -71,19 +102,36 @@ class TuneScreen(DashboardScreen):
             result = None
         self.app.from_thread(self._show, result)
 
+    def _title(self, words: str, result: dict[str, Any] | None = None) -> Text:
+        """The title line: always the tune's preset, then where the search stands."""
+        result = result or {}
+        preset = result.get("preset") or self.preset
+        parts = [f" · {result['device_name']}" if result.get("device_name") else "",
+                 f" · budget {result['budget_s'] / 60:g} min" if result.get("budget_s") else "", f" · {words}"]
+        return Text.assemble(("tune", "bold"), (f" {preset}" if preset else "", "bold"), *parts)
+
     def _show(self, result: dict[str, Any] | None) -> None:
         title = self.query_one("#tune-title", Static)
         if result is None:
             error = self._log_error()
-            title.update(Text(error, style="red") if error else "tune: starting…")
+            if error and error != self.error:
+                self.error = error
+                title.update(self._title("did not start"))
+                box = self.query_one("#tune-error", Static)
+                box.update(Text(error, style="bold red"))
+                box.display = True
+                self.query_one("#tune-explain", Static).update(refusal_words(self.log_path))
+                self.refresh_bindings()
             return
         if result == self.result:
             return
         self.result = result
+        self.refresh_bindings()  # s shows once there is a winner to save
+        self.query_one("#tune-error").display = False
         status = result.get("status", "running")
-        words = {"running": "searching…", "done": "done", "interrupted": "stopped (partial result)"}.get(status, status)
-        title.update(Text.assemble(("tune ", "bold"), (result["preset"], "bold"), f" · {result.get('device_name', '')}"
-                                   f" · budget {result.get('budget_s', 0) / 60:g} min · {words}"))
+        words = {"running": "stopping…" if self.stop_sent else "searching…", "done": "done",
+                 "interrupted": "stopped (partial result)"}.get(status, status)
+        title.update(self._title(words, result))
         table = self.query_one("#tune-table", DataTable)
         row = table.cursor_row
         table.clear()
@@ -95,11 +143,28 @@ class TuneScreen(DashboardScreen):
             table.add_row(*(Text(c, style=style) for c in T.cells(t)), key=f"{i}")
         if row is not None and 0 <= row < table.row_count:
             table.move_cursor(row=row)
-        lines = list(result.get("explanation") or []) + T.notes(result)
+        self._explain(result)
+
+    def refusal(self, action: str) -> str | None:
+        """s applies once the search has ended with a winner (the footer shows it only then)."""
+        if action != "save_winner":
+            return None
+        if self.error and self.result is None:
+            return "the tune did not start: there is nothing to save"
+        if self.running:
+            return "the search is still running; save the winner when it has ended"
+        if not (self.result or {}).get("winner"):
+            return f"this tune has no winner to save ({(self.result or {}).get('partial') or 'see Why'})"
+        return None
+
+    def _explain(self, result: dict[str, Any]) -> None:
+        status = result.get("status", "running")
         if status == "running":
-            lines = ["The search is running; the verdict comes when it ends (q stops it early)."]
-        elif result.get("winner"):
-            lines.append("s saves the winner as preset " + result["preset"] + "-tuned.")
+            lines = progress_words(result, self.stop_sent)
+        else:
+            lines = list(result.get("explanation") or []) + T.notes(result)
+            if result.get("winner"):
+                lines.append("s saves the winner as preset " + result["preset"] + "-tuned.")
         self.query_one("#tune-explain", Static).update("\n".join(lines))
 
     def _log_error(self) -> str:
@@ -147,7 +212,9 @@ class TuneScreen(DashboardScreen):
             self.action_back()
             return
         self.stop_sent = True
-        self.notify("stopping the search; the table keeps what was measured")
+        self.notify("stopping… the running trial ends at its next record; the table keeps what was measured")
+        self.query_one("#tune-title", Static).update(self._title("stopping…", self.result))
+        self._explain(self.result)
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.widgets import DataTable
 
@@ -34,6 +36,34 @@ def matches(r: RunInfo, words: list[str], group: str = "") -> bool:
     return all(w in hay for w in words)
 
 
+# (key, header) of each column, left to right. The preset column gives way when the table is too
+# wide for the screen (long tune-trial names), so the progress and duration stay in sight.
+COLUMNS = (("mark", ""), ("id", "run"), ("group", "A/B"), ("status", "status"), ("preset", "preset"),
+           ("precision", "precision"), ("progress", "progress"), ("duration", "duration"))
+ELASTIC = "preset"
+ELASTIC_MIN = 10
+
+
+def fit(text: Text, width: int) -> Text:
+    """`text` cut to `width` cells with an ellipsis in the middle, so both ends stay readable:
+    `quickstart-tune-8f3a-12` -> `quicks…8f3a-12` (a trial's number is at its end)."""
+    if text.cell_len <= width:
+        return text
+    if width < 3:
+        return text[:width]
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    plain = text.plain
+    out = text[:head]
+    out.append("…", style="dim")
+    out.append_text(text[len(plain) - tail:])
+    return out
+
+
+def cell_width(cell: str | Text) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
+
+
 def progress_text(r: RunInfo) -> str:
     if r.total_steps:
         return f"{r.step}/{r.total_steps} {100 * min(1.0, r.step / r.total_steps):3.0f}%"
@@ -62,16 +92,17 @@ class RunTable(DataTable):
         self.total = 0                      # runs before the filter
         self._order: list[str] = []
         self._short: dict[str, str] = {}
+        self._widths: dict[str, int] = {}
+        self._all: list[RunInfo] | None = None  # the last runs given, before the filter
+        self._laid_out_at = 0                   # the width the columns were last fitted to
 
     def on_mount(self) -> None:
-        self.add_column("", key="mark", width=2)
-        self.add_column("run", key="id")
-        self.add_column("A/B", key="group")
-        self.add_column("status", key="status")
-        self.add_column("preset", key="preset")
-        self.add_column("precision", key="precision")
-        self.add_column("progress", key="progress")
-        self.add_column("duration", key="duration")
+        self._add_columns({key: max(1, cell_len(header)) for key, header in COLUMNS})
+
+    def _add_columns(self, widths: dict[str, int]) -> None:
+        for key, header in COLUMNS:
+            self.add_column(header, key=key, width=2 if key == "mark" else widths[key])
+        self._widths = widths
 
     def _mark_cell(self, run_id: str) -> Text:
         if run_id in self.marked:
@@ -85,31 +116,56 @@ class RunTable(DataTable):
                 preset_cell(r), Text(shown(r.precision or "-")), progress_text(r),
                 fmt_duration(r.duration_s)]
 
+    def _room(self) -> int:
+        """Cells the columns' contents may take: the table's width less each column's padding and
+        a vertical scrollbar's width (kept free, so a growing list does not reflow the columns)."""
+        width = self.size.width or self.app.size.width
+        return width - 2 * self.cell_padding * len(COLUMNS) - self.styles.scrollbar_size_vertical
+
+    def _widths_for(self, rows: list[list]) -> dict[str, int]:
+        """Each column as wide as its widest cell or header (set here, when the rows come: widths the
+        table measures itself as cells change only ever grow from the first rows' and race the first
+        draw, as the compare table's did); the preset column shrinks, down to ELASTIC_MIN, to fit."""
+        widths = {key: max([cell_len(header), *(cell_width(row[i]) for row in rows)])
+                  for i, (key, header) in enumerate(COLUMNS)}
+        widths["mark"] = 2
+        over = sum(widths.values()) - self._room()
+        if over > 0:
+            widths[ELASTIC] = max(ELASTIC_MIN, widths[ELASTIC] - over)
+        return widths
+
     def set_runs(self, runs: list[RunInfo], groups: dict[str, str] | None = None) -> None:
         if groups is not None:
             self.groups = groups
+        self._all = runs
         self.total = len(runs)
         short = short_ids([r.run_id for r in runs])
         runs = [r for r in runs if matches(r, self.filter_words, self.groups.get(r.run_id, ""))]
         order = [r.run_id for r in runs]
         self.runs = {r.run_id: r for r in runs}
         self.marked = [m for m in self.marked if m in short]
-        if order != self._order or short != self._short:
-            self._short = short
+        self._short = short
+        rows = [self._cells(r) for r in runs]
+        widths = self._widths_for(rows)
+        elastic = [i for i, (key, _) in enumerate(COLUMNS) if key == ELASTIC][0]
+        for row in rows:
+            row[elastic] = fit(row[elastic], widths[ELASTIC])
+        if order != self._order or widths != self._widths:
             current = self.highlighted_run()
-            self.clear()
-            for r in runs:
-                self.add_row(*self._cells(r), key=r.run_id)
+            self.clear(columns=widths != self._widths)
+            if not self.columns:
+                self._add_columns(widths)
+            for r, row in zip(runs, rows, strict=True):
+                self.add_row(*row, key=r.run_id)
             self._order = order
             if current in self.runs:
                 self.move_cursor(row=order.index(current), animate=False)
         else:
-            keys = ("mark", "id", "group", "status", "preset", "precision", "progress", "duration")
             changed = False
-            for r in runs:
+            for r, cells in zip(runs, rows, strict=True):
                 row = self.get_row(r.run_id)
-                for key, old, value in zip(keys, row, self._cells(r), strict=False):
-                    if key != "id" and old != value:
+                for (key, _), old, value in zip(COLUMNS, row, cells, strict=False):
+                    if old != value:
                         self.update_cell(r.run_id, key, value)
                         changed = True
             if changed:
@@ -117,6 +173,12 @@ class RunTable(DataTable):
                 # an update count), yet they stay in its LRU caches (10,000 cells, 1,000 lines, rows)
                 # until pushed out: tens of MB for a list redrawn every 2 s. Drop them now.
                 self.notify_style_update()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A wider or narrower screen: the preset column gets the room there is."""
+        if self._all is not None and event.size.width != self._laid_out_at:
+            self._laid_out_at = event.size.width
+            self.set_runs(self._all)
 
     @property
     def run_ids(self) -> list[str]:

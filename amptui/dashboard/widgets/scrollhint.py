@@ -1,0 +1,29 @@
+"""A visible hint where a table is wider than its box (80 columns): the box's bottom border says
+that more columns are to the right (or left) and which keys scroll, as long as some are hidden."""
+
+from __future__ import annotations
+
+from textual.screen import Screen
+from textual.widget import Widget
+
+MORE_RIGHT = "more columns → · ← → scroll"
+MORE_LEFT = "← more columns · ← → scroll"
+
+
+def columns_hint(table: Widget) -> str:
+    """The hint for `table` as it is scrolled now ("" when every column is in sight)."""
+    if table.max_scroll_x <= 0:
+        return ""
+    return MORE_RIGHT if table.scroll_x < table.max_scroll_x else MORE_LEFT
+
+
+def show_columns_hint(screen: Screen, table: Widget, box: Widget) -> None:
+    """Keep `box`'s border subtitle on the hint while `screen` lives: it follows the scrolling
+    and a table that grows or shrinks (its horizontal scrollbar comes or goes)."""
+
+    def update(_=None) -> None:
+        box.border_subtitle = columns_hint(table)
+
+    for name in ("scroll_x", "show_horizontal_scrollbar"):
+        screen.watch(table, name, update, init=False)
+    screen.call_after_refresh(update)

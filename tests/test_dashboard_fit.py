@@ -1,0 +1,211 @@
+"""The dashboard at 80x24 as values and files change: the run list's columns follow their values,
+long names give way to the duration, the help overlay scrolls, presets saved or deleted by another
+process come and go without a restart."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+from dashboard_support import FIXTURES, LIVE, QUICK, app_for, async_test, home_ready, until
+from rich.cells import cell_len
+from rich.text import Text
+
+from amptui.dashboard.screens.help import HelpScreen
+from amptui.dashboard.widgets.runtable import COLUMNS, RunTable
+
+RUN_LIST_ROWS = 1  # a table line: 0 is the header
+
+
+def drawn_line(table: RunTable, y: int) -> str:
+    """Line y of the table as it is drawn (the Line API: what reaches the terminal)."""
+    return table.render_line(y).text
+
+
+def cells_of(table: RunTable, run_id: str) -> list[str]:
+    return [c.plain if isinstance(c, Text) else str(c) for c in table.get_row(run_id)]
+
+
+@async_test
+async def test_the_run_list_widens_its_columns_as_a_run_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "runs"
+    shutil.copytree(FIXTURES / "live" / LIVE, root / LIVE)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    launch = json.loads((root / LIVE / "run.json").read_text())
+    (root / LIVE / "run.json").write_text(json.dumps({**launch, "pid": gone.pid, "host": None}))  # its writer is gone
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await home_ready(pilot)
+        table = screen.query_one(RunTable)
+        first = cells_of(table, LIVE)
+        assert first[3] == "killed" and first[6].startswith("120/256")
+        events = root / LIVE / "events.jsonl"
+        last = json.loads(events.read_text().splitlines()[-2])  # the last step record
+        with events.open("a") as f:
+            for step in range(122, 257):
+                f.write(json.dumps({**last, "step": step, "t": last["t"] + step * 0.03}) + "\n")
+            f.write(json.dumps({"v": 1, "kind": "end", "t": last["t"] + 8, "rank": 0, "status": "completed",
+                                "total_time_s": 8.0, "steps": 256, "final_loss": 1.5}) + "\n")
+        await until(pilot, lambda: cells_of(table, LIVE)[3] == "completed")
+        await pilot.pause(0.2)
+        now = cells_of(table, LIVE)
+        for (key, _), cell in zip(COLUMNS, now, strict=True):
+            assert table.columns[key].width >= cell_len(cell), (key, cell)  # type: ignore[index]
+        line = drawn_line(table, RUN_LIST_ROWS)
+        assert "completed" in line and "256/256 100%" in line, line
+
+
+@async_test
+async def test_a_long_run_name_is_cut_in_the_middle_and_the_duration_stays_at_80_columns(root):
+    long_name = "quickstart-tune-8f3a2c91d0-12-with-a-much-longer-tail"
+    target = root / "20261122-000000-quickstart-tune-8f3a"
+    shutil.copytree(root / QUICK, target)
+    config = target / "config.toml"
+    config.write_text(config.read_text().replace('name = "quickstart"', f'name = "{long_name}"', 1))
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await home_ready(pilot, rows=4)
+        table = screen.query_one(RunTable)
+        await pilot.pause(0.3)
+        row = table.run_ids.index(target.name) + RUN_LIST_ROWS
+        line = drawn_line(table, row)
+        assert "…" in line and line.rstrip().endswith("0:06"), line
+        assert "quick" in line and "tail" in line  # both ends of the name stay readable
+        assert cell_len(line) <= table.size.width
+        # a wide screen gives the name its room back
+        await pilot.resize_terminal(160, 40)
+        await until(pilot, lambda: long_name in drawn_line(table, table.run_ids.index(target.name) + 1))
+
+
+@async_test
+async def test_the_help_overlay_scrolls_at_80x24_and_says_so(root):
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await home_ready(pilot, rows=3)
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause(0.3)
+        help_screen = app.screen
+        hint = help_screen.query_one("#help-hint")
+        assert "more keys" in str(hint.render())
+        keys = help_screen.query_one("#help-keys")
+        assert keys.max_scroll_y > 0
+        dialog = help_screen.query_one("#help-dialog")
+        assert dialog.region.bottom <= 24  # the whole dialog, hint included, is on screen
+        await pilot.press("end")
+        await until(pilot, lambda: keys.scroll_y == keys.max_scroll_y)
+        await pilot.pause(0.1)
+        assert "▲" in str(hint.render())  # at the bottom: the hint says the rest is above
+
+
+@async_test
+async def test_presets_saved_and_deleted_by_another_process_come_and_go(root):
+    from amptui.core.config import presets as presetmod
+    from amptui.dashboard.screens.home import PresetList
+
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await home_ready(pilot, rows=3)
+        names = lambda: [o.id for o in screen.query_one(PresetList).options]  # noqa: E731
+        assert "mine" not in names()
+        folder = presetmod.saved_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "mine.toml").write_text('description = "saved elsewhere"\n[data]\nbatch_size = 32\n')
+        await until(pilot, lambda: "mine" in names(), timeout=10)
+        (folder / "mine.toml").unlink()
+        await until(pilot, lambda: "mine" not in names(), timeout=10)
+
+
+@async_test
+async def test_a_run_started_elsewhere_appears_in_the_run_list(root):
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await home_ready(pilot, rows=3)
+        table = screen.query_one(RunTable)
+        shutil.copytree(root / QUICK, root / "20261122-010101-quickstart-9c9c")
+        await until(pilot, lambda: "20261122-010101-quickstart-9c9c" in table.run_ids, timeout=10)
+
+
+# --- the tune screen ------------------------------------------------------------------------------
+
+PRETRAINED_ERROR = ("amptui: error: model.pretrained: ImageNet weights for resnet18 are not in the torch hub "
+                    "folder ~/.cache/torch/hub/checkpoints (this machine is offline); put resnet18-f37072fd.pth "
+                    "there, or --set model.pretrained=false")
+
+
+def drawn_text(widget) -> str:
+    """The widget's lines as drawn (each cut at the widget's width, as the terminal shows them)."""
+    return "\n".join(widget.render_line(y).text.rstrip() for y in range(widget.size.height))
+
+
+@async_test
+async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x24(root, monkeypatch):
+    import subprocess
+
+    from amptui.dashboard.screens.tune import TuneScreen
+    from amptui.dashboard.screens.tune_start import TuneStartModal
+
+    seen = {}
+
+    def fake_tune_detach(command, **kwargs):
+        """`amptui tune --detach` as it answers: started; its background search then refuses (its log)."""
+        seen["command"] = command
+        log = root / "quickstart-tune-0001.tune.log"
+        log.write_text(PRETRAINED_ERROR + "\n")
+        line = {"kind": "tune", "tune_id": "quickstart-tune-0001", "pid": 1, "log": str(log),
+                "result": str(root / "quickstart-tune-0001.tune.json")}
+        return subprocess.CompletedProcess(command, 0, stdout=json.dumps(line) + "\n", stderr="")
+
+    monkeypatch.setattr("amptui.jobs.detached.subprocess.run", fake_tune_detach)
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await home_ready(pilot, rows=3)
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, TuneStartModal))
+        modal = app.screen
+        field = modal.query_one("#tune-budget")
+        assert field.value == "10"  # the CLI's default
+        field.value = "0"
+        await pilot.pause(0.1)
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert app.screen is modal and "a number > 0" in str(modal.query_one("#tune-budget-msg").render())
+        field.value = "2.5"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, TuneScreen))
+        command = seen["command"]
+        assert command[3:5] == ["tune", "quickstart"] and command[command.index("--budget") + 1] == "2.5"
+        screen = app.screen
+        await until(pilot, lambda: screen.error)
+        await pilot.pause(0.2)
+        title = drawn_text(screen.query_one("#tune-title"))
+        assert title.startswith("tune quickstart") and "did not start" in title
+        error = drawn_text(screen.query_one("#tune-error"))
+        assert "or --set model.pretrained=false" in " ".join(error.split())  # wrapped, not cut
+        assert len(error.splitlines()) >= 2
+        why = " ".join(drawn_text(screen.query_one("#tune-explain")).split())
+        assert "did not start" in why and "press t again" in why
+
+
+@async_test
+async def test_the_compare_table_says_it_scrolls_sideways_at_80_columns(root):
+    from dashboard_support import FAILED, SCALER
+
+    from amptui.dashboard.screens.compare import CompareScreen
+
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await home_ready(pilot, rows=3)
+        app.open_compare([root / QUICK, root / SCALER, root / FAILED])
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.drawn())
+        box = app.screen.query_one("#compare-table-box")
+        await until(pilot, lambda: box.border_subtitle == "more columns → · ← → scroll")
+        table = app.screen.query_one("#compare-table")
+        while table.scroll_x < table.max_scroll_x:
+            await pilot.press("right")  # the table has the focus: the arrow keys scroll it
+        await until(pilot, lambda: box.border_subtitle == "← more columns · ← → scroll")

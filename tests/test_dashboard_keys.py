@@ -1,0 +1,155 @@
+"""The keys power users expect (issue 23): every action in the command palette with its key, `/`
+filtering presets and runs, keys remapped by action name in amptui's config file (the footer and
+help show the new key), themes remembered, a bad keymap refused with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from dashboard_support import QUICK, SCALER, Notes, app_for, async_test, home_ready, select_run, until
+from textual.command import CommandPalette
+
+from amptui.core import userconfig
+from amptui.core.config import presets as presetmod
+from amptui.dashboard.screens.help import HelpScreen, key_rows
+from amptui.dashboard.screens.home import HomeScreen
+from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.widgets.runtable import RunTable
+
+
+def write_settings(text: str) -> Path:
+    path = userconfig.config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def footer_keys(app) -> dict[str, str]:
+    """action -> key, as the footer shows them now."""
+    return {b.binding.action: b.binding.key for b in app.screen.active_bindings.values() if b.binding.show}
+
+
+async def palette_pick(pilot, words: str) -> None:
+    await pilot.press("ctrl+p")
+    await until(pilot, lambda: isinstance(pilot.app.screen, CommandPalette))
+    await pilot.press(*words)
+    await pilot.pause(0.5)  # the palette searches its providers in the background
+    await pilot.press("enter")
+
+
+@async_test
+async def test_palette_lists_every_action_with_its_key_and_runs_it(root):
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        home = await home_ready(pilot, 3)
+        commands = {c.title: c.help for c in app.get_system_commands(home)}
+        for title in ("Run", "A/B", "Tune", "Watch", "Delete", "Filter", "Compare", "Info", "Keys of this screen"):
+            assert title in commands, title
+        assert commands["Watch"] == "key: w" and commands["Filter"] == "key: /"
+        await select_run(pilot, QUICK)
+        await palette_pick(pilot, "watch")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        assert app.screen.run_dir.name == QUICK
+
+
+@async_test
+async def test_palette_says_why_an_action_does_not_apply(root):
+    app = app_for(root)
+    notes = Notes()
+    async with app.run_test(size=(120, 40)) as pilot:
+        notes.install(app)
+        await home_ready(pilot, 3)
+        await palette_pick(pilot, "compare")  # nothing marked: the key would say why, and so does the palette
+        await until(pilot, lambda: "mark two or more runs" in notes.text())
+        assert isinstance(app.screen, HomeScreen)
+
+
+@async_test
+async def test_slash_filters_presets_and_runs(root):
+    presetmod.save_preset("my-scaler-study", presetmod.find_preset("scaler-lab").config())
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        home = await home_ready(pilot, 3)
+        table = home.query_one(RunTable)
+        listed = lambda: [str(o.id) for o in home.query_one("#presets").options]  # noqa: E731
+        assert "quickstart" in listed() and "my-scaler-study" in listed()
+        await pilot.press("slash", *"scaler")
+        await until(pilot, lambda: table.run_ids == [SCALER])
+        await until(pilot, lambda: "quickstart" not in listed())
+        assert set(listed()) == {"scaler-lab", "my-scaler-study"}
+        await pilot.press("ctrl+u", "enter")
+        await until(pilot, lambda: "quickstart" in listed() and len(table.run_ids) == 3)
+
+
+@async_test
+async def test_a_remapped_key_runs_the_action_and_shows_in_footer_and_help(root):
+    write_settings('[keymap]\n"home.watch" = "ctrl+o"\n"app.help" = "f2"\n')
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        home = await home_ready(pilot, 3)
+        await select_run(pilot, QUICK)
+        assert footer_keys(app)["watch"] == "ctrl+o"
+        rows = {(key, what) for key, what, _ in key_rows(home)}
+        assert ("^o", "Watch") in rows and ("w", "Watch") not in rows
+        assert ("f2", "Help") in rows and ("f1", "Help") not in rows
+        await pilot.press("w")  # the old key no longer watches
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HomeScreen)
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+
+
+@async_test
+async def test_a_remapped_key_keeps_its_reason_when_refused(root, tmp_path):
+    write_settings('[keymap]\n"home.watch" = "ctrl+o"\n')
+    empty = tmp_path / "empty-runs"
+    empty.mkdir()
+    app = app_for(empty)
+    notes = Notes()
+    async with app.run_test(size=(120, 40)) as pilot:
+        notes.install(app)
+        await until(pilot, lambda: isinstance(app.screen, HomeScreen))
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: bool(notes))
+        assert "no run highlighted" in notes.text()
+
+
+@async_test
+async def test_the_theme_chosen_is_remembered(root):
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await home_ready(pilot, 3)
+        app.theme = "nord"
+        await pilot.pause(0.2)
+    assert userconfig.read_state(app.STATE)["theme"] == "nord"
+    again = app_for(root)
+    async with again.run_test(size=(120, 40)) as pilot:
+        await home_ready(pilot, 3)
+        assert again.theme == "nord"
+
+
+@pytest.mark.parametrize("text, says", [
+    ('[keymap]\n"home.runn" = "ctrl+r"\n', "keymap.home.runn: no such action (did you mean home.run"),
+    ('[keymap]\n"home.run" = 3\n', "keymap.home.run: must be a key name"),
+    ('[keymap]\n"home.run" = "ctrl r"\n', "'ctrl r' is not a key name"),
+    ('[keys]\n', "unknown section [keys]"),
+    ('[keymap\n', "invalid TOML"),
+])
+def test_a_bad_keymap_is_one_line_naming_file_and_key(cli, text, says):
+    path = write_settings(text)
+    proc = cli("keys")
+    code, out, err = proc.returncode, proc.stdout, proc.stderr
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and str(path) in err and says in err, err
+    assert "Traceback" not in err
+
+
+def test_keys_lists_the_names_a_keymap_takes(cli):
+    write_settings('[keymap]\n"run.stop" = "S"\n')
+    proc = cli("keys", "--format", "json", check=True)
+    actions = {a["action"]: a["keys"] for a in json.loads(proc.stdout)["actions"]}
+    assert actions["run.stop"] == "S" and actions["home.filter"] == "/" and actions["compare.export_csv"] == "v"
