@@ -190,9 +190,12 @@ class Monitor:
                 atomic_write_text(path, text)
             except OSError:
                 pass
+        precision = Precision.from_config(self.config, self.device.type)
         if self.recorder.scaler_enabled:
-            precision = Precision.from_config(self.config, self.device.type)
             self.recorder.watch_scale(self.scaler.get_growth_interval(), precision)
+        if self.model is not None and self.config.numerics.every:  # config={"numerics": {"every": N}}: range headroom
+            self.recorder.sample_numerics(self.model, self.config.numerics.every, self.config.numerics.depth,
+                                          precision.reduced)
         shown = {"config_shown": script_sections(self.config)} if self.config.run.script else {}
         self.recorder.start(config=self.config, **self._start_fields, **shown)
 

@@ -5,7 +5,8 @@
 Runs a few short CPU runs with the real `amptui` in a scratch folder (about a minute), then drives
 the dashboard headless at 110x34 and saves: the home screen, a live scaler-lab run with its
 backoffs and growths, a failed run with its error, the compare screen (fp32 vs bf16) and the
-help screen (? / F1) of the home screen.
+help screen (? / F1) of the home screen; and, at 120x40, a float16 numerics-lab run with its
+range-headroom heat map (`--only numerics` makes just that one, about a minute).
 
 Each picture is written by the same export as the dashboard's `p` key, `amptui watch --svg` and
 `amptui compare --format svg` (amptui.dashboard.picture.screen_svg): every glyph pinned to its
@@ -31,6 +32,7 @@ SIZE = (110, 34)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=HERE, help="where the SVGs go (default: screenshots/)")
+    parser.add_argument("--only", choices=("numerics",), help="make only this picture")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="amptui-shots-"))
@@ -49,6 +51,12 @@ def main() -> int:
         return new.name
 
     print("real runs in", work)
+    numerics = run("run.max_steps=16", preset="numerics-lab")
+    print("  numerics-lab", numerics)
+    if args.only == "numerics":
+        asyncio.run(shoot_numerics(args.out, runs / numerics))
+        print("wrote", args.out / "run-numerics-lab.svg")
+        return 0
     fp32 = run("amp.autocast=false", "run.epochs=3")
     bf16 = run("run.epochs=3")
     failed = run("debug.fail_at_step=40")
@@ -123,9 +131,26 @@ def main() -> int:
     finally:  # never leave the live scaler-lab run going
         subprocess.run([sys.executable, "-m", "amptui", "stop", live, "--runs-dir", str(runs)], cwd=work,
                        capture_output=True)
-    for name in ("home", "help", "run-live-scaler", "run-failed", "compare", "home-80x24"):
+    asyncio.run(shoot_numerics(args.out, runs / numerics))
+    for name in ("home", "help", "run-live-scaler", "run-failed", "compare", "home-80x24", "run-numerics-lab"):
         print("wrote", args.out / f"{name}.svg")
     return 0
+
+
+async def shoot_numerics(out: Path, run_dir: Path) -> None:
+    """numerics-lab in float16: the heat map beside the loss scale, blocks.3's MLP out of range."""
+    from amptui.dashboard.app import make_app
+    from amptui.dashboard.picture import screen_svg
+
+    app = make_app("runs", watch=run_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        deadline = time.monotonic() + 60
+        while not (getattr(app.screen, "drawn", lambda: False)() and app.screen.model.numerics.records):
+            if time.monotonic() > deadline:
+                raise SystemExit("timed out drawing the numerics-lab run")
+            await pilot.pause(0.1)
+        await pilot.pause(0.8)
+        (out / "run-numerics-lab.svg").write_text(screen_svg(app), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ QUICK = "20261121-231544-quickstart-8ab8"
 SCALER = "20261121-231557-scaler-lab-058d"
 FAILED = "20261121-231609-quickstart-b640"
 LIVE = "20261121-231700-scaler-lab-live"
+NUMERICS = "20261124-061451-numerics-lab-123c"  # numerics-lab in float16: range samples every step (fixtures/numerics)
 FROZEN_NOW = 1795302966.0  # a few seconds after the live fixture's last record
 
 
@@ -21,6 +22,10 @@ def copy_runs(root: Path, live: bool = False) -> Path:
     if live:
         shutil.copytree(FIXTURES / "live" / LIVE, root / LIVE)
     return root
+
+
+def copy_numerics_run(root: Path) -> Path:
+    return Path(shutil.copytree(FIXTURES / "numerics" / NUMERICS, root / NUMERICS))
 
 
 async def until(pilot, condition, timeout: float = 10.0, step: float = 0.05) -> None:

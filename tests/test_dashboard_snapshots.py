@@ -7,7 +7,7 @@ Update after an intended visual change with:
 from __future__ import annotations
 
 import pytest
-from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_runs, until
+from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_numerics_run, copy_runs, until
 
 from amptui.dashboard.app import make_app
 from amptui.dashboard.screens.compare import CompareScreen
@@ -191,3 +191,19 @@ def test_snapshot_tune_refused_80x24(runs, snap_compare):
         await pilot.pause(0.3)
 
     assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
+
+
+def test_snapshot_run_range_headroom_heat_map(runs, snap_compare):
+    """A float16 run with range samples: the heat map (layers x samples) beside the loss scale."""
+    run = copy_numerics_run(runs)
+    assert snap_compare(app_for(watch=run), terminal_size=(120, 40), run_before=run_loaded)
+
+
+def test_snapshot_run_heat_map_80x24(runs, snap_compare):
+    run = copy_numerics_run(runs)
+
+    async def before(pilot):
+        await run_loaded(pilot)
+        await pilot.press("7")
+        await pilot.pause(0.3)
+    assert snap_compare(app_for(watch=run), terminal_size=(80, 24), run_before=before)

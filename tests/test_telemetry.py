@@ -29,6 +29,9 @@ VARIANTS = {  # float16 stays tiny on a CPU
     "bf16": {"amp.autocast": True, "amp.dtype": "bfloat16", "amp.grad_scaler": False},
     "fp16+scaler": {"amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True,
                     "amp.init_scale": 2.0 ** 16, "debug.inject_inf_every": 3},
+    # per-layer range samples every 2nd step: hooks, gradient abs-max and underflow counts, all on the device
+    "fp16+scaler+numerics": {"amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True,
+                             "amp.init_scale": 2.0 ** 16, "debug.inject_inf_every": 3, "numerics.every": 2},
 }
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__", "numpy", "cpu")
 
@@ -88,8 +91,11 @@ def test_a_steady_state_trainer_step_reads_nothing_from_the_device(runs_dir, mon
         torch_reads = 0 if (not trainer.state.scaler.is_enabled() or torch_amp.steps_without_sync(trainer.state.optimizer)) else 6
         assert counts["n"] == torch_reads, counts["where"]
         trainer.write_step_record()
-        if variant == "fp16+scaler":
+        if variant.startswith("fp16+scaler"):
             assert trainer.progress.skipped_total == 3  # steps 3, 6 and 9
+        if "numerics" in variant:  # the samples came back with the step record's one copy
+            sampled = [r["step"] for r in events(trainer.run_dir) if r["kind"] == "numerics" and r["layers"]]
+            assert {4, 6, 8} <= set(sampled), sampled
     finally:
         trainer.finish("completed")
 
@@ -265,10 +271,10 @@ def test_monitor_pauses_evaluation_out_of_the_window_and_times_the_loader(runs_d
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("variant", ["fp32", "bf16", "fp16+scaler"])
+@pytest.mark.parametrize("variant", ["fp32", "bf16", "fp16+scaler", "fp16+scaler+numerics"])
 def test_the_steady_state_loop_never_syncs_on_cuda(runs_dir, variant):
     overrides = {**VARIANTS[variant], "run.device": "cuda", "log.every": 8}
-    if variant == "fp16+scaler":
+    if variant.startswith("fp16+scaler"):
         overrides["amp.init_scale"] = 2.0 ** 16
     trainer = make_trainer(runs_dir, **overrides)
     try:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from amptui.cli import manage as cli_manage
+from amptui.cli import numerics as cli_numerics
 from amptui.cli import pictures as cli_pictures
 from amptui.cli import serve as cli_serve
 from amptui.cli import slurm as cli_slurm
@@ -290,3 +291,4 @@ COMMANDS["tune"] = cli_tune.cmd_tune
 COMMANDS["export"] = cli_manage.cmd_export
 COMMANDS["serve"] = cli_serve.cmd_serve
 COMMANDS["slurm"] = cli_slurm.cmd_slurm
+COMMANDS["numerics"] = cli_numerics.cmd_numerics

@@ -9,6 +9,7 @@ import argparse
 
 from amptui import __version__
 from amptui.cli import manage as cli_manage
+from amptui.cli import numerics as cli_numerics
 from amptui.cli import serve as cli_serve
 from amptui.cli import slurm as cli_slurm
 from amptui.cli import tune as cli_tune
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs_dir_option(p)
 
     cli_tune.add_parser(sub, runs_dir_option)
+    cli_numerics.add_parser(sub, runs_dir_option)
     cli_serve.add_parser(sub, runs_dir_option)
     cli_slurm.add_parser(sub, runs_dir_option)
 

@@ -25,7 +25,8 @@ from amptui.core.errors import ConfigError
 from amptui.core.events import EventReader, primary_events_file
 from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate, fmt_ratio
 from amptui.core.inputbound import notice
-from amptui.core.records import END, EPOCH, STEP, End, Epoch, Start, Step
+from amptui.core.numerics import NumericsSummary, fmt_bits
+from amptui.core.records import END, EPOCH, STEP, End, Epoch, Numerics, Start, Step
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
 from amptui.core.series import Series
@@ -56,6 +57,7 @@ class RunSummary(RunState):
     epoch_times: list[float] = field(default_factory=list)  # whole epochs' training-step seconds
     windows: list[tuple[int, int, float, float]] = field(default_factory=list)  # (last step, steps, s, samples)
     window_from: int = 0                         # the step the next step record's window starts after
+    numerics: NumericsSummary = field(default_factory=lambda: NumericsSummary(cap=1))  # range headroom per layer
 
     def add(self, rec: dict[str, Any]) -> None:
         super().add(rec)
@@ -71,6 +73,8 @@ class RunSummary(RunState):
                 self.epoch_times.append(float(rec[EPOCH.epoch_time_s]))
         elif kind == End.KIND and rec.get(END.peak_mem) is not None:
             self._take_peak(float(rec[END.peak_mem]))
+        elif kind == Numerics.KIND and self.speaks(rec):
+            self.numerics.add(rec)
 
     def _take_window(self, rec: dict[str, Any]) -> None:
         step = rec.get(STEP.step, 0)
@@ -155,12 +159,36 @@ class CompareRow:
     steps: int
     data_wait: float | None = None       # share of step time waiting for data (0..1)
     input_bound: str | None = None       # the notice when that share is large, else None
+    headroom_bits: float | str | None = None  # the narrowest range headroom of any layer ("nonfinite": inf/NaN seen)
+    headroom_layer: str | None = None    # that layer
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b <= 0:
         return None
     return a / b
+
+
+def _narrowest(s: RunSummary) -> dict[str, Any]:
+    """The run's narrowest range headroom over its samples, and the layer (from numerics records)."""
+    found = s.numerics.narrowest(1)
+    if not found:
+        return {}
+    bits = found[0].narrowest
+    return {"headroom_bits": "nonfinite" if bits == -math.inf else bits, "headroom_layer": found[0].name}
+
+
+def headroom_note(summaries: list[RunSummary]) -> str | None:
+    """One line: each sampled run's narrowest range headroom (compare's answer to "which layer is
+    closest to overflowing, in which precision")."""
+    parts = []
+    for s in summaries:
+        found = s.numerics.narrowest(1)
+        if found:
+            bits = found[0].narrowest
+            said = "inf/NaN" if bits == -math.inf else f"{fmt_bits(bits)} bits to {s.numerics.dtype} max"
+            parts.append(f"{s.run_id} ({short_precision(s.precision_words)}): {said} in {found[0].name}")
+    return "narrowest range headroom: " + "; ".join(parts) if parts else None
 
 
 def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
@@ -178,7 +206,8 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
             final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=s.peak_mem,
             total_time_s=s.total_time_s, time_per_epoch_s=s.time_per_epoch_s, samples_per_s=s.steady_samples_per_s,
             speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, skipped=s.skipped_total,
-            steps=s.step, data_wait=s.data_wait_share, input_bound=notice(s.data_wait_share, s.device.get("type"))))
+            steps=s.step, data_wait=s.data_wait_share, input_bound=notice(s.data_wait_share, s.device.get("type")),
+            **_narrowest(s)))
     return rows
 
 
@@ -232,7 +261,8 @@ def cells(row: CompareRow) -> tuple[str, ...]:
 
 
 # Keys an A/B varies on purpose, and keys that do not change what is trained.
-_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.name", "run.description")
+_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.name", "run.description", "numerics.every", "numerics.depth",
+                            "numerics.trace_nonfinite")  # measuring, not training
 
 
 def differing_keys(summaries: list[RunSummary]) -> dict[str, list[Any]]:
@@ -264,6 +294,9 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     if first is not None and first.precision is not None and not first.precision.autocast:
         tf32_line = baseline_line(first.run_id, (first.start or {}).get("tf32"))
         lines += [tf32_line] if tf32_line else []
+    headroom = headroom_note(summaries)
+    if headroom:
+        lines.append(headroom)
     lines.append(TIMING_NOTE)
     return lines
 

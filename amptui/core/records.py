@@ -86,13 +86,14 @@ class Step(Record):
 @dataclass
 class Scaler(Record):
     KIND: ClassVar[str] = "scaler"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("overflow",)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("overflow", "first_nonfinite")
 
     step: int
     event: str                      # "backoff" | "growth"
     old_scale: float
     new_scale: float
     overflow: list | None = None    # on backoff: parameters whose gradients held inf/NaN, worst first
+    first_nonfinite: dict | None = None  # on backoff, when found: as Numerics.first_nonfinite
 
 
 @dataclass
@@ -139,6 +140,23 @@ class WarningRecord(Record):
 
 
 @dataclass
+class Numerics(Record):
+    """One sampled step's range headroom per module (`numerics.every`), and the first module that
+    held inf/NaN when the step overflowed. Headroom is log2(max_finite / abs max) in bits: 0 or
+    less overflows; null when the value was zero, not seen, or not finite (`nonfinite` says where)."""
+
+    KIND: ClassVar[str] = "numerics"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("first_nonfinite", "traced")
+
+    step: int
+    dtype: str                      # the dtype the forward computes in (headroom is to its range)
+    max_finite: float               # that dtype's largest finite value
+    layers: list                    # per module: {name, forward, grad, underflow, nonfinite?}
+    first_nonfinite: dict | None = None  # {module, where: forward|backward, value, text}
+    traced: bool | None = None      # found by re-running the batch (numerics.trace_nonfinite)
+
+
+@dataclass
 class ErrorInfo:
     """Why a run failed: the `end` record's `error`."""
 
@@ -173,7 +191,7 @@ class End(Record):
     error: dict | None = None       # ErrorInfo as a dict, when failed
 
 
-KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End)
+KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics)
 BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}
 COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
 
@@ -196,6 +214,7 @@ def names(cls: type) -> Names:
 
 START, STEP, SCALER, EPOCH = names(Start), names(Step), names(Scaler), names(Epoch)
 MEM, CHECKPOINT, WARNING, END = names(Mem), names(Checkpoint), names(WarningRecord), names(End)
+NUMERICS = names(Numerics)
 STEP_FIELDS = tuple(f.name for f in fields(Step) if f.name != "extra")
 
 _JSON_TYPES: dict[Any, tuple[type, ...]] = {int: (int, float), float: (int, float), str: (str,), dict: (dict,),

@@ -15,6 +15,7 @@ from collections import deque
 from typing import Any
 
 from amptui.core.config.precision import Precision
+from amptui.core.numerics import NumericsSummary
 from amptui.core.records import (
     EPOCH,
     MEM,
@@ -24,6 +25,7 @@ from amptui.core.records import (
     Checkpoint,
     Epoch,
     Mem,
+    Numerics,
     Scaler,
     Start,
     Step,
@@ -75,6 +77,7 @@ class RunModel(RunState):
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES)
         self.log_seq = 0  # lines ever appended, so a view can append only what is new
         self.loading = True  # still catching up with the history on disk
+        self.numerics = NumericsSummary(cap=SERIES_CAP)  # range headroom per layer (the heat map)
 
     # --- status -----------------------------------------------------------------------------
     @property
@@ -184,6 +187,8 @@ class RunModel(RunState):
             self.val_s.add(self.step, _num(rec.get(EPOCH.val_loss)))
         elif kind == Checkpoint.KIND:
             self.checkpoints += 1
+        elif kind == Numerics.KIND and own:
+            self.numerics.add(rec)
         elif kind == WarningRecord.KIND and not own:
             self.warnings.append(str(rec.get(WARNING.message, "")))
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from amptui.core.config.precision import DTYPES
+from amptui.core.numerics import LOW_HEADROOM_BITS, layer_headroom, nonfinite_text
 
 BACKOFF_STREAK = 5          # consecutive skipped steps that make an alarm, once the scale has settled
 CALIBRATION_STREAK = 16     # before the first growth a high init_scale is still coming down: allow 2**16
 STUCK_STEPS = 100           # at least this many steps (and 3 growth intervals) without growth
 REPEATED_OVERFLOWS = 10     # backoffs after the first growth (of a dtype that needs a scaler) before suggesting bfloat16
+LOW_HEADROOM_SAMPLES = 3    # consecutive range samples with a layer under LOW_HEADROOM_BITS that make an alarm
 
 
 @dataclass
@@ -32,6 +35,7 @@ class ScaleAlarms:
     backoffs_since_growth: int = 0
     grown_once: bool = False
     backoffs_after_growth: int = 0
+    source: str = ""            # the latest first non-finite module named on a backoff
 
     @property
     def _narrow_range(self) -> bool:
@@ -61,15 +65,20 @@ class ScaleAlarms:
                 self.raised.discard("backoff_streak")
                 continue
             self.streak += 1
+            if event.get("first_nonfinite"):
+                self.source = nonfinite_text(event["first_nonfinite"])
             self.backoffs_since_growth += 1
             if self.grown_once:
                 self.backoffs_after_growth += 1
             limit = BACKOFF_STREAK if self.grown_once else CALIBRATION_STREAK
             if self.streak >= limit and "backoff_streak" not in self.raised:
                 names = ", ".join(event.get("overflow", [])[:3]) or "unknown parameters"
+                blame = f"; first non-finite: {self.source}" if self.source else ""
+                phase = ("not calibration: the scale had grown before and keeps falling with no growth" if self.grown_once
+                         else "longer than a high init_scale needs to calibrate")
                 self._once("backoff_streak", f"{self.streak} optimizer steps in a row skipped (up to step "
-                           f"{event['step']}), scale now {event['new_scale']:g}: gradients overflow at every scale "
-                           f"tried, in {names}. Lower amp.init_scale, or check those layers", out)
+                           f"{event['step']}), scale now {event['new_scale']:g} ({phase}): gradients overflow at "
+                           f"every scale tried, in {names}{blame}. Lower amp.init_scale, or check those layers", out)
             if event["new_scale"] < 1.0:
                 self._once("scale_below_one", f"the loss scale fell below 1 ({event['new_scale']:g}) at step "
                            f"{event['step']}: the gradients hold inf/NaN even unscaled, so scaling cannot fix them. "
@@ -84,3 +93,40 @@ class ScaleAlarms:
                        "settled: this device supports bfloat16, which has float32's range and needs no loss "
                        "scaling; try --set amp.dtype=bfloat16", out)
         return out
+
+
+@dataclass
+class HeadroomAlarms:
+    """A layer whose range headroom stays under LOW_HEADROOM_BITS for LOW_HEADROOM_SAMPLES samples
+    in a row will overflow soon; a sample that names a first non-finite module says where."""
+
+    dtype: str
+    low: dict[str, int] = field(default_factory=dict)   # layer -> consecutive low samples
+    raised: set[str] = field(default_factory=set)
+
+    def observe(self, samples: list[Any]) -> list[Alarm]:
+        """Feed the window's `numerics` records (core.records.Numerics); get new alarms."""
+        out: list[Alarm] = []
+        for sample in samples:
+            for layer in sample.layers:
+                bits = layer_headroom(layer)
+                name = layer.get("name", "?")
+                if bits is None or bits >= LOW_HEADROOM_BITS or bits == -math.inf:
+                    self.low.pop(name, None)
+                    continue
+                self.low[name] = self.low.get(name, 0) + 1
+                if self.low[name] >= LOW_HEADROOM_SAMPLES and name not in self.raised:
+                    self.raised.add(name)
+                    out.append(Alarm("low_headroom", self._advice(name, bits, sample.step)))
+            first = sample.first_nonfinite
+            if first and "nonfinite" not in self.raised:
+                self.raised.add("nonfinite")
+                out.append(Alarm("first_nonfinite", f"step {sample.step} overflowed; first non-finite: "
+                                 f"{nonfinite_text(first)}"))
+        return out
+
+    def _advice(self, name: str, bits: float, step: int) -> str:
+        wide = next((d.name for d in DTYPES.values() if not d.needs_scaler), "bfloat16")
+        return (f"{name} has {bits:.1f} bits of range headroom left ({LOW_HEADROOM_SAMPLES} samples in a row under "
+                f"{LOW_HEADROOM_BITS:g}, up to step {step}): will overflow {self.dtype} soon: {wide}, or scale this "
+                "layer's init/output")

@@ -28,6 +28,7 @@ class Window:
     seconds: float
     micro_batches: int = 0
     overflow_counts: dict[int, list[float]] = field(default_factory=dict)  # window step index -> per-parameter
+    riders: list[list[float]] = field(default_factory=list)  # flush(riders=...) read back, in order
 
 
 class TrainingClock:
@@ -122,14 +123,16 @@ class StepMeter:
         if grad_norm is not None:
             self.grad_norm = grad_norm.detach()
 
-    def flush(self, reduce=None) -> Window:
-        """One host sync for the whole window. `reduce` averages the loss sum over ranks (DDP)."""
+    def flush(self, reduce=None, riders: list[torch.Tensor] | None = None) -> Window:
+        """One host sync for the whole window. `reduce` averages the loss sum over ranks (DDP).
+        `riders`: further device tensors (the range samples) read back with the same copy."""
         parts = [self.loss_sum, torch.tensor(float(self.micro_batches), device=self.device)]
         totals = torch.stack(parts)
         if reduce is not None:
             totals = reduce(totals)
         extra = list(self.scales) + ([self.grad_norm.float().reshape(())] if self.grad_norm is not None else [])
         extra += [c.float().reshape(-1) for c in self.overflow.values()]
+        extra += [r.float().reshape(-1) for r in riders or []]
         values = torch.cat([totals] + [t.reshape(-1) for t in extra]) if extra else totals
         host = values.tolist()  # the sync
         seconds = self.clock.lap()  # after the sync: the device's work for the window is done
@@ -143,7 +146,12 @@ class StepMeter:
         for index, tensor in self.overflow.items():
             n = tensor.numel()
             counts[index], at = host[at:at + n], at + n
+        rode = []
+        for tensor in riders or []:
+            n = tensor.numel()
+            rode.append(host[at:at + n])
+            at += n
         window = Window(self.steps, loss_sum / count if count else None, scales, grad_norm, seconds,
-                        self.micro_batches, counts)
+                        self.micro_batches, counts, rode)
         self._reset()
         return window

@@ -24,12 +24,25 @@ from amptui.core import cluster
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
 from amptui.core.events import EventWriter
-from amptui.core.records import EPOCH, End, Epoch, ErrorInfo, Mem, Record, Scaler, Start, Step, WarningRecord
+from amptui.core.records import (
+    EPOCH,
+    End,
+    Epoch,
+    ErrorInfo,
+    Mem,
+    Numerics,
+    Record,
+    Scaler,
+    Start,
+    Step,
+    WarningRecord,
+)
 from amptui.machine import tf32
 from amptui.telemetry import torch_amp
-from amptui.telemetry.alarms import ScaleAlarms
+from amptui.telemetry.alarms import HeadroomAlarms, ScaleAlarms
 from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
 from amptui.telemetry.meter import StepMeter, TimedBatches
+from amptui.telemetry.numerics import RangeSampler
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
 
@@ -67,6 +80,9 @@ class Recorder:
         self.meter: StepMeter | None = None
         self.sampler = DeviceSampler()
         self.alarms: ScaleAlarms | None = None
+        self.numerics: RangeSampler | None = None      # per-layer range samples ([numerics] every > 0)
+        self.headroom_alarms: HeadroomAlarms | None = None
+        self.traced: dict[int, Numerics] = {}          # step -> what a replay found (numerics.trace_nonfinite)
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
         self.last_scale: float | None = None
@@ -120,6 +136,23 @@ class Recorder:
         device = self.device or torch.device("cpu")
         self.alarms = ScaleAlarms(int(growth_interval), precision.reduced, native_bf16(device))
 
+    def sample_numerics(self, model: torch.nn.Module, every: int, depth: int, dtype: str) -> None:
+        """Per-layer range headroom every `every` optimizer steps (0: nothing is hooked, nothing
+        costs), for the modules `depth` levels down; `dtype`: what the forward computes in."""
+        if model is None or every <= 0:
+            self.numerics = None
+            return
+        device = self.device or torch.device("cpu")
+        self.numerics = RangeSampler(model, every=every, depth=depth, dtype=dtype, device=device)
+        self.headroom_alarms = HeadroomAlarms(dtype)
+        self.numerics.prepare(self.counters.step + 1, self._scale_now(device))
+
+    def _scale_now(self, device: torch.device) -> torch.Tensor | None:
+        if not self.scaler_enabled:
+            return None
+        scale = torch_amp.scale_tensor(self.scaler)
+        return scale if scale is not None else torch.tensor(float(self.scaler.get_scale()), device=device)
+
     def start(self, config: Config, **fields: Any) -> dict:
         """The start record (run_id, preset, total_steps, ... as `core.records.Start`), for the
         resolved `config`: its precision, and the device, torch version, host, pid, world size
@@ -168,6 +201,10 @@ class Recorder:
                 scale = torch.tensor(float(self.scaler.get_scale()), device=meter.device)
         meter.optimizer_step(scale, grad_norm, self.tracer.count(force=trace))
         self.counters.step += 1
+        if self.numerics is not None:
+            self.numerics.step_done()
+            self.numerics.armed = self.numerics.armed or trace  # a known backoff: sample the next step too
+            self.numerics.prepare(self.counters.step + 1, scale)
         if samples is not None:
             self._window_samples += int(samples)
             self._have_samples = True
@@ -193,11 +230,17 @@ class Recorder:
         meter, c = self.meter, self.counters
         if meter is None or not meter.steps:
             return None
-        window = meter.flush(self.reduce if reduce else None)
+        window = meter.flush(self.reduce if reduce else None,
+                             riders=self.numerics.riders() if self.numerics is not None else None)
         with self.paused("record"):
             first = c.step - window.steps + 1
             events, self.last_scale = scaler_events(first, self.last_scale, window.scales,
                                                     self.tracer.named(first, window.overflow_counts))
+            samples = self._numerics_records(window.riders)
+            firsts = {r.step: r.first_nonfinite for r in samples if r.first_nonfinite}
+            for event in events:
+                if event["event"] == "backoff" and firsts.get(event["step"]):
+                    event["first_nonfinite"] = firsts[event["step"]]
             skipped = sum(e["event"] == "backoff" for e in events)
             self.tracer.window_done(had_backoff=skipped > 0)
             for event in events:
@@ -218,12 +261,29 @@ class Recorder:
                 if self.step_flops and window.seconds > 0 else None)
             for sink in self.sinks:
                 sink.step(record)
-            if self.alarms is not None:
-                for alarm in self.alarms.observe(events, c.step, self.last_scale, window.loss):
-                    self.warn(alarm.message, code=alarm.code)
+            for sample in samples:
+                self.write(sample)
+            alarms = self.alarms.observe(events, c.step, self.last_scale, window.loss) if self.alarms else []
+            if self.headroom_alarms is not None:
+                alarms += self.headroom_alarms.observe(samples)
+            for alarm in alarms:
+                self.warn(alarm.message, code=alarm.code)
             if self.sampler.due():
                 self.write(Mem(**self.sampler.sample(with_gpus=meter.device.type == "cuda" and self.rank == 0)))
         return record
+
+    def _numerics_records(self, riders: list[list[float]]) -> list[Numerics]:
+        """The window's range samples, and the replays' findings (a replay names the step's
+        first non-finite module over what the sample saw: it also measured the value)."""
+        samples = self.numerics.records(riders) if self.numerics is not None else []
+        by_step = {r.step: r for r in samples}
+        for step, found in sorted(self.traced.items()):
+            if step in by_step:
+                by_step[step].first_nonfinite, by_step[step].traced = found.first_nonfinite, True
+            else:
+                samples.append(found)
+        self.traced = {}
+        return sorted(samples, key=lambda r: r.step)
 
     def _samples_per_s(self, seconds: float) -> float | None:
         samples = self._window_samples * self.world_size if self._have_samples else None

@@ -45,6 +45,7 @@ from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer import fsdp
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
+from amptui.trainer.replay import StepReplay
 from amptui.trainer.resume import Progress, gather_sharded, restore, write_checkpoint
 from amptui.trainer.state import TrainingState, build_state, choose_device
 
@@ -72,6 +73,7 @@ class Trainer:
         self.recorder.echo = self.log
         self.checkpointed_step = -1
         self.state: TrainingState  # built by setup(); until then the run can only fail
+        self.replay: StepReplay | None = None  # numerics.trace_nonfinite with a GradScaler
 
     # --- setup -------------------------------------------------------------------------------------
 
@@ -87,6 +89,8 @@ class Trainer:
         self.recorder.use_device(device)
         self.state = build_state(cfg, self.dist, device, self.log)
         attach_recorder(self.recorder, cfg, self.state, self.run_dir, self.dist.rank)
+        if cfg.numerics.trace_nonfinite and self.state.skips is not None:
+            self.replay = StepReplay(self.state, self.dist, self.recorder)
         resumed_from = None
         if self.resume:
             resumed_from = restore(self.run_dir, cfg, self.state, self.progress, self.warn)
@@ -142,9 +146,14 @@ class Trainer:
         """One optimizer step over `amp.accumulate` micro-batches. Reads nothing from the device."""
         cfg, s, p, recorder = self.cfg, self.state, self.progress, self.recorder
         accumulate = cfg.amp.accumulate
+        replay = self.replay
+        if replay is not None:
+            replay.begin()
         for micro in range(accumulate):
             x, y = next(batches)
             x = s.on_device(x)
+            if replay is not None:
+                replay.keep(x, y)
             last = micro == accumulate - 1
             # DDP: all-reduce the gradients only on the last micro-batch.
             sync = contextlib.nullcontext() if last or not self.dist.enabled else no_sync(s.forward)
@@ -164,13 +173,16 @@ class Trainer:
         flags: list[tuple[int, bool]] = []
         if s.skips is not None:
             s.skips.record(p.step + 1, torch_amp.found_inf(s.scaler, s.optimizer))
-            flags = s.skips.known()  # on a CPU (or a GPU that keeps up) this step's flag is here already
+            # on a CPU (or a GPU that keeps up) this step's flag is here already; a replay waits for it
+            flags = s.skips.settle() if replay is not None else s.skips.known()
         s.scaler.update()
         # Counts the step; before zero_grad, so the overflow tracer still sees the gradients: when
         # armed, or when this very step is already known to be skipped.
         skipped_now = any(skipped for step, skipped in flags if step == p.step + 1)
         recorder.optimizer_step(grad_norm, samples=cfg.data.batch_size * accumulate, trace=skipped_now)
         s.optimizer.zero_grad(set_to_none=True)
+        if replay is not None and skipped_now:
+            replay.trace(p.step)
         if s.skips is None:
             s.schedule.optimizer_stepped()
         else:
@@ -183,6 +195,8 @@ class Trainer:
         for _step, skipped in flags:
             if skipped:
                 self.recorder.tracer.armed = True
+                if self.recorder.numerics is not None:
+                    self.recorder.numerics.armed = True
             else:
                 self.state.schedule.optimizer_stepped()
 
@@ -192,6 +206,8 @@ class Trainer:
         if self.state.skips is not None:
             self.apply_skips(self.state.skips.settle())
         self.recorder.write_step()
+        if self.replay is not None:
+            self.replay.window_done()
 
     def end_epoch(self, finished: bool, partial: bool) -> None:
         """Evaluation, plateau schedule, the epoch checkpoint, then the epoch record (which times them)."""

@@ -24,6 +24,7 @@ def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_d
         recorder.sinks.append(TensorBoardScalars(run_dir))
     recorder.step_flops = state.step_flops
     recorder.watch_scale(cfg.amp.growth_interval, state.precision)
+    recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced)
 
 
 def record_failure(exc: BaseException) -> None:

@@ -23,18 +23,27 @@ class Dtype:
     auto_on: tuple[str, ...] = ()  # device types where amp.dtype = "auto" picks it
     cpu_flags: tuple[str, ...] = ()  # x86 /proc/cpuinfo flags, any of which computes it natively (else emulated)
     cpu_isa: str = ""              # those instructions in words, for the "emulated on this CPU" notice
+    max_finite: float = 0.0        # the largest finite value (range headroom is measured to it)
+    smallest_normal: float = 0.0   # below it values lose precision, then underflow to zero
 
 
 # The reduced-precision dtypes amptui can autocast to. Order: how they are offered.
 DTYPES: dict[str, Dtype] = {d.name: d for d in (
-    Dtype("float16", "fp16", needs_scaler=True, auto_on=("cuda",)),
+    Dtype("float16", "fp16", needs_scaler=True, auto_on=("cuda",), max_finite=65504.0, smallest_normal=2.0 ** -14),
     Dtype("bfloat16", "bf16", needs_scaler=False, auto_on=("cpu",),
-          cpu_flags=("amx_bf16", "avx512_bf16"), cpu_isa="AVX512-BF16 or AMX"),
+          cpu_flags=("amx_bf16", "avx512_bf16"), cpu_isa="AVX512-BF16 or AMX",
+          max_finite=3.3895313892515355e38, smallest_normal=2.0 ** -126),
 )}
 FULL = "float32"                      # what runs without autocast
+FULL_DTYPE = Dtype(FULL, "fp32", needs_scaler=False, max_finite=3.4028234663852886e38, smallest_normal=2.0 ** -126)
 PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype")  # the keys a Precision decides
 REDUCE = "reduce"  # variant suffix: an FSDP policy that reduces gradients in its compute dtype ("bf16+reduce")
 TF32 = "tf32"  # the variant: float32 without autocast, CUDA matmuls and convolutions on TF32 tensor cores
+
+
+def dtype_range(name: str) -> Dtype:
+    """The entry that knows `name`'s range: a DTYPES dtype, else float32's (what runs without autocast)."""
+    return DTYPES.get(name, FULL_DTYPE)
 
 
 def auto_dtype(device_type: str) -> str:

@@ -176,6 +176,20 @@ class AmpConfig:
 
 
 @dataclass(frozen=True)
+class NumericsConfig:
+    """[numerics]: per-layer range headroom, sampled on the device, and the first non-finite module."""
+
+    every: int = key(0, "Optimizer steps between per-layer range samples (forward output and gradient abs-max "
+                     "as headroom to the dtype's largest value, gradient underflow); 0 = off, costs nothing.",
+                     minimum=0)
+    depth: int = key(2, "Module depth sampled: 1 = the model's children, 2 = their children (a transformer's "
+                     "blocks), ...; shallower leaf modules are sampled too.", minimum=1)
+    trace_nonfinite: bool = key(False, "On a backoff or a non-finite loss, re-run that batch once with hooks on "
+                                "every module (same RNG state) to name the first module whose forward output or "
+                                "gradient held inf/NaN.")
+
+
+@dataclass(frozen=True)
 class DistConfig:
     """[dist]: one process, DataParallel, or DDP under torchrun."""
 
@@ -217,7 +231,7 @@ class DebugConfig:
 
 # The sections in preset order; `config.Config` has one field of each.
 SECTIONS: dict[str, type] = {"run": RunConfig, "model": ModelConfig, "data": DataConfig, "optim": OptimConfig,
-                             "sched": SchedConfig, "amp": AmpConfig, "dist": DistConfig, "log": LogConfig,
+                             "sched": SchedConfig, "amp": AmpConfig, "numerics": NumericsConfig, "dist": DistConfig, "log": LogConfig,
                              "debug": DebugConfig}
 
 SCHEMA: dict[str, dict[str, Key]] = {section: {f.name: f.metadata[KEY] for f in fields(cls)}

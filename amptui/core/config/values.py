@@ -31,6 +31,7 @@ from amptui.core.config.schema import (
     Key,
     LogConfig,
     ModelConfig,
+    NumericsConfig,
     OptimConfig,
     RunConfig,
     SchedConfig,
@@ -50,6 +51,7 @@ class Config:
     optim: OptimConfig = field(default_factory=OptimConfig)
     sched: SchedConfig = field(default_factory=SchedConfig)
     amp: AmpConfig = field(default_factory=AmpConfig)
+    numerics: NumericsConfig = field(default_factory=NumericsConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     log: LogConfig = field(default_factory=LogConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)

@@ -24,7 +24,9 @@ from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import KeysMixin, with_reasons
 from amptui.dashboard.screens.run_controls import RunControls
 from amptui.dashboard.screens.run_header import header_line, progress_fraction, progress_line, stats_line
+from amptui.dashboard.screens.run_numerics import NUMERICS_KEY, RunNumerics
 from amptui.dashboard.screens.run_panels import RunPanels
+from amptui.dashboard.widgets.heatmap import HeatMapView
 from amptui.dashboard.widgets.plot import MetricPlot
 
 FLUSH_HZ = 4
@@ -53,7 +55,7 @@ class PanelTabs(Static):
             x += width
 
 
-class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
+class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
         Binding("s", "stop", "Stop"),
@@ -68,7 +70,8 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
         Binding("escape", "restore", "Restore", show=False),
     ], ("stop", "resume"), "run") + [
         Binding(str(i + 1), f"panel({i})", f"panel: {name}", show=False, id=f"run.panel_{name.replace(' ', '_')}")
-        for i, (_, name) in enumerate(PANELS)]
+        for i, (_, name) in enumerate(PANELS)] + [
+        Binding(NUMERICS_KEY, "numerics_panel", "panel: range headroom", show=False, id="run.panel_range_headroom")]
     KEY_HELP = {"1-6": "show that panel (at 80x24) / maximize it (larger terminals); again restores"}
 
     def __init__(self, run_dir: Path, *, standalone: bool = False):
@@ -107,6 +110,9 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
                 yield Static(id="scale-info", classes="info")
                 with VerticalScroll(id="scale-events"):
                     yield Static(id="scale-list")
+            with Panel(id="p-numerics", classes="panel"):  # shown for runs with range samples
+                yield HeatMapView(id="heatmap")
+                yield Static(id="numerics-info", classes="info")
             with Panel(id="p-mem", classes="panel"):
                 yield MetricPlot(id="plot-mem")
                 yield Static(id="mem-info", classes="info")
@@ -135,13 +141,14 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
         compact = width < COMPACT_W or height < COMPACT_H
         self.set_class(compact, "-compact")
         for i, (key, _) in enumerate(PANELS):
-            self.query_one(f"#p-{key}").set_class(i == self.active, "-active")
+            self.query_one(f"#p-{key}").set_class(i == self.active and not self.numerics_active, "-active")
+        self.query_one("#p-numerics").set_class(self.numerics_active, "-active")
         self._tabs()
 
     def _tabs(self) -> None:
         parts: list[str | tuple[str, str]] = []
         for i, (_key, name) in enumerate(PANELS):
-            style = "bold reverse" if i == self.active else "dim"
+            style = "bold reverse" if i == self.active and not self.numerics_active else "dim"
             parts.append((f" {i + 1} {name} ", style))
             parts.append(" ")
         self.query_one("#panel-tabs", Static).update(Text.assemble(*parts))
@@ -216,6 +223,7 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
     def _draw(self) -> None:
         m = self.model
         self._plots()
+        self._numerics_panel()
         # an input-bound run, then warnings (odd AMP combinations, loss-scale alarms): the newest, and how many
         bar = self.query_one("#warning-bar", Static)
         bound = notice(m.data_wait.share, m.device.get("type"))
@@ -230,6 +238,7 @@ class RunScreen(RunPanels, RunControls, KeysMixin, DashboardScreen):
     # --- actions -----------------------------------------------------------------------------------
     def action_panel(self, index: int) -> None:
         self.active = index
+        self.numerics_active = False
         self._layout(self.size.width, self.size.height)
         if not self.has_class("-compact"):
             panel = self.query_one(f"#p-{PANELS[index][0]}")

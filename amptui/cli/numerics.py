@@ -1,0 +1,66 @@
+"""`amptui numerics RUN_ID`: a run's per-layer range headroom (from its `numerics` records) and
+the first non-finite modules found, as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from amptui.core.numerics import NumericsSummary, fmt_bits, nonfinite_text, summarize
+
+
+def add_parser(sub, runs_dir_option) -> None:
+    p = sub.add_parser("numerics", help="per-layer range headroom and the first non-finite module of a run")
+    p.add_argument("run_id", metavar="RUN_ID", help="the run; an id as `amptui runs` lists it")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    runs_dir_option(p)
+
+
+def cmd_numerics(args) -> int:
+    from amptui.core.events import primary_events_file, read_events
+    from amptui.core.run import runs
+
+    run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)
+    summary = summarize(read_events(primary_events_file(run_dir)))
+    if args.format == "json":
+        print(json.dumps(as_json(run_dir.name, summary), indent=2))
+    else:
+        print(as_table(run_dir.name, summary))
+    return 0
+
+
+def as_json(run_id: str, s: NumericsSummary) -> dict[str, Any]:
+    return {"run_id": run_id, "dtype": s.dtype, "max_finite": s.max_finite, "samples": len(s.steps),
+            "layers": [{"name": x.name, "forward": x.forward, "grad": x.grad, "underflow": x.underflow,
+                        "narrowest": _json_bits(x.narrowest), "nonfinite_samples": x.nonfinite}
+                       for x in s.layers.values()],
+            "narrowest": [{"name": x.name, "bits": _json_bits(x.narrowest)} for x in s.narrowest()],
+            "first_nonfinite": s.first_nonfinite}
+
+
+def _json_bits(value: float | None) -> float | str | None:
+    return "nonfinite" if value == float("-inf") else value
+
+
+def as_table(run_id: str, s: NumericsSummary) -> str:
+    if not s.records:
+        return (f"{run_id}: no numerics records (turn sampling on with --set numerics.every=N, "
+                "or numerics.trace_nonfinite=true)")
+    lines = [f"{run_id}: range headroom to {s.dtype}'s largest finite value ({s.max_finite:g}), log2 bits; "
+             f"{len(s.steps)} samples"]
+    header = ("layer", "forward", "grad", "narrowest", "underflow", "inf/NaN")
+    rows = [(x.name, fmt_bits(x.forward), fmt_bits(x.grad), fmt_bits(x.narrowest),
+             f"{100 * x.underflow:.1f}%" if x.underflow is not None else "-", str(x.nonfinite or ""))
+            for x in s.layers.values()]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows] if rows else []:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+    narrow = s.narrowest(3)
+    if narrow:
+        lines.append("narrowest: " + ", ".join(f"{x.name} {fmt_bits(x.narrowest)} bits" for x in narrow))
+    for first in s.first_nonfinite[:10]:
+        how = " (replayed)" if first.get("traced") else ""
+        lines.append(f"step {first['step']}: first non-finite: {nonfinite_text(first)}{how}")
+    if len(s.first_nonfinite) > 10:
+        lines.append(f"... and {len(s.first_nonfinite) - 10} more steps with a first non-finite module")
+    return "\n".join(lines)

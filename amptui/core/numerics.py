@@ -1,0 +1,168 @@
+"""Range headroom read back: what the `numerics` records say, for the CLI (`amptui numerics`), the
+dashboard's heat map, compare and the alarms. No torch here.
+
+Headroom is log2(max_finite / abs max) in bits: how many doublings a layer's largest value can
+take before the dtype's largest finite value (float16: 65,504). Below 0 it has overflowed; a
+`nonfinite` layer held inf/NaN on that sample.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+LOW_HEADROOM_BITS = 1.0   # below this a layer is one doubling from overflowing
+NARROWEST_SHOWN = 5
+
+
+def headroom_bits(abs_max: float, max_finite: float) -> float | None:
+    """log2(max_finite / abs_max), rounded to 0.01 bit; None for zero or a non-finite value."""
+    if not math.isfinite(abs_max) or abs_max <= 0 or max_finite <= 0:
+        return None
+    return round(math.log2(max_finite / abs_max), 2)
+
+
+def fmt_value(value: float | None) -> str:
+    """6.6e4, 3.1e-5, 12, inf, nan: short, the way the alarm texts say them."""
+    if value is None:
+        return "?"
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value != 0 and (abs(value) >= 1e4 or abs(value) < 1e-3):
+        mantissa, _, exponent = f"{value:.1e}".partition("e")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{value:.3g}"
+
+
+def nonfinite_text(first: Mapping[str, Any]) -> str:
+    """"encoder.3.ffn.out (forward, float16 max exceeded: 6.6e4)" from a first_nonfinite dict."""
+    if first.get("text"):
+        return str(first["text"])
+    return f"{first.get('module', '?')} ({first.get('where', '?')})"
+
+
+def describe_nonfinite(module: str, where: str, dtype: str, max_finite: float, value: float | None,
+                       scale: float | None = None) -> dict[str, Any]:
+    """The first_nonfinite dict: module, where (forward|backward), value (a finite number when
+    known: the value that crossed the range, measured again in float32), text."""
+    if value is not None and math.isfinite(value) and abs(value) > max_finite:
+        what = f"{dtype} max exceeded: {fmt_value(value)}"
+    elif value is not None and math.isfinite(value):
+        what = f"inf/NaN inside it; in float32 its abs max is {fmt_value(value)}"
+    elif where == "backward" and scale is not None and scale > 1:
+        what = f"{dtype} max exceeded at loss scale {fmt_value(scale)}"
+    elif value is not None and math.isinf(value):
+        what = f"{dtype} max exceeded"
+    else:  # NaN: an overflow met its opposite (inf - inf) or 0/0; the replay measures which
+        what = f"{dtype} inf/NaN"
+    finite = value if value is not None and math.isfinite(value) else None
+    return {"module": module, "where": where, "value": finite, "text": f"{module} ({where}, {what})"}
+
+
+def layer_headroom(layer: Mapping[str, Any]) -> float | None:
+    """A layer's narrowest headroom on one sample (forward or gradient); -inf when its forward
+    output held inf/NaN. A gradient that held inf/NaN (on an overflowing step every layer's does,
+    downstream of the first) leaves the forward figure: the record's first_nonfinite names it."""
+    if layer.get("nonfinite") == "forward":
+        return -math.inf
+    values = [v for v in (layer.get("forward"), layer.get("grad"))
+              if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return min(values) if values else None
+
+
+@dataclass
+class LayerStats:
+    name: str
+    forward: float | None = None     # the latest sample's
+    grad: float | None = None
+    underflow: float | None = None
+    narrowest: float | None = None   # over every sample
+    nonfinite: int = 0               # samples where it held inf/NaN
+    samples: int = 0
+
+
+@dataclass
+class NumericsSummary:
+    """Every numerics record of a run folded: per layer (in the model's order), the heat map's rows
+    (step -> headroom), and the first non-finite modules found."""
+
+    dtype: str = ""
+    max_finite: float = 0.0
+    layers: dict[str, LayerStats] = field(default_factory=dict)
+    steps: list[int] = field(default_factory=list)
+    rows: dict[str, list[float | None]] = field(default_factory=dict)  # layer -> headroom per sampled step
+    first_nonfinite: list[dict[str, Any]] = field(default_factory=list)  # with "step"
+    records: int = 0
+    cap: int = 0                     # keep the last `cap` samples for the heat map (0: all)
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        layers = rec.get("layers")
+        step = rec.get("step")
+        if not isinstance(layers, list) or not isinstance(step, int):
+            return
+        self.records += 1
+        self.dtype = str(rec.get("dtype") or self.dtype)
+        max_finite = rec.get("max_finite")
+        if isinstance(max_finite, (int, float)):
+            self.max_finite = float(max_finite)
+        first = rec.get("first_nonfinite")
+        if isinstance(first, dict):
+            self.first_nonfinite.append({"step": step, **first, "traced": bool(rec.get("traced"))})
+        if not layers:
+            return
+        self.steps.append(step)
+        for row in self.rows.values():
+            row.append(None)
+        for layer in layers:
+            if not isinstance(layer, dict) or not isinstance(layer.get("name"), str):
+                continue
+            name = layer["name"]
+            stats = self.layers.setdefault(name, LayerStats(name))
+            stats.samples += 1
+            stats.forward, stats.grad, stats.underflow = (_num(layer.get(k)) for k in ("forward", "grad", "underflow"))
+            value = layer_headroom(layer)
+            if layer.get("nonfinite"):
+                stats.nonfinite += 1
+            if value is not None and (stats.narrowest is None or value < stats.narrowest):
+                stats.narrowest = value
+            row = self.rows.setdefault(name, [None] * len(self.steps))
+            row[-1] = value
+        if self.cap and len(self.steps) > self.cap:
+            del self.steps[0]
+            for row in self.rows.values():
+                del row[0]
+        if self.cap and len(self.first_nonfinite) > self.cap:
+            del self.first_nonfinite[0]
+
+    def narrowest(self, n: int = NARROWEST_SHOWN) -> list[LayerStats]:
+        """The layers closest to overflowing (by their narrowest sample), closest first."""
+        known = [s for s in self.layers.values() if s.narrowest is not None]
+        return sorted(known, key=lambda s: s.narrowest if s.narrowest is not None else math.inf)[:n]
+
+    @property
+    def narrowest_bits(self) -> float | None:
+        found = self.narrowest(1)
+        return found[0].narrowest if found else None
+
+
+def summarize(records: Iterable[Mapping[str, Any]]) -> NumericsSummary:
+    summary = NumericsSummary()
+    for rec in records:
+        if rec.get("kind") == "numerics":
+            summary.add(rec)
+    return summary
+
+
+def fmt_bits(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value == -math.inf:
+        return "inf/NaN"
+    return f"{value:.1f}"
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

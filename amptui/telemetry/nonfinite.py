@@ -1,0 +1,108 @@
+"""The first non-finite module, found by re-running a step's batch with hooks on every module
+(`numerics.trace_nonfinite`): used only after a step overflowed, so it may read values from the
+device freely.
+
+Forward hooks fire as each module finishes, children before their parents, so the first one whose
+output holds inf/NaN is the deepest module where the overflow began; that module is run once more
+on the same inputs in float32 (autocast off) to measure the value that crossed the range (T5's
+66,246 > 65,504). With a clean forward, gradient hooks on every module's output and every
+parameter name the first one, in the order backward reaches them, whose gradient held inf/NaN.
+Module buffers (BatchNorm's running statistics) are put back afterwards and the replay's
+gradients dropped: the run goes on as if it had not happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from amptui.core.config.precision import dtype_range
+from amptui.core.numerics import describe_nonfinite
+from amptui.telemetry.numerics import floating_tensors, unwrap
+
+
+def _finite(tensors: list[torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors)
+
+
+def _as_float32(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().float() if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_as_float32(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_float32(v) for k, v in value.items()}
+    return value
+
+
+class _Trace:
+    def __init__(self, device_type: str):
+        self.device_type = device_type
+        self.forward: tuple[str, float | None] | None = None
+        self.backward: tuple[str, float | None] | None = None
+        self.busy = False  # while a module runs again in float32: its own hooks stay quiet
+
+    def forward_hook(self, name: str):
+        def hook(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+            if self.busy:
+                return
+            outputs = list(floating_tensors(output))
+            for t in outputs:
+                if t.requires_grad:
+                    t.register_hook(self.gradient_hook(name))
+            if self.forward is None and outputs and not _finite(outputs):
+                self.forward = (name, self._float32_max(module, args, kwargs))
+        return hook
+
+    def gradient_hook(self, name: str):
+        def hook(grad: torch.Tensor) -> None:
+            if self.backward is None and not bool(torch.isfinite(grad).all()):
+                self.backward = (name, None)
+        return hook
+
+    def _float32_max(self, module: nn.Module, args: Any, kwargs: Any) -> float | None:
+        """The module's output abs max, computed again in float32 on the same inputs."""
+        self.busy = True
+        try:
+            with torch.no_grad(), torch.autocast(self.device_type, enabled=False):
+                again = list(floating_tensors(module(*_as_float32(args), **_as_float32(kwargs))))
+            return max(float(t.abs().amax()) for t in again) if again else None
+        except Exception:  # a module that cannot run on its own again: the value stays unknown
+            return None
+        finally:
+            self.busy = False
+
+
+def trace_first_nonfinite(model: nn.Module, replay: Callable[[], None], dtype: str, device_type: str,
+                          scale: float | None = None) -> dict | None:
+    """Run `replay` (the step's forward and scaled backward on the saved batch and RNG state) with
+    hooks on every module; the first_nonfinite dict, or None when the replay stayed finite."""
+    model = unwrap(model)
+    trace = _Trace(device_type)
+    owner = {id(p): name for name, m in model.named_modules() for p in m.parameters(recurse=False)}
+    handles = [m.register_forward_hook(trace.forward_hook(name or "model"), with_kwargs=True)
+               for name, m in model.named_modules()]
+    handles += [p.register_hook(trace.gradient_hook(owner.get(id(p), name) or "model"))
+                for name, p in model.named_parameters() if p.requires_grad]
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    try:
+        with contextlib.suppress(FloatingPointError):
+            replay()
+    finally:
+        for handle in handles:
+            handle.remove()
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                if name in buffers:
+                    b.copy_(buffers[name])
+        for p in model.parameters():
+            p.grad = None
+    info = dtype_range(dtype)
+    if trace.forward is not None:
+        return describe_nonfinite(trace.forward[0], "forward", info.name, info.max_finite, trace.forward[1])
+    if trace.backward is not None:
+        return describe_nonfinite(trace.backward[0], "backward", info.name, info.max_finite, None, scale)
+    return None

@@ -1,0 +1,296 @@
+"""Range headroom per layer ([numerics]) and the first non-finite module: the real Trainer in this
+process on a tiny float16 + GradScaler model (scaler-lab's small CNN, width 8), with a large
+activation put into a known module (forward) or a large gradient into one (backward)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import amptui as amptui_cli
+from conftest import events, one_clear_line, only_run
+from torch import nn
+
+import amptui
+from amptui.core.config import presets
+from amptui.core.numerics import describe_nonfinite, fmt_value, summarize
+from amptui.jobs import launch
+from amptui.telemetry.alarms import HeadroomAlarms
+from amptui.telemetry.numerics import modules_at_depth
+from amptui.trainer.loop import Trainer
+
+pytestmark = pytest.mark.timeout(300)
+
+TINY = {"run.device": "cpu", "run.reuse_host_memory": False, "model.width": 8, "data.img_size": 16,
+        "data.batch_size": 8, "data.train_samples": 64, "data.val_samples": 0, "data.num_workers": 0,
+        "amp.init_scale": 256.0, "log.every": 2, "run.epochs": 1, "log.checkpoint_every": 0}
+FP16 = {"amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True}
+BF16 = {"amp.autocast": True, "amp.dtype": "bfloat16", "amp.grad_scaler": False}
+KNOWN = "features.4"  # the small CNN's second conv
+
+
+def trainer_for(runs_dir, **overrides) -> Trainer:
+    run_dir, _ = launch.create_run(presets.find_preset("scaler-lab"), {**TINY, **overrides}, runs_dir)
+    trainer = Trainer(run_dir, resume=False)
+    trainer.setup()
+    return trainer
+
+
+def run_steps(trainer: Trainer, steps: int) -> list[dict]:
+    batches = trainer.recorder.timed(trainer.state.train_data.batches(0))
+    try:
+        for _ in range(steps):
+            trainer.train_step(batches)
+        trainer.write_step_record()
+    finally:
+        trainer.finish("completed")
+    return events(trainer.run_dir)
+
+
+def module(trainer: Trainer, name: str) -> nn.Module:
+    return dict(trainer.state.model.named_modules())[name]
+
+
+def large_activation(trainer: Trainer) -> None:
+    """The known conv's output goes far past float16's 65,504 (about 4e6), and stays so."""
+    with torch.no_grad():
+        module(trainer, KNOWN).weight.mul_(1e6)
+
+
+def large_gradient(trainer: Trainer) -> None:
+    """The gradient flowing back into the known conv's output is multiplied past float16's range."""
+    def hook(_m, _i, out):
+        if out.requires_grad:
+            out.register_hook(lambda g: g * 1e8)
+    module(trainer, KNOWN).register_forward_hook(hook)
+
+
+def of_kind(recs, kind):
+    return [r for r in recs if r["kind"] == kind]
+
+
+def test_sampled_headroom_covers_every_module_and_names_a_forward_overflow(runs_dir):
+    trainer = trainer_for(runs_dir, **FP16, **{"numerics.every": 1})
+    expected = [name for name, _ in modules_at_depth(trainer.state.model, 2)]
+    large_activation(trainer)
+    recs = run_steps(trainer, 2)
+    samples = [r for r in of_kind(recs, "numerics") if r["layers"]]
+    assert [r["step"] for r in samples] == [1, 2]
+    assert [layer["name"] for layer in samples[0]["layers"]] == expected
+    assert samples[0]["dtype"] == "float16" and samples[0]["max_finite"] == 65504.0
+    first = samples[0]["first_nonfinite"]
+    assert first["module"] == KNOWN and first["where"] == "forward", first
+    assert first["text"].startswith(f"{KNOWN} (forward, float16 ")
+    # the layers before it still had headroom; the scaler's backoff names the same module
+    before = samples[0]["layers"][:expected.index(KNOWN)]
+    assert all(layer["forward"] is not None and layer["forward"] > 0 for layer in before)
+    backoff = next(r for r in of_kind(recs, "scaler") if r["event"] == "backoff" and r["step"] == 1)
+    assert backoff["first_nonfinite"]["module"] == KNOWN
+    warned = [r["message"] for r in of_kind(recs, "warning")]
+    assert any(f"first non-finite: {KNOWN} (forward" in m for m in warned), warned
+
+
+def test_a_gradient_overflow_is_named_in_backward(runs_dir):
+    trainer = trainer_for(runs_dir, **FP16, **{"numerics.every": 1})
+    large_gradient(trainer)
+    recs = run_steps(trainer, 1)
+    first = of_kind(recs, "numerics")[0]["first_nonfinite"]
+    assert first["module"] == KNOWN and first["where"] == "backward", first
+    assert "float16 max exceeded at loss scale 256" in first["text"]
+
+
+def test_trace_nonfinite_replays_the_batch_and_measures_the_value(runs_dir):
+    """Sampling off: the skipped step is run again with hooks on every module; the module that
+    overflowed is run once more in float32 to say by how much."""
+    trainer = trainer_for(runs_dir, **FP16, **{"numerics.every": 0, "numerics.trace_nonfinite": True})
+    large_activation(trainer)
+    before = {n: p.detach().clone() for n, p in trainer.state.model.named_parameters()}
+    recs = run_steps(trainer, 2)
+    traced = of_kind(recs, "numerics")
+    assert [r["step"] for r in traced] == [1] and traced[0]["traced"] is True  # one replay per step record
+    first = traced[0]["first_nonfinite"]
+    assert first["module"] == KNOWN and first["where"] == "forward"
+    assert first["value"] > 65504 and first["text"] == f"{KNOWN} (forward, float16 max exceeded: {fmt_value(first['value'])})"
+    # skipped steps and a replay leave the parameters as they were
+    assert all(torch.equal(before[n], p) for n, p in trainer.state.model.named_parameters())
+
+
+def test_trace_nonfinite_names_a_backward_overflow(runs_dir):
+    trainer = trainer_for(runs_dir, **FP16, **{"numerics.trace_nonfinite": True})
+    large_gradient(trainer)
+    first = of_kind(run_steps(trainer, 1), "numerics")[0]["first_nonfinite"]
+    assert first["module"] == KNOWN and first["where"] == "backward"
+
+
+def test_the_same_run_in_bfloat16_does_not_overflow(runs_dir):
+    trainer = trainer_for(runs_dir, **BF16, **{"numerics.every": 1})
+    large_activation(trainer)
+    recs = run_steps(trainer, 2)
+    samples = of_kind(recs, "numerics")
+    assert samples and all(r["dtype"] == "bfloat16" and "first_nonfinite" not in r for r in samples)
+    layers = [layer for r in samples for layer in r["layers"]]
+    assert not any(layer.get("nonfinite") for layer in layers)
+    known = [layer["forward"] for layer in layers if layer["name"] == KNOWN]
+    assert all(bits > 100 for bits in known), known  # ~4e6 is nothing to bfloat16's 3.4e38
+
+
+def test_sampling_off_hooks_nothing(runs_dir):
+    trainer = trainer_for(runs_dir, **FP16)
+    assert trainer.recorder.numerics is None
+    assert not any(m._forward_hooks for m in trainer.state.model.modules())
+    assert not of_kind(run_steps(trainer, 1), "numerics")
+
+
+def test_monitor_samples_any_module_and_names_the_first_overflow(runs_dir):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
+    with amptui.Monitor("numerics", scaler=scaler, optimizer=opt, model=model, run_dir=runs_dir / "m",
+                        config={"numerics": {"every": 1, "depth": 1}, "amp": {"dtype": "float16"}},
+                        log_every=2) as mon:
+        for i in range(2):
+            with torch.no_grad():
+                if i == 1:
+                    model[2].weight.mul_(1e6)
+            with torch.autocast("cpu", torch.float16):
+                loss = model(torch.randn(4, 8)).float().pow(2).mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            mon.step(loss)
+            opt.zero_grad()
+    samples = of_kind(events(runs_dir / "m"), "numerics")
+    assert [[layer["name"] for layer in r["layers"]] for r in samples] == [["0", "1", "2", "3"]] * 2
+    assert "first_nonfinite" not in samples[0]
+    assert samples[1]["first_nonfinite"]["module"] == "2"
+
+
+def test_modules_at_depth_include_shallow_leaves_and_look_through_wrappers():
+    model = nn.Sequential()
+    model.add_module("emb", nn.Embedding(4, 4))
+    model.add_module("blocks", nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.GELU()), nn.Linear(4, 4)))
+    assert [n for n, _ in modules_at_depth(model, 2)] == ["emb", "blocks.0", "blocks.1"]
+    assert [n for n, _ in modules_at_depth(model, 1)] == ["emb", "blocks"]
+
+    class Wrapper(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.module = inner
+    assert [n for n, _ in modules_at_depth(Wrapper(model), 1)] == ["emb", "blocks"]
+
+
+def test_headroom_alarm_after_several_narrow_samples():
+    from amptui.core.records import Numerics
+
+    alarms = HeadroomAlarms("float16")
+    narrow = [{"name": "blocks.3.ffn", "forward": 0.4, "grad": 20.0}, {"name": "head", "forward": 9.0}]
+    said = [a for step in (10, 20, 30, 40) for a in alarms.observe([Numerics(step, "float16", 65504.0, narrow)])]
+    assert len(said) == 1 and said[0].code == "low_headroom"
+    assert said[0].message.startswith("blocks.3.ffn has 0.4 bits")
+    assert "will overflow float16 soon: bfloat16, or scale this layer's init/output" in said[0].message
+
+
+def test_summary_text_and_narrowest_layers():
+    first = describe_nonfinite("encoder.3.ffn.out", "forward", "float16", 65504.0, 66246.0)
+    assert first["text"] == "encoder.3.ffn.out (forward, float16 max exceeded: 6.6e4)"
+    recs = [{"kind": "numerics", "step": s, "dtype": "float16", "max_finite": 65504.0,
+             "layers": [{"name": "a", "forward": 9.0 - s}, {"name": "b", "forward": 12.0, "grad": 3.0}]}
+            for s in (1, 2, 3)]
+    summary = summarize(recs)
+    assert [s.name for s in summary.narrowest()] == ["b", "a"] and summary.narrowest_bits == 3.0
+    assert summary.rows["a"] == [8.0, 7.0, 6.0] and summary.steps == [1, 2, 3]
+    assert math.isinf(summarize([{**recs[0], "layers": [{"name": "a", "nonfinite": "forward"}]}]).narrowest_bits)
+
+
+def as_set(values: dict) -> list[str]:
+    """--set KEY=VALUE arguments (values as TOML: strings quoted, booleans lower-case)."""
+    def toml(v):
+        return f'"{v}"' if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else repr(v)
+    return [arg for k, v in values.items() for arg in ("--set", f"{k}={toml(v)}")]
+
+
+@pytest.mark.slow
+def test_numerics_command_table_and_json(runs_dir):
+    run = amptui_cli("run", "scaler-lab", "--runs-dir", str(runs_dir),
+                     *as_set({**TINY, **FP16, "numerics.every": 1, "run.max_steps": 2}), timeout=240)
+    assert run.returncode == 0, run.stderr
+    run_id = only_run(runs_dir).name
+    table = amptui_cli("numerics", run_id, "--runs-dir", str(runs_dir), check=True).stdout
+    assert "features.4" in table and "float16" in table and "2 samples" in table
+    data = json.loads(amptui_cli("numerics", run_id, "--runs-dir", str(runs_dir), "--format", "json",
+                                 check=True).stdout)
+    assert data["dtype"] == "float16" and data["samples"] == 2 and "narrowest" in data
+    assert [layer["name"] for layer in data["layers"]][:2] == ["features.0", "features.1"]
+    assert "no run" in one_clear_line(amptui_cli("numerics", "nope", "--runs-dir", str(runs_dir)))
+
+
+LAB = {"run.device": "cpu", "run.max_steps": 2, "data.batch_size": 4, "data.val_samples": 0,
+       "log.checkpoint_every": 0, "log.every": 2}
+
+
+def lab_trainer(runs_dir, **overrides) -> Trainer:
+    run_dir, _ = launch.create_run(presets.find_preset("numerics-lab"), {**LAB, **overrides}, runs_dir)
+    trainer = Trainer(run_dir, resume=False)
+    trainer.setup()
+    return trainer
+
+
+def test_numerics_lab_in_float16_names_the_last_blocks_mlp_and_samples_every_block(runs_dir):
+    trainer = lab_trainer(runs_dir)
+    recs = run_steps(trainer, 2)
+    samples = [r for r in of_kind(recs, "numerics") if r["layers"]]
+    assert samples and all(r["dtype"] == "float16" for r in samples)
+    names = [layer["name"] for layer in samples[0]["layers"]]
+    assert [n for n in names if n.startswith("blocks.")] == ["blocks.0", "blocks.1", "blocks.2", "blocks.3"]
+    by_name = {layer["name"]: layer for layer in samples[0]["layers"]}
+    assert by_name["blocks.3"]["nonfinite"] == "forward"
+    assert by_name["blocks.0"]["forward"] > by_name["blocks.1"]["forward"] > by_name["blocks.2"]["forward"] > 0
+    first = samples[0]["first_nonfinite"]  # replayed (trace_nonfinite): the deepest module, and by how much
+    assert first["module"] == "blocks.3.mlp.proj" and first["where"] == "forward" and first["value"] > 65504
+    assert samples[0]["traced"] is True
+    backoffs = [r for r in of_kind(recs, "scaler") if r["event"] == "backoff"]
+    assert backoffs and backoffs[0]["first_nonfinite"]["text"].startswith(
+        "blocks.3.mlp.proj (forward, float16 max exceeded: ")
+
+
+def test_numerics_lab_in_bfloat16_does_not_overflow(runs_dir):
+    trainer = lab_trainer(runs_dir, **{"amp.dtype": "bfloat16", "amp.grad_scaler": False})
+    recs = run_steps(trainer, 2)
+    samples = of_kind(recs, "numerics")
+    assert samples and all(r["dtype"] == "bfloat16" and "first_nonfinite" not in r for r in samples)
+    assert not any(layer.get("nonfinite") for r in samples for layer in r["layers"])
+    blocks3 = [layer["forward"] for r in samples for layer in r["layers"] if layer["name"] == "blocks.3"]
+    assert blocks3 and min(blocks3) > 100  # ~4e5 is far inside bfloat16's ~3.4e38
+    assert not of_kind(recs, "scaler")
+
+
+def test_a_backoff_streak_after_growth_is_told_from_calibration_and_blamed_on_the_source():
+    from amptui.telemetry.alarms import ScaleAlarms
+
+    alarms = ScaleAlarms(growth_interval=4, dtype="float16", bf16_available=False)
+    first = describe_nonfinite("blocks.3.mlp.proj", "forward", "float16", 65504.0, 3.8e5)
+    said = alarms.observe([{"step": 4, "event": "growth", "old_scale": 2.0, "new_scale": 4.0}], 4, 4.0, 1.0)
+    for step in range(5, 10):
+        scale = 2.0 ** (6 - step)
+        said += alarms.observe([{"step": step, "event": "backoff", "old_scale": 2 * scale, "new_scale": scale,
+                                 "overflow": [], "first_nonfinite": first}], step, scale, 1.0)
+    streak = [a.message for a in said if a.code == "backoff_streak"]
+    assert len(streak) == 1 and "not calibration" in streak[0]
+    assert "first non-finite: blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5)" in streak[0]
+
+
+def test_compare_names_each_runs_narrowest_layer():
+    """The numerics-lab float16 run of the dashboard fixtures: blocks.3's output held inf/NaN."""
+    from dashboard_support import FIXTURES, NUMERICS
+
+    from amptui.core import compare
+
+    summary = compare.summarize(FIXTURES / "numerics" / NUMERICS)
+    row = compare.compare_rows([summary])[0]
+    assert (row.headroom_bits, row.headroom_layer) == ("nonfinite", "blocks.3")
+    note = compare.headroom_note([summary])
+    assert note == f"narrowest range headroom: {NUMERICS} (fp16+scaler): inf/NaN in blocks.3"
+    assert note in compare.notes([summary])
