@@ -294,3 +294,14 @@ def test_compare_names_each_runs_narrowest_layer():
     note = compare.headroom_note([summary])
     assert note == f"narrowest range headroom: {NUMERICS} (fp16+scaler): inf/NaN in blocks.3"
     assert note in compare.notes([summary])
+
+
+def test_the_same_first_nonfinite_layer_on_every_step_is_one_line():
+    from amptui.cli.numerics import first_nonfinite_runs
+
+    same = [{"step": s, "module": "blocks.3.mlp.proj", "where": "forward", "value": v, "traced": True}
+            for s, v in ((1, 3.8e5), (2, 3.5e5), (3, 3.9e5))]
+    other = {"step": 7, "module": "head", "where": "backward", "value": None}
+    runs = first_nonfinite_runs([*same, other])
+    assert [r[0] for r in runs] == [[1, 2, 3], [7]]
+    assert runs[0][2] == [3.8e5, 3.5e5, 3.9e5] and runs[1][2] == []

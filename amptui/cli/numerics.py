@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from amptui.core.numerics import NumericsSummary, fmt_bits, nonfinite_text, summarize
+from amptui.core.numerics import NumericsSummary, fmt_bits, fmt_value, nonfinite_text, summarize
 
 
 def add_parser(sub, runs_dir_option) -> None:
     p = sub.add_parser("numerics", help="per-layer range headroom and the first non-finite module of a run")
-    p.add_argument("run_id", metavar="RUN_ID", help="the run; an id as `amptui runs` lists it")
+    p.add_argument("run_id", metavar="RUN_ID", help="the run: its id, any unique prefix, the short tail the dashboard shows, or `last`")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     runs_dir_option(p)
 
@@ -42,6 +42,23 @@ def _json_bits(value: float | None) -> float | str | None:
     return "nonfinite" if value == float("-inf") else value
 
 
+def first_nonfinite_runs(firsts: list[dict[str, Any]]) -> list[tuple[list[int], dict[str, Any], list[float]]]:
+    """Consecutive steps whose first non-finite module (and direction) is the same, grouped: a run
+    that overflows in one layer on every step is one line, not forty."""
+    runs: list[tuple[list[int], dict[str, Any], list[float]]] = []
+    for first in firsts:
+        key = (first.get("module"), first.get("where"), bool(first.get("traced")))
+        last = runs[-1] if runs else None
+        if last is not None and (last[1].get("module"), last[1].get("where"), bool(last[1].get("traced"))) == key:
+            last[0].append(first.get("step"))
+        else:
+            runs.append(([first.get("step")], first, []))
+            last = runs[-1]
+        if isinstance(first.get("value"), (int, float)):
+            last[2].append(float(first["value"]))
+    return runs
+
+
 def as_table(run_id: str, s: NumericsSummary) -> str:
     if not s.records:
         return (f"{run_id}: no numerics records (turn sampling on with --set numerics.every=N, "
@@ -57,10 +74,18 @@ def as_table(run_id: str, s: NumericsSummary) -> str:
         lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
     narrow = s.narrowest(3)
     if narrow:
-        lines.append("narrowest: " + ", ".join(f"{x.name} {fmt_bits(x.narrowest)} bits" for x in narrow))
-    for first in s.first_nonfinite[:10]:
+        lines.append("narrowest: " + ", ".join(
+            f"{x.name} ({fmt_bits(x.narrowest)})" if x.narrowest == float("-inf") else f"{x.name} {fmt_bits(x.narrowest)} bits"
+            for x in narrow))
+    runs = first_nonfinite_runs(s.first_nonfinite)
+    for steps, first, values in runs[:10]:
         how = " (replayed)" if first.get("traced") else ""
-        lines.append(f"step {first['step']}: first non-finite: {nonfinite_text(first)}{how}")
-    if len(s.first_nonfinite) > 10:
-        lines.append(f"... and {len(s.first_nonfinite) - 10} more steps with a first non-finite module")
+        text = nonfinite_text(first)
+        if len(steps) > 1 and len(values) > 1 and min(values) > s.max_finite:  # one layer again and again
+            text = (f"{first.get('module')} ({first.get('where')}, {s.dtype} max exceeded: "
+                    f"{fmt_value(min(values))} to {fmt_value(max(values))})")
+        where = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]} ({len(steps)})"
+        lines.append(f"{where}: first non-finite: {text}{how}")
+    if len(runs) > 10:
+        lines.append(f"... and {sum(len(r[0]) for r in runs[10:])} more steps with a first non-finite module")
     return "\n".join(lines)
