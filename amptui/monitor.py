@@ -33,9 +33,10 @@ window that had a backoff, so a healthy run pays nothing for it.
 
 The run folder (opened by amptui/monitor_folder.py): `$AMPTUI_RUN_DIR` when the script was
 started by `amptui run --script`, else a new folder under `$AMPTUI_RUNS_DIR` (default ./runs) with
-config.toml and run.json, so `amptui runs`, `watch`, `compare` and the dashboard see it. Under torchrun rank 0 writes events.jsonl
-and rank N events.rank<N>.jsonl (create the Monitor after init_process_group when amptui did
-not launch the script, so the ranks agree on the folder).
+config.toml and run.json, so `amptui runs`, `watch`, `compare` and the dashboard see it. Under
+torchrun rank 0 writes events.jsonl and rank N events.rank<N>.jsonl (create the Monitor after
+init_process_group when amptui did not launch the script, so the ranks agree on the folder).
+A model sharded with FSDP2 `fully_shard` is named by its policy, with dist.mode "fsdp".
 """
 
 from __future__ import annotations
