@@ -31,11 +31,12 @@ gradients held inf/NaN when the gradients still exist at `mon.step()` (call it b
 `optimizer.zero_grad()`). They are counted on the device only in the first window and after a
 window that had a backoff, so a healthy run pays nothing for it.
 
-The run folder: `$AMPTUI_RUN_DIR` when the script was started by `amptui run --script`, else a
-new folder under `$AMPTUI_RUNS_DIR` (default ./runs) with config.toml and run.json, so `amptui
-runs`, `watch`, `compare` and the dashboard see it. Under torchrun rank 0 writes events.jsonl
-and rank N events.rank<N>.jsonl (create the Monitor after init_process_group when amptui did
-not launch the script, so the ranks agree on the folder).
+The run folder (opened by amptui/monitor_folder.py): `$AMPTUI_RUN_DIR` when the script was
+started by `amptui run --script`, else a new folder under `$AMPTUI_RUNS_DIR` (default ./runs) with
+config.toml and run.json, so `amptui runs`, `watch`, `compare` and the dashboard see it. Under
+torchrun rank 0 writes events.jsonl and rank N events.rank<N>.jsonl (create the Monitor after
+init_process_group when amptui did not launch the script, so the ranks agree on the folder).
+A model sharded with FSDP2 `fully_shard` is named by its policy, with dist.mode "fsdp".
 """
 
 from __future__ import annotations
@@ -45,26 +46,22 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 from types import FrameType
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
+from typing import Any, Callable, Iterable, Iterator, Literal
 
 import torch
 
-from amptui.core import safefile, trust
-from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
-from amptui.core.config.resolve import auto_overrides
 from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
 from amptui.core.records import End, WarningRecord
-from amptui.core.run import runlock, runs
-from amptui.core.run.folders import remember as remember_runs_folder
-from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
+from amptui.core.run import runs
+from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
+from amptui.monitor_folder import Opening
 from amptui.telemetry import Recorder, ddp, scripthooks
 from amptui.telemetry.scripthooks.patches import Patches
-from amptui.telemetry.scripthooks.precision import AutocastSeen, precision_overrides
+from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 
 
 class Monitor:
@@ -92,10 +89,9 @@ class Monitor:
         self.closed = False
         self.stop_requested = False
         self._old_sigterm: Callable[[int, FrameType | None], Any] | int | None = None
-        self._log_every_arg = log_every
-        self._epochs_arg = epochs
 
-        self.run_dir, self.config = self._open_run_dir(run_dir, config)
+        opening = Opening(self.name, self.rank, self.world_size, self.device, self._scaler_enabled, epochs, log_every)
+        self.run_dir, self.config, self._user_keys, self._writes = opening.open(run_dir, config)
         self.log_every = int(log_every or self.config.log.every or 10)
         writer = EventWriter(events_file(self.run_dir, self.rank), self.rank) if self._writes else None
         self.recorder = Recorder(writer, self.rank, self.world_size, scaler=scaler, optimizer=optimizer, model=model)
@@ -154,24 +150,6 @@ class Monitor:
             return torch.device(scaler._device)
         return torch.device("cpu")
 
-    def _user_values(self, config: Any) -> dict[str, Any]:
-        """config -> {"section.key": value} (checked against the schema later)."""
-        if config is None:
-            return {}
-        if isinstance(config, cfgmod.Config):
-            return config.flat()
-        if not isinstance(config, Mapping):
-            raise TypeError("Monitor(config=...) takes a dict or an amptui Config")
-        flat: dict[str, Any] = {}
-        for key, value in config.items():
-            if "." in key:
-                flat[key] = value
-            elif isinstance(value, Mapping):
-                flat.update(cfgmod.flatten({key: dict(value)}, "Monitor(config=...)"))
-            else:
-                raise cfgmod.ConfigError(f"Monitor(config=...): {key!r} must be a section table or a dotted key")
-        return flat
-
     def _ensure_started(self) -> None:
         """The start record (and config.toml) with the precision the loop was seen to use."""
         if self._started:
@@ -180,7 +158,8 @@ class Monitor:
         if self._watch is not None:
             self._watch.remove()
             self._watch = None
-        detected = precision_overrides(self._seen, self.scaler if self._scaler_enabled else None)
+        detected = loop_overrides(self._seen, self.scaler if self._scaler_enabled else None,
+                                  [self.model] if self.model is not None else [])  # an FSDP2 model: its policy
         told = {k: v for k, v in detected.items() if k not in self._user_keys}
         self.config = self.config.with_overrides(told, source="Monitor")
         if self._writes and self.rank == 0:
@@ -198,83 +177,6 @@ class Monitor:
                                           precision.reduced)
         shown = {"config_shown": script_sections(self.config)} if self.config.run.script else {}
         self.recorder.start(config=self.config, **self._start_fields, **shown)
-
-    def _resolved(self, base: Mapping | None, config: Any) -> cfgmod.Config:
-        """The run's config: base (the run folder's) <- what we can tell from the objects <- yours."""
-        user = self._user_values(config)
-        self._user_keys = set(user)
-        told: dict[str, Any] = {}
-        base_run = (base or {}).get("run", {}) if isinstance((base or {}).get("run"), dict) else {}
-        if base is None or base_run.get("name", "") in ("", Path(base_run.get("script", "")).stem):
-            told["run.name"] = self.name  # amptui's default name (the script's stem) gives way to yours
-        if base is None:
-            script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-            if script and os.path.isfile(script):
-                told["run.script"] = script
-            if self.world_size > 1:
-                per_node = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
-                told.update({"dist.mode": "ddp", "dist.nproc_per_node": per_node,
-                             "dist.nnodes": max(1, self.world_size // per_node),
-                             "dist.node_rank": int(os.environ.get("GROUP_RANK", 0))})
-        if "amp.grad_scaler" not in user:
-            told["amp.grad_scaler"] = self._scaler_enabled
-            if self._scaler_enabled and "amp.dtype" not in user and base is None:
-                told["amp.dtype"] = "float16"  # a GradScaler is what float16 needs
-        if "run.epochs" not in user and self._epochs_arg:
-            told["run.epochs"] = int(self._epochs_arg)
-        if "log.every" not in user and self._log_every_arg is not None:
-            told["log.every"] = self._log_every_arg
-        cfg = cfgmod.build_config(base or {}, {**told, **user}, source="Monitor(config=...)",
-                                  overrides_source="Monitor(config=...)")
-        device_type = self.device.type if self.device.type in ("cpu", "cuda") else "cpu"
-        return cfg.with_overrides(auto_overrides(cfg, device_type), source="Monitor(config=...)")
-
-    def _open_run_dir(self, run_dir, config) -> tuple[Path, cfgmod.Config]:
-        env_dir = os.environ.get(RUN_DIR_ENV)
-        path = Path(run_dir) if run_dir is not None else (Path(env_dir) if env_dir else None)
-        self._writes = True
-        if path is not None:  # launched by amptui (or told where): the folder may hold config.toml
-            base = None
-            cfg_path = RunFolder(path).config
-            if cfg_path.is_file():
-                base = cfgmod.read_toml(cfg_path)
-            cfg = self._resolved(base, config)
-            if self.rank == 0:
-                path.mkdir(parents=True, exist_ok=True)
-                runlock.hold_for_this_process(path)  # one writer per run folder; before writing to it
-                text = runs.config_text(cfg, f"# amptui run {path.name}: written by amptui.Monitor")
-                if not cfg_path.is_file() or safefile.text_or_none(cfg_path, cfgmod.TOML_LIMIT) != text:
-                    atomic_write_text(cfg_path, text)
-                trust.remember(path, trust.code_refs(cfg))  # this script runs here: its code was given here
-                remember_runs_folder(path.parent)  # a dashboard opened elsewhere lists it (`o`)
-                if not RunFolder(path).run_json.is_file():
-                    runs.write_launch_info(path, os.getpid(), list(sys.argv))
-            return path, cfg
-        cfg = self._resolved(None, config)
-        path = self._shared_new_dir()
-        if self.rank == 0:
-            runlock.hold_for_this_process(path)
-            runs.write_new(RunFolder(path), cfg, f"# amptui run {path.name}: written by amptui.Monitor")
-            runs.write_launch_info(path, os.getpid(), list(sys.argv))
-        return path, cfg
-
-    def _shared_new_dir(self) -> Path:
-        """Rank 0 makes the folder; under torch.distributed the other ranks learn it by broadcast.
-        Without a process group, ranks other than 0 cannot know it and write nothing."""
-        shared = ddp.initialized(self.world_size)
-        if self.rank == 0:
-            path = runs.create_folder(None, self.name).path
-            if shared:
-                torch.distributed.broadcast_object_list([str(path)], src=0)
-            return path
-        if shared:
-            box: list[str | None] = [None]
-            torch.distributed.broadcast_object_list(box, src=0)
-            if box[0] is None:
-                raise RuntimeError("rank 0 sent no run folder")
-            return Path(box[0])
-        self._writes = False
-        return Path(os.devnull)
 
     def _install_sigterm(self) -> None:
         """SIGTERM to a single process ends the run as stopped at its next record (only when the

@@ -221,6 +221,46 @@ def test_shard_applies_the_policy_and_names_it_for_the_script_hooks(tmp_path):
         torch.distributed.destroy_process_group()
 
 
+def test_a_monitor_on_a_sharded_model_records_fsdp_and_its_policy(tmp_path, runs_dir, monkeypatch):
+    """A torchrun script's Monitor says dist.mode "ddp" until it sees a sharded model: then "fsdp",
+    with the policy as its precision (one gloo rank in this process; WORLD_SIZE as torchrun sets it)."""
+    import torch
+    from torch import nn
+
+    import amptui
+    from amptui.trainer import fsdp
+
+    class Blocks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    try:
+        model = fsdp.shard(Blocks(), torch.device("cpu"), 1, Precision(True, "bfloat16", False, reduce="bfloat16"))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with amptui.Monitor("sharded", optimizer=opt, model=model, run_dir=runs_dir / "m", log_every=2) as mon:
+            assert mon.config.dist.mode == "ddp"  # before the first step: a torchrun script
+            for _ in range(2):
+                model(torch.randn(2, 4)).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+                mon.step(torch.tensor(1.0))
+    finally:
+        torch.distributed.destroy_process_group()
+    start = events(runs_dir / "m")[0]
+    assert start["config"]["dist"]["mode"] == "fsdp"
+    assert start["precision"]["words"] == "FSDP bfloat16 params, bfloat16 reduce"
+    assert runs.load_run(runs_dir / "m").precision == "bf16+reduce"
+
+
 def test_the_memory_panel_draws_what_each_rank_holds_beside_its_memory():
     from amptui.dashboard.runmodel import RunModel
 

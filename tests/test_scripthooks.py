@@ -30,11 +30,11 @@ def by_kind(records, kind):
     return [r for r in records if r["kind"] == kind]
 
 
-def record_script(runs_dir: Path, script: str, *args: str, log_every: int = 5):
-    """Run tests/scripts/SCRIPT under the hooks, as `amptui run --script` does: (run folder,
-    its records, the exception the script ended with or None)."""
+def record_script(runs_dir: Path, script: str, *args: str, log_every: int = 5, sets: dict | None = None):
+    """Run tests/scripts/SCRIPT under the hooks, as `amptui run --script` does (`sets`: its --set
+    keys): (run folder, its records, the exception the script ended with or None)."""
     path = SCRIPTS / script
-    run_dir, _ = launch.create_run(None, {"run.script": str(path), "log.every": log_every}, runs_dir)
+    run_dir, _ = launch.create_run(None, {"run.script": str(path), "log.every": log_every, **(sets or {})}, runs_dir)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     error = None
     try:
@@ -119,6 +119,50 @@ def test_two_models_two_optimizers_one_scaler(runs_dir):
     assert backoffs and {"Encoder.fc.weight", "Decoder.fc.weight"} <= set(backoffs[0]["overflow"])
     ok, losses = falling(steps)
     assert ok, losses
+
+
+def test_a_float16_script_that_overflows_gets_range_samples_naming_the_layer(runs_dir):
+    """`--set numerics.every=1` on an unmodified float16 + GradScaler loop whose layer 2 overflows
+    every step: the hooks sample its model from the second step on (the first step names the model)
+    in the float16 its autocast entered, and each backoff names the first non-finite module."""
+    run_dir, recs, error = record_script(runs_dir, "amp_recipe.py", "--blow-up", "2", "--steps", "4", "--epochs", "1",
+                                         log_every=2, sets={"numerics.every": 1})
+    assert error is None and recs[-1]["status"] == "completed"
+    samples = by_kind(recs, "numerics")
+    assert [r["step"] for r in samples] == [2, 3, 4]
+    assert [layer["name"] for layer in samples[0]["layers"]] == ["0", "1", "2", "3", "4"]
+    assert samples[0]["dtype"] == "float16" and samples[0]["max_finite"] == 65504.0
+    assert all(layer["forward"] is not None and layer["forward"] > 0 for layer in samples[0]["layers"][:2])
+    first = samples[0]["first_nonfinite"]
+    assert (first["module"], first["where"]) == ("2", "forward"), first
+    backoffs = {r["step"]: r for r in by_kind(recs, "scaler") if r["event"] == "backoff"}
+    assert set(backoffs) == {1, 2, 3, 4} and "first_nonfinite" not in backoffs[1]  # step 1: not sampled
+    assert all(backoffs[step]["first_nonfinite"]["module"] == "2" for step in (2, 3, 4))
+    assert any("first non-finite: 2 (forward" in m for m in warnings_by_code(recs).values())
+    assert "[numerics]" in (run_dir / "config.toml").read_text()
+
+
+def test_without_numerics_a_script_gets_no_samples_and_no_numerics_section(runs_dir):
+    run_dir, recs, error = record_script(runs_dir, "amp_recipe.py", "--blow-up", "2", "--steps", "3", "--epochs", "1",
+                                         log_every=3)
+    assert error is None and not by_kind(recs, "numerics")
+    assert "[numerics]" not in (run_dir / "config.toml").read_text()
+
+
+def test_an_fsdp2_script_is_recorded_with_its_policy_named(runs_dir, tmp_path):
+    """A script that shards its own model with fully_shard and a bfloat16 MixedPrecisionPolicy (one
+    gloo process, an explicit CPU mesh): no autocast, yet the run lists the policy, and dist.mode fsdp."""
+    run_dir, recs, error = record_script(runs_dir, "fsdp_train.py", "--store", str(tmp_path / "store"), log_every=3)
+    assert error is None
+    start, end = recs[0], recs[-1]
+    assert start["precision"]["words"] == "FSDP bfloat16 params, float32 reduce"
+    assert start["precision"]["fsdp"] == {"param_dtype": "bfloat16", "reduce_dtype": "float32",
+                                          "sharded_dtype": "float32"}
+    assert start["config"]["dist"]["mode"] == "fsdp" and start["config"]["amp"]["reduce_dtype"] == "float32"
+    assert (end["status"], end["steps"]) == ("completed", 6)
+    info = runs.load_run(run_dir)
+    assert (info.status, info.precision) == ("completed", "bf16")
+    assert 'mode = "fsdp"' in (run_dir / "config.toml").read_text()
 
 
 def test_a_script_that_raises_ends_failed_with_its_error(runs_dir):

@@ -28,6 +28,7 @@ from torch import nn
 from amptui.core.config.precision import dtype_range
 from amptui.core.numerics import describe_nonfinite, headroom_bits
 from amptui.core.records import Numerics
+from amptui.telemetry.fsdp_policy import local  # a sharded (FSDP2 DTensor) gradient's shard
 
 FORWARD, BACKWARD, GRAD, UNDERFLOW = range(4)  # the buffer's columns, one row per module
 
@@ -70,12 +71,6 @@ def floating_tensors(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, dict):
         for item in value.values():
             yield from floating_tensors(item)
-
-
-def local(t: torch.Tensor) -> torch.Tensor:
-    """A sharded (FSDP2 DTensor) gradient's local shard; a plain tensor as it is."""
-    to_local = getattr(t, "to_local", None)
-    return to_local() if callable(to_local) else t
 
 
 @dataclass

@@ -26,6 +26,11 @@ from torch import nn
 from amptui.core.config.precision import Precision
 from amptui.core.errors import UserError
 
+# the policy reader lives in telemetry, where the script hooks and the Monitor use it too
+from amptui.telemetry.fsdp_policy import is_sharded as is_sharded
+from amptui.telemetry.fsdp_policy import local
+from amptui.telemetry.fsdp_policy import policy_of as policy_of
+
 BLOCK_ATTRS = ("blocks", "layers", "h")  # where a model keeps its transformer blocks (first found wins)
 
 
@@ -83,14 +88,6 @@ def shard(model: nn.Module, device: torch.device, world_size: int, precision: Pr
     return model
 
 
-def is_sharded(module: nn.Module) -> bool:
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:
-        return False
-    return isinstance(module, FSDPModule)
-
-
 @contextlib.contextmanager
 def no_sync(model: nn.Module) -> Iterator[None]:
     """Micro-batches before the last one: gradients accumulate unsharded, reduce-scattered once."""
@@ -99,12 +96,6 @@ def no_sync(model: nn.Module) -> Iterator[None]:
         yield
     finally:
         model.set_requires_gradient_sync(True)  # type: ignore[operator]
-
-
-def local(tensor: torch.Tensor) -> torch.Tensor:
-    """A DTensor's shard on this rank (a plain tensor is its own)."""
-    to_local = getattr(tensor, "to_local", None)
-    return to_local() if callable(to_local) else tensor
 
 
 def plain(tensor: torch.Tensor) -> torch.Tensor:
@@ -176,33 +167,3 @@ def shard_bytes(model: nn.Module, optim_name: str, momentum: float) -> dict[str,
     full = sum(p.numel() * local(p).element_size() for p in model.parameters())
     per_param = STATES_PER_PARAM.get(optim_name, 0) if optim_name != "sgd" or momentum else 0
     return {"params_bytes": params, "optimizer_bytes": params * per_param, "model_params_bytes": full}
-
-
-def policy_of(model: nn.Module) -> dict[str, str] | None:
-    """The FSDP2 policy a model was sharded with, in dtype names (param / reduce / sharded / output),
-    read from its first FSDP module; None when nothing in it is sharded. For the any-script hooks:
-    a script's own `fully_shard(model, mp_policy=...)` named in its start record."""
-    fsdp_modules = [m for m in model.modules() if is_sharded(m)]
-    if not fsdp_modules:
-        return None
-    policy = _policy_attr(fsdp_modules[0])  # the outermost: its output_dtype is what the loss sees
-    sharded = next((local(p).dtype for p in model.parameters()), torch.float32)
-
-    def name(dtype: torch.dtype | None, fallback: torch.dtype) -> str:
-        return str(dtype or fallback).removeprefix("torch.")
-
-    param = getattr(policy, "param_dtype", None)
-    return {"param_dtype": name(param, sharded), "reduce_dtype": name(getattr(policy, "reduce_dtype", None), param or sharded),
-            "sharded_dtype": name(sharded, sharded), "output_dtype": name(getattr(policy, "output_dtype", None), param or sharded)}
-
-
-def _policy_attr(module: nn.Module) -> Any:
-    """The MixedPrecisionPolicy fully_shard stored (torch keeps it on the module's FSDP state; there
-    is no public getter in torch 2.13-2.14)."""
-    try:
-        from torch.distributed.fsdp import fully_shard
-
-        state = fully_shard.state(module)  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - another layout in another torch: name no policy rather than fail
-        return None
-    return getattr(state, "_mp_policy", None)

@@ -1,6 +1,7 @@
 """The PyTorch AMP recipe's loop, unmodified (never imports amptui), at toy size for a CPU.
 
     python amp_recipe.py [--dtype float16|bfloat16] [--no-scaler] [--no-unscale] [--accumulate N]
+                         [--blow-up N]  (layer N's output past float16's range, from the first step)
 """
 
 import argparse
@@ -18,11 +19,15 @@ p.add_argument("--init-scale", type=float, default=2.0 ** 16)
 p.add_argument("--epochs", type=int, default=2)
 p.add_argument("--fail-at", type=int, default=0)
 p.add_argument("--lr", type=float, default=0.05)
+p.add_argument("--blow-up", type=int, default=-1, help="scale layer N's weights by 1e6: its float16 output overflows")
 args = p.parse_args()
 
 torch.manual_seed(0)
 size, batch = 32, 16
 net = nn.Sequential(nn.Linear(size, size), nn.ReLU(), nn.Linear(size, size), nn.ReLU(), nn.Linear(size, size))
+if args.blow_up >= 0:
+    with torch.no_grad():
+        net[args.blow_up].weight.mul_(1e6)
 opt = torch.optim.SGD(net.parameters(), lr=args.lr)
 dtype = getattr(torch, args.dtype)
 scaler = torch.amp.GradScaler("cpu", init_scale=args.init_scale, growth_interval=5, enabled=not args.no_scaler)

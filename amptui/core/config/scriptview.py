@@ -3,8 +3,9 @@
 A script brings its own model, data, optimizer and schedule; writing amptui's defaults for them
 (model.name = "smallcnn", data.name = "synthetic", ...) would name things the script never used.
 Its config.toml keeps [run] (name, script, device), the precision the loop was seen to train in
-([amp]), how it was launched ([dist]) and how often it records ([log]); reading it back fills the
-rest with defaults, which nothing uses for a script.
+([amp]; amp.reduce_dtype for an FSDP2 policy), how it was launched ([dist]), how often it records
+([log]) and, when on, its range sampling ([numerics]); reading it back fills the rest with
+defaults, which nothing uses for a script.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ SCRIPT_KEYS = {
     "amp": ("autocast", "dtype", "grad_scaler", "init_scale", "growth_factor", "backoff_factor", "growth_interval"),
     "dist": None,  # all of it
     "log": ("every", "tensorboard"),
+    "numerics": ("every", "depth"),  # only when sampling is on (trace_nonfinite is the trainer's)
 }
 
 
@@ -29,4 +31,8 @@ def script_sections(cfg: "Config") -> dict[str, dict[str, Any]]:
     for section, keys in SCRIPT_KEYS.items():
         table = values.get(section, {})
         out[section] = dict(table) if keys is None else {k: table[k] for k in keys if k in table}
+    if not out["numerics"].get("every"):
+        del out["numerics"]
+    if out["dist"].get("mode") == "fsdp" and "reduce_dtype" in values.get("amp", {}):
+        out["amp"]["reduce_dtype"] = values["amp"]["reduce_dtype"]
     return out

@@ -1,6 +1,7 @@
 """The precision a loop really trains in, from what it did: the autocast contexts it entered with
-gradients on (device type, dtype) and whether an enabled GradScaler scaled its loss. The same
-answer for a script under `amptui run --script` and for an `amptui.Monitor` without `config=`."""
+gradients on (device type, dtype), whether an enabled GradScaler scaled its loss, and an FSDP2
+model's MixedPrecisionPolicy (`fully_shard(..., mp_policy=...)`). The same answer for a script
+under `amptui run --script` and for an `amptui.Monitor` without `config=`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import torch
 
 from amptui.core.config.precision import DTYPES
+from amptui.telemetry.fsdp_policy import policy_overrides
 
 
 class AutocastSeen:
@@ -43,3 +45,9 @@ def precision_overrides(seen: AutocastSeen, scaler: Any | None) -> dict[str, Any
                     "amp.backoff_factor": float(scaler.get_backoff_factor()),
                     "amp.growth_interval": int(scaler.get_growth_interval())})
     return out
+
+
+def loop_overrides(seen: AutocastSeen, scaler: Any | None, models: list[torch.nn.Module]) -> dict[str, Any]:
+    """`precision_overrides`, and for a model the loop sharded with FSDP2 its policy (dist.mode
+    "fsdp"; a reduced param_dtype is the dtype it computes in, no autocast needed)."""
+    return {**precision_overrides(seen, scaler), **policy_overrides(models)}

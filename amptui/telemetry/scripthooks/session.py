@@ -7,8 +7,10 @@ the same iteration). The loss is what `scaler.scale()` receives, or without a sc
 `backward()` runs on; every micro-batch counts (gradient accumulation). The start record waits for
 the first step, so its precision is what the loop really did. Epochs are passes of the training
 DataLoader (the one whose batch came last before the first step); a forward of the script's model
-with gradients off between steps is evaluation, kept out of the step clock. Nothing here reads a
-device tensor outside the Recorder's one read per `log.every` steps.
+with gradients off between steps is evaluation, kept out of the step clock. With `numerics.every`
+set, the script's (first) model gets the Recorder's range sampler from the second step on, in the
+dtype its loop computes in. Nothing here reads a device tensor outside the Recorder's one read per
+`log.every` steps.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from amptui.telemetry.scripthooks.guard import StopRequested, guarded
 from amptui.telemetry.scripthooks.loopshape import LoopShape
 from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, script_models
 from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
-from amptui.telemetry.scripthooks.precision import AutocastSeen, precision_overrides
+from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
 UNDERFLOW_SHARE = 0.05
@@ -59,6 +61,7 @@ class ScriptSession(LoopShape, AutocastSeen):
         self.first_forwards: list[tuple[int, int]] = []   # (id(module), batch size) before the first step
         self.models: list[torch.nn.Module] = []
         self._model_hooks: list[Any] = []
+        self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.samples = 0
         self.pending = False                               # a scaler step waiting for its update()
         self.in_scaler_step: Any = None
@@ -103,7 +106,7 @@ class ScriptSession(LoopShape, AutocastSeen):
 
     def config(self) -> cfgmod.Config:
         device = self.recorder.device
-        told = precision_overrides(self, self.scaler)
+        told = loop_overrides(self, self.scaler, self.models)
         if self.initial_scale is not None:
             told["amp.init_scale"] = float(self.initial_scale)
         if device is not None and device.type in ("cpu", "cuda"):
@@ -146,15 +149,20 @@ class ScriptSession(LoopShape, AutocastSeen):
         self.early_warnings.clear()
         if recorder.scaler_enabled and precision.autocast and precision.dtype == "bfloat16":
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
+        if cfg.numerics.every and self.models:
+            self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
 
     def finish_step(self) -> None:
         self.pending = False
-        if not self.started:
+        first = not self.started
+        if first:
             self.begin()
         self._leave_eval()
         recorder = self.recorder
         recorder.optimizer_step(grad_norm=self.grad_norm, samples=self.samples or None)
         self.grad_norm, self.samples = None, 0
+        if first and self.sampling is not None:  # range headroom from the second step: the model is known now
+            recorder.sample_numerics(self.models[0], *self.sampling)
         self.steps_in_epoch += 1
         step = recorder.counters.step
         if step % self.log_every == 0:
@@ -222,6 +230,8 @@ class ScriptSession(LoopShape, AutocastSeen):
         for handle in self._model_hooks:
             handle.remove()
         self._model_hooks = []
+        if self.recorder.numerics is not None:
+            self.recorder.numerics.cancel()  # a sampled step the script never finished: no hooks stay
 
     def hand_over(self) -> None:
         """The script made an amptui.Monitor: it records the run; the hooks stand down."""
