@@ -50,9 +50,9 @@ def first_nonfinite_runs(firsts: list[dict[str, Any]]) -> list[tuple[list[int], 
         key = (first.get("module"), first.get("where"), bool(first.get("traced")))
         last = runs[-1] if runs else None
         if last is not None and (last[1].get("module"), last[1].get("where"), bool(last[1].get("traced"))) == key:
-            last[0].append(first.get("step"))
+            last[0].append(int(first.get("step") or 0))
         else:
-            runs.append(([first.get("step")], first, []))
+            runs.append(([int(first.get("step") or 0)], first, []))
             last = runs[-1]
         if isinstance(first.get("value"), (int, float)):
             last[2].append(float(first["value"]))
