@@ -57,15 +57,16 @@ def scaler_event_line(ev: dict) -> Text:
 
 
 def loss_missing_words(m: RunModel) -> tuple[str, str]:
-    """What the loss panel and its footer say when it has no finite loss to draw: waiting, until a
-    step record arrives; after that, that the steps so far had none (a float16 run that skipped
-    every step), which an empty plot would hide."""
+    """What the loss panel shows with no point to draw, and its footer with no finite latest loss:
+    waiting, until a step record arrives; after that, that the steps had no finite loss (a float16
+    run that skipped every step), which "waiting" or "-" would hide. A null loss in a step record
+    is one the writer found inf/NaN, or (a script's) one it never saw."""
     if m.last_step is None:
         return "waiting for data", "-"
     words = f"no finite loss yet: {m.step} steps, every loss inf/NaN or not measured"
     if m.has_scaler and m.skipped_total:
         words += f"\n{m.skipped_total} steps skipped for inf/NaN gradients: see the loss scale"
-    return words, "no finite loss"
+    return words, "inf/NaN"  # 7 letters: the footer is cut at the panel's width
 
 
 class RunPanels(_Screen):
@@ -110,8 +111,7 @@ class RunPanels(_Screen):
         self.query_one("#plot-loss", MetricPlot).update_figure(self._figure(lines, empty=missing))
         ep = m.epochs_seen[-1] if m.epochs_seen else None
         extra = f" · val acc {fmt_acc(ep['val_acc'])}" if ep and ep.get("val_acc") is not None else ""
-        loss = (fmt_loss(m.loss) if m.loss is not None and math.isfinite(m.loss)
-                else missing_footer if not len(m.loss_s) else "latest not finite")
+        loss = fmt_loss(m.loss) if m.loss is not None and math.isfinite(m.loss) else missing_footer
         self.query_one("#p-loss").border_subtitle = f"{loss}{extra}"
         xs, ys = self._x(m.lr_s)
         self.query_one("#plot-lr", MetricPlot).update_figure(self._figure([Line(xs, ys, color="green")], y_unit="lr"))
