@@ -106,7 +106,7 @@ async def test_the_help_overlay_scrolls_at_80x24_and_says_so(root):
 @async_test
 async def test_presets_saved_and_deleted_by_another_process_come_and_go(root):
     from amptui.core.config import presets as presetmod
-    from amptui.dashboard.screens.home import PresetList
+    from amptui.dashboard.screens.home_presets import PresetList
 
     app = app_for(root)
     async with app.run_test(size=(80, 24)) as pilot:

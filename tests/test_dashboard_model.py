@@ -220,3 +220,18 @@ def test_a_resumed_session_redraws_the_redone_steps_once():
     model.feed([{"kind": "step", "rank": 0, "step": s, "loss": 1.0 / s} for s in range(15, 41)])
     xs, _ = model.loss_s.points()
     assert xs == sorted(set(xs)) and xs[-1] == 40
+
+
+def test_the_loss_panel_says_waiting_only_before_a_step_record():
+    """A float16 run whose every step was skipped has step records but no finite loss: the panel
+    says so, with the skipped count, rather than "waiting for data" (as if nothing had arrived)."""
+    from amptui.dashboard.screens.run_panels import loss_missing_words
+
+    model = RunModel("r")
+    model.feed([{"kind": "start", "t": 1.0, "total_steps": 40}])
+    assert loss_missing_words(model) == ("waiting for data", "-")
+    model.feed([{"kind": "step", "rank": 0, "step": s, "loss": None, "scale": 2.0 ** (16 - s),
+                 "skipped_total": s} for s in range(1, 4)])
+    words, footer = loss_missing_words(model)
+    assert words.startswith("no finite loss yet: 3 steps, every loss inf/NaN") and footer == "inf/NaN"
+    assert "3 steps skipped for inf/NaN gradients: see the loss scale" in words

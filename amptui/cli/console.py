@@ -1,11 +1,9 @@
-"""The terminal view of the command line: the live view of a run for `amptui run` / `resume` /
-`ab`, and the tables of `runs`, `compare` and `presets`. Reads only the event stream, like the
-dashboard.
+"""The terminal view of a run for `amptui run` / `resume` / `ab`. Reads only the event stream,
+like the dashboard. The tables of `runs`, `compare` and `presets` are cli/tables.py's.
 
 On a terminal, a run is one rich progress line that redraws in place, fitted to the terminal's
-width, with notable events printed above it; tables are rich tables that fit the width. When
-stdout is not a terminal (a log, CI, a pipe), plain lines: a step line at most once a second,
-and tables as aligned text.
+width, with notable events printed above it. When stdout is not a terminal (a log, CI, a pipe),
+plain lines: a step line at most once a second.
 """
 
 from __future__ import annotations
@@ -16,10 +14,9 @@ from typing import Any, Sequence, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, TaskID, TextColumn, TimeRemainingColumn
-from rich.table import Column, Table
+from rich.table import Column
 from rich.text import Text
 
-from amptui.core import trust
 from amptui.core.config.precision import Precision
 from amptui.core.fmt import (
     fmt_accuracy,
@@ -31,13 +28,11 @@ from amptui.core.fmt import (
     fmt_progress,
     fmt_rate,
     fmt_scale,
-    fmt_time,
     fmt_total,
     shown,
 )
 from amptui.core.inputbound import notice
 from amptui.core.records import END, EPOCH, SCALER, START, STEP, End, Start, Step
-from amptui.core.run.runs import RunInfo
 from amptui.core.run.runstate import RunState
 
 
@@ -88,7 +83,6 @@ def emulated_notice(start: dict[str, Any] | None) -> str | None:
         return None
     device_type = (start.get(START.device) or {}).get("type", "")
     return emulated_dtype_notice(device_type, precision.autocast, precision.dtype)
-
 
 
 class StepsColumn(ProgressColumn):
@@ -267,104 +261,3 @@ class ProgressPrinter:
 
     def close(self) -> None:
         self._stop_progress()
-
-
-# --- tables ------------------------------------------------------------------------------------
-
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO | None = None,
-                *, no_wrap: Sequence[str] = (), right: Sequence[str] = (), drop: Sequence[str] = ()) -> None:
-    """A rich table on a terminal, aligned plain text elsewhere. On a terminal narrower than the
-    table, the columns in `drop` are left out (in that order) until it fits; then cells of columns
-    not in `no_wrap` wrap. `right`: right-aligned (numeric) columns."""
-    out = out if out is not None else sys.stdout
-    console = terminal(out)
-    if console is None:
-        cells = [tuple(shown(c) for c in row) for row in rows]  # strings from files: no raw escapes
-        out.write(plain_table([tuple(h.replace("\n", " ") for h in headers), *cells]) + "\n")
-        return
-    columns = list(headers)
-    for header in [None, *drop]:
-        if header is not None:
-            columns.remove(header)
-        table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
-        for h in columns:
-            table.add_column(h, no_wrap=h in no_wrap, overflow="fold", justify="right" if h in right else "left")
-        for row in rows:
-            table.add_row(*(Text(shown(cell)) if isinstance(cell, str) else cell
-                            for h, cell in zip(headers, row, strict=False) if h in columns))
-        if console.measure(table, options=console.options.update_width(10_000)).maximum <= console.width:
-            break
-    console.print(table)
-
-
-def print_lines(lines: Sequence[str], out: TextIO | None = None) -> None:
-    """Notes under a table: wrapped at word boundaries on a terminal."""
-    out = out if out is not None else sys.stdout
-    console = terminal(out)
-    for line in lines:
-        line = shown(line)
-        console.print(Text(line)) if console is not None else out.write(line + "\n")
-
-
-def plain_table(rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in rows)
-
-
-def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
-    """`amptui runs`. A narrow terminal leaves out the preset and start time first: the run id
-    says both (20261122-165501-quickstart-ab12)."""
-    out = out if out is not None else sys.stdout
-    headers = ("RUN ID", "PRESET", "PRECISION", "STATUS", "PROGRESS", "STARTED", "DURATION")
-    rows = []
-    for r in runs:
-        progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
-        preset = " ".join(w for w in (r.preset, trust.mark(r.code, r.code_given_here)) if w)
-        rows.append((r.run_id, preset, r.precision, r.status, progress, fmt_time(r.started),
-                     fmt_duration(r.duration_s)))
-    print_table(headers, rows, out, no_wrap=("RUN ID", "PRECISION", "STATUS", "PROGRESS", "DURATION"),
-                right=("PROGRESS", "DURATION"), drop=("STARTED", "PRESET"))
-
-
-def print_compare(rows, out: TextIO | None = None) -> None:
-    """The compare table. On a terminal: runs numbered, their ids listed above (an id is longer
-    than a narrow terminal can spare), short headers, and the least wanted columns left out until
-    it fits. Elsewhere every column as plain text (compare.render)."""
-    out = out if out is not None else sys.stdout
-    from amptui.core import compare
-
-    console = terminal(out)
-    if console is None:
-        out.write(shown(compare.render(rows, "table"), newlines=True) + "\n")
-        return
-    for i, r in enumerate(rows, 1):
-        console.print(Text(f"{i}  {r.run_id}" + ("  (baseline)" if i == 1 and len(rows) > 1 else "")))
-    columns = [c for c in compare.COLUMNS if c.header != "run"]
-    headers = ["#", *(c.short for c in columns)]
-    cells = [[str(i), *(c.terminal(r) for c in columns)] for i, r in enumerate(rows, 1)]
-    by_priority = sorted(columns, key=lambda c: c.priority)
-    print_table(headers, cells, out, no_wrap=[h for h in headers if h not in ("preset",)],
-                right=["#", *(c.short for c in columns if c.header not in ("preset", "precision"))],
-                drop=[c.short for c in by_priority if c.priority < 9])
-
-
-def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
-    """`amptui compare` / `ab`: the table, then its notes (warnings when the runs differ in more
-    than precision, how it is measured). csv and json stay machine-readable: warnings go to stderr."""
-    out = out if out is not None else sys.stdout
-    from amptui.core import compare
-
-    summaries = [compare.summarize(d) for d in run_dirs]
-    rows = compare.compare_rows(summaries)
-    if fmt == "table":
-        print_compare(rows, out)
-    else:
-        text = compare.render(rows, fmt)
-        out.write((shown(text, newlines=True) if fmt == "markdown" else text) + "\n")
-    notes = compare.notes(summaries)
-    if fmt in ("table", "markdown"):
-        out.write("\n")
-        print_lines(notes, out)
-    else:
-        for line in notes[:-1]:
-            print(f"amptui: {line}", file=sys.stderr)

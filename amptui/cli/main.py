@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_ab(args) -> int:
     """The CLI's and the dashboard's A/B (jobs/ab.py): here in the terminal, or with --detach as a
     group driven in the background by this same command line (`--group ID`)."""
-    from amptui.cli.console import print_comparison
     from amptui.cli.prose import error, say
+    from amptui.cli.tables import print_comparison
     from amptui.core import compare, preflight
     from amptui.core.config import presets
     from amptui.core.config import values as config
@@ -102,7 +102,7 @@ def cmd_ab(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from amptui.cli.console import print_comparison
+    from amptui.cli.tables import print_comparison
     from amptui.core.run import runs
 
     root = runs.runs_root(args.runs_dir)
@@ -150,7 +150,7 @@ def cmd_stop(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from amptui.cli.console import print_runs
+    from amptui.cli.tables import print_runs
     from amptui.core.run import runs
 
     if getattr(args, "action", None) == "delete":
@@ -172,7 +172,7 @@ def _runs_all_folders(root, fmt: str) -> int:
     """`amptui runs --all-folders`: this runs folder, then every other one recorded as used."""
     import os
 
-    from amptui.cli.console import print_runs
+    from amptui.cli.tables import print_runs
     from amptui.core.run import folders, runs
 
     here = os.path.realpath(root)
@@ -195,7 +195,7 @@ def _runs_all_folders(root, fmt: str) -> int:
 
 
 def cmd_presets(args) -> int:
-    from amptui.cli.console import print_table
+    from amptui.cli.tables import print_table
     from amptui.core import safefile
     from amptui.core.config import presets
     from amptui.core.config import values as config
@@ -268,7 +268,7 @@ def cmd_watch(args) -> int:
 
 def cmd_keys(args) -> int:
     """Every remappable dashboard action, its key(s) now (the config file's keymap applied) and the file."""
-    from amptui.cli.console import print_lines, print_table
+    from amptui.cli.tables import print_lines, print_table
     from amptui.core import userconfig
     from amptui.dashboard.keymap import check_keymap, key_shown, keys_of, known_actions
 

@@ -2,7 +2,8 @@
 so on a terminal they wrap at word boundaries to its width and a wrapped line goes on at its own
 indent; anywhere else (a pipe, a log, a test) exactly as written, one line per line.
 
-The tables and the live progress line are cli/console.py's; this is the rest of the CLI's text.
+The tables are cli/tables.py's and the live progress line cli/console.py's; this is the rest of
+the CLI's text.
 """
 
 from __future__ import annotations

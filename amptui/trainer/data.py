@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from amptui.core import preflight
 from amptui.core.config.schema import DataConfig
 from amptui.core.config.values import Config
+from amptui.trainer.devicebatches import DeviceBatches
 
 # torchvision checks CIFAR-10's md5 sums. Tests write a tiny CIFAR-10 in the real format, which
 # cannot match them; this variable skips only that check (nothing else about the format).
@@ -46,41 +47,28 @@ class BatchSource(Protocol):
     def batches(self, epoch: int, start: int = 0) -> Iterator: ...
 
 
-class SyntheticBatches:
+class SyntheticBatches(DeviceBatches):
     """Learnable images made on the training device a batch at a time: each class is a fixed smooth
     pattern, each sample that pattern plus noise. Batch b of epoch e is deterministic per (seed,
     split, rank, e, b) and device type; no CPU work per sample, no copy, no memory held per sample."""
 
     def __init__(self, cfg: Config, rank: int, world_size: int, device: torch.device, split: str = "train"):
-        n = cfg.data.train_samples if split == "train" else cfg.data.val_samples
-        self.num_samples = math.ceil(n / world_size)  # each rank's share, as a DistributedSampler's
-        self.batch_size, self.img_size = cfg.data.batch_size, cfg.data.img_size
-        self.num_classes, self.device = cfg.model.num_classes, device
-        seed = cfg.run.seed
-        self.seed = seed * 1_000_003 + (0 if split == "train" else 500_000_000) + rank * 10_007
-        g = torch.Generator().manual_seed(seed)
+        super().__init__(cfg, rank, world_size, device, split)
+        self.img_size, self.num_classes = cfg.data.img_size, cfg.model.num_classes
+        g = torch.Generator().manual_seed(cfg.run.seed)
         coarse = torch.randn(self.num_classes, 3, 4, 4, generator=g)
         templates = torch.nn.functional.interpolate(coarse, size=(self.img_size, self.img_size), mode="bilinear",
                                                     align_corners=False)
         self.templates = (0.2 * templates).to(device)
-        self.generator = torch.Generator(device=device)
         # CNNs train channels_last on CUDA: make the batch in that layout (the loop's conversion is free).
         self.layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
 
-    @property
-    def batches_per_epoch(self) -> int:
-        return math.ceil(self.num_samples / self.batch_size)
-
     def batch(self, epoch: int, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        n = min(self.batch_size, self.num_samples - index * self.batch_size)
-        self.generator.manual_seed((self.seed * 7_919 + epoch * 1_000_033 + index) % 2**63)
+        n = self.seeded(epoch, index)
         labels = torch.randint(self.num_classes, (n,), generator=self.generator, device=self.device)
         x = torch.empty((n, 3, self.img_size, self.img_size), device=self.device, memory_format=self.layout)
         x.normal_(generator=self.generator)
         return x.add_(self.templates[labels]), labels
-
-    def batches(self, epoch: int, start: int = 0) -> Iterator:
-        return (self.batch(epoch, b) for b in range(start, self.batches_per_epoch))
 
 
 class _CIFAR10NoMD5:

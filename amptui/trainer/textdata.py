@@ -11,40 +11,27 @@ An epoch is `data.train_samples` windows (validation: `data.val_samples`, the sa
 
 from __future__ import annotations
 
-import math
-from typing import Iterator
-
 import torch
 
 from amptui.core import textcorpus
 from amptui.core.config.values import Config
+from amptui.trainer.devicebatches import DeviceBatches
 
 
-class TextBatches:
+class TextBatches(DeviceBatches):
     def __init__(self, corpus: torch.Tensor, cfg: Config, rank: int, world_size: int, device: torch.device,
                  split: str = "train"):
-        n = cfg.data.train_samples if split == "train" else cfg.data.val_samples
-        self.num_samples = math.ceil(n / world_size)
-        self.batch_size, self.block_size = cfg.data.batch_size, cfg.model.block_size
-        self.data, self.device = corpus.to(device), device
-        self.seed = cfg.run.seed * 1_000_003 + (0 if split == "train" else 500_000_000) + rank * 10_007
-        self.generator = torch.Generator(device=device)
+        super().__init__(cfg, rank, world_size, device, split)
+        self.block_size = cfg.model.block_size
+        self.data = corpus.to(device)
         self.offsets = torch.arange(self.block_size + 1, device=device)
 
-    @property
-    def batches_per_epoch(self) -> int:
-        return math.ceil(self.num_samples / self.batch_size)
-
     def batch(self, epoch: int, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        n = min(self.batch_size, self.num_samples - index * self.batch_size)
-        self.generator.manual_seed((self.seed * 7_919 + epoch * 1_000_033 + index) % 2**63)
+        n = self.seeded(epoch, index)
         starts = torch.randint(len(self.data) - self.block_size, (n, 1), generator=self.generator,
                                device=self.device)
         windows = self.data[starts + self.offsets].long()  # (n, block_size + 1)
         return windows[:, :-1], windows[:, 1:]
-
-    def batches(self, epoch: int, start: int = 0) -> Iterator:
-        return (self.batch(epoch, b) for b in range(start, self.batches_per_epoch))
 
 
 def build_text_batches(cfg: Config, rank: int, world_size: int,

@@ -11,11 +11,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, OptionList, Static
-from textual.widgets.option_list import Option
 
 from amptui.core.config import presets as presetmod
 from amptui.core.config import values as cfgmod
-from amptui.core.errors import ConfigError, UserError
+from amptui.core.errors import ConfigError
 from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_duration, fmt_loss, shown
 from amptui.core.run import runops
@@ -25,6 +24,7 @@ from amptui.dashboard.filestamps import presets_stamp
 from amptui.dashboard.runscache import RunsCache
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.home_launch import LaunchActions
+from amptui.dashboard.screens.home_presets import PresetActions, PresetList
 from amptui.dashboard.screens.home_runs import RunActions
 from amptui.dashboard.screens.keys import KeysMixin, with_reasons
 from amptui.dashboard.widgets.runtable import RunTable
@@ -35,16 +35,6 @@ RUNS_REFRESH_S = 2.0
 RUNS_GROUP = "home-runs"  # the worker that reads the run list
 
 
-class PresetList(OptionList):
-    """The presets. Shift+Tab goes back to the widget before it on screen, the last toggle (Runs,
-    below, is one Tab after the toggles)."""
-
-    BINDINGS = [Binding("shift+tab", "previous_widget", "Previous", show=False)]
-
-    def action_previous_widget(self) -> None:
-        self.screen.query_one(TogglesPanel).focus_last()
-
-
 class FilterInput(Input):
     BINDINGS = [Binding("escape", "done", "Done")]
 
@@ -53,7 +43,7 @@ class FilterInput(Input):
             self.screen.close_filter()
 
 
-class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
+class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
         Binding("r", "run", "Run"),
@@ -117,32 +107,7 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
         self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
         self.query_one("#presets", OptionList).focus()
 
-    # --- presets ---------------------------------------------------------------------------------
-    def load_presets(self, select: str | None = None) -> None:
-        option_list = self.query_one("#presets", OptionList)
-        current = select or (self.preset.name if self.preset else None)
-        self.presets = presetmod.list_presets()
-        option_list.clear_options()
-        width = max((len(p.name) for p in self.presets), default=10)
-        words = self.query_one(RunTable).filter_words  # `/` filters presets and runs alike
-        listed = [p for p in self.presets if all(w in f"{p.name} {p.description}".lower() for w in words)]
-        for p in listed:
-            tag = ("built-in", "dim") if p.builtin else ("saved", "green")
-            option_list.add_option(Option(Text.assemble(p.name.ljust(width + 1), tag), id=p.name))
-        names = [p.name for p in listed]
-        index = names.index(current) if current in names else 0
-        if listed:
-            option_list.highlighted = index
-            if listed[index] != self.preset:  # the same preset, unchanged: its toggles stay as they are
-                self.show_preset(listed[index])
-
-    def _presets_changed(self, stamp) -> None:
-        """Presets saved, replaced or deleted by another process (a CLI `presets save`, a tune's
-        winner) appear and go without a restart."""
-        if stamp != self._presets_stamp:
-            self._presets_stamp = stamp
-            self.load_presets()
-
+    # --- presets (the rest in PresetActions) ------------------------------------------------------
     @on(OptionList.OptionHighlighted, "#presets")
     def _preset_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         preset = next((p for p in self.presets if p.name == event.option.id), None)
@@ -153,47 +118,9 @@ class HomeScreen(LaunchActions, RunActions, KeysMixin, DashboardScreen):
     def _preset_selected(self, event: OptionList.OptionSelected) -> None:
         self.query_one("#t-amp-autocast").focus()
 
-    def show_preset(self, preset: presetmod.Preset) -> None:
-        toggles = self.query_one(TogglesPanel)
-        if self.preset is not None and not toggles.invalid_preset:  # keep what the user typed, per preset
-            self._keep_edits()
-        self.preset = preset
-        desc = self.query_one("#preset-desc", Static)
-        try:
-            cfg = preset.config()
-        except UserError as exc:
-            desc.update(Text(f"{preset.name}: cannot load: {exc}", style="red"))
-            toggles.load_invalid(f"preset {preset.name} cannot load: {exc}")
-            self._pristine = {}
-            return
-        kind = "built-in" if preset.builtin else f"saved · {preset.path}"
-        toggles.load(cfg)
-        self._pristine = toggles.state()
-        edited = self._edits.get(preset.name)
-        if edited:
-            toggles.restore(edited)
-        desc.update(Text.assemble((preset.name, "bold"), f" ({kind}) ",
-                                  ("✎ your edits, kept " if edited else "", "bold yellow"),
-                                  (preset.description, "italic")))
-
-    def _keep_edits(self) -> None:
-        """What the user typed in the current preset's toggles, kept per preset (also on disk)."""
-        if self.preset is None or self.query_one(TogglesPanel).invalid_preset:
-            return
-        state = self.query_one(TogglesPanel).state()
-        edited = state if state != self._pristine else None
-        if edited != self._edits.get(self.preset.name):
-            self._edits.pop(self.preset.name, None)
-            if edited:
-                self._edits[self.preset.name] = edited
-            toggle_edits.remember(self.preset.name, edited)
-
     @on(TogglesPanel.Edited)
     def _toggles_edited(self) -> None:
         self._keep_edits()
-
-    def action_focus_presets(self) -> None:
-        self.query_one("#presets", OptionList).focus()
 
     # --- runs ---------------------------------------------------------------------------------------
     def refresh_runs(self) -> None:

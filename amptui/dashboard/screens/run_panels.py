@@ -9,6 +9,7 @@ inside the panel, so no number or layer name is cut off.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -55,6 +56,19 @@ def scaler_event_line(ev: dict) -> Text:
     return text
 
 
+def loss_missing_words(m: RunModel) -> tuple[str, str]:
+    """What the loss panel shows with no point to draw, and its footer with no finite latest loss:
+    waiting, until a step record arrives; after that, that the steps had no finite loss (a float16
+    run that skipped every step), which "waiting" or "-" would hide. A null loss in a step record
+    is one the writer found inf/NaN, or (a script's) one it never saw."""
+    if m.last_step is None:
+        return "waiting for data", "-"
+    words = f"no finite loss yet: {m.step} steps, every loss inf/NaN or not measured"
+    if m.has_scaler and m.skipped_total:
+        words += f"\n{m.skipped_total} steps skipped for inf/NaN gradients: see the loss scale"
+    return words, "inf/NaN"  # 7 letters: the footer is cut at the panel's width
+
+
 class RunPanels(_Screen):
     x_unit = "step"  # or "seconds" (the `t` key)
     model: RunModel  # the run screen's (RunScreen.__init__)
@@ -93,10 +107,12 @@ class RunPanels(_Screen):
         lines = [Line(xs, ys, label="train", color="cyan")]
         if vx:
             lines.append(Line(vx, vy, label="val", color="green", marker="●", scatter=True))
-        self.query_one("#plot-loss", MetricPlot).update_figure(self._figure(lines))
+        missing, missing_footer = loss_missing_words(m)
+        self.query_one("#plot-loss", MetricPlot).update_figure(self._figure(lines, empty=missing))
         ep = m.epochs_seen[-1] if m.epochs_seen else None
         extra = f" · val acc {fmt_acc(ep['val_acc'])}" if ep and ep.get("val_acc") is not None else ""
-        self.query_one("#p-loss").border_subtitle = f"{fmt_loss(m.loss)}{extra}"
+        loss = fmt_loss(m.loss) if m.loss is not None and math.isfinite(m.loss) else missing_footer
+        self.query_one("#p-loss").border_subtitle = f"{loss}{extra}"
         xs, ys = self._x(m.lr_s)
         self.query_one("#plot-lr", MetricPlot).update_figure(self._figure([Line(xs, ys, color="green")], y_unit="lr"))
         self.query_one("#p-lr").border_subtitle = axis.eng(m.lr) if m.lr is not None else "-"

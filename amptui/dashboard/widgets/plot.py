@@ -42,10 +42,11 @@ class Figure:
     y_range: tuple[float, float] | None = None  # forced (e.g. a band around zero); else the data's
 
     def key(self) -> tuple:
-        """What a redraw depends on: each line's length, ends and label, and the options."""
+        """What a redraw depends on: each line's length, ends and label, the options, and the words
+        shown with nothing to draw (they change while the lines stay empty)."""
         return (tuple((len(line.xs), line.xs[0] if line.xs else None, line.xs[-1] if line.xs else None,
                        line.ys[-1] if line.ys else None, line.label, line.marker) for line in self.lines),
-                self.log2_ticks, self.legend, self.y_unit, self.x_unit, self.x_range, self.y_range)
+                self.log2_ticks, self.legend, self.y_unit, self.x_unit, self.x_range, self.y_range, self.empty)
 
 
 def _finite(values: Sequence[float]) -> list[float]:
