@@ -280,6 +280,8 @@ def test_a_backoff_streak_after_growth_is_told_from_calibration_and_blamed_on_th
     streak = [a.message for a in said if a.code == "backoff_streak"]
     assert len(streak) == 1 and "not calibration" in streak[0]
     assert "first non-finite: blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5)" in streak[0]
+    # an activation out of range: no loss scale fixes it, so the advice is the wider dtype, not init_scale
+    assert "use amp.dtype=bfloat16" in streak[0] and "Lower amp.init_scale" not in streak[0]
 
 
 def test_compare_names_each_runs_narrowest_layer():

@@ -36,12 +36,21 @@ class ScaleAlarms:
     grown_once: bool = False
     backoffs_after_growth: int = 0
     source: str = ""            # the latest first non-finite module named on a backoff
+    source_where: str = ""      # where it went non-finite: "forward" or "backward"
 
     @property
     def _narrow_range(self) -> bool:
         """A dtype that needs loss scaling (float16): its overflows are what bfloat16's range avoids."""
         known = DTYPES.get(self.dtype)
         return known is not None and known.needs_scaler
+
+    def _streak_advice(self) -> str:
+        """What to do about a backoff streak: a forward overflow is in the activations, which no
+        loss scale touches; a gradient overflow may still be the scale's."""
+        if self.source_where == "forward":
+            return (f"The forward pass itself exceeds {self.dtype}'s range there, which no loss scale can fix: "
+                    "use amp.dtype=bfloat16, or scale that layer's init/output")
+        return "Lower amp.init_scale, or check those layers"
 
     def _once(self, code: str, message: str, out: list[Alarm]) -> None:
         if code not in self.raised:
@@ -67,6 +76,7 @@ class ScaleAlarms:
             self.streak += 1
             if event.get("first_nonfinite"):
                 self.source = nonfinite_text(event["first_nonfinite"])
+                self.source_where = event["first_nonfinite"].get("where")
             self.backoffs_since_growth += 1
             if self.grown_once:
                 self.backoffs_after_growth += 1
@@ -78,7 +88,7 @@ class ScaleAlarms:
                          else "longer than a high init_scale needs to calibrate")
                 self._once("backoff_streak", f"{self.streak} optimizer steps in a row skipped (up to step "
                            f"{event['step']}), scale now {event['new_scale']:g} ({phase}): gradients overflow at "
-                           f"every scale tried, in {names}{blame}. Lower amp.init_scale, or check those layers", out)
+                           f"every scale tried, in {names}{blame}. {self._streak_advice()}", out)
             if event["new_scale"] < 1.0:
                 self._once("scale_below_one", f"the loss scale fell below 1 ({event['new_scale']:g}) at step "
                            f"{event['step']}: the gradients hold inf/NaN even unscaled, so scaling cannot fix them. "
