@@ -9,6 +9,7 @@ import pytest
 from conftest import FIXTURES
 
 from amptui.core.config import values as config
+from amptui.core.config.keychecks import check_value
 from amptui.core.config.precision import Precision
 from amptui.core.config.presets import find_preset, list_presets
 from amptui.core.errors import ConfigError
@@ -18,7 +19,7 @@ def test_every_key_has_a_default_and_a_description():
     for section, keys in config.SCHEMA.items():
         for name, key in keys.items():
             assert len(key.doc) > 10, f"{section}.{name} needs a description"
-            config.check_value(f"{section}.{name}", key.default, "defaults")  # defaults are valid
+            check_value(f"{section}.{name}", key.default, "defaults")  # defaults are valid
     assert config.build_config() == config.build_config({})
 
 

@@ -17,7 +17,7 @@ from amptui.core.errors import ConfigError
 from amptui.core.records import End, Start
 from amptui.core.tf32note import baseline_line
 from amptui.machine import tf32
-from amptui.tune.runner import tf32_note
+from amptui.tune.machine_notes import tf32_note
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -6,6 +6,7 @@ Where things live:
     config/       a preset made into one typed value
       schema      the sections as frozen dataclasses: every key's type, default, doc, choices
       values      Config: parsing TOML and --set, merging, validation (ConfigError names the key)
+      keychecks   one key's value against the schema (type, choices, minimum, torch's ranges)
       presets     built-in and saved presets: find, load, save atomically
       precision   Precision (autocast, dtype, GradScaler) and the DTYPES table
       resolve     "auto" values decided for a device; variants: `amptui ab`'s precision setups
@@ -21,6 +22,7 @@ Where things live:
     safefile      opening what a run folder holds as data (no links out, no FIFOs, bounded)
     trust         which run folders may run the code their config names
     compare       the tutorials' table; inputbound: the data-wait share; series, axis, fmt: figures
+    lossgaps      each run's loss against the baseline's noise band (the compare screen)
     export        a run's step series as CSV or JSON (`amptui export`)
     preflight     checks before a run folder exists (device, data, weights); usercode: factories
     checkpoints   last.json, what a resume check knows of last.pt without torch

@@ -21,6 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from amptui.core import safefile
+from amptui.core.config.keychecks import check_range, check_value, schema_key, shown_name
 from amptui.core.config.schema import (
     SCHEMA,
     SECTIONS,
@@ -28,7 +29,6 @@ from amptui.core.config.schema import (
     DataConfig,
     DebugConfig,
     DistConfig,
-    Key,
     LogConfig,
     ModelConfig,
     NumericsConfig,
@@ -129,7 +129,7 @@ def parse_set(assignments: Iterable[str]) -> dict[str, Any]:
             raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE, e.g. amp.dtype=bfloat16")
         section, name, raw = match.group(1), match.group(2), match.group(3).strip()
         key = f"{section}.{name}"
-        _schema_key(key, "--set")
+        schema_key(key, "--set")
         if raw == "":
             raise ConfigError(f"--set {key}: missing value after '='")
         try:
@@ -148,7 +148,7 @@ def flatten(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for section, table in doc.items():
         if section not in SCHEMA:
-            raise ConfigError(f"{source}: unknown section [{_shown(section)}] (known: {', '.join(SCHEMA)})")
+            raise ConfigError(f"{source}: unknown section [{shown_name(section)}] (known: {', '.join(SCHEMA)})")
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: {section} must be a table [{section}], not a value")
         extra = {}
@@ -157,69 +157,11 @@ def flatten(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
             if section == "model" and table.get("factory") and name not in SCHEMA["model"]:
                 extra[name] = value  # a user model's own keyword arguments
                 continue
-            _schema_key(key, source)
+            schema_key(key, source)
             flat[key] = value
         if extra:
             flat["model.args"] = {**table.get("args", {}), **extra} if isinstance(table.get("args", {}), dict) else extra
     return flat
-
-
-def _shown(name: str) -> str:
-    """A user's key as it can be shown on one line."""
-    return name if name.isprintable() else repr(name)[1:-1]
-
-
-def _schema_key(dotted: str, source: str) -> Key:
-    section, _, name = dotted.partition(".")
-    if section not in SCHEMA:
-        raise ConfigError(f"{source}: unknown section '{_shown(section)}' in '{_shown(dotted)}' "
-                          f"(known: {', '.join(SCHEMA)})")
-    if name not in SCHEMA[section]:
-        close = [k for k in SCHEMA[section] if k.startswith(name[:3])] if name else []
-        hint = f"; did you mean {section}.{close[0]}?" if close else f" (known: {', '.join(SCHEMA[section])})"
-        raise ConfigError(f"{source}: unknown key '{_shown(dotted)}'{hint}")
-    return SCHEMA[section][name]
-
-
-_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
-               "auto|bool": '"auto", true or false', "auto|int": '"auto" or an integer', "table": "a table of keyword arguments"}
-
-
-def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
-    """Validate one value against its key; returns it normalised (int -> float for float keys)."""
-    key = _schema_key(dotted, source)
-    bad = ConfigError(f"{source}: {dotted} must be {_TYPE_WORDS[key.type]}, got {value!r}")
-    if key.type == "bool":
-        if not isinstance(value, bool):
-            raise bad
-    elif key.type == "auto|bool":
-        if not (isinstance(value, bool) or value == "auto"):
-            raise bad
-    elif key.type == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
-    elif key.type == "auto|int":
-        if value == "auto":
-            return value
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
-    elif key.type == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad
-        value = float(value)
-        if value != value or value in (float("inf"), float("-inf")):
-            raise bad
-    elif key.type == "str":
-        if not isinstance(value, str):
-            raise bad
-    elif key.type == "table":
-        if not isinstance(value, dict):
-            raise bad
-    if key.choices is not None and value not in key.choices:
-        raise ConfigError(f"{source}: {dotted} must be one of {', '.join(key.choices)}; got {value!r}")
-    if key.minimum is not None and value < key.minimum:
-        raise ConfigError(f"{source}: {dotted} must be >= {key.minimum:g}, got {value!r}")
-    return value
 
 
 def build_config(base: Config | Mapping[str, Mapping[str, Any]] | None = None,
@@ -232,7 +174,7 @@ def build_config(base: Config | Mapping[str, Mapping[str, Any]] | None = None,
         for dotted, value in layer.items():
             section, name = dotted.split(".", 1)
             values[section][name] = check_value(dotted, value, where)
-            _check_range(dotted, values[section][name], where)  # blamed on the layer that set it
+            check_range(dotted, values[section][name], where)  # blamed on the layer that set it
     cfg = Config._of(values)
     try:
         _check_combinations(cfg, source)
@@ -243,28 +185,6 @@ def build_config(base: Config | Mapping[str, Mapping[str, Any]] | None = None,
         _check_combinations(cfg, overrides_source)  # else the overrides made it so: name them
         raise
     return cfg
-
-
-_OPEN_RANGES = {  # (low, high, low inclusive, high inclusive): bounds torch itself enforces mid-run
-    "amp.growth_factor": (1.0, None, False, False),
-    "amp.backoff_factor": (0.0, 1.0, False, False),
-    "amp.init_scale": (0.0, None, False, False),
-    "sched.factor": (0.0, 1.0, True, False),
-    "run.seed": (0, 2**32 - 1, True, True),
-}
-
-
-def _check_range(dotted: str, x: Any, source: str) -> None:
-    if dotted in _OPEN_RANGES:
-        low, high, low_in, high_in = _OPEN_RANGES[dotted]
-        if (low is not None and (x < low or (x == low and not low_in))) or \
-                (high is not None and (x > high or (x == high and not high_in))):
-            lo = "" if low is None else ("[" if low_in else "(") + f"{low:g}"
-            hi = "" if high is None else (f"{high:g}" if isinstance(high, float) else str(high)) + \
-                ("]" if high_in else ")")
-            where = f"in {lo}, {hi}" if low is not None and high is not None else \
-                (f"> {low:g}" if not low_in else f">= {low:g}")
-            raise ConfigError(f"{source}: {dotted} must be {where}, got {x!r}")
 
 
 def _check_combinations(cfg: Config, source: str) -> None:

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from amptui.core import compare as cmp
 from amptui.core.errors import UserError
+from amptui.core.lossgaps import loss_gaps
 from amptui.core.run import runops
 from amptui.dashboard.picture import save_screen
 from amptui.dashboard.screens.base import DashboardScreen, in_background
@@ -126,7 +127,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
                               marker=marker, scatter=i > 0, sparse=i > 0))
         self.query_one("#compare-plot", MetricPlot).update_figure(
             Figure(lines, empty="no loss records", x_range=x_range))
-        band, gaps = cmp.loss_gaps(summaries)
+        band, gaps = loss_gaps(summaries)
         gap_lines: list[Line] = []
         if x_range is not None and gaps:
             edge = [x_range[0], x_range[1]]

@@ -15,6 +15,7 @@ from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from amptui.core.config import values as cfgmod
+from amptui.core.config.keychecks import check_value
 from amptui.core.errors import ConfigError
 from amptui.core.run.runops import gpu_count_guess
 from amptui.machine.dtype_speed import summary_note
@@ -69,7 +70,7 @@ def parse_text(key: str, text: str) -> Any:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
-    return cfgmod.check_value(key, value, label)
+    return check_value(key, value, label)
 
 
 def format_value(value: Any) -> str:

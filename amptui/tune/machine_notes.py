@@ -1,0 +1,79 @@
+"""What this machine allows a tune search, in words: its name, whether torch.compile and fp8 can run,
+whether it was too busy for firm CPU timings, and the hardware clause of the precision verdict."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from typing import Any
+
+from amptui.core.tf32note import baseline_line
+
+
+def tf32_note(tf32: Any) -> list[str]:
+    line = baseline_line("(the reference)", tf32)
+    return [line[0].upper() + line[1:] + "."] if line else []
+
+
+def device_name(device_type: str) -> str:
+    if device_type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name()
+    from amptui.machine.cpu import cpu_name
+
+    return cpu_name()
+
+
+def compiler_missing(device_type: str) -> str:
+    """torch.compile's default backend (inductor) needs a C++ compiler on the CPU, Triton on CUDA."""
+    if device_type == "cuda":
+        return "" if importlib.util.find_spec("triton") else "torch.compile on CUDA needs Triton (not installed)"
+    if not any(shutil.which(c) for c in ("c++", "g++", "clang++", "cc")):
+        return "torch.compile on the CPU needs a C++ compiler (none on PATH)"
+    return ""
+
+
+def fp8_reason(device_type: str) -> str:
+    """fp8 needs a GPU of compute capability 8.9+ and torchao; amptui's trainer has no fp8 path yet."""
+    have_ao = importlib.util.find_spec("torchao") is not None
+    if device_type != "cuda":
+        return "fp8 needs a CUDA GPU of compute capability 8.9+ (Ada/Hopper) and torchao; this machine has no GPU"
+    import torch
+
+    cc = torch.cuda.get_device_capability()
+    if cc < (8, 9):
+        return f"fp8 needs compute capability 8.9+; this GPU is {cc[0]}.{cc[1]}"
+    if not have_ao:
+        return "fp8 needs torchao (pip install torchao)"
+    return "amptui's trainer has no fp8 (torchao float8) training path yet"
+
+
+def busy_note(device_type: str) -> list[str]:
+    """Other work on the machine's CPUs makes CPU timings vary from trial to trial: say so."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return []
+    if device_type != "cpu" or load <= 1.5 * cores:
+        return []
+    return [f"This machine was busy (load average {load:.0f} on {cores} cores): CPU timings vary from trial to "
+            "trial; tune again when it is quiet for a firmer answer."]
+
+
+def hardware_note(device_type: str) -> str:
+    """One clause on the hardware behind the precision verdict."""
+    from amptui.machine import hardware
+
+    if device_type == "cuda":
+        gpu = (hardware.describe().get("gpus") or [{}])[0]
+        capability = f" (compute capability {gpu['compute_capability']})" if gpu.get("compute_capability") else ""
+        return (f"{gpu.get('name') or 'this GPU'}{capability} runs "
+                "bfloat16 and float16 on tensor cores") if gpu.get("tensor_cores") else ""
+    cpu = hardware.describe()["cpu"]
+    have = [f for f in hardware.BF16_CPU_FLAGS if (cpu.get("flags") or {}).get(f)]
+    if have:
+        return f"this CPU has native bfloat16 instructions ({', '.join(have)})"
+    return "this CPU has no bfloat16 instructions, so bfloat16 is emulated and autocast costs time"
