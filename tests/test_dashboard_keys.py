@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 from dashboard_support import QUICK, SCALER, Notes, app_for, async_test, home_ready, select_run, until
+from textual.app import App
 from textual.command import CommandPalette
 
 from amptui.core import statedir, userconfig
 from amptui.core.config import presets as presetmod
+from amptui.dashboard.app import AmptuiApp
 from amptui.dashboard.screens.help import HelpScreen, key_rows
 from amptui.dashboard.screens.home import HomeScreen
 from amptui.dashboard.screens.run import RunScreen
@@ -130,6 +132,18 @@ async def test_the_theme_chosen_is_remembered(root):
     async with again.run_test(size=(120, 40)) as pilot:
         await home_ready(pilot, 3)
         assert again.theme == "nord"
+
+
+@pytest.mark.parametrize("damage", ['[1, 2]', '"nord"', '7', '{"theme": ["nord"]}'])
+@async_test
+async def test_a_damaged_dashboard_state_file_opens_with_the_default_theme(root, damage):
+    path = statedir.state_home() / AmptuiApp.STATE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(damage)
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await home_ready(pilot, 3)
+        assert app.theme == App().theme
 
 
 @pytest.mark.parametrize("text, says", [

@@ -55,7 +55,8 @@ class AmptuiApp(App):
     def on_mount(self) -> None:
         if self.user_keymap:
             self.set_keymap(self.user_keymap)
-        theme = (statedir.read_json(self.STATE, STATE_LIMIT) or {}).get("theme")
+        remembered = statedir.read_json(self.STATE, STATE_LIMIT)  # any JSON at all: a damaged file is no theme
+        theme = remembered.get("theme") if isinstance(remembered, dict) else None
         if isinstance(theme, str) and theme in self.available_themes:
             self.theme = theme
         self.theme_changed_signal.subscribe(self, self._remember_theme)
