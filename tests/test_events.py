@@ -2,7 +2,7 @@
 
 import json
 
-from amptui.core.events import EventReader, EventWriter, read_events
+from amptui.core.events import EventReader, EventWriter, primary_events_file, read_events
 
 
 def test_every_record_has_the_envelope_and_is_flushed(tmp_path):
@@ -143,3 +143,12 @@ def test_ends_of_a_big_file_match_reading_it_whole(tmp_path):
         other.write_bytes(path.read_bytes())
         read_ends(other, index)
     assert len(index) == 2
+
+
+def test_primary_events_file_skips_names_that_are_not_a_rank(tmp_path):
+    """A stray events.rankx.jsonl in a run folder (data) is not a rank's file: no ValueError."""
+    (tmp_path / "events.rankx.jsonl").write_text("")
+    assert primary_events_file(tmp_path) == tmp_path / "events.jsonl"
+    (tmp_path / "events.rank3.jsonl").write_text("")
+    (tmp_path / "events.rank12.jsonl").write_text("")
+    assert primary_events_file(tmp_path) == tmp_path / "events.rank3.jsonl"

@@ -32,7 +32,9 @@ def primary_events_file(run_dir: Path) -> Path:
     main = events_file(run_dir)
     if main.exists():
         return main
-    ranked = sorted(run_dir.glob("events.rank*.jsonl"), key=lambda p: int(p.name[11:-6] or 0))
+    # only events.rank<digits>.jsonl: another name there (events.rankx.jsonl) is not a rank's file
+    ranked = sorted((p for p in run_dir.glob("events.rank*.jsonl") if p.name[11:-6].isdigit()),
+                    key=lambda p: int(p.name[11:-6]))
     return ranked[0] if ranked else main
 
 
