@@ -19,6 +19,7 @@ from amptui.dashboard.screens.help import HelpScreen, key_rows
 from amptui.dashboard.screens.home import HomeScreen
 from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
+from amptui.dashboard.widgets.toggles import TogglesPanel
 
 
 def write_settings(text: str) -> Path:
@@ -167,3 +168,21 @@ def test_keys_lists_the_names_a_keymap_takes(cli):
     proc = cli("keys", "--format", "json", check=True)
     actions = {a["action"]: a["keys"] for a in json.loads(proc.stdout)["actions"]}
     assert actions["run.stop"] == "S" and actions["home.filter"] == "/" and actions["compare.export_csv"] == "v"
+
+
+@async_test
+async def test_damaged_toggle_edits_are_left_out(root):
+    """toggle-edits.json is data: a number where a text field's text belongs, a string for a
+    switch, are not restored (the dashboard opened, then broke drawing the field)."""
+    path = statedir.state_home() / "toggle-edits.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": 1, "presets": {p.name: {
+        "data.batch_size": 5, "optim.lr": True, "amp.autocast": "yes", "amp.dtype": 7, "run.epochs": "9"}
+        for p in presetmod.list_presets()}}))
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        home = await home_ready(pilot, 3)
+        await pilot.pause(0.3)
+        state = home.query_one(TogglesPanel).state()
+        assert state["run.epochs"] == "9"
+        assert isinstance(state["data.batch_size"], str) and isinstance(state["amp.autocast"], bool)

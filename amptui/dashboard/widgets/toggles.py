@@ -211,8 +211,13 @@ class TogglesPanel(Vertical):
         self._loading = True
         for t in TOGGLES:
             if t.key in state:
+                widget, value = self._widget(t), state[t.key]
+                # the state file is data: an Input holds text, a Switch a bool (else it breaks at render)
+                if (isinstance(widget, Input) and not isinstance(value, str)) or (
+                        isinstance(widget, Switch) and not isinstance(value, bool)):
+                    continue
                 try:
-                    self._widget(t).value = state[t.key]
+                    widget.value = value
                 except Exception:  # noqa: BLE001 - a remembered value the widget no longer offers
                     pass
         self.call_after_refresh(self._loaded)
