@@ -28,7 +28,8 @@ def test_every_new_run_folder_records_its_runs_folder(tmp_path):
 
 def test_the_record_is_bounded_and_a_damaged_one_counts_as_empty(tmp_path):
     folders.record_path().parent.mkdir(parents=True, exist_ok=True)
-    for damage in ("{not json", '{"format": 1, "folders": ["x"]}', '{"format": 1, "folders": {"rel": 1}}', "[]"):
+    for damage in ("{not json", '{"format": 1, "folders": ["x"]}', '{"format": 1, "folders": {"rel": 1}}', "[]",
+                   '{"format": 1, "folders": {"/x": 1%s}}' % ("0" * 400)):  # too large for a float
         folders.record_path().write_text(damage)
         assert folders.used_folders(existing=False) == []
     for i in range(folders.MAX_FOLDERS + 5):

@@ -31,9 +31,10 @@ def _folders(data: Any) -> dict[str, float]:
     folders = data.get("folders") if isinstance(data, dict) and data.get("format") == FORMAT else None
     if not isinstance(folders, dict):
         return {}
+    # float() first: an integer too large for a float (400 digits in a damaged file) is no time
     return {p: float(t) for p, t in folders.items()
             if isinstance(p, str) and os.path.isabs(p) and isinstance(t, (int, float))
-            and not isinstance(t, bool) and math.isfinite(t)}
+            and not isinstance(t, bool) and (isinstance(t, float) or abs(t) < 2 ** 63) and math.isfinite(t)}
 
 
 def remember(root: Path | str) -> None:
