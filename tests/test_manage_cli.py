@@ -186,3 +186,13 @@ def test_export_mistakes_are_one_line_and_write_nothing(cli, runs_dir, isolated)
     bad_format = cli("export", run.name, "--format", "xlsx")  # argparse's refusal, as for every command
     assert bad_format.returncode == 2 and "invalid choice: 'xlsx'" in bad_format.stderr
     assert tree(isolated) == before
+
+
+def test_export_never_replaces_the_runs_own_files_and_says_when_they_cannot_be_read(cli, runs_dir, isolated):
+    run = canned_run(runs_dir, "20261124-062600-canned-bbbb", ms_per_step=10.0, batch=8, peak=2**20, acc=0.5)
+    events = (run / "events.jsonl").read_bytes()
+    assert "inside the run folder" in one_clear_line(cli("export", run.name, "-o", str(run / "events.jsonl")))
+    assert (run / "events.jsonl").read_bytes() == events
+    (run / "events.jsonl").unlink()
+    (run / "events.jsonl").symlink_to(isolated / "elsewhere.jsonl")  # a copied run folder: data, never a door
+    assert "cannot export" in one_clear_line(cli("export", run.name))

@@ -91,3 +91,18 @@ def test_compare_last_ab_takes_the_newest_group(canned, cli):
     assert compared(cli, "--last-ab") == [MIDDLE, NEWEST]
     assert "not both" in one_clear_line(cli("compare", "--last-ab", "8ab8"))
     assert "name the runs" in one_clear_line(cli("compare"))
+
+
+def test_a_linked_run_folder_is_not_a_run_here(canned, cli, tmp_path):
+    """A run folder that is a symlink leads out of the runs folder: not listed, not resolved, so
+    no command (delete, resume, export) acts through it."""
+    outside = tmp_path / "outside"
+    (canned / OLDER).rename(outside)
+    (canned / OLDER).symlink_to(outside)
+    listed = [r["run_id"] for r in json.loads(cli("runs", "--format", "json", check=True).stdout)]
+    assert OLDER not in listed and MIDDLE in listed
+    for typed in (OLDER, "8ab8"):
+        with pytest.raises(UserError, match="no run"):
+            resolve_run_dir(canned, typed)
+    assert "no run" in one_clear_line(cli("runs", "delete", OLDER))
+    assert (outside / "events.jsonl").exists() and (canned / OLDER).is_symlink()

@@ -38,6 +38,17 @@ def test_public_url_defaults_to_the_listening_address_and_refuses_paths():
     assert public_url(None, "localhost", 8000) == "http://localhost:8000"
     assert public_url("http://localhost:9000/", "localhost", 8000) == "http://localhost:9000"
     assert public_url("https://dash.example.org", "localhost", 8000) == "https://dash.example.org"
+    # every interface: the page needs an address a browser can reach, the machine's name
+    assert public_url(None, "0.0.0.0", 8000) == f"http://{socket.gethostname()}:8000"
+
+
+def test_serve_says_a_bad_keymap_once_before_serving(cli):
+    from amptui.core import userconfig
+
+    path = userconfig.config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('[keymap]\n"home.runn" = "r"\n')
+    assert "keymap.home.runn: no such action" in one_clear_line(cli("serve", "--port", "8765"))
 
 
 @pytest.mark.parametrize("args, says", [

@@ -85,6 +85,9 @@ def cmd_export(args) -> int:
     out = Path(args.output).expanduser()
     if out.is_dir() or not out.parent.is_dir():
         raise UserError(f"-o {args.output}: not a file in an existing folder")
+    if out.parent.resolve() == run_dir.resolve() or run_dir.resolve() in out.parent.resolve().parents:
+        raise UserError(f"-o {args.output}: inside the run folder {run_dir.name}; write the export elsewhere "
+                        "(the run's own files are not replaced)")
     try:
         with atomic_writer(out, binary=False) as fh:  # whole or not at all
             rows = export.write(run_dir, args.format, fh)

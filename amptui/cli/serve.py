@@ -53,6 +53,8 @@ def public_url(url: str | None, host: str, port: int) -> str:
     """The browser's address for the server, checked: http(s), a host, no path (textual-serve
     appends /ws and /static/ to it)."""
     if url is None:
+        if host in ("0.0.0.0", "::", ""):  # every interface: no address a browser could use
+            host = socket.gethostname()
         shown_host = f"[{host}]" if ":" in host else host
         return f"http://{shown_host}:{port}"
     parts = urlsplit(url)
@@ -99,6 +101,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         "or keep localhost and use an SSH tunnel")
     url = public_url(args.public_url, args.host, args.port)
     root = runs.runs_root(args.runs_dir)
+    from amptui.core import userconfig
+    from amptui.dashboard.keymap import check_keymap
+
+    settings = userconfig.load()  # a bad keymap is said here once, not by every tab's dashboard
+    if settings.keymap:
+        check_keymap(settings.keymap, str(settings.path))
     check_port_free(args.host, args.port)
     try:
         from textual_serve.server import Server

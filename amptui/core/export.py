@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from amptui.core.errors import UserError
 from amptui.core.events import EventReader, primary_events_file
 from amptui.core.records import EPOCH, STEP, Epoch, Start, Step
 
@@ -82,6 +83,8 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
     reader = EventReader(path)
     while batch := reader.read(CHUNK):
         yield from batch
+    if reader.damaged:  # a link, a FIFO, a folder: not an empty run, and not to be exported as one
+        raise UserError(f"cannot export: {reader.damaged}")
 
 
 def step_rows(run_dir: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:

@@ -34,7 +34,7 @@ def run_ids(root: Path) -> list[str]:
         raise UserError(f"{root}: cannot read the runs folder ({exc.strerror or exc})") from None
     for entry in entries:
         name = entry.name
-        if not RUN_ID_RE.match(name) or ".." in name or not entry.is_dir():  # as runs.list_runs lists them
+        if not RUN_ID_RE.match(name) or ".." in name or not entry.is_dir(follow_symlinks=False):  # as runs.list_runs lists them
             continue
         if not RunFolder(Path(entry.path)).is_run():
             continue
@@ -61,7 +61,7 @@ def resolve_run_dir(root: Path, text: str) -> Path:
     check_run_id(text)
     root = Path(root)
     exact = root / text
-    if text != LAST and RunFolder(exact).is_run():
+    if text != LAST and not exact.is_symlink() and RunFolder(exact).is_run():
         return exact
     ids = run_ids(root)
     if text == LAST:

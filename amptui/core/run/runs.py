@@ -306,7 +306,7 @@ def list_runs(root: Path) -> list[RunInfo]:
     try:
         runs = [load_run(p) for p in root.iterdir()
                 if RUN_ID_RE.match(p.name) and ".." not in p.name  # never listed unless addressable
-                and p.is_dir() and RunFolder(p).is_run()]
+                and p.is_dir() and not p.is_symlink() and RunFolder(p).is_run()]  # a link leads out: not a run here
     except PermissionError as exc:
         raise UserError(f"{root}: cannot read the runs folder ({exc.strerror})") from None
     runs.sort(key=lambda r: (r.started or 0, r.run_id), reverse=True)
