@@ -307,3 +307,20 @@ def test_the_same_first_nonfinite_layer_on_every_step_is_one_line():
     runs = first_nonfinite_runs([*same, other])
     assert [r[0] for r in runs] == [[1, 2, 3], [7]]
     assert runs[0][2] == [3.8e5, 3.5e5, 3.9e5] and runs[1][2] == []
+
+
+def test_a_closed_monitor_leaves_no_sampling_hooks_on_the_model(runs_dir):
+    """The last step record prepares the next sampled step; once the Monitor closes, that step
+    never comes: the user's model must not keep amptui's hooks (its later forwards and backwards
+    would keep paying for them)."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with amptui.Monitor("closed", optimizer=opt, model=model, run_dir=runs_dir / "c",
+                        config={"numerics": {"every": 2}}, log_every=1) as mon:
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        mon.step(loss, batch_size=8)  # step 1: step 2 is due, so it is prepared
+    assert not any(m._forward_hooks for m in model.modules())
+    assert not any(p._backward_hooks for p in model.parameters())

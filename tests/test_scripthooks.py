@@ -383,3 +383,24 @@ def test_a_run_folder_amptui_did_not_make(runs_dir):
     assert recs[0]["preset"] == "loader_eval" and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 36
     info = runs.load_run(run_dir)
     assert (info.status, info.precision, info.step) == ("completed", "bf16", 36)
+
+
+def test_a_failing_end_of_the_hooks_never_breaks_the_script(runs_dir, tmp_path, capsys):
+    """The hooks' last records failing (a full disk) must not turn a clean script into a crash:
+    one line on stderr, the script's own ending, and the run still gets its end record."""
+    class BrokenEnd:
+        stop_sent = False
+
+        def end(self, status, error=None):
+            raise OSError("No space left on device")
+
+    script = tmp_path / "quiet.py"
+    script.write_text("print('trained')\n")
+    run_dir, _ = launch.create_run(None, {"run.script": str(script)}, runs_dir)
+    saved = sys.argv[:], sys.path[:]
+    try:
+        scriptrun.main([str(run_dir), str(script)], install_hooks=lambda _run_dir: BrokenEnd())
+    finally:
+        sys.argv[:], sys.path[:] = saved
+    assert "[amptui] recording stopped: OSError: No space left on device" in capsys.readouterr().err
+    assert by_kind(events(run_dir), "end")[-1]["status"] == "completed"

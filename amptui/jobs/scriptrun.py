@@ -65,7 +65,10 @@ def _end_hooks(session, exc: BaseException | None) -> None:
     error: BaseException | ErrorInfo | None = None
     if status == "failed" and exc is not None:
         error = _exit_error(exc) if isinstance(exc, SystemExit) else exc  # SystemExit(2): "exit code 2"
-    session.end(status, error)
+    try:
+        session.end(status, error)
+    except Exception as failure:  # noqa: BLE001 -- amptui's bookkeeping never replaces the script's own ending
+        print(f"[amptui] recording stopped: {type(failure).__name__}: {failure}", file=sys.stderr, flush=True)
 
 
 def make_run_folder(run_dir: Path, script: str) -> None:

@@ -339,6 +339,8 @@ class Recorder:
         self.close()
 
     def close(self) -> None:
+        if self.numerics is not None:
+            self.numerics.cancel()  # a step prepared for sampling that never came: no hooks stay on the model
         if self.writer is not None:
             self.writer.close()
         for sink in self.sinks:

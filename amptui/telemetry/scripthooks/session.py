@@ -211,18 +211,20 @@ class ScriptSession(LoopShape, AutocastSeen):
                     self.recorder.end(status, error)
             return
         try:
-            if self.pending:
-                self.finish_step()
-        except (StopRequested, KeyboardInterrupt):
-            pass
-        if not self.started:
-            self.begin()
-        self._leave_eval()
-        self._write_step(reduce=status == "completed")
-        if self.train_loader is not None and self.steps_in_epoch:
-            self.end_epoch()
-        self.recorder.end(status, error)
-        self.remove()
+            try:
+                if self.pending:
+                    self.finish_step()
+            except (StopRequested, KeyboardInterrupt):
+                pass
+            if not self.started:
+                self.begin()
+            self._leave_eval()
+            self._write_step(reduce=status == "completed")
+            if self.train_loader is not None and self.steps_in_epoch:
+                self.end_epoch()
+            self.recorder.end(status, error)
+        finally:
+            self.remove()  # the hooks come out even when the last records fail
 
     def remove(self) -> None:
         self.ended = True
