@@ -276,9 +276,12 @@ class ScriptSession(LoopShape, AutocastSeen):
                 self.scaler = scaler
                 self.initial_scale = float(scaler.get_scale())  # before its first scale(): no device read
             self.scaled_since_update = True
-        for loss in (outputs,) if isinstance(outputs, torch.Tensor) else outputs:
-            self._add_loss(loss)
-            break
+        # Only a tensor or a list/tuple is looked into: a generator's first item taken here would be
+        # missing from what torch scales.
+        if isinstance(outputs, torch.Tensor):
+            self._add_loss(outputs)
+        elif isinstance(outputs, (list, tuple)) and outputs:
+            self._add_loss(outputs[0])
 
     def _add_loss(self, loss) -> None:
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
@@ -332,7 +335,8 @@ class ScriptSession(LoopShape, AutocastSeen):
     def backward(self, tensors) -> None:
         if self.losses_from_scaler:
             return
-        loss = tensors if isinstance(tensors, torch.Tensor) else next(iter(tensors), None)
+        loss = tensors if isinstance(tensors, torch.Tensor) else (
+            tensors[0] if isinstance(tensors, (list, tuple)) and tensors else None)  # never consume a generator
         if isinstance(loss, torch.Tensor) and loss.requires_grad:
             self._add_loss(loss)
 
