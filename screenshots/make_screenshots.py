@@ -37,6 +37,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="amptui-shots-"))
     os.environ["XDG_CONFIG_HOME"] = str(work / "config")
+    os.environ["XDG_STATE_HOME"] = str(work / "state")  # a fresh user's: no runs folders, edits or theme of yours
     os.environ.pop("AMPTUI_RUNS_DIR", None)
     os.chdir(work)
     runs = work / "runs"
