@@ -169,3 +169,24 @@ def only_run(runs_dir: Path) -> Path:
     found = [p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(found) == 1, found
     return found[0]
+
+
+# Every Python-level device-to-host read of a tensor: what a CPU run can count in place of CUDA's
+# sync-debug mode (the `gpu` tests use that).
+DEVICE_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "numpy")
+
+
+def count_device_reads(monkeypatch) -> dict:
+    """Wrap each read in DEVICE_READS so `counts["n"]` counts them (the mock stands in only for
+    CUDA's sync-debug mode, which needs a GPU)."""
+    import torch
+
+    counts = {"n": 0}
+    for name in DEVICE_READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *a, _original=original, **k):
+            counts["n"] += 1
+            return _original(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return counts

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, events, only_run, started, wait_for_step
+from conftest import REPO, count_device_reads, events, only_run, started, wait_for_step
 from conftest import amptui as amptui_cli
 from torch import nn
 
@@ -144,14 +144,7 @@ def test_no_host_sync_per_step(runs_dir, monkeypatch):
     by wrapping it -- the mock stands in only for CUDA's sync-debug mode. The GradScaler's own
     per-step read (scaler.step checks found_inf) is AMP's and happens without the Monitor too:
     the Monitor may add exactly one read per `log_every` window."""
-    counts = {"n": 0}
-    for name in ("item", "tolist", "__float__", "__int__", "__bool__", "numpy"):
-        original = getattr(torch.Tensor, name)
-
-        def counted(self, *a, _original=original, **k):
-            counts["n"] += 1
-            return _original(self, *a, **k)
-        monkeypatch.setattr(torch.Tensor, name, counted)
+    counts = count_device_reads(monkeypatch)
 
     per_step: list[int] = []
     _, _, _, baseline = tiny_loop(40, after_step=lambda: per_step.append(counts["n"]))

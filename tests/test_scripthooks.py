@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, events, only_run, started, wait_for_step
+from conftest import REPO, count_device_reads, events, only_run, started, wait_for_step
 from conftest import amptui as amptui_cli
 from torch import nn
 
@@ -297,14 +297,7 @@ def test_the_hooks_read_the_device_once_per_record_only(runs_dir, monkeypatch):
     """As test_monitor's sync count: every Python-level device-to-host read is counted (CUDA's
     sync-debug mode needs a GPU: the `gpu` test below). Bare loop and hooked loop, same steps:
     the hooks add exactly the step record's one read every log.every steps."""
-    counts = {"n": 0}
-    for name in ("item", "tolist", "__float__", "__int__", "__bool__", "numpy"):
-        original = getattr(torch.Tensor, name)
-
-        def counted(self, *a, _original=original, **k):
-            counts["n"] += 1
-            return _original(self, *a, **k)
-        monkeypatch.setattr(torch.Tensor, name, counted)
+    counts = count_device_reads(monkeypatch)
     per_step: list[int] = []
     _recipe_steps("cpu")(20, after=lambda: per_step.append(counts["n"]))
     bare = per_step[:]
