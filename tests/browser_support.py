@@ -106,11 +106,15 @@ class Page:
         received = await self.evaluate("(window.__received || []).join('')") or ""
         return ESCAPES.sub("", received)
 
-    async def wait_for_text(self, text: str, timeout: float = 30) -> str:
+    async def mark(self) -> int:
+        """How much the page has received so far: `wait_for_text(..., after=mark)` looks only later."""
+        return len(await self.screen_text())
+
+    async def wait_for_text(self, text: str, timeout: float = 30, after: int = 0) -> str:
         deadline = time.monotonic() + timeout
         seen = ""
         while time.monotonic() < deadline:
-            seen = await self.screen_text()
+            seen = (await self.screen_text())[after:]
             if text in seen:
                 return seen
             await asyncio.sleep(0.25)
