@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 
-from dashboard_support import FIXTURES, LIVE, QUICK, app_for, async_test, home_ready, until
+from dashboard_support import FIXTURES, LIVE, QUICK, app_for, async_test, copy_runs, home_ready, until
 from rich.cells import cell_len
 from rich.text import Text
 
@@ -80,6 +80,33 @@ async def test_a_long_run_name_is_cut_in_the_middle_and_the_duration_stays_at_80
         # a wide screen gives the name its room back
         await pilot.resize_terminal(160, 40)
         await until(pilot, lambda: long_name in drawn_line(table, table.run_ids.index(target.name) + 1))
+
+
+@async_test
+async def test_a_long_runs_path_gives_way_in_the_middle_and_the_o_hint_stays_at_80_columns(tmp_path, monkeypatch):
+    from amptui.core.run import folders
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    deep = tmp_path / "home-of-a-user" / "projects" / "a-rather-long-project-name" / "experiments" / "amp-sweep" / "runs"
+    copy_runs(deep)
+    for other in ("elsewhere-a", "elsewhere-b"):       # runs folders used before: `o` lists them
+        (tmp_path / other).mkdir()
+        folders.remember(tmp_path / other)
+    app = app_for(deep)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await home_ready(pilot, rows=3)
+        title = screen.query_one("#home-title")
+        await pilot.pause(0.1)
+        line = title.render_line(0).text.rstrip()
+        assert line.endswith("· o: 2 other folders"), line       # the hint, whole, at the end of the line
+        assert "…" in line and str(tmp_path)[:4] in line and "amp-sweep/runs ·" in line, line  # start and end
+        assert cell_len(line) <= 80
+        whole = f"amptui · mixed-precision training dashboard · runs in {deep} · o: 2 other folders"
+        await pilot.resize_terminal(cell_len(whole) + 2, 40)      # room for all of it again (padding: 2)
+        await until(pilot, lambda: title.render_line(0).text.strip() == whole)
+        await pilot.resize_terminal(60, 24)                       # narrower still: the path gives more way
+        await until(pilot, lambda: title.render_line(0).text.rstrip().endswith("/runs · o: 2 other folders"))
+        assert "…" in title.render_line(0).text and cell_len(title.render_line(0).text.rstrip()) <= 60
 
 
 @async_test

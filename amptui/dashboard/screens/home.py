@@ -28,6 +28,7 @@ from amptui.dashboard.screens.home_presets import PresetActions, PresetList
 from amptui.dashboard.screens.home_runs import RunActions
 from amptui.dashboard.screens.keys import KeysMixin, with_reasons
 from amptui.dashboard.widgets.runtable import RunTable
+from amptui.dashboard.widgets.title import HomeTitle
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import groups as groupmod
 
@@ -81,7 +82,7 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
         self._presets_stamp = presets_stamp()            # the saved presets as last listed
 
     def compose(self) -> ComposeResult:
-        yield Static(id="home-title")
+        yield HomeTitle(id="home-title")
         with Horizontal(id="home-top"):
             with Vertical(id="presets-box"):
                 yield PresetList(id="presets")

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-from textual.widgets import Static
-
 from amptui.core import trust
 from amptui.core.errors import UserError
 from amptui.core.run import runops
@@ -17,6 +14,7 @@ from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.folders import folder_choices
 from amptui.dashboard.screens.home_launch import LAUNCH_GROUP
 from amptui.dashboard.widgets.runtable import RunTable
+from amptui.dashboard.widgets.title import HomeTitle
 from amptui.jobs import detached
 
 if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
@@ -36,10 +34,7 @@ class RunActions(_Screen):
 
     def _show_title(self) -> None:
         others = len(folder_choices(self.app.runs_root)) - 1   # runs folders used elsewhere: `o` lists them
-        self.query_one("#home-title", Static).update(
-            Text.assemble(("amptui", "bold"), " · mixed-precision training dashboard · runs in ",
-                          (self.app.runs_display, "italic"),
-                          (f" · o: {others} other folder{'s' if others > 1 else ''}" if others else "", "dim")))
+        self.query_one("#home-title", HomeTitle).show(self.app.runs_display, others)  # fitted to its width
 
     def show_runs_folder(self) -> None:
         """The app's runs folder changed (`o`): its runs, from scratch."""
