@@ -112,6 +112,34 @@ def test_a_running_run_is_refused_by_name_and_nothing_is_deleted(cli, three_runs
     assert not b.exists()
 
 
+def test_a_shortened_id_is_refused_in_a_pipe_and_deleted_with_yes(cli, three_runs, runs_dir):
+    """A prefix, the short tail or `last` may name another run than the one meant: without a
+    terminal, one line naming the run and the way out, nothing deleted; --yes deletes it."""
+    a, b, c = three_runs
+    before = tree(runs_dir)
+    for typed, named in (("20261124-06001", b), ("0001", b), ("last", c)):
+        line = one_clear_line(cli("runs", "delete", a.name, typed))
+        assert f"{typed!r} is not a full run id (it names {named.name})" in line
+        assert "pass the full id, or --yes" in line
+    assert tree(runs_dir) == before
+    proc = cli("runs", "delete", "--yes", "0001", "last", check=True)
+    assert proc.stdout.splitlines() == [f"deleted run {b.name}", f"deleted run {c.name}"]
+    assert a.is_dir() and not b.exists() and not c.exists()
+
+
+@pytest.mark.slow
+def test_a_shortened_id_is_asked_about_on_a_terminal_naming_the_full_id(three_runs, runs_dir):
+    from test_adversarial_runops import answer_on_terminal
+
+    a, b, _ = three_runs
+    code, drawn = answer_on_terminal(["runs", "delete", a.name, "0001", "--runs-dir", str(runs_dir)], "n")
+    assert code == 2 and f"delete 2 runs: {a.name}, {b.name}? ('0001' names {b.name}) [y/N]" in drawn, drawn
+    assert "nothing deleted" in drawn and a.is_dir() and b.is_dir()
+    code, drawn = answer_on_terminal(["runs", "delete", "0001", "--runs-dir", str(runs_dir)], "y")
+    assert code == 0 and f"delete run {b.name}?" in drawn and f"deleted run {b.name}" in drawn, drawn
+    assert a.is_dir() and not b.exists()
+
+
 # --- export ------------------------------------------------------------------------------------------
 
 def resumed_run(runs_dir):

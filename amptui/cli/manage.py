@@ -3,7 +3,9 @@ and `amptui export RUN`. Each checks everything it was given before it changes a
 mistake is one line, exit 2, and nothing touched.
 
 Run ids are looked up the way `watch` and `compare` look them up (core.run.runs), and a run is
-deleted the way the dashboard deletes one (core.run.runops.delete_run, under the run's lock).
+deleted the way the dashboard deletes one (core.run.runops.delete_run, under the run's lock). An id
+given other than whole (a prefix, the short tail, `last`) is confirmed first: asked on a terminal,
+refused in a pipe unless --yes, since a typo there deletes a run the user did not mean.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ def add_runs_actions(runs_parser: argparse.ArgumentParser, runs_dir_option) -> N
     actions = runs_parser.add_subparsers(dest="action", metavar="ACTION")
     actions.add_parser("list", help="list runs (the default)")
     p = actions.add_parser("delete", help="delete finished runs (their folders); running ones are refused")
-    p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="the runs to delete; ids as `amptui runs` lists them")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID",
+                   help="the runs to delete: full ids as `amptui runs` lists them; a prefix, short tail or "
+                        "`last` is asked about first on a terminal, refused elsewhere without --yes")
+    p.add_argument("--yes", "-y", action="store_true",
+                   help="delete runs named by a prefix, short tail or `last` without asking")
     runs_dir_option(p)
 
 
@@ -43,8 +49,11 @@ def cmd_runs_delete(args) -> int:
 
     root = runs.runs_root(args.runs_dir, writable=True)
     dirs: list[Path] = []
+    shortened: list[tuple[str, str]] = []  # (as typed, the full id it names): asked about before deleting
     for run_id in args.run_ids:  # every id first: a bad one deletes nothing
         path = runs.run_dir(root, run_id)
+        if run_id != path.name:
+            shortened.append((run_id, path.name))
         if path not in dirs:
             dirs.append(path)
     # running as the list shows it, or a writer holding the lock (a resume just starting): what
@@ -53,6 +62,8 @@ def cmd_runs_delete(args) -> int:
     if running:
         raise UserError(f"not deleting anything: {', '.join(running)} "
                         f"{'is' if len(running) == 1 else 'are'} running; stop it first (amptui stop RUN_ID)")
+    if shortened and not args.yes:
+        _confirm_shortened(shortened, [d.name for d in dirs])
     deleted: list[str] = []
     for path in dirs:
         try:
@@ -63,6 +74,21 @@ def cmd_runs_delete(args) -> int:
         deleted.append(path.name)
         print(f"deleted run {path.name}")
     return 0
+
+
+def _confirm_shortened(shortened: list[tuple[str, str]], full_ids: list[str]) -> None:
+    """A prefix, tail or `last` may name another run than the one meant (a typo deletes for good): on
+    a terminal ask, naming the full ids (no: nothing deleted, exit 2); in a pipe or script, refuse."""
+    typed, full = shortened[0]
+    named = ", ".join(f"{t!r} names {f}" for t, f in shortened)
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        more = f" (and {len(shortened) - 1} more)" if len(shortened) > 1 else ""
+        raise UserError(f"not deleting anything: {typed!r} is not a full run id (it names {full}){more}; "
+                        "pass the full id, or --yes to delete what it names")
+    runs_word = "run" if len(full_ids) == 1 else f"{len(full_ids)} runs:"
+    print(f"delete {runs_word} {', '.join(full_ids)}? ({named}) [y/N] ", end="", file=sys.stderr, flush=True)
+    if sys.stdin.readline(16).strip().lower() not in ("y", "yes"):
+        raise UserError("nothing deleted (not confirmed)")
 
 
 def cmd_presets_delete(args) -> int:
