@@ -75,3 +75,53 @@ def write_resumed_run(root: Path, run_id: str = RESUMED) -> Path:
 
 def write_twin_runs(root: Path) -> tuple[Path, Path]:
     return write_resumed_run(root, RESUMED), write_resumed_run(root, TWIN)
+
+
+# --- an fp32 baseline beside a float16 run with range samples (compare's TF32 note and headroom) ---
+FP32_BASELINE = "20261124-080000-scaler-lab-fp32"  # fp32 on an A100: TF32 state recorded, numerics off
+FP16_SAMPLED = "20261124-080100-scaler-lab-fp16"   # float16 + GradScaler, range samples every 32 steps
+ON_A100 = {"matmul": False, "cudnn": True, "api": "fp32_precision", "supported": True}
+A100 = {"type": "cuda", "name": "NVIDIA A100-SXM4-40GB", "count": 1, "index": 0}
+
+
+def _scaler_lab_copy(root: Path, run_id: str, amp_config: str, numerics_config: str) -> tuple[Path, list[dict]]:
+    run = Path(root) / run_id
+    run.mkdir(parents=True)
+    config = (FIXTURES / "runs" / SCALER / "config.toml").read_text().replace('device = "cpu"', 'device = "cuda"')
+    config = config.replace("autocast = true\ndtype = \"float16\"\ngrad_scaler = true", amp_config)
+    (run / "config.toml").write_text(config + numerics_config)
+    records = [json.loads(line) for line in (FIXTURES / "runs" / SCALER / "events.jsonl").read_text().splitlines()]
+    records[0] = {**records[0], "run_id": run_id, "device": A100, "tf32": ON_A100}
+    (run / "output.log").write_text("completed: 256 steps\n")
+    return run, records
+
+
+def write_headroom_pair(root: Path) -> tuple[Path, Path]:
+    """Run 1 the fp32 baseline (no scaler, half the speed, numerics off), run 2 the same scaler-lab
+    in float16 whose classifier came within 2.3 bits of float16's largest value."""
+    baseline, records = _scaler_lab_copy(root, FP32_BASELINE, "autocast = false\ndtype = \"float16\"\n"
+                                         "grad_scaler = false", "\n[numerics]\nevery = 0\n")
+    records[0]["precision"] = "fp32"
+    kept = []
+    for r in records:
+        if r["kind"] == "scaler":
+            continue
+        if r["kind"] == "step":
+            r = {**r, "skipped": 0, "skipped_total": 0, "samples_per_s": r["samples_per_s"] / 2,
+                 "step_time_ms": r["step_time_ms"] * 2}
+        kept.append(r)
+    (baseline / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    sampled, records = _scaler_lab_copy(root, FP16_SAMPLED, "autocast = true\ndtype = \"float16\"\n"
+                                        "grad_scaler = true", "\n[numerics]\nevery = 32\n")
+    out = []
+    for r in records:
+        out.append(r)
+        if r["kind"] == "step" and r["step"] % 32 == 0:
+            narrow = 2.26 + (256 - r["step"]) / 64  # the classifier's output grows as it learns
+            layers = [{"name": "features.0", "forward": 9.5, "grad": 7.1, "underflow": 0.01},
+                      {"name": "features.3", "forward": 6.8, "grad": 5.2, "underflow": 0.02},
+                      {"name": "classifier.1", "forward": round(narrow, 2), "grad": 4.4, "underflow": 0.0}]
+            out.append({"v": 1, "kind": "numerics", "t": r["t"], "rank": 0, "step": r["step"], "dtype": "float16",
+                        "max_finite": 65504.0, "layers": layers})
+    (sampled / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))
+    return baseline, sampled

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from dashboard_support import FIXTURES, LIVE, QUICK, app_for, async_test, copy_runs, home_ready, until
 from rich.cells import cell_len
 from rich.text import Text
@@ -236,3 +237,39 @@ async def test_the_compare_table_says_it_scrolls_sideways_at_80_columns(root):
         while table.scroll_x < table.max_scroll_x:
             await pilot.press("right")  # the table has the focus: the arrow keys scroll it
         await until(pilot, lambda: box.border_subtitle == "← more columns · ← → scroll")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+@async_test
+async def test_compare_shows_the_fp32_baselines_tf32_and_each_runs_narrowest_headroom(root, size):
+    """An fp32 baseline on an A100 (numerics off) against float16 with range samples: under the
+    table, the baseline's TF32 and one headroom line per run in `amptui compare`'s words, with the
+    loss plots still on screen; the markdown export carries the same notes."""
+    from picture_support import write_headroom_pair
+
+    from amptui.dashboard.screens.compare import CompareScreen
+
+    baseline, sampled = write_headroom_pair(root)
+    app = app_for(root)
+    async with app.run_test(size=size) as pilot:
+        await home_ready(pilot, rows=3)
+        app.open_compare([baseline, sampled])
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.drawn())
+        await pilot.pause(0.3)
+        screen = app.screen
+        assert not screen.query_one("#compare-warning").display  # numerics.every is measuring, not training
+        notes = screen.query_one("#compare-notes")
+        lines = drawn_text(notes).splitlines()
+        assert lines[-2:] == ["narrowest range headroom 1: not sampled (numerics off)",
+                              "                         2: 2.3 bits to float16 max in classifier.1"]
+        said = " ".join(line.strip() for line in lines[:-2])
+        assert said.startswith("fp32 baseline run 1: TF32 matmuls off, TF32 cuDNN convolutions on (its float32 "
+                               "ran partly on TF32 tensor cores)"), said
+        assert "None" not in drawn_text(notes) and "?" not in drawn_text(notes)
+        plot = screen.query_one("#compare-plot-box")
+        assert notes.region.bottom <= plot.region.y and plot.region.height >= 8  # the curves keep their room
+        assert plot.region.bottom <= size[1] - 1  # above the footer
+        markdown = screen.table_text("markdown")
+        assert f"fp32 baseline {baseline.name}: TF32 matmuls off" in markdown
+        assert (f"narrowest range headroom: {sampled.name} (fp16+scaler): 2.3 bits to float16 max in classifier.1"
+                in markdown)

@@ -207,3 +207,19 @@ def test_snapshot_run_heat_map_80x24(runs, snap_compare):
         await pilot.press("7")
         await pilot.pause(0.3)
     assert snap_compare(app_for(watch=run), terminal_size=(80, 24), run_before=before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_snapshot_compare_tf32_and_headroom(runs, snap_compare, size):
+    """An fp32 baseline on an A100 against float16 with range samples: its TF32 and each run's
+    narrowest headroom under the table."""
+    from picture_support import write_headroom_pair
+
+    baseline, sampled = write_headroom_pair(runs)
+
+    async def before(pilot):
+        pilot.app.open_compare([baseline, sampled])
+        await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.drawn())
+        await pilot.pause(0.6)  # the plots draw on the next refresh
+
+    assert snap_compare(app_for(watch=runs / QUICK), terminal_size=size, run_before=before)

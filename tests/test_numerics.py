@@ -286,7 +286,7 @@ def test_a_backoff_streak_after_growth_is_told_from_calibration_and_blamed_on_th
 
 def test_compare_names_each_runs_narrowest_layer():
     """The numerics-lab float16 run of the dashboard fixtures: blocks.3's output held inf/NaN."""
-    from dashboard_support import FIXTURES, NUMERICS
+    from dashboard_support import FIXTURES, NUMERICS, QUICK
 
     from amptui.core import compare
 
@@ -296,6 +296,11 @@ def test_compare_names_each_runs_narrowest_layer():
     note = compare.headroom_note([summary])
     assert note == f"narrowest range headroom: {NUMERICS} (fp16+scaler): inf/NaN in blocks.3"
     assert note in compare.notes([summary])
+    # the dashboard's compare screen says it per run, numerics off included (never None or "?")
+    assert compare.headroom_words(summary) == "inf/NaN in blocks.3"
+    unsampled = compare.summarize(FIXTURES / "runs" / QUICK)
+    assert compare.narrowest_headroom(unsampled) is None
+    assert compare.headroom_words(unsampled) == "not sampled (numerics off)"
 
 
 def test_the_same_first_nonfinite_layer_on_every_step_is_one_line():

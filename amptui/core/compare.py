@@ -178,17 +178,37 @@ def _narrowest(s: RunSummary) -> dict[str, Any]:
     return {"headroom_bits": "nonfinite" if bits == -math.inf else bits, "headroom_layer": found[0].name}
 
 
+def narrowest_headroom(s: RunSummary) -> str | None:
+    """A run's narrowest range headroom in words: "2.4 bits to float16 max in blocks.1.mlp", or
+    "inf/NaN in blocks.3"; None when it has no range samples."""
+    found = s.numerics.narrowest(1)
+    if not found:
+        return None
+    bits = found[0].narrowest
+    said = "inf/NaN" if bits == -math.inf else f"{fmt_bits(bits)} bits to {s.numerics.dtype} max"
+    return f"{said} in {found[0].name}"
+
+
+def headroom_words(s: RunSummary) -> str:
+    """narrowest_headroom, or why there is none (for a per-run list, where every run needs a line)."""
+    return narrowest_headroom(s) or ("no layer sampled" if s.numerics.records else "not sampled (numerics off)")
+
+
 def headroom_note(summaries: list[RunSummary]) -> str | None:
     """One line: each sampled run's narrowest range headroom (compare's answer to "which layer is
     closest to overflowing, in which precision")."""
-    parts = []
-    for s in summaries:
-        found = s.numerics.narrowest(1)
-        if found:
-            bits = found[0].narrowest
-            said = "inf/NaN" if bits == -math.inf else f"{fmt_bits(bits)} bits to {s.numerics.dtype} max"
-            parts.append(f"{s.run_id} ({short_precision(s.precision_words)}): {said} in {found[0].name}")
+    parts = [f"{s.run_id} ({short_precision(s.precision_words)}): {said}"
+             for s in summaries if (said := narrowest_headroom(s))]
     return "narrowest range headroom: " + "; ".join(parts) if parts else None
+
+
+def tf32_baseline_note(summaries: list[RunSummary], name: str | None = None) -> str | None:
+    """Whether the fp32 baseline (the first run) used TF32 (core.tf32note), where that matters;
+    `name` stands for its run id (the dashboard says "run 1")."""
+    first = summaries[0] if summaries else None
+    if first is None or first.precision is None or first.precision.autocast:
+        return None
+    return baseline_line(name or first.run_id, (first.start or {}).get("tf32"))
 
 
 def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
@@ -290,10 +310,8 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
         lines.append("warning: these runs differ in more than precision: " + ", ".join(shown) + more)
     lines += [f"{s.run_id} ({s.precision_words}): {bound}; its speed-up measures the input pipeline, not AMP"
               for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
-    first = summaries[0] if summaries else None
-    if first is not None and first.precision is not None and not first.precision.autocast:
-        tf32_line = baseline_line(first.run_id, (first.start or {}).get("tf32"))
-        lines += [tf32_line] if tf32_line else []
+    tf32_line = tf32_baseline_note(summaries)
+    lines += [tf32_line] if tf32_line else []
     headroom = headroom_note(summaries)
     if headroom:
         lines.append(headroom)

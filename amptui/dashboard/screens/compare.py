@@ -9,6 +9,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.color import Color
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
@@ -26,6 +27,25 @@ MARKERS = ("•", "+", "×", "▪", "◆")  # runs after the baseline, whose lin
 BAND = (90, 90, 90)  # the baseline's noise band: dim grey
 
 
+def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
+    """Under the table, in core.compare's words (as `amptui compare` says them): whether the fp32
+    baseline used TF32, and each run's narrowest range headroom when any run sampled it, one line
+    per run by its number; empty when there is nothing to say."""
+    text = Text()
+    tf32 = cmp.tf32_baseline_note(list(summaries), "run 1")
+    if tf32:
+        text.append(tf32)
+    if any(s.numerics.records for s in summaries):
+        head = "narrowest range headroom "
+        for i, s in enumerate(summaries):
+            text.append("\n" if text else "")
+            text.append(head if i == 0 else " " * len(head), style="bold")
+            # the table's colour for this run (a CSS name: rich's own names lack some, e.g. orange)
+            text.append(f"{i + 1}: ", style=f"bold {Color.parse(COLORS[i % len(COLORS)]).hex}")
+            text.append(cmp.headroom_words(s))
+    return text
+
+
 class CompareScreen(KeysMixin, DashboardScreen):
     # One line per key; the footer and the help screen (? / F1) read this list.
     BINDINGS = named("compare", [
@@ -40,6 +60,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         super().__init__()
         self.run_dirs = [Path(p) for p in run_dirs]
         self.rows: list[cmp.CompareRow] = []
+        self.summaries: list[cmp.RunSummary] = []
         self.differ: list[str] = []
         self._curves_drawn = False
 
@@ -49,6 +70,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         yield Static(id="compare-warning")
         with Vertical(id="compare-table-box"):
             yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="compare-notes")
         with Horizontal(id="compare-plots"):
             with Vertical(id="compare-plot-box"):
                 yield MetricPlot(id="compare-plot")
@@ -58,6 +80,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
 
     def on_mount(self) -> None:
         self.query_one("#compare-warning").display = False
+        self.query_one("#compare-notes").display = False
         self.query_one("#compare-table-box").border_title = "Runs"
         self.query_one("#compare-plot-box").border_title = "Loss (overlaid)"
         self.query_one("#compare-gap-box").border_title = "Loss − run 1's, same step"
@@ -84,11 +107,12 @@ class CompareScreen(KeysMixin, DashboardScreen):
     def load(self) -> None:
         summaries = [cmp.summarize(d) for d in self.run_dirs]
         rows = cmp.compare_rows(summaries)
-        differ = runops.config_differences(self.run_dirs)
+        differ = list(cmp.differing_keys(summaries))  # as `amptui compare` warns: measuring keys are no difference
         self.app.from_thread(self._show, summaries, rows, differ)
 
     def _show(self, summaries: list[cmp.RunSummary], rows: list[cmp.CompareRow], differ: Sequence[str] = ()) -> None:
         self.rows = rows
+        self.summaries = summaries
         self.differ = list(differ)
         self.refresh_bindings()  # export applies from now on: the footer shows m / v
         warning = self.query_one("#compare-warning", Static)
@@ -110,6 +134,10 @@ class CompareScreen(KeysMixin, DashboardScreen):
             by_header: dict[str, str | Text] = {**cells_of, "run": Text(cells_of["run"], style=color)}
             cells = [by_header[h] for h in self._order()]
             table.add_row(Text(str(i + 1), style=f"bold {color}"), *cells, key=row.run_id)
+        notes = self.query_one("#compare-notes", Static)
+        notes_text = numerics_notes(summaries)
+        notes.update(notes_text)
+        notes.display = bool(notes_text)
         self._curves(summaries)
 
     def _curves(self, summaries: list[cmp.RunSummary]) -> None:
@@ -171,6 +199,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         if fmt == "csv":
             return text
         notes = ([f"runs differ in more than precision: {', '.join(self.differ)}"] if self.differ else [])
+        notes += [n for n in (cmp.tf32_baseline_note(self.summaries), cmp.headroom_note(self.summaries)) if n]
         return "\n\n".join([text, *notes, cmp.TIMING_NOTE])
 
     def action_export(self, fmt: str) -> None:
