@@ -14,13 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.precision import PRECISION_KEYS
 from amptui.core.errors import UserError
 from amptui.core.run import runs as runsmod
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
-
-_NOT_A_DIFFERENCE = {"run.name"}  # a run's name is its preset's: the preset column already shows it
 
 
 def runs_folder_problem(root: Path) -> str | None:
@@ -132,22 +129,6 @@ def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
     if runs_display:
         words += ["--runs-dir", runs_display]
     return " ".join(shlex.quote(w) for w in words)
-
-
-def config_differences(run_dirs: list[Path], ignore_precision: bool = True) -> list[str]:
-    """Dotted keys whose values differ between the runs' configs (precision keys left out: an
-    A/B differs there on purpose)."""
-    flats = []
-    for d in run_dirs:
-        try:
-            flats.append(RunFolder(d).load_config().flat())
-        except UserError:
-            continue
-    if len(flats) < 2:
-        return []
-    keys = sorted(set().union(*flats))
-    skip = set(_NOT_A_DIFFERENCE) | (set(PRECISION_KEYS) if ignore_precision else set())
-    return [k for k in keys if k not in skip and len({repr(f.get(k)) for f in flats}) > 1]
 
 
 def export_compare(root: Path, text: str, fmt: str) -> Path:
