@@ -18,9 +18,11 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.func import functional_call
 
 from amptui.core.config.precision import dtype_range
 from amptui.core.numerics import describe_nonfinite
+from amptui.telemetry.fsdp_policy import is_sharded
 from amptui.telemetry.numerics import floating_tensors, unwrap
 
 
@@ -44,6 +46,7 @@ class _Trace:
         self.forward: tuple[str, float | None] | None = None
         self.backward: tuple[str, float | None] | None = None
         self.busy = False  # while a module runs again in float32: its own hooks stay quiet
+        self.handles: list[Any] = []  # hooks put on FSDP's all-gathered parameters during the replay
 
     def forward_hook(self, name: str):
         def hook(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
@@ -57,6 +60,15 @@ class _Trace:
                 self.forward = (name, self._float32_max(module, args, kwargs))
         return hook
 
+    def gathered_params_hook(self, name: str, hooked: set[int]):
+        """A module's parameters as its forward sees them (FSDP's all-gathered ones): hooked once."""
+        def hook(module: nn.Module, args: Any) -> None:
+            for p in module.parameters(recurse=False):
+                if p.requires_grad and id(p) not in hooked and not hasattr(p, "to_local"):
+                    hooked.add(id(p))
+                    self.handles.append(p.register_hook(self.gradient_hook(name)))
+        return hook
+
     def gradient_hook(self, name: str):
         def hook(grad: torch.Tensor) -> None:
             if self.backward is None and not bool(torch.isfinite(grad).all()):
@@ -64,11 +76,18 @@ class _Trace:
         return hook
 
     def _float32_max(self, module: nn.Module, args: Any, kwargs: Any) -> float | None:
-        """The module's output abs max, computed again in float32 on the same inputs."""
+        """The module's output abs max, computed again in float32 on the same inputs (and with
+        float32 copies of its parameters: under FSDP they are the all-gathered param_dtype ones).
+        Not for a module FSDP manages itself or through a child: running it again would
+        all-gather on this rank alone, and the others would wait for it for ever."""
+        if any(is_sharded(m) for m in module.modules()):
+            return None
         self.busy = True
         try:
             with torch.no_grad(), torch.autocast(self.device_type, enabled=False):
-                again = list(floating_tensors(module(*_as_float32(args), **_as_float32(kwargs))))
+                params = {name: p.float() for name, p in module.named_parameters()}
+                output = functional_call(module, params, _as_float32(args), _as_float32(kwargs))
+                again = list(floating_tensors(output))
             return max(float(t.abs().amax()) for t in again) if again else None
         except Exception:  # a module that cannot run on its own again: the value stays unknown
             return None
@@ -86,13 +105,19 @@ def trace_first_nonfinite(model: nn.Module, replay: Callable[[], None], dtype: s
     handles = [m.register_forward_hook(trace.forward_hook(name or "model"), with_kwargs=True)
                for name, m in model.named_modules()]
     handles += [p.register_hook(trace.gradient_hook(owner.get(id(p), name) or "model"))
-                for name, p in model.named_parameters() if p.requires_grad]
+                for name, p in model.named_parameters() if p.requires_grad and not hasattr(p, "to_local")]
+    # FSDP: the sharded parameters (DTensors) get their .grad assigned, not accumulated by autograd;
+    # autograd sees the all-gathered ones, in place on their modules once FSDP's pre-forward ran
+    hooked = {id(p) for p in model.parameters()}
+    handles += [m.register_forward_pre_hook(trace.gathered_params_hook(name or "model", hooked))
+                for name, m in model.named_modules()
+                if any(hasattr(p, "to_local") for p in m.parameters(recurse=False))]
     buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
     try:
         with contextlib.suppress(FloatingPointError):
             replay()
     finally:
-        for handle in handles:
+        for handle in handles + trace.handles:
             handle.remove()
         with torch.no_grad():
             for name, b in model.named_buffers():

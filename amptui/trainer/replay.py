@@ -7,6 +7,16 @@ saw; its scale is the one the step ran at (the scale after the backoff / backoff
 costs (docs/numerics.md): references to the step's micro-batches and a copy of the RNG state per
 step, the skip flag waited for at each step (a host sync on a GPU; nothing extra on a CPU), and one
 forward and backward per replayed step, at most one per step record.
+
+Under torchrun every rank replays the same step: a skip is the same on every rank (DDP's gradients
+are all-reduced before the GradScaler looks at them; under FSDP its found_inf is reduced over the
+mesh), and each rank replays its own micro-batches. DDP: the replay calls the inner module, which
+DDP's reducer does not watch (its hooks wait for a DDP forward), so nothing is all-reduced. FSDP:
+the replay is a collective, as a step is (forward all-gathers, backward reduce-scatters), with
+gradient sync left on, so the replay's gradients land in the sharded .grad the tracer clears (with
+sync off FSDP would keep them in its unsharded accumulators and add them to the next step's). Then
+one all_gather of the findings: a rank whose own batch stayed finite reports the lowest rank's
+("... on rank 1"), so rank 0's record names the module whichever rank's batch overflowed.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ import torch
 
 from amptui.core.config.precision import dtype_range
 from amptui.core.records import Numerics
-from amptui.telemetry import Recorder
+from amptui.telemetry import Recorder, ddp
 from amptui.telemetry.nonfinite import trace_first_nonfinite
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.state import TrainingState
@@ -59,7 +69,8 @@ class StepReplay:
             torch.set_rng_state(rng[0])
             if rng[1] is not None:
                 torch.cuda.set_rng_state(rng[1], s.device)
-            sync = no_sync(s.forward) if self.dist.enabled else contextlib.nullcontext()
+            sharded = s.sharded  # FSDP: a collective replay, gradients reduce-scattered (see above)
+            sync = no_sync(s.forward) if self.dist.enabled and not sharded else contextlib.nullcontext()
             with sync:
                 for x, y in self.batches:
                     with s.autocast():
@@ -73,7 +84,25 @@ class StepReplay:
                 torch.set_rng_state(saved[0])
                 if saved[1] is not None:
                     torch.cuda.set_rng_state(saved[1], s.device)
+            if self.dist.enabled:
+                first = from_any_rank(first, self.dist.world_size)
         if first is not None:
             info = dtype_range(dtype)
             self.recorder.traced[step] = Numerics(step=step, dtype=info.name, max_finite=info.max_finite, layers=[],
                                                   first_nonfinite=first, traced=True)
+
+
+def from_any_rank(first: dict | None, world_size: int) -> dict | None:
+    """Every rank's finding (a collective: every rank replays the same step): this rank's own, or
+    else the lowest rank's, its text saying which rank's batch it was."""
+    if not ddp.initialized(world_size):
+        return first
+    found: list[dict | None] = [None] * world_size
+    torch.distributed.all_gather_object(found, first)
+    if first is not None:
+        return first
+    other = next(((r, f) for r, f in enumerate(found) if f is not None), None)
+    if other is None:
+        return None
+    r, f = other
+    return {**f, "rank": r, "text": f"{f.get('text', f.get('module'))} on rank {r}"}
