@@ -105,7 +105,7 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         """The step window's meter and clock, started at the loop's first batch or forward."""
         meter = self.recorder.meter
         if meter is None or (device is not None and device != meter.device and not meter.steps
-                             and not meter.micro_batches):
+                             and not meter.micro_batches and not self.clock.holds_losses):
             self.recorder.use_device(device if device is not None else torch.device("cpu"))
 
     def config(self) -> cfgmod.Config:

@@ -92,6 +92,11 @@ class StepClock:
         self._params.pop(key, None)
         self._stepped.discard(key)
 
+    @property
+    def holds_losses(self) -> bool:
+        """Losses wait here for their step: the device they live on is the window's."""
+        return bool(self._stretch.count or self._fed.count)
+
     def add_loss(self, loss: torch.Tensor) -> None:
         self._stretch.add(loss)
 
