@@ -22,6 +22,7 @@ import amptui
 from amptui.core.run import runs
 from amptui.jobs import launch, scriptrun
 from amptui.telemetry import scripthooks
+from amptui.telemetry.scripthooks.stepclock import StepClock
 
 SCRIPTS = REPO / "tests" / "scripts"
 
@@ -92,9 +93,14 @@ def test_clipping_scaled_gradients_is_said_once_with_the_fix(runs_dir):
     assert recs[-1]["status"] == "completed"
 
 
-def test_bfloat16_accumulation_loader_scheduler_and_evaluation(runs_dir):
-    """192 samples / 16 per batch = 12 micro-batches, 2 per step: 6 steps an epoch, 3 epochs."""
-    run_dir, recs, error = record_script(runs_dir, "loader_eval.py", "2", log_every=3)
+@pytest.mark.parametrize("evaluate_on", ["val", "train"])
+def test_bfloat16_accumulation_loader_scheduler_and_evaluation(runs_dir, evaluate_on):
+    """192 samples / 16 per batch = 12 micro-batches, 2 per step: 6 steps an epoch, 3 epochs.
+    Evaluating on a separate loader, or on the training DataLoader itself (the same object iterated
+    again under no_grad, after a peek at one batch with next(iter(loader))): the same 3 epochs,
+    each with its evaluation's time."""
+    args = ("2", "--eval-on-train") if evaluate_on == "train" else ("2",)
+    run_dir, recs, error = record_script(runs_dir, "loader_eval.py", *args, log_every=3)
     assert error is None
     assert recs[0]["precision"]["words"] == "autocast bfloat16"
     steps, epochs = by_kind(recs, "step"), by_kind(recs, "epoch")
@@ -119,6 +125,68 @@ def test_two_models_two_optimizers_one_scaler(runs_dir):
     assert backoffs and {"Encoder.fc.weight", "Decoder.fc.weight"} <= set(backoffs[0]["overflow"])
     ok, losses = falling(steps)
     assert ok, losses
+
+
+@pytest.mark.parametrize("args, precision", [
+    (("--n-critic", "5"), "fp32"),
+    (("--n-critic", "5", "--shape", "every-nth", "--dtype", "bfloat16"), "autocast bfloat16"),
+    (("--n-critic", "1"), "fp32"),
+    (("--n-critic", "5", "--dtype", "float16"), "autocast float16 + GradScaler"),
+])
+def test_a_wgan_loop_counts_generator_steps_with_the_generator_loss(runs_dir, tmp_path, args, precision):
+    """The critic steps n_critic times per generator step (1: a plain GAN, D then G; with a
+    GradScaler, update() after every optimizer step): one training step per generator step, its
+    loss the generator's as the script itself logs it, its lr the generator optimizer's -- not one
+    step per optimizer step with critic and generator losses averaged."""
+    losses_file = tmp_path / "losses.json"
+    _, recs, error = record_script(runs_dir, "wgan.py", "--iters", "4", *args, "--losses", str(losses_file),
+                                   log_every=2)
+    assert error is None
+    generator = json.loads(losses_file.read_text())
+    steps = by_kind(recs, "step")
+    assert recs[-1]["steps"] == len(generator) == 4 and [s["step"] for s in steps] == [2, 4]
+    expected = [(generator[0] + generator[1]) / 2, (generator[2] + generator[3]) / 2]
+    assert [s["loss"] for s in steps] == pytest.approx(expected, rel=1e-4, abs=1e-6)
+    assert all(s["lr"] == 5e-4 for s in steps)
+    assert recs[0]["precision"]["words"] == precision
+
+
+def test_an_optimizer_made_anew_each_epoch_keeps_the_count(runs_dir):
+    """Old-style lr decay: a new optimizer over the same parameters every epoch replaces the old
+    one (no step waits for an optimizer that will never step again); the lr is the new one's."""
+    run_dir, _ = launch.create_run(None, {"run.script": __file__, "log.every": 2}, runs_dir)
+    session = scripthooks.install(run_dir)
+    try:
+        torch.manual_seed(0)
+        model = nn.Linear(4, 1)
+        for epoch in range(3):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1 / 2 ** epoch)
+            for _ in range(4):
+                model(torch.randn(8, 4)).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+    finally:
+        session.end("completed")
+    recs = events(run_dir)
+    assert recs[-1]["steps"] == 12
+    assert [s["lr"] for s in by_kind(recs, "step")] == [0.1, 0.1, 0.05, 0.05, 0.025, 0.025]
+
+
+def test_an_optimizer_made_and_never_stepped_stalls_no_count():
+    """The step clock waits for every optimizer in use, but not forever: one made and never
+    stepped stops being waited for after `retire_after` optimizer steps."""
+    used, unused = nn.Linear(2, 2), nn.Linear(2, 2)
+    clock = StepClock(retire_after=3)
+    opt, idle = torch.optim.SGD(used.parameters(), lr=0.1), torch.optim.SGD(unused.parameters(), lr=0.1)
+    clock.made(opt)
+    clock.made(idle)
+    ended = []
+    for _ in range(6):
+        clock.stepped(opt)
+        ended.append(clock.complete())
+        if ended[-1]:
+            clock.boundary()
+    assert ended == [False, False, False, True, True, True]
 
 
 def test_a_float16_script_that_overflows_gets_range_samples_naming_the_layer(runs_dir):

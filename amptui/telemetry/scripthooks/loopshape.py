@@ -1,7 +1,13 @@
 """The loop's shape, as the hooks see it: which modules run forward before the first step (the
 script's models and their batch sizes), evaluation (the model's forward with gradients off,
-between steps: out of the step clock), and the DataLoaders (data wait; epochs are passes of the
-training loader). Part of ScriptSession (session.py), which holds the state these read."""
+between steps: out of the step clock), and the DataLoaders (data wait; epochs are the passes of the
+training loader that feed steps). Part of ScriptSession (session.py), which holds the state these read.
+
+The training loader is the one whose batch came last, with gradients on, before the first step. A
+pass of it is an epoch when a step is fed by it (its batch came last before the step): iterating the
+same loader again to evaluate (under no_grad/inference_mode), or a peek with `next(iter(loader))`,
+starts a pass that feeds no step and counts nothing. The epoch record is written at the first step
+of the next training pass, its time measured up to that pass's start."""
 
 from __future__ import annotations
 
@@ -28,7 +34,9 @@ class LoopShape:
     first_forwards: list[tuple[int, int]]
     samples: int
     loader_of: weakref.WeakKeyDictionary
-    passes: dict[int, int]
+    loader_passes: int
+    feeding: int | None
+    steps_in_epoch: int
     waits_before: dict[int, float]
     last_loader: int | None
     train_loader: int | None
@@ -36,7 +44,7 @@ class LoopShape:
 
     if TYPE_CHECKING:  # the session's own
         def _meter(self, device: torch.device | None = None) -> None: ...
-        def end_epoch(self) -> None: ...
+        def _write_step(self, reduce: bool = True) -> None: ...
     # --- evaluation ---------------------------------------------------------------------------------
 
     def _enter_eval(self) -> None:
@@ -73,21 +81,23 @@ class LoopShape:
 
     @guarded
     def loader_pass(self, loader, iterator) -> None:
+        self.loader_passes += 1
         with contextlib.suppress(TypeError):
-            self.loader_of[iterator] = id(loader)
-        self.passes[id(loader)] = self.passes.get(id(loader), 0) + 1
-        if id(loader) == self.train_loader:
-            self.end_epoch()
+            self.loader_of[iterator] = (id(loader), self.loader_passes)
+        if id(loader) == self.train_loader and self.steps_in_epoch:
+            self._write_step()  # if this pass trains, the epoch's steps ended here
 
     @guarded
     def batch_waited(self, iterator, seconds: float) -> None:
-        loader = self.loader_of.get(iterator)
-        if loader is None:
+        known = self.loader_of.get(iterator)
+        if known is None or not torch.is_grad_enabled():  # evaluation's batches: neither wait nor feed
             return
+        loader, serial = known
         if self.train_loader is None:
             self._meter()
-            self.last_loader = loader
+            self.last_loader, self.feeding = loader, serial
             self.waits_before[loader] = self.waits_before.get(loader, 0.0) + seconds
         elif loader == self.train_loader:
+            self.feeding = serial
             self._leave_eval()
             self.recorder.add_data_wait(seconds)

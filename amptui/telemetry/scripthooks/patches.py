@@ -4,7 +4,8 @@ Public torch hooks where they exist: the global optimizer step pre/post hooks
 (`torch.optim.optimizer.register_optimizer_step_{pre,post}_hook`) and the global module forward
 pre-hook (`torch.nn.modules.module.register_module_forward_pre_hook`, removed again once the
 script's models are known: per-model hooks replace it, so submodules keep torch's fast path).
-Patched, because torch has no hook for them: `GradScaler.scale/unscale_/step/update`,
+Patched, because torch has no hook for them: `Optimizer.__init__` (which optimizers a step waits
+for, before each has stepped), `GradScaler.scale/unscale_/step/update`,
 `torch.autocast.__enter__` (which precision the loop really uses), `torch.autograd.backward`
 (the loss of a loop without a scaler; `Tensor.backward` goes through it), the DataLoader's
 `__iter__` and its iterators' `__next__` (passes and data wait), `clip_grad_norm_`, and
@@ -72,6 +73,7 @@ class Patches:
         self._undo += [pre.remove, post.remove]
         self._forward_hook = register_module_forward_pre_hook(
             lambda module, args: on.any_forward(module, args))
+        self._patch_optimizer_init()
         self._patch_scaler()
         self._patch_backward()
         self._patch_loader()
@@ -90,6 +92,16 @@ class Patches:
                 return out
             return __enter__
         self._replace(autocast, "__enter__", make)
+
+    def _patch_optimizer_init(self) -> None:
+        on = self.listener
+
+        def make(original):
+            def __init__(self, *args, **kwargs):
+                original(self, *args, **kwargs)
+                on.optimizer_made(self)
+            return __init__
+        self._replace(torch.optim.Optimizer, "__init__", make)
 
     def _patch_scaler(self) -> None:
         on = self.listener

@@ -1,13 +1,13 @@
 """`ScriptSession`: what the hooks (patches.py) tell it, turned into amptui's event stream through
 the one telemetry Recorder, as the trainer and the Monitor write it.
 
-A training step ends at `scaler.update()` when an enabled GradScaler scales the loss, else at the
-primary optimizer's step (the first optimizer that stepped; a GAN's second optimizer steps inside
-the same iteration). The loss is what `scaler.scale()` receives, or without a scaler the scalar
-`backward()` runs on; every micro-batch counts (gradient accumulation). The start record waits for
-the first step, so its precision is what the loop really did. Epochs are passes of the training
-DataLoader (the one whose batch came last before the first step); a forward of the script's model
-with gradients off between steps is evaluation, kept out of the step clock. With `numerics.every`
+A training step ends when every optimizer in use has stepped since the last one (stepclock.py: one
+step per generator step in a GAN), at the `scaler.update()` after that when an enabled GradScaler
+scales the loss. The loss is what `scaler.scale()` receives, or without a scaler the scalar
+`backward()` runs on, of the step's last optimizer that had one; every micro-batch counts (gradient
+accumulation). The start record waits for the first step, so its precision is what the loop really
+did. Epochs are the passes of the training DataLoader that feed steps (loopshape.py); a forward of
+the script's model with gradients off between steps is evaluation, kept out of the step clock. With `numerics.every`
 set, the script's (first) model gets the Recorder's range sampler from the second step on, in the
 dtype its loop computes in. Nothing here reads a device tensor outside the Recorder's one read per
 `log.every` steps.
@@ -38,12 +38,14 @@ from amptui.telemetry.scripthooks.loopshape import LoopShape
 from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, script_models
 from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
+from amptui.telemetry.scripthooks.scalerhooks import ScalerHooks
+from amptui.telemetry.scripthooks.stepclock import StepClock
 
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
 UNDERFLOW_SHARE = 0.05
 
 
-class ScriptSession(LoopShape, AutocastSeen):
+class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
     def __init__(self, run_dir, rank: int = 0, world_size: int = 1):
         super().__init__()
         self.run_dir, self.rank, self.world_size = run_dir, rank, world_size
@@ -56,7 +58,7 @@ class ScriptSession(LoopShape, AutocastSeen):
         self.scaler: Any = None
         self.initial_scale: float | None = None
         self.optimizers: list[torch.optim.Optimizer] = []
-        self.primary: torch.optim.Optimizer | None = None
+        self.clock = StepClock()
         self.seen_modules: dict[int, torch.nn.Module] = {}
         self.first_forwards: list[tuple[int, int]] = []   # (id(module), batch size) before the first step
         self.models: list[torch.nn.Module] = []
@@ -73,10 +75,12 @@ class ScriptSession(LoopShape, AutocastSeen):
         self.skipped_before_first_step = False
         self.grad_norm: torch.Tensor | None = None
         self.loader_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self.passes: dict[int, int] = {}
         self.waits_before: dict[int, float] = {}
         self.last_loader: int | None = None
         self.train_loader: int | None = None
+        self.loader_passes = 0
+        self.feeding: int | None = None                    # the train loader's pass its last batch came from
+        self.epoch_pass: int | None = None                 # the pass that fed the current epoch's steps
         self.steps_in_epoch = 0
         self._eval: Any = None
         self.warned: set[str] = set()
@@ -101,7 +105,7 @@ class ScriptSession(LoopShape, AutocastSeen):
         """The step window's meter and clock, started at the loop's first batch or forward."""
         meter = self.recorder.meter
         if meter is None or (device is not None and device != meter.device and not meter.steps
-                             and not meter.micro_batches):
+                             and not meter.micro_batches and not self.clock.holds_losses):
             self.recorder.use_device(device if device is not None else torch.device("cpu"))
 
     def config(self) -> cfgmod.Config:
@@ -125,12 +129,11 @@ class ScriptSession(LoopShape, AutocastSeen):
         self.patches.stop_watching_forwards()
         self._model_hooks = [model_forward_hook(m, self) for m in self.models]
         if self.last_loader is not None:
-            self.train_loader = self.last_loader
+            self.train_loader, self.epoch_pass = self.last_loader, self.feeding
             self.recorder.add_data_wait(self.waits_before.get(self.last_loader, 0.0))
-            self.recorder.counters.epoch = max(0, self.passes.get(self.last_loader, 1) - 1)
         self.waits_before.clear()
         recorder = self.recorder
-        recorder.attach(self.scaler, self.primary, NamedParams(self.models, self.optimizers) if self.models else None)
+        recorder.attach(self.scaler, self.clock.last, NamedParams(self.models, self.optimizers) if self.models else None)
         cfg = self.config()
         precision = Precision.from_config(cfg, recorder.device.type if recorder.device else "cpu")
         if recorder.scaler_enabled:
@@ -158,7 +161,14 @@ class ScriptSession(LoopShape, AutocastSeen):
         if first:
             self.begin()
         self._leave_eval()
-        recorder = self.recorder
+        if self.feeding != self.epoch_pass:  # a new pass of the training loader fed this step
+            self.end_epoch()
+            self.epoch_pass = self.feeding
+        recorder, losses = self.recorder, self.clock.boundary()
+        if losses.total is not None:
+            recorder.active_meter.loss_sum += losses.total
+            recorder.active_meter.micro_batches += losses.count
+        recorder.optimizer = self.clock.last  # the lr of the step's last optimizer (a GAN's generator)
         recorder.optimizer_step(grad_norm=self.grad_norm, samples=self.samples or None)
         self.grad_norm, self.samples = None, 0
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
@@ -250,8 +260,10 @@ class ScriptSession(LoopShape, AutocastSeen):
     def _optimizer(self, opt) -> None:
         if not any(o is opt for o in self.optimizers):
             self.optimizers.append(opt)
-        if self.primary is None:
-            self.primary = opt
+
+    @guarded
+    def optimizer_made(self, opt) -> None:
+        self.clock.made(opt)
 
     @guarded
     def autocast_entered(self, device_type, dtype) -> None:
@@ -265,71 +277,18 @@ class ScriptSession(LoopShape, AutocastSeen):
     def optimizer_post(self, opt) -> None:
         if self.in_scaler_step is not None:
             self.stepped_in_scaler = True
-        elif opt is self.primary and not self.scaler_on:
-            self.finish_step()
-
-    @guarded
-    def scaler_scale(self, scaler, outputs) -> None:
-        self.losses_from_scaler = True
-        if scaler.is_enabled():
-            if self.scaler is None:
-                self.scaler = scaler
-                self.initial_scale = float(scaler.get_scale())  # before its first scale(): no device read
-            self.scaled_since_update = True
-        # Only a tensor or a list/tuple is looked into: a generator's first item taken here would be
-        # missing from what torch scales.
-        if isinstance(outputs, torch.Tensor):
-            self._add_loss(outputs)
-        elif isinstance(outputs, (list, tuple)) and outputs:
-            self._add_loss(outputs[0])
+            return
+        self.clock.stepped(opt)
+        if self.clock.complete():
+            if self.scaler_on:  # an optimizer stepped without the scaler: the step ends at update()
+                self.pending = True
+            else:
+                self.finish_step()
 
     def _add_loss(self, loss) -> None:
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
             self._meter(loss.device)
-            self.recorder.active_meter.add_loss(loss.detach() if loss.dim() == 0 else loss.detach().reshape(()))
-
-    @guarded
-    def scaler_unscale(self, scaler, opt) -> None:
-        self.unscaled_since_update.add(id(opt))
-        self._check_fp16(scaler, opt)
-
-    def _check_fp16(self, scaler, opt) -> None:
-        if scaler.is_enabled() and id(opt) not in self.checked_fp16:
-            self.checked_fp16.add(id(opt))
-            if mistakes.has_fp16_params(opt):
-                self.warn("fp16_params", mistakes.FP16_PARAMS)
-
-    @guarded
-    def scaler_step_enter(self, scaler, opt) -> None:
-        self._optimizer(opt)
-        self._check_fp16(scaler, opt)
-        if scaler.is_enabled() and id(opt) in self.stepped_since_update:
-            self.warn("step_without_update", mistakes.STEP_WITHOUT_UPDATE)
-        if opt is self.primary and self.pending:
-            self.finish_step()
-        if scaler.is_enabled():  # a disabled GradScaler's step is the optimizer's own
-            self.in_scaler_step, self.stepped_in_scaler = opt, False
-
-    @guarded
-    def scaler_step_exit(self, scaler, opt) -> None:
-        self.in_scaler_step = None
-        if not scaler.is_enabled():
-            return
-        self.stepped_since_update.add(id(opt))
-        if not self.stepped_in_scaler and not self.started and not getattr(opt, "_step_supports_amp_scaling", False):
-            self.skipped_before_first_step = True  # GradScaler.step read found_inf itself and skipped
-        if opt is self.primary:
-            self.pending = True
-
-    @guarded
-    def scaler_updated(self, scaler) -> None:
-        if scaler is not self.scaler:
-            return
-        self.stepped_since_update.clear()
-        self.unscaled_since_update.clear()
-        self.scaled_since_update = False
-        if self.pending:
-            self.finish_step()
+            self.clock.add_loss(loss.reshape(()))
 
     @guarded
     def backward(self, tensors) -> None:
