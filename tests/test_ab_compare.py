@@ -131,6 +131,19 @@ def test_compare_warns_when_runs_differ_in_more_than_precision(cli, runs_dir):
     assert "different presets" in as_json.stderr
 
 
+def test_compare_of_trials_of_one_tune_does_not_warn_about_presets(cli, runs_dir):
+    """Each trial of a tune is named '<preset>-tune-<hex>-<k>': they share the tuned preset (issue 25)."""
+    for k, (name, dtype) in enumerate((("t-fp32", "float32"), ("t-bf16", "bfloat16"), ("t-fp16", "float16")), 1):
+        config = f'[run]\nname = "quickstart-tune-aaf2-{k}"\n' + (f'[amp]\ndtype = "{dtype}"\n' if k > 1 else "")
+        canned_run(runs_dir, name, 20.0 / k, 64, 2**30, 0.9, preset=f"quickstart-tune-aaf2-{k}", config=config)
+    canned_run(runs_dir, "lab", 10.0, 64, 2**29, 0.9, preset="scaler-lab", config='[run]\nname = "scaler-lab"\n')
+    trials = cli("compare", "t-fp32", "t-bf16", "t-fp16", check=True)
+    assert "warning" not in trials.stdout + trials.stderr, "trials of one tune differ in precision only"
+    assert "quickstart-tune-aaf2-2" in trials.stdout  # the table still names each trial
+    other = cli("compare", "t-fp32", "lab", check=True).stdout
+    assert "warning: different presets (quickstart, scaler-lab)" in other
+
+
 def test_tensorboard_missing_is_explained(monkeypatch):
     import sys
 

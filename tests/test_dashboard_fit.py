@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from dashboard_support import FIXTURES, LIVE, QUICK, app_for, async_test, copy_runs, home_ready, until
+from dashboard_support import FIXTURES, LIVE, QUICK, Notes, app_for, async_test, copy_runs, home_ready, until
 from rich.cells import cell_len
 from rich.text import Text
 
@@ -191,11 +191,14 @@ async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x
 
     monkeypatch.setattr("amptui.jobs.detached.subprocess.run", fake_tune_detach)
     app = app_for(root)
+    notes = Notes().install(app)
     async with app.run_test(size=(80, 24)) as pilot:
         await home_ready(pilot, rows=3)
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, TuneStartModal))
         modal = app.screen
+        title = " ".join(drawn_text(modal.query_one("#tune-start-title")).split())
+        assert title == "Tune quickstart: the fastest setup that keeps fp32's accuracy"
         field = modal.query_one("#tune-budget")
         assert field.value == "10"  # the CLI's default
         field.value = "0"
@@ -218,6 +221,23 @@ async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x
         assert len(error.splitlines()) >= 2
         why = " ".join(drawn_text(screen.query_one("#tune-explain")).split())
         assert "did not start" in why and "press t again" in why
+        assert "tuning quickstart" not in notes.text(), "no 'tuning … for up to' for a tune that refused (issue 25)"
+
+
+@async_test
+async def test_the_tune_start_dialog_wraps_a_long_preset_name_at_80x24(root):
+    from amptui.dashboard.screens.tune_start import TuneStartModal
+
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await home_ready(pilot, rows=3)
+        modal = TuneStartModal("resnet18-intel", {"run.device": "cpu"})
+        app.push_screen(modal)
+        await until(pilot, lambda: app.screen is modal)
+        await pilot.pause(0.1)
+        title = modal.query_one("#tune-start-title")
+        assert title.size.height == 2  # wrapped at a word, not cut ("…keeps fp32's accurac")
+        assert " ".join(drawn_text(title).split()) == "Tune resnet18-intel: the fastest setup that keeps fp32's accuracy"
 
 
 @async_test

@@ -193,6 +193,27 @@ def test_snapshot_tune_refused_80x24(runs, snap_compare):
     assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
 
 
+def test_snapshot_tune_stopped_80x24(runs, snap_compare):
+    """q while fp16+scaler ran (issue 25): no WINNER, no s; fp32 at 1.00x; Why says what was measured
+    and what a verdict needs, and that it scrolls."""
+    from pathlib import Path
+
+    from tune_support import reviewers_stop, write_tune
+
+    from amptui.dashboard.screens.tune import TuneScreen
+
+    path = write_tune(Path("runs"), reviewers_stop(), interrupted=True)
+
+    async def before(pilot):
+        await home_loaded(pilot)
+        screen = TuneScreen(path, None, "quickstart")
+        pilot.app.push_screen(screen)
+        await until(pilot, lambda: screen.result is not None)
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
+
+
 def test_snapshot_run_range_headroom_heat_map(runs, snap_compare):
     """A float16 run with range samples: the heat map (layers x samples) beside the loss scale."""
     run = copy_numerics_run(runs)

@@ -15,7 +15,10 @@ import pytest
 from conftest import amptui, events
 
 from amptui.core.config import presets as presetmod
+from amptui.core.errors import UserError
+from amptui.tune import partial as P
 from amptui.tune import plan as T
+from amptui.tune import report
 from amptui.tune import verdict as V
 from amptui.tune.runner import Search
 
@@ -98,7 +101,7 @@ def test_judge_picks_fastest_accurate_candidate_and_stays_in_fp32_within_noise()
     assert winner.candidate == "bf16" and winner.verdict == "WINNER"
     assert trials[3].verdict.startswith("rejected: non-finite loss")
     text = " ".join(V.explain(trials, winner, 0.05, "cpu"))
-    assert "bf16 wins at 1.68x" in text and "fp16 was rejected: non-finite loss" in text
+    assert "bf16 wins at 1.67x" in text and "fp16 was rejected: non-finite loss" in text
 
     slow = [trial("fp32", "reference", ms=10.0), trial("fp32 seed 2", "band", ms=10.0), trial("bf16", ms=9.8)]
     winner, _, needed = V.judge(slow)
@@ -107,35 +110,106 @@ def test_judge_picks_fastest_accurate_candidate_and_stays_in_fp32_within_noise()
     assert V.explain(slow, winner, needed, "cpu")[0].startswith("Stay in fp32")
 
 
-def test_a_search_stopped_after_one_measured_trial_recommends_nothing_and_says_what_it_measured():
+def test_every_speed_up_is_read_against_the_fp32_reference_run():
+    """fp32 reads 1.00x and its second seed what it measured against it (issue 25: they read 1.58x
+    and 0.42x against the mean of the two); a candidate must beat the faster fp32 run."""
+    busy = [trial("fp32", "reference", ms=10.0), trial("fp32 seed 2", "band", ms=20.0), trial("bf16", ms=8.0)]
+    winner, _, needed = V.judge(busy)
+    assert [t.speedup for t in busy] == [pytest.approx(1.0), pytest.approx(0.5), pytest.approx(1.25)]
+    assert needed == T.MIN_GAIN and winner.candidate == "bf16"
+    quick_seed = [trial("fp32", "reference", ms=10.0), trial("fp32 seed 2", "band", ms=8.0), trial("bf16", ms=8.5)]
+    winner, _, needed = V.judge(quick_seed)
+    assert quick_seed[1].speedup == pytest.approx(1.25) and needed == pytest.approx(0.25)
+    assert winner.role == "reference" and quick_seed[2].verdict == "accurate, within timing noise"
+
+
+# --- a search that ended early: no winner, what was measured, what a verdict needs ------------------
+
+def test_the_reviewers_stop_names_no_winner_and_says_what_was_measured_and_what_is_missing():
+    """q while fp16+scaler ran, after fp32, bf16 (stopped early: far slower) and fp32's second seed."""
+    from tune_support import DIMS, reviewers_stop
+
+    trials = reviewers_stop()
+    winner, _, _, partial = P.settle(trials, interrupted=True, dims=DIMS)
+    assert winner is None and not any(t.verdict.startswith("WINNER") for t in trials)
+    assert partial == ("not enough trials to recommend: the search was stopped before it measured fp16+scaler to "
+                       "the end, torch.compile and a larger batch")
+    assert [t.verdict for t in trials[:3]] == ["fp32 reference", f"stopped early: over {T.SLOW_FACTOR:g}x slower "
+                                               "than fp32, it cannot win", "fp32, second seed (noise band)"]
+    assert trials[3].verdict == "stopped: interrupted at step 8 of 20"
+    assert trials[0].speedup == pytest.approx(1.0) and trials[2].speedup == pytest.approx(120 / 125)
+    text = " ".join(P.explain_partial(trials, partial, interrupted=True))
+    assert "nothing to compare" not in text and "WINNER" not in text
+    assert "bf16 951.3 ms/step, 67 samples/s, 0.13x fp32" in text
+    assert "Of the setups judged so far, none beat fp32 by more than the timing noise" in text
+    assert "fp16+scaler ran at 1.33x fp32 for 8 of its 20 steps, but its accuracy check did not finish" in text
+    assert "let the search finish" in text and "no preset was saved" in text
+
+
+def test_a_stopped_search_with_a_faster_accurate_setup_calls_it_ahead_not_the_winner():
+    trials = [trial("fp32", "reference", ms=10.0), trial("bf16", ms=6.0),
+              T.Trial("fp16+scaler", {}, "candidate", status="skipped", reason="interrupted")]
+    winner, _, _, partial = P.settle(trials, interrupted=True)
+    assert winner is None and partial.endswith("before it measured fp16+scaler and fp32 with a second seed (the "
+                                               "timing noise)")
+    assert trials[1].verdict == V.LEADING == "accurate, faster (best so far)"
+    text = " ".join(P.explain_partial(trials, partial, interrupted=True))
+    assert "So far bf16 is ahead: accurate and 1.67x fp32's samples/s. Not a verdict" in text
+
+    # stopped after its last trial: still the user's stop, not a verdict
+    done = [trial("fp32", "reference"), trial("fp32 seed 2", "band"), trial("bf16", ms=6.0)]
+    winner, _, _, partial = P.settle(done, interrupted=True)
+    assert winner is None and partial == "not enough trials to recommend: the search was stopped before it gave its verdict"
+
+
+def test_a_search_stopped_after_one_measured_trial_says_nothing_else_was_measured():
     stopped = T.Trial("bf16", {}, "candidate", run_id="run-bf16", status="stopped", reason="interrupted")
     trials = [trial("fp32", "reference", ms=10.0), stopped, T.Trial("fp16+scaler", {}, "candidate",
                                                                      status="skipped", reason="interrupted")]
-    winner, _, _, partial = V.settle(trials, interrupted=True)
-    assert winner is None and partial == "not enough trials to recommend: only fp32 was measured"
+    winner, _, _, partial = P.settle(trials, interrupted=True, dims={"precision"})
+    assert winner is None and partial == ("not enough trials to recommend: the search was stopped before it measured "
+                                          "bf16, fp16+scaler and fp32 with a second seed (the timing noise)")
     assert trials[0].verdict == "fp32 reference" and not any(t.verdict.startswith("WINNER") for t in trials)
-    text = " ".join(V.explain_partial(trials, partial, interrupted=True))
-    assert "Not enough trials to recommend: only fp32 was measured (fp32: 10.0 ms/step, 800 samples/s)" in text
-    assert "was stopped" in text and "larger budget" in text
+    text = " ".join(P.explain_partial(trials, partial, interrupted=True))
+    assert "Measured: fp32 10.0 ms/step, 800 samples/s (the reference)." in text
+    assert "No other precision setup was measured, so nothing could be judged against fp32 yet" in text
 
-    # the budget cut it short the same way (no Ctrl-C): still no recommendation
+
+def test_the_budget_leaves_a_verdict_only_when_the_precision_search_was_whole():
     cut = [trial("fp32", "reference"), trial("fp32 seed 2", "band"),
            T.Trial("bf16", {}, "candidate", status="skipped", reason="budget: about 40 s needed, 12 s left")]
-    winner, _, _, partial = V.settle(cut, interrupted=False)
-    assert winner is None and partial.endswith("only fp32 and fp32 seed 2 were measured")
-    assert "ran out of budget" in V.explain_partial(cut, partial, interrupted=False)[0]
-
-
-def test_a_stopped_search_that_judged_a_candidate_and_a_finished_one_still_recommend():
-    judged = [trial("fp32", "reference", ms=10.0), trial("bf16", ms=6.0),
-              T.Trial("fp16+scaler", {}, "candidate", status="skipped", reason="interrupted")]
-    winner, _, _, partial = V.settle(judged, interrupted=True)
-    assert partial == "" and winner.candidate == "bf16"
+    winner, _, _, partial = P.settle(cut, interrupted=False)
+    assert winner is None and partial == "not enough trials to recommend: the search ran out of budget before it measured bf16"
+    assert "tune again with a larger budget" in " ".join(P.explain_partial(cut, partial, interrupted=False))
+    # only the knobs after the precision search were cut: the best of what the budget allowed
+    knobs_cut = [trial("fp32", "reference"), trial("fp32 seed 2", "band"), trial("bf16", ms=6.0),
+                 T.Trial("bf16 +compile", {"run.compile": True}, status="skipped", reason="budget: about 170 s needed, "
+                         "60 s left")]
+    winner, _, _, partial = P.settle(knobs_cut, interrupted=False, dims={"precision", "compile"})
+    assert partial == "" and winner.candidate == "bf16" and winner.verdict == "WINNER"
     # a whole plan where nothing beat fp32 (here: the larger batch ran out of memory) stays in fp32
     done = [trial("fp32", "reference"), trial("fp32 seed 2", "band"),
             T.Trial("fp32 batch 16", {}, "candidate", status="oom")]
-    winner, _, _, partial = V.settle(done, interrupted=False)
+    winner, _, _, partial = P.settle(done, interrupted=False)
     assert partial == "" and winner.verdict == "WINNER (stay in fp32)"
+
+
+def test_the_report_of_a_stopped_tune_shows_no_winner_even_from_an_older_result(tmp_path):
+    """What the CLI and the dashboard both read (tune/report.py): a result an older amptui wrote for
+    the reviewer's stop (status interrupted, yet winner fp32 and a WINNER row) names no winner."""
+    from tune_support import finished_search, write_old_stopped_tune, write_tune
+
+    old = T.read_result(write_old_stopped_tune(tmp_path))
+    assert report.winner_of(old) is None and report.save_hint(old, "s") == ""
+    assert report.status_words(old) == "stopped: partial result, no winner"
+    assert [cells[-1] for cells, _ in report.rows(old)][0] == "fp32 reference"
+    assert not any("WINNER" in line for line in report.lines(old))
+    with pytest.raises(UserError, match="no winner to save"):
+        T.save_winner(old)
+    new = T.read_result(write_tune(tmp_path, finished_search(), interrupted=False, tid="t-done"))
+    assert report.winner_of(new) == "bf16" and report.status_words(new) == "done"
+    assert report.save_hint(new, "s") == "s saves the winner as preset quickstart-tuned."
+    assert [(cells[0], style) for cells, style in report.rows(new) if cells[-1] == "WINNER"] == [("bf16", "bold green")]
 
 
 def test_bad_keys_are_one_line_errors(cli, tmp_path):
@@ -225,7 +299,9 @@ def test_ctrl_c_stops_the_search_and_the_running_trial_and_still_reports(tmp_pat
     assert fp32["ms_per_step"] is not None and second["status"] == "stopped" and second["reason"] == "interrupted"
     assert "fp32" in out and "interrupted after 2 trial(s)" in out and "saved the winner" not in out
     assert "stopping…" in out and "WINNER" not in out and "Not enough trials to recommend" in out
-    assert result["winner"] is None and result["partial"].startswith("not enough trials to recommend: only fp32")
+    assert result["winner"] is None and result["partial"].startswith("not enough trials to recommend: the search was "
+                                                                     "stopped before it measured")
+    assert "Measured: fp32 " in out and "nothing to compare" not in out
     end = events(runs_dir / second["run_id"])[-1]
     assert end["kind"] == "end" and end["status"] == "stopped"  # the trial was stopped, not left running
     assert not presetmod.saved_dir().joinpath("tiny-tuned.toml").exists()
@@ -233,9 +309,87 @@ def test_ctrl_c_stops_the_search_and_the_running_trial_and_still_reports(tmp_pat
 
 # --- the dashboard ------------------------------------------------------------------------------------
 
+def drawn(widget) -> str:
+    """A widget's lines as the terminal shows them, joined into one line of words."""
+    return " ".join(" ".join(widget.render_line(y).text.split()) for y in range(widget.size.height))
+
+
+async def open_tune(pilot, path: Path, announce: bool = False):
+    from dashboard_support import home_ready, until
+
+    from amptui.dashboard.screens.tune import TuneScreen
+
+    await home_ready(pilot, rows=3)
+    screen = TuneScreen(path, None, "quickstart", announce=announce)
+    pilot.app.push_screen(screen)
+    await until(pilot, lambda: screen.result is not None)
+    await pilot.pause(0.2)
+    return screen
+
+
+def table_text(screen) -> str:
+    from textual.widgets import DataTable
+
+    table = screen.query_one("#tune-table", DataTable)
+    return " | ".join(str(cell) for row in range(table.row_count) for cell in table.get_row_at(row))
+
+
+def test_the_tune_screen_of_a_stopped_search_names_no_winner_and_offers_no_save(root):
+    """Issue 25: after q the screen said "stopped (partial result)" beside "WINNER (stay in fp32)" and
+    "s saves the winner". Both the result this amptui writes and the one an older one wrote."""
+    from dashboard_support import Notes, app_for, async_test, until
+    from tune_support import reviewers_stop, write_old_stopped_tune, write_tune
+
+    @async_test
+    async def check(path: Path) -> tuple[str, str]:
+        app = app_for(root)
+        notes = Notes().install(app)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await open_tune(pilot, path)
+            assert "WINNER" not in table_text(screen) and "fp32 reference" in table_text(screen)
+            assert "1.00x" in table_text(screen)  # fp32 against itself
+            title, why = drawn(screen.query_one("#tune-title")), drawn(screen.query_one("#tune-explain"))
+            assert title.startswith("tune quickstart · stopped: partial result, no winner"), title
+            assert "s saves" not in why and "WINNER" not in why
+            assert screen.check_action("save_winner", ()) is False  # the footer hides s
+            await pilot.press("s")
+            await until(pilot, lambda: "no winner to save" in notes.text())
+            assert not presetmod.saved_dir().joinpath("quickstart-tuned.toml").exists()
+            return why, str(screen.query_one("#tune-explain-box").border_subtitle)
+
+    why, hint = check(write_tune(root, reviewers_stop(), interrupted=True))
+    assert hint.startswith("more below")  # the Why panel scrolls at 80x24, and says so
+    assert why.startswith("Not enough trials to recommend: the search was stopped before it measured fp16+scaler")
+    assert "bf16 951.3 ms/step" in why and "accuracy check did not finish" in why
+    why, _ = check(write_old_stopped_tune(root, tid="20261124-090000-quickstart-tune-0ld1"))
+    assert "The search was stopped before it ended: partial result, no winner" in why
+
+
+def test_the_tune_screen_of_a_finished_search_announces_it_and_saves_the_winner(root):
+    from dashboard_support import Notes, app_for, async_test, until
+    from tune_support import finished_search, write_tune
+
+    @async_test
+    async def check() -> None:
+        app = app_for(root)
+        notes = Notes().install(app)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await open_tune(pilot, write_tune(root, finished_search(), interrupted=False), announce=True)
+            assert "tuning quickstart for up to 10 min" in notes.text()  # once the search is under way
+            assert "bf16 | 60.0 | 1067 | 310.0 MiB | 2.00x | WINNER" in table_text(screen)
+            assert "s saves the winner as preset quickstart-tuned." in drawn(screen.query_one("#tune-explain"))
+            await pilot.press("s")
+            await until(pilot, lambda: presetmod.saved_dir().joinpath("quickstart-tuned.toml").exists())
+
+    check()
+    assert presetmod.find_preset("quickstart-tuned").config().amp.dtype == "bfloat16"
+
+
 @pytest.mark.slow
-def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(tmp_path, runs_dir):
-    from dashboard_support import async_test, until
+def test_dashboard_t_tunes_in_the_background_and_q_stops_it_with_no_winner(tmp_path, runs_dir):
+    """The real search behind the canned ones above: q stops it at once; a stopped search names no
+    winner and s saves nothing (issue 25)."""
+    from dashboard_support import Notes, async_test, until
     from textual.widgets import DataTable, OptionList
 
     from amptui.core.config import values as cfgmod
@@ -250,6 +404,7 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
     @async_test
     async def drive():
         app = make_app(runs_dir)
+        notes = Notes().install(app)
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: isinstance(app.screen, HomeScreen) and app.screen.presets)
             home = app.screen
@@ -263,7 +418,7 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
             await until(pilot, lambda: isinstance(app.screen, TuneScreen))
             screen = app.screen
 
-            def third_trial_running():  # fp32 and bf16 measured: a verdict can be given
+            def third_trial_running():  # fp32 and bf16 measured, the third trial under way
                 trials = (screen.result or {}).get("trials", [])
                 return len(trials) >= 3 and trials[-1]["status"] == "running" and \
                     (runs_dir / trials[-1]["run_id"] / "events.jsonl").exists()
@@ -276,18 +431,17 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
             assert "stopping…" in str(screen.query_one("#tune-title").render())
             await until(pilot, lambda: screen.result.get("status") == "interrupted", timeout=120, step=0.5)
             assert app.screen is screen
-            winner = screen.result["winner"]
-            assert winner in ("fp32", "bf16"), screen.result  # the trials judged before the stop
+            assert screen.result["winner"] is None and screen.result["partial"].startswith("not enough trials")
+            assert "stopped: partial result, no winner" in str(screen.query_one("#tune-title").render())
+            assert all("WINNER" not in (t.get("verdict") or "") for t in screen.result["trials"])
             await pilot.press("s")
-            await until(pilot, lambda: presetmod.saved_dir().joinpath("tiny-tuned.toml").exists())
+            await until(pilot, lambda: "no winner to save" in notes.text())
             await pilot.press("q")  # the search has ended: back home
             await until(pilot, lambda: isinstance(app.screen, HomeScreen))
-            assert "tiny-tuned" in [p.name for p in app.screen.presets]
-            return winner
+            assert "tiny-tuned" not in [p.name for p in app.screen.presets]
 
-    winner = None
     try:
-        winner = drive()
+        drive()
     finally:  # a failed test must not leave its background tune running
         for result in runs_dir.glob("*.tune.json"):
             if json.loads(result.read_text())["status"] == "running":
@@ -295,7 +449,7 @@ def test_dashboard_t_tunes_in_the_background_q_stops_it_and_s_saves_the_winner(t
                     os.kill(json.loads(result.read_text())["pid"], signal.SIGINT)
                 except OSError:
                     pass
-    assert presetmod.find_preset("tiny-tuned").config().amp.autocast is (winner != "fp32")
+    assert not presetmod.saved_dir().joinpath("tiny-tuned.toml").exists()
 
 
 def test_run_compile_wraps_the_module_the_loop_calls():

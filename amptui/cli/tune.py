@@ -65,7 +65,7 @@ def cmd_tune(args) -> int:
         f"`amptui runs` as {preset.name}-tune-{tid.rsplit('-', 1)[-1]}-N")
     search = Search(preset, overrides, dims, args.budget * 60.0, root, tid, device_type, say, t0=t0)
     result = search.run()
-    if result.get("winner") and not args.no_save and not search.interrupted:
+    if T.winner_of(result) and not args.no_save:
         result["saved_preset"] = str(T.save_winner(result))
         T.write_result(T.result_path(root, tid), result)
     if args.format == "json":
@@ -99,28 +99,27 @@ def print_report(result: dict) -> None:
     from rich.table import Table
 
     from amptui.tune import plan as T
+    from amptui.tune import report
 
     console = Console(highlight=False)
-    table = Table(title=f"amptui tune {result['preset']} · {result.get('device_name', '')}", title_justify="left")
+    table = Table(title=f"amptui tune {result['preset']} · {result.get('device_name', '')} · "
+                  f"{report.status_words(result)}", title_justify="left")
     for h in T.HEADERS:
         table.add_column(h, justify="right" if h in ("ms/step", "samples/s", "peak mem", "speed-up") else "left",
                          overflow="fold")
-    for t in result["trials"]:
-        style = "bold green" if t.get("verdict", "").startswith("WINNER") else \
-            ("red" if t.get("verdict", "").startswith(("rejected", "out of memory")) else
-             ("dim" if t.get("status") == "skipped" else ""))
-        table.add_row(*T.cells(t), style=style)
+    for cells, style in report.rows(result):
+        table.add_row(*cells, style=style)
     console.print(table)
-    for line in T.notes(result):
-        console.print(line)
+    for line in report.notes(result):
+        console.print(line, markup=False)
     for knob, how in result.get("always_on", {}).items():
         console.print(f"[dim]{knob}: {how}[/dim]")
     console.print(f"[dim]timing: median of the step windows after the first {T.WARMUP_WINDOWS} (warm-up; "
-                  f"{T.COMPILE_WARMUP_WINDOWS} with compilation); speed-up in samples/s against fp32; noise band ± {result.get('band') or 0:.4f} "
+                  f"{T.COMPILE_WARMUP_WINDOWS} with compilation); speed-up in samples/s against the fp32 reference run; noise band ± {result.get('band') or 0:.4f} "
                   "loss[/dim]")
     console.print()
-    for line in result.get("explanation", []):
-        console.print(line)
+    for line in report.explanation(result):
+        console.print(line, markup=False)
     if result.get("saved_preset"):
         console.print(f"\nsaved the winner as preset {result['preset']}-tuned ({result['saved_preset']}); "
                       f"run it with: amptui run {result['preset']}-tuned")

@@ -31,6 +31,7 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
 from amptui.core.series import Series
 from amptui.core.tf32note import baseline_line
+from amptui.core.tunenames import source_preset
 
 _CHUNK = 8 * 1024 * 1024
 # Timings leave out start-up and warm-up: step records whose window ends in the first 10% of the
@@ -295,12 +296,18 @@ def differing_keys(summaries: list[RunSummary]) -> dict[str, list[Any]]:
     return {k: [c.get(k) for c in configs] for k in keys if any(c.get(k) != configs[0].get(k) for c in configs)}
 
 
+def different_presets(summaries: list[RunSummary]) -> list[str]:
+    """The presets the runs were made from when they are several; a tune's trials share the tuned one."""
+    presets = list(dict.fromkeys(source_preset(s.preset) for s in summaries if s.preset))
+    return presets if len(presets) > 1 else []
+
+
 def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     """Lines to print under the table: warnings first (runs that differ in more than precision,
     so a speed-up is not AMP's alone), then how the figures are measured."""
     lines = []
-    presets = list(dict.fromkeys(s.preset for s in summaries if s.preset))
-    if len(presets) > 1:
+    presets = different_presets(summaries)
+    if presets:
         lines.append(f"warning: different presets ({', '.join(presets)}): the speed-up and memory saving "
                      "compare different training, not only precision")
     differ = differing_keys(summaries)

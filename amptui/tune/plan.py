@@ -1,5 +1,6 @@
 """`amptui tune`: the search space, the measurement of a trial, the result file and its table
-(the accuracy guard and the verdict are in core/tune_verdict.py).
+(the accuracy guard and the verdict are in tune/verdict.py and tune/partial.py, what a result
+says in tune/report.py).
 
 No processes and no torch here (the runner, amptui/tune/runner.py, launches the trials); everything
 works on event records and plain dicts, so the dashboard and the tests can use it directly.
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amptui.core import safefile
+from amptui.core import safefile, tunenames
 from amptui.core.compare import _peak_of
 from amptui.core.config import values as cfgmod
 from amptui.core.config.variants import VARIANTS
@@ -129,7 +130,7 @@ def trial_overrides(preset_name: str, tid: str, k: int) -> dict[str, Any]:
 
 def group_name(preset_name: str, tid: str, k: int) -> str:
     """Trials of one tune share '<preset>-tune-<hex>' and count up: the run list shows them together."""
-    return f"{preset_name}-tune-{tid.rsplit('-', 1)[-1]}-{k}"
+    return tunenames.trial_name(preset_name, tid.rsplit('-', 1)[-1], k)
 
 
 # --- measuring a finished trial -----------------------------------------------------------------
@@ -237,18 +238,28 @@ def short_verdict(t: dict[str, Any]) -> str:
     return verdict.split(":")[0] + ("*" if ":" in verdict else "")
 
 
-def notes(result: dict[str, Any]) -> list[str]:
-    """'candidate: verdict with its reason' for every trial whose verdict the table shortened."""
-    return [f"* {t['candidate']}: {t['verdict']}" for t in result.get("trials", []) if ":" in (t.get("verdict") or "")]
+def winner_of(result: dict[str, Any]) -> str | None:
+    """The winner to show and to save: only a search that ended on its own with nothing left out
+    has one (a stopped or cut-short one names none, whatever an older amptui wrote)."""
+    if result.get("status") != "done" or result.get("partial"):
+        return None
+    return result.get("winner") or None
+
+
+def no_winner_words(result: dict[str, Any]) -> str:
+    if result.get("status") == "running":
+        return "the search is still running"
+    return result.get("partial") or ("the search was stopped before it ended" if result.get("status") == "interrupted"
+                                     else "no fp32 reference was measured")
 
 
 def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, str]:
     """(name, config, source preset name) of the winner: the tuned preset's content."""
     from amptui.core.config.presets import find_preset
 
-    winner = result.get("winner")
+    winner = winner_of(result)
     if not winner:
-        raise UserError(f"this tune has no winner to save ({result.get('partial') or 'no fp32 reference was measured'})")
+        raise UserError(f"this tune has no winner to save ({no_winner_words(result)})")
     preset = find_preset(result["preset_ref"])
     knobs = next(t["knobs"] for t in result["trials"] if t["candidate"] == winner)
     name = f"{preset.name}-tuned"

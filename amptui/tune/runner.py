@@ -27,6 +27,7 @@ from amptui.core.events import EventReader
 from amptui.core.records import STEP
 from amptui.core.run.runfiles import RunFolder
 from amptui.jobs import launch
+from amptui.tune import partial as P
 from amptui.tune import plan as T
 from amptui.tune import verdict as V
 from amptui.tune.machine_notes import busy_note, compiler_missing, device_name, fp8_reason, hardware_note, tf32_note
@@ -142,11 +143,9 @@ class Search:
             previous = t
 
     def best(self) -> T.Trial | None:
-        """The current winner among what has been measured (fp32 when nothing beats it)."""
-        for t in self.trials:
-            t.verdict = ""
-        winner, _, _ = V.judge(self.trials)
-        return winner
+        """The setup ahead among what has been measured (fp32 when nothing beats it); no trial is
+        called WINNER before the search has ended (the result file is read while it runs)."""
+        return V.leading(self.trials)
 
     # --- one trial --------------------------------------------------------------------------------
 
@@ -254,7 +253,7 @@ class Search:
         if time.monotonic() >= self.deadline - REPORT_RESERVE_S:
             return BUDGET_STOP
         ref = next((x for x in self.trials if x.role == "reference" and x.measured), None)
-        if ref is None or t is ref:
+        if ref is None or t.role != "candidate":  # fp32's own runs are measured to the end: they are the yardstick
             return ""
         steps = [r for r in records if r.get("kind") == "step"]
         skip = T.warmup_windows(t.knobs)
@@ -278,16 +277,8 @@ class Search:
         T.write_result(self.path, self.result)
 
     def finish(self) -> dict[str, Any]:
-        for t in self.trials:
-            t.verdict = ""
-        winner, band, needed, partial = V.settle(self.trials, self.interrupted)
-        explanation = V.explain_partial(self.trials, partial, self.interrupted) if partial else \
-            V.explain(self.trials, winner, needed, self.device_type, hardware_note(self.device_type))
-        self.result.update(
-            status="interrupted" if self.interrupted else "done", finished=time.time(),
-            elapsed_s=time.monotonic() - self.t0, band=band, needed_gain=needed,
-            winner=winner.candidate if winner else None, partial=partial or None,
-            explanation=explanation + busy_note(self.device_type) + tf32_note(self.reference_tf32))
+        ending = P.conclude(self.trials, self.interrupted, self.dims, self.device_type, hardware_note(self.device_type))
+        ending["explanation"] += busy_note(self.device_type) + tf32_note(self.reference_tf32)
+        self.result.update(ending, finished=time.time(), elapsed_s=time.monotonic() - self.t0)
         self.save()
         return self.result
-

@@ -1,7 +1,8 @@
 """`amptui tune`'s judgement of measured trials: the accuracy guard (fp32's noise band), the
 throughput comparison with its noise allowance, the winner, and the sentences that explain it.
 
-Plain data in, plain data out (core/tune.py's Trial); no processes, no torch.
+Plain data in, plain data out (tune/plan.py's Trial); no processes, no torch. A search that ended
+before it could recommend anything is tune/partial.py's; what a result file says, tune/report.py's.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import statistics
 from typing import Any
 
 from amptui.core.inputbound import input_bound
-from amptui.tune.plan import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, Trial
+from amptui.tune.plan import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, TRIAL_STEPS, Trial
 
 # --- the accuracy guard -------------------------------------------------------------------------
 
@@ -62,12 +63,13 @@ def rate(trial: Trial) -> float | None:
 
 
 def fp32_rate(reference: Trial, second: Trial | None) -> tuple[float | None, float]:
-    """(fp32's throughput, the gain a candidate needs): the mean of the two fp32 runs, and enough
-    to beat the faster of them (at least MIN_GAIN): what one machine's run-to-run noise allows."""
+    """(fp32's throughput, the gain a candidate needs). Every speed-up is read against the fp32
+    reference run (it shows 1.00x, its second seed whatever it measured against it); a candidate
+    must beat the faster of the two fp32 runs, and the reference by at least MIN_GAIN: what one
+    machine's run-to-run noise allows."""
     a, b = rate(reference), rate(second) if second is not None else None
     if a and b:
-        mean = (a + b) / 2
-        return mean, max(MIN_GAIN, max(a, b) / mean - 1.0)
+        return a, max(MIN_GAIN, b / a - 1.0)
     return a, MIN_GAIN
 
 
@@ -103,7 +105,8 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
         if reason:
             t.verdict = f"rejected: {reason}"
         elif t.status == "stopped" and t.reason:
-            t.verdict = t.reason if t.reason.startswith("stopped") else f"stopped: {t.reason}"
+            t.verdict = t.reason if t.reason.startswith("stopped") else \
+                f"stopped: {t.reason} at step {t.steps} of {TRIAL_STEPS}"  # its accuracy check did not finish
         elif t.speedup is not None and t.speedup < 1.0 + needed:
             t.verdict = "accurate, not faster" if t.speedup < 1.0 else "accurate, within timing noise"
         else:
@@ -114,55 +117,26 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
     return best, band, needed
 
 
-# --- a search that ended early -------------------------------------------------------------------
+# --- while the search goes on ---------------------------------------------------------------------
 
-NOT_ENOUGH = "not enough trials to recommend"
-JUDGED = ("WINNER", "accurate", "rejected", "stopped early", "out of memory")  # verdicts that compared
-
-
-def cut_short(t: Trial) -> bool:
-    """Was this trial left unjudged by the end of the search (Ctrl-C, q, the budget)?"""
-    reason = t.reason or ""
-    return reason.startswith(("interrupted", "budget")) or "the budget ran out" in reason
+LEADING = "accurate, faster (best so far)"  # a candidate ahead when the search has not ended
 
 
-def partial_reason(trials: list[Trial], interrupted: bool) -> str:
-    """Why a search that ended early cannot recommend anything ("" when it can): it was stopped, or
-    its budget cut trials, before any setup other than fp32 was measured and judged against fp32.
-    A search that ran its whole plan may still say "stay in fp32" (every candidate was tried)."""
-    if not (interrupted or any(cut_short(t) for t in trials)):
-        return ""
-    if any(t.role == "candidate" and t.verdict.startswith(JUDGED) for t in trials):
-        return ""
-    measured = [t for t in trials if t.measured]
-    if not measured:
-        return f"{NOT_ENOUGH}: nothing was measured"
-    names = " and ".join(t.candidate for t in measured)
-    return f"{NOT_ENOUGH}: only {names} {'was' if len(measured) == 1 else 'were'} measured"
+def unjudged(t: Trial) -> str:
+    """The verdict of the setup ahead while no winner may be named (a search still running or one
+    that ended early): what it is, never WINNER."""
+    return {"reference": "fp32 reference", "band": "fp32, second seed (noise band)"}.get(t.role, LEADING)
 
 
-def settle(trials: list[Trial], interrupted: bool) -> tuple[Trial | None, float | None, float, str]:
-    """judge(), then no winner for a search that ended before anything could be compared:
-    (winner, band, needed gain, partial reason or "")."""
-    winner, band, needed = judge(trials)
-    partial = partial_reason(trials, interrupted)
-    if partial and winner is not None:
-        winner.verdict = "fp32 reference" if winner.role == "reference" else "fp32, second seed (noise band)"
-        winner = None
-    return winner, band, needed, partial
-
-
-def explain_partial(trials: list[Trial], partial: str, interrupted: bool) -> list[str]:
-    """The honest sentences for a search that ended too early to recommend anything."""
-    how = "was stopped" if interrupted else "ran out of budget"
-    measured = [t for t in trials if t.measured]
-    figures = "; ".join(f"{t.candidate}: {t.ms_per_step:.1f} ms/step" +
-                        (f", {t.samples_per_s:.0f} samples/s" if t.samples_per_s else "") for t in measured)
-    lines = [f"{partial[0].upper()}{partial[1:]} ({figures or 'no timings'}): the search {how} before any other "
-             "precision setup or knob was measured, so there is nothing to compare fp32 against."]
-    lines.append("Tune again with a larger budget (--budget, or the budget asked for by t in the dashboard) "
-                 "for a verdict; no preset was saved.")
-    return lines
+def leading(trials: list[Trial]) -> Trial | None:
+    """judge() in the middle of a search: the setup ahead so far (what the next knobs build on).
+    Its verdict says "so far": the live table must not read as a recommendation."""
+    for t in trials:
+        t.verdict = ""
+    best, _, _ = judge(trials)
+    if best is not None:
+        best.verdict = unjudged(best)
+    return best
 
 
 def describe_limits(winner: Trial, trials: list[Trial], device_type: str) -> list[str]:

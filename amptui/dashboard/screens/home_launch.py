@@ -127,9 +127,7 @@ class LaunchActions(_Screen):
 
         def budget_given(minutes: float | None) -> None:  # first the budget (tune --budget), then the search
             if minutes is None:
-                return
-            self.notify(f"tuning {preset.name} for up to {minutes:g} min: its trials appear in Runs as "
-                        f"{preset.name}-tune-…", timeout=6)
+                return  # "tuning … for up to N min" comes from the tune screen once the search is under way
             self._start_tune(detached.amptui_args("tune", preset_ref(preset), kept, "--runs-dir",
                                                   str(self.app.runs_root), "--format", "json",
                                                   "--budget", f"{minutes:g}"), preset.name)
@@ -147,7 +145,7 @@ class LaunchActions(_Screen):
             return
         from amptui.dashboard.screens.tune import TuneScreen
 
-        self.app.push_screen(TuneScreen(Path(started["result"]), Path(started["log"]), preset_name))
+        self.app.push_screen(TuneScreen(Path(started["result"]), Path(started["log"]), preset_name, announce=True))
 
     @in_background(LAUNCH_GROUP, "starting the run")
     def _launch(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:

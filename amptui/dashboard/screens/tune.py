@@ -3,8 +3,10 @@
 `t` on the home screen starts `amptui tune PRESET --detach` (home_launch.py; like `a` for an A/B:
 quitting the dashboard does not stop it) and opens this screen on its result file,
 runs/<ID>.tune.json, which the tune rewrites after every trial. Keys: s saves the winner as
-<preset>-tuned, enter opens the highlighted trial's run, q stops a running search (the result
-still shows what was measured) and goes back once it has ended, escape goes back at once.
+<preset>-tuned (a search that ran to its end; one stopped early names no winner), enter opens the
+highlighted trial's run, q stops a running search (the result still shows what was measured) and
+goes back once it has ended, escape goes back at once. The table and the words under it are
+tune/report.py's, as `amptui tune` prints them.
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from amptui.core import safefile
 from amptui.core.errors import UserError
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import KeysMixin, with_reasons
-from amptui.dashboard.widgets.scrollhint import show_columns_hint
+from amptui.dashboard.widgets.scrollhint import show_columns_hint, show_rows_hint
 from amptui.tune import plan as T
+from amptui.tune import report
 
 REFRESH_S = 1.0
 STARTING = ("Starting: the search checks the preset and the toggles, then runs its first trial, fp32 "
@@ -60,8 +63,9 @@ class TuneScreen(KeysMixin, DashboardScreen):
         Binding("escape", "back", "Back", show=False),
     ], ("save_winner",), "tune")
 
-    def __init__(self, result_path: Path, log: Path | None = None, preset: str = ""):
+    def __init__(self, result_path: Path, log: Path | None = None, preset: str = "", announce: bool = False):
         super().__init__(id="tune")
+        self.announce = announce  # say "tuning … for up to N min" once the search is under way
         self.result_path = Path(result_path)
         self.log_path = log
         self.preset = preset  # for the title before the result file names it
@@ -74,7 +78,7 @@ class TuneScreen(KeysMixin, DashboardScreen):
         yield Static(id="tune-error")  # wraps: the fix at the end of an error stays in sight
         with Vertical(id="tune-table-box"):
             yield DataTable(id="tune-table", cursor_type="row", zebra_stripes=True)
-        with Vertical(id="tune-explain-box"):
+        with VerticalScroll(id="tune-explain-box"):  # a partial search says more than 80x24 shows
             yield Static(id="tune-explain")
         yield Footer()
 
@@ -87,6 +91,7 @@ class TuneScreen(KeysMixin, DashboardScreen):
         for h in T.HEADERS:
             table.add_column(h, key=h)
         show_columns_hint(self, table, self.query_one("#tune-table-box"))
+        show_rows_hint(self, self.query_one("#tune-explain-box"))
         self.load()
         self.set_interval(REFRESH_S, self.load)
 
@@ -103,11 +108,12 @@ class TuneScreen(KeysMixin, DashboardScreen):
         self.app.from_thread(self._show, result)
 
     def _title(self, words: str, result: dict[str, Any] | None = None) -> Text:
-        """The title line: always the tune's preset, then where the search stands."""
+        """The title line: always the tune's preset and where the search stands (before the device
+        and budget, which a narrow screen may cut)."""
         result = result or {}
         preset = result.get("preset") or self.preset
-        parts = [f" · {result['device_name']}" if result.get("device_name") else "",
-                 f" · budget {result['budget_s'] / 60:g} min" if result.get("budget_s") else "", f" · {words}"]
+        parts = [f" · {words}", f" · {result['device_name']}" if result.get("device_name") else "",
+                 f" · budget {result['budget_s'] / 60:g} min" if result.get("budget_s") else ""]
         return Text.assemble(("tune", "bold"), (f" {preset}" if preset else "", "bold"), *parts)
 
     def _show(self, result: dict[str, Any] | None) -> None:
@@ -128,19 +134,17 @@ class TuneScreen(KeysMixin, DashboardScreen):
         self.result = result
         self.refresh_bindings()  # s shows once there is a winner to save
         self.query_one("#tune-error").display = False
-        status = result.get("status", "running")
-        words = {"running": "stopping…" if self.stop_sent else "searching…", "done": "done",
-                 "interrupted": "stopped (partial result)"}.get(status, status)
-        title.update(self._title(words, result))
+        if self.announce:  # the search has started (its result file exists): not before, it may refuse
+            self.announce = False
+            budget = f" for up to {result['budget_s'] / 60:g} min" if result.get("budget_s") else ""
+            self.notify(f"tuning {result.get('preset') or self.preset}{budget}: its trials appear in Runs as "
+                        f"{result.get('preset') or self.preset}-tune-…", timeout=6)
+        title.update(self._title(report.status_words(result, self.stop_sent), result))
         table = self.query_one("#tune-table", DataTable)
         row = table.cursor_row
         table.clear()
-        for i, t in enumerate(result.get("trials", [])):
-            verdict = t.get("verdict") or ""
-            style = "bold green" if verdict.startswith("WINNER") else \
-                ("red" if verdict.startswith(("rejected", "out of memory")) else
-                 ("dim" if t.get("status") == "skipped" else ""))
-            table.add_row(*(Text(c, style=style) for c in T.cells(t)), key=f"{i}")
+        for i, (cells, style) in enumerate(report.rows(result)):
+            table.add_row(*(Text(c, style=style) for c in cells), key=f"{i}")
         if row is not None and 0 <= row < table.row_count:
             table.move_cursor(row=row)
         self._explain(result)
@@ -153,8 +157,8 @@ class TuneScreen(KeysMixin, DashboardScreen):
             return "the tune did not start: there is nothing to save"
         if self.running:
             return "the search is still running; save the winner when it has ended"
-        if not (self.result or {}).get("winner"):
-            return f"this tune has no winner to save ({(self.result or {}).get('partial') or 'see Why'})"
+        if not report.winner_of(self.result or {}):
+            return f"this tune has no winner to save ({T.no_winner_words(self.result or {})})"
         return None
 
     def _explain(self, result: dict[str, Any]) -> None:
@@ -162,10 +166,10 @@ class TuneScreen(KeysMixin, DashboardScreen):
         if status == "running":
             lines = progress_words(result, self.stop_sent)
         else:
-            lines = list(result.get("explanation") or []) + T.notes(result)
-            if result.get("winner"):
-                lines.append("s saves the winner as preset " + result["preset"] + "-tuned.")
-        self.query_one("#tune-explain", Static).update("\n".join(lines))
+            lines = report.lines(result)
+            hint = report.save_hint(result, "s")
+            lines += [hint] if hint else []
+        self.query_one("#tune-explain", Static).update(Text("\n".join(lines)))  # its words are data, not markup
 
     def _log_error(self) -> str:
         """The one-line error of a tune that refused to start (bad toggles, no data, ...)."""
@@ -213,7 +217,7 @@ class TuneScreen(KeysMixin, DashboardScreen):
             return
         self.stop_sent = True
         self.notify("stopping… the running trial ends at its next record; the table keeps what was measured")
-        self.query_one("#tune-title", Static).update(self._title("stopping…", self.result))
+        self.query_one("#tune-title", Static).update(self._title(report.status_words(self.result, True), self.result))
         self._explain(self.result)
 
     def action_back(self) -> None:

@@ -26,7 +26,8 @@ class TuneStartModal(ModalScreen[float | None]):
     def compose(self) -> ComposeResult:
         toggles = ", ".join(f"{k}={v}" for k, v in self.kept.items())
         with Vertical(classes="dialog", id="tune-start-dialog"):
-            yield Label(f"Tune {self.preset_name}: the fastest setup that keeps fp32's accuracy")
+            yield Static(f"Tune {self.preset_name}: the fastest setup that keeps fp32's accuracy",  # wraps, never cut
+                         id="tune-start-title", markup=False)
             yield Static("Short real runs, one after another, in the background: precision, then torch.compile "
                          "and the batch size. " + (f"Your toggles {toggles} apply to every trial." if toggles
                                                    else "The preset's own settings apply to every trial."),

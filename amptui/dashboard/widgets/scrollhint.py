@@ -1,5 +1,6 @@
 """A visible hint where a table is wider than its box (80 columns): the box's bottom border says
-that more columns are to the right (or left) and which keys scroll, as long as some are hidden."""
+that more columns are to the right (or left) and which keys scroll, as long as some are hidden.
+The same for text taller than its scrolling box (show_rows_hint)."""
 
 from __future__ import annotations
 
@@ -26,4 +27,25 @@ def show_columns_hint(screen: Screen, table: Widget, box: Widget) -> None:
 
     for name in ("scroll_x", "show_horizontal_scrollbar"):
         screen.watch(table, name, update, init=False)
+    screen.call_after_refresh(update)
+
+
+MORE_BELOW = "more below ↓ · tab, then ↓ scrolls"
+MORE_ABOVE = "↑ more above · ↑ scrolls"
+
+
+def rows_hint(box: Widget) -> str:
+    if box.max_scroll_y <= 0:
+        return ""
+    return MORE_BELOW if box.scroll_y < box.max_scroll_y else MORE_ABOVE
+
+
+def show_rows_hint(screen: Screen, box: Widget) -> None:
+    """Keep the scrolling `box`'s border subtitle on whether more lines are below or above."""
+
+    def update(_=None) -> None:
+        box.border_subtitle = rows_hint(box)
+
+    for name in ("scroll_y", "show_vertical_scrollbar", "virtual_size"):
+        screen.watch(box, name, update, init=False)
     screen.call_after_refresh(update)
