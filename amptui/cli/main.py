@@ -162,7 +162,10 @@ def cmd_runs(args) -> int:
     if args.format == "json":
         print(json.dumps([r.as_json() for r in found], indent=2))
     elif not found:
-        print(f"no runs in {root} (start one with `amptui run quickstart`)")
+        from amptui.core.run.folders import others_hint
+
+        hint = others_hint(root)
+        print(f"no runs in {root} (start one with `amptui run quickstart`)" + (f"\n{hint}" if hint else ""))
     else:
         print_runs(found)
     return 0
