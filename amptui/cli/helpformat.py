@@ -24,5 +24,6 @@ class WholeWordsRawDescription(argparse.RawDescriptionHelpFormatter, WholeWordsF
 
 
 class AmptuiParser(argparse.ArgumentParser):
-    def __init__(self, *args, formatter_class: type[argparse.HelpFormatter] = WholeWordsFormatter, **kwargs) -> None:
-        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", WholeWordsFormatter)
+        super().__init__(**kwargs)
