@@ -7,6 +7,7 @@ file) are stood in for every test."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from dashboard_support import async_test, until
@@ -91,6 +92,19 @@ def test_the_launcher_resolves_auto_to_float32_with_one_note(machine):
     assert forced.amp.autocast and forced.amp.dtype == "bfloat16" and len(notes) == 1
     machine(CLAIMS_BF16, NATIVE)
     assert launch.resolve_config(find_preset("quickstart"), {"run.device": "cpu"}).amp.autocast
+
+
+@pytest.mark.parametrize("script", ["plain.py", "-m pkg.train"])
+def test_a_script_run_gets_no_advice_its_loop_ignores(machine, tmp_path, script):
+    """`amptui run --script` / `-m`: the script's own loop (or its Monitor) decides the precision,
+    so the fallback note's `--set amp.dtype=bfloat16` would do nothing there: no note."""
+    machine(CLAIMS_BF16, EMULATED)
+    if not script.startswith("-m"):
+        script = str(tmp_path / script)
+        Path(script).write_text("print('training')\n")
+    notes: list[str] = []
+    launch.resolve_config(None, {"run.device": "cpu", "run.script": script}, notes)
+    assert notes == []
 
 
 def test_the_launcher_measures_once_when_nothing_was_measured(machine, monkeypatch):

@@ -14,7 +14,7 @@ from textual.command import CommandPalette
 
 from amptui.core import statedir, userconfig
 from amptui.core.config import presets as presetmod
-from amptui.dashboard.app import AmptuiApp
+from amptui.dashboard.app import AmptuiApp, make_app
 from amptui.dashboard.screens.help import HelpScreen, key_rows
 from amptui.dashboard.screens.home import HomeScreen
 from amptui.dashboard.screens.run import RunScreen
@@ -94,9 +94,9 @@ async def test_a_remapped_key_runs_the_action_and_shows_in_footer_and_help(root)
         home = await home_ready(pilot, 3)
         await select_run(pilot, QUICK)
         assert footer_keys(app)["watch"] == "ctrl+o"
-        rows = {(key, what) for key, what, _ in key_rows(home)}
-        assert ("^o", "Watch") in rows and ("w", "Watch") not in rows
-        assert ("f2", "Help") in rows and ("f1", "Help") not in rows
+        rows = {what: key for key, what, _ in key_rows(home)}
+        assert rows["Watch"] == "^o"
+        assert rows["Help"] == "f2, ?"  # ? is help's fixed second key
         await pilot.press("w")  # the old key no longer watches
         await pilot.pause(0.2)
         assert isinstance(app.screen, HomeScreen)
@@ -161,6 +161,48 @@ def test_a_bad_keymap_is_one_line_naming_file_and_key(cli, text, says):
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and str(path) in err and says in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, says", [
+    ('[keymap]\n"home.run" = "q"\n', "keymap.home.run: 'q' is also home.quit's key on the home screen"),
+    ('[keymap]\n"run.stop" = "R"\n', "keymap.run.stop: 'R' is also run.resume's key on the run screen"),
+    ('[keymap]\n"home.delete" = "f"\n', "keymap.home.delete: 'f' is also home.filter's key"),  # f: filter's alias
+    ('[keymap]\n"app.help" = "q"\n', "keymap.app.help: 'q' is also home.quit's key on the home screen"),
+    ('[keymap]\n"home.run" = "ctrl+p"\n', "'ctrl+p' is also the command palette's key"),
+    ('[keymap]\n"home.run" = "z"\n"home.ab" = "z"\n', "'z' is also home.ab's key"),
+])
+def test_a_key_that_would_take_over_another_action_is_refused(cli, text, says):
+    """A remap must not silently take a key another action on that screen still uses (q launching a
+    run, Quit gone from the footer): one line naming the file, the key and both actions, exit 2,
+    from `amptui keys` and before the dashboard opens."""
+    path = write_settings(text)
+    for command in (["keys"], []):
+        proc = cli(*command)
+        assert proc.returncode == 2 and proc.stdout == "", (command, proc.stdout)
+        assert proc.stderr.count("\n") == 1 and str(path) in proc.stderr and says in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert path.read_text() == text
+
+
+def test_a_swap_of_two_keys_is_fine(cli):
+    write_settings('[keymap]\n"home.run" = "q"\n"home.quit" = "r"\n')
+    proc = cli("keys", "--format", "json", check=True)
+    actions = {a["action"]: a["keys"] for a in json.loads(proc.stdout)["actions"]}
+    assert actions["home.run"] == "q" and actions["home.quit"] == "r"
+    settings = userconfig.load()
+    assert make_app(settings=settings).user_keymap == settings.keymap
+
+
+@async_test
+async def test_help_shows_one_row_per_action_with_all_its_keys(root):
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        home = await home_ready(pilot, 3)
+        rows = key_rows(home)
+        whats = [what for _, what, _ in rows]
+        assert len(whats) == len(set(whats)), whats
+        keys = {what: key for key, what, _ in rows}
+        assert keys["Filter"] == "/, f" and keys["Help"] == "f1, ?"
 
 
 def test_keys_lists_the_names_a_keymap_takes(cli):

@@ -9,6 +9,7 @@ else (torch, cuDNN, the CPU, pynvml) is real."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -20,8 +21,10 @@ import torch
 from conftest import amptui
 
 from amptui.cli import doctor
+from amptui.machine import busy as busy_mod
 from amptui.machine import hardware, peaks
 from amptui.machine.cpu import CPU_FLAGS
+from amptui.tune import machine_notes as tune_notes
 
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the CPU-only report")
 
@@ -86,6 +89,24 @@ def test_doctor_json_has_the_fields():
     expected = _expected(rates)
     assert (rec["dtype"], rec["grad_scaler"], rec["autocast"]) == (expected, False, expected != "float32")
     assert rec["reason"].count(".") >= 1 and "\n" not in rec["reason"]
+
+
+@pytest.mark.parametrize("load", [0.1, 40.0])
+def test_doctor_says_when_the_machine_was_busy_as_it_measured(monkeypatch, capsys, load):
+    """Under load the rates can be off by orders of magnitude (float32 at 0.0169 GFLOP/s: "bfloat16
+    is 1,275 times as fast"): the report says the machine was busy and to measure again when idle,
+    by the same check as tune's note."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(peaks, "measure_all", lambda: {"cpu": {"float32": 0.085, "bfloat16": 0.001, "float16": 0.002}})
+    doctor.run_doctor(types.SimpleNamespace(format="table", no_bench=False))
+    text = capsys.readouterr().out
+    busy = load > 1.5 * busy_mod.usable_cores()
+    assert ("This machine was busy as it measured" in text) == busy, text
+    assert ("run `amptui doctor` again when it is idle" in text) == busy
+    assert bool(tune_notes.busy_note("cpu")) == busy  # the one check both use
+    doctor.run_doctor(types.SimpleNamespace(format="json", no_bench=False))
+    said = json.loads(capsys.readouterr().out)["busy"]
+    assert said == ({"load_average": load, "cores": busy_mod.usable_cores()} if busy else None)
 
 
 @pytest.mark.slow  # the real `amptui doctor` / a fresh interpreter

@@ -106,3 +106,26 @@ def test_a_linked_run_folder_is_not_a_run_here(canned, cli, tmp_path):
             resolve_run_dir(canned, typed)
     assert "no run" in one_clear_line(cli("runs", "delete", OLDER))
     assert (outside / "events.jsonl").exists() and (canned / OLDER).is_symlink()
+
+
+@pytest.mark.parametrize("where", ["empty", "missing"])
+def test_an_empty_runs_folder_names_the_other_folders_used(runs_dir, cli, tmp_path, where):
+    """`amptui runs` and `watch last` in a runs folder with no runs name the other runs folders the
+    state directory knows (three, then "and N more") and the commands that look there."""
+    here = tmp_path / where
+    if where == "empty":
+        here.mkdir()
+    plain = cli("runs", "--runs-dir", str(here), check=True).stdout
+    assert "no runs in" in plain and "--all-folders" not in plain  # none known: nothing to name
+    assert "amptui runs --runs-dir DIR" in one_clear_line(cli("watch", "last", "--runs-dir", str(here)))
+    others = []
+    for i in range(5):
+        others.append(tmp_path / f"other-{i}")
+        others[-1].mkdir()
+        folders.remember(others[-1])
+        time.sleep(0.01)  # most recently used first
+    listed = cli("runs", "--runs-dir", str(here), check=True).stdout
+    line = one_clear_line(cli("watch", "last", "--runs-dir", str(here)))
+    for said in (listed, line):
+        assert all(str(f) in said for f in others[:-4:-1]) and str(others[0]) not in said, said
+        assert "and 2 more" in said and "amptui runs --all-folders" in said and "--runs-dir DIR" in said

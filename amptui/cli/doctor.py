@@ -12,11 +12,15 @@ from amptui.machine import hardware, peaks
 
 
 def collect(bench: bool = True) -> dict[str, Any]:
+    from amptui.machine.busy import busy_load
+
     info = hardware.describe()
+    busy = busy_load() if bench else None  # before measuring: other work's load, not doctor's own threads
     rates = peaks.measure_all() if bench else {}
     dtype, scaler, reason = hardware.recommend(info, rates)
     info["rates"] = rates            # {device: {dtype: TFLOP/s}}; {} with --no-bench
     info["benchmarked"] = bench
+    info["busy"] = {"load_average": round(busy[0], 2), "cores": busy[1]} if busy else None
     info["recommendation"] = {"dtype": dtype, "autocast": dtype != FULL, "grad_scaler": scaler,
                               "reason": reason}
     return info
@@ -90,6 +94,11 @@ def render_text(r: dict[str, Any]) -> str:
         for device, rates in r["rates"].items():
             cells = "".join(f"{fmt_flops(rates.get(d), unit, with_unit=False):>11}" for d in dtypes)
             lines.append("  " + f"{device:<10}" + cells)
+        busy = r.get("busy")
+        if busy:
+            lines.append(f"  This machine was busy as it measured (load average {busy['load_average']:.0f} on "
+                         f"{busy['cores']} cores): these rates, and the recommendation from them, may be off; "
+                         "run `amptui doctor` again when it is idle.")
     rec = r["recommendation"]
     setup = ("autocast " + rec["dtype"] + (" + GradScaler" if rec["grad_scaler"] else ", no GradScaler")
              if rec["autocast"] else "float32, autocast off")

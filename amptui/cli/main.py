@@ -162,7 +162,10 @@ def cmd_runs(args) -> int:
     if args.format == "json":
         print(json.dumps([r.as_json() for r in found], indent=2))
     elif not found:
-        print(f"no runs in {root} (start one with `amptui run quickstart`)")
+        from amptui.core.run.folders import others_hint
+
+        hint = others_hint(root)
+        print(f"no runs in {root} (start one with `amptui run quickstart`)" + (f"\n{hint}" if hint else ""))
     else:
         print_runs(found)
     return 0
@@ -243,13 +246,25 @@ def _need_terminal() -> None:
         raise UserError("the dashboard needs an interactive terminal (for scripts: amptui run / runs / compare)")
 
 
+def _dashboard_settings():
+    """amptui's config file, its keymap checked (a bad one: one line, exit 2, before any terminal check)."""
+    from amptui.core import userconfig
+    from amptui.dashboard.keymap import check_keymap
+
+    settings = userconfig.load()
+    if settings.keymap:
+        check_keymap(settings.keymap, str(settings.path))
+    return settings
+
+
 def cmd_dashboard(args) -> int:
     from amptui.core.run import runs
 
+    settings = _dashboard_settings()
     _need_terminal()
     from amptui.dashboard.app import make_app
 
-    make_app(runs.runs_root(args.runs_dir)).run()
+    make_app(runs.runs_root(args.runs_dir), settings=settings).run()
     return 0
 
 
@@ -259,10 +274,11 @@ def cmd_watch(args) -> int:
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)  # a bad id: one line, exit 2
     if args.svg:  # the run screen, drawn headless
         return cli_pictures.watch_svg(args, run_dir)
+    settings = _dashboard_settings()
     _need_terminal()
     from amptui.dashboard.app import make_app
 
-    make_app(runs.runs_root(args.runs_dir), watch=run_dir).run()
+    make_app(runs.runs_root(args.runs_dir), watch=run_dir, settings=settings).run()
     return 0
 
 

@@ -61,9 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     import textwrap
 
     width = min(shutil.get_terminal_size().columns, 100) - 2  # the description and examples are raw text
-    parser = argparse.ArgumentParser(
-        prog="amptui", description=textwrap.fill(DESCRIPTION, width), epilog=examples(width + 2),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    from amptui.cli.helpformat import AmptuiParser, WholeWordsRawDescription
+
+    parser = AmptuiParser(
+        prog="amptui", description=textwrap.fill(DESCRIPTION, width, break_on_hyphens=False),
+        epilog=examples(width + 2), formatter_class=WholeWordsRawDescription)
     parser.add_argument("--version", action="version", version=f"amptui {__version__}")
     parser.add_argument("--runs-dir", metavar="DIR", help="where runs live (default $AMPTUI_RUNS_DIR or ./runs)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -61,8 +61,8 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
                             f"CUDA GPU(s): one process per GPU; use --set dist.nproc_per_node={count}")
     slow = slow_dtypes(dev) if slow_dtypes and wants_speed_facts(cfg, dev) else None
     note = auto_fallback_note(cfg, dev, slow)
-    if note and notes is not None:
-        notes.append(note)
+    if note and notes is not None and not cfg.run.script:  # a script's own loop picks its precision:
+        notes.append(note)                                   # --set amp.dtype would change nothing there
     overrides = {**auto_overrides(cfg, dev, slow), "data.num_workers": cfgmod.resolve_num_workers(cfg)}
     from amptui.core.fsdp_checks import check_fsdp
     from amptui.core.usercode import check_factories

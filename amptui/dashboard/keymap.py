@@ -2,7 +2,8 @@
 
 Every screen names its bindings `scope.action` (screens/keys.py `named`); this room gathers those
 names, checks a keymap from amptui's config file against them (an unknown name is refused with
-the names that come close), and tells which keys an action has once the keymap applies.
+the names that come close; a key that would take over another action on the same screen is
+refused naming both, keymap_clashes.py), and tells which keys an action has once the keymap applies.
 """
 
 from __future__ import annotations
@@ -23,14 +24,20 @@ def named_bindings(owner: type[DOMNode] | DOMNode) -> list[Binding]:
     return [b for b in owner.BINDINGS if isinstance(b, Binding) and b.id and not b.action.startswith("why_not")]
 
 
-def _scopes() -> Iterable[type]:
-    from amptui.dashboard.app import AmptuiApp
+def screen_scopes() -> dict[str, type]:
+    """The screens a keymap names actions of, by scope ("home": HomeScreen)."""
     from amptui.dashboard.screens.compare import CompareScreen
     from amptui.dashboard.screens.home import HomeScreen
     from amptui.dashboard.screens.run import RunScreen
     from amptui.dashboard.screens.tune import TuneScreen
 
-    return (AmptuiApp, HomeScreen, RunScreen, CompareScreen, TuneScreen)
+    return {"home": HomeScreen, "run": RunScreen, "compare": CompareScreen, "tune": TuneScreen}
+
+
+def _scopes() -> Iterable[type]:
+    from amptui.dashboard.app import AmptuiApp
+
+    return (AmptuiApp, *screen_scopes().values())
 
 
 def known_actions() -> dict[str, Binding]:
@@ -46,6 +53,9 @@ def check_keymap(keymap: dict[str, str], source: str) -> dict[str, str]:
             near = difflib.get_close_matches(name, known, n=3)
             hint = f"did you mean {', '.join(near)}?" if near else "`amptui keys` lists them"
             raise ConfigError(f"{source}: keymap.{name}: no such action ({hint})")
+    from amptui.dashboard.keymap_clashes import check_clashes
+
+    check_clashes(keymap, source)
     return keymap
 
 

@@ -4,7 +4,6 @@ whether it was too busy for firm CPU timings, and the hardware clause of the pre
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 from typing import Any
 
@@ -52,13 +51,12 @@ def fp8_reason(device_type: str) -> str:
 
 def busy_note(device_type: str) -> list[str]:
     """Other work on the machine's CPUs makes CPU timings vary from trial to trial: say so."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
+    from amptui.machine.busy import busy_load
+
+    busy = busy_load() if device_type == "cpu" else None
+    if busy is None:
         return []
-    if device_type != "cpu" or load <= 1.5 * cores:
-        return []
+    load, cores = busy
     return [f"This machine was busy (load average {load:.0f} on {cores} cores): CPU timings vary from trial to "
             "trial; tune again when it is quiet for a firmer answer."]
 

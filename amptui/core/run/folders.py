@@ -54,3 +54,19 @@ def used_folders(existing: bool = True) -> list[Path]:
     """The runs folders recorded, most recently used first (only those still there: `existing`)."""
     folders = sorted(_folders(statedir.read_json(NAME, _MAX_BYTES)).items(), key=lambda kv: kv[1], reverse=True)
     return [Path(p) for p, _ in folders if not existing or os.path.isdir(p)]
+
+
+NAMED_AT_MOST = 3  # other folders a hint names before "and N more"
+
+
+def others_hint(root: Path | str) -> str | None:
+    """For someone finding no run in `root`: the other runs folders recorded as used (up to
+    NAMED_AT_MOST, then "and N more") and the commands that look there; None when there are none."""
+    here = os.path.realpath(root)
+    others = [str(f) for f in used_folders() if os.path.realpath(f) != here]
+    if not others:
+        return None
+    named = ", ".join(others[:NAMED_AT_MOST]) + (f" and {len(others) - NAMED_AT_MOST} more"
+                                                 if len(others) > NAMED_AT_MOST else "")
+    return (f"other runs folders used: {named}; `amptui runs --all-folders` lists their runs, "
+            "`--runs-dir DIR` picks one")

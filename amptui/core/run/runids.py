@@ -81,8 +81,8 @@ def resolve_run_dir(root: Path, text: str) -> Path:
 
 def _elsewhere_hint(root: Path, text: str | None = None) -> str:
     """Where the user might mean: another runs folder this user has used that holds the run (from
-    the state directory's record), else the generic pointer."""
-    from amptui.core.run.folders import used_folders
+    the state directory's record), else the other folders used, else the generic pointer."""
+    from amptui.core.run.folders import others_hint, used_folders
 
     if text is not None:
         here = os.path.realpath(root)
@@ -94,4 +94,5 @@ def _elsewhere_hint(root: Path, text: str | None = None) -> str:
                     return f" (it is in {folder}: add --runs-dir {folder})"
             except UserError:
                 continue
-    return " (see `amptui runs --runs-dir DIR` for another folder)"
+    hint = others_hint(root)
+    return f" ({hint})" if hint else " (see `amptui runs --runs-dir DIR` for another folder)"

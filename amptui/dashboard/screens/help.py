@@ -15,21 +15,21 @@ from amptui.dashboard.keymap import keys_of
 
 def key_rows(screen: Screen) -> list[tuple[str, str, str]]:
     """(key, what it does, why not now) for the screen's keys, then the app's; keys as the user's
-    keymap (amptui's config file) has them."""
+    keymap (amptui's config file) has them. One row per action: its keys side by side ("/, f  Filter"),
+    not a row for each alias saying the same thing."""
     app = screen.app
     keymap = getattr(app, "user_keymap", {})
-    rows: list[tuple[str, str, str]] = []
-    seen: set[tuple[str, str]] = set()
+    keys: dict[tuple[str, str], list[str]] = {}  # (action, description) -> its keys, in order
     for binding in [*screen.BINDINGS, *app.BINDINGS, Binding("ctrl+p", "command_palette", "Command palette")]:
         if not isinstance(binding, Binding) or binding.action.startswith("why_not"):
             continue
+        shown = keys.setdefault((binding.action, binding.description or binding.action), [])
         for key in keys_of(binding, keymap):
-            if (key, binding.action) in seen:
-                continue
-            seen.add((key, binding.action))
-            refusal = getattr(screen, "refusal", lambda a: None)(binding.action.split("(")[0])
-            rows.append((app.get_key_display(Binding(key, binding.action)), binding.description or binding.action,
-                         refusal or ""))
+            display = app.get_key_display(Binding(key, binding.action))
+            if display not in shown:
+                shown.append(display)
+    refusal = getattr(screen, "refusal", lambda a: None)
+    rows = [(", ".join(shown), what, refusal(action.split("(")[0]) or "") for (action, what), shown in keys.items()]
     # KEY_HELP, not Textual's HELP (a widget's markdown for its help panel): keys that BINDINGS cannot show
     for key, what in getattr(screen, "KEY_HELP", {}).items():
         rows.append((key, what, ""))
