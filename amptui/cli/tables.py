@@ -64,7 +64,7 @@ def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
     for r in runs:
         progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
         preset = " ".join(w for w in (r.preset, trust.mark(r.code, r.code_given_here)) if w)
-        rows.append((r.run_id, preset, r.precision, r.status, progress, fmt_time(r.started),
+        rows.append((r.run_id, preset, r.precision_label, r.status, progress, fmt_time(r.started),
                      fmt_duration(r.duration_s)))
     print_table(headers, rows, out, no_wrap=("RUN ID", "PRECISION", "STATUS", "PROGRESS", "DURATION"),
                 right=("PROGRESS", "DURATION"), drop=("STARTED", "PRESET"))
@@ -83,12 +83,12 @@ def print_compare(rows, out: TextIO | None = None) -> None:
         return
     for i, r in enumerate(rows, 1):
         console.print(Text(f"{i}  {r.run_id}" + ("  (baseline)" if i == 1 and len(rows) > 1 else "")))
-    columns = [c for c in compare.COLUMNS if c.header != "run"]
+    columns = [c for c in compare.shown_columns(rows) if c.header != "run"]
     headers = ["#", *(c.short for c in columns)]
     cells = [[str(i), *(c.terminal(r) for c in columns)] for i, r in enumerate(rows, 1)]
     by_priority = sorted(columns, key=lambda c: c.priority)
     print_table(headers, cells, out, no_wrap=[h for h in headers if h not in ("preset",)],
-                right=["#", *(c.short for c in columns if c.header not in ("preset", "precision"))],
+                right=["#", *(c.short for c in columns if c.header not in ("preset", "precision", "dist"))],
                 drop=[c.short for c in by_priority if c.priority < 9])
 
 

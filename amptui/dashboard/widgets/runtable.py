@@ -31,8 +31,9 @@ def short_ids(run_ids: list[str]) -> dict[str, str]:
 
 
 def matches(r: RunInfo, words: list[str], group: str = "") -> bool:
-    """The filter: every word is found in the preset, status, precision, A/B group or id."""
-    hay = " ".join((r.preset, trust.mark(r.code, r.code_given_here), r.status, r.precision, group, r.run_id)).lower()
+    """The filter: every word is found in the preset, status, precision (with "fsdp"/"ddp"), A/B group or id."""
+    hay = " ".join((r.preset, trust.mark(r.code, r.code_given_here), r.status, r.precision_label, group,
+                    r.run_id)).lower()
     return all(w in hay for w in words)
 
 
@@ -113,7 +114,7 @@ class RunTable(DataTable):
         group = self.groups.get(r.run_id, "")
         return [self._mark_cell(r.run_id), Text(self._short.get(r.run_id, r.run_id), style="bold"),
                 Text(group, style="magenta"), Text(r.status, style=STATUS_STYLE.get(r.status, "")),
-                preset_cell(r), Text(shown(r.precision or "-")), progress_text(r),
+                preset_cell(r), Text(shown(r.precision_label or "-")), progress_text(r),
                 fmt_duration(r.duration_s)]
 
     def _room(self) -> int:
