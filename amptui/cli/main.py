@@ -66,8 +66,8 @@ def cmd_ab(args) -> int:
     preset = presets.find_preset(args.preset)
     overrides = config.parse_set(args.sets)
     ab.check_overrides(overrides)
-    planned = preset.config(overrides)
     if not args.group:  # the variants are checked before a group exists: a refusal leaves nothing behind
+        planned = preset.config(overrides)
         ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
     if args.detach:
         group, pid = abjob.start_detached(root, preset, args.preset, overrides, args.variants, args.argv)
@@ -78,6 +78,7 @@ def cmd_ab(args) -> int:
     group = groups.find(root, args.group) if args.group else \
         abjob.start_here(root, preset, args.preset, overrides, args.variants)
     with group.recording():
+        planned = preset.config(overrides)
         device = preflight.device_type(planned.run.device)
         variants = ab.expand(args.variants, device, planned.dist.mode)
         # Check every variant before the first one starts: a bad combination fails now, not halfway.
