@@ -25,10 +25,12 @@ PEAKS = {"ddp": (700 * MIB, 710 * MIB), "fsdp": (690 * MIB, 705 * MIB)}  # rank 
 HELD = {"ddp": ("replica", 4 * MIB), "fsdp": ("sharded", 2 * MIB)}       # start field, params bytes per rank
 
 
-def write_dist_run(root: Path, mode: str, run_id: str | None = None) -> Path:
-    """A completed 2-rank gpt-text run of dist.mode `mode` ("ddp" or "fsdp") under `root`."""
+def write_dist_run(root: Path, mode: str, run_id: str | None = None, precision_keys: dict | None = None) -> Path:
+    """A completed 2-rank gpt-text run of dist.mode `mode` ("ddp" or "fsdp") under `root`
+    (bfloat16 unless `precision_keys`, e.g. an A/B variant's, say otherwise)."""
     run_id = run_id or (DDP_RUN if mode == "ddp" else FSDP_RUN)
-    cfg = presets.find_preset("gpt-text").config({"dist.mode": mode, "dist.nproc_per_node": 2, "amp.dtype": "bfloat16"})
+    cfg = presets.find_preset("gpt-text").config({"dist.mode": mode, "dist.nproc_per_node": 2, "amp.dtype": "bfloat16",
+                                                  **(precision_keys or {})})
     run = Path(root) / run_id
     run.mkdir(parents=True)
     (run / "config.toml").write_text(to_toml(cfg.to_dict()))

@@ -69,6 +69,28 @@ async def test_the_dashboards_run_list_shows_the_same_at_80_columns_and_filters_
         await until(pilot, lambda: table.run_ids == [FSDP_RUN])
 
 
+@async_test
+async def test_an_fsdp_abs_long_labels_give_way_before_the_duration_does(root):
+    """At 80 columns "fp16+reduce+scaler FSDP x2" does not fit: the preset gives way first, then the
+    precision's shorter forms (the variant name kept whole where it fits), and the duration stays."""
+    from amptui.core.config.variants import expand
+    from amptui.dashboard.widgets.runtable import RunTable
+
+    names = ["fp32", "bf16", "bf16+reduce", "fp16+reduce+scaler"]
+    for i, (_, keys) in enumerate(expand(",".join(names), "cpu")):
+        write_dist_run(root, "fsdp", f"20261124-10{i}000-gpt-text-ab{i}", keys)
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await home_ready(pilot, rows=7)
+        table = screen.query_one(RunTable)
+        await pilot.pause(0.3)
+        lines = {i: table.render_line(table.run_ids.index(f"20261124-10{i}000-gpt-text-ab{i}") + 1).text
+                 for i in range(4)}
+        assert all(line.rstrip().endswith("0:01") for line in lines.values()), lines
+        assert "fp32 FSDP x2" in lines[0] and "bf16 FSDP x2" in lines[1]
+        assert "bf16+reduce" in lines[2] and "…" in lines[3] and "scaler" in lines[3]
+
+
 # --- compare: memory per rank -----------------------------------------------------------------------
 
 def test_compare_sets_fsdps_state_per_rank_against_ddps_whole_replica(pair):

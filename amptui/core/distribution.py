@@ -63,5 +63,14 @@ def dist_label(dist: Mapping[str, Any] | None) -> str:
 
 def precision_label(precision: str, dist: Mapping[str, Any] | None) -> str:
     """A run list's precision cell: "bf16 FSDP x2", "fp32 DDP x2", "fp16+scaler"."""
+    return precision_labels(precision, dist)[0]
+
+
+def precision_labels(precision: str, dist: Mapping[str, Any] | None) -> list[str]:
+    """precision_label, then shorter forms for a narrow column, longest first: "bf16+reduce FSDP
+    x2", "bf16+reduce FSDP", "bf16+reduce" (the variant name matters most; the details line says the rest)."""
     label = dist_label(dist)
-    return f"{precision or '-'} {label}" if label else precision
+    if not label:
+        return [precision]
+    name = MODE_NAMES.get(str((dist or {}).get("mode")), "")
+    return list(dict.fromkeys([f"{precision or '-'} {label}", f"{precision or '-'} {name}", precision or "-"]))
