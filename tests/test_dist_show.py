@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -191,3 +192,26 @@ def test_an_unsharded_runs_start_record_counts_the_whole_model_each_rank_keeps()
                                                             "model_params_bytes": 80}
     assert replica_bytes(nn.Linear(4, 4), "sgd", 0.0)["optimizer_bytes"] == 0  # no momentum: no state
     assert replica_bytes(nn.LazyLinear(4), "adamw", 0.0) is None  # no shape before its first forward
+
+
+class _Terminal(StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("cols", [80, 100])
+def test_runs_on_a_narrow_terminal_shortens_the_label_before_squeezing_columns(runs_dir, monkeypatch, cols):
+    from amptui.cli.tables import print_runs
+    from amptui.core.config.variants import expand
+
+    for i, (_, keys) in enumerate(expand("bf16,bf16+reduce,fp16+reduce+scaler", "cpu")):
+        write_dist_run(runs_dir, "fsdp", f"20261124-10{i}000-gpt-text-ab{i}", keys)
+    monkeypatch.setenv("COLUMNS", str(cols))
+    out = _Terminal()
+    print_runs(runs.list_runs(runs_dir), out)
+    lines = [line for line in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue()).splitlines() if line.strip()]
+    assert all(len(line) <= cols for line in lines), lines
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert all(row.rstrip().endswith("0:01") for row in rows.values()), lines  # every column whole
+    said = rows["20261124-102000-gpt-text-ab2"]
+    assert ("fp16+reduce+scaler FSDP x2" in said) == (cols == 100) and "fp16+reduce+scaler" in said
