@@ -215,3 +215,14 @@ def test_runs_on_a_narrow_terminal_shortens_the_label_before_squeezing_columns(r
     assert all(row.rstrip().endswith("0:01") for row in rows.values()), lines  # every column whole
     said = rows["20261124-102000-gpt-text-ab2"]
     assert ("fp16+reduce+scaler FSDP x2" in said) == (cols == 100) and "fp16+reduce+scaler" in said
+
+
+def test_a_damaged_rank_number_is_not_placed(pair):
+    """A record (or a file name) claiming rank 10^12 must not make compare build a list that long."""
+    ddp, _ = pair
+    with open(ddp / "events.jsonl", "a") as fh:
+        fh.write(json.dumps({"v": 1, "kind": "step", "t": 1.0, "rank": 10 ** 12, "step": 9, "epoch": 1,
+                             "mem": {"rss": 1, "peak_rss": 1}}) + "\n")
+    (ddp / f"events.rank{10 ** 12}.jsonl").write_text((ddp / "events.rank1.jsonl").read_text())
+    row = compare.compare_rows([compare.summarize(ddp)])[0]
+    assert row.rank_peaks == list(PEAKS["ddp"])

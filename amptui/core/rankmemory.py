@@ -25,6 +25,7 @@ from amptui.core.records import END, STEP, End, Start, Step
 _CHUNK = 8 * 1024 * 1024
 PEAK_KEYS = ("peak_allocated", "peak_rss", "allocated", "rss")  # a step record's mem, best figure first
 HELD_FIELDS = ("sharded", "replica")
+MAX_RANKS = 1 << 16  # a rank number past this (a damaged file) is not a rank we place: peaks_by_rank stays small
 
 
 def _number(value: Any) -> float | None:
@@ -44,21 +45,21 @@ def named_peak(mem: Any) -> tuple[str, float] | None:
     return None
 
 
-def held_bytes(start: dict[str, Any]) -> tuple[float, bool] | None:
-    """(params + optimizer state bytes the rank keeps, sharded?) from a start record; None when
-    it recorded neither (a Monitor, a script, a run from before these fields)."""
+def held_bytes(start: dict[str, Any]) -> float | None:
+    """Parameters + optimizer state bytes the rank keeps, from a start record; None when it
+    recorded neither (a Monitor, a script, a run from before these fields)."""
     for name in HELD_FIELDS:
         held = start.get(name)
         if isinstance(held, dict):
             params, optimizer = _number(held.get("params_bytes")), _number(held.get("optimizer_bytes"))
             if params is not None:
-                return params + (optimizer or 0.0), name == "sharded"
+                return params + (optimizer or 0.0)
     return None
 
 
-def _rank(rec: dict[str, Any], default: int) -> int:
-    rank = rec.get("rank")
-    return int(rank) if isinstance(rank, (int, float)) and not isinstance(rank, bool) and rank >= 0 else default
+def _rank(rec: dict[str, Any]) -> int | None:
+    rank = _number(rec.get("rank"))
+    return int(rank) if rank is not None and 0 <= rank < MAX_RANKS else None
 
 
 @dataclass
@@ -66,16 +67,18 @@ class RankMemory:
     state: dict[int, float] = field(default_factory=dict)  # rank -> params + optimizer state bytes it keeps
     peaks: dict[int, float] = field(default_factory=dict)  # rank -> its highest memory figure
     measures: set[str] = field(default_factory=set)        # which figures the peaks are (PEAK_KEYS)
-    sharded: bool | None = None                            # FSDP shards (True), a whole replica (False)
 
-    def add(self, rec: dict[str, Any], rank: int = 0) -> None:
-        """One record of rank `rank`'s file (the record's own `rank` field wins)."""
+    def add(self, rec: dict[str, Any], rank: int | None = None) -> None:
+        """One record: of rank `rank`'s own file, or (None) of the file that speaks for the run,
+        where the record's `rank` says whose it is."""
         kind = rec.get("kind")
-        rank = _rank(rec, rank)
+        rank = _rank(rec) if rank is None else rank
+        if rank is None or rank >= MAX_RANKS:
+            return
         if kind == Start.KIND:
             held = held_bytes(rec)
             if held is not None:  # a resumed session's start says it again: the latest counts
-                self.state[rank], self.sharded = held
+                self.state[rank] = held
         elif kind == Step.KIND:
             peak = named_peak(rec.get(STEP.mem))
             if peak is not None:
