@@ -11,6 +11,7 @@ import psutil
 import pytest
 from conftest import amptui, events, events_so_far, one_clear_line, only_run, started
 
+from amptui.core import compare
 from amptui.core.config.precision import Precision
 from amptui.core.config.variants import expand
 from amptui.core.run import runs
@@ -127,14 +128,25 @@ def test_fsdp_holds_less_memory_per_rank_than_ddp_for_the_same_model(isolated, r
               "--set", "log.every=1", "--set", "optim.name=adamw", "--set", "amp.autocast=false",
               "--set", "run.reuse_host_memory=false", "--set", "log.checkpoint_every=0"]
     env = {"MALLOC_MMAP_THRESHOLD_": "131072"}
-    peaks = {}
+    peaks, run_dirs = {}, {}
     for mode in ("ddp", "fsdp"):
         proc = amptui("run", *common, "--set", f"dist.mode={mode}", check=True, env=env, timeout=300)
         run_id = next(line.split()[1].rstrip(":") for line in proc.stdout.splitlines() if line.startswith("run "))
+        run_dirs[mode] = runs_dir / run_id
         peaks[mode] = max(max(s["mem"]["peak_rss"] for s in steps_of(events(runs_dir / run_id, name)))
                           for name in ("events.jsonl", "events.rank1.jsonl"))
     saved = peaks["ddp"] - peaks["fsdp"]
     assert saved > 40 * 2**20, f"FSDP saved only {saved / 2**20:.0f} MiB per rank ({peaks})"
+    # compare says it per rank: FSDP's shards against DDP's whole replica (parameters + both moments,
+    # from each rank's start record), and each run's highest rank's peak (from both ranks' files)
+    ddp, fsdp = compare.compare_rows([compare.summarize(run_dirs[m]) for m in ("ddp", "fsdp")])
+    assert (ddp.dist, fsdp.dist) == ("DDP x2", "FSDP x2")
+    assert ddp.state_mem is not None and ddp.state_mem > 3 * 8_000_000 * 4  # 8.4M float32 parameters, 3 copies
+    assert fsdp.state_saving == pytest.approx(0.5, abs=0.01)
+    assert len(fsdp.rank_peaks or []) == 2 and fsdp.peak_mem is not None and fsdp.peak_mem >= peaks["fsdp"]
+    assert fsdp.memory_saving is not None and fsdp.memory_saving > 0
+    assert [r.precision_label for r in (runs.load_run(run_dirs["ddp"]), runs.load_run(run_dirs["fsdp"]))] == \
+        ["fp32 DDP x2", "fp32 FSDP x2"]
 
 
 # --- refusals and names, in process ----------------------------------------------------------------

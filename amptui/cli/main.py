@@ -67,7 +67,8 @@ def cmd_ab(args) -> int:
     overrides = config.parse_set(args.sets)
     ab.check_overrides(overrides)
     if not args.group:  # the variants are checked before a group exists: a refusal leaves nothing behind
-        ab.expand(args.variants, preflight.device_type(preset.config(overrides).run.device))
+        planned = preset.config(overrides)
+        ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
     if args.detach:
         group, pid = abjob.start_detached(root, preset, args.preset, overrides, args.variants, args.argv)
         announce("ab", f"A/B {group.label} of {preset.name} started in the background; its runs are listed "
@@ -77,8 +78,9 @@ def cmd_ab(args) -> int:
     group = groups.find(root, args.group) if args.group else \
         abjob.start_here(root, preset, args.preset, overrides, args.variants)
     with group.recording():
-        device = preflight.device_type(preset.config(overrides).run.device)
-        variants = ab.expand(args.variants, device)
+        planned = preset.config(overrides)
+        device = preflight.device_type(planned.run.device)
+        variants = ab.expand(args.variants, device, planned.dist.mode)
         # Check every variant before the first one starts: a bad combination fails now, not halfway.
         for name, variant in variants:
             resolved = launch.resolve_config(preset, {**overrides, **variant})
@@ -87,8 +89,10 @@ def cmd_ab(args) -> int:
             if notice:
                 say(f"note: variant {name}: {notice}")
 
+        labels = variant_labels([name for name, _ in variants])
+
         def follow(run_dir: Path, proc, index: int, name: str) -> int:
-            return attach(run_dir, proc, False, 0, label=f"[{index}/{len(variants)}] {name:<11}")
+            return attach(run_dir, proc, False, 0, label=labels[index - 1])
 
         outcome = abjob.run_variants(group, preset, overrides, variants, root, follow)
     print()
@@ -99,6 +103,13 @@ def cmd_ab(args) -> int:
     if outcome.error:
         error(outcome.error)
     return outcome.exit_code
+
+
+def variant_labels(names: list[str]) -> list[str]:
+    """Each A/B run's progress-line label: "[3/4] bf16+reduce " padded to the longest name and a
+    space, so what follows ("completed: ...") never runs into the name."""
+    width = max((len(name) for name in names), default=0) + 1
+    return [f"[{i}/{len(names)}] {name:<{width}}" for i, name in enumerate(names, 1)]
 
 
 def cmd_compare(args) -> int:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from amptui.cli.console import terminal
 from amptui.core import trust
+from amptui.core.distribution import precision_labels
 from amptui.core.fmt import fmt_duration, fmt_time, shown
 from amptui.core.run.runs import RunInfo
 
@@ -64,10 +65,28 @@ def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
     for r in runs:
         progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
         preset = " ".join(w for w in (r.preset, trust.mark(r.code, r.code_given_here)) if w)
-        rows.append((r.run_id, preset, r.precision, r.status, progress, fmt_time(r.started),
-                     fmt_duration(r.duration_s)))
+        rows.append([r.run_id, preset, r.precision_label, r.status, progress, fmt_time(r.started),
+                     fmt_duration(r.duration_s)])
+    console = terminal(out)
+    if console is not None:  # a narrow terminal: shorter precision forms before the columns squeeze
+        _fit_precision(runs, rows, console.width)
     print_table(headers, rows, out, no_wrap=("RUN ID", "PRECISION", "STATUS", "PROGRESS", "DURATION"),
                 right=("PROGRESS", "DURATION"), drop=("STARTED", "PRESET"))
+
+
+def _fit_precision(runs: list[RunInfo], rows: list[list[str]], width: int) -> None:
+    """The precision cells in the longest of their forms ("bf16+reduce FSDP x2", "bf16+reduce FSDP",
+    "bf16+reduce": core.distribution) that lets the table, STARTED and PRESET left out, fit `width`."""
+    kept = (0, 3, 4, 6)  # RUN ID, STATUS, PROGRESS, DURATION
+    others = sum(max([len(("RUN ID", "", "", "STATUS", "PROGRESS", "", "DURATION")[i]),
+                      *(len(row[i]) for row in rows)]) for i in kept) + 2 * len(kept)  # a gap of two each
+    forms = [precision_labels(r.precision, r.dist) for r in runs]
+    for level in range(3):
+        chosen = [f[min(level, len(f) - 1)] for f in forms]
+        if others + max([len("PRECISION"), *map(len, chosen)]) <= width or level == 2:
+            for row, cell in zip(rows, chosen, strict=True):
+                row[2] = cell
+            return
 
 
 def print_compare(rows, out: TextIO | None = None) -> None:
@@ -83,12 +102,12 @@ def print_compare(rows, out: TextIO | None = None) -> None:
         return
     for i, r in enumerate(rows, 1):
         console.print(Text(f"{i}  {r.run_id}" + ("  (baseline)" if i == 1 and len(rows) > 1 else "")))
-    columns = [c for c in compare.COLUMNS if c.header != "run"]
+    columns = [c for c in compare.shown_columns(rows) if c.header != "run"]
     headers = ["#", *(c.short for c in columns)]
     cells = [[str(i), *(c.terminal(r) for c in columns)] for i, r in enumerate(rows, 1)]
     by_priority = sorted(columns, key=lambda c: c.priority)
     print_table(headers, cells, out, no_wrap=[h for h in headers if h not in ("preset",)],
-                right=["#", *(c.short for c in columns if c.header not in ("preset", "precision"))],
+                right=["#", *(c.short for c in columns if c.header not in ("preset", "precision", "dist"))],
                 drop=[c.short for c in by_priority if c.priority < 9])
 
 

@@ -20,12 +20,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from amptui.core import distribution
 from amptui.core.config.precision import PRECISION_KEYS, Precision
 from amptui.core.errors import ConfigError
 from amptui.core.events import EventReader, primary_events_file
 from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate, fmt_ratio
 from amptui.core.inputbound import notice
 from amptui.core.numerics import NumericsSummary, fmt_bits
+from amptui.core.rankmemory import RankMemory, read_other_ranks
+from amptui.core.rankmemory import note as rank_memory_note
 from amptui.core.records import END, EPOCH, STEP, End, Epoch, Numerics, Start, Step
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
@@ -59,9 +62,16 @@ class RunSummary(RunState):
     windows: list[tuple[int, int, float, float]] = field(default_factory=list)  # (last step, steps, s, samples)
     window_from: int = 0                         # the step the next step record's window starts after
     numerics: NumericsSummary = field(default_factory=lambda: NumericsSummary(cap=1))  # range headroom per layer
+    ranks: RankMemory = field(default_factory=RankMemory)  # what each rank keeps, and its peak (all ranks' files)
+
+    @property
+    def dist(self) -> dict[str, Any] | None:
+        """How the run was spread (core.distribution): config.toml's dist.mode, the start record's world size."""
+        return distribution.of_run(self.flat_config.get("dist.mode"), self.config, self.world_size, self.start)
 
     def add(self, rec: dict[str, Any]) -> None:
         super().add(rec)
+        self.ranks.add(rec)
         kind = rec.get("kind")
         if kind == Start.KIND:
             self.window_from = self.session_step
@@ -119,12 +129,15 @@ def _peak_of(mem: Any) -> float | None:
 
 
 def summarize(run_dir: Path) -> RunSummary:
-    """Read a run's whole rank-0 event stream (in chunks, constant memory) into its summary."""
+    """Read a run's whole rank-0 event stream (in chunks, constant memory) into its summary; the
+    other ranks' files for their memory (core.rankmemory)."""
     run_dir = Path(run_dir)
     summary = RunSummary(run_id=run_dir.name, flat_config=_flat_config(run_dir))
-    reader = EventReader(primary_events_file(run_dir))
+    primary = primary_events_file(run_dir)
+    reader = EventReader(primary)
     while batch := reader.read(_CHUNK):
         fold(batch, summary)
+    read_other_ranks(run_dir, primary, summary.ranks)  # each rank's state and peak, for memory per rank
     return summary.finish()
 
 
@@ -162,6 +175,11 @@ class CompareRow:
     input_bound: str | None = None       # the notice when that share is large, else None
     headroom_bits: float | str | None = None  # the narrowest range headroom of any layer ("nonfinite": inf/NaN seen)
     headroom_layer: str | None = None    # that layer
+    dist: str = ""                       # how it ran: "FSDP x2", "DDP x2" ("" for one process)
+    state_mem: float | None = None       # parameters + optimizer state bytes a rank keeps (the most of any rank)
+    state_saving: float | None = None    # 1 - this state / the first run's (FSDP's shards against DDP's replica)
+    rank_peaks: list[float | None] | None = None  # each rank's peak memory, by rank (peak_mem: the highest)
+    peak_measure: str | None = None      # what the peaks measure: peak_allocated (CUDA) or peak_rss (CPU process)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -220,16 +238,26 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
         speedup = _ratio(s.steady_samples_per_s, base.steady_samples_per_s) if base else None
         if speedup is None and base:  # no throughput recorded (e.g. a Monitor without batch sizes)
             speedup = _ratio(base.steady_step_ms, s.steady_step_ms)
-        ratio = _ratio(s.peak_mem, base.peak_mem) if base else None
+        peak, base_peak = _rank_peak(s), _rank_peak(base) if base else None
+        ratio = _ratio(peak, base_peak)
+        state, base_state = s.ranks.state_per_rank(), base.ranks.state_per_rank() if base else None
+        state_ratio = _ratio(state, base_state)
         delta = s.val_acc - base.val_acc if base and s.val_acc is not None and base.val_acc is not None else None
         rows.append(CompareRow(
             run_id=s.run_id, preset=s.preset, precision=s.precision_words, status=s.status,
-            final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=s.peak_mem,
+            final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=peak,
             total_time_s=s.total_time_s, time_per_epoch_s=s.time_per_epoch_s, samples_per_s=s.steady_samples_per_s,
             speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, skipped=s.skipped_total,
             steps=s.step, data_wait=s.data_wait_share, input_bound=notice(s.data_wait_share, s.device.get("type")),
-            **_narrowest(s)))
+            dist=distribution.dist_label(s.dist), state_mem=state,
+            state_saving=None if state_ratio is None else 1.0 - state_ratio, rank_peaks=s.ranks.peaks_by_rank(),
+            peak_measure=s.ranks.measure, **_narrowest(s)))
     return rows
+
+
+def _rank_peak(s: RunSummary) -> float | None:
+    """A run's peak memory per rank: the highest of any rank's (rank 0's alone when only it said)."""
+    return s.ranks.highest_peak() if s.ranks.peaks else s.peak_mem
 
 
 @dataclass(frozen=True)
@@ -243,6 +271,7 @@ class Column:
     cell: Callable[[CompareRow], str]
     priority: int = 5
     terminal_cell: Callable[[CompareRow], str] | None = None  # a shorter form for terminals
+    spread_only: bool = False  # shown only when some run ran on several processes (see shown_columns)
 
     def terminal(self, row: CompareRow) -> str:
         return (self.terminal_cell or self.cell)(row)
@@ -260,6 +289,7 @@ COLUMNS: list[Column] = [
     Column("preset", "preset", lambda r: r.preset or "-", priority=7),
     Column("precision", "precision", lambda r: r.precision or "-", priority=9,
            terminal_cell=lambda r: short_precision(r.precision)),
+    Column("dist", "dist", lambda r: r.dist or "-", priority=8, spread_only=True),
     Column("final loss", "final\nloss", lambda r: fmt_loss(r.final_loss), priority=6),
     Column("val acc", "val\nacc", lambda r: fmt_accuracy(r.val_acc), priority=6),
     Column("acc vs 1st", "acc vs\n1st", lambda r: fmt_points(r.val_acc_delta), priority=1),
@@ -269,11 +299,25 @@ COLUMNS: list[Column] = [
     Column("samples/s", "samples\n/s", lambda r: fmt_rate(r.samples_per_s), priority=4),
     Column("speed-up", "speed\n-up", lambda r: fmt_ratio(r.speedup), priority=9),
     Column("mem saving", "mem\nsaving", lambda r: fmt_change(r.memory_saving), priority=8),
+    Column("state/rank", "state\n/rank", lambda r: fmt_bytes(r.state_mem), priority=6, spread_only=True),
+    Column("state saving", "state\nsaving", lambda r: fmt_change(r.state_saving), priority=8, spread_only=True),
     Column("skipped", "skipped\nsteps", lambda r: str(r.skipped), priority=5),
     Column("data wait", "data\nwait", lambda r: "-" if r.data_wait is None else f"{100 * r.data_wait:.0f}%"
            + (" (input-bound)" if r.input_bound else ""), priority=3),
 ]
 HEADERS = tuple(c.header for c in COLUMNS)
+
+
+def shown_columns(rows: list[CompareRow]) -> list[Column]:
+    """The columns a table of `rows` shows: the per-rank ones (dist, state/rank, state saving) only
+    when a run ran on several processes (one-process A/Bs keep their table)."""
+    spread = any(r.dist for r in rows)
+    return [c for c in COLUMNS if spread or not c.spread_only]
+
+
+def memory_note(summaries: list[RunSummary], brief: bool = False) -> str | None:
+    """What the per-rank memory figures measured, when a run ran on several processes (rankmemory.note)."""
+    return rank_memory_note([(s.run_id, distribution.dist_label(s.dist), s.ranks) for s in summaries], brief)
 
 
 def cells(row: CompareRow) -> tuple[str, ...]:
@@ -322,6 +366,8 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     headroom = headroom_note(summaries)
     if headroom:
         lines.append(headroom)
+    memory = memory_note(summaries)
+    lines += [memory] if memory else []
     lines.append(TIMING_NOTE)
     return lines
 
@@ -341,13 +387,15 @@ def render(rows: list[CompareRow], fmt: str = "table") -> str:
         writer = csv.DictWriter(out, fieldnames=list(CompareRow.__dataclass_fields__))
         writer.writeheader()
         for r in rows:
-            writer.writerow(asdict(r))
+            writer.writerow({k: " ".join("-" if p is None else f"{p:.0f}" for p in v) if isinstance(v, list) else v
+                             for k, v in asdict(r).items()})  # rank_peaks: bytes, space-separated
         return out.getvalue()
-    table = [HEADERS] + [cells(r) for r in rows]
+    columns = shown_columns(rows)
+    table = [tuple(c.header for c in columns)] + [tuple(c.cell(r) for c in columns) for r in rows]
     if fmt == "markdown":
-        lines = ["| " + " | ".join(table[0]) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
+        lines = ["| " + " | ".join(table[0]) + " |", "|" + "|".join("---" for _ in columns) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in table[1:]]
         return "\n".join(lines)
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADERS))]
+    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in table)
 

@@ -38,7 +38,7 @@ class Record:
 class Start(Record):
     KIND: ClassVar[str] = "start"
     OPTIONAL: ClassVar[tuple[str, ...]] = ("step_flops", "peak_tflops", "source", "parameters", "slurm", "tf32",
-                                           "sharded")
+                                           "sharded", "replica")
 
     run_id: str
     preset: str
@@ -61,6 +61,7 @@ class Start(Record):
     slurm: dict | None = None       # job_id, node_id, nodes, host: a process of a SLURM job (core/cluster.py)
     tf32: dict | None = None        # effective TF32 permissions: matmul, cudnn, api, supported (machine.tf32)
     sharded: dict | None = None     # FSDP: this rank's params_bytes, optimizer_bytes (its shards), model_params_bytes
+    replica: dict | None = None     # not sharded (DDP, one process): the same bytes, of the whole model each rank keeps
 
 
 @dataclass

@@ -167,3 +167,13 @@ def shard_bytes(model: nn.Module, optim_name: str, momentum: float) -> dict[str,
     full = sum(p.numel() * local(p).element_size() for p in model.parameters())
     per_param = STATES_PER_PARAM.get(optim_name, 0) if optim_name != "sgd" or momentum else 0
     return {"params_bytes": params, "optimizer_bytes": params * per_param, "model_params_bytes": full}
+
+
+def replica_bytes(model: nn.Module, optim_name: str, momentum: float) -> dict[str, int] | None:
+    """An unsharded run's start record `replica` (DDP, one process): shard_bytes of the whole model,
+    which each rank keeps. None while a lazy module's parameters have no shape yet."""
+    from torch.nn.parameter import is_lazy
+
+    if any(is_lazy(p) for p in model.parameters()):
+        return None
+    return shard_bytes(model, optim_name, momentum)

@@ -102,11 +102,13 @@ class Trainer:
 
     def emit_start(self, resumed_from: int | None) -> None:
         cfg, s = self.cfg, self.state
+        kept = (s.model, cfg.optim.name, cfg.optim.momentum)  # what a rank keeps: compare's state per rank
         start = self.recorder.start(
             run_id=self.run_dir.name, preset=cfg.run.name, config=cfg, total_steps=s.total_steps,
             steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
             step_flops=s.step_flops, peak_tflops=s.peak_tflops,
-            sharded=fsdp.shard_bytes(s.model, cfg.optim.name, cfg.optim.momentum) if s.sharded else None)
+            sharded=fsdp.shard_bytes(*kept) if s.sharded else None,
+            replica=None if s.sharded else fsdp.replica_bytes(*kept))
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
                  f"{s.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
         if start.get("sharded"):

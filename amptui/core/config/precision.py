@@ -119,6 +119,10 @@ class Precision:
         if isinstance(value, str) and value:
             base, _, rest = value.partition(" + ")
             scaler = "GradScaler" in rest
+            if base.startswith("FSDP ") and base.endswith(" reduce") and " params, " in base:  # self.words's
+                param, _, reduce = base.removeprefix("FSDP ").removesuffix(" reduce").partition(" params, ")
+                low = param != FULL
+                return cls(low, param if low else next(iter(DTYPES)), scaler, reduce=reduce)
             if base.startswith("autocast "):
                 return cls(True, base.removeprefix("autocast "), scaler)
             if base == "fp32":

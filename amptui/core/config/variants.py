@@ -43,8 +43,9 @@ def default_variants(device_type: str) -> list[str]:
     return ["fp32", auto.short] + ([auto.short + "+scaler"] if auto.needs_scaler else [])
 
 
-def expand(spec: str | None, device_type: str) -> list[tuple[str, dict[str, object]]]:
-    """"fp32,bf16" -> [(name, overrides), ...]; None means the default for the device."""
+def expand(spec: str | None, device_type: str, dist_mode: str | None = None) -> list[tuple[str, dict[str, object]]]:
+    """"fp32,bf16" -> [(name, overrides), ...]; None means the default for the device. `dist_mode`
+    (the preset's with --set): a "+reduce" variant is refused unless it is "fsdp"."""
     if spec is None:
         names = default_variants(device_type)
     else:
@@ -60,9 +61,20 @@ def expand(spec: str | None, device_type: str) -> list[tuple[str, dict[str, obje
     if TF32 in names and device_type != "cuda":
         raise UserError(f"--variants {TF32}: TF32 runs float32 matmuls on CUDA tensor cores (Ampere or later); "
                         f"on the {device_type.upper()} float32 has no TF32 mode, so drop {TF32} from --variants")
+    _check_reduce_variants(names, dist_mode)
     # Next to tf32, fp32 means IEEE float32 (torch's default leaves cuDNN convolutions on TF32).
     strict = {"amp.tf32": False} if TF32 in names else {}
     return [(n, {**VARIANTS[n], **(strict if n == "fp32" else {})}) for n in names]
+
+
+def _check_reduce_variants(names: list[str], dist_mode: str | None) -> None:
+    """A "+reduce" variant is an FSDP policy (gradients reduced in the compute dtype): say so in the
+    user's words (the variant, not the amp.reduce_dtype key it sets, which they never wrote)."""
+    reducing = [n for n in names if n in fsdp_variant_names()]
+    if reducing and dist_mode is not None and dist_mode != "fsdp":
+        raise UserError(f"--variants {', '.join(reducing)}: reducing gradients in the compute dtype is an FSDP "
+                        f"policy, and this run is dist.mode = \"{dist_mode}\"; add --set dist.mode=fsdp "
+                        "(with --set dist.nproc_per_node=N), or drop the +reduce variant")
 
 
 def check_overrides(overrides: dict[str, object]) -> None:

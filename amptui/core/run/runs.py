@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amptui.core import safefile, trust
+from amptui.core import distribution, safefile, trust
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError, UserError
@@ -214,6 +214,12 @@ class RunInfo:
     code: list[str] = field(default_factory=list)  # the code its config names (core/trust.py)
     code_given_here: bool = True                   # ... given on this machine (False: resume asks)
     extra: dict[str, Any] = field(default_factory=dict)
+    dist: dict[str, Any] | None = None             # mode, world_size, FSDP policy (core/distribution.py)
+
+    @property
+    def precision_label(self) -> str:
+        """The run lists' precision cell: "bf16 FSDP x2", "fp32 DDP x2", "fp16+scaler"."""
+        return distribution.precision_label(self.precision, self.dist)
 
     @property
     def progress(self) -> float | None:
@@ -261,6 +267,7 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
         info.precision, info.precision_words = precision.short, precision.words
         info.epochs = cfg.run.epochs
         info.world_size = cfgmod.world_size(cfg)
+        info.dist = distribution.dist_of(cfg.dist.mode, info.world_size, precision.fsdp_policy)
         info.code = trust.code_refs(cfg)
         info.code_given_here = trust.given_here(path, info.code)
     except ConfigError as exc:
@@ -294,6 +301,7 @@ def _take_state(info: RunInfo, state: RunState, launched: float | None) -> None:
     info.total_steps = state.total_steps
     if state.start is not None:
         info.world_size = state.start.get(START.world_size, info.world_size)
+        info.dist = distribution.with_start(info.dist, state.start)
     info.step, info.epoch = state.step, state.epoch
     info.final_loss, info.val_acc = state.final_loss, state.val_acc
     info.duration_s = state.clock.seconds()

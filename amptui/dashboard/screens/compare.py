@@ -29,12 +29,15 @@ BAND = (90, 90, 90)  # the baseline's noise band: dim grey
 
 def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
     """Under the table, in core.compare's words (as `amptui compare` says them): whether the fp32
-    baseline used TF32, and each run's narrowest range headroom when any run sampled it, one line
+    baseline used TF32, what memory per rank measured (runs on several processes), and each run's narrowest range headroom when any run sampled it, one line
     per run by its number; empty when there is nothing to say."""
     text = Text()
     tf32 = cmp.tf32_baseline_note(list(summaries), "run 1")
     if tf32:
         text.append(tf32)
+    memory = cmp.memory_note(list(summaries), brief=True)
+    if memory:
+        text.append(("\n" if text else "") + memory)
     if any(s.numerics.records for s in summaries):
         head = "narrowest range headroom "
         for i, s in enumerate(summaries):
@@ -92,11 +95,13 @@ class CompareScreen(KeysMixin, DashboardScreen):
         self.load()
 
     @staticmethod
-    def _order() -> list[str]:
-        """The headline numbers first, the long run id last, so what matters shows at 80 columns."""
-        first = [h for h in ("precision", "preset", "speed-up", "mem saving", "final loss", "val acc")
-                 if h in cmp.HEADERS]
-        rest = [h for h in cmp.HEADERS if h not in first and h != "run"]
+    def _order(rows: Sequence[cmp.CompareRow] = ()) -> list[str]:
+        """The headline numbers first, the long run id last, so what matters shows at 80 columns;
+        the per-rank columns (dist, state saving) only when a run ran on several processes."""
+        shown = [c.header for c in cmp.shown_columns(list(rows))]
+        first = [h for h in ("precision", "dist", "preset", "speed-up", "mem saving", "state saving", "final loss",
+                             "val acc") if h in shown]
+        rest = [h for h in shown if h not in first and h != "run"]
         return first + rest + ["run"]
 
     @staticmethod
@@ -127,12 +132,13 @@ class CompareScreen(KeysMixin, DashboardScreen):
         # arrived raced its first draw (at 80 columns a row stayed drawn at the headers' widths).
         table.clear(columns=True)
         table.add_column("#", key="n", width=len(str(len(rows))))
-        for h in self._order():
+        order = self._order(rows)
+        for h in order:
             table.add_column(h, key=h, width=max([cell_len(h), *(cell_len(t[h]) for t in texts)]))
         for i, (row, cells_of) in enumerate(zip(rows, texts, strict=True)):
             color = COLORS[i % len(COLORS)]
             by_header: dict[str, str | Text] = {**cells_of, "run": Text(cells_of["run"], style=color)}
-            cells = [by_header[h] for h in self._order()]
+            cells = [by_header[h] for h in order]
             table.add_row(Text(str(i + 1), style=f"bold {color}"), *cells, key=row.run_id)
         notes = self.query_one("#compare-notes", Static)
         notes_text = numerics_notes(summaries)
@@ -199,7 +205,8 @@ class CompareScreen(KeysMixin, DashboardScreen):
         if fmt == "csv":
             return text
         notes = ([f"runs differ in more than precision: {', '.join(self.differ)}"] if self.differ else [])
-        notes += [n for n in (cmp.tf32_baseline_note(self.summaries), cmp.headroom_note(self.summaries)) if n]
+        notes += [n for n in (cmp.tf32_baseline_note(self.summaries), cmp.headroom_note(self.summaries),
+                              cmp.memory_note(self.summaries)) if n]
         return "\n\n".join([text, *notes, cmp.TIMING_NOTE])
 
     def action_export(self, fmt: str) -> None:

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Input, OptionList, Static
 
 from amptui.core.config import presets as presetmod
 from amptui.core.config import values as cfgmod
+from amptui.core.distribution import dist_label
 from amptui.core.errors import ConfigError
 from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_duration, fmt_loss, shown
@@ -199,8 +200,12 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
             extra = f" · {word} {fmt_loss(info.final_loss)}" if info.final_loss is not None else ""
             if info.val_acc is not None:
                 extra += f" · val acc {fmt_acc(info.val_acc)}"
+            spread = dist_label(info.dist)  # "DDP x2": how it ran; an FSDP policy's words already say FSDP
+            if spread and (info.precision_words or "").startswith("FSDP"):
+                spread = f"{info.world_size} ranks"
             detail.update(Text.assemble((info.run_id, "bold"), f" · {shown(info.precision_words or info.precision)}"
-                                        f" · {fmt_duration(info.duration_s)}{extra}", style="dim"))
+                                        + (f" · {spread}" if spread else "")
+                                        + f" · {fmt_duration(info.duration_s)}{extra}", style="dim"))
 
     @on(DataTable.RowSelected, "#runs")
     def _run_selected(self, event: DataTable.RowSelected) -> None:

@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from amptui.core import trust
+from amptui.core.distribution import precision_labels
 from amptui.core.fmt import fmt_duration, shown
 from amptui.core.run.runs import RunInfo
 
@@ -31,8 +32,9 @@ def short_ids(run_ids: list[str]) -> dict[str, str]:
 
 
 def matches(r: RunInfo, words: list[str], group: str = "") -> bool:
-    """The filter: every word is found in the preset, status, precision, A/B group or id."""
-    hay = " ".join((r.preset, trust.mark(r.code, r.code_given_here), r.status, r.precision, group, r.run_id)).lower()
+    """The filter: every word is found in the preset, status, precision (with "fsdp"/"ddp"), A/B group or id."""
+    hay = " ".join((r.preset, trust.mark(r.code, r.code_given_here), r.status, r.precision_label, group,
+                    r.run_id)).lower()
     return all(w in hay for w in words)
 
 
@@ -42,6 +44,9 @@ COLUMNS = (("mark", ""), ("id", "run"), ("group", "A/B"), ("status", "status"), 
            ("precision", "precision"), ("progress", "progress"), ("duration", "duration"))
 ELASTIC = "preset"
 ELASTIC_MIN = 10
+# Then the precision gives way, to shorter forms ("bf16+reduce FSDP x2" -> "bf16+reduce FSDP" ->
+# "bf16+reduce", then cut in the middle): an FSDP A/B's labels are long.
+THEN_ELASTIC, THEN_MIN = "precision", 12
 
 
 def fit(text: Text, width: int) -> Text:
@@ -68,6 +73,12 @@ def progress_text(r: RunInfo) -> str:
     if r.total_steps:
         return f"{r.step}/{r.total_steps} {100 * min(1.0, r.step / r.total_steps):3.0f}%"
     return str(r.step) if r.step else "-"
+
+
+def precision_cell(r: RunInfo, width: int | None = None) -> Text:
+    """The precision and how the run was spread ("bf16 FSDP x2"), in its longest form that fits `width`."""
+    forms = precision_labels(r.precision, r.dist)
+    return Text(shown(next((f for f in forms if width is None or cell_len(f) <= width), forms[-1]) or "-"))
 
 
 def preset_cell(r: RunInfo) -> Text:
@@ -113,7 +124,7 @@ class RunTable(DataTable):
         group = self.groups.get(r.run_id, "")
         return [self._mark_cell(r.run_id), Text(self._short.get(r.run_id, r.run_id), style="bold"),
                 Text(group, style="magenta"), Text(r.status, style=STATUS_STYLE.get(r.status, "")),
-                preset_cell(r), Text(shown(r.precision or "-")), progress_text(r),
+                preset_cell(r), precision_cell(r), progress_text(r),
                 fmt_duration(r.duration_s)]
 
     def _room(self) -> int:
@@ -132,6 +143,9 @@ class RunTable(DataTable):
         over = sum(widths.values()) - self._room()
         if over > 0:
             widths[ELASTIC] = max(ELASTIC_MIN, widths[ELASTIC] - over)
+            over = sum(widths.values()) - self._room()
+        if over > 0:
+            widths[THEN_ELASTIC] = max(min(THEN_MIN, widths[THEN_ELASTIC]), widths[THEN_ELASTIC] - over)
         return widths
 
     def set_runs(self, runs: list[RunInfo], groups: dict[str, str] | None = None) -> None:
@@ -147,9 +161,10 @@ class RunTable(DataTable):
         self._short = short
         rows = [self._cells(r) for r in runs]
         widths = self._widths_for(rows)
-        elastic = [i for i, (key, _) in enumerate(COLUMNS) if key == ELASTIC][0]
-        for row in rows:
-            row[elastic] = fit(row[elastic], widths[ELASTIC])
+        for elastic, (key, _) in enumerate(COLUMNS):
+            if key in (ELASTIC, THEN_ELASTIC):
+                for r, row in zip(runs, rows, strict=True):
+                    row[elastic] = fit(row[elastic] if key == ELASTIC else precision_cell(r, widths[key]), widths[key])
         if order != self._order or widths != self._widths:
             current = self.highlighted_run()
             self.clear(columns=widths != self._widths)
