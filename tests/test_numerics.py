@@ -288,19 +288,19 @@ def test_compare_names_each_runs_narrowest_layer():
     """The numerics-lab float16 run of the dashboard fixtures: blocks.3's output held inf/NaN."""
     from dashboard_support import FIXTURES, NUMERICS, QUICK
 
-    from amptui.core import compare
+    from amptui.core import compare, comparenotes
 
     summary = compare.summarize(FIXTURES / "numerics" / NUMERICS)
     row = compare.compare_rows([summary])[0]
     assert (row.headroom_bits, row.headroom_layer) == ("nonfinite", "blocks.3")
-    note = compare.headroom_note([summary])
+    note = comparenotes.headroom_note([summary])
     assert note == f"narrowest range headroom: {NUMERICS} (fp16+scaler): inf/NaN in blocks.3"
-    assert note in compare.notes([summary])
+    assert note in comparenotes.notes([summary])
     # the dashboard's compare screen says it per run, numerics off included (never None or "?")
-    assert compare.headroom_words(summary) == "inf/NaN in blocks.3"
+    assert comparenotes.headroom_words(summary) == "inf/NaN in blocks.3"
     unsampled = compare.summarize(FIXTURES / "runs" / QUICK)
-    assert compare.narrowest_headroom(unsampled) is None
-    assert compare.headroom_words(unsampled) == "not sampled (numerics off)"
+    assert comparenotes.narrowest_headroom(unsampled) is None
+    assert comparenotes.headroom_words(unsampled) == "not sampled (numerics off)"
 
 
 def test_the_same_first_nonfinite_layer_on_every_step_is_one_line():

@@ -9,7 +9,7 @@ import torch
 from conftest import amptui, events, one_clear_line, only_run, record, write_records
 
 from amptui.cli.doctor import render_text
-from amptui.core import compare
+from amptui.core import compare, comparenotes
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
 from amptui.core.config.precision import Precision
@@ -134,8 +134,8 @@ def canned(root, name, precision, tf32_state):
 def test_compare_says_whether_the_fp32_baseline_used_tf32(tmp_path):
     fp32 = compare.summarize(canned(tmp_path, "a", "fp32", ON_A100))
     amp = compare.summarize(canned(tmp_path, "b", "autocast float16 + GradScaler", ON_A100))
-    assert any(n.startswith("fp32 baseline a: TF32 matmuls off") for n in compare.notes([fp32, amp]))
-    assert not any("TF32" in n for n in compare.notes([amp, fp32]))  # the first run is not fp32
+    assert any(n.startswith("fp32 baseline a: TF32 matmuls off") for n in comparenotes.notes([fp32, amp]))
+    assert not any("TF32" in n for n in comparenotes.notes([amp, fp32]))  # the first run is not fp32
 
 
 def test_doctor_shows_the_tf32_defaults():

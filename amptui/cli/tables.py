@@ -115,7 +115,7 @@ def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
     """`amptui compare` / `ab`: the table, then its notes (warnings when the runs differ in more
     than precision, how it is measured). csv and json stay machine-readable: warnings go to stderr."""
     out = out if out is not None else sys.stdout
-    from amptui.core import compare
+    from amptui.core import compare, comparenotes
 
     summaries = [compare.summarize(d) for d in run_dirs]
     rows = compare.compare_rows(summaries)
@@ -124,7 +124,7 @@ def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
     else:
         text = compare.render(rows, fmt)
         out.write((shown(text, newlines=True) if fmt == "markdown" else text) + "\n")
-    notes = compare.notes(summaries)
+    notes = comparenotes.notes(summaries)
     if fmt in ("table", "markdown"):
         out.write("\n")
         print_lines(notes, out)

@@ -22,6 +22,8 @@ Where things live:
     safefile      opening what a run folder holds as data (no links out, no FIFOs, bounded)
     trust         which run folders may run the code their config names
     compare       the tutorials' table; inputbound: the data-wait share; series, axis, fmt: figures
+    comparenotes  the lines under compare's table (warnings, TF32, headroom, what was measured)
+    distribution  how a run was spread ("bf16 FSDP x2"); rankmemory: its memory per rank
     lossgaps      each run's loss against the baseline's noise band (the compare screen)
     export        a run's step series as CSV or JSON (`amptui export`)
     preflight     checks before a run folder exists (device, data, weights); usercode: factories

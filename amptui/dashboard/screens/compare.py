@@ -14,6 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
 from amptui.core import compare as cmp
+from amptui.core import comparenotes
 from amptui.core.errors import UserError
 from amptui.core.lossgaps import loss_gaps
 from amptui.core.run import runops
@@ -32,10 +33,10 @@ def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
     baseline used TF32, what memory per rank measured (runs on several processes), and each run's narrowest range headroom when any run sampled it, one line
     per run by its number; empty when there is nothing to say."""
     text = Text()
-    tf32 = cmp.tf32_baseline_note(list(summaries), "run 1")
+    tf32 = comparenotes.tf32_baseline_note(list(summaries), "run 1")
     if tf32:
         text.append(tf32)
-    memory = cmp.memory_note(list(summaries), brief=True)
+    memory = comparenotes.memory_note(list(summaries), brief=True)
     if memory:
         text.append(("\n" if text else "") + memory)
     if any(s.numerics.records for s in summaries):
@@ -45,7 +46,7 @@ def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
             text.append(head if i == 0 else " " * len(head), style="bold")
             # the table's colour for this run (a CSS name: rich's own names lack some, e.g. orange)
             text.append(f"{i + 1}: ", style=f"bold {Color.parse(COLORS[i % len(COLORS)]).hex}")
-            text.append(cmp.headroom_words(s))
+            text.append(comparenotes.headroom_words(s))
     return text
 
 
@@ -112,7 +113,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
     def load(self) -> None:
         summaries = [cmp.summarize(d) for d in self.run_dirs]
         rows = cmp.compare_rows(summaries)
-        differ = list(cmp.differing_keys(summaries))  # as `amptui compare` warns: measuring keys are no difference
+        differ = list(comparenotes.differing_keys(summaries))  # as `amptui compare` warns: measuring keys are no difference
         self.app.from_thread(self._show, summaries, rows, differ)
 
     def _show(self, summaries: list[cmp.RunSummary], rows: list[cmp.CompareRow], differ: Sequence[str] = ()) -> None:
@@ -205,9 +206,9 @@ class CompareScreen(KeysMixin, DashboardScreen):
         if fmt == "csv":
             return text
         notes = ([f"runs differ in more than precision: {', '.join(self.differ)}"] if self.differ else [])
-        notes += [n for n in (cmp.tf32_baseline_note(self.summaries), cmp.headroom_note(self.summaries),
-                              cmp.memory_note(self.summaries)) if n]
-        return "\n\n".join([text, *notes, cmp.TIMING_NOTE])
+        notes += [n for n in (comparenotes.tf32_baseline_note(self.summaries), comparenotes.headroom_note(self.summaries),
+                              comparenotes.memory_note(self.summaries)) if n]
+        return "\n\n".join([text, *notes, comparenotes.TIMING_NOTE])
 
     def action_export(self, fmt: str) -> None:
         try:

@@ -1,0 +1,121 @@
+"""What `amptui compare` and the dashboard's compare screen say under the table: warnings when the
+runs differ in more than precision (so a speed-up is not AMP's alone), the fp32 baseline's TF32, the
+narrowest range headroom, what per-rank memory measured, and how the figures were measured."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from amptui.core import distribution
+from amptui.core.config.precision import PRECISION_KEYS, Precision
+from amptui.core.inputbound import notice
+from amptui.core.numerics import fmt_bits
+from amptui.core.rankmemory import note as rank_memory_note
+from amptui.core.tf32note import baseline_line
+from amptui.core.tunenames import source_preset
+
+if TYPE_CHECKING:
+    from amptui.core.compare import RunSummary
+
+TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the first run (evaluation, "
+               "checkpoints, start-up and the first 10% of steps left out); memory saving = 1 - peak / first "
+               "run's peak; data wait = share of step time spent waiting for the next batch")
+
+
+def short_precision(said: str) -> str:
+    """A row's precision as `amptui ab` and `runs` name it: "fp16+scaler" for "autocast float16 +
+    GradScaler" ("-" when unknown)."""
+    precision = Precision.from_record(said)
+    return precision.short if precision is not None else said or "-"
+
+
+def narrowest_headroom(s: RunSummary) -> str | None:
+    """A run's narrowest range headroom in words: "2.4 bits to float16 max in blocks.1.mlp", or
+    "inf/NaN in blocks.3"; None when it has no range samples."""
+    found = s.numerics.narrowest(1)
+    if not found:
+        return None
+    bits = found[0].narrowest
+    said = "inf/NaN" if bits == -math.inf else f"{fmt_bits(bits)} bits to {s.numerics.dtype} max"
+    return f"{said} in {found[0].name}"
+
+
+def headroom_words(s: RunSummary) -> str:
+    """narrowest_headroom, or why there is none (for a per-run list, where every run needs a line)."""
+    return narrowest_headroom(s) or ("no layer sampled" if s.numerics.records else "not sampled (numerics off)")
+
+
+def headroom_note(summaries: list[RunSummary]) -> str | None:
+    """One line: each sampled run's narrowest range headroom (compare's answer to "which layer is
+    closest to overflowing, in which precision")."""
+    parts = [f"{s.run_id} ({short_precision(s.precision_words)}): {said}"
+             for s in summaries if (said := narrowest_headroom(s))]
+    return "narrowest range headroom: " + "; ".join(parts) if parts else None
+
+
+def tf32_baseline_note(summaries: list[RunSummary], name: str | None = None) -> str | None:
+    """Whether the fp32 baseline (the first run) used TF32 (core.tf32note), where that matters;
+    `name` stands for its run id (the dashboard says "run 1")."""
+    first = summaries[0] if summaries else None
+    if first is None or first.precision is None or first.precision.autocast:
+        return None
+    return baseline_line(name or first.run_id, (first.start or {}).get("tf32"))
+
+
+def memory_note(summaries: list[RunSummary], brief: bool = False) -> str | None:
+    """What the per-rank memory figures measured, when a run ran on several processes (rankmemory.note)."""
+    return rank_memory_note([(s.run_id, distribution.dist_label(s.dist), s.ranks) for s in summaries], brief)
+
+
+# Keys an A/B varies on purpose, and keys that do not change what is trained.
+_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.name", "run.description", "numerics.every", "numerics.depth",
+                            "numerics.trace_nonfinite")  # measuring, not training
+
+
+def differing_keys(summaries: list[RunSummary]) -> dict[str, list[Any]]:
+    """{key: each run's value} for the resolved config keys where the runs differ in anything but
+    precision (runs whose config.toml cannot be read are left out)."""
+    configs = [s.flat_config for s in summaries if s.flat_config]
+    if len(configs) < 2:
+        return {}
+    keys = sorted(set().union(*configs) - set(_SAME_EXPERIMENT_IGNORES))
+    return {k: [c.get(k) for c in configs] for k in keys if any(c.get(k) != configs[0].get(k) for c in configs)}
+
+
+def different_presets(summaries: list[RunSummary]) -> list[str]:
+    """The presets the runs were made from when they are several; a tune's trials share the tuned one."""
+    presets = list(dict.fromkeys(source_preset(s.preset) for s in summaries if s.preset))
+    return presets if len(presets) > 1 else []
+
+
+def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
+    """Lines to print under the table: warnings first (runs that differ in more than precision,
+    so a speed-up is not AMP's alone), then how the figures are measured."""
+    lines = []
+    presets = different_presets(summaries)
+    if presets:
+        lines.append(f"warning: different presets ({', '.join(presets)}): the speed-up and memory saving "
+                     "compare different training, not only precision")
+    differ = differing_keys(summaries)
+    if differ:
+        shown = [f"{k} ({' / '.join(_value(v) for v in values)})" for k, values in list(differ.items())[:most]]
+        more = f" and {len(differ) - most} more" if len(differ) > most else ""
+        lines.append("warning: these runs differ in more than precision: " + ", ".join(shown) + more)
+    lines += [f"{s.run_id} ({s.precision_words}): {bound}; its speed-up measures the input pipeline, not AMP"
+              for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
+    tf32_line = tf32_baseline_note(summaries)
+    lines += [tf32_line] if tf32_line else []
+    headroom = headroom_note(summaries)
+    if headroom:
+        lines.append(headroom)
+    memory = memory_note(summaries)
+    lines += [memory] if memory else []
+    lines.append(TIMING_NOTE)
+    return lines
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "-" if v is None or v == "" else f"{v:g}" if isinstance(v, float) else str(v)
