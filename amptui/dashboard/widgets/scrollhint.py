@@ -4,6 +4,8 @@ The same for text taller than its scrolling box (show_rows_hint)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from textual.screen import Screen
 from textual.widget import Widget
 
@@ -22,12 +24,7 @@ def show_columns_hint(screen: Screen, table: Widget, box: Widget) -> None:
     """Keep `box`'s border subtitle on the hint while `screen` lives: it follows the scrolling
     and a table that grows or shrinks (its horizontal scrollbar comes or goes)."""
 
-    def update(_=None) -> None:
-        box.border_subtitle = columns_hint(table)
-
-    for name in ("scroll_x", "show_horizontal_scrollbar"):
-        screen.watch(table, name, update, init=False)
-    screen.call_after_refresh(update)
+    _follow(screen, table, ("scroll_x", "show_horizontal_scrollbar"), box, lambda: columns_hint(table))
 
 
 MORE_BELOW = "more below ↓ · tab, then ↓ scrolls"
@@ -43,9 +40,15 @@ def rows_hint(box: Widget) -> str:
 def show_rows_hint(screen: Screen, box: Widget) -> None:
     """Keep the scrolling `box`'s border subtitle on whether more lines are below or above."""
 
-    def update(_=None) -> None:
-        box.border_subtitle = rows_hint(box)
+    _follow(screen, box, ("scroll_y", "show_vertical_scrollbar", "virtual_size"), box, lambda: rows_hint(box))
 
-    for name in ("scroll_y", "show_vertical_scrollbar", "virtual_size"):
-        screen.watch(box, name, update, init=False)
+
+def _follow(screen: Screen, watched: Widget, names: tuple[str, ...], box: Widget, hint: Callable[[], str]) -> None:
+    """Set `box`'s border subtitle to hint() now and whenever one of `watched`'s `names` changes."""
+
+    def update(_: object = None) -> None:
+        box.border_subtitle = hint()
+
+    for name in names:
+        screen.watch(watched, name, update, init=False)
     screen.call_after_refresh(update)
