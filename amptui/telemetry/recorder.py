@@ -212,11 +212,15 @@ class Recorder:
     @contextlib.contextmanager
     def paused(self, what: str = "eval") -> Iterator[None]:
         """Keep `what` ("eval", "checkpoint" or anything else) out of the step window's clock; its
-        time goes to the epoch record's eval_time_s / checkpoint_time_s."""
+        time goes to the epoch record's eval_time_s / checkpoint_time_s. Nor does a forward or
+        backward run in it (an evaluation, numerics.trace_nonfinite's replay) reach the next
+        step's range sample, whose hooks are already in."""
+        quiet = self.numerics.suspended() if self.numerics is not None else contextlib.nullcontext()
         if self.meter is None:
-            yield
+            with quiet:
+                yield
             return
-        with self.meter.clock.paused() as took:
+        with self.meter.clock.paused() as took, quiet:
             yield
         if what == "eval":
             self.times.eval_time_s += took[0]
