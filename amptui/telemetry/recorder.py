@@ -130,11 +130,19 @@ class Recorder:
     def write(self, record: Record) -> dict | None:
         return self.writer.write(record) if self.writer is not None else None
 
-    def watch_scale(self, growth_interval: int, precision: Precision) -> None:
+    def watch_scale(self, growth_interval: int, precision: Precision, init_scale: float | None = None,
+                    backoff_factor: float | None = None) -> None:
         """Turn on the loss-scale alarms (a GradScaler's run): they know the growth interval and
-        which dtype the forward computes in, and whether this device has native bfloat16."""
+        which dtype the forward computes in, and whether this device has native bfloat16; and how
+        long calibration may back off: from `init_scale` (default: the scale known before the
+        first step) at `backoff_factor` (default: the attached scaler's)."""
         device = self.device or torch.device("cpu")
-        self.alarms = ScaleAlarms(int(growth_interval), precision.reduced, native_bf16(device))
+        if init_scale is None:
+            init_scale = self.last_scale
+        if backoff_factor is None and self.scaler is not None and hasattr(self.scaler, "get_backoff_factor"):
+            backoff_factor = float(self.scaler.get_backoff_factor())
+        self.alarms = ScaleAlarms(int(growth_interval), precision.reduced, native_bf16(device),
+                                  init_scale=init_scale, backoff_factor=backoff_factor)
 
     def sample_numerics(self, model: torch.nn.Module, every: int, depth: int, dtype: str) -> None:
         """Per-layer range headroom every `every` optimizer steps (0: nothing is hooked, nothing
