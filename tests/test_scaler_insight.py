@@ -4,7 +4,7 @@ do not advance, and achieved FLOP/s in the step records."""
 import pytest
 from conftest import amptui, events, only_run
 
-from amptui.telemetry.alarms import ScaleAlarms
+from amptui.telemetry.alarms import CALIBRATION_STREAK, ScaleAlarms, calibration_streak
 
 
 def backoff(step, old, new, names=("fc.weight",)):
@@ -39,6 +39,73 @@ def test_calibration_from_a_high_init_scale_is_not_an_alarm():
     alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False)
     events = [backoff(i + 1, 2.0 ** (32 - i), 2.0 ** (31 - i)) for i in range(10)]
     assert alarms.observe(events, 10, 2.0 ** 22, 1.0) == []
+
+
+def test_calibration_allowance_follows_init_scale_and_backoff_factor():
+    assert calibration_streak(2.0 ** 16) == calibration_streak(None) == CALIBRATION_STREAK == 16
+    assert calibration_streak(2.0 ** 32) == 32 and calibration_streak(2.0 ** 40) == 40
+    assert calibration_streak(3 * 2.0 ** 30) == 32                  # the backoffs that reach 1 or below
+    assert calibration_streak(2.0 ** 8) == 16                       # never fewer than 16
+    assert calibration_streak(2.0 ** 48, backoff_factor=0.25) == 24  # a quarter per backoff
+    for odd in ((float("inf"), 0.5), (2.0 ** 32, 1.0), (2.0 ** 32, 0.0), (2.0 ** 32, None), (0.0, 0.5)):
+        assert calibration_streak(*odd) == 16, odd
+
+
+def calibrating(alarms, backoffs, start=2.0 ** 32, first=None):
+    said = []
+    for i in range(backoffs):
+        event = backoff(i + 1, start / 2 ** i, start / 2 ** (i + 1))
+        if first:
+            event["first_nonfinite"] = first
+        said += alarms.observe([event], i + 1, start / 2 ** (i + 1), 1.0)
+    return said
+
+
+def test_a_very_high_init_scale_calibrates_for_longer_and_the_alarm_says_how_long():
+    first = {"module": "blocks.3.mlp.proj", "where": "backward", "value": None,
+             "text": "blocks.3.mlp.proj (backward, float16 max exceeded at loss scale 4.3e9)"}
+    alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False, init_scale=2.0 ** 32)
+    assert alarms.calibration_streak == 32
+    assert calibrating(alarms, 31, first=first) == []  # the old fixed 16 called this a streak
+    got = alarms.observe([{**backoff(32, 2.0, 1.0), "first_nonfinite": first}], 32, 1.0, 1.0)
+    assert codes(got) == ["backoff_streak"]
+    assert "32 optimizer steps in a row skipped" in got[0].message
+    assert "calibration from init_scale 4.29497e+09 is allowed 32 backoffs in a row" in got[0].message
+    assert "first non-finite: blocks.3.mlp.proj (backward, float16 max exceeded at loss scale 4.3e9)" in got[0].message
+
+
+def test_the_default_init_scale_keeps_the_floor_of_16():
+    alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False, init_scale=2.0 ** 16)
+    assert calibrating(alarms, 15, start=2.0 ** 16) == []
+    got = alarms.observe([backoff(16, 2.0, 1.0)], 16, 1.0, 1.0)
+    assert codes(got) == ["backoff_streak"]
+    assert "calibration from init_scale 65536 is allowed 16 backoffs in a row" in got[0].message
+    unknown = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False)  # init_scale not known
+    said = calibrating(unknown, 16)
+    assert codes(said) == ["backoff_streak"] and "calibration is allowed 16 backoffs in a row" in said[0].message
+
+
+def test_the_monitor_and_the_trainer_take_the_allowance_from_their_scaler(runs_dir):
+    import torch
+    from test_numerics import FP16, trainer_for
+
+    import amptui
+
+    model = torch.nn.Linear(2, 1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 40)
+    with amptui.Monitor("high", scaler=scaler, model=model, run_dir=runs_dir / "m") as mon:
+        assert mon.recorder.alarms is None or mon.recorder.alarms.calibration_streak == 40
+        loss = model(torch.ones(1, 2)).sum()
+        scaler.scale(loss).backward()
+        scaler.step(torch.optim.SGD(model.parameters(), lr=0.1))
+        scaler.update()
+        mon.step(loss)
+        assert mon.recorder.alarms.calibration_streak == 40
+    trainer = trainer_for(runs_dir, **FP16, **{"amp.init_scale": 2.0 ** 36, "amp.backoff_factor": 0.25})
+    try:
+        assert trainer.recorder.alarms.calibration_streak == 18
+    finally:
+        trainer.finish("completed")
 
 
 def test_alarm_stuck_scale_and_bfloat16_suggestion():

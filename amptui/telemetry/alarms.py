@@ -12,10 +12,24 @@ from amptui.core.config.precision import DTYPES
 from amptui.core.numerics import LOW_HEADROOM_BITS, layer_headroom, nonfinite_text
 
 BACKOFF_STREAK = 5          # consecutive skipped steps that make an alarm, once the scale has settled
-CALIBRATION_STREAK = 16     # before the first growth a high init_scale is still coming down: allow 2**16
+CALIBRATION_STREAK = 16     # the least calibration is allowed: the default init_scale 2**16 halved down to 1
 STUCK_STEPS = 100           # at least this many steps (and 3 growth intervals) without growth
 REPEATED_OVERFLOWS = 10     # backoffs after the first growth (of a dtype that needs a scaler) before suggesting bfloat16
 LOW_HEADROOM_SAMPLES = 3    # consecutive range samples with a layer under LOW_HEADROOM_BITS that make an alarm
+
+
+def calibration_streak(init_scale: float | None, backoff_factor: float | None = 0.5) -> int:
+    """How many backoffs in a row, before the scale first grows, are still calibration: as many as
+    bring `init_scale` down to 1 at `backoff_factor` per backoff (16 for the default 2**16, 32 for
+    2**32: the backoffs down to the default scale plus the default's 16), never fewer than 16. A
+    streak that goes on below a scale of 1 is no calibration: then even unscaled gradients overflow.
+    Unknown or degenerate values (a factor outside (0, 1), an infinite scale) get the 16."""
+    if init_scale is None or backoff_factor is None or not (0 < backoff_factor < 1):
+        return CALIBRATION_STREAK
+    if not math.isfinite(init_scale) or init_scale <= 1:
+        return CALIBRATION_STREAK
+    needed = math.ceil(math.log(init_scale) / -math.log(backoff_factor) - 1e-9)  # 2**32 at 0.5: exactly 32
+    return max(CALIBRATION_STREAK, needed)
 
 
 @dataclass
@@ -29,6 +43,8 @@ class ScaleAlarms:
     growth_interval: int
     dtype: str                  # the autocast dtype
     bf16_available: bool        # bfloat16 runs natively here (the wide-range alternative)
+    init_scale: float | None = None     # the GradScaler's scale before its first step, where known
+    backoff_factor: float | None = 0.5  # what a backoff multiplies the scale by
     raised: set[str] = field(default_factory=set)
     streak: int = 0
     last_growth_step: int = 0
@@ -37,6 +53,15 @@ class ScaleAlarms:
     backoffs_after_growth: int = 0
     source: str = ""            # the latest first non-finite module named on a backoff
     source_where: str = ""      # where it went non-finite: "forward" or "backward"
+
+    @property
+    def calibration_streak(self) -> int:
+        """Backoffs in a row before the first growth that are still calibration (see calibration_streak)."""
+        return calibration_streak(self.init_scale, self.backoff_factor)
+
+    def _calibration_words(self, limit: int) -> str:
+        start = f" from init_scale {self.init_scale:g}" if self.init_scale is not None else ""
+        return f"calibration{start} is allowed {limit} backoffs in a row, and this streak used them all"
 
     @property
     def _narrow_range(self) -> bool:
@@ -80,12 +105,12 @@ class ScaleAlarms:
             self.backoffs_since_growth += 1
             if self.grown_once:
                 self.backoffs_after_growth += 1
-            limit = BACKOFF_STREAK if self.grown_once else CALIBRATION_STREAK
+            limit = BACKOFF_STREAK if self.grown_once else self.calibration_streak
             if self.streak >= limit and "backoff_streak" not in self.raised:
                 names = ", ".join(event.get("overflow", [])[:3]) or "unknown parameters"
                 blame = f"; first non-finite: {self.source}" if self.source else ""
                 phase = ("not calibration: the scale had grown before and keeps falling with no growth" if self.grown_once
-                         else "longer than a high init_scale needs to calibrate")
+                         else self._calibration_words(limit))
                 self._once("backoff_streak", f"{self.streak} optimizer steps in a row skipped (up to step "
                            f"{event['step']}), scale now {event['new_scale']:g} ({phase}): gradients overflow at "
                            f"every scale tried, in {names}{blame}. {self._streak_advice()}", out)

@@ -18,6 +18,7 @@ held inf/NaN.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -95,6 +96,7 @@ class RangeSampler:
         self.modules = modules_at_depth(model, depth)
         self.params = [[p for p in m.parameters() if p.requires_grad] for _, m in self.modules]
         self.armed = False            # sample the next step too (after a known backoff)
+        self.quiet = False            # a forward/backward that is not the step (a replay): hooks write nothing
         self.current: Sample | None = None
         self.pending: list[Sample] = []
         self._handles: list[Any] = []
@@ -123,10 +125,22 @@ class RangeSampler:
             # gradients as backward computes them (scaled; before any optimizer unscales or fuses them)
             self._handles += [p.register_hook(self._param_hook(sample, row)) for p in self.params[row]]
 
+    @contextlib.contextmanager
+    def suspended(self):
+        """A forward and backward that is not the sampled step (numerics.trace_nonfinite's replay of
+        the step before, run while this step's hooks are already in): nothing of it reaches the
+        sample, neither its values nor the order its modules ran in."""
+        quiet, self.quiet = self.quiet, True
+        try:
+            yield
+        finally:
+            self.quiet = quiet
+
     def _forward_hook(self, row: int):
         def hook(_module: nn.Module, _inputs: Any, output: Any) -> None:
             sample = self.current
-            if sample is None or not torch.is_grad_enabled():  # an evaluation between steps is not the step
+            # an evaluation between steps (no grad) or a replay is not the step
+            if sample is None or self.quiet or not torch.is_grad_enabled():
                 return
             tensors = list(floating_tensors(output))
             if not tensors:
@@ -142,6 +156,8 @@ class RangeSampler:
 
     def _gradient_hook(self, sample: Sample, row: int):
         def hook(grad: torch.Tensor) -> None:
+            if self.quiet:
+                return
             if row not in sample.backward_order:
                 sample.backward_order.append(row)
             value = local(grad.detach()).abs().amax().float()
@@ -152,6 +168,8 @@ class RangeSampler:
         tiny = self.dtype.smallest_normal
 
         def hook(grad: torch.Tensor) -> None:
+            if self.quiet:
+                return
             g = local(grad.detach())
             sample.buffer[row, GRAD] = torch.maximum(sample.buffer[row, GRAD], g.abs().amax().float())
             # below the smallest normal once unscaled (the last row holds the scale)

@@ -130,11 +130,16 @@ class Recorder:
     def write(self, record: Record) -> dict | None:
         return self.writer.write(record) if self.writer is not None else None
 
-    def watch_scale(self, growth_interval: int, precision: Precision) -> None:
-        """Turn on the loss-scale alarms (a GradScaler's run): they know the growth interval and
-        which dtype the forward computes in, and whether this device has native bfloat16."""
-        device = self.device or torch.device("cpu")
-        self.alarms = ScaleAlarms(int(growth_interval), precision.reduced, native_bf16(device))
+    def watch_scale(self, growth_interval: int, precision: Precision, init_scale: float | None = None,
+                    backoff_factor: float | None = None) -> None:
+        """Turn on the loss-scale alarms (a GradScaler's run): they know the growth interval, the
+        dtype the forward computes in, whether this device has native bfloat16, and how long
+        calibration may back off from `init_scale` (default: the scale before the first step)."""
+        if backoff_factor is None and self.scaler_enabled:
+            backoff_factor = float(self.scaler.get_backoff_factor())
+        self.alarms = ScaleAlarms(int(growth_interval), precision.reduced, native_bf16(self.device or torch.device("cpu")),
+                                  init_scale=self.last_scale if init_scale is None else init_scale,
+                                  backoff_factor=backoff_factor)
 
     def sample_numerics(self, model: torch.nn.Module, every: int, depth: int, dtype: str) -> None:
         """Per-layer range headroom every `every` optimizer steps (0: nothing is hooked, nothing
@@ -212,12 +217,14 @@ class Recorder:
     @contextlib.contextmanager
     def paused(self, what: str = "eval") -> Iterator[None]:
         """Keep `what` ("eval", "checkpoint" or anything else) out of the step window's clock; its
-        time goes to the epoch record's eval_time_s / checkpoint_time_s."""
-        if self.meter is None:
+        time goes to the epoch record's eval_time_s / checkpoint_time_s. A forward or backward in
+        it (an evaluation, the trace_nonfinite replay) stays out of the next step's range sample."""
+        quiet = self.numerics.suspended() if self.numerics is not None else contextlib.nullcontext()
+        clock = self.meter.clock.paused() if self.meter is not None else contextlib.nullcontext()
+        with quiet, clock as took:
             yield
+        if took is None:  # no meter yet: nothing to time
             return
-        with self.meter.clock.paused() as took:
-            yield
         if what == "eval":
             self.times.eval_time_s += took[0]
         elif what == "checkpoint":
