@@ -329,3 +329,26 @@ def test_a_closed_monitor_leaves_no_sampling_hooks_on_the_model(runs_dir):
         mon.step(loss, batch_size=8)  # step 1: step 2 is due, so it is prepared
     assert not any(m._forward_hooks for m in model.modules())
     assert not any(p._backward_hooks for p in model.parameters())
+
+
+def test_headroom_alarm_counts_overflowed_samples_in_the_narrow_run():
+    """A layer that swings between the edge and past it (numerics-lab's blocks.3) is the one to warn
+    about: an inf/NaN sample keeps its run of narrow samples going instead of starting it again."""
+    from amptui.core.records import Numerics
+
+    near = [{"name": "blocks.3", "forward": 0.05}]
+    over = [{"name": "blocks.3", "nonfinite": "forward"}]
+
+    def said(*samples):
+        alarms = HeadroomAlarms("float16")
+        return [a for step, layers in zip((10, 20, 30, 40), samples, strict=False)
+                for a in alarms.observe([Numerics(step, "float16", 65504.0, layers)]) if a.code == "low_headroom"]
+
+    swings = said(near, over, near, over)
+    assert len(swings) == 1
+    assert swings[0].message.startswith("blocks.3 has 0.1 bits of range headroom left (3 samples in a row under 1, "
+                                        "up to step 30): will overflow float16 soon: bfloat16")
+    overflowed = said(near, near, over)
+    assert len(overflowed) == 1 and overflowed[0].message.startswith(
+        "blocks.3 has no range headroom left (3 samples in a row under 1, up to step 30, the last one inf/NaN): "
+        "keeps overflowing float16: bfloat16")

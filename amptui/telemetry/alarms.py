@@ -146,9 +146,11 @@ class HeadroomAlarms:
             for layer in sample.layers:
                 bits = layer_headroom(layer)
                 name = layer.get("name", "?")
-                if bits is None or bits >= LOW_HEADROOM_BITS or bits == -math.inf:
+                if bits is None or bits >= LOW_HEADROOM_BITS:
                     self.low.pop(name, None)
                     continue
+                # an overflowed sample (-inf) keeps the run going: a layer that swings between the
+                # edge and past it is the one about to overflow for good
                 self.low[name] = self.low.get(name, 0) + 1
                 if self.low[name] >= LOW_HEADROOM_SAMPLES and name not in self.raised:
                     self.raised.add(name)
@@ -162,6 +164,9 @@ class HeadroomAlarms:
 
     def _advice(self, name: str, bits: float, step: int) -> str:
         wide = next((d.name for d in DTYPES.values() if not d.needs_scaler), "bfloat16")
-        return (f"{name} has {bits:.1f} bits of range headroom left ({LOW_HEADROOM_SAMPLES} samples in a row under "
-                f"{LOW_HEADROOM_BITS:g}, up to step {step}): will overflow {self.dtype} soon: {wide}, or scale this "
-                "layer's init/output")
+        runs = f"{LOW_HEADROOM_SAMPLES} samples in a row under {LOW_HEADROOM_BITS:g}, up to step {step}"
+        if bits == -math.inf:  # the latest sample overflowed: the narrow samples before it said so
+            said = f"{name} has no range headroom left ({runs}, the last one inf/NaN): keeps overflowing {self.dtype}"
+        else:
+            said = f"{name} has {bits:.1f} bits of range headroom left ({runs}): will overflow {self.dtype} soon"
+        return f"{said}: {wide}, or scale this layer's init/output"
