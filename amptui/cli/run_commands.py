@@ -32,9 +32,15 @@ def cmd_run(args) -> int:
         args.script = f"{launch.MODULE_PREFIX}{args.module}"
     if not args.preset and not args.script:
         raise UserError("name a preset (see `amptui presets list`) or a script with --script FILE")
+    overrides = config.parse_set(args.sets)
+    if args.script or "run.script" in overrides:  # before anything is written: keys a script ignores
+        from amptui.core.config.scriptsets import check_script_sets
+
+        check_script_sets(overrides)
+        if args.script:
+            launch.check_script(args.script)
     root = runs.runs_root(args.runs_dir, writable=not args.print_launch)
     preset = presets.find_preset(args.preset) if args.preset else None
-    overrides = config.parse_set(args.sets)
     if args.script:
         overrides["run.script"] = args.script
     if args.print_launch:
