@@ -27,7 +27,6 @@ from amptui.core.run import runlock
 from amptui.core.run.runfiles import RunFolder
 from amptui.jobs.stderrtail import StderrTail
 
-
 SAID_CHARS = 300  # of the script's last stderr line, in the run's error
 
 
