@@ -30,6 +30,9 @@ class StderrTail(io.TextIOBase):
     def isatty(self) -> bool:
         return self.out.isatty()
 
+    def writable(self) -> bool:
+        return True
+
     @property
     def encoding(self):  # type: ignore[override]  # the wrapped stream's
         return getattr(self.out, "encoding", "utf-8")
