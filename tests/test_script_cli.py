@@ -152,3 +152,15 @@ def test_scale_advice_names_preset_keys_for_the_trainer_and_code_for_a_loop():
     for what in FIXES:
         assert re.search(r"(?<![\w.])(amp|optim)\.", trainer.fix(what)), what
         assert not re.search(r"(?<![\w.])(amp|optim)\.|--set", loop.fix(what)), what
+
+
+def test_print_launch_of_a_script_keeps_the_script_and_its_arguments(cli, runs_dir):
+    out = cli("run", "--script", str(FLOAT32), "--set", "dist.mode=ddp", "--set", "dist.nnodes=2", "--print-launch",
+              "--", "--steps", "3", check=True).stdout
+    lines = out.splitlines()
+    node1 = [line for line in lines if line.startswith("amptui run")][1]
+    assert node1.endswith(f"--script {FLOAT32} --set dist.mode=ddp --set dist.nnodes=2 --set dist.node_rank=1 "
+                          "-- --steps 3"), node1
+    assert [line for line in lines if "which runs:" in line][1].endswith(f"amptui.trainer.scriptrun runs/RUN_ID "
+                                                                          f"{FLOAT32} --steps 3")
+    assert not runs_dir.exists()
