@@ -62,6 +62,7 @@ from amptui.monitor_folder import Opening
 from amptui.telemetry import Recorder, ddp, scripthooks
 from amptui.telemetry.scripthooks.patches import Patches
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
+from amptui.telemetry.tensorboard import mirror_sinks
 
 
 class Monitor:
@@ -175,6 +176,12 @@ class Monitor:
         if self.model is not None and self.config.numerics.every:  # config={"numerics": {"every": N}}: range headroom
             self.recorder.sample_numerics(self.model, self.config.numerics.every, self.config.numerics.depth,
                                           precision.reduced)
+        if self._writes:
+            try:  # log.tensorboard (config= or the run's config.toml): the trainer's TensorBoard sink
+                self.recorder.sinks += mirror_sinks(self.config, self.run_dir, self.rank)
+            except ImportError as exc:  # never break the loop: say it, once
+                print(f"[amptui] log.tensorboard: TensorBoard is not installed ({exc}): pip install "
+                      "'amptui[tensorboard]'", file=sys.stderr, flush=True)
         shown = {"config_shown": script_sections(self.config)} if self.config.run.script else {}
         self.recorder.start(config=self.config, **self._start_fields, **shown)
 

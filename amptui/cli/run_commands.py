@@ -32,9 +32,15 @@ def cmd_run(args) -> int:
         args.script = f"{launch.MODULE_PREFIX}{args.module}"
     if not args.preset and not args.script:
         raise UserError("name a preset (see `amptui presets list`) or a script with --script FILE")
+    overrides = config.parse_set(args.sets)
+    if args.script or "run.script" in overrides:  # before anything is written: keys a script ignores
+        from amptui.core.config.scriptsets import check_script_sets
+
+        check_script_sets(overrides)
+        if args.script:
+            launch.check_script(args.script)
     root = runs.runs_root(args.runs_dir, writable=not args.print_launch)
     preset = presets.find_preset(args.preset) if args.preset else None
-    overrides = config.parse_set(args.sets)
     if args.script:
         overrides["run.script"] = args.script
     if args.print_launch:
@@ -56,15 +62,27 @@ def _print_launch(args, preset, overrides) -> int:
     cfg = launch.resolve_config(preset, overrides)
     if cfg.dist.mode not in ("ddp", "fsdp"):
         raise UserError("--print-launch is for torchrun runs: add --set dist.mode=ddp (or fsdp)")
-    base = ["amptui", "run"] + ([args.preset] if args.preset else []) + \
+    base = ["amptui", "run"] + ([args.preset] if args.preset else []) + _script_option(args.script) + \
         [a for s in args.sets if not s.startswith("dist.node_rank=") for a in ("--set", s)]
+    script_args = list(getattr(args, "script_args", []) or [])
     for node in range(cfg.dist.nnodes):
         node_cfg = cfg.with_overrides({"dist.node_rank": node})
         print(f"# node {node} of {cfg.dist.nnodes}:")
-        print(shlex.join(base + ["--set", f"dist.node_rank={node}"]))
+        print(shlex.join(base + ["--set", f"dist.node_rank={node}"] + (["--", *script_args] if script_args else [])))
         env = "".join(f"{k}={shlex.quote(v)} " for k, v in launch.torchrun_env(node_cfg, Path("runs/RUN_ID")).items())
-        print("#   which runs: " + env + shlex.join(["torchrun", *launch.torchrun_args(node_cfg, Path("runs/RUN_ID"))]))
+        torchrun = launch.torchrun_args(node_cfg, Path("runs/RUN_ID"), script_args=script_args)
+        print("#   which runs: " + env + shlex.join(["torchrun", *torchrun]))
     return 0
+
+
+def _script_option(script: str | None) -> list[str]:
+    """`--script FILE` or `-m MODULE`, as the user gave it (a run.script of "-m MODULE" is a module)."""
+    from amptui.jobs import launch
+
+    if not script:
+        return []
+    module = launch.script_module(script)
+    return ["-m", module] if module is not None else ["--script", script]
 
 
 def cmd_resume(args) -> int:

@@ -133,11 +133,18 @@ def script_module(script: str) -> str | None:
     return script[len(MODULE_PREFIX):].strip() if script.startswith(MODULE_PREFIX) else None
 
 
-def _check_script(script: str) -> None:
+def check_script(script: str) -> None:
+    """Refuse (UserError, one line) a `run.script` that names no file, or a module Python would not
+    find from here (`python -m` runs it from the current folder): before any run folder is made."""
     module = script_module(script)
     if module is not None:
         if not module or not all(part.isidentifier() for part in module.split(".")):
             raise UserError(f"run.script = {script!r}: {module!r} is not a module name (e.g. -m pkg.train)")
+        from amptui.jobs.modulefind import module_missing
+
+        missing = module_missing(module)
+        if missing:
+            raise UserError(f"-m {module}: {missing}")
     elif not Path(script).is_file():
         raise UserError(f"run.script = {script!r}: no such file (relative to {os.getcwd()})")
 
@@ -157,7 +164,7 @@ def resolve_config(preset: Preset | None, overrides: dict | None = None,
     else:
         cfg = preset.config(overrides)
     if cfg.run.script:
-        _check_script(cfg.run.script)
+        check_script(cfg.run.script)
     return preflight.resolve(cfg, slow_dtypes=_measured_slow_dtypes, notes=notes)
 
 

@@ -25,38 +25,46 @@ from amptui.core.events import EventReader, EventWriter, events_file
 from amptui.core.records import End, ErrorInfo
 from amptui.core.run import runlock
 from amptui.core.run.runfiles import RunFolder
+from amptui.jobs.stderrtail import StderrTail
+
+SAID_CHARS = 300  # of the script's last stderr line, in the run's error
 
 
-def _exit_error(exc: BaseException) -> ErrorInfo | None:
-    """The run's error for an exception the script ended with (None: it ended cleanly)."""
+def _exit_error(exc: BaseException, said: str = "") -> ErrorInfo | None:
+    """The run's error for an exception the script ended with (None: it ended cleanly). A
+    SystemExit with a code says, after it, the last line the script wrote to stderr (`said`:
+    argparse's "train.py: error: unrecognized arguments: --bogus"), so the reason is in the record."""
     if isinstance(exc, SystemExit):
         if exc.code in (None, 0):
             return None
         message = exc.code if isinstance(exc.code, str) else f"exit code {exc.code}"
+        if said and not isinstance(exc.code, str):
+            message += f": {said[:SAID_CHARS]}"
         return ErrorInfo("SystemExit", str(message), 0)
     return ErrorInfo.of(exc, 0)
 
 
-def _status(exc: BaseException | None) -> tuple[str, ErrorInfo | None]:
+def _status(exc: BaseException | None, said: str = "") -> tuple[str, ErrorInfo | None]:
     if isinstance(exc, KeyboardInterrupt):
         return "stopped", None
-    error = _exit_error(exc) if exc is not None else None
+    error = _exit_error(exc, said) if exc is not None else None
     return ("failed" if error else "completed"), error
 
 
-def end_if_silent(run_dir: Path, offset: int, started: float, exc: BaseException | None, rank: int = 0) -> None:
+def end_if_silent(run_dir: Path, offset: int, started: float, exc: BaseException | None, rank: int = 0,
+                  said: str = "") -> None:
     """Write the run's `end` record unless the script's Monitor (or the hooks) wrote records this
     session (they end their own run, also on an uncaught exception)."""
     path = events_file(run_dir, rank)
     if EventReader(path, offset=offset).read():
         return
-    status, error = _status(exc)
+    status, error = _status(exc, said)
     with EventWriter(path, rank) as writer:
         writer.write(End(status=status, total_time_s=time.time() - started, steps=0,
                          error=asdict(error) if error else None))
 
 
-def _end_hooks(session, exc: BaseException | None) -> None:
+def _end_hooks(session, exc: BaseException | None, said: str = "") -> None:
     if session is None:
         return
     status, _ = _status(exc)
@@ -64,7 +72,7 @@ def _end_hooks(session, exc: BaseException | None) -> None:
         status = "stopped"  # the script caught amptui's KeyboardInterrupt and ended on its own
     error: BaseException | ErrorInfo | None = None
     if status == "failed" and exc is not None:
-        error = _exit_error(exc) if isinstance(exc, SystemExit) else exc  # SystemExit(2): "exit code 2"
+        error = _exit_error(exc, said) if isinstance(exc, SystemExit) else exc  # SystemExit(2): "exit code 2: ..."
     try:
         session.end(status, error)
     except Exception as failure:  # noqa: BLE001 -- amptui's bookkeeping never replaces the script's own ending
@@ -113,17 +121,25 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
     # current folder first): its argv, its __main__.
     sys.argv = [script if module is None else module, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script)) if module is None else os.getcwd()
+    stderr = sys.stderr
+    sys.stderr = tail = StderrTail(stderr)  # the script's last words, should it exit with a code
     try:
         if module is None:
             runpy.run_path(script, run_name="__main__")
         else:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
     except BaseException as exc:  # noqa: BLE001 -- recorded, then re-raised for Python to report
-        _end_hooks(session, exc)
-        end_if_silent(run_dir, offset, started, exc, rank)
+        if sys.stderr is tail:
+            sys.stderr = stderr
+        said = " ".join(tail.last_lines(1))
+        _end_hooks(session, exc, said)
+        end_if_silent(run_dir, offset, started, exc, rank, said)
         if isinstance(exc, KeyboardInterrupt) and session is not None and session.stop_sent:
             sys.exit(0)  # `amptui stop` asked for it: a clean stop, not a crash
         raise
+    finally:
+        if sys.stderr is tail:
+            sys.stderr = stderr
     _end_hooks(session, None)
     end_if_silent(run_dir, offset, started, None, rank)
 

@@ -38,6 +38,21 @@ class Alarm:
     message: str
 
 
+# What to change, said two ways: a preset's key for amptui's trainer, or the code to change for a
+# run of the user's own loop (a script under the hooks, a Monitor), which has no preset keys.
+FIXES = {
+    "bfloat16": ("use amp.dtype=bfloat16", "autocast to torch.bfloat16 in your loop (torch.autocast(..., "
+                 "dtype=torch.bfloat16), no GradScaler needed)"),
+    "init_scale": ("Lower amp.init_scale", "Lower your GradScaler's init_scale (torch.amp.GradScaler(init_scale=...))"),
+    "lr": ("lower optim.lr", "lower your optimizer's learning rate"),
+    "clip": ("enable amp.clip_grad_norm", "clip the gradients (scaler.unscale_(optimizer), then "
+             "torch.nn.utils.clip_grad_norm_)"),
+    "no_autocast": ("try amp.autocast=false", "run your loop once without torch.autocast"),
+    "try_bfloat16": ("try --set amp.dtype=bfloat16", "try torch.autocast(..., dtype=torch.bfloat16) in your "
+                     "loop, without the GradScaler"),
+}
+
+
 @dataclass
 class ScaleAlarms:
     growth_interval: int
@@ -53,6 +68,12 @@ class ScaleAlarms:
     backoffs_after_growth: int = 0
     source: str = ""            # the latest first non-finite module named on a backoff
     source_where: str = ""      # where it went non-finite: "forward" or "backward"
+    own_loop: bool = False      # the user's loop (script hooks, Monitor): advice names code, not preset keys
+
+    def fix(self, what: str) -> str:
+        """FIXES[what], phrased for this run: a preset key, or the change in the user's loop."""
+        preset, loop = FIXES[what]
+        return loop if self.own_loop else preset
 
     @property
     def calibration_streak(self) -> int:
@@ -74,8 +95,8 @@ class ScaleAlarms:
         loss scale touches; a gradient overflow may still be the scale's."""
         if self.source_where == "forward":
             return (f"The forward pass itself exceeds {self.dtype}'s range there, which no loss scale can fix: "
-                    "use amp.dtype=bfloat16, or scale that layer's init/output")
-        return "Lower amp.init_scale, or check those layers"
+                    f"{self.fix('bfloat16')}, or scale that layer's init/output")
+        return f"{self.fix('init_scale')}, or check those layers"
 
     def _once(self, code: str, message: str, out: list[Alarm]) -> None:
         if code not in self.raised:
@@ -88,8 +109,9 @@ class ScaleAlarms:
         out: list[Alarm] = []
         if loss is None or not math.isfinite(loss):
             self._once("loss_not_finite", f"the loss is not finite (NaN or inf) at step {last_step}: this is not "
-                       "an overflow the GradScaler can fix. Check the data for NaN/inf, lower optim.lr, or enable "
-                       "amp.clip_grad_norm; try amp.autocast=false to see whether reduced precision causes it", out)
+                       f"an overflow the GradScaler can fix. Check the data for NaN/inf, {self.fix('lr')}, or "
+                       f"{self.fix('clip')}; {self.fix('no_autocast')} to see whether reduced precision causes it",
+                       out)
         for event in scaler_events:
             if event["event"] == "growth":
                 self.streak = 0
@@ -117,7 +139,7 @@ class ScaleAlarms:
             if event["new_scale"] < 1.0:
                 self._once("scale_below_one", f"the loss scale fell below 1 ({event['new_scale']:g}) at step "
                            f"{event['step']}: the gradients hold inf/NaN even unscaled, so scaling cannot fix them. "
-                           "Look for NaN in the loss or inputs, lower optim.lr, or use amp.dtype=bfloat16", out)
+                           f"Look for NaN in the loss or inputs, {self.fix('lr')}, or {self.fix('bfloat16')}", out)
         if scale is not None and self.backoffs_since_growth and \
                 last_step - self.last_growth_step >= max(3 * self.growth_interval, STUCK_STEPS):
             self._once("scale_stuck", f"the loss scale has not grown for {last_step - self.last_growth_step} steps "
@@ -126,7 +148,7 @@ class ScaleAlarms:
         if self._narrow_range and self.bf16_available and self.backoffs_after_growth >= REPEATED_OVERFLOWS:
             self._once("use_bfloat16", f"{self.dtype} overflowed {self.backoffs_after_growth} times after the scale "
                        "settled: this device supports bfloat16, which has float32's range and needs no loss "
-                       "scaling; try --set amp.dtype=bfloat16", out)
+                       f"scaling; {self.fix('try_bfloat16')}", out)
         return out
 
 

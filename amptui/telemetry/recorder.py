@@ -67,6 +67,9 @@ class EpochTimes:
     checkpoint_time_s: float = 0.0
 
 
+OWN_LOOP_SOURCES = ("script", "monitor")  # start records' `source` for a run of the user's own loop
+
+
 class Recorder:
     def __init__(self, writer: EventWriter | None, rank: int = 0, world_size: int = 1, *,
                  counters: Counters | None = None, scaler=None, optimizer=None, model=None,
@@ -166,6 +169,8 @@ class Recorder:
         if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         shown = fields.pop("config_shown", None)  # what config.toml says, when it is not all of config
+        if self.alarms is not None and fields.get("source") in OWN_LOOP_SOURCES:
+            self.alarms.own_loop = True  # their advice names the loop's code: a script has no preset keys
         record = Start(config=shown if shown is not None else config.to_dict(), precision=Precision.from_config(config, device.type).as_record(),
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
 import sys
 import time
@@ -24,6 +23,7 @@ from amptui.core.run import runlock
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import fold
 from amptui.jobs import launch
+from amptui.jobs.stderrtail import StderrTail
 
 
 def first_failure(exc) -> tuple[int, dict]:
@@ -90,28 +90,6 @@ def main() -> int:
     path = primary_events_file(run_dir)
     _write_end(path, before.get(path, 0), error)
     return 1
-
-
-class StderrTail(io.TextIOBase):
-    """Passes writes through to stderr (output.log) and keeps the last few lines, so a failure
-    torchrun only printed (argparse's "error: unrecognized arguments") reaches the end record."""
-
-    def __init__(self, out):
-        self.out = out
-        self.tail = ""
-
-    def write(self, text: str) -> int:
-        self.tail = (self.tail + text)[-4000:]
-        return self.out.write(text)
-
-    def flush(self) -> None:
-        self.out.flush()
-
-    def fileno(self) -> int:  # torchrun's fault handler writes to the real file
-        return self.out.fileno()
-
-    def text(self) -> str:
-        return self.tail
 
 
 def launch_failure(exc: BaseException, stderr: str) -> dict:

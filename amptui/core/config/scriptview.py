@@ -3,7 +3,8 @@
 A script brings its own model, data, optimizer and schedule; writing amptui's defaults for them
 (model.name = "smallcnn", data.name = "synthetic", ...) would name things the script never used.
 Its config.toml keeps [run] (name, script, device), the precision the loop was seen to train in
-([amp]; amp.reduce_dtype for an FSDP2 policy), how it was launched ([dist]), how often it records
+([amp]: autocast, and its dtype only when it was on; grad_scaler, and the scaler's settings only
+when one was on; amp.reduce_dtype for an FSDP2 policy), how it was launched ([dist]), how often it records
 ([log]) and, when on, its range sampling ([numerics]); reading it back fills the rest with
 defaults, which nothing uses for a script.
 """
@@ -31,8 +32,22 @@ def script_sections(cfg: "Config") -> dict[str, dict[str, Any]]:
     for section, keys in SCRIPT_KEYS.items():
         table = values.get(section, {})
         out[section] = dict(table) if keys is None else {k: table[k] for k in keys if k in table}
+    _loop_amp(out["amp"])
     if not out["numerics"].get("every"):
         del out["numerics"]
     if out["dist"].get("mode") == "fsdp" and "reduce_dtype" in values.get("amp", {}):
         out["amp"]["reduce_dtype"] = values["amp"]["reduce_dtype"]
     return out
+
+
+SCALER_KEYS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+
+
+def _loop_amp(amp: dict[str, Any]) -> None:
+    """[amp] as the loop ran: a float32 loop names no autocast dtype, a loop without an enabled
+    GradScaler no scaler settings (the config's defaults would name what the loop never used)."""
+    if amp.get("autocast") is False:
+        amp.pop("dtype", None)
+    if amp.get("grad_scaler") is not True:
+        for key in SCALER_KEYS:
+            amp.pop(key, None)

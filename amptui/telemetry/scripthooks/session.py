@@ -40,6 +40,7 @@ from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 from amptui.telemetry.scripthooks.scalerhooks import ScalerHooks
 from amptui.telemetry.scripthooks.stepclock import StepClock
+from amptui.telemetry.tensorboard import mirror_sinks
 
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
 UNDERFLOW_SHARE = 0.05
@@ -143,6 +144,7 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
             with contextlib.suppress(OSError):
                 atomic_write_text(RunFolder(self.run_dir).config,
                                   runs.config_text(cfg, f"# amptui run {self.run_dir.name}: a script, as its hooks saw it"))
+        recorder.sinks += mirror_sinks(cfg, self.run_dir, self.rank)  # --set log.tensorboard=true, as the trainer
         recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
                        epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
                        parameters=sum(p.numel() for p in optimizer_params(self.optimizers)) or None,

@@ -1,0 +1,67 @@
+"""Which `--set` keys a script run honours (`amptui run --script` / `-m`), and why the rest are refused.
+
+A script brings its own model, data, optimizer, schedule, precision and loop; amptui only starts
+it, records it and names the run. So a script run takes the keys that say how amptui does that:
+
+- run.name, run.description: the run's name in `amptui runs` and the dashboard;
+- log.every (steps between step records), log.tensorboard (the records mirrored as TensorBoard
+  scalars);
+- numerics.every, numerics.depth: range headroom sampled on the script's model;
+- dist.mode ("none", or "ddp"/"fsdp": the script started once per rank under torchrun; which of
+  the two the script really does is its own code's choice), nproc_per_node, nnodes, node_rank,
+  rdzv_endpoint, max_restarts: torchrun's launch.
+
+Any other key would be silently ignored (the script's own loop decides it), so it is refused in
+one line naming the key and what to change instead. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from amptui.core.errors import UserError
+
+SCRIPT_SETTABLE = ("run.name", "run.description", "log.every", "log.tensorboard", "numerics.every",
+                   "numerics.depth", "dist.mode", "dist.nproc_per_node", "dist.nnodes", "dist.node_rank",
+                   "dist.rdzv_endpoint", "dist.max_restarts")
+SCRIPT_DIST_MODES = ("none", "ddp", "fsdp")  # ddp and fsdp both mean: under torchrun
+SETTABLE_WORDS = "run.name, run.description, log.every, log.tensorboard, numerics.every, numerics.depth, dist.*"
+
+# Why a key is not a script run's, by key and then by section; each says what to do instead.
+_WHY = {
+    "run.script": "give the script with --script FILE (or -m MODULE)",
+    "run.device": "the script puts its model and tensors on a device itself",
+    "run.seed": "the script seeds its own random generators",
+    "amp": "the script's own torch.autocast and GradScaler decide the precision, and amptui records what "
+           "they do; change them in the script",
+    "model": "the script builds its own model; change it in the script (or pass it an argument after --)",
+    "data": "the script loads its own data; change it in the script (or pass it an argument after --)",
+    "optim": "the script makes its own optimizer; change it in the script (or pass it an argument after --)",
+    "sched": "the script makes its own schedule; change it in the script (or pass it an argument after --)",
+    "run": "the script's own loop decides how long it trains; pass it an argument after --",
+    "log": "the script's own loop decides when it evaluates and checkpoints",
+    "numerics.trace_nonfinite": "re-running a batch needs amptui's trainer; numerics.every samples a script's model",
+    "dist.backend": "the script calls init_process_group itself",
+    "debug": "fault injection is amptui's trainer's",
+}
+
+
+def script_set_refusal(overrides: Mapping[str, Any]) -> str | None:
+    """The one line refusing the first `--set` key (dotted, as parsed) a script run cannot honour,
+    or None when it honours them all."""
+    for key, value in overrides.items():
+        if key == "dist.mode" and value not in SCRIPT_DIST_MODES:
+            return (f"--set dist.mode={value}: not for a script run: the script wraps its own model (DataParallel "
+                    f"is its code's); dist.mode ddp or fsdp starts it once per rank under torchrun")
+        if key in SCRIPT_SETTABLE:
+            continue
+        why = _WHY.get(key) or _WHY.get(key.partition(".")[0], "the script's own loop decides it")
+        return f"--set {key}: not for a script run: {why} (a script run takes {SETTABLE_WORDS})"
+    return None
+
+
+def check_script_sets(overrides: Mapping[str, Any]) -> None:
+    """Raise UserError (exit 2) for a `--set` key a script run would ignore (see script_set_refusal)."""
+    refusal = script_set_refusal(overrides)
+    if refusal:
+        raise UserError(refusal)
