@@ -15,7 +15,8 @@ from conftest import amptui, events, only_run, started, wait_for_step
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.jobs import launch
-from amptui.trainer.torchrun import StderrTail, launch_failure
+from amptui.jobs.stderrtail import StderrTail
+from amptui.trainer.torchrun import launch_failure
 
 pytestmark = pytest.mark.slow
 DDP2 = ["--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2"]

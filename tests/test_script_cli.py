@@ -107,19 +107,20 @@ def test_a_bad_script_argument_fails_with_the_scripts_own_words(runs_dir):
 
 @pytest.mark.slow
 def test_a_float16_script_gets_advice_for_its_loop_and_a_config_naming_its_scaler(runs_dir):
-    """The AMP recipe with a far too high init_scale: the backoff streak's advice says what to
-    change in the loop (the GradScaler's init_scale), not a preset key the script lacks."""
+    """The AMP recipe with a layer whose float16 output overflows at every scale: the backoff
+    streak's advice says what to change in the loop, not a preset key the script lacks."""
     proc = amptui("run", "--script", str(SCRIPTS / "amp_recipe.py"), "--set", "log.every=5",
-                  "--", "--init-scale", str(2.0 ** 40), "--epochs", "1", check=True)
+                  "--", "--init-scale", str(2.0 ** 20), "--blow-up", "2", "--steps", "24", "--epochs", "1", check=True)
     run_dir = only_run(runs_dir)
     warnings = {r["code"]: r["message"] for r in by_kind(events(run_dir), "warning")}
     streak = warnings["backoff_streak"]
-    assert "torch.amp.GradScaler(init_scale=...)" in streak and "amp.init_scale" not in streak, streak
+    assert "calibration from init_scale 1.04858e+06 is allowed 20 backoffs" in streak, streak
+    assert "lower your optimizer's learning rate, or autocast to torch.bfloat16 in your loop" in streak, streak
     assert not [m for m in warnings.values() if re.search(r"(?<![\w.])(amp|optim)\.|--set", m)], warnings
-    assert "GradScaler(init_scale=" in proc.stdout + proc.stderr, "said on the terminal too"
+    assert "autocast to torch.bfloat16 in your loop" in proc.stdout + proc.stderr, "said on the terminal too"
     amp = read_toml(run_dir / "config.toml")["amp"]
     assert amp["autocast"] is True and amp["dtype"] == "float16" and amp["grad_scaler"] is True
-    assert amp["init_scale"] == 2.0 ** 40 and amp["growth_interval"] == 5
+    assert amp["init_scale"] == 2.0 ** 20 and amp["growth_interval"] == 5
 
 
 def test_a_monitor_asked_for_tensorboard_writes_it(runs_dir):

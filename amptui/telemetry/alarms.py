@@ -43,7 +43,6 @@ class Alarm:
 FIXES = {
     "bfloat16": ("use amp.dtype=bfloat16", "autocast to torch.bfloat16 in your loop (torch.autocast(..., "
                  "dtype=torch.bfloat16), no GradScaler needed)"),
-    "init_scale": ("Lower amp.init_scale", "Lower your GradScaler's init_scale (torch.amp.GradScaler(init_scale=...))"),
     "lr": ("lower optim.lr", "lower your optimizer's learning rate"),
     "clip": ("enable amp.clip_grad_norm", "clip the gradients (scaler.unscale_(optimizer), then "
              "torch.nn.utils.clip_grad_norm_)"),
@@ -96,7 +95,9 @@ class ScaleAlarms:
         if self.source_where == "forward":
             return (f"The forward pass itself exceeds {self.dtype}'s range there, which no loss scale can fix: "
                     f"{self.fix('bfloat16')}, or scale that layer's init/output")
-        return f"{self.fix('init_scale')}, or check those layers"
+        # the streak outlasted calibration: the scale went as low as init_scale allows, so a lower
+        # init_scale cannot help; what overflows is the model's numbers
+        return f"Check those layers' inputs and weights, {self.fix('lr')}, or {self.fix('bfloat16')}"
 
     def _once(self, code: str, message: str, out: list[Alarm]) -> None:
         if code not in self.raised:

@@ -19,7 +19,7 @@ def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_d
     alarms for this precision."""
     recorder.attach(scaler=state.scaler, optimizer=state.optimizer, model=state.model)
     if cfg.log.tensorboard and rank == 0:
-        from amptui.trainer.tensorboard import TensorBoardScalars
+        from amptui.telemetry.tensorboard import TensorBoardScalars
 
         recorder.sinks.append(TensorBoardScalars(run_dir))
     recorder.step_flops = state.step_flops
