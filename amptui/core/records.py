@@ -66,10 +66,10 @@ class Start(Record):
 @dataclass
 class Step(Record):
     KIND: ClassVar[str] = "step"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("grad_norm", "tflops")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("grad_norm", "tflops", "epoch")
 
     step: int
-    epoch: int
+    epoch: int | None               # absent when unknown (a script whose loop iterates no DataLoader)
     loss: float | None              # mean over the window since the last step record
     lr: float | None
     scale: float | None             # None without a GradScaler

@@ -58,11 +58,12 @@ class ScaleAlarms:
             out.append(Alarm(code, message))
 
     def observe(self, scaler_events: list[dict], last_step: int, scale: float | None,
-                loss: float | None) -> list[Alarm]:
-        """Feed one step record's scaler events (growth/backoff) and values; get new alarms."""
+                loss: float | None, loss_at: str | None = None) -> list[Alarm]:
+        """Feed one step record's scaler events (growth/backoff) and values; get new alarms.
+        `loss_at`: where a non-finite loss came from ("at step 7"; default: the record's step)."""
         out: list[Alarm] = []
         if loss is None or not math.isfinite(loss):
-            self._once("loss_not_finite", f"the loss is not finite (NaN or inf) at step {last_step}: this is not "
+            self._once("loss_not_finite", f"the loss is not finite (NaN or inf) {loss_at or f'at step {last_step}'}: this is not "
                        "an overflow the GradScaler can fix. Check the data for NaN/inf, lower optim.lr, or enable "
                        "amp.clip_grad_norm; try amp.autocast=false to see whether reduced precision causes it", out)
         for event in scaler_events:

@@ -160,10 +160,13 @@ class Patches:
         def make_next(original):
             def __next__(self):
                 t0 = time.perf_counter()
+                ran_out = True  # StopIteration (or a worker's error): the pass is over
                 try:
-                    return original(self)
+                    batch = original(self)
+                    ran_out = False
+                    return batch
                 finally:
-                    on.batch_waited(self, time.perf_counter() - t0)
+                    on.batch_waited(self, time.perf_counter() - t0, ran_out)
             return __next__
         self._replace(dataloader_module.DataLoader, "__iter__", make_iter)
         self._replace(dataloader_module._BaseDataLoaderIter, "__next__", make_next)

@@ -32,6 +32,7 @@ from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.scaler import SkipLedger
 from amptui.telemetry.scripthooks import mistakes
 from amptui.telemetry.scripthooks.guard import StopRequested, guarded
 from amptui.telemetry.scripthooks.loopshape import LoopShape
@@ -41,6 +42,7 @@ from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 from amptui.telemetry.scripthooks.scalerhooks import ScalerHooks
 from amptui.telemetry.scripthooks.stepclock import StepClock
 
+NO_OPTIMIZER_AFTER = 20   # backward() calls with no torch.optim optimizer made: said live (the run starts)
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
 UNDERFLOW_SHARE = 0.05
 
@@ -74,6 +76,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         self.losses_from_scaler = False
         self.skipped_before_first_step = False
         self.grad_norm: torch.Tensor | None = None
+        self.skips: SkipLedger | None = None                # the GradScaler's skip flags (scalerhooks.py)
+        self.found_inf: torch.Tensor | None = None
         self.loader_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.waits_before: dict[int, float] = {}
         self.last_loader: int | None = None
@@ -83,10 +87,15 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         self.epoch_pass: int | None = None                 # the pass that fed the current epoch's steps
         self.steps_in_epoch = 0
         self._eval: Any = None
+        self._quiet_since: float | None = None
+        self._quiet_models: set[int] = set()
+        self._quiet_batches = 0
+        self.train_pass_over = False
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
         self.checked_fp16: set[int] = set()
         self.underflow_checks = 0
+        self.losses_seen = 0
         self.patches = Patches(self).install()
 
     # --- the run's records -----------------------------------------------------------------------------
@@ -133,6 +142,7 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
             self.recorder.add_data_wait(self.waits_before.get(self.last_loader, 0.0))
         self.waits_before.clear()
         recorder = self.recorder
+        recorder.epochs_known = self.train_loader is not None  # no training DataLoader: epochs unknown
         recorder.attach(self.scaler, self.clock.last, NamedParams(self.models, self.optimizers) if self.models else None)
         cfg = self.config()
         precision = Precision.from_config(cfg, recorder.device.type if recorder.device else "cpu")
@@ -165,11 +175,11 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
             self.end_epoch()
             self.epoch_pass = self.feeding
         recorder, losses = self.recorder, self.clock.boundary()
-        if losses.total is not None:
-            recorder.active_meter.loss_sum += losses.total
-            recorder.active_meter.micro_batches += losses.count
+        if losses.total is not None:  # the sum of the step's backward losses (stepclock.py)
+            recorder.active_meter.add_step_loss(losses.total)
         recorder.optimizer = self.clock.last  # the lr of the step's last optimizer (a GAN's generator)
-        recorder.optimizer_step(grad_norm=self.grad_norm, samples=self.samples or None)
+        recorder.optimizer_step(grad_norm=self.grad_norm, samples=self.samples or None,
+                                trace=self._skipped_now(recorder.counters.step + 1))
         self.grad_norm, self.samples = None, 0
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
             recorder.sample_numerics(self.models[0], *self.sampling)
@@ -228,6 +238,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
                 pass
             if not self.started:
                 self.begin()
+            if not self.recorder.counters.step and status != "failed":
+                self._no_optimizer(at_end=True)
             self._leave_eval()
             self._write_step(reduce=status == "completed")
             if self.train_loader is not None and self.steps_in_epoch:
@@ -289,6 +301,21 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
             self._meter(loss.device)
             self.clock.add_loss(loss.reshape(()))
+            if not self.started:
+                self.losses_seen += 1
+                if self.losses_seen == NO_OPTIMIZER_AFTER and not self.clock.knows_optimizers:
+                    self._no_optimizer()
+
+    def _no_optimizer(self, at_end: bool = False) -> None:
+        """Steps are torch.optim optimizer steps: a loop that updates its parameters by hand (or
+        never steps) records none. Said live once NO_OPTIMIZER_AFTER losses came with no optimizer
+        made (the run starts then, so the warning shows), and at the end of a run with 0 steps."""
+        if not self.started:
+            self.begin()
+        self.warn("no_optimizer_step", mistakes.NO_OPTIMIZER.format(
+            seen=f" ({self.losses_seen} backward() calls)" if self.losses_seen else ""))
+        if at_end:
+            print(f"[amptui] {mistakes.NO_OPTIMIZER_END}", file=sys.stderr, flush=True)
 
     @guarded
     def backward(self, tensors) -> None:

@@ -93,6 +93,11 @@ class StepClock:
         self._stepped.discard(key)
 
     @property
+    def knows_optimizers(self) -> bool:
+        """Has any optimizer been made (or stepped) since recording began?"""
+        return bool(self._in_use) or self.last is not None
+
+    @property
     def holds_losses(self) -> bool:
         """Losses wait here for their step: the device they live on is the window's."""
         return bool(self._stretch.count or self._fed.count)
