@@ -12,11 +12,13 @@ of the next training pass, its time measured up to that pass's start.
 Evaluation (docs/your-own-code.md, "Steps, loss and epochs"): no-grad work between training steps
 -- a forward of the script's model, a DataLoader pass or batch, with gradients off -- starts a
 quiet stretch, which training work ends (a forward or training batch with gradients on, an
-optimizer step). The stretch belongs to the step (training accuracy on the batch just trained on,
-one validation batch per step: the step's rhythm) unless it shows it is evaluation: a model runs
-forward a second time in it, or a second DataLoader batch comes in it (more than one batch), or it
-starts after the training loader's pass ran out (between epochs). Then the clock's pause is dated
-back to the stretch's start."""
+optimizer step); a DataLoader pass begun with gradients off starts a new one. The stretch belongs
+to the step (training accuracy on the batch just trained on, one validation batch per step: the
+step's rhythm) unless it shows it is evaluation: a model runs forward a second time in it, a second
+DataLoader batch comes in it, or it starts after the training loader's pass ran out (between
+epochs). The clock's pause is then dated back to where the evaluation began: the stretch's start
+when a pass began it; else the first batch since the repeated model's previous forward (or that
+forward itself: the earlier one was the step's)."""
 
 from __future__ import annotations
 
@@ -54,6 +56,9 @@ class LoopShape:
     _quiet_since: float | None        # the quiet stretch's start (perf_counter), None outside one
     _quiet_models: set[int]           # models that ran forward in it
     _quiet_batches: int               # DataLoader batches that came in it
+    _quiet_pass: bool                 # it began with a DataLoader pass (gradients off)
+    _quiet_first_batch: float | None  # when its first batch came
+    _batch_after_forward: float | None  # when the first batch after its latest forward came
     train_pass_over: bool             # the training loader's pass ran out; no training batch since
 
     if TYPE_CHECKING:  # the session's own
@@ -61,9 +66,9 @@ class LoopShape:
         def _write_step(self, reduce: bool = True) -> None: ...
     # --- evaluation ---------------------------------------------------------------------------------
 
-    def _enter_eval(self) -> None:
+    def _enter_eval(self, since: float) -> None:
         if self._eval is None and self.recorder.meter is not None:
-            self._eval = self.recorder.paused("eval", since=self._quiet_since)
+            self._eval = self.recorder.paused("eval", since=since)
             self._eval.__enter__()
 
     def _leave_eval(self) -> None:
@@ -73,26 +78,30 @@ class LoopShape:
             pause, self._eval = self._eval, None
             pause.__exit__(None, None, None)
 
-    def _quiet(self, model: int | None = None, batch: bool = False) -> None:
-        """No-grad work between steps: `model` (its id) ran forward, or a DataLoader `batch` came
-        (neither: a pass began). Evaluation once the stretch shows it (the module doc's rule)."""
+    def _quiet(self, model: int | None = None, batch: bool = False, new_pass: bool = False) -> None:
+        """No-grad work between steps: `model` (its id) ran forward, a DataLoader `batch` came, or
+        a DataLoader pass began. Evaluation once the stretch shows it (the module doc's rule)."""
         if self._eval is not None or not self.started:
             return
-        if self._quiet_since is None:
-            self._quiet_since = time.perf_counter()
+        now = time.perf_counter()
+        if self._quiet_since is None or new_pass:  # an eval loop begins by iterating its loader
+            self._quiet_since, self._quiet_pass, self._quiet_batches = now, new_pass, 0
             self._quiet_models.clear()
-            self._quiet_batches = 0
+            self._quiet_first_batch = self._batch_after_forward = None
             if self.train_pass_over:
-                self._enter_eval()
+                self._enter_eval(now)
                 return
         if batch:
             self._quiet_batches += 1
+            self._quiet_first_batch = self._quiet_first_batch or now
+            self._batch_after_forward = self._batch_after_forward or now
             if self._quiet_batches > 1:
-                self._enter_eval()
+                self._enter_eval(self._quiet_since if self._quiet_pass else self._quiet_first_batch)
         elif model is not None:
-            if model in self._quiet_models:
-                self._enter_eval()
+            if model in self._quiet_models:  # the earlier forward was the step's, unless a pass began this
+                self._enter_eval(self._quiet_since if self._quiet_pass else self._batch_after_forward or now)
             self._quiet_models.add(model)
+            self._batch_after_forward = None
 
     @guarded
     def any_forward(self, module, args) -> None:
@@ -123,7 +132,7 @@ class LoopShape:
         with contextlib.suppress(TypeError):
             self.loader_of[iterator] = (id(loader), self.loader_passes)
         if not torch.is_grad_enabled():
-            self._quiet()
+            self._quiet(new_pass=True)
         if id(loader) == self.train_loader and self.steps_in_epoch:
             self._write_step()  # if this pass trains, the epoch's steps ended here
 

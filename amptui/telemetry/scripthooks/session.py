@@ -90,6 +90,9 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         self._quiet_since: float | None = None
         self._quiet_models: set[int] = set()
         self._quiet_batches = 0
+        self._quiet_pass = False
+        self._quiet_first_batch: float | None = None
+        self._batch_after_forward: float | None = None
         self.train_pass_over = False
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
