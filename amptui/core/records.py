@@ -82,6 +82,18 @@ class Step(Record):
     grad_norm: float | None = None  # optional: written only when known
     tflops: float | None = None     # achieved
 
+    def fields(self) -> dict[str, Any]:
+        """As Record.fields, without asdict's deep copy: a step record holds numbers and the plain
+        `mem` dict (written every log.every steps: this is on the training loop's clock)."""
+        out = {name: getattr(self, name) for name in _STEP_FIELDS}
+        for key in self.OPTIONAL:
+            if out[key] is None:
+                del out[key]
+        return out
+
+
+_STEP_FIELDS = tuple(f.name for f in fields(Step))
+
 
 @dataclass
 class Scaler(Record):

@@ -4,10 +4,11 @@ the one telemetry Recorder, as the trainer and the Monitor write it.
 A training step ends when every optimizer in use has stepped since the last one (stepclock.py: one
 step per generator step in a GAN), at the `scaler.update()` after that when an enabled GradScaler
 scales the loss. The loss is what `scaler.scale()` receives, or without a scaler the scalar
-`backward()` runs on, of the step's last optimizer that had one; every micro-batch counts (gradient
-accumulation). The start record waits for the first step, so its precision is what the loop really
-did. Epochs are the passes of the training DataLoader that feed steps (loopshape.py); a forward of
-the script's model with gradients off between steps is evaluation, kept out of the step clock. With `numerics.every`
+`backward()` runs on, of the step's last optimizer that had one, summed over its micro-batches
+(gradient accumulation's loss / ACC sums to the true loss). The start record waits for the first
+step, so its precision is what the loop really did. Epochs are the passes of the training
+DataLoader that feed steps (none without one); no-grad work between steps that is not part of
+each step is evaluation, kept out of the step clock (loopshape.py). With `numerics.every`
 set, the script's (first) model gets the Recorder's range sampler from the second step on, in the
 dtype its loop computes in. Nothing here reads a device tensor outside the Recorder's one read per
 `log.every` steps.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import weakref
 from typing import Any
 
@@ -43,6 +45,7 @@ from amptui.telemetry.scripthooks.scalerhooks import ScalerHooks
 from amptui.telemetry.scripthooks.stepclock import StepClock
 
 NO_OPTIMIZER_AFTER = 20   # backward() calls with no torch.optim optimizer made: said live (the run starts)
+STOP_CHECK_S = 0.25       # how often a single-process run looks for `amptui stop`'s file (a stat each time)
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
 UNDERFLOW_SHARE = 0.05
 
@@ -60,6 +63,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         self.scaler: Any = None
         self.initial_scale: float | None = None
         self.optimizers: list[torch.optim.Optimizer] = []
+        self._optimizer_ids: set[int] = set()
+        self._next_stop_check = 0.0
         self.clock = StepClock()
         self.seen_modules: dict[int, torch.nn.Module] = {}
         self.first_forwards: list[tuple[int, int]] = []   # (id(module), batch size) before the first step
@@ -193,8 +198,10 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
             self._check_underflow(step)
             if ddp.any_rank(os.path.exists(self.stop_file), recorder.active_meter.device, self.world_size):
                 self._stop()
-        elif self.world_size == 1 and os.path.exists(self.stop_file):
-            self._stop()
+        elif self.world_size == 1 and time.monotonic() >= self._next_stop_check:
+            self._next_stop_check = time.monotonic() + STOP_CHECK_S
+            if os.path.exists(self.stop_file):
+                self._stop()
 
     def _stop(self) -> None:
         """`amptui stop`: leave the script at this step (a KeyboardInterrupt it may catch to save)."""
@@ -273,7 +280,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         return self.scaler is not None and self.scaler.is_enabled()
 
     def _optimizer(self, opt) -> None:
-        if not any(o is opt for o in self.optimizers):
+        if id(opt) not in self._optimizer_ids:
+            self._optimizer_ids.add(id(opt))
             self.optimizers.append(opt)
 
     @guarded
@@ -285,11 +293,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         AutocastSeen.autocast_entered(self, device_type, dtype)
 
     @guarded
-    def optimizer_pre(self, opt) -> None:
-        self._optimizer(opt)
-
-    @guarded
     def optimizer_post(self, opt) -> None:
+        self._optimizer(opt)
         if self.in_scaler_step is not None:
             self.stepped_in_scaler = True
             return
@@ -302,8 +307,10 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
 
     def _add_loss(self, loss) -> None:
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-            self._meter(loss.device)
-            self.clock.add_loss(loss.reshape(()))
+            meter = self.recorder.meter
+            if meter is None or not (meter.steps or meter.step_losses or self.clock.holds_losses):
+                self._meter(loss.device)  # the window may still move to the loss's device
+            self.clock.add_loss(loss if loss.dim() == 0 else loss.reshape(()))
             if not self.started:
                 self.losses_seen += 1
                 if self.losses_seen == NO_OPTIMIZER_AFTER and not self.clock.knows_optimizers:
