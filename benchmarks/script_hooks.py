@@ -5,12 +5,17 @@ operands: only the hooks differ).
 
     python benchmarks/script_hooks.py [--width 512 --batch 128 --steps 40 --windows 10 --variants fp32,bf16]
     python benchmarks/script_hooks.py --clock cpu      # a busy shared machine: CPU time, one thread
+    python benchmarks/script_hooks.py --profile 3000   # the hooks' fixed cost per step, and where it goes
 
 Each hooked window installs the hooks for a fresh run folder (as the bootstrap does), runs
 log.every + 2 untimed steps (the first writes the start record; the first record window counts
 non-finite gradients per parameter, as the Monitor's does), times --steps steps (step records
 included), then ends the session (untimed): the steady state a script's step pays. Prints a table (best and median ms/step) and
 the ratio hooked / bare (median of the window pairs' ratios); the goal is <= 1.02 on a CPU.
+
+--profile N: a toy loop (width 16, batch 4: the step is almost all Python) bare and hooked, in
+CPU microseconds per step (one thread; the difference is the hooks' fixed cost per step), then N
+hooked steps under cProfile, the functions that took the most time first.
 """
 
 from __future__ import annotations
@@ -78,6 +83,47 @@ def hooked_window(steps, n: int, device: torch.device, root: Path, log_every: in
         session.end("completed")
 
 
+def fixed_cost(variants: list[str], n: int, log_every: int) -> None:
+    """The hooks' fixed cost per step on a toy loop, and a cProfile of N hooked steps."""
+    import cProfile
+    import pstats
+
+    from amptui.jobs import launch
+    from amptui.telemetry import scripthooks
+
+    torch.set_num_threads(1)
+    cpu = torch.device("cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        for variant in variants:
+            steps = make_loop(16, 3, 4, variant, cpu)
+            steps(20)
+
+            def per_step(count: int) -> float:
+                t0 = time.process_time()
+                steps(count)
+                return 1e6 * (time.process_time() - t0) / count
+            bare, hooked = [], []
+            for _ in range(5):
+                bare.append(per_step(500))
+                run_dir, _ = launch.create_run(None, {"run.script": __file__, "log.every": log_every}, Path(tmp))
+                session = scripthooks.install(run_dir)
+                steps(log_every + 2)
+                hooked.append(per_step(500))
+                session.end("completed")
+            b, h = statistics.median(bare), statistics.median(hooked)
+            print(f"{variant}: bare {b:.1f} us/step, hooked {h:.1f} us/step: the hooks' fixed cost {h - b:.1f} us/step "
+                  f"(CPU time, a record every {log_every} steps)")
+        run_dir, _ = launch.create_run(None, {"run.script": __file__, "log.every": log_every}, Path(tmp))
+        session = scripthooks.install(run_dir)
+        steps(log_every + 2)
+        profile = cProfile.Profile()
+        profile.enable()
+        steps(n)
+        profile.disable()
+        session.end("completed")
+    pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--width", type=int, default=512)
@@ -91,7 +137,12 @@ def main() -> None:
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="cpu: this process's CPU seconds with torch on one thread (a busy shared machine's "
                         "wall clock measures the neighbours; the work the hooks add shows in CPU time)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="the hooks' fixed cost per step on a toy loop, then N hooked steps under cProfile")
     args = p.parse_args()
+    if args.profile:
+        fixed_cost(args.variants.split(","), args.profile, args.log_every)
+        return
     device = torch.device(args.device)
     global CLOCK
     if args.clock == "cpu":

@@ -108,6 +108,9 @@ def test_bfloat16_accumulation_loader_scheduler_and_evaluation(runs_dir, evaluat
     assert [e["epoch"] for e in epochs] == [1, 2, 3]
     assert [s["epoch"] for s in steps] == [1, 1, 2, 2, 3, 3]
     assert epochs[0]["train_loss"] > epochs[-1]["train_loss"]
+    # 4 classes: the loss starts near ln 4 = 1.39; the script backwards loss / 2 per micro-batch,
+    # and the step's loss is their sum (the true loss), not their mean (half of it)
+    assert 1.1 < steps[0]["loss"] < 1.6, steps[0]["loss"]
     assert all(e["eval_time_s"] > 0 for e in epochs)
     assert sorted({s["lr"] for s in steps}, reverse=True) == [0.02, 0.01, 0.005]  # StepLR, per epoch
     assert all(s["data_wait_ms"] is not None and s["samples_per_s"] > 0 for s in steps)

@@ -67,10 +67,10 @@ class Start(Record):
 @dataclass
 class Step(Record):
     KIND: ClassVar[str] = "step"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("grad_norm", "tflops")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("grad_norm", "tflops", "epoch")
 
     step: int
-    epoch: int
+    epoch: int | None               # absent when unknown (a script whose loop iterates no DataLoader)
     loss: float | None              # mean over the window since the last step record
     lr: float | None
     scale: float | None             # None without a GradScaler
@@ -82,6 +82,18 @@ class Step(Record):
     mem: dict                       # allocated/reserved/peak_allocated (CUDA) or rss/peak_rss (CPU), bytes
     grad_norm: float | None = None  # optional: written only when known
     tflops: float | None = None     # achieved
+
+    def fields(self) -> dict[str, Any]:
+        """As Record.fields, without asdict's deep copy: a step record holds numbers and the plain
+        `mem` dict (written every log.every steps: this is on the training loop's clock)."""
+        out = {name: getattr(self, name) for name in _STEP_FIELDS}
+        for key in self.OPTIONAL:
+            if out[key] is None:
+                del out[key]
+        return out
+
+
+_STEP_FIELDS = tuple(f.name for f in fields(Step))
 
 
 @dataclass

@@ -105,11 +105,13 @@ class ScaleAlarms:
             out.append(Alarm(code, message))
 
     def observe(self, scaler_events: list[dict], last_step: int, scale: float | None,
-                loss: float | None) -> list[Alarm]:
-        """Feed one step record's scaler events (growth/backoff) and values; get new alarms."""
+                loss: float | None, loss_at: str | None = None) -> list[Alarm]:
+        """Feed one step record's scaler events (growth/backoff) and values; get new alarms.
+        `loss_at`: where a non-finite loss came from ("at step 7"; default: the record's step)."""
         out: list[Alarm] = []
         if loss is None or not math.isfinite(loss):
-            self._once("loss_not_finite", f"the loss is not finite (NaN or inf) at step {last_step}: this is not "
+            where = loss_at or f"at step {last_step}"
+            self._once("loss_not_finite", f"the loss is not finite (NaN or inf) {where}: this is not "
                        f"an overflow the GradScaler can fix. Check the data for NaN/inf, {self.fix('lr')}, or "
                        f"{self.fix('clip')}; {self.fix('no_autocast')} to see whether reduced precision causes it",
                        out)

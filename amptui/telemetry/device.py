@@ -40,10 +40,15 @@ def _visible_gpus(nv) -> list[tuple[int, object]]:
 
 # --- memory ----------------------------------------------------------------------------------------
 
+_PROCESS: list = []  # psutil's handle on this process, made once (making one reads /proc again)
+
+
 def _rss() -> tuple[int, int]:
     import psutil
 
-    rss = psutil.Process(os.getpid()).memory_info().rss
+    if not _PROCESS or _PROCESS[0].pid != os.getpid():  # a forked child gets its own
+        _PROCESS[:] = [psutil.Process(os.getpid())]
+    rss = _PROCESS[0].memory_info().rss
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     return rss, max(rss, peak)
 

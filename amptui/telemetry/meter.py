@@ -29,6 +29,7 @@ class Window:
     micro_batches: int = 0
     overflow_counts: dict[int, list[float]] = field(default_factory=dict)  # window step index -> per-parameter
     riders: list[list[float]] = field(default_factory=list)  # flush(riders=...) read back, in order
+    step_losses: list[float] = field(default_factory=list)  # per step, when given (add_step_loss)
 
 
 class TrainingClock:
@@ -52,11 +53,14 @@ class TrainingClock:
         return seconds
 
     @contextlib.contextmanager
-    def paused(self) -> Iterator[list[float]]:
-        """`with clock.paused() as took:` -- after the block, took[0] is its duration in seconds."""
+    def paused(self, since: float | None = None) -> Iterator[list[float]]:
+        """`with clock.paused() as took:` -- after the block, took[0] is its duration in seconds.
+        `since` (a perf_counter time): the pause began then, not now (dated back no further than
+        the clock's last lap or resume: time already reported stays reported)."""
         took = [0.0]
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if since is None else since
         if self._depth == 0 and self._since is not None:
+            t0 = max(t0, self._since)
             self._elapsed += t0 - self._since
             self._since = None
         self._depth += 1
@@ -103,6 +107,7 @@ class StepMeter:
         self.scales: list[torch.Tensor] = []
         self.grad_norm: torch.Tensor | None = None
         self.overflow: dict[int, torch.Tensor] = {}
+        self.step_losses: list[torch.Tensor] = []
 
     def restart_clock(self) -> None:
         self.clock.restart()
@@ -110,6 +115,11 @@ class StepMeter:
     def add_loss(self, loss: torch.Tensor) -> None:
         self.loss_sum += loss.detach().float()
         self.micro_batches += 1
+
+    def add_step_loss(self, loss: torch.Tensor) -> None:
+        """One optimizer step's loss as a whole (a device scalar): counted as one, and read back
+        per step at the flush, so a non-finite one can be named by its step."""
+        self.step_losses.append(loss)
 
     def optimizer_step(self, scale: torch.Tensor | None, grad_norm: torch.Tensor | None,
                        overflow_counts: torch.Tensor | None = None) -> None:
@@ -126,17 +136,20 @@ class StepMeter:
     def flush(self, reduce=None, riders: list[torch.Tensor] | None = None) -> Window:
         """One host sync for the whole window. `reduce` averages the loss sum over ranks (DDP).
         `riders`: further device tensors (the range samples) read back with the same copy."""
-        parts = [self.loss_sum, torch.tensor(float(self.micro_batches), device=self.device)]
-        totals = torch.stack(parts)
+        loss_sum, count = self.loss_sum, self.micro_batches + len(self.step_losses)
+        per_step = torch.stack(self.step_losses) if self.step_losses else None
+        if per_step is not None:
+            loss_sum = loss_sum + per_step.sum()
+        totals = torch.stack([loss_sum, torch.tensor(float(count), device=self.device)])
         if reduce is not None:
             totals = reduce(totals)
         extra = list(self.scales) + ([self.grad_norm.float().reshape(())] if self.grad_norm is not None else [])
         extra += [c.float().reshape(-1) for c in self.overflow.values()]
         extra += [r.float().reshape(-1) for r in riders or []]
+        extra += [per_step] if per_step is not None else []
         values = torch.cat([totals] + [t.reshape(-1) for t in extra]) if extra else totals
         host = values.tolist()  # the sync
         seconds = self.clock.lap()  # after the sync: the device's work for the window is done
-        loss_sum, count = host[0], host[1]
         at = 2 + len(self.scales)
         scales = host[2:at]
         grad_norm = None
@@ -151,7 +164,8 @@ class StepMeter:
             n = tensor.numel()
             rode.append(host[at:at + n])
             at += n
-        window = Window(self.steps, loss_sum / count if count else None, scales, grad_norm, seconds,
-                        self.micro_batches, counts, rode)
+        total, counted = host[0], host[1]
+        window = Window(self.steps, total / counted if counted else None, scales, grad_norm, seconds,
+                        count, counts, rode, host[at:at + len(self.step_losses)])
         self._reset()
         return window

@@ -11,6 +11,7 @@ device-to-host copy and writes the step record, scaler events, alarms and memory
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import time
@@ -99,6 +100,7 @@ class Recorder:
         self._waited_seen = 0.0        # of the current batches' waited_s, already reported
         self._waited_window = 0.0      # from earlier batches iterators, not yet reported
         self._measures_wait = False
+        self.epochs_known = True       # False: step records carry no epoch (a script with no training loader)
 
     # --- set-up -------------------------------------------------------------------------------------
 
@@ -220,12 +222,14 @@ class Recorder:
             self._have_samples = True
 
     @contextlib.contextmanager
-    def paused(self, what: str = "eval") -> Iterator[None]:
+    def paused(self, what: str = "eval", since: float | None = None) -> Iterator[None]:
         """Keep `what` ("eval", "checkpoint" or anything else) out of the step window's clock; its
         time goes to the epoch record's eval_time_s / checkpoint_time_s. A forward or backward in
-        it (an evaluation, the trace_nonfinite replay) stays out of the next step's range sample."""
+        it (an evaluation, the trace_nonfinite replay) stays out of the next step's range sample.
+        `since`: it began then (a perf_counter time; the script hooks learn only later that no-grad
+        work was evaluation)."""
         quiet = self.numerics.suspended() if self.numerics is not None else contextlib.nullcontext()
-        clock = self.meter.clock.paused() if self.meter is not None else contextlib.nullcontext()
+        clock = self.meter.clock.paused(since) if self.meter is not None else contextlib.nullcontext()
         with quiet, clock as took:
             yield
         if took is None:  # no meter yet: nothing to time
@@ -264,7 +268,7 @@ class Recorder:
                 c.epoch_batches += window.micro_batches
             self.times.epoch_time_s += window.seconds
             record = Step(
-                step=c.step, epoch=c.epoch + 1, loss=window.loss, lr=self.lr(),
+                step=c.step, epoch=c.epoch + 1 if self.epochs_known else None, loss=window.loss, lr=self.lr(),
                 scale=self.last_scale if self.scaler_enabled else None, skipped=skipped,
                 skipped_total=c.skipped_total, samples_per_s=self._samples_per_s(window.seconds),
                 step_time_ms=1000 * window.seconds / window.steps, data_wait_ms=self._data_wait_ms(window.steps),
@@ -275,7 +279,8 @@ class Recorder:
                 sink.step(record)
             for sample in samples:
                 self.write(sample)
-            alarms = self.alarms.observe(events, c.step, self.last_scale, window.loss) if self.alarms else []
+            alarms = self.alarms.observe(events, c.step, self.last_scale, window.loss,
+                                         loss_at=_nonfinite_at(window, first)) if self.alarms else []
             if self.headroom_alarms is not None:
                 alarms += self.headroom_alarms.observe(samples)
             for alarm in alarms:
@@ -358,3 +363,15 @@ class Recorder:
         for sink in self.sinks:
             sink.close()
         self.sinks = []
+
+
+def _nonfinite_at(window, first: int) -> str | None:
+    """Where a window's non-finite loss came from: "at step N" when its steps' losses were kept
+    apart (the first non-finite one), else the window's span; None when the loss is finite."""
+    if window.loss is not None and math.isfinite(window.loss):
+        return None
+    bad = next((first + i for i, v in enumerate(window.step_losses) if not math.isfinite(v)), None)
+    if bad is not None:
+        return f"at step {bad}"
+    last = first + window.steps - 1
+    return f"at step {last}" if window.steps == 1 else f"in steps {first}-{last}"

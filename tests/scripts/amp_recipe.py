@@ -2,9 +2,12 @@
 
     python amp_recipe.py [--dtype float16|bfloat16] [--no-scaler] [--no-unscale] [--accumulate N]
                          [--blow-up N]  (layer N's output past float16's range, from the first step)
+                         [--nan-at N]  (step N's batch holds a NaN) [--losses FILE]  (each step's true
+                         loss, the mean of its micro-batches' undivided losses, as JSON)
 """
 
 import argparse
+import json
 
 import torch
 from torch import nn
@@ -20,6 +23,8 @@ p.add_argument("--epochs", type=int, default=2)
 p.add_argument("--fail-at", type=int, default=0)
 p.add_argument("--lr", type=float, default=0.05)
 p.add_argument("--blow-up", type=int, default=-1, help="scale layer N's weights by 1e6: its float16 output overflows")
+p.add_argument("--nan-at", type=int, default=0)
+p.add_argument("--losses", default="")
 args = p.parse_args()
 
 torch.manual_seed(0)
@@ -34,11 +39,16 @@ scaler = torch.amp.GradScaler("cpu", init_scale=args.init_scale, growth_interval
 w = torch.randn(size, size) / size ** 0.5
 data = [torch.randn(batch, size) for _ in range(args.steps)]
 targets = [x @ w for x in data]
-done = 0
+done, micro, true_losses = 0, [], []
 for epoch in range(args.epochs):
     for i, (x, y) in enumerate(zip(data, targets)):
+        if args.nan_at and done + 1 == args.nan_at:
+            x = x.clone()
+            x[0, 0] = float("nan")
         with torch.autocast(device_type="cpu", dtype=dtype):
-            loss = nn.functional.mse_loss(net(x), y) / args.accumulate
+            full = nn.functional.mse_loss(net(x), y)
+            loss = full / args.accumulate
+        micro.append(full.item())
         scaler.scale(loss).backward()
         if (i + 1) % args.accumulate:
             continue
@@ -49,6 +59,11 @@ for epoch in range(args.epochs):
         scaler.update()
         opt.zero_grad(set_to_none=True)
         done += 1
+        true_losses.append(sum(micro) / len(micro))
+        micro = []
         if args.fail_at and done == args.fail_at:
             raise RuntimeError(f"the data went away at step {done}")
+if args.losses:
+    with open(args.losses, "w") as f:
+        json.dump(true_losses, f)
 print(f"done {done} steps, loss {loss.item():.4f}")

@@ -24,6 +24,14 @@ SCHED_SKIPPED = ("about torch's 'lr_scheduler.step() before optimizer.step()' wa
                  "value), so optimizer.step() had not run yet. Harmless: the schedule's first value was skipped; "
                  "a lower init_scale avoids it")
 
+NO_OPTIMIZER = ("no torch.optim optimizer stepped{seen}: amptui counts a training step at each torch.optim "
+                "optimizer's step(), so a loop that updates its parameters by hand (p -= lr * p.grad) records no "
+                "steps, loss, learning rate or GradScaler. Use a torch.optim optimizer (torch.optim.SGD("
+                "model.parameters(), lr=...) does that same update), or record the loop yourself with amptui.Monitor "
+                "(mon.step(loss) once per step; docs/your-own-code.md)")
+NO_OPTIMIZER_END = ("0 training steps recorded: no torch.optim optimizer stepped, so nothing could be counted. "
+                    "Use a torch.optim optimizer, or amptui.Monitor in the loop (docs/your-own-code.md)")
+
 
 def has_fp16_params(optimizer: torch.optim.Optimizer) -> bool:
     """Parameters' dtypes only (metadata): no device read."""

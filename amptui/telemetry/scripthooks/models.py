@@ -72,6 +72,8 @@ def _prefixes(models: list[torch.nn.Module]) -> list[str]:
 
 def batch_size(args: tuple, kwargs: dict | None = None) -> int | None:
     """dim 0 of the first tensor a forward receives (shape only: no device read)."""
+    if args and isinstance(args[0], torch.Tensor) and args[0].dim() >= 1:  # the usual call: model(x)
+        return int(args[0].shape[0])
     for value in (*args, *(kwargs or {}).values()):
         if isinstance(value, torch.Tensor) and value.dim() >= 1:
             return int(value.shape[0])

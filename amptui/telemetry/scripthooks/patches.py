@@ -1,7 +1,7 @@
 """Every hook amptui puts into an unmodified script's torch, in this one module, all reversible.
 
-Public torch hooks where they exist: the global optimizer step pre/post hooks
-(`torch.optim.optimizer.register_optimizer_step_{pre,post}_hook`) and the global module forward
+Public torch hooks where they exist: the global optimizer step post hook
+(`torch.optim.optimizer.register_optimizer_step_post_hook`) and the global module forward
 pre-hook (`torch.nn.modules.module.register_module_forward_pre_hook`, removed again once the
 script's models are known: per-model hooks replace it, so submodules keep torch's fast path).
 Patched, because torch has no hook for them: `Optimizer.__init__` (which optimizers a step waits
@@ -30,7 +30,7 @@ import torch.utils.data.dataloader as dataloader_module
 from torch.amp.autocast_mode import autocast
 from torch.amp.grad_scaler import GradScaler
 from torch.nn.modules.module import register_module_forward_pre_hook
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 
 class Patches:
@@ -68,9 +68,8 @@ class Patches:
         if autocast_only:
             return self
         on = self.listener
-        pre = register_optimizer_step_pre_hook(lambda opt, args, kwargs: on.optimizer_pre(opt))
         post = register_optimizer_step_post_hook(lambda opt, args, kwargs: on.optimizer_post(opt))
-        self._undo += [pre.remove, post.remove]
+        self._undo.append(post.remove)
         self._forward_hook = register_module_forward_pre_hook(
             lambda module, args: on.any_forward(module, args))
         self._patch_optimizer_init()
@@ -160,10 +159,13 @@ class Patches:
         def make_next(original):
             def __next__(self):
                 t0 = time.perf_counter()
+                ran_out = True  # StopIteration (or a worker's error): the pass is over
                 try:
-                    return original(self)
+                    batch = original(self)
+                    ran_out = False
+                    return batch
                 finally:
-                    on.batch_waited(self, time.perf_counter() - t0)
+                    on.batch_waited(self, time.perf_counter() - t0, ran_out)
             return __next__
         self._replace(dataloader_module.DataLoader, "__iter__", make_iter)
         self._replace(dataloader_module._BaseDataLoaderIter, "__next__", make_next)

@@ -18,11 +18,17 @@ class AutocastSeen:
 
     def __init__(self) -> None:
         self.entered: dict[tuple[str, str], int] = {}
+        self._counted: dict[tuple[Any, Any], tuple[str, str]] = {}  # (device type, dtype) as given -> key
 
     def autocast_entered(self, device_type: str, dtype: torch.dtype | None) -> None:
+        key = self._counted.get((device_type, dtype))
+        if key is not None:  # every step enters the same autocast: no string work each time
+            self.entered[key] += 1
+            return
         name = str(dtype).removeprefix("torch.") if dtype is not None else "float16"
         key = (str(device_type), name)
         self.entered[key] = self.entered.get(key, 0) + 1
+        self._counted[(device_type, dtype)] = key
 
     @property
     def first(self) -> tuple[str, str] | None:

@@ -1,7 +1,13 @@
 """What the GradScaler patches say (patches.py): which scaler the loop uses and its first scale,
 the loss it scales, where a training step ends with one (the `update()` after every optimizer in
-use stepped, stepclock.py), and the AMP mistakes only the scaler's calls show. Part of
-ScriptSession (session.py), which holds the state these read."""
+use stepped, stepclock.py), whether the step was skipped, and the AMP mistakes only the scaler's
+calls show. Part of ScriptSession (session.py), which holds the state these read.
+
+Skipped steps, as the trainer learns them: each `scaler.step()`'s found_inf (a device tensor, not
+read) goes into a SkipLedger at the step's end; on a CPU it is on the host at once, so the step
+itself is traced and its backoff names the overflowing parameters even after a quiet window (when
+the overflow tracer is otherwise disarmed). On a GPU a flag that has not arrived yet arms the
+tracer for the steps after it."""
 
 from __future__ import annotations
 
@@ -9,10 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from amptui.telemetry import torch_amp
+from amptui.telemetry.scaler import SkipLedger
 from amptui.telemetry.scripthooks import mistakes
 from amptui.telemetry.scripthooks.guard import guarded
 
 if TYPE_CHECKING:
+    from amptui.telemetry import Recorder
     from amptui.telemetry.scripthooks.stepclock import StepClock
 
 
@@ -32,6 +41,10 @@ class ScalerHooks:
     losses_from_scaler: bool
     skipped_before_first_step: bool
     checked_fp16: set[int]
+    recorder: Recorder
+    log_every: int
+    skips: SkipLedger | None
+    found_inf: torch.Tensor | None
 
     if TYPE_CHECKING:  # the session's own
         def warn(self, code: str, message: str) -> None: ...
@@ -84,8 +97,33 @@ class ScalerHooks:
         self.stepped_since_update.add(id(opt))
         if not self.stepped_in_scaler and not self.started and not getattr(opt, "_step_supports_amp_scaling", False):
             self.skipped_before_first_step = True  # GradScaler.step read found_inf itself and skipped
+        self._keep_found_inf(scaler, opt)
         self.clock.stepped(opt)
         self.pending = self.pending or self.clock.complete()
+
+    def _keep_found_inf(self, scaler, opt) -> None:
+        """This step's skip flag, over all its optimizers (device tensors: nothing is read)."""
+        try:
+            flag = torch_amp.found_inf(scaler, opt)
+        except (AssertionError, AttributeError, KeyError, IndexError, RuntimeError):
+            return  # no inf check ran for this optimizer (no gradients): nothing to know
+        self.found_inf = flag if self.found_inf is None else torch.maximum(self.found_inf, flag)
+
+    def _skipped_now(self, step: int) -> bool:
+        """Is `step` (ending now) known to be skipped already? Every skip the host has learned
+        arms the overflow tracer, as the trainer's flags do (the module doc)."""
+        flag, self.found_inf = self.found_inf, None
+        if flag is None or not self.recorder.scaler_enabled:
+            return False
+        if self.skips is None:
+            self.skips = SkipLedger(self.recorder.active_meter.device, capacity=self.log_every + 1)
+        self.skips.record(step, flag)
+        now = False
+        for at, skipped in self.skips.known():
+            if skipped:
+                now = now or at == step
+                self.recorder.tracer.armed = True
+        return now
 
     @guarded
     def scaler_updated(self, scaler) -> None:

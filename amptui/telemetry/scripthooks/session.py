@@ -4,10 +4,11 @@ the one telemetry Recorder, as the trainer and the Monitor write it.
 A training step ends when every optimizer in use has stepped since the last one (stepclock.py: one
 step per generator step in a GAN), at the `scaler.update()` after that when an enabled GradScaler
 scales the loss. The loss is what `scaler.scale()` receives, or without a scaler the scalar
-`backward()` runs on, of the step's last optimizer that had one; every micro-batch counts (gradient
-accumulation). The start record waits for the first step, so its precision is what the loop really
-did. Epochs are the passes of the training DataLoader that feed steps (loopshape.py); a forward of
-the script's model with gradients off between steps is evaluation, kept out of the step clock. With `numerics.every`
+`backward()` runs on, of the step's last optimizer that had one, summed over its micro-batches
+(gradient accumulation's loss / ACC sums to the true loss). The start record waits for the first
+step, so its precision is what the loop really did. Epochs are the passes of the training
+DataLoader that feed steps (none without one); no-grad work between steps that is not part of
+each step is evaluation, kept out of the step clock (loopshape.py). With `numerics.every`
 set, the script's (first) model gets the Recorder's range sampler from the second step on, in the
 dtype its loop computes in. Nothing here reads a device tensor outside the Recorder's one read per
 `log.every` steps.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import weakref
 from typing import Any
 
@@ -32,6 +34,7 @@ from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.scaler import SkipLedger
 from amptui.telemetry.scripthooks import mistakes
 from amptui.telemetry.scripthooks.guard import StopRequested, guarded
 from amptui.telemetry.scripthooks.loopshape import LoopShape
@@ -42,6 +45,8 @@ from amptui.telemetry.scripthooks.scalerhooks import ScalerHooks
 from amptui.telemetry.scripthooks.stepclock import StepClock
 from amptui.telemetry.tensorboard import mirror_sinks
 
+NO_OPTIMIZER_AFTER = 20   # backward() calls with no torch.optim optimizer made: said live (the run starts)
+STOP_CHECK_S = 0.25       # how often a single-process run looks for `amptui stop`'s file (a stat each time)
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
 UNDERFLOW_SHARE = 0.05
 
@@ -59,6 +64,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         self.scaler: Any = None
         self.initial_scale: float | None = None
         self.optimizers: list[torch.optim.Optimizer] = []
+        self._optimizer_ids: set[int] = set()
+        self._next_stop_check = 0.0
         self.clock = StepClock()
         self.seen_modules: dict[int, torch.nn.Module] = {}
         self.first_forwards: list[tuple[int, int]] = []   # (id(module), batch size) before the first step
@@ -75,6 +82,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         self.losses_from_scaler = False
         self.skipped_before_first_step = False
         self.grad_norm: torch.Tensor | None = None
+        self.skips: SkipLedger | None = None                # the GradScaler's skip flags (scalerhooks.py)
+        self.found_inf: torch.Tensor | None = None
         self.loader_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.waits_before: dict[int, float] = {}
         self.last_loader: int | None = None
@@ -84,10 +93,18 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         self.epoch_pass: int | None = None                 # the pass that fed the current epoch's steps
         self.steps_in_epoch = 0
         self._eval: Any = None
+        self._quiet_since: float | None = None
+        self._quiet_models: set[int] = set()
+        self._quiet_batches = 0
+        self._quiet_pass = False
+        self._quiet_first_batch: float | None = None
+        self._batch_after_forward: float | None = None
+        self.train_pass_over = False
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
         self.checked_fp16: set[int] = set()
         self.underflow_checks = 0
+        self.losses_seen = 0
         self.patches = Patches(self).install()
 
     # --- the run's records -----------------------------------------------------------------------------
@@ -134,6 +151,7 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
             self.recorder.add_data_wait(self.waits_before.get(self.last_loader, 0.0))
         self.waits_before.clear()
         recorder = self.recorder
+        recorder.epochs_known = self.train_loader is not None  # no training DataLoader: epochs unknown
         recorder.attach(self.scaler, self.clock.last, NamedParams(self.models, self.optimizers) if self.models else None)
         cfg = self.config()
         precision = Precision.from_config(cfg, recorder.device.type if recorder.device else "cpu")
@@ -167,11 +185,11 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
             self.end_epoch()
             self.epoch_pass = self.feeding
         recorder, losses = self.recorder, self.clock.boundary()
-        if losses.total is not None:
-            recorder.active_meter.loss_sum += losses.total
-            recorder.active_meter.micro_batches += losses.count
+        if losses.total is not None:  # the sum of the step's backward losses (stepclock.py)
+            recorder.active_meter.add_step_loss(losses.total)
         recorder.optimizer = self.clock.last  # the lr of the step's last optimizer (a GAN's generator)
-        recorder.optimizer_step(grad_norm=self.grad_norm, samples=self.samples or None)
+        recorder.optimizer_step(grad_norm=self.grad_norm, samples=self.samples or None,
+                                trace=self._skipped_now(recorder.counters.step + 1))
         self.grad_norm, self.samples = None, 0
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
             recorder.sample_numerics(self.models[0], *self.sampling)
@@ -182,8 +200,10 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
             self._check_underflow(step)
             if ddp.any_rank(os.path.exists(self.stop_file), recorder.active_meter.device, self.world_size):
                 self._stop()
-        elif self.world_size == 1 and os.path.exists(self.stop_file):
-            self._stop()
+        elif self.world_size == 1 and time.monotonic() >= self._next_stop_check:
+            self._next_stop_check = time.monotonic() + STOP_CHECK_S
+            if os.path.exists(self.stop_file):
+                self._stop()
 
     def _stop(self) -> None:
         """`amptui stop`: leave the script at this step (a KeyboardInterrupt it may catch to save)."""
@@ -230,6 +250,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
                 pass
             if not self.started:
                 self.begin()
+            if not self.recorder.counters.step and status != "failed":
+                self._no_optimizer(at_end=True)
             self._leave_eval()
             self._write_step(reduce=status == "completed")
             if self.train_loader is not None and self.steps_in_epoch:
@@ -260,7 +282,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         return self.scaler is not None and self.scaler.is_enabled()
 
     def _optimizer(self, opt) -> None:
-        if not any(o is opt for o in self.optimizers):
+        if id(opt) not in self._optimizer_ids:
+            self._optimizer_ids.add(id(opt))
             self.optimizers.append(opt)
 
     @guarded
@@ -272,11 +295,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         AutocastSeen.autocast_entered(self, device_type, dtype)
 
     @guarded
-    def optimizer_pre(self, opt) -> None:
-        self._optimizer(opt)
-
-    @guarded
     def optimizer_post(self, opt) -> None:
+        self._optimizer(opt)
         if self.in_scaler_step is not None:
             self.stepped_in_scaler = True
             return
@@ -289,8 +309,25 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
 
     def _add_loss(self, loss) -> None:
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-            self._meter(loss.device)
-            self.clock.add_loss(loss.reshape(()))
+            meter = self.recorder.meter
+            if meter is None or not (meter.steps or meter.step_losses or self.clock.holds_losses):
+                self._meter(loss.device)  # the window may still move to the loss's device
+            self.clock.add_loss(loss if loss.dim() == 0 else loss.reshape(()))
+            if not self.started:
+                self.losses_seen += 1
+                if self.losses_seen == NO_OPTIMIZER_AFTER and not self.clock.knows_optimizers:
+                    self._no_optimizer()
+
+    def _no_optimizer(self, at_end: bool = False) -> None:
+        """Steps are torch.optim optimizer steps: a loop that updates its parameters by hand (or
+        never steps) records none. Said live once NO_OPTIMIZER_AFTER losses came with no optimizer
+        made (the run starts then, so the warning shows), and at the end of a run with 0 steps."""
+        if not self.started:
+            self.begin()
+        self.warn("no_optimizer_step", mistakes.NO_OPTIMIZER.format(
+            seen=f" ({self.losses_seen} backward() calls)" if self.losses_seen else ""))
+        if at_end:
+            print(f"[amptui] {mistakes.NO_OPTIMIZER_END}", file=sys.stderr, flush=True)
 
     @guarded
     def backward(self, tensors) -> None:

@@ -12,9 +12,10 @@ that makes a new optimizer each epoch), or RETIRE_AFTER optimizer steps (at leas
 longest step so far) pass without it: an optimizer made and never stepped cannot stall the count.
 
 The step's loss: what was backward'ed (or `scaler.scale()`d) before the last optimizer step that
-had losses of its own. One optimizer: all of the step's micro-batches. A GAN: the generator's loss,
-not the critic's (two different quantities averaged would mean nothing). Losses stay device
-tensors, summed on the device: nothing here reads one back.
+had losses of its own, summed (the step applies the sum of their gradients). One optimizer: the
+sum of the step's micro-batches (accumulation's loss / ACC each: the true mean loss). A GAN: the
+generator's loss, not the critic's (two different quantities added would mean nothing). Losses
+stay device tensors, summed on the device: nothing here reads one back.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ class Losses:
         self.count = 0
 
     def add(self, loss: torch.Tensor) -> None:
-        loss = loss.detach().float()
+        loss = loss.detach()
+        if loss.dtype != torch.float32:
+            loss = loss.float()
         self.total = loss if self.total is None else self.total + loss
         self.count += 1
 
@@ -91,6 +94,11 @@ class StepClock:
         self._in_use.pop(key, None)
         self._params.pop(key, None)
         self._stepped.discard(key)
+
+    @property
+    def knows_optimizers(self) -> bool:
+        """Has any optimizer been made (or stepped) since recording began?"""
+        return bool(self._in_use) or self.last is not None
 
     @property
     def holds_losses(self) -> bool:
