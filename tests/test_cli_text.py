@@ -100,3 +100,12 @@ def test_doctor_on_a_narrow_terminal_wraps_at_words(cli, cols):
     assert code == 0 and lines, drawn
     assert not [line for line in lines if len(line) > cols], lines
     assert set(" ".join(lines).split()) == set(plain.split()), "every word whole, none cut at the edge"
+
+
+def test_a_step_line_without_epochs_names_none():
+    """A script loop that iterates no DataLoader has no epochs: its progress line says nothing of
+    them (not "ep -"); a trainer's says "ep 2/3"."""
+    from amptui.cli.console import step_fields
+
+    assert not any(f.startswith("ep ") for f in step_fields({"step": 5, "loss": 1.0, "lr": 0.1}, None))
+    assert step_fields({"step": 5, "epoch": 2, "loss": 1.0, "lr": 0.1}, 3)[0] == "ep 2/3"

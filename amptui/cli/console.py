@@ -58,7 +58,9 @@ def step_memory_words(mem: dict[str, Any] | None) -> str:
 
 def step_fields(rec: dict[str, Any], epochs: int | None) -> list[str]:
     """A step record's figures, most wanted first (a narrow terminal shows the first few)."""
-    fields = [f"ep {fmt_of(rec.get(STEP.epoch), epochs)}", f"loss {fmt_loss(rec.get(STEP.loss))}"]
+    # a loop that iterates no DataLoader has no epochs: its step records leave the field out
+    epoch = f"ep {fmt_of(rec[STEP.epoch], epochs)}" if rec.get(STEP.epoch) is not None else ""
+    fields = [epoch, f"loss {fmt_loss(rec.get(STEP.loss))}"]
     if rec.get(STEP.scale) is not None:
         fields += [f"scale {fmt_scale(rec[STEP.scale])}", f"skipped {rec.get(STEP.skipped_total, 0)}"]
     fields.append(f"lr {fmt_lr(rec.get(STEP.lr))}")

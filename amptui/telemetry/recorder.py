@@ -11,11 +11,10 @@ device-to-host copy and writes the step record, scaler events, alarms and memory
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import socket
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from dataclasses import fields as dataclass_fields
 from typing import Any, Callable, Iterable, Iterator
 
@@ -46,27 +45,7 @@ from amptui.telemetry.meter import StepMeter, TimedBatches
 from amptui.telemetry.numerics import RangeSampler
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
-
-
-@dataclass
-class Counters:
-    """What the stream has counted so far; the trainer's checkpointed progress extends it."""
-
-    step: int = 0             # optimizer steps done
-    epoch: int = 0            # current epoch, 0-based
-    skipped_total: int = 0
-    epoch_loss_sum: float = 0.0
-    epoch_batches: int = 0
-
-
-@dataclass
-class EpochTimes:
-    """Where an epoch's wall time went: training steps, evaluation, checkpoints."""
-
-    epoch_time_s: float = 0.0
-    eval_time_s: float = 0.0
-    checkpoint_time_s: float = 0.0
-
+from amptui.telemetry.tally import Counters, EpochTimes, nonfinite_at, with_replays
 
 OWN_LOOP_SOURCES = ("script", "monitor")  # start records' `source` for a run of the user's own loop
 
@@ -280,7 +259,7 @@ class Recorder:
             for sample in samples:
                 self.write(sample)
             alarms = self.alarms.observe(events, c.step, self.last_scale, window.loss,
-                                         loss_at=_nonfinite_at(window, first)) if self.alarms else []
+                                         loss_at=nonfinite_at(window, first)) if self.alarms else []
             if self.headroom_alarms is not None:
                 alarms += self.headroom_alarms.observe(samples)
             for alarm in alarms:
@@ -290,17 +269,9 @@ class Recorder:
         return record
 
     def _numerics_records(self, riders: list[list[float]]) -> list[Numerics]:
-        """The window's range samples, and the replays' findings (a replay names the step's
-        first non-finite module over what the sample saw: it also measured the value)."""
         samples = self.numerics.records(riders) if self.numerics is not None else []
-        by_step = {r.step: r for r in samples}
-        for step, found in sorted(self.traced.items()):
-            if step in by_step:
-                by_step[step].first_nonfinite, by_step[step].traced = found.first_nonfinite, True
-            else:
-                samples.append(found)
-        self.traced = {}
-        return sorted(samples, key=lambda r: r.step)
+        found, self.traced = with_replays(samples, self.traced), {}
+        return found
 
     def _samples_per_s(self, seconds: float) -> float | None:
         samples = self._window_samples * self.world_size if self._have_samples else None
@@ -363,15 +334,3 @@ class Recorder:
         for sink in self.sinks:
             sink.close()
         self.sinks = []
-
-
-def _nonfinite_at(window, first: int) -> str | None:
-    """Where a window's non-finite loss came from: "at step N" when its steps' losses were kept
-    apart (the first non-finite one), else the window's span; None when the loss is finite."""
-    if window.loss is not None and math.isfinite(window.loss):
-        return None
-    bad = next((first + i for i, v in enumerate(window.step_losses) if not math.isfinite(v)), None)
-    if bad is not None:
-        return f"at step {bad}"
-    last = first + window.steps - 1
-    return f"at step {last}" if window.steps == 1 else f"in steps {first}-{last}"
