@@ -95,11 +95,16 @@ def test_the_launcher_resolves_auto_to_float32_with_one_note(machine):
 
 
 @pytest.mark.parametrize("script", ["plain.py", "-m pkg.train"])
-def test_a_script_run_gets_no_advice_its_loop_ignores(machine, tmp_path, script):
+def test_a_script_run_gets_no_advice_its_loop_ignores(machine, tmp_path, monkeypatch, script):
     """`amptui run --script` / `-m`: the script's own loop (or its Monitor) decides the precision,
     so the fallback note's `--set amp.dtype=bfloat16` would do nothing there: no note."""
     machine(CLAIMS_BF16, EMULATED)
-    if not script.startswith("-m"):
+    if script.startswith("-m"):  # a module found from the current folder, as `python -m` finds it
+        (tmp_path / "pkg").mkdir()
+        (tmp_path / "pkg" / "__init__.py").write_text("")
+        (tmp_path / "pkg" / "train.py").write_text("print('training')\n")
+        monkeypatch.chdir(tmp_path)
+    else:
         script = str(tmp_path / script)
         Path(script).write_text("print('training')\n")
     notes: list[str] = []
