@@ -184,6 +184,10 @@ class Monitor:
                       "'amptui[tensorboard]'", file=sys.stderr, flush=True)
         shown = {"config_shown": script_sections(self.config)} if self.config.run.script else {}
         self.recorder.start(config=self.config, **self._start_fields, **shown)
+        if self.config.numerics.trace_nonfinite:  # asked for, and would otherwise be dropped unsaid
+            self.recorder.warn("numerics.trace_nonfinite: the Monitor does not replay a skipped step (re-running a "
+                               "batch needs amptui's trainer); numerics.every = N names the first non-finite module "
+                               "on the sampled steps")
 
     def _install_sigterm(self) -> None:
         """SIGTERM to a single process ends the run as stopped at its next record (only when the

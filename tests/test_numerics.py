@@ -352,3 +352,31 @@ def test_headroom_alarm_counts_overflowed_samples_in_the_narrow_run():
     assert len(overflowed) == 1 and overflowed[0].message.startswith(
         "blocks.3 has no range headroom left (3 samples in a row under 1, up to step 30, the last one inf/NaN): "
         "keeps overflowing float16: bfloat16")
+
+
+def test_headroom_alarm_blames_the_named_source_not_the_layers_after_it():
+    """numerics-lab in float16: blocks.3's MLP overflows, and ln_f and head only pass its inf on.
+    The alarm names blocks.3 (which holds the first non-finite module), not the layers after it."""
+    from amptui.core.records import Numerics
+
+    first = describe_nonfinite("blocks.3.mlp.proj", "forward", "float16", 65504.0, 3.8e5)
+    layers = [{"name": "blocks.2", "forward": 5.3}, {"name": "blocks.3", "nonfinite": "forward"},
+              {"name": "ln_f", "nonfinite": "forward"}, {"name": "head", "nonfinite": "forward"}]
+    alarms = HeadroomAlarms("float16")
+    said = [a for step in (1, 2, 3) for a in alarms.observe([Numerics(step, "float16", 65504.0, layers,
+                                                                      first_nonfinite=first)])]
+    low = [a.message for a in said if a.code == "low_headroom"]
+    assert len(low) == 1 and low[0].startswith("blocks.3 has no range headroom left"), low
+
+
+def test_a_monitor_says_it_does_not_replay_when_asked_to(runs_dir):
+    """trace_nonfinite needs amptui's trainer; a Monitor given it says so once instead of dropping it."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with amptui.Monitor("asked", optimizer=opt, model=model, run_dir=runs_dir / "t", log_every=1,
+                        config={"numerics": {"every": 1, "trace_nonfinite": True}}) as mon:
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        opt.step()
+        mon.step(1.0, batch_size=8)
+    warned = [r["message"] for r in of_kind(events(runs_dir / "t"), "warning")]
+    assert sum("numerics.trace_nonfinite: the Monitor does not replay" in m for m in warned) == 1, warned

@@ -35,6 +35,21 @@ def test_alarm_backoff_streak_after_the_scale_settled():
     assert codes(got) == ["backoff_streak"] and "layer3.1.conv2.weight" in got[0].message
 
 
+def test_backoffs_with_trained_steps_between_them_are_no_streak():
+    """Backoffs every 100 steps after the scale grew: the scale falls with no growth, but no steps
+    were skipped 'in a row' (scale_stuck speaks for that case), so no backoff_streak."""
+    alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False)
+    said = alarms.observe([growth(5, 2.0**10, 2.0**11)], 5, 2.0**11, 1.0)
+    for n, step in enumerate((100, 200, 300, 400, 500, 600), start=1):
+        said += alarms.observe([backoff(step, 2.0 ** (12 - n), 2.0 ** (11 - n))], step, 2.0 ** (11 - n), 1.0)
+    assert "backoff_streak" not in codes(said)
+    # step 600 and the four right after it are five in a row
+    for n, step in enumerate(range(601, 605), start=7):
+        said += alarms.observe([backoff(step, 2.0 ** (12 - n), 2.0 ** (11 - n))], step, 2.0 ** (11 - n), 1.0)
+    streak = [a.message for a in said if a.code == "backoff_streak"]
+    assert len(streak) == 1 and streak[0].startswith("5 optimizer steps in a row skipped (up to step 604)"), streak
+
+
 def test_calibration_from_a_high_init_scale_is_not_an_alarm():
     alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False)
     events = [backoff(i + 1, 2.0 ** (32 - i), 2.0 ** (31 - i)) for i in range(10)]

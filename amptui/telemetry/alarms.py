@@ -62,6 +62,7 @@ class ScaleAlarms:
     raised: set[str] = field(default_factory=set)
     streak: int = 0
     last_growth_step: int = 0
+    last_backoff_step: int = 0  # a streak is backoffs on consecutive steps
     backoffs_since_growth: int = 0
     grown_once: bool = False
     backoffs_after_growth: int = 0
@@ -123,6 +124,9 @@ class ScaleAlarms:
                 self.backoffs_since_growth = 0
                 self.raised.discard("backoff_streak")
                 continue
+            if self.streak and event["step"] != self.last_backoff_step + 1:
+                self.streak = 0  # a step trained in between: these backoffs are not in a row
+            self.last_backoff_step = event["step"]
             self.streak += 1
             if event.get("first_nonfinite"):
                 self.source = nonfinite_text(event["first_nonfinite"])
@@ -168,12 +172,15 @@ class HeadroomAlarms:
         """Feed the window's `numerics` records (core.records.Numerics); get new alarms."""
         out: list[Alarm] = []
         for sample in samples:
+            source = (sample.first_nonfinite or {}).get("module")
             for layer in sample.layers:
                 bits = layer_headroom(layer)
                 name = layer.get("name", "?")
                 if bits is None or bits >= LOW_HEADROOM_BITS:
                     self.low.pop(name, None)
                     continue
+                if bits == -math.inf and name not in self.low and not _related(name, source):
+                    continue  # inf/NaN that came in with its input from the named source: not its range
                 # an overflowed sample (-inf) keeps the run going: a layer that swings between the
                 # edge and past it is the one about to overflow for good
                 self.low[name] = self.low.get(name, 0) + 1
@@ -195,3 +202,11 @@ class HeadroomAlarms:
         else:
             said = f"{name} has {bits:.1f} bits of range headroom left ({runs}): will overflow {self.dtype} soon"
         return f"{said}: {wide}, or scale this layer's init/output"
+
+
+def _related(name: str, source: Any) -> bool:
+    """Whether a sampled layer is (or holds, or sits inside) the first non-finite module; True when
+    none is named (then every overflowed layer may be the one)."""
+    if not isinstance(source, str) or not source:
+        return True
+    return name == source or source.startswith(name + ".") or name.startswith(source + ".")

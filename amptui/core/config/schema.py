@@ -184,9 +184,10 @@ class NumericsConfig:
                      minimum=0)
     depth: int = key(2, "Module depth sampled: 1 = the model's children, 2 = their children (a transformer's "
                      "blocks), ...; shallower leaf modules are sampled too.", minimum=1)
-    trace_nonfinite: bool = key(False, "On a backoff or a non-finite loss, re-run that batch once with hooks on "
-                                "every module (same RNG state) to name the first module whose forward output or "
-                                "gradient held inf/NaN.")
+    trace_nonfinite: bool = key(False, "On a GradScaler's backoff (an inf/NaN gradient or loss: a skipped step), "
+                                "re-run that batch once with hooks on every module (same RNG state) to name the first "
+                                "module whose forward output or gradient held inf/NaN. Needs a GradScaler (without "
+                                "one a step is not skipped, so not replayed: numerics.every names it when sampled).")
 
 
 @dataclass(frozen=True)
