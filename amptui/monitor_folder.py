@@ -68,7 +68,9 @@ class Opening:
             if self.rank == 0:
                 path.mkdir(parents=True, exist_ok=True)
                 runlock.hold_for_this_process(path)  # one writer per run folder; before writing to it
-                text = runs.config_text(cfg, f"# amptui run {path.name}: written by amptui.Monitor")
+                said = isinstance((base or {}).get("amp"), dict) or any(k.startswith("amp.") for k in user)
+                text = runs.config_text(cfg, f"# amptui run {path.name}: written by amptui.Monitor",
+                                        precision_seen=said)  # a script's: said at its first step
                 if not cfg_path.is_file() or safefile.text_or_none(cfg_path, cfgmod.TOML_LIMIT) != text:
                     atomic_write_text(cfg_path, text)
                 trust.remember(path, trust.code_refs(cfg))  # this script runs here: its code was given here

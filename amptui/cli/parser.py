@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a preset without the dashboard",
                        usage="amptui run PRESET [--set KEY=VALUE]... [--detach]\n"
-                             "       amptui run [PRESET] --script FILE [-- ARGS...]")
+                             "       amptui run --script FILE | -m MODULE [--set KEY=VALUE]... [-- ARGS...]")
     p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
     p.add_argument("--script", metavar="FILE", help="run your own training script, unmodified: amptui's hooks record its "
                    "steps, loss, GradScaler and precision (or its amptui.Monitor does); arguments after -- go "

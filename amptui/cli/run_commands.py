@@ -32,6 +32,10 @@ def cmd_run(args) -> int:
         args.script = f"{launch.MODULE_PREFIX}{args.module}"
     if not args.preset and not args.script:
         raise UserError("name a preset (see `amptui presets list`) or a script with --script FILE")
+    if args.preset and args.script:  # its model/data/amp/optim keys would be silently ignored
+        from amptui.core.config.scriptsets import preset_refusal
+
+        raise UserError(preset_refusal(args.preset, "-m" if getattr(args, "module", None) else "--script"))
     overrides = config.parse_set(args.sets)
     if args.script or "run.script" in overrides:  # before anything is written: keys a script ignores
         from amptui.core.config.scriptsets import check_script_sets

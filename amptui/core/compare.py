@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from amptui.core import distribution
 from amptui.core.comparenotes import short_precision
+from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import ConfigError
 from amptui.core.events import EventReader, primary_events_file
 from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate, fmt_ratio
@@ -240,7 +241,7 @@ class Column:
 COLUMNS: list[Column] = [
     Column("run", "run", lambda r: r.run_id, priority=9),
     Column("preset", "preset", lambda r: r.preset or "-", priority=7),
-    Column("precision", "precision", lambda r: r.precision or "-", priority=9,
+    Column("precision", "precision", lambda r: precision_or_unseen(r.precision), priority=9,
            terminal_cell=lambda r: short_precision(r.precision)),
     Column("dist", "dist", lambda r: r.dist or "-", priority=8, spread_only=True),
     Column("final loss", "final\nloss", lambda r: fmt_loss(r.final_loss), priority=6),

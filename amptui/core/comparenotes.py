@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution
-from amptui.core.config.precision import PRECISION_KEYS, Precision
+from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.inputbound import notice
 from amptui.core.numerics import fmt_bits
 from amptui.core.rankmemory import note as rank_memory_note
@@ -25,9 +25,9 @@ TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the 
 
 def short_precision(said: str) -> str:
     """A row's precision as `amptui ab` and `runs` name it: "fp16+scaler" for "autocast float16 +
-    GradScaler" ("-" when unknown)."""
+    GradScaler" (UNSEEN when unknown)."""
     precision = Precision.from_record(said)
-    return precision.short if precision is not None else said or "-"
+    return precision.short if precision is not None else precision_or_unseen(said)
 
 
 def narrowest_headroom(s: RunSummary) -> str | None:

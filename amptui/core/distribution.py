@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from amptui.core.config.precision import precision_or_unseen
+
 MODE_NAMES = {"dp": "DP", "ddp": "DDP", "fsdp": "FSDP"}  # dist.mode "none" (one process) says nothing
 
 
@@ -68,7 +70,9 @@ def precision_label(precision: str, dist: Mapping[str, Any] | None) -> str:
 
 def precision_labels(precision: str, dist: Mapping[str, Any] | None) -> list[str]:
     """precision_label, then shorter forms for a narrow column, longest first: "bf16+reduce FSDP
-    x2", "bf16+reduce FSDP", "bf16+reduce" (the variant name matters most; the details line says the rest)."""
+    x2", "bf16+reduce FSDP", "bf16+reduce" (the variant name matters most; the details line says the rest).
+    An empty precision (not seen yet: a script before its first step) is said as UNSEEN."""
+    precision = precision_or_unseen(precision)
     label = dist_label(dist)
     if not label:
         return [precision]

@@ -39,6 +39,14 @@ FULL_DTYPE = Dtype(FULL, "fp32", needs_scaler=False, max_finite=3.40282346638528
 PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype")  # the keys a Precision decides
 REDUCE = "reduce"  # variant suffix: an FSDP policy that reduces gradients in its compute dtype ("bf16+reduce")
 TF32 = "tf32"  # the variant: float32 without autocast, CUDA matmuls and convolutions on TF32 tensor cores
+# A run whose precision nobody has seen: a script before its loop's first step (or run with its hooks
+# off): never a config default. Runs lists, JSON and the dashboard say it through `precision_or_unseen`.
+UNSEEN = "not seen"
+
+
+def precision_or_unseen(said: str | None) -> str:
+    """A run's precision as shown (a variant name, or words): UNSEEN when nothing says it yet."""
+    return said or UNSEEN
 
 
 def dtype_range(name: str) -> Dtype:

@@ -65,3 +65,11 @@ def check_script_sets(overrides: Mapping[str, Any]) -> None:
     refusal = script_set_refusal(overrides)
     if refusal:
         raise UserError(refusal)
+
+
+def preset_refusal(preset: str, how: str = "--script") -> str:
+    """The one line refusing `amptui run PRESET --script FILE` (or `-m`): every key a preset sets
+    that a script run would honour is a `--set` key (SCRIPT_SETTABLE); the rest (model, data,
+    precision, optimizer, schedule) the script's own loop decides, so a preset would be ignored."""
+    return (f"{preset} {how}: a script run takes no preset: the script's own loop decides its model, data and "
+            f"precision; drop {preset!r} (name the run with --set run.name=NAME; a script run takes {SETTABLE_WORDS})")

@@ -7,11 +7,15 @@ Its config.toml keeps [run] (name, script, device), the precision the loop was s
 when one was on; amp.reduce_dtype for an FSDP2 policy), how it was launched ([dist]), how often it records
 ([log]) and, when on, its range sampling ([numerics]); reading it back fills the rest with
 defaults, which nothing uses for a script.
+
+Until the loop has shown its precision (the folder is made before the script runs; with its hooks
+off nothing ever sees it) a script run's config.toml has no [amp] at all: `precision_seen` reads
+that back as "not known yet", never as the defaults' autocast bfloat16.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from amptui.core.config.values import Config
@@ -25,8 +29,9 @@ SCRIPT_KEYS = {
 }
 
 
-def script_sections(cfg: "Config") -> dict[str, dict[str, Any]]:
-    """The sections of `cfg` a script run's config.toml holds (see the module doc)."""
+def script_sections(cfg: "Config", precision_seen: bool = True) -> dict[str, dict[str, Any]]:
+    """The sections of `cfg` a script run's config.toml holds (see the module doc); without [amp]
+    when the loop's precision is not `precision_seen` yet."""
     values = cfg.to_dict()
     out: dict[str, dict[str, Any]] = {}
     for section, keys in SCRIPT_KEYS.items():
@@ -37,7 +42,16 @@ def script_sections(cfg: "Config") -> dict[str, dict[str, Any]]:
         del out["numerics"]
     if out["dist"].get("mode") == "fsdp" and "reduce_dtype" in values.get("amp", {}):
         out["amp"]["reduce_dtype"] = values["amp"]["reduce_dtype"]
+    if not precision_seen:
+        del out["amp"]
     return out
+
+
+def precision_seen(raw: Mapping[str, Any]) -> bool:
+    """Does a run's config.toml (as parsed, before defaults fill it) say a precision? Not for a
+    script run whose loop has not shown it yet (no [amp]: see the module doc)."""
+    run = raw.get("run")
+    return not (isinstance(run, Mapping) and run.get("script")) or isinstance(raw.get("amp"), Mapping)
 
 
 SCALER_KEYS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")

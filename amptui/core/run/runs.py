@@ -28,6 +28,7 @@ from typing import Any
 from amptui.core import distribution, safefile, trust
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
+from amptui.core.config.scriptview import precision_seen
 from amptui.core.errors import ConfigError, UserError
 from amptui.core.eventends import SessionIndex, read_ends
 from amptui.core.events import primary_events_file
@@ -118,9 +119,10 @@ def create_folder(root: Path | None, name: str) -> RunFolder:
 def write_new(folder: RunFolder, cfg: cfgmod.Config, header: str) -> None:
     """Fill a fresh folder: its config.toml (under `header`) and checkpoints folder, and its code
     remembered as given here (core/trust.py). A full disk or a quota leaves no half-made run
-    folder behind: the folder is removed and a UserError says why."""
+    folder behind: the folder is removed and a UserError says why. A script's loop has not run
+    yet, so its config.toml says no precision (core/config/scriptview.py)."""
     try:
-        safefile.atomic_write_text(folder.config, config_text(cfg, header))
+        safefile.atomic_write_text(folder.config, config_text(cfg, header, precision_seen=not cfg.run.script))
         folder.checkpoints.mkdir(exist_ok=True)
     except OSError as exc:
         shutil.rmtree(folder.path, ignore_errors=True)
@@ -128,12 +130,13 @@ def write_new(folder: RunFolder, cfg: cfgmod.Config, header: str) -> None:
     trust.remember(folder.path, trust.code_refs(cfg))  # its code was given here
 
 
-def config_text(cfg: cfgmod.Config, header: str) -> str:
+def config_text(cfg: cfgmod.Config, header: str, precision_seen: bool = True) -> str:
     """A run's config.toml: the whole resolved config, or for a script run only what amptui knows
-    of it (core/config/scriptview.py: no model or data the script never used)."""
+    of it (core/config/scriptview.py: no model or data the script never used, no precision before
+    its loop is `precision_seen`)."""
     from amptui.core.config.scriptview import script_sections
 
-    return cfgmod.to_toml(script_sections(cfg) if cfg.run.script else cfg.to_dict(), header)
+    return cfgmod.to_toml(script_sections(cfg, precision_seen) if cfg.run.script else cfg.to_dict(), header)
 
 
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
@@ -260,14 +263,18 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
     that lists runs again and again keeps what was read of big event files there."""
     path = Path(path)
     info = RunInfo(run_id=path.name, path=path)
+    seen = True
     try:
-        cfg = RunFolder(path).load_config()
+        raw = cfgmod.read_toml(RunFolder(path).config)
+        cfg = cfgmod.build_config(raw, source=str(RunFolder(path).config))
         info.preset = cfg.run.name
         precision = Precision.from_config(cfg)
-        info.precision, info.precision_words = precision.short, precision.words
+        seen = precision_seen(raw)  # a script before its first step: "" (not seen), never the defaults
+        if seen:
+            info.precision, info.precision_words = precision.short, precision.words
         info.epochs = cfg.run.epochs
         info.world_size = cfgmod.world_size(cfg)
-        info.dist = distribution.dist_of(cfg.dist.mode, info.world_size, precision.fsdp_policy)
+        info.dist = distribution.dist_of(cfg.dist.mode, info.world_size, precision.fsdp_policy if seen else None)
         info.code = trust.code_refs(cfg)
         info.code_given_here = trust.given_here(path, info.code)
     except ConfigError as exc:
@@ -281,6 +288,8 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
     info.error = ends.damaged or info.error
     state = fold(ends.records())
     _take_state(info, state, launch.get("launched"))
+    if not seen and state.precision is not None:  # its start record said it (config.toml not rewritten)
+        info.precision, info.precision_words = state.precision.short, state.precision.words
     if not own_lock and not alive and not state.ended:
         alive, since = writer_alive(path, launch)  # a session that began while the events were read
     end_t = (state.end or {}).get("t") or 0

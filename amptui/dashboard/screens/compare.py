@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from amptui.core import compare as cmp
 from amptui.core import comparenotes
+from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import UserError
 from amptui.core.lossgaps import loss_gaps
 from amptui.core.run import runops
@@ -156,7 +157,7 @@ class CompareScreen(KeysMixin, DashboardScreen):
         x_range = (min(xs_all), max(xs_all)) if xs_all else None
         lines = []
         for i, (s, (xs, ys)) in enumerate(zip(summaries, curves, strict=False)):
-            label = f"{i + 1} {s.preset} {s.precision_words}".strip()
+            label = f"{i + 1} {s.preset} {precision_or_unseen(s.precision_words)}".strip()
             marker = "braille" if i == 0 else MARKERS[(i - 1) % len(MARKERS)]
             lines.append(Line(xs, ys, label=label, color=COLORS[i % len(COLORS)],
                               marker=marker, scatter=i > 0, sparse=i > 0))

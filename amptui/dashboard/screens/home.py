@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Input, OptionList, Static
 
 from amptui.core.config import presets as presetmod
 from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import precision_or_unseen
 from amptui.core.distribution import dist_label
 from amptui.core.errors import ConfigError
 from amptui.core.fmt import fmt_accuracy as fmt_acc
@@ -203,7 +204,7 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
             spread = dist_label(info.dist)  # "DDP x2": how it ran; an FSDP policy's words already say FSDP
             if spread and (info.precision_words or "").startswith("FSDP"):
                 spread = f"{info.world_size} ranks"
-            detail.update(Text.assemble((info.run_id, "bold"), f" · {shown(info.precision_words or info.precision)}"
+            detail.update(Text.assemble((info.run_id, "bold"), f" · {shown(precision_or_unseen(info.precision_words or info.precision))}"
                                         + (f" · {spread}" if spread else "")
                                         + f" · {fmt_duration(info.duration_s)}{extra}", style="dim"))
 

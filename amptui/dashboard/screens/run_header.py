@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from amptui.core.config.precision import precision_or_unseen
 from amptui.core.fmt import (
     fmt_accuracy,
     fmt_bytes,
@@ -40,7 +41,7 @@ def header_line(m: RunModel, now: float) -> Text:
         status_text = (f"● {status}", STATUS_STYLE.get(status, ""))
     eta = m.eta(now)
     return Text.assemble(
-        (shown(m.preset or m.run_id), "bold"), " · ", (shown(m.precision_words or "precision not said"), "bold magenta"), " · ",
+        (shown(m.preset or m.run_id), "bold"), " · ", (shown(precision_or_unseen(m.precision_words)), "bold magenta"), " · ",
         status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
         *((" · ETA ", (fmt_duration(eta), "bold")) if eta is not None else ()), " · ", device_words(m),
     )

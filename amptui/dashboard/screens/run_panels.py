@@ -16,7 +16,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from amptui.core import axis
-from amptui.core.config.precision import DTYPES, Precision
+from amptui.core.config.precision import DTYPES, Precision, precision_or_unseen
 from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_bytes, fmt_loss, fmt_scale
 from amptui.core.series import Series, interpolate, rolling_median
@@ -127,7 +127,7 @@ class RunPanels(_Screen):
         events = self.query_one("#scale-events")
         plot.display = events.display = m.has_scaler
         if not m.has_scaler:
-            info.update(Text.assemble(("no GradScaler", "bold"), f" ({m.precision_words or 'precision not said'}) · skipped "
+            info.update(Text.assemble(("no GradScaler", "bold"), f" ({precision_or_unseen(m.precision_words)}) · skipped "
                                       f"{m.skipped_total}\n", (no_scaler_why(m.precision), "dim")))
             self.query_one("#p-scale").border_subtitle = ""
             return

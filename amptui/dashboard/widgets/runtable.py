@@ -78,7 +78,7 @@ def progress_text(r: RunInfo) -> str:
 def precision_cell(r: RunInfo, width: int | None = None) -> Text:
     """The precision and how the run was spread ("bf16 FSDP x2"), in its longest form that fits `width`."""
     forms = precision_labels(r.precision, r.dist)
-    return Text(shown(next((f for f in forms if width is None or cell_len(f) <= width), forms[-1]) or "-"))
+    return Text(shown(next((f for f in forms if width is None or cell_len(f) <= width), forms[-1])))
 
 
 def preset_cell(r: RunInfo) -> Text:

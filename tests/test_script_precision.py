@@ -1,0 +1,138 @@
+"""A script run's precision is what its loop was seen to do, never a config default: before the
+loop's first step (or with the hooks off, for good) config.toml says no precision and every reader
+(`amptui runs` table and JSON, the dashboard's run list, `compare`) says "not seen"; once the
+hooks see the first step it is the loop's ("fp16+scaler"). And `amptui run PRESET --script` is
+refused: a preset's keys would be silently ignored. The slow tests start the real command on
+tests/scripts/gated.py (never imports amptui), which waits for a file before its first step."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from conftest import REPO, amptui, one_clear_line, only_run, record, started, write_records
+from dashboard_support import app_for, async_test, home_ready
+
+from amptui.core import compare
+from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import UNSEEN, Precision
+from amptui.core.events import VERSION
+from amptui.core.records import End
+from amptui.core.run import runs
+
+pytestmark = pytest.mark.timeout(180)
+GATED = REPO / "tests" / "scripts" / "gated.py"
+
+
+def script_run(runs_dir, name: str = "gated"):
+    """A script run's folder as `amptui run --script` makes it, before the script has run."""
+    cfg = cfgmod.build_config({}, {"run.script": str(GATED), "run.name": name})
+    folder = runs.create_folder(runs_dir, name)
+    runs.write_new(folder, cfg, "# a script run, before its first step")
+    return folder.path
+
+
+def listed(cli) -> dict[str, dict]:
+    return {r["run_id"]: r for r in json.loads(cli("runs", "--format", "json", check=True).stdout)}
+
+
+def row_of(cli, run_id: str) -> str:
+    return next(line for line in cli("runs", check=True).stdout.splitlines() if line.startswith(run_id))
+
+
+# --- in this process: the folder as made, every reader -------------------------------------------
+
+def test_a_fresh_script_folder_claims_no_precision_and_every_list_says_not_seen(runs_dir, cli):
+    run_dir = script_run(runs_dir)
+    assert "amp" not in cfgmod.read_toml(run_dir / "config.toml"), "no [amp] before the loop shows it"
+    info = runs.load_run(run_dir)
+    assert (info.precision, info.precision_words, info.precision_label) == ("", "", UNSEEN)
+    assert listed(cli)[run_dir.name]["precision"] == ""
+    assert UNSEEN in row_of(cli, run_dir.name) and "bf16" not in row_of(cli, run_dir.name)
+
+
+def test_a_start_record_says_it_when_config_toml_was_not_rewritten(runs_dir):
+    """The hooks rewrite config.toml at the first step; should that write fail, the start record's
+    precision is the run's."""
+    run_dir = script_run(runs_dir)
+    said = Precision(True, "float16", True).as_record()
+    start = {"v": VERSION, "kind": "start", "t": 1.0, "rank": 0, "run_id": run_dir.name, "precision": said}
+    write_records(run_dir / "events.jsonl", [start, record(End(status="completed", total_time_s=1.0, steps=3), 2.0)])
+    info = runs.load_run(run_dir)
+    assert (info.precision, info.precision_words) == ("fp16+scaler", "autocast float16 + GradScaler")
+
+
+def test_compare_says_not_seen_for_a_script_run_that_never_showed_it(runs_dir, cli):
+    run_dir = script_run(runs_dir)
+    write_records(run_dir / "events.jsonl", [record(End(status="completed", total_time_s=1.0, steps=0), 2.0)])
+    assert compare.summarize(run_dir).precision_words == ""
+    out = cli("compare", run_dir.name, check=True).stdout
+    line = next(line for line in out.splitlines() if line.startswith(run_dir.name))
+    assert UNSEEN in line and "bf16" not in line, out
+    said = json.loads(cli("compare", run_dir.name, "--format", "json", check=True).stdout)
+    assert "bf16" not in json.dumps(said), said
+
+
+@async_test
+async def test_the_dashboards_run_list_says_not_seen(runs_dir):
+    from amptui.dashboard.widgets.runtable import RunTable
+
+    run_dir = script_run(runs_dir)
+    app = app_for(runs_dir)
+    async with app.run_test(size=(120, 24)) as pilot:
+        screen = await home_ready(pilot, rows=1)
+        table = screen.query_one(RunTable)
+        await pilot.pause(0.3)
+        line = table.render_line(table.run_ids.index(run_dir.name) + 1).text
+        assert UNSEEN in line and "bf16" not in line, line
+
+
+@pytest.mark.parametrize("how", [["--script", str(GATED)], ["-m", "json.tool"]])
+def test_a_preset_with_a_script_is_refused_with_nothing_written(cli, runs_dir, how):
+    line = one_clear_line(cli("run", "quickstart", *how, "--set", "log.every=2"))
+    assert f"quickstart {how[0]}" in line and "takes no preset" in line and "run.name" in line, line
+    assert not runs_dir.exists(), "nothing on disk"
+
+
+# --- real processes -------------------------------------------------------------------------------
+
+def wait_listed(run_id: str, done, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc = amptui("runs", "--format", "json", check=True)
+        found = {r["run_id"]: r for r in json.loads(proc.stdout)}.get(run_id)
+        if found and done(found):
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"{run_id}: not listed as expected in {timeout:.0f} s")
+
+
+@pytest.mark.slow
+def test_a_script_waiting_before_its_first_step_lists_not_seen_then_its_loops_precision(runs_dir, isolated):
+    gate = isolated / "gate"
+    run_id = started(amptui("run", "--detach", "--script", str(GATED), "--", str(gate), check=True).stdout)["run_id"]
+    run_dir = runs_dir / run_id
+    try:
+        waiting = wait_listed(run_id, lambda r: r["status"] == "running")
+        assert (waiting["precision"], waiting["precision_words"]) == ("", ""), waiting
+        row = next(line for line in amptui("runs", check=True).stdout.splitlines() if line.startswith(run_id))
+        assert UNSEEN in row and "bf16" not in row, row
+        assert "amp" not in cfgmod.read_toml(run_dir / "config.toml")
+    finally:
+        gate.write_text("go")
+    done = wait_listed(run_id, lambda r: r["status"] != "running")
+    assert done["status"] == "completed" and done["step"] == 3, done
+    assert (done["precision"], done["precision_words"]) == ("fp16+scaler", "autocast float16 + GradScaler")
+    assert cfgmod.read_toml(run_dir / "config.toml")["amp"]["dtype"] == "float16"
+
+
+@pytest.mark.slow
+def test_with_the_hooks_off_the_precision_stays_not_seen(runs_dir, isolated):
+    (isolated / "gate").write_text("open")
+    amptui("run", "--script", str(GATED), "--", str(isolated / "gate"), env={"AMPTUI_SCRIPT_HOOKS": "0"}, check=True)
+    run_dir = only_run(runs_dir)
+    [info] = json.loads(amptui("runs", "--format", "json", check=True).stdout)
+    assert info["status"] == "completed" and (info["precision"], info["precision_words"]) == ("", ""), info
+    assert UNSEEN in amptui("runs", check=True).stdout
+    assert "amp" not in cfgmod.read_toml(run_dir / "config.toml")
