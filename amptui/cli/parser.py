@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a preset without the dashboard",
                        usage="amptui run PRESET [--set KEY=VALUE]... [--detach]\n"
-                             "       amptui run --script FILE | -m MODULE [--set KEY=VALUE]... [-- ARGS...]")
+                             "       amptui run --script FILE [--set K=V]... [-- ARGS...]\n"
+                             "       amptui run -m MODULE [--set K=V]... [-- ARGS...]")
     p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
     p.add_argument("--script", metavar="FILE", help="run your own training script, unmodified: amptui's hooks record its "
                    "steps, loss, GradScaler and precision (or its amptui.Monitor does); arguments after -- go "
