@@ -157,7 +157,9 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         precision = Precision.from_config(cfg, recorder.device.type if recorder.device else "cpu")
         if recorder.scaler_enabled:
             recorder.last_scale = self.initial_scale
-            recorder.watch_scale(self.scaler.get_growth_interval(), precision)
+        # the alarms with or without a scaler: a float32/bfloat16 loop's NaN loss is said too, as the trainer's
+        recorder.watch_scale(self.scaler.get_growth_interval() if recorder.scaler_enabled else cfg.amp.growth_interval,
+                             precision)
         if self.rank == 0:
             with contextlib.suppress(OSError):
                 atomic_write_text(RunFolder(self.run_dir).config,
