@@ -272,6 +272,8 @@ def test_amp_mistakes_are_said_live(runs_dir, mode, code, fails):
     assert code in said, (said, error)
     assert len([r for r in by_kind(recs, "warning") if r.get("code") == code]) == 1
     assert (recs[-1]["status"] == "failed") == fails and (error is not None) == fails
+    if fails:  # the scaler.step() that raised is not counted: no-update's first step ran, half-params' none
+        assert recs[-1]["steps"] == {"no-update": 1, "half-params": 0}[mode], recs[-1]
 
 
 def test_a_script_with_its_own_monitor_is_recorded_once(runs_dir, isolated, monkeypatch):
