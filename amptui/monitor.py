@@ -171,8 +171,8 @@ class Monitor:
             except OSError:
                 pass
         precision = Precision.from_config(self.config, self.device.type)
-        if self.recorder.scaler_enabled:
-            self.recorder.watch_scale(self.scaler.get_growth_interval(), precision)
+        self.recorder.watch_scale(self.scaler.get_growth_interval() if self.recorder.scaler_enabled  # NaN loss said without one too
+                                  else self.config.amp.growth_interval, precision)
         if self.model is not None and self.config.numerics.every:  # config={"numerics": {"every": N}}: range headroom
             self.recorder.sample_numerics(self.model, self.config.numerics.every, self.config.numerics.depth,
                                           precision.reduced)

@@ -109,6 +109,24 @@ def test_monitor_in_process_writes_a_valid_stream(runs_dir):
     assert model_view.skipped_total == len(backoffs)
 
 
+def test_a_float32_loop_without_a_scaler_is_told_its_loss_is_not_finite(runs_dir):
+    """The loss-scale alarms' NaN warning is the trainer's for every precision: a Monitor on a
+    float32 loop (no GradScaler) says it too, naming the record's span (a Monitor sums its window)."""
+    torch.manual_seed(0)
+    model = nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 8), torch.randn(8, 1)
+    with amptui.Monitor("nan-loop", optimizer=opt, model=model, log_every=4) as mon:
+        for step in range(1, 9):
+            loss = nn.functional.mse_loss(model(x), y) * (float("nan") if step == 6 else 1.0)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            mon.step(loss, batch_size=8)
+    said = [r for r in by_kind(events(only_run(runs_dir)), "warning") if r.get("code") == "loss_not_finite"]
+    assert len(said) == 1 and "(NaN or inf) in steps 5-8" in said[0]["message"], said
+
+
 def test_an_exception_inside_the_with_ends_the_run_failed_and_is_reraised(runs_dir):
     model = nn.Linear(4, 4)
     with pytest.raises(ValueError, match="boom"):

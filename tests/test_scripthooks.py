@@ -118,6 +118,17 @@ def test_bfloat16_accumulation_loader_scheduler_and_evaluation(runs_dir, evaluat
     assert runs.load_run(run_dir).precision == "bf16"
 
 
+def test_a_record_written_after_the_epochs_scheduler_step_keeps_its_steps_lr(runs_dir):
+    """A record every 4 steps, 6 steps an epoch: the epoch's last steps are written when the next
+    pass begins (or the script ends), after the script's per-epoch StepLR stepped. Their lr is
+    the one those steps ran with, not the next epoch's (as the trainer writes them)."""
+    _, recs, error = record_script(runs_dir, "loader_eval.py", "2", log_every=4)
+    assert error is None
+    steps = by_kind(recs, "step")
+    assert [(s["step"], s["epoch"]) for s in steps] == [(4, 1), (6, 1), (8, 2), (12, 2), (16, 3), (18, 3)]
+    assert [s["lr"] for s in steps] == [0.02, 0.02, 0.01, 0.01, 0.005, 0.005]
+
+
 def test_two_models_two_optimizers_one_scaler(runs_dir):
     _, recs, error = record_script(runs_dir, "gan.py", log_every=4)
     assert error is None
@@ -261,6 +272,8 @@ def test_amp_mistakes_are_said_live(runs_dir, mode, code, fails):
     assert code in said, (said, error)
     assert len([r for r in by_kind(recs, "warning") if r.get("code") == code]) == 1
     assert (recs[-1]["status"] == "failed") == fails and (error is not None) == fails
+    if fails:  # the scaler.step() that raised is not counted: no-update's first step ran, half-params' none
+        assert recs[-1]["steps"] == {"no-update": 1, "half-params": 0}[mode], recs[-1]
 
 
 def test_a_script_with_its_own_monitor_is_recorded_once(runs_dir, isolated, monkeypatch):

@@ -97,6 +97,24 @@ def test_a_non_finite_loss_names_its_own_step_not_the_records(runs_dir):
     assert "not finite (NaN or inf) at step 3:" in message, message
 
 
+def test_a_non_finite_loss_is_said_without_a_grad_scaler_too(runs_dir):
+    """bfloat16 autocast, no GradScaler (its NaN is as real as float16's): the same warning, naming
+    step 3; the script hooks once said it only for a loop with a scaler."""
+    _, recs, error = record_script(runs_dir, "amp_recipe.py", "--dtype", "bfloat16", "--no-scaler", "--nan-at", "3",
+                                   "--steps", "4", "--epochs", "1", log_every=4)
+    assert error is None and recs[-1]["steps"] == 4
+    message = warnings_by_code(recs)["loss_not_finite"]
+    assert "not finite (NaN or inf) at step 3:" in message and "without torch.autocast" in message, message
+
+
+def test_a_float32_loops_non_finite_loss_advice_drops_autocast_and_a_window_without_loss_is_quiet():
+    alarms = ScaleAlarms(growth_interval=2000, dtype="float32", bf16_available=False)
+    alarms.own_loop = True
+    assert alarms.observe([], 10, None, None) == []  # no loss measured (a script's non-scalar backward): not "NaN"
+    said = alarms.observe([], 20, None, float("inf"))
+    assert [a.code for a in said] == ["loss_not_finite"] and "autocast" not in said[0].message
+
+
 def test_a_window_without_per_step_losses_says_its_span():
     alarms = ScaleAlarms(growth_interval=5, dtype="float16", bf16_available=False)
     said = alarms.observe([], 10, 256.0, float("nan"), loss_at="in steps 6-10")

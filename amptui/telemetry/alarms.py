@@ -110,12 +110,12 @@ class ScaleAlarms:
         """Feed one step record's scaler events (growth/backoff) and values; get new alarms.
         `loss_at`: where a non-finite loss came from ("at step 7"; default: the record's step)."""
         out: list[Alarm] = []
-        if loss is None or not math.isfinite(loss):
+        if loss is not None and not math.isfinite(loss):  # None: the window measured no loss (a script's)
             where = loss_at or f"at step {last_step}"
             self._once("loss_not_finite", f"the loss is not finite (NaN or inf) {where}: this is not "
                        f"an overflow the GradScaler can fix. Check the data for NaN/inf, {self.fix('lr')}, or "
-                       f"{self.fix('clip')}; {self.fix('no_autocast')} to see whether reduced precision causes it",
-                       out)
+                       f"{self.fix('clip')}" + (f"; {self.fix('no_autocast')} to see whether reduced precision causes it"
+                                                if self.dtype != "float32" else ""), out)  # float32: no autocast to drop
         for event in scaler_events:
             if event["event"] == "growth":
                 self.streak = 0

@@ -120,10 +120,13 @@ class Patches:
         def make_step(original):
             def step(self, optimizer, *args, **kwargs):
                 on.scaler_step_enter(self, optimizer)
+                done = False
                 try:
-                    return original(self, optimizer, *args, **kwargs)
+                    out = original(self, optimizer, *args, **kwargs)
+                    done = True
+                    return out
                 finally:
-                    on.scaler_step_exit(self, optimizer)
+                    on.scaler_step_exit(self, optimizer, done)  # a step that raised is no training step
             return step
 
         def make_update(original):

@@ -90,9 +90,9 @@ class ScalerHooks:
             self.in_scaler_step, self.stepped_in_scaler = opt, False
 
     @guarded
-    def scaler_step_exit(self, scaler, opt) -> None:
+    def scaler_step_exit(self, scaler, opt, done: bool = True) -> None:
         self.in_scaler_step = None
-        if not scaler.is_enabled():
+        if not scaler.is_enabled() or not done:  # `done` False: torch raised (float16 params, no update())
             return
         self.stepped_since_update.add(id(opt))
         if not self.stepped_in_scaler and not self.started and not getattr(opt, "_step_supports_amp_scaling", False):

@@ -42,7 +42,7 @@ from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, s
 from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 from amptui.telemetry.scripthooks.scalerhooks import ScalerHooks
-from amptui.telemetry.scripthooks.stepclock import StepClock
+from amptui.telemetry.scripthooks.stepclock import StepClock, StepLr
 from amptui.telemetry.tensorboard import mirror_sinks
 
 NO_OPTIMIZER_AFTER = 20   # backward() calls with no torch.optim optimizer made: said live (the run starts)
@@ -67,6 +67,7 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         self._optimizer_ids: set[int] = set()
         self._next_stop_check = 0.0
         self.clock = StepClock()
+        self.step_lr = StepLr()
         self.seen_modules: dict[int, torch.nn.Module] = {}
         self.first_forwards: list[tuple[int, int]] = []   # (id(module), batch size) before the first step
         self.models: list[torch.nn.Module] = []
@@ -157,7 +158,9 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         precision = Precision.from_config(cfg, recorder.device.type if recorder.device else "cpu")
         if recorder.scaler_enabled:
             recorder.last_scale = self.initial_scale
-            recorder.watch_scale(self.scaler.get_growth_interval(), precision)
+        # the alarms with or without a scaler: a float32/bfloat16 loop's NaN loss is said too, as the trainer's
+        recorder.watch_scale(self.scaler.get_growth_interval() if recorder.scaler_enabled else cfg.amp.growth_interval,
+                             precision)
         if self.rank == 0:
             with contextlib.suppress(OSError):
                 atomic_write_text(RunFolder(self.run_dir).config,
@@ -187,7 +190,7 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         recorder, losses = self.recorder, self.clock.boundary()
         if losses.total is not None:  # the sum of the step's backward losses (stepclock.py)
             recorder.active_meter.add_step_loss(losses.total)
-        recorder.optimizer = self.clock.last  # the lr of the step's last optimizer (a GAN's generator)
+        recorder.optimizer = self.step_lr.took(self.clock.last)  # the lr of the step's last optimizer (a GAN's G), now
         recorder.optimizer_step(grad_norm=self.grad_norm, samples=self.samples or None,
                                 trace=self._skipped_now(recorder.counters.step + 1))
         self.grad_norm, self.samples = None, 0

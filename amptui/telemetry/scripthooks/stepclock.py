@@ -140,3 +140,18 @@ class StepClock:
         self._events = 0
         fed, self._fed = self._fed, Losses()
         return fed
+
+
+class StepLr:
+    """What the Recorder reads a step record's lr from (as it reads an optimizer's param_groups):
+    the lr the last training step ran with, kept at that step. A record written later -- at the
+    training loader's next pass or the script's end, after its per-epoch `scheduler.step()` --
+    shows the lr its steps used, as the trainer's record written before its schedule steps does."""
+
+    def __init__(self) -> None:
+        self.param_groups: list[dict[str, Any]] = [{"lr": None}]
+
+    def took(self, optimizer: Any) -> "StepLr":
+        groups = getattr(optimizer, "param_groups", None)
+        self.param_groups[0]["lr"] = groups[0].get("lr") if groups else None  # a reference: no device read
+        return self
