@@ -49,6 +49,7 @@ def test_a_fresh_script_folder_claims_no_precision_and_every_list_says_not_seen(
     info = runs.load_run(run_dir)
     assert (info.precision, info.precision_words, info.precision_label) == ("", "", UNSEEN)
     assert listed(cli)[run_dir.name]["precision"] == ""
+    assert listed(cli)[run_dir.name]["epochs"] is None, "a script's epochs are its own loop's, not a default"
     assert UNSEEN in row_of(cli, run_dir.name) and "bf16" not in row_of(cli, run_dir.name)
 
 
@@ -57,10 +58,12 @@ def test_a_start_record_says_it_when_config_toml_was_not_rewritten(runs_dir):
     precision is the run's."""
     run_dir = script_run(runs_dir)
     said = Precision(True, "float16", True).as_record()
-    start = {"v": VERSION, "kind": "start", "t": 1.0, "rank": 0, "run_id": run_dir.name, "precision": said}
+    start = {"v": VERSION, "kind": "start", "t": 1.0, "rank": 0, "run_id": run_dir.name, "precision": said,
+             "epochs": 2}
     write_records(run_dir / "events.jsonl", [start, record(End(status="completed", total_time_s=1.0, steps=3), 2.0)])
     info = runs.load_run(run_dir)
     assert (info.precision, info.precision_words) == ("fp16+scaler", "autocast float16 + GradScaler")
+    assert info.epochs == 2, "the epochs its loop (a Monitor in it) said"
 
 
 def test_compare_says_not_seen_for_a_script_run_that_never_showed_it(runs_dir, cli):
@@ -136,3 +139,15 @@ def test_with_the_hooks_off_the_precision_stays_not_seen(runs_dir, isolated):
     assert info["status"] == "completed" and (info["precision"], info["precision_words"]) == ("", ""), info
     assert UNSEEN in amptui("runs", check=True).stdout
     assert "amp" not in cfgmod.read_toml(run_dir / "config.toml")
+
+
+def test_ctrl_c_says_where_a_script_stops(runs_dir):
+    """Ctrl-C on `amptui run --script` stops the loop at its next optimizer step: amptui writes no
+    checkpoint for a script, so the line does not promise one (a preset run's does)."""
+    from amptui.cli.run_commands import stop_point
+
+    assert stop_point(script_run(runs_dir)) == "at the script's next optimizer step"
+    cfg = cfgmod.build_config({}, {"run.name": "quickstart"})
+    folder = runs.create_folder(runs_dir, "quickstart")
+    runs.write_new(folder, cfg, "# a preset run")
+    assert stop_point(folder.path) == "checkpoint first"

@@ -118,6 +118,19 @@ def asked_on_terminal(run_dir: Path) -> bool:
     return True
 
 
+def stop_point(run_dir: Path) -> str:
+    """Where a stopping run stops: amptui's trainer checkpoints first; a script's own loop is
+    stopped at its next optimizer step (amptui writes no checkpoint for it)."""
+    from amptui.core.config import values as cfgmod
+    from amptui.core.errors import ConfigError
+
+    try:
+        run = cfgmod.read_toml(RunFolder(run_dir).config).get("run")
+    except (ConfigError, OSError):
+        run = None
+    return "at the script's next optimizer step" if isinstance(run, dict) and run.get("script") else "checkpoint first"
+
+
 def _check_checkpoint_file(run_dir: Path, cfg: Config) -> None:
     """A resume's check of last.pt itself (torch), for a checkpoint its last.json does not describe."""
     from amptui.trainer.checkpoint import check_resume
@@ -189,7 +202,7 @@ def _follow(run_dir: Path, proc, offset: int, printer) -> tuple[dict | None, boo
                 print(f"left running in the background: amptui watch {run_dir.name}", file=sys.stderr)
                 return None
             stopping = True
-            print("stopping (checkpoint first); Ctrl-C again to leave it running", file=sys.stderr)
+            print(f"stopping ({stop_point(run_dir)}); Ctrl-C again to leave it running", file=sys.stderr)
             launch.request_stop(run_dir)
     return end, stopping
 

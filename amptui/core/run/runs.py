@@ -263,7 +263,7 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
     that lists runs again and again keeps what was read of big event files there."""
     path = Path(path)
     info = RunInfo(run_id=path.name, path=path)
-    seen = True
+    seen, script_run = True, False
     try:
         raw = cfgmod.read_toml(RunFolder(path).config)
         cfg = cfgmod.build_config(raw, source=str(RunFolder(path).config))
@@ -273,6 +273,7 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
         if seen:
             info.precision, info.precision_words = precision.short, precision.words
         info.epochs = cfg.run.epochs
+        script_run = bool(cfg.run.script)  # a script's own loop (`run --script` / `-m`): its epochs are its own
         info.world_size = cfgmod.world_size(cfg)
         info.dist = distribution.dist_of(cfg.dist.mode, info.world_size, precision.fsdp_policy if seen else None)
         info.code = trust.code_refs(cfg)
@@ -288,6 +289,9 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
     info.error = ends.damaged or info.error
     state = fold(ends.records())
     _take_state(info, state, launch.get("launched"))
+    if script_run:  # the loop's own epochs, as its start record said them (none: it did not say)
+        said = (state.start or {}).get("epochs")
+        info.epochs = said if isinstance(said, int) and not isinstance(said, bool) else None
     if not seen and state.precision is not None:  # its start record said it (config.toml not rewritten)
         info.precision, info.precision_words = state.precision.short, state.precision.words
     if not own_lock and not alive and not state.ended:
