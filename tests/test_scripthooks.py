@@ -136,9 +136,26 @@ def test_two_models_two_optimizers_one_scaler(runs_dir):
     steps = by_kind(recs, "step")
     assert recs[-1]["steps"] == 24 and steps[-1]["step"] == 24  # one step per iteration, not per optimizer
     backoffs = [r for r in by_kind(recs, "scaler") if r["event"] == "backoff"]
-    assert backoffs and {"Encoder.fc.weight", "Decoder.fc.weight"} <= set(backoffs[0]["overflow"])
+    # each model named by the script's own variable for it (model0 = Encoder(), model1 = Decoder())
+    assert backoffs and {"model0.fc.weight", "model1.fc.weight"} <= set(backoffs[0]["overflow"])
     ok, losses = falling(steps)
     assert ok, losses
+
+
+@pytest.mark.parametrize("alias", [False, True])
+def test_overflowing_names_say_the_scripts_own_variables_for_two_models(runs_dir, alias):
+    """Two nn.Sequential made as locals of the script's main(), stepped through a helper whose
+    argument is called `model`: the overflowing parameters are named `netG.0.weight` and
+    `netD.0.weight` (main's variables), not by class and index. A model held by two variables
+    (`critic = netD`) keeps the class-and-index name, as a model held by none does."""
+    _, recs, error = record_script(runs_dir, "gan_in_main.py", *(["--alias"] if alias else []), log_every=2)
+    assert error is None
+    named = set().union(*(r["overflow"] for r in by_kind(recs, "scaler") if r["event"] == "backoff"))
+    generator = {"netG.0.weight", "netG.2.weight"} & named
+    assert generator, named
+    discriminator = {"Sequential1.0.weight", "Sequential1.2.weight"} if alias else {"netD.0.weight", "netD.2.weight"}
+    assert discriminator & named, named
+    assert all(n.split(".")[0] in ("netG", "Sequential1" if alias else "netD") for n in named), named
 
 
 @pytest.mark.parametrize("args, precision", [

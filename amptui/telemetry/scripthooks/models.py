@@ -12,6 +12,8 @@ from typing import Iterable
 
 import torch
 
+from amptui.telemetry.scripthooks.varnames import variable_names
+
 
 def optimizer_params(optimizers: Iterable[torch.optim.Optimizer]) -> list[torch.nn.Parameter]:
     seen: set[int] = set()
@@ -40,7 +42,8 @@ def script_models(candidates: Iterable[torch.nn.Module],
 
 class NamedParams:
     """The optimizers' parameters, named by the model that owns them (what OverflowTracer reads):
-    one model: its own names; several: prefixed with the model's class name."""
+    one model: its own names; several: prefixed with the script's variable for each model
+    (`generator.0.weight`, varnames.py), else with the model's class name."""
 
     def __init__(self, models: list[torch.nn.Module], optimizers: Iterable[torch.optim.Optimizer]):
         wanted = {id(p) for p in optimizer_params(optimizers)}
@@ -64,10 +67,11 @@ def _prefixes(models: list[torch.nn.Module]) -> list[str]:
     if len(models) <= 1:
         return [""] * len(models)
     names = [type(m).__name__ if not hasattr(m, "module") else type(m.module).__name__ for m in models]
-    out = []
+    by_class = []
     for i, name in enumerate(names):
-        out.append(f"{name}{i}." if names.count(name) > 1 else f"{name}.")
-    return out
+        by_class.append(f"{name}{i}." if names.count(name) > 1 else f"{name}.")
+    own = [f"{v}." if v else c for v, c in zip(variable_names(models), by_class, strict=True)]
+    return own if len(set(own)) == len(own) else by_class  # two models one name: the classes tell them apart
 
 
 def batch_size(args: tuple, kwargs: dict | None = None) -> int | None:
