@@ -93,8 +93,11 @@ def test_a_float32_script_with_tensorboard_log_every_and_a_name(runs_dir):
 
 
 @pytest.mark.slow
-def test_a_bad_script_argument_fails_with_the_scripts_own_words(runs_dir):
-    proc = amptui("run", "--script", str(FLOAT32), "--", "--bogus")
+def test_a_bad_script_argument_fails_with_the_scripts_own_words(runs_dir, isolated):
+    """Given by a relative path, as typed in the script's folder: config.toml names the file by its
+    absolute path, the run list by its name."""
+    (isolated / FLOAT32.name).write_text(FLOAT32.read_text())
+    proc = amptui("run", "--script", FLOAT32.name, "--", "--bogus")
     said = "float32_args.py: error: unrecognized arguments: --bogus"
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"SystemExit: exit code 2: {said}" in proc.stderr, proc.stderr
@@ -102,7 +105,8 @@ def test_a_bad_script_argument_fails_with_the_scripts_own_words(runs_dir):
     end = events(run_dir)[-1]
     assert end["kind"] == "end" and end["status"] == "failed" and end["error"]["message"] == f"exit code 2: {said}"
     listed = json.loads(amptui("runs", "--format", "json", check=True).stdout)
-    assert listed[0]["error"] == f"SystemExit: exit code 2: {said}"
+    assert listed[0]["error"] == f"SystemExit: exit code 2: {said}" and listed[0]["preset"] == "float32_args"
+    assert read_toml(run_dir / "config.toml")["run"]["script"] == str(isolated / FLOAT32.name)
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from conftest import amptui as amptui_cli
 from torch import nn
 
 import amptui
+from amptui.core.config.values import read_toml
 from amptui.core.run import runs
 from amptui.jobs import launch, scriptrun
 from amptui.telemetry import scripthooks
@@ -477,6 +478,32 @@ def test_a_run_folder_amptui_did_not_make(runs_dir):
     assert recs[0]["preset"] == "loader_eval" and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 36
     info = runs.load_run(run_dir)
     assert (info.status, info.precision, info.step) == ("completed", "bf16", 36)
+
+
+def test_a_script_given_by_a_relative_path_is_stored_absolute_and_listed_by_its_file_name(runs_dir, isolated,
+                                                                                           monkeypatch):
+    """`amptui run --script recipe.py` (relative, as typed): config.toml names the file by its
+    absolute path, as the script's own torchrun launch stores it (above), so the run still names
+    its file from another folder (the launch runs it from there too); the run list's preset
+    column and the start line keep the short name."""
+    (isolated / "recipe.py").write_text((SCRIPTS / "amp_recipe.py").read_text())
+    run_dir, cfg = launch.create_run(None, {"run.script": "recipe.py", "log.every": 2}, runs_dir)
+    stored = str(isolated / "recipe.py")
+    assert cfg.run.script == stored and cfg.run.name == "recipe"
+    assert launch.trainer_command(cfg, run_dir)[-1] == stored
+    elsewhere = isolated / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    saved = sys.argv[:], sys.path[:]
+    try:
+        scriptrun.main([str(run_dir), cfg.run.script, "--steps", "2", "--epochs", "1"], install_hooks=scripthooks.install)
+    finally:
+        sys.argv[:], sys.path[:] = saved
+    recs = events(run_dir)
+    assert recs[-1]["status"] == "completed" and recs[-1]["steps"] == 2
+    assert recs[0]["preset"] == "recipe" and recs[0]["config"]["run"]["script"] == stored
+    assert read_toml(run_dir / "config.toml")["run"]["script"] == stored  # the hooks' rewrite keeps it
+    assert runs.load_run(run_dir).preset == "recipe"
 
 
 def test_a_failing_end_of_the_hooks_never_breaks_the_script(runs_dir, tmp_path, capsys):
