@@ -9,11 +9,13 @@ import pytest
 from conftest import amptui, events, events_so_far, only_run, record, write_records
 from PIL import Image
 
-from amptui.core import compare
+from amptui.core import compare, comparenotes
+from amptui.core.config import values as cfgmod
 from amptui.core.config import variants as ab
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter
 from amptui.core.records import End, Epoch, Start, Step
+from amptui.core.run import runs
 
 
 def test_variant_expansion_and_defaults():
@@ -129,6 +131,47 @@ def test_compare_warns_when_runs_differ_in_more_than_precision(cli, runs_dir):
     as_json = cli("compare", "fp32", "other", "--format", "json", check=True)
     assert json.loads(as_json.stdout)[1]["preset"] == "scaler-lab"  # stdout stays pure json
     assert "different presets" in as_json.stderr
+
+
+def script_config(**sets) -> str:
+    """A script run's config.toml as its hooks write it (core/config/scriptview.py: no [model] or
+    [data], the GradScaler's settings only when it had one), for a loop that showed `sets`."""
+    cfg = cfgmod.build_config({}, {"run.script": "/home/me/recipe.py", "run.name": "recipe", "run.device": "cpu",
+                                   **sets})
+    return runs.config_text(cfg, "# a script, as its hooks saw it")
+
+
+PRESET_CONFIG = '[run]\nname = "canned"\ndevice = "cpu"\n[amp]\nautocast = false\ngrad_scaler = false\n'  # fp32, resolved
+
+
+def test_compare_of_a_script_run_beside_preset_runs_counts_only_what_the_script_said(cli, runs_dir):
+    """The script's config.toml has no model, data, optimizer or schedule: the defaults that fill
+    them when read are no difference, nor is a GradScaler setting of a run that had no scaler.
+    What both hold and differ in is still said (the script's file; the record interval, which is
+    measuring; dist.* are how it ran), the script by its file name."""
+    canned_run(runs_dir, "fp32", 20.0, 64, 2**30, 0.9, config=PRESET_CONFIG)
+    canned_run(runs_dir, "fp16", 10.0, 64, 2**29, 0.9, precision="fp16+scaler", preset="recipe",
+               config=script_config(**{"amp.dtype": "float16", "amp.grad_scaler": True, "amp.init_scale": 2.0 ** 24}))
+    canned_run(runs_dir, "bf16", 12.0, 64, 2**29, 0.9, precision="bf16", preset="recipe",
+               config=script_config(**{"amp.dtype": "bfloat16", "amp.grad_scaler": False, "log.every": 5}))
+    canned_run(runs_dir, "ddp", 12.0, 64, 2**29, 0.9, precision="bf16", preset="recipe",
+               config=script_config(**{"amp.dtype": "bfloat16", "amp.grad_scaler": False, "dist.mode": "ddp",
+                                       "dist.nproc_per_node": 2}))
+    beside = cli("compare", "fp32", "fp16", check=True).stdout
+    assert "warning: these runs differ in more than precision: run.script (- / recipe.py)\n" in beside, beside
+    two = cli("compare", "fp16", "bf16", check=True).stdout
+    assert "warning: these runs differ in more than precision: log.every (10 / 5)\n" in two, two
+    spread = cli("compare", "bf16", "ddp", "fp32", check=True).stdout
+    assert "differ in more than precision: dist.mode (none / ddp / none), dist.nproc_per_node (1 / 2 / 1), " \
+           "log.every (5 / 10 / 10), run.script (recipe.py / recipe.py / -)\n" in spread, spread
+    canned_run(runs_dir, "preset-fp16", 10.0, 64, 2**29, 0.9, precision="fp16+scaler",
+               config=PRESET_CONFIG.replace("false", "true") + 'dtype = "float16"\n')
+    scalers = cli("compare", "preset-fp16", "fp16", check=True).stdout  # both had one: their settings count
+    assert "differ in more than precision: amp.init_scale (65536 / 1.67772e+07), run.script (- / recipe.py)\n" \
+        in scalers, scalers
+    summaries = [compare.summarize(runs_dir / name) for name in ("fp32", "fp16", "bf16")]
+    differ = comparenotes.differing_keys(summaries)
+    assert set(differ) == {"log.every", "run.script"} and differ["log.every"] == [10, 10, 5], differ
 
 
 def test_compare_of_trials_of_one_tune_does_not_warn_about_presets(cli, runs_dir):

@@ -22,7 +22,9 @@ from typing import Any, Callable
 
 from amptui.core import distribution
 from amptui.core.comparenotes import short_precision
+from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import precision_or_unseen
+from amptui.core.config.scriptview import keys_said
 from amptui.core.errors import ConfigError
 from amptui.core.events import EventReader, primary_events_file
 from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate, fmt_ratio
@@ -45,6 +47,7 @@ class RunSummary(RunState):
     """A run's state (core.runstate) plus the figures only the comparison needs."""
 
     flat_config: dict[str, Any] = field(default_factory=dict)  # the resolved config.toml: {"amp.dtype": ...}
+    config_said: frozenset[str] | None = None   # a script run's: the keys its config.toml holds (scriptview.keys_said)
     peak_mem: float | None = None
     total_time_s: float | None = None            # the run's duration (see runstate.RunClock)
     time_per_epoch_s: float | None = None
@@ -103,12 +106,15 @@ class RunSummary(RunState):
         return self
 
 
-def _flat_config(run_dir: Path) -> dict[str, Any]:
-    """The run's resolved config.toml as {"section.key": value}; empty when it cannot be read."""
+def _flat_config(run_dir: Path) -> tuple[dict[str, Any], frozenset[str] | None]:
+    """The run's resolved config.toml as {"section.key": value} (empty when it cannot be read),
+    and for a script run the keys the file really holds (the rest are defaults it never used)."""
+    path = RunFolder(run_dir).config
     try:
-        return RunFolder(run_dir).load_config().flat()
+        raw = cfgmod.read_toml(path)
+        return cfgmod.build_config(raw, source=str(path)).flat(), keys_said(raw)
     except ConfigError:
-        return {}
+        return {}, None
 
 
 def _peak_of(mem: Any) -> float | None:
@@ -126,7 +132,8 @@ def summarize(run_dir: Path) -> RunSummary:
     """Read a run's whole rank-0 event stream (in chunks, constant memory) into its summary; the
     other ranks' files for their memory (core.rankmemory)."""
     run_dir = Path(run_dir)
-    summary = RunSummary(run_id=run_dir.name, flat_config=_flat_config(run_dir))
+    flat, said = _flat_config(run_dir)
+    summary = RunSummary(run_id=run_dir.name, flat_config=flat, config_said=said)
     primary = primary_events_file(run_dir)
     reader = EventReader(primary)
     while batch := reader.read(_CHUNK):

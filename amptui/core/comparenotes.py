@@ -5,10 +5,12 @@ narrowest range headroom, what per-rank memory measured, and how the figures wer
 from __future__ import annotations
 
 import math
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
+from amptui.core.config.scriptview import SCALER_KEYS
 from amptui.core.inputbound import notice
 from amptui.core.numerics import fmt_bits
 from amptui.core.rankmemory import note as rank_memory_note
@@ -75,12 +77,24 @@ _SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.name", "run.description", "num
 
 def differing_keys(summaries: list[RunSummary]) -> dict[str, list[Any]]:
     """{key: each run's value} for the resolved config keys where the runs differ in anything but
-    precision (runs whose config.toml cannot be read are left out)."""
-    configs = [s.flat_config for s in summaries if s.flat_config]
+    precision (runs whose config.toml cannot be read are left out). A script run's config.toml
+    holds only what its loop was seen to do (core/config/scriptview.py): it is compared on those
+    keys alone, and a key it lacks is no difference (its value None: "-"); nor are the GradScaler
+    settings of a run that had none."""
+    configs = [(s.flat_config, s.config_said) for s in summaries if s.flat_config]
     if len(configs) < 2:
         return {}
-    keys = sorted(set().union(*configs) - set(_SAME_EXPERIMENT_IGNORES))
-    return {k: [c.get(k) for c in configs] for k in keys if any(c.get(k) != configs[0].get(k) for c in configs)}
+    held = [set(c) if said is None else said & c.keys() for c, said in configs]
+    for (c, _), keys in zip(configs, held, strict=True):
+        if not c.get("amp.grad_scaler"):  # a run without a GradScaler never used its settings
+            keys -= {f"amp.{k}" for k in SCALER_KEYS}
+    differ = {}
+    for key in sorted(set().union(*held) - set(_SAME_EXPERIMENT_IGNORES)):
+        values = [c[key] if key in keys else None for (c, _), keys in zip(configs, held, strict=True)]
+        said = [v for v, keys in zip(values, held, strict=True) if key in keys]
+        if any(v != said[0] for v in said):
+            differ[key] = values
+    return differ
 
 
 def different_presets(summaries: list[RunSummary]) -> list[str]:
@@ -99,7 +113,7 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
                      "compare different training, not only precision")
     differ = differing_keys(summaries)
     if differ:
-        shown = [f"{k} ({' / '.join(_value(v) for v in values)})" for k, values in list(differ.items())[:most]]
+        shown = [f"{k} ({' / '.join(_value(v) for v in _short(k, values))})" for k, values in list(differ.items())[:most]]
         more = f" and {len(differ) - most} more" if len(differ) > most else ""
         lines.append("warning: these runs differ in more than precision: " + ", ".join(shown) + more)
     lines += [f"{s.run_id} ({s.precision_words}): {bound}; its speed-up measures the input pipeline, not AMP"
@@ -113,6 +127,14 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     lines += [memory] if memory else []
     lines.append(TIMING_NOTE)
     return lines
+
+
+def _short(key: str, values: list[Any]) -> list[Any]:
+    """A script by its file name, as the run list names the run (its whole path where two names tie)."""
+    if key != "run.script":
+        return values
+    names = [PurePath(v).name if isinstance(v, str) else v for v in values]
+    return names if len(set(names)) == len(set(values)) else values
 
 
 def _value(v: Any) -> str:

@@ -182,9 +182,7 @@ def create_run(preset: Preset | None, overrides: dict | None = None,
     Nothing is written before every check has passed.
     """
     cfg = resolve_config(preset, overrides, notes)
-    if cfg.run.script and script_module(cfg.run.script) is None:
-        # the file as an absolute path, as a script's own torchrun launch stores it (jobs/scriptrun.py):
-        # a run listed, compared or started again from another folder still names its file
+    if cfg.run.script and script_module(cfg.run.script) is None:  # absolute, as scriptrun's own launch: read anywhere
         cfg = cfg.with_overrides({"run.script": os.path.abspath(cfg.run.script)}, source="run.script")
     folder = runs.create_folder(root, cfg.run.name)
     runs.write_new(folder, cfg, f"# amptui run {folder.name}: preset {cfg.run.name!r} resolved for this machine")

@@ -54,6 +54,17 @@ def precision_seen(raw: Mapping[str, Any]) -> bool:
     return not (isinstance(run, Mapping) and run.get("script")) or isinstance(raw.get("amp"), Mapping)
 
 
+def keys_said(raw: Mapping[str, Any]) -> frozenset[str] | None:
+    """The "section.key"s a script run's config.toml (as parsed) really holds: what its loop was
+    seen to do, nothing the defaults filled in (compare counts no other key as a difference).
+    None for a run of amptui's trainer: it ran the defaults wherever its config.toml is silent."""
+    run = raw.get("run")
+    if not (isinstance(run, Mapping) and run.get("script")):
+        return None
+    return frozenset(f"{section}.{key}" for section, table in raw.items() if isinstance(table, Mapping)
+                     for key in table)
+
+
 SCALER_KEYS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
 
 
