@@ -366,6 +366,21 @@ def test_the_numerics_table_counts_forward_and_gradient_inf_apart_and_fits_80_co
     assert layers["ln_f"]["nonfinite_forward_samples"] == 40 and layers["ln_f"]["first_nonfinite_count"] == 0
 
 
+@pytest.mark.slow
+def test_the_numerics_command_fits_an_80_column_terminal(runs_dir):
+    """The real command on a terminal: the table's rows fit; its sentences (the legend, the first
+    non-finite line) wrap at words instead of running past the edge."""
+    from dashboard_support import NUMERICS, copy_numerics_run
+    from test_cli_terminal import amptui_on_terminal, screen_lines
+
+    copy_numerics_run(runs_dir)
+    code, drawn = amptui_on_terminal("numerics", NUMERICS, "--runs-dir", str(runs_dir), cols=80)
+    lines = screen_lines(drawn)
+    assert code == 0 and not [line for line in lines if len(line) > 80], lines
+    assert any(line.startswith("blocks.3 ") and line.rstrip().endswith(" 40") for line in lines), lines
+    assert any(line.startswith("inf fwd: samples whose output held inf/NaN") for line in lines), lines
+
+
 def test_a_long_layer_name_is_cut_in_its_middle_to_keep_the_table_in_80_columns():
     from amptui.cli.numerics import as_json, as_table
 
