@@ -17,7 +17,7 @@ from amptui.machine import hardware
 pytestmark = pytest.mark.timeout(120)
 
 COMMANDS = ["", "run", "resume", "stop", "watch", "ab", "tune", "compare", "runs", "runs delete", "export",
-            "doctor", "presets", "presets save", "presets delete", "keys", "serve", "slurm"]
+            "doctor", "presets", "presets save", "presets delete", "keys", "serve", "slurm", "numerics"]
 
 
 class Terminal(io.StringIO):

@@ -166,6 +166,10 @@ def test_monitor_samples_any_module_and_names_the_first_overflow(runs_dir):
     assert [[layer["name"] for layer in r["layers"]] for r in samples] == [["0", "1", "2", "3"]] * 2
     assert "first_nonfinite" not in samples[0]
     assert samples[1]["first_nonfinite"]["module"] == "2"
+    # its window's loss went inf because "2" overflowed (a Monitor sums its window): said so, in loop words
+    said = [r["message"] for r in of_kind(events(runs_dir / "m"), "warning") if r["code"] == "loss_not_finite"]
+    assert len(said) == 1 and "in steps 1-2 because 2's forward output exceeded float16's range" in said[0], said
+    assert "autocast to torch.bfloat16 in your loop" in said[0] and "amp.dtype" not in said[0]
 
 
 def test_modules_at_depth_include_shallow_leaves_and_look_through_wrappers():
@@ -254,6 +258,36 @@ def test_numerics_lab_in_float16_names_the_last_blocks_mlp_and_samples_every_blo
     backoffs = [r for r in of_kind(recs, "scaler") if r["event"] == "backoff"]
     assert backoffs and backoffs[0]["first_nonfinite"]["text"].startswith(
         "blocks.3.mlp.proj (forward, float16 max exceeded: ")
+    # the loss is inf because of that overflow: the warning says so before the data/lr advice
+    loss = next(r["message"] for r in of_kind(recs, "warning") if r["code"] == "loss_not_finite")
+    assert loss.startswith("the loss is not finite (NaN or inf) ") and (
+        " because blocks.3.mlp.proj's forward output exceeded float16's range (first non-finite: blocks.3.mlp.proj "
+        "(forward, float16 max exceeded: ") in loss, loss
+    assert loss.index("use amp.dtype=bfloat16") < loss.index("check the data for NaN/inf")
+
+
+def test_numerics_lab_skipping_every_step_names_one_cause_in_every_warning(runs_dir):
+    """numerics-lab in float16 skips every step (the dashboard's "no finite loss yet"): calibration
+    runs out at step 16 and the scale falls below 1 at step 17. Every warning about the loss and
+    the scale names the same cause, blocks.3.mlp.proj's forward overflow, and the same fix; none
+    sends the user to look for NaN in the data first."""
+    trainer = lab_trainer(runs_dir, **{"run.max_steps": 17, "log.every": 4})
+    try:
+        assert trainer.train() == "completed"  # the trainer's own loop: a step record every 4 steps
+    finally:
+        trainer.finish("completed")
+    recs = events(trainer.run_dir)
+    steps = of_kind(recs, "step")
+    assert steps[-1]["skipped_total"] == 17 and all(s["loss"] is None for s in steps)
+    said = {r["code"]: r["message"] for r in of_kind(recs, "warning") if r["code"] != "config"}
+    assert {"loss_not_finite", "first_nonfinite", "backoff_streak", "scale_below_one"} <= set(said), said
+    for code in ("loss_not_finite", "backoff_streak", "scale_below_one"):
+        # the module a replay found (blocks.3.mlp.proj), or the sampled block that holds it
+        assert "first non-finite: blocks.3" in said[code] and "(forward, float16 max exceeded" in said[code], said[code]
+        assert "no loss scale can fix" in said[code] and "use amp.dtype=bfloat16, or scale that layer's init/output" \
+            in said[code], said[code]
+        assert "Look for NaN" not in said[code] and "Check the data" not in said[code], said[code]
+    assert "(upstream of the forward overflow)" in said["backoff_streak"]
 
 
 def test_numerics_lab_in_bfloat16_does_not_overflow(runs_dir):
@@ -301,6 +335,68 @@ def test_compare_names_each_runs_narrowest_layer():
     unsampled = compare.summarize(FIXTURES / "runs" / QUICK)
     assert comparenotes.narrowest_headroom(unsampled) is None
     assert comparenotes.headroom_words(unsampled) == "not sampled (numerics off)"
+
+
+def test_the_numerics_table_counts_forward_and_gradient_inf_apart_and_fits_80_columns():
+    """numerics-lab in float16 (the dashboard fixture): blocks.3 overflows in its forward on every
+    step, ln_f and head pass its inf on, and every gradient upstream (tok_emb's too) is inf. The
+    table says which layer overflows: tok_emb's 40 are gradient inf only, blocks.3 is `first`."""
+    from dashboard_support import FIXTURES, NUMERICS
+
+    from amptui.cli.numerics import as_json, as_table
+    from amptui.core.events import read_events
+
+    summary = summarize(read_events(FIXTURES / "numerics" / NUMERICS / "events.jsonl"))
+    lines = as_table(NUMERICS, summary).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("layer "))
+    table = lines[header:header + 1 + len(summary.layers)]
+    assert table[0].split() == ["layer", "forward", "grad", "narrowest", "underflow", "inf", "fwd", "inf", "grad", "first"]
+    assert all(len(line) <= 80 for line in [*lines[:header], *table]), lines
+    row = {line.split()[0]: line for line in table[1:]}
+    fwd_end, grad_end = table[0].index("inf fwd") + 7, table[0].index("inf grad") + 8
+    assert row["tok_emb"][:fwd_end].split()[-1] == "-" and row["tok_emb"][:grad_end].endswith(" 40")
+    assert row["blocks.3"][:fwd_end].endswith(" 40") and row["blocks.3"].endswith(" 40")  # and `first`
+    assert row["head"][:fwd_end].endswith(" 40") and len(row["head"]) <= fwd_end  # passes it on: not first
+    assert any(line.startswith("inf fwd: samples whose output held inf/NaN; inf grad: ") for line in lines)
+    layers = {x["name"]: x for x in as_json(NUMERICS, summary)["layers"]}
+    assert [layers["tok_emb"][k] for k in ("nonfinite_forward_samples", "nonfinite_grad_samples",
+                                            "first_nonfinite_count", "nonfinite_samples")] == [0, 40, 0, 40]
+    assert [layers["blocks.3"][k] for k in ("nonfinite_forward_samples", "nonfinite_grad_samples",
+                                             "first_nonfinite_count")] == [40, 0, 40]
+    assert layers["ln_f"]["nonfinite_forward_samples"] == 40 and layers["ln_f"]["first_nonfinite_count"] == 0
+
+
+@pytest.mark.slow
+def test_the_numerics_command_fits_an_80_column_terminal(runs_dir):
+    """The real command on a terminal: the table's rows fit; its sentences (the legend, the first
+    non-finite line) wrap at words instead of running past the edge."""
+    from dashboard_support import NUMERICS, copy_numerics_run
+    from test_cli_terminal import amptui_on_terminal, screen_lines
+
+    copy_numerics_run(runs_dir)
+    code, drawn = amptui_on_terminal("numerics", NUMERICS, "--runs-dir", str(runs_dir), cols=80)
+    lines = screen_lines(drawn)
+    assert code == 0 and not [line for line in lines if len(line) > 80], lines
+    assert any(line.startswith("blocks.3 ") and line.rstrip().endswith(" 40") for line in lines), lines
+    assert any(line.startswith("inf fwd: samples whose output held inf/NaN") for line in lines), lines
+
+
+def test_a_long_layer_name_is_cut_in_its_middle_to_keep_the_table_in_80_columns():
+    from amptui.cli.numerics import as_json, as_table
+
+    name = "decoder.layers.11.encoder_attn.out_proj"
+    recs = [{"kind": "numerics", "step": 1, "dtype": "float16", "max_finite": 65504.0,
+             "layers": [{"name": name, "forward": 0.5, "grad": 118.25, "underflow": 1.0}]}]
+    lines = as_table("run", summarize(recs)).splitlines()
+    assert lines[2].split() == ["layer", "forward", "grad", "narrowest", "underflow"]  # no inf/NaN: no such columns
+    assert lines[3].startswith(name)  # room enough without them
+    overflowed = [*recs, {**recs[0], "step": 2, "layers": [{"name": name, "nonfinite": "forward"}],
+                          "first_nonfinite": {"module": name + ".linear", "where": "forward"}}]
+    lines = as_table("run", summarize(overflowed)).splitlines()
+    row = next(line for line in lines if line.startswith("deco"))
+    assert len(lines[2]) <= 80 and len(row) <= 80 and row.split()[0] == "deco...n.out_proj", lines
+    assert row.split()[1:] == ["-", "-", "inf/NaN", "-", "1", "1"]  # the latest sample's, the narrowest ever
+    assert as_json("run", summarize(overflowed))["layers"][0]["name"] == name  # whole in JSON
 
 
 def test_the_same_first_nonfinite_layer_on_every_step_is_one_line():

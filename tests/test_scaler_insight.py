@@ -141,6 +141,67 @@ def test_alarm_non_finite_loss():
     assert codes(alarms.observe([], 4, None, None)) == []
 
 
+FORWARD_OVERFLOW = {"module": "blocks.3.mlp.proj", "where": "forward", "value": 3.5e5,
+                    "text": "blocks.3.mlp.proj (forward, float16 max exceeded: 3.5e5)"}
+
+
+@pytest.mark.parametrize("own_loop, fix", [
+    (False, "use amp.dtype=bfloat16, or scale that layer's init/output"),
+    (True, "autocast to torch.bfloat16 in your loop (torch.autocast(..., dtype=torch.bfloat16), no GradScaler "
+           "needed), or scale that layer's init/output")])
+def test_a_non_finite_loss_after_a_forward_float16_overflow_names_it_as_the_cause(own_loop, fix):
+    """The step's range sample (or replay) found a forward float16 overflow: that is why the loss is
+    inf/NaN, so the warning says so and gives the range advice first, the data/lr advice second, in
+    preset keys for amptui's trainer and in code for the user's own loop."""
+    alarms = ScaleAlarms(growth_interval=8, dtype="float16", bf16_available=False, own_loop=own_loop)
+    said = alarms.observe([], 4, 256.0, float("nan"), loss_at="at step 3", loss_source=FORWARD_OVERFLOW)
+    assert codes(said) == ["loss_not_finite"]
+    text = said[0].message
+    assert text.startswith("the loss is not finite (NaN or inf) at step 3 because blocks.3.mlp.proj's forward output "
+                           "exceeded float16's range (first non-finite: blocks.3.mlp.proj (forward, float16 max "
+                           f"exceeded: 3.5e5)), which no loss scale can fix: {fix}. "), text
+    data = "lower your optimizer's learning rate" if own_loop else "lower optim.lr"
+    assert text.index(fix) < text.index("check the data for NaN/inf") < text.index(data)
+    assert "try amp.autocast=false" not in text and "without torch.autocast" not in text
+
+
+@pytest.mark.parametrize("dtype, where", [("float16", "backward"), ("bfloat16", "forward")])
+def test_a_non_finite_loss_keeps_the_general_advice_without_a_forward_float16_overflow(dtype, where):
+    """A gradient overflow, or a bfloat16 forward (its range is float32's: bfloat16 is no fix), does
+    not explain the loss: the data/lr advice stays first."""
+    alarms = ScaleAlarms(growth_interval=8, dtype=dtype, bf16_available=True)
+    said = alarms.observe([], 4, None, float("inf"), loss_source={**FORWARD_OVERFLOW, "where": where})
+    assert said[0].message.startswith("the loss is not finite (NaN or inf) at step 4: this is not an overflow the "
+                                      "GradScaler can fix. Check the data for NaN/inf"), said[0].message
+
+
+def test_the_scale_falling_below_one_after_a_forward_overflow_blames_it_not_the_inputs():
+    alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False)
+    alarms.observe([{**backoff(1, 2.0, 1.0), "first_nonfinite": FORWARD_OVERFLOW}], 1, 1.0, None)
+    said = alarms.observe([backoff(2, 1.0, 0.5)], 2, 0.5, None)
+    assert codes(said) == ["scale_below_one"]
+    assert said[0].message == (
+        "the loss scale fell below 1 (0.5) at step 2: the gradients hold inf/NaN even unscaled, because the forward "
+        "pass already exceeds float16's range (first non-finite: blocks.3.mlp.proj (forward, float16 max exceeded: "
+        "3.5e5)), which no loss scale can fix: use amp.dtype=bfloat16, or scale that layer's init/output")
+
+
+def test_the_loss_is_blamed_on_the_first_non_finite_module_of_its_own_step():
+    """The Recorder's choice: the module found on the step whose own loss went non-finite, else the
+    window's earliest finding; nothing when the loss is finite."""
+    from types import SimpleNamespace
+
+    from amptui.telemetry.tally import loss_source
+
+    found = {6: {"module": "a"}, 8: {"module": "b"}}
+    kept_apart = SimpleNamespace(loss=float("nan"), step_losses=[1.0, 1.0, 1.0, float("nan"), 1.0])
+    assert loss_source(kept_apart, 5, found) == {"module": "b"}  # step 8's loss: step 8's module
+    summed = SimpleNamespace(loss=float("inf"), step_losses=[])
+    assert loss_source(summed, 5, found) == {"module": "a"}
+    assert loss_source(SimpleNamespace(loss=2.0, step_losses=[]), 5, found) is None
+    assert loss_source(summed, 5, {}) is None
+
+
 @pytest.mark.slow
 def test_poisoned_gradients_collapse_the_scale_without_moving_the_lr(runs_dir):
     amptui("run", "scaler-lab", "--set", "debug.inject_inf_every=1", "--set", "run.epochs=1",

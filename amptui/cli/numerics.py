@@ -21,18 +21,22 @@ def cmd_numerics(args) -> int:
     from amptui.core.run import runs
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)
+    from amptui.cli import prose
+
     summary = summarize(read_events(primary_events_file(run_dir)))
     if args.format == "json":
         print(json.dumps(as_json(run_dir.name, summary), indent=2))
     else:
-        print(as_table(run_dir.name, summary))
+        prose.say(as_table(run_dir.name, summary))  # the table's rows fit 80 columns; its sentences wrap
     return 0
 
 
 def as_json(run_id: str, s: NumericsSummary) -> dict[str, Any]:
     return {"run_id": run_id, "dtype": s.dtype, "max_finite": s.max_finite, "samples": len(s.steps),
             "layers": [{"name": x.name, "forward": x.forward, "grad": x.grad, "underflow": x.underflow,
-                        "narrowest": _json_bits(x.narrowest), "nonfinite_samples": x.nonfinite}
+                        "narrowest": _json_bits(x.narrowest), "nonfinite_samples": x.nonfinite,
+                        "nonfinite_forward_samples": x.nonfinite_forward, "nonfinite_grad_samples": x.nonfinite_grad,
+                        "first_nonfinite_count": x.first}
                        for x in s.layers.values()],
             "narrowest": [{"name": x.name, "bits": _json_bits(x.narrowest)} for x in s.narrowest()],
             "first_nonfinite": s.first_nonfinite}
@@ -59,19 +63,20 @@ def first_nonfinite_runs(firsts: list[dict[str, Any]]) -> list[tuple[list[int], 
     return runs
 
 
+TABLE_WIDTH = 80
+INF_COLUMNS = ("inf fwd", "inf grad", "first")
+INF_LEGEND = ("inf fwd: samples whose output held inf/NaN; inf grad: samples where only its gradients did "
+              "(inf flowing back from a later overflow); first: steps on which it was, or held, the first "
+              "non-finite module")
+
+
 def as_table(run_id: str, s: NumericsSummary) -> str:
     if not s.records:
         return (f"{run_id}: no numerics records (turn sampling on with --set numerics.every=N, "
                 "or numerics.trace_nonfinite=true)")
-    lines = [f"{run_id}: range headroom to {s.dtype}'s largest finite value ({s.max_finite:g}), log2 bits; "
-             f"{len(s.steps)} samples"]
-    header = ("layer", "forward", "grad", "narrowest", "underflow", "inf/NaN")
-    rows = [(x.name, fmt_bits(x.forward), fmt_bits(x.grad), fmt_bits(x.narrowest),
-             f"{100 * x.underflow:.1f}%" if x.underflow is not None else "-", str(x.nonfinite or ""))
-            for x in s.layers.values()]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows] if rows else []:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+    lines = [f"{run_id}: {len(s.steps)} samples",
+             f"range headroom in log2 bits to {s.dtype}'s largest finite value ({s.max_finite:g})"]
+    lines += layer_rows(s)
     narrow = s.narrowest(3)
     if narrow:
         lines.append("narrowest: " + ", ".join(
@@ -89,3 +94,34 @@ def as_table(run_id: str, s: NumericsSummary) -> str:
     if len(runs) > 10:
         lines.append(f"... and {sum(len(r[0]) for r in runs[10:])} more steps with a first non-finite module")
     return "\n".join(lines)
+
+
+def layer_rows(s: NumericsSummary) -> list[str]:
+    """The per-layer table, header first, within TABLE_WIDTH columns (a long layer name is cut in
+    its middle; --format json has it whole). Forward and gradient inf/NaN are counted apart: on an
+    overflowing step every gradient upstream of the overflow is inf, so only the forward count and
+    `first` say which layer overflows; the legend under the table says so. A run that never held
+    inf/NaN has no such columns."""
+    if not s.layers:
+        return []
+    overflowed = any(x.nonfinite or x.first for x in s.layers.values())
+    header = ("layer", "forward", "grad", "narrowest", "underflow", *(INF_COLUMNS if overflowed else ()))
+    rows = [(x.name, fmt_bits(x.forward), fmt_bits(x.grad), fmt_bits(x.narrowest),
+             f"{100 * x.underflow:.1f}%" if x.underflow is not None else "-",
+             *((str(x.nonfinite_forward or ""), str(x.nonfinite_grad or ""), str(x.first or "")) if overflowed else ()))
+            for x in s.layers.values()]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    widths[0] = max(len(header[0]), min(widths[0], TABLE_WIDTH - sum(widths[1:]) - 2 * (len(widths) - 1)))
+    lines = ["  ".join(_cut(c, w).ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+             for row in [header, *rows]]
+    return lines + [INF_LEGEND] if overflowed else lines
+
+
+def _cut(name: str, width: int) -> str:
+    """`name` in `width` columns: its start and, longer, its end (the leaf module), joined by "..."."""
+    if len(name) <= width:
+        return name
+    head = (width - 3) // 3
+    if name[len(name) - (width - 3 - head)] == ".":  # "...out_proj", not "....out_proj"
+        head += 1
+    return name[:head] + "..." + name[len(name) - (width - 3 - head):]

@@ -80,8 +80,11 @@ class LayerStats:
     grad: float | None = None
     underflow: float | None = None
     narrowest: float | None = None   # over every sample
-    nonfinite: int = 0               # samples where it held inf/NaN
+    nonfinite: int = 0               # samples where it held inf/NaN (forward or gradient)
     samples: int = 0
+    nonfinite_forward: int = 0       # samples where its forward output held inf/NaN
+    nonfinite_grad: int = 0          # samples where only its gradients did (inf flowing back from a later overflow)
+    first: int = 0                   # steps on which it was, or held, the first non-finite module
 
 
 @dataclass
@@ -112,6 +115,7 @@ class NumericsSummary:
         if isinstance(first, dict):
             self.first_nonfinite.append({"step": step, **first, "traced": bool(rec.get("traced"))})
         if not layers:
+            self._count_first(first)  # a replay of a step that was not sampled
             return
         self.steps.append(step)
         for row in self.rows.values():
@@ -124,18 +128,34 @@ class NumericsSummary:
             stats.samples += 1
             stats.forward, stats.grad, stats.underflow = (_num(layer.get(k)) for k in ("forward", "grad", "underflow"))
             value = layer_headroom(layer)
-            if layer.get("nonfinite"):
+            where = layer.get("nonfinite")
+            if where:
                 stats.nonfinite += 1
+                if where == "forward":
+                    stats.nonfinite_forward += 1
+                else:
+                    stats.nonfinite_grad += 1
             if value is not None and (stats.narrowest is None or value < stats.narrowest):
                 stats.narrowest = value
             row = self.rows.setdefault(name, [None] * len(self.steps))
             row[-1] = value
+        self._count_first(first)
         if self.cap and len(self.steps) > self.cap:
             del self.steps[0]
             for row in self.rows.values():
                 del row[0]
         if self.cap and len(self.first_nonfinite) > self.cap:
             del self.first_nonfinite[0]
+
+    def _count_first(self, first: Any) -> None:
+        """Credit a step's first non-finite module to the sampled layer that is it or holds it
+        (a replay names the deepest module: blocks.3.mlp.proj is inside blocks.3)."""
+        module = first.get("module") if isinstance(first, dict) else None
+        if not isinstance(module, str):
+            return
+        holder = next((s for name, s in self.layers.items() if module == name or module.startswith(name + ".")), None)
+        if holder is not None:
+            holder.first += 1
 
     def narrowest(self, n: int = NARROWEST_SHOWN) -> list[LayerStats]:
         """The layers closest to overflowing (by their narrowest sample), closest first."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from amptui.core.config.precision import DTYPES
 from amptui.core.numerics import LOW_HEADROOM_BITS, layer_headroom, nonfinite_text
@@ -90,12 +90,21 @@ class ScaleAlarms:
         known = DTYPES.get(self.dtype)
         return known is not None and known.needs_scaler
 
+    def _range_advice(self) -> str:
+        """What fixes an activation out of the dtype's range: the wider dtype, or that layer's scale."""
+        return f"{self.fix('bfloat16')}, or scale that layer's init/output"
+
+    def _forward_overflow(self, where: Any) -> bool:
+        """A module's forward output went past a narrow dtype's range (float16): no loss scale
+        touches activations, so that, and not the data or the scale, is the cause to name."""
+        return where == "forward" and self._narrow_range
+
     def _streak_advice(self) -> str:
         """What to do about a backoff streak: a forward overflow is in the activations, which no
         loss scale touches; a gradient overflow may still be the scale's."""
         if self.source_where == "forward":
             return (f"The forward pass itself exceeds {self.dtype}'s range there, which no loss scale can fix: "
-                    f"{self.fix('bfloat16')}, or scale that layer's init/output")
+                    f"{self._range_advice()}")
         # the streak outlasted calibration: the scale went as low as init_scale allows, so a lower
         # init_scale cannot help; what overflows is the model's numbers
         return f"Check those layers' inputs and weights, {self.fix('lr')}, or {self.fix('bfloat16')}"
@@ -105,17 +114,27 @@ class ScaleAlarms:
             self.raised.add(code)
             out.append(Alarm(code, message))
 
+    def _loss_words(self, where: str, source: Mapping[str, Any] | None) -> str:
+        """The loss_not_finite text. With a forward overflow of a narrow dtype found on that step (a
+        range sample or replay), that is the cause: its advice comes first, the data's second."""
+        data = f"check the data for NaN/inf, {self.fix('lr')}, or {self.fix('clip')}"
+        if source and self._forward_overflow(source.get("where")):
+            return (f"the loss is not finite (NaN or inf) {where} because {source.get('module', '?')}'s forward "
+                    f"output exceeded {self.dtype}'s range (first non-finite: {nonfinite_text(source)}), which "
+                    f"no loss scale can fix: {self._range_advice()}. If the loss stays non-finite after that, {data}")
+        return (f"the loss is not finite (NaN or inf) {where}: this is not an overflow the GradScaler can fix. "
+                f"{data[0].upper()}{data[1:]}" + (f"; {self.fix('no_autocast')} to see whether reduced precision "
+                                                  "causes it" if self.dtype != "float32" else ""))  # float32: no autocast
+
     def observe(self, scaler_events: list[dict], last_step: int, scale: float | None,
-                loss: float | None, loss_at: str | None = None) -> list[Alarm]:
+                loss: float | None, loss_at: str | None = None,
+                loss_source: Mapping[str, Any] | None = None) -> list[Alarm]:
         """Feed one step record's scaler events (growth/backoff) and values; get new alarms.
-        `loss_at`: where a non-finite loss came from ("at step 7"; default: the record's step)."""
+        `loss_at`: where a non-finite loss came from ("at step 7"; default: the record's step);
+        `loss_source`: the first non-finite module found on that step or in the window, if any."""
         out: list[Alarm] = []
         if loss is not None and not math.isfinite(loss):  # None: the window measured no loss (a script's)
-            where = loss_at or f"at step {last_step}"
-            self._once("loss_not_finite", f"the loss is not finite (NaN or inf) {where}: this is not "
-                       f"an overflow the GradScaler can fix. Check the data for NaN/inf, {self.fix('lr')}, or "
-                       f"{self.fix('clip')}" + (f"; {self.fix('no_autocast')} to see whether reduced precision causes it"
-                                                if self.dtype != "float32" else ""), out)  # float32: no autocast to drop
+            self._once("loss_not_finite", self._loss_words(loss_at or f"at step {last_step}", loss_source), out)
         for event in scaler_events:
             if event["event"] == "growth":
                 self.streak = 0
@@ -137,6 +156,8 @@ class ScaleAlarms:
             limit = BACKOFF_STREAK if self.grown_once else self.calibration_streak
             if self.streak >= limit and "backoff_streak" not in self.raised:
                 names = ", ".join(event.get("overflow", [])[:3]) or "unknown parameters"
+                if self._forward_overflow(self.source_where):  # inf flowed back to them: not their own range
+                    names += " (upstream of the forward overflow)"
                 blame = f"; first non-finite: {self.source}" if self.source else ""
                 phase = ("not calibration: the scale had grown before and keeps falling with no growth" if self.grown_once
                          else self._calibration_words(limit))
@@ -144,9 +165,15 @@ class ScaleAlarms:
                            f"{event['step']}), scale now {event['new_scale']:g} ({phase}): gradients overflow at "
                            f"every scale tried, in {names}{blame}. {self._streak_advice()}", out)
             if event["new_scale"] < 1.0:
-                self._once("scale_below_one", f"the loss scale fell below 1 ({event['new_scale']:g}) at step "
-                           f"{event['step']}: the gradients hold inf/NaN even unscaled, so scaling cannot fix them. "
-                           f"Look for NaN in the loss or inputs, {self.fix('lr')}, or {self.fix('bfloat16')}", out)
+                said = f"the loss scale fell below 1 ({event['new_scale']:g}) at step {event['step']}: the " \
+                       "gradients hold inf/NaN even unscaled"
+                if self._forward_overflow(self.source_where):  # the one cause the other alarms name too
+                    said += (f", because the forward pass already exceeds {self.dtype}'s range (first non-finite: "
+                             f"{self.source}), which no loss scale can fix: {self._range_advice()}")
+                else:
+                    said += (f", so scaling cannot fix them. Look for NaN in the loss or inputs, {self.fix('lr')}, "
+                             f"or {self.fix('bfloat16')}")
+                self._once("scale_below_one", said, out)
         if scale is not None and self.backoffs_since_growth and \
                 last_step - self.last_growth_step >= max(3 * self.growth_interval, STUCK_STEPS):
             self._once("scale_stuck", f"the loss scale has not grown for {last_step - self.last_growth_step} steps "

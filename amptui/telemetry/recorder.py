@@ -45,7 +45,7 @@ from amptui.telemetry.meter import StepMeter, TimedBatches
 from amptui.telemetry.numerics import RangeSampler
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
-from amptui.telemetry.tally import Counters, EpochTimes, nonfinite_at, with_replays
+from amptui.telemetry.tally import Counters, EpochTimes, loss_source, nonfinite_at, with_replays
 
 OWN_LOOP_SOURCES = ("script", "monitor")  # start records' `source` for a run of the user's own loop
 
@@ -259,7 +259,8 @@ class Recorder:
             for sample in samples:
                 self.write(sample)
             alarms = self.alarms.observe(events, c.step, self.last_scale, window.loss,
-                                         loss_at=nonfinite_at(window, first)) if self.alarms else []
+                                         loss_at=nonfinite_at(window, first),
+                                         loss_source=loss_source(window, first, firsts)) if self.alarms else []
             if self.headroom_alarms is not None:
                 alarms += self.headroom_alarms.observe(samples)
             for alarm in alarms:

@@ -43,13 +43,28 @@ def with_replays(samples: list[Numerics], traced: dict[int, Numerics]) -> list[N
     return sorted(samples, key=lambda r: r.step)
 
 
+def _first_bad_step(window: Any, first: int) -> int | None:
+    """The first step of the window whose own loss was not finite, when its losses were kept apart."""
+    return next((first + i for i, v in enumerate(window.step_losses) if not math.isfinite(v)), None)
+
+
 def nonfinite_at(window: Any, first: int) -> str | None:
     """Where a window's non-finite loss came from: "at step N" when its steps' losses were kept
     apart (the first non-finite one), else the window's span; None when the loss is finite."""
     if window.loss is not None and math.isfinite(window.loss):
         return None
-    bad = next((first + i for i, v in enumerate(window.step_losses) if not math.isfinite(v)), None)
+    bad = _first_bad_step(window, first)
     if bad is not None:
         return f"at step {bad}"
     last = first + window.steps - 1
     return f"at step {last}" if window.steps == 1 else f"in steps {first}-{last}"
+
+
+def loss_source(window: Any, first: int, firsts: dict[int, dict]) -> dict | None:
+    """The first non-finite module behind a window's non-finite loss (`firsts`: step -> what the
+    window's range samples and replays found): the one found on the step whose loss went
+    non-finite, else the window's earliest; None when the loss is finite or nothing was found."""
+    if window.loss is None or math.isfinite(window.loss) or not firsts:
+        return None
+    bad = _first_bad_step(window, first)
+    return firsts[bad] if bad is not None and bad in firsts else firsts[min(firsts)]
