@@ -177,11 +177,8 @@ class Monitor:
             self.recorder.sample_numerics(self.model, self.config.numerics.every, self.config.numerics.depth,
                                           precision.reduced)
         if self._writes:
-            try:  # log.tensorboard (config= or the run's config.toml): the trainer's TensorBoard sink
-                self.recorder.sinks += mirror_sinks(self.config, self.run_dir, self.rank)
-            except ImportError as exc:  # never break the loop: say it, once
-                print(f"[amptui] log.tensorboard: TensorBoard is not installed ({exc}): pip install "
-                      "'amptui[tensorboard]'", file=sys.stderr, flush=True)
+            # log.tensorboard (config= or the run's config.toml): the trainer's TensorBoard sink
+            self.recorder.sinks += mirror_sinks(self.config, self.run_dir, self.rank)
         shown = {"config_shown": script_sections(self.config)} if self.config.run.script else {}
         self.recorder.start(config=self.config, **self._start_fields, **shown)
         if self.config.numerics.trace_nonfinite:  # asked for, and would otherwise be dropped unsaid

@@ -106,6 +106,15 @@ def test_compare_sets_fsdps_state_per_rank_against_ddps_whole_replica(pair):
     assert fsdp.peak_measure == "peak_rss"
 
 
+def test_a_rank_file_named_with_other_digits_is_left_out(pair):
+    """A damaged run folder: "events.rank\u00b2.jsonl" passes str.isdigit() but is no rank number;
+    compare leaves it out instead of failing."""
+    ddp = pair[0]
+    (ddp / "events.rank\u00b2.jsonl").write_text((ddp / "events.rank1.jsonl").read_text())
+    row = compare.compare_rows([compare.summarize(ddp)])[0]
+    assert row.rank_peaks == list(PEAKS["ddp"])
+
+
 def test_compare_cli_shows_memory_per_rank_and_says_what_was_measured(pair, cli):
     ids = [p.name for p in pair]
     text = cli("compare", *ids, check=True).stdout

@@ -169,3 +169,13 @@ def test_print_launch_of_a_script_keeps_the_script_and_its_arguments(cli, runs_d
     assert [line for line in lines if "which runs:" in line][1].endswith(f"amptui.trainer.scriptrun runs/RUN_ID "
                                                                           f"{FLOAT32} --steps 3")
     assert not runs_dir.exists()
+
+
+@pytest.mark.parametrize("command", [["ab", "quickstart"], ["tune", "quickstart", "--budget", "1"]])
+def test_ab_and_tune_refuse_a_script(cli, runs_dir, command):
+    """ab and tune vary amptui's trainer's precision; a script's loop decides its own, so every
+    variant would run the same loop: one line, exit 2, nothing written."""
+    proc = cli(*command, "--set", f"run.script={FLOAT32}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"run.script = '{FLOAT32}': a script's own loop decides its precision" in proc.stderr
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())

@@ -151,3 +151,31 @@ def test_ctrl_c_says_where_a_script_stops(runs_dir):
     folder = runs.create_folder(runs_dir, "quickstart")
     runs.write_new(folder, cfg, "# a preset run")
     assert stop_point(folder.path) == "checkpoint first"
+
+
+def test_a_trainer_run_with_a_damaged_config_takes_its_start_records_precision(runs_dir):
+    """config.toml unreadable (ConfigError): the run lists by what its start record said, not "not seen"."""
+    cfg = cfgmod.build_config({}, {"run.name": "quickstart"})
+    folder = runs.create_folder(runs_dir, "quickstart")
+    runs.write_new(folder, cfg, "# a preset run")
+    (folder.path / "config.toml").write_text("[run\n")
+    said = Precision(True, "float16", True).as_record()
+    start = {"v": VERSION, "kind": "start", "t": 1.0, "rank": 0, "run_id": folder.path.name, "precision": said}
+    write_records(folder.path / "events.jsonl", [start])
+    info = runs.load_run(folder.path)
+    assert info.error and info.precision == "fp16+scaler"
+
+
+def test_a_scripts_usage_error_is_its_last_line_not_a_progress_bar():
+    """A script that drew a progress bar (redrawn with carriage returns) and then exited with a code: its error is the
+    line it ended with."""
+    import io
+
+    from amptui.jobs.stderrtail import StderrTail
+
+    tail = StderrTail(io.StringIO())
+    tail.write(" 10%|#   | 1/10\r 50%|#####  | 5/10\r100%|##########| 10/10\n")
+    tail.write("train.py: error: the data went away\n")
+    assert tail.last_lines(2) == ["100%|##########| 10/10", "train.py: error: the data went away"]
+    tail.write("epoch 3 80%|####\rdone\n")
+    assert tail.last_lines(1) == ["done"]

@@ -200,14 +200,14 @@ def test_the_report_of_a_stopped_tune_shows_no_winner_even_from_an_older_result(
     from tune_support import finished_search, write_old_stopped_tune, write_tune
 
     old = T.read_result(write_old_stopped_tune(tmp_path))
-    assert report.winner_of(old) is None and report.save_hint(old, "s") == ""
+    assert T.winner_of(old) is None and report.save_hint(old, "s") == ""
     assert report.status_words(old) == "stopped: partial result, no winner"
     assert [cells[-1] for cells, _ in report.rows(old)][0] == "fp32 reference"
     assert not any("WINNER" in line for line in report.lines(old))
     with pytest.raises(UserError, match="no winner to save"):
         T.save_winner(old)
     new = T.read_result(write_tune(tmp_path, finished_search(), interrupted=False, tid="t-done"))
-    assert report.winner_of(new) == "bf16" and report.status_words(new) == "done"
+    assert T.winner_of(new) == "bf16" and report.status_words(new) == "done"
     assert report.save_hint(new, "s") == "s saves the winner as preset quickstart-tuned."
     assert [(cells[0], style) for cells, style in report.rows(new) if cells[-1] == "WINNER"] == [("bf16", "bold green")]
 

@@ -57,6 +57,7 @@ def cmd_ab(args) -> int:
     from amptui.core.config import values as config
     from amptui.core.config import variants as ab
     from amptui.core.config.precision import Precision
+    from amptui.core.config.scriptsets import check_no_script
     from amptui.core.run import runs
     from amptui.jobs import ab as abjob
     from amptui.jobs import groups, launch
@@ -68,6 +69,7 @@ def cmd_ab(args) -> int:
     ab.check_overrides(overrides)
     if not args.group:  # the variants are checked before a group exists: a refusal leaves nothing behind
         planned = preset.config(overrides)
+        check_no_script("ab", planned.run.script)
         ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
     if args.detach:
         group, pid = abjob.start_detached(root, preset, args.preset, overrides, args.variants, args.argv)

@@ -40,6 +40,7 @@ def cmd_tune(args) -> int:
     from amptui.core import preflight
     from amptui.core.config import presets
     from amptui.core.config import values as config
+    from amptui.core.config.scriptsets import check_no_script
     from amptui.core.run import runs
     from amptui.jobs import launch
     from amptui.tune import plan as T
@@ -50,6 +51,7 @@ def cmd_tune(args) -> int:
     overrides = config.parse_set(args.sets)
     dims = T.parse_keys(args.keys)
     T.check_overrides(overrides, dims)
+    check_no_script("tune", preset.config(overrides).run.script)
     if args.detach:
         return _detach(args, preset.name)
     from amptui.tune.runner import Search

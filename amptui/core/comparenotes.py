@@ -116,7 +116,7 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
         shown = [f"{k} ({' / '.join(_value(v) for v in _short(k, values))})" for k, values in list(differ.items())[:most]]
         more = f" and {len(differ) - most} more" if len(differ) > most else ""
         lines.append("warning: these runs differ in more than precision: " + ", ".join(shown) + more)
-    lines += [f"{s.run_id} ({s.precision_words}): {bound}; its speed-up measures the input pipeline, not AMP"
+    lines += [f"{s.run_id} ({precision_or_unseen(s.precision_words)}): {bound}; its speed-up measures the input pipeline, not AMP"
               for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
     tf32_line = tf32_baseline_note(summaries)
     lines += [tf32_line] if tf32_line else []

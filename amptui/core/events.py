@@ -33,7 +33,7 @@ def primary_events_file(run_dir: Path) -> Path:
     if main.exists():
         return main
     # only events.rank<digits>.jsonl: another name there (events.rankx.jsonl) is not a rank's file
-    ranked = sorted((p for p in run_dir.glob("events.rank*.jsonl") if p.name[11:-6].isdigit()),
+    ranked = sorted((p for p in run_dir.glob("events.rank*.jsonl") if p.name[11:-6].isascii() and p.name[11:-6].isdigit()),
                     key=lambda p: int(p.name[11:-6]))
     return ranked[0] if ranked else main
 

@@ -138,7 +138,7 @@ def rank_files(run_dir: Path) -> dict[int, Path]:
     out = {}
     for path in Path(run_dir).glob("events.rank*.jsonl"):
         number = path.name[len("events.rank"):-len(".jsonl")]
-        if number.isdigit() and path.is_file() and not path.is_symlink():
+        if number.isascii() and number.isdigit() and path.is_file() and not path.is_symlink():
             out[int(number)] = path
     return dict(sorted(out.items()))
 

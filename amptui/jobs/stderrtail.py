@@ -49,5 +49,6 @@ class StderrTail(io.TextIOBase):
 
     def last_lines(self, n: int = 2, skip_prefix: str = "[amptui]") -> list[str]:
         """The last `n` non-blank lines written, leaving out amptui's own (`skip_prefix`)."""
-        lines = [line.strip() for line in self.tail.splitlines()]
+        # a progress bar redraws its line with \r: only what a line ended with is its text
+        lines = [line.rsplit("\r", 1)[-1].strip() for line in self.tail.split("\n")]
         return [line for line in lines if line and not line.startswith(skip_prefix)][-n:]

@@ -6,6 +6,7 @@ sink (sinks.py), by every writer of the event stream: amptui's trainer, a script
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 from amptui.core.config.values import Config
@@ -45,5 +46,13 @@ class TensorBoardScalars(Sink):
 
 def mirror_sinks(cfg: Config, run_dir: Path, rank: int) -> list[Sink]:
     """The sinks `cfg` asks for after the event stream: TensorBoard scalars on rank 0 with
-    log.tensorboard (preflight checked that TensorBoard is installed)."""
-    return [TensorBoardScalars(Path(run_dir))] if cfg.log.tensorboard and rank == 0 else []
+    log.tensorboard. Preflight checked that TensorBoard is installed; should its import still fail
+    (a Monitor in a loop amptui did not start), the line says so once and training goes on."""
+    if not (cfg.log.tensorboard and rank == 0):
+        return []
+    try:
+        return [TensorBoardScalars(Path(run_dir))]
+    except ImportError as exc:
+        print(f"[amptui] log.tensorboard: TensorBoard is not installed ({exc}): pip install "
+              "'amptui[tensorboard]'", file=sys.stderr, flush=True)
+        return []

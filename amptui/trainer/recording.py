@@ -10,6 +10,7 @@ from pathlib import Path
 
 from amptui.core.config.values import Config
 from amptui.telemetry import Recorder
+from amptui.telemetry.tensorboard import mirror_sinks
 from amptui.trainer.state import TrainingState
 
 
@@ -18,10 +19,7 @@ def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_d
     (overflowing parameters); TensorBoard as a second sink (rank 0); the FLOPs of a step; the scale
     alarms for this precision."""
     recorder.attach(scaler=state.scaler, optimizer=state.optimizer, model=state.model)
-    if cfg.log.tensorboard and rank == 0:
-        from amptui.telemetry.tensorboard import TensorBoardScalars
-
-        recorder.sinks.append(TensorBoardScalars(run_dir))
+    recorder.sinks += mirror_sinks(cfg, run_dir, rank)
     recorder.step_flops = state.step_flops
     recorder.watch_scale(cfg.amp.growth_interval, state.precision, cfg.amp.init_scale, cfg.amp.backoff_factor)
     recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced)

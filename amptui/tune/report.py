@@ -14,7 +14,6 @@ from amptui.tune import plan as T
 from amptui.tune import verdict as V
 
 PARTIAL = "partial result, no winner"
-winner_of = T.winner_of  # the one test of "is there a winner", for the tuned preset too
 
 
 def status_words(result: dict[str, Any], stopping: bool = False) -> str:
@@ -25,13 +24,13 @@ def status_words(result: dict[str, Any], stopping: bool = False) -> str:
         return f"stopped: {PARTIAL}"
     if result.get("partial"):
         return f"out of budget: {PARTIAL}"
-    return "done" if winner_of(result) else "done, no winner"
+    return "done" if T.winner_of(result) else "done, no winner"
 
 
 def shown_verdict(result: dict[str, Any], t: dict[str, Any]) -> str:
     """A trial's verdict as shown: WINNER only beside the winner of a whole search."""
     verdict = t.get("verdict") or ""
-    if verdict.startswith("WINNER") and t.get("candidate") != winner_of(result):
+    if verdict.startswith("WINNER") and t.get("candidate") != T.winner_of(result):
         return V.unjudged(T.Trial(t.get("candidate", ""), {}, t.get("role", "candidate")))
     return verdict
 
@@ -73,4 +72,4 @@ def lines(result: dict[str, Any]) -> list[str]:
 
 def save_hint(result: dict[str, Any], how: str) -> str:
     """'<how> saves the winner as preset X-tuned.', only where there is a winner to save."""
-    return f"{how} saves the winner as preset {result['preset']}-tuned." if winner_of(result) else ""
+    return f"{how} saves the winner as preset {result['preset']}-tuned." if T.winner_of(result) else ""

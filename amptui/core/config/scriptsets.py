@@ -73,3 +73,13 @@ def preset_refusal(preset: str, how: str = "--script") -> str:
     precision, optimizer, schedule) the script's own loop decides, so a preset would be ignored."""
     return (f"{preset} {how}: a script run takes no preset: the script's own loop decides its model, data and "
             f"precision; drop {preset!r} (name the run with --set run.name=NAME; a script run takes {SETTABLE_WORDS})")
+
+
+def check_no_script(command: str, script: str | None) -> None:
+    """`amptui ab` and `amptui tune` set the precision (and batch size, compile) of amptui's own
+    trainer; a script's loop decides those itself, so every variant would run the same loop."""
+    if script:
+        tried = "variants" if command == "ab" else "trials"
+        raise UserError(f"run.script = {script!r}: a script's own loop decides its precision, so {command}'s {tried} "
+                        "would all run the same loop; run each setup as `amptui run --script FILE` and compare "
+                        "them with `amptui compare`")

@@ -292,7 +292,7 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
     if script_run:  # the loop's own epochs, as its start record said them (none: it did not say)
         said = (state.start or {}).get("epochs")
         info.epochs = said if isinstance(said, int) and not isinstance(said, bool) else None
-    if not seen and state.precision is not None:  # its start record said it (config.toml not rewritten)
+    if not info.precision and state.precision is not None:  # its start record said it (config.toml not rewritten)
         info.precision, info.precision_words = state.precision.short, state.precision.words
     if not own_lock and not alive and not state.ended:
         alive, since = writer_alive(path, launch)  # a session that began while the events were read

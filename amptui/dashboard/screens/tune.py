@@ -157,7 +157,7 @@ class TuneScreen(KeysMixin, DashboardScreen):
             return "the tune did not start: there is nothing to save"
         if self.running:
             return "the search is still running; save the winner when it has ended"
-        if not report.winner_of(self.result or {}):
+        if not T.winner_of(self.result or {}):
             return f"this tune has no winner to save ({T.no_winner_words(self.result or {})})"
         return None
 

@@ -253,7 +253,7 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
                 pass
             if not self.started:
                 self.begin()
-            if not self.recorder.counters.step and status != "failed":
+            if not self.recorder.counters.step and status == "completed":  # a stop or a failure says why itself
                 self._no_optimizer(at_end=True)
             self._leave_eval()
             self._write_step(reduce=status == "completed")
