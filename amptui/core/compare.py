@@ -30,7 +30,7 @@ from amptui.core.events import EventReader, primary_events_file
 from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate, fmt_ratio
 from amptui.core.inputbound import notice
 from amptui.core.numerics import NumericsSummary
-from amptui.core.rankmemory import RankMemory, read_other_ranks
+from amptui.core.rankmemory import RankMemory, peak_of, read_other_ranks
 from amptui.core.records import END, EPOCH, STEP, End, Epoch, Numerics, Start, Step
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
@@ -75,7 +75,7 @@ class RunSummary(RunState):
         elif kind == Step.KIND:
             self._take_window(rec)
             self.loss_curve.add(rec.get(STEP.step, 0), rec.get(STEP.loss))
-            self._take_peak(_peak_of(rec.get(STEP.mem)))
+            self._take_peak(peak_of(rec.get(STEP.mem)))
         elif kind == Epoch.KIND:
             if rec.get(EPOCH.epoch_time_s) is not None and not rec.get(EPOCH.partial):
                 self.epoch_times.append(float(rec[EPOCH.epoch_time_s]))
@@ -115,17 +115,6 @@ def _flat_config(run_dir: Path) -> tuple[dict[str, Any], frozenset[str] | None]:
         return cfgmod.build_config(raw, source=str(path)).flat(), keys_said(raw)
     except ConfigError:
         return {}, None
-
-
-def _peak_of(mem: Any) -> float | None:
-    """The step's memory figure; a nested field of the wrong type (from a damaged file) is none."""
-    if not isinstance(mem, dict):
-        return None
-    for key in ("peak_allocated", "peak_rss", "allocated", "rss"):
-        value = mem.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-    return None
 
 
 def summarize(run_dir: Path) -> RunSummary:

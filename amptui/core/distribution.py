@@ -77,4 +77,4 @@ def precision_labels(precision: str, dist: Mapping[str, Any] | None) -> list[str
     if not label:
         return [precision]
     name = MODE_NAMES.get(str((dist or {}).get("mode")), "")
-    return list(dict.fromkeys([f"{precision or '-'} {label}", f"{precision or '-'} {name}", precision or "-"]))
+    return list(dict.fromkeys([f"{precision} {label}", f"{precision} {name}", precision]))

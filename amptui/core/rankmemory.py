@@ -45,6 +45,12 @@ def named_peak(mem: Any) -> tuple[str, float] | None:
     return None
 
 
+def peak_of(mem: Any) -> float | None:
+    """A step record's memory figure (named_peak's value); None when it has none."""
+    found = named_peak(mem)
+    return found[1] if found else None
+
+
 def held_bytes(start: dict[str, Any]) -> float | None:
     """Parameters + optimizer state bytes the rank keeps, from a start record; None when it
     recorded neither (a Monitor, a script, a run from before these fields)."""

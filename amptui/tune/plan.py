@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from amptui.core import safefile, tunenames
-from amptui.core.compare import _peak_of
 from amptui.core.config import values as cfgmod
 from amptui.core.config.variants import VARIANTS
 from amptui.core.errors import UserError
 from amptui.core.fmt import fmt_bytes
+from amptui.core.rankmemory import peak_of
 from amptui.core.records import END, STEP, End, Step
 from amptui.core.safefile import atomic_write_text
 
@@ -177,7 +177,7 @@ def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
     trial.windows = [{k: r.get(k) for k in (STEP.step, STEP.loss, STEP.step_time_ms, STEP.samples_per_s,
                                             STEP.data_wait_ms, STEP.skipped_total)} for r in steps]
     end = next((r for r in reversed(records) if r.get("kind") == End.KIND), None)
-    peaks = [p for p in (_peak_of(r.get(STEP.mem)) for r in steps) if p is not None]
+    peaks = [p for p in (peak_of(r.get(STEP.mem)) for r in steps) if p is not None]
     if end and end.get(END.peak_mem) is not None:
         peaks.append(float(end[END.peak_mem]))
     trial.peak_mem = max(peaks) if peaks else None
