@@ -189,10 +189,10 @@ def fast():
 """
 
 
-def run_with(factory: str, runs_dir):
+def run_with(factory: str, runs_dir, width: int = 16):
     proc = amptui("run", "quickstart", "--set", "run.device=cpu", "--set", f'data.factory="{factory}"',
                   "--set", "data.batch_size=8", "--set", "data.num_workers=0", "--set", "run.epochs=1",
-                  "--set", "log.every=1", "--set", "model.width=16", "--set", "amp.autocast=false",
+                  "--set", "log.every=1", "--set", f"model.width={width}", "--set", "amp.autocast=false",
                   "--runs-dir", str(runs_dir))
     assert proc.returncode == 0, proc.stderr + proc.stdout
     steps = [r for r in events(only_run(runs_dir)) if r["kind"] == "step"]
@@ -214,5 +214,7 @@ def test_a_slow_dataset_makes_the_run_say_input_bound(isolated):
                             check=True).stdout)[0]
     assert row["data_wait"] == pytest.approx(share, rel=0.05) and row["input_bound"].startswith("input-bound")
 
-    out, steps, share = run_with("pipe_data:fast", isolated / "fast")
+    # Collating 8 samples costs about a millisecond, a width-16 step only a few on a fast CPU: the
+    # wider model keeps the step well above the data wait however loaded the machine is.
+    out, steps, share = run_with("pipe_data:fast", isolated / "fast", width=64)
     assert share < 0.2 and "input-bound" not in out, out
