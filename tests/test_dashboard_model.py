@@ -103,15 +103,12 @@ def test_a_huge_event_file_is_skimmed_on_attach(tmp_path):
     try:
         model = RunModel()
         tail = RunTail(run, model, alive=lambda info: True)
-        started = time.perf_counter()
         while tail.poll():
             pass
-        elapsed = time.perf_counter() - started
     finally:
         runtail.SKIM_ABOVE_BYTES, runtail.SKIM_TARGET_STEPS = old
     assert model.step == 60_000 and model.n_backoff == 120  # newest step and every scaler event kept
     assert model.loss_s.count < 10_000  # only a sample of the step records was parsed
-    assert elapsed < 5.0
     # records appended after the catch-up are all read
     with open(run / "events.jsonl", "a") as fh:
         fh.write(json.dumps(_step(60_001, scale=1024.0), separators=(",", ":")) + "\n")
