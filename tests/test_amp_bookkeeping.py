@@ -82,6 +82,22 @@ def test_meter_reads_the_device_once_per_window():
     assert meter.flush().steps == 0  # the window starts over
 
 
+def test_a_non_finite_loss_names_its_own_step_when_an_earlier_step_had_no_loss():
+    """A script's step whose backward had no scalar loss adds none: the window's losses are paired
+    with their steps, so step 8's NaN is said at step 8 (and blamed on step 8's module), not step 7."""
+    from amptui.telemetry.tally import loss_source, nonfinite_at
+
+    meter = StepMeter(torch.device("cpu"))
+    for loss in (1.0, None, 2.0, float("nan"), 3.0):  # steps 5-9; step 6 recorded no loss
+        if loss is not None:
+            meter.add_step_loss(torch.tensor(loss))
+        meter.optimizer_step(None, None)
+    window = meter.flush()
+    assert window.steps == 5 and math.isnan(window.loss)
+    assert nonfinite_at(window, 5) == "at step 8"
+    assert loss_source(window, 5, {7: {"module": "a"}, 8: {"module": "b"}}) == {"module": "b"}
+
+
 def test_checkpoint_round_trip_is_atomic_and_weights_only(tmp_path):
     model = tiny_model()
     scaler = torch.amp.GradScaler("cpu", init_scale=256.0)

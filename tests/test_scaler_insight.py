@@ -194,11 +194,11 @@ def test_the_loss_is_blamed_on_the_first_non_finite_module_of_its_own_step():
     from amptui.telemetry.tally import loss_source
 
     found = {6: {"module": "a"}, 8: {"module": "b"}}
-    kept_apart = SimpleNamespace(loss=float("nan"), step_losses=[1.0, 1.0, 1.0, float("nan"), 1.0])
+    kept_apart = SimpleNamespace(loss=float("nan"), step_losses={0: 1.0, 1: 1.0, 2: 1.0, 3: float("nan"), 4: 1.0})
     assert loss_source(kept_apart, 5, found) == {"module": "b"}  # step 8's loss: step 8's module
-    summed = SimpleNamespace(loss=float("inf"), step_losses=[])
+    summed = SimpleNamespace(loss=float("inf"), step_losses={})
     assert loss_source(summed, 5, found) == {"module": "a"}
-    assert loss_source(SimpleNamespace(loss=2.0, step_losses=[]), 5, found) is None
+    assert loss_source(SimpleNamespace(loss=2.0, step_losses={}), 5, found) is None
     assert loss_source(summed, 5, {}) is None
 
 

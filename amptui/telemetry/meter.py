@@ -29,7 +29,9 @@ class Window:
     micro_batches: int = 0
     overflow_counts: dict[int, list[float]] = field(default_factory=dict)  # window step index -> per-parameter
     riders: list[list[float]] = field(default_factory=list)  # flush(riders=...) read back, in order
-    step_losses: list[float] = field(default_factory=list)  # per step, when given (add_step_loss)
+    # window step index (0-based) -> that step's own loss, for the steps that gave one (add_step_loss):
+    # keyed, not listed, so a step with no loss cannot shift a later step's loss onto it
+    step_losses: dict[int, float] = field(default_factory=dict)
 
 
 class TrainingClock:
@@ -107,7 +109,7 @@ class StepMeter:
         self.scales: list[torch.Tensor] = []
         self.grad_norm: torch.Tensor | None = None
         self.overflow: dict[int, torch.Tensor] = {}
-        self.step_losses: list[torch.Tensor] = []
+        self.step_losses: dict[int, torch.Tensor] = {}  # window step index -> its loss
 
     def restart_clock(self) -> None:
         self.clock.restart()
@@ -118,8 +120,10 @@ class StepMeter:
 
     def add_step_loss(self, loss: torch.Tensor) -> None:
         """One optimizer step's loss as a whole (a device scalar): counted as one, and read back
-        per step at the flush, so a non-finite one can be named by its step."""
-        self.step_losses.append(loss)
+        per step at the flush, so a non-finite one can be named by its step. Kept under the step
+        it belongs to (the one optimizer_step() counts next)."""
+        held = self.step_losses.get(self.steps)
+        self.step_losses[self.steps] = loss if held is None else held + loss
 
     def optimizer_step(self, scale: torch.Tensor | None, grad_norm: torch.Tensor | None,
                        overflow_counts: torch.Tensor | None = None) -> None:
@@ -137,7 +141,7 @@ class StepMeter:
         """One host sync for the whole window. `reduce` averages the loss sum over ranks (DDP).
         `riders`: further device tensors (the range samples) read back with the same copy."""
         loss_sum, count = self.loss_sum, self.micro_batches + len(self.step_losses)
-        per_step = torch.stack(self.step_losses) if self.step_losses else None
+        per_step = torch.stack(list(self.step_losses.values())) if self.step_losses else None
         if per_step is not None:
             loss_sum = loss_sum + per_step.sum()
         totals = torch.stack([loss_sum, torch.tensor(float(count), device=self.device)])
@@ -165,7 +169,8 @@ class StepMeter:
             rode.append(host[at:at + n])
             at += n
         total, counted = host[0], host[1]
+        own_losses = dict(zip(self.step_losses, host[at:at + len(self.step_losses)], strict=True))
         window = Window(self.steps, total / counted if counted else None, scales, grad_norm, seconds,
-                        count, counts, rode, host[at:at + len(self.step_losses)])
+                        count, counts, rode, own_losses)
         self._reset()
         return window

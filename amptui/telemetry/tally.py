@@ -44,8 +44,9 @@ def with_replays(samples: list[Numerics], traced: dict[int, Numerics]) -> list[N
 
 
 def _first_bad_step(window: Any, first: int) -> int | None:
-    """The first step of the window whose own loss was not finite, when its losses were kept apart."""
-    return next((first + i for i, v in enumerate(window.step_losses) if not math.isfinite(v)), None)
+    """The first step of the window whose own loss was not finite, when its losses were kept apart
+    (`step_losses`: window step index -> that step's loss; steps without a loss are absent)."""
+    return next((first + i for i, v in sorted(window.step_losses.items()) if not math.isfinite(v)), None)
 
 
 def nonfinite_at(window: Any, first: int) -> str | None:
