@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 from conftest import amptui, one_clear_line
+from dashboard_support import Notes, app_for, async_test, home_ready, until
 
 from amptui.core.config import presets
 from amptui.core.config import values as cfgmod
@@ -88,10 +89,33 @@ def test_a_script_runs_equivalent_command_is_one_amptui_run_takes(isolated):
     check_script_sets(cfgmod.parse_set(sets))  # the CLI takes it
 
 
+@async_test
+async def test_the_dashboard_lists_a_scripted_preset_as_invalid_and_r_starts_nothing(root, monkeypatch):
+    from amptui.dashboard.widgets.toggles import TogglesPanel
+
+    saved("scripted", SCRIPT_PRESET)
+    calls: list = []
+    monkeypatch.setattr("amptui.jobs.detached.subprocess.run", lambda command, **kw: calls.append(command))
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot)
+        home.query_one("#presets").highlighted = [p.name for p in home.presets].index("scripted")
+        await until(pilot, lambda: home.preset.name == "scripted")
+        await pilot.pause()
+        error = str(home.query_one(TogglesPanel).query_one("#toggle-error").render())
+        assert "cannot load" in error and "run.script = 'train.py'" in error, error
+        assert home.preset.description.startswith("(invalid: run.script = 'train.py'")
+        notes = Notes().install(app)
+        await pilot.press("r")
+        await pilot.pause()
+        assert not calls and "cannot load" in notes.text()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_amptui_run_of_a_preset_naming_a_script_is_one_line_exit_2_and_nothing_written(isolated):
     (isolated / "s.toml").write_text(SCRIPT_PRESET)
+    (isolated / "train.py").write_text("print('ran')\n")  # there to run: the preset is refused, not the file
     saved("scripted", MODULE_PRESET)
     before = sorted(p.relative_to(isolated) for p in isolated.rglob("*"))
     line = one_clear_line(amptui("run", "s.toml", "--detach", timeout=90))
