@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from amptui.core.config import values as cfgmod
+from amptui.core.config.scriptsets import preset_script_refusal
 from amptui.core.errors import ConfigError, UserError
 from amptui.core.fmt import shown
 from amptui.core.safefile import atomic_write_text as atomic_write_text  # importable from here for older callers
@@ -34,6 +35,7 @@ class Preset:
         """The preset's TOML document, checked against the schema (unknown keys refused)."""
         doc = cfgmod.read_toml(self.path, follow_links=True)
         cfgmod.flatten(doc, str(self.path))
+        refuse_script(doc, str(self.path))
         return doc
 
     def config(self, overrides: Mapping[str, Any] | None = None) -> cfgmod.Config:
@@ -51,11 +53,21 @@ def check_name(name: str) -> str:
     return name
 
 
+def refuse_script(doc: Mapping[str, Any], source: str) -> None:
+    """A preset is amptui's trainer's config: one naming `run.script` is refused (ConfigError, one
+    line), as the rest of it would be silently ignored (core/config/scriptsets.py says why)."""
+    run = doc.get("run")
+    refusal = preset_script_refusal(source, run.get("script") if isinstance(run, Mapping) else None)
+    if refusal:
+        raise ConfigError(refusal)
+
+
 def _describe(path: Path) -> str:
     """The preset's description, or why it will not load (so a list shows broken files as such)."""
     try:
         doc = cfgmod.read_toml(path, follow_links=True)
         cfgmod.build_config(doc, source=str(path))
+        refuse_script(doc, str(path))
     except ConfigError as exc:
         return shown("(invalid: " + str(exc).removeprefix(f"{path}: ") + ")")
     return shown(doc.get("run", {}).get("description", ""))[:DESCRIPTION_SHOWN]
@@ -101,6 +113,7 @@ def save_preset(name: str, cfg: cfgmod.Config, *, force: bool = False, source: s
     check_name(name)
     if (BUILTIN_DIR / f"{name}.toml").exists():
         raise UserError(f"preset {name!r} is built in; choose another name")
+    refuse_script(cfg.to_dict(), f"preset {name!r}")  # it would not load again
     directory = saved_dir()
     target = directory / f"{name}.toml"
     if target.exists() and not force:

@@ -77,7 +77,8 @@ class RunConfig:
     compile: bool = key(False, "Wrap the model in torch.compile (needs a working compiler; the first steps "
                         "pay the compilation).")
     script: str = key("", "Your own training script to launch instead of amptui's trainer (recorded "
-                      "unmodified by amptui's hooks, or by its amptui.Monitor); empty means amptui's trainer.")
+                      "unmodified by amptui's hooks, or by its amptui.Monitor); empty means amptui's trainer. Set by "
+                      "`amptui run --script` / -m: a preset that names one is refused.")
 
 
 @dataclass(frozen=True)

@@ -83,3 +83,24 @@ def check_no_script(command: str, script: str | None) -> None:
         raise UserError(f"run.script = {script!r}: a script's own loop decides its precision, so {command}'s {tried} "
                         "would all run the same loop; run each setup as `amptui run --script FILE` and compare "
                         "them with `amptui compare`")
+
+
+def preset_script_refusal(source: str, script: object) -> str | None:
+    """The one line refusing a preset (a file, or one about to be saved) that names `run.script`,
+    None when it names none. A preset is amptui's trainer's config: with a script its model, data,
+    precision, optimizer and schedule keys would all be silently ignored (as `amptui run PRESET
+    --script FILE` is refused, see preset_refusal). The script is run as itself instead."""
+    if not isinstance(script, str) or not script:  # a wrong type is the schema's error, "" is the trainer
+        return None
+    import shlex
+
+    how = shlex.join(script_option(script))
+    return (f"{source}: run.script = {script!r}: a preset names no script: the script's own loop decides its "
+            f"model, data and precision, so the preset's other keys would be ignored; remove run.script, or run "
+            f"the script as `amptui run {how}` (a script run takes {SETTABLE_WORDS})")
+
+
+def script_option(script: str) -> list[str]:
+    """The `amptui run` option that names a `run.script`: ["-m", MODULE] for "-m MODULE", else
+    ["--script", FILE]."""
+    return ["-m", script[3:].strip()] if script.startswith("-m ") else ["--script", script]

@@ -114,6 +114,8 @@ def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
 
     cfg = RunFolder(run_dir).load_config()
     name, script = cfg.run.name, cfg.run.script
+    if script:
+        return _script_command(cfg, runs_display)
     try:
         preset = presetmod.find_preset(name) if name and not script else None
         base = preset.config().flat() if preset else cfgmod.Config().flat()
@@ -126,6 +128,24 @@ def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
             continue
         if base.get(key) != value:
             words += ["--set", f"{key}={toml_value(value)}"]
+    if runs_display:
+        words += ["--runs-dir", runs_display]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _script_command(cfg: cfgmod.Config, runs_display: str | None) -> str:
+    """`amptui run --script FILE --set ...` (or -m MODULE) for a script run: only the keys a script
+    run takes (core/config/scriptsets.py); its own loop decided the rest. Its arguments are not in
+    the config, so none are shown."""
+    import shlex
+
+    from amptui.core.config.scriptsets import SCRIPT_SETTABLE, script_option
+
+    flat, defaults = cfg.flat(), cfgmod.Config().flat()
+    words = ["amptui", "run", *script_option(cfg.run.script)]
+    for key in SCRIPT_SETTABLE:
+        if flat[key] != defaults[key]:
+            words += ["--set", f"{key}={toml_value(flat[key])}"]
     if runs_display:
         words += ["--runs-dir", runs_display]
     return " ".join(shlex.quote(w) for w in words)
