@@ -155,7 +155,7 @@ def test_a_killed_run_is_listed_killed_and_resumes(runs_dir):
     wait_for(lambda: any(r["kind"] == "checkpoint" for r in events_so_far(run_dir)), what="a checkpoint")
     pid = json.loads((run_dir / "run.json").read_text())["pid"]
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: runs.load_run(run_dir).status == "killed", timeout=10, what="killed status")
+    wait_for(lambda: runs.load_run(run_dir).status == "killed", what="killed status")
     table = amptui("runs", check=True).stdout
     assert run_id in table and "killed" in table
     amptui("resume", run_id, check=True)
