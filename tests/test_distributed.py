@@ -44,7 +44,7 @@ def test_ddp_on_two_processes_completes_with_per_rank_events(runs_dir):
 def test_ddp_stop_and_resume(runs_dir):
     run_id = started(amptui("run", "quickstart", *DDP2, "--detach", check=True).stdout)["run_id"]
     run_dir = runs_dir / run_id
-    wait_for_step(run_dir, timeout=60)
+    wait_for_step(run_dir, timeout=120)  # two ranks start slowly on a loaded machine
     assert "stopped" in amptui("stop", run_id, check=True).stdout
     stopped_at = events(run_dir)[-1]["steps"]
     amptui("resume", run_id, check=True)

@@ -122,7 +122,7 @@ def test_detach_stop_resume_continues_steps_and_scale(runs_dir):
     run_dir = runs_dir / run_id
     assert run_dir.is_dir()
     assert runs.load_run(run_dir).status == "running"
-    wait_for_step(run_dir, 40, timeout=60)
+    wait_for_step(run_dir, 40, timeout=120)
     stop = amptui("stop", run_id, check=True)
     assert "stopped" in stop.stdout
     info = runs.load_run(run_dir)
