@@ -28,7 +28,9 @@ def copy_numerics_run(root: Path) -> Path:
     return Path(shutil.copytree(FIXTURES / "numerics" / NUMERICS, root / NUMERICS))
 
 
-async def until(pilot, condition, timeout: float = 10.0, step: float = 0.05) -> None:
+async def until(pilot, condition, timeout: float = 30.0, step: float = 0.05) -> None:
+    """Wait for `condition` (polled between pauses); the deadline is generous because it only
+    costs time when something is broken, and a loaded CI machine can be slow to get there."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not condition():

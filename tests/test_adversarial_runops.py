@@ -116,6 +116,15 @@ def answer_on_terminal(args: list[str], answer: str, timeout: float = 120) -> tu
                     os.write(master, answer.encode() + b"\n")
                     answered = True
             elif proc.poll() is not None:
+                # it may have written its last lines between the select and the poll: read them
+                while select.select([master], [], [], 0)[0]:
+                    try:
+                        data = os.read(master, 65536)
+                    except OSError:
+                        break
+                    if not data:
+                        break
+                    out += data
                 break
         return proc.wait(timeout=30), out.decode("utf-8", "replace")
     finally:

@@ -5,7 +5,6 @@ left on disk. Each case goes through the command line's entry point, `main(argv)
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import FIXTURES, amptui
@@ -99,12 +98,11 @@ def test_help_lists_the_commands(cli):
 
 
 @pytest.mark.slow
-def test_help_is_fast_and_imports_no_torch():
+def test_help_imports_no_torch():
+    # What keeps `--help` fast is that the CLI does not import torch; its wall time is measured
+    # in benchmarks/startup.py (a wall-clock bound here would only fail on a loaded machine).
     proc = amptui("--help", check=True)
     assert "presets" in proc.stdout
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import amptui.cli.main"], check=True)
-    assert time.perf_counter() - start < 5  # generous: the real check is that torch is not imported
     out = subprocess.run([sys.executable, "-c", "import sys, amptui.cli.main; print('torch' in sys.modules)"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

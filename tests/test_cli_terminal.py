@@ -49,6 +49,15 @@ def amptui_on_terminal(*args: str, cols: int = 80, rows: int = 24, timeout: floa
                     break
                 out += data
             elif proc.poll() is not None:
+                # it may have written its last lines between the select and the poll: read them
+                while select.select([master], [], [], 0)[0]:
+                    try:
+                        data = os.read(master, 65536)
+                    except OSError:
+                        break
+                    if not data:
+                        break
+                    out += data
                 break
         else:
             raise AssertionError(f"amptui {' '.join(args)} still running after {timeout} s")

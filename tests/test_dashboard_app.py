@@ -279,6 +279,7 @@ async def test_finished_run_fills_every_panel(root):
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
         await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await until(pilot, screen.drawn)  # the screen renders the model on a timer
         await pilot.pause(0.4)
         m = screen.model
         assert m.step == 256 and m.n_backoff == 37 and m.skipped_total == 37 and m.n_growth > 0
@@ -312,6 +313,7 @@ async def test_live_run_stop_confirm_and_detach(root, monkeypatch):
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
         await until(pilot, lambda: screen.model.status == "running" and screen.model.step == 120)
+        await until(pilot, screen.drawn)  # the screen renders the model on a timer
         await pilot.pause(0.3)
         header = str(screen.query_one("#run-header").render())
         assert "running" in header and "ETA" in header and "elapsed 0:07" in header
@@ -342,6 +344,7 @@ async def test_panel_keys_at_80x24(root):
         assert screen.query_one("#p-mem").display
         # the warning bar appears once the run's records are in; click after that layout change
         await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await until(pilot, screen.drawn)  # the screen renders the model (and the bar) on a timer
         await pilot.pause(0.5)
         await pilot.click("#panel-tabs", offset=(3, 0))  # the mouse: " 1 loss "
         await pilot.pause()

@@ -144,9 +144,9 @@ async def test_presets_saved_and_deleted_by_another_process_come_and_go(root):
         folder = presetmod.saved_dir()
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "mine.toml").write_text('description = "saved elsewhere"\n[data]\nbatch_size = 32\n')
-        await until(pilot, lambda: "mine" in names(), timeout=10)
+        await until(pilot, lambda: "mine" in names())
         (folder / "mine.toml").unlink()
-        await until(pilot, lambda: "mine" not in names(), timeout=10)
+        await until(pilot, lambda: "mine" not in names())
 
 
 @async_test
@@ -156,7 +156,7 @@ async def test_a_run_started_elsewhere_appears_in_the_run_list(root):
         screen = await home_ready(pilot, rows=3)
         table = screen.query_one(RunTable)
         shutil.copytree(root / QUICK, root / "20261122-010101-quickstart-9c9c")
-        await until(pilot, lambda: "20261122-010101-quickstart-9c9c" in table.run_ids, timeout=10)
+        await until(pilot, lambda: "20261122-010101-quickstart-9c9c" in table.run_ids)
 
 
 # --- the tune screen ------------------------------------------------------------------------------

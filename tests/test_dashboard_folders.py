@@ -11,6 +11,7 @@ from dashboard_support import app_for, async_test, copy_runs, home_ready, until
 
 from amptui.core.run import folders
 from amptui.core.run.runs import create_folder, launch_identity
+from amptui.dashboard import toggle_edits
 from amptui.dashboard.screens.folders import RunsFolderChooser
 from amptui.dashboard.screens.home import HomeScreen
 from amptui.dashboard.widgets.runtable import RunTable
@@ -86,7 +87,8 @@ async def test_toggle_edits_survive_a_restart(root):
         home = await home_ready(pilot)
         home.query_one("#t-data-batch-size").value = "16"
         home.query_one("#t-amp-autocast").value = False
-        await pilot.pause(0.2)
+        # kept on disk as they are made (messages between widgets): wait for that, not a fixed time
+        await until(pilot, lambda: (toggle_edits.load().get(home.preset.name) or {}).get("data.batch_size") == "16")
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)
@@ -95,7 +97,7 @@ async def test_toggle_edits_survive_a_restart(root):
         assert "your edits" in str(home.query_one("#preset-desc").render())
         home.query_one("#t-data-batch-size").value = "64"     # back as the preset has it: forgotten
         home.query_one("#t-amp-autocast").value = True
-        await pilot.pause(0.2)
+        await until(pilot, lambda: home.preset.name not in toggle_edits.load())
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from dashboard_support import QUICK, SCALER, Notes, app_for, async_test, home_ready, select_run, until
 from textual.app import App
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 
 from amptui.core import statedir, userconfig
 from amptui.core.config import presets as presetmod
@@ -37,8 +37,14 @@ def footer_keys(app) -> dict[str, str]:
 async def palette_pick(pilot, words: str) -> None:
     await pilot.press("ctrl+p")
     await until(pilot, lambda: isinstance(pilot.app.screen, CommandPalette))
+    palette = pilot.app.screen
     await pilot.press(*words)
-    await pilot.pause(0.5)  # the palette searches its providers in the background
+    await pilot.pause()
+    # the palette searches its providers in a worker: pick once that search is done (on a loaded
+    # machine it can take longer than any fixed pause)
+    await until(pilot, lambda: palette.query_one(CommandList).highlighted is not None
+                and not any(w.node is palette and not w.is_finished for w in pilot.app.workers))
+    await pilot.pause(0.5)
     await pilot.press("enter")
 
 
@@ -224,7 +230,6 @@ async def test_damaged_toggle_edits_are_left_out(root):
     app = app_for(root)
     async with app.run_test(size=(120, 40)) as pilot:
         home = await home_ready(pilot, 3)
-        await pilot.pause(0.3)
+        await until(pilot, lambda: home.query_one(TogglesPanel).state()["run.epochs"] == "9")  # the good edit, restored
         state = home.query_one(TogglesPanel).state()
-        assert state["run.epochs"] == "9"
         assert isinstance(state["data.batch_size"], str) and isinstance(state["amp.autocast"], bool)

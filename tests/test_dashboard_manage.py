@@ -98,6 +98,7 @@ async def test_resume_refused_with_the_reason_and_never_suggested_for_a_script_r
         screen = app.screen
         notes = Notes().install(app)
         await until(pilot, lambda: screen.model.status == "stopped" and not screen.model.loading)
+        await until(pilot, screen.drawn)  # the screen renders the model on a timer
         await pilot.pause(0.3)
         assert not {"s", "R"} & shown_keys(app)
         panel = str(screen.query_one("#error-panel").render())
@@ -451,6 +452,7 @@ async def test_a_figure_reads_the_same_on_the_run_screen_the_list_and_compare(ro
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
         await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await until(pilot, screen.drawn)  # the screen renders the model on a timer
         await pilot.pause(0.3)
         stats = str(screen.query_one("#stats").render())
         app.open_compare([root / SCALER, root / QUICK])

@@ -232,7 +232,7 @@ def test_amptui_stop_ends_a_script_run_as_stopped(runs_dir):
     run_id = started(proc.stdout)["run_id"]
     run_dir = runs_dir / run_id
     try:
-        wait_for_step(run_dir, timeout=60)
+        wait_for_step(run_dir)
         stop = amptui_cli("stop", run_id)
         assert stop.returncode == 0, stop.stdout + stop.stderr
     finally:  # never leave the script we started running

@@ -106,8 +106,9 @@ async def test_the_run_screen_of_a_monitor_without_totals(untold_run):
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.step == 24
                         and app.screen.model.status != "running")
-            await pilot.pause(0.3)
             screen = app.screen
+            await until(pilot, screen.drawn)  # the screen renders the model on a timer
+            await pilot.pause(0.3)
             progress = str(screen.query_one("#progress-text", Static).render())
             assert words in progress, progress
             bar = screen.query_one("#progress", ProgressBar)

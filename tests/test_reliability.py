@@ -133,7 +133,7 @@ def test_sigterm_and_sigint_checkpoint_then_stop(runs_dir, sig):
     wait_for_step(run_dir, 10)
     pid = json.loads((run_dir / "run.json").read_text())["pid"]
     os.kill(pid, sig)
-    recs = wait_for_end(run_dir, timeout=60)
+    recs = wait_for_end(run_dir)
     assert recs[-1]["kind"] == "end" and recs[-1]["status"] == "stopped"
     assert recs[-2]["kind"] == "checkpoint" and recs[-2]["step"] == recs[-1]["steps"]
     assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["progress"]["step"] == recs[-1]["steps"]

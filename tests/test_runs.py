@@ -77,10 +77,13 @@ def test_list_is_newest_first_and_reads_only_head_and_tail_of_big_files(tmp_path
         for step in range(1, 20_001):
             w.emit("step", step=step, loss=1.0 / step)
         w.emit("end", status="stopped", steps=20_000)
-    t0 = time.perf_counter()
     listed = runs.list_runs(tmp_path)
-    assert time.perf_counter() - t0 < 1.0
     assert [r.run_id for r in listed] == ["new", "old"]
+    # what was parsed, not how long it took (list speed is benchmarks/many_runs.py's): the records
+    # at both ends, and of the middle only the session records (none here)
+    ends = eventends.read_ends(new / "events.jsonl")
+    assert ends.head[0]["kind"] == "start" and ends.tail[-1]["kind"] == "end" and ends.middle == []
+    assert len(ends.head) + len(ends.tail) < 20_000 // 2
     assert (listed[0].status, listed[0].step, listed[0].total_steps) == ("stopped", 20_000, 200_000)
 
 

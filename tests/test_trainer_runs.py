@@ -122,7 +122,7 @@ def test_detach_stop_resume_continues_steps_and_scale(runs_dir):
     run_dir = runs_dir / run_id
     assert run_dir.is_dir()
     assert runs.load_run(run_dir).status == "running"
-    wait_for_step(run_dir, 40, timeout=60)
+    wait_for_step(run_dir, 40, timeout=120)
     stop = amptui("stop", run_id, check=True)
     assert "stopped" in stop.stdout
     info = runs.load_run(run_dir)
@@ -155,7 +155,7 @@ def test_a_killed_run_is_listed_killed_and_resumes(runs_dir):
     wait_for(lambda: any(r["kind"] == "checkpoint" for r in events_so_far(run_dir)), what="a checkpoint")
     pid = json.loads((run_dir / "run.json").read_text())["pid"]
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: runs.load_run(run_dir).status == "killed", timeout=10, what="killed status")
+    wait_for(lambda: runs.load_run(run_dir).status == "killed", what="killed status")
     table = amptui("runs", check=True).stdout
     assert run_id in table and "killed" in table
     amptui("resume", run_id, check=True)
