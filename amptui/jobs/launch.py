@@ -2,7 +2,8 @@
 
 The trainer always runs as a process of its own, in a new session (setsid), with its output
 appended to the run's output.log: closing the terminal or quitting the dashboard never takes
-it down. DDP runs go through torchrun, which starts one trainer per rank.
+it down. DDP runs go through torchrun, which starts one trainer per rank. What a start refuses
+before it writes anything (the folder's files, a resume that cannot continue) is startchecks.py.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
-from amptui.core import checkpoints, preflight, safefile, trust
+from amptui.core import preflight, safefile, trust
 from amptui.core.config import values as cfgmod
 from amptui.core.config.presets import Preset
 from amptui.core.errors import UserError
 from amptui.core.run import runlock, runops, runs
-from amptui.core.run.runfiles import CONFIG_FILE, EVENTS_FILE, OUTPUT_LOG, RUN_DIR_ENV, RUN_JSON, STOP_FILE, RunFolder
+from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.jobs.spawn import spawn
+from amptui.jobs.startchecks import CheckpointCheck, check_resumable, check_run_files, refuse_resume_early
 
 
 def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
@@ -189,11 +190,6 @@ def create_run(preset: Preset | None, overrides: dict | None = None,
     return folder.path, cfg
 
 
-# A check that reads a run's last.pt (torch: the trainer's layer provides it) and raises UserError
-# when a resume cannot continue from it; called with the run folder and its current config.
-CheckpointCheck = Callable[[Path, cfgmod.Config], None]
-
-
 def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None,
           check_checkpoint: CheckpointCheck | None = None, trust_code: bool = False) -> subprocess.Popen:
     """Start the trainer for `run_dir` in the background (jobs.spawn); returns at once.
@@ -207,7 +203,7 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
     began = time.time()
     check_run_files(run_dir)
     if resume:  # what can be refused without the lock is refused before the lock file is written
-        _refuse_early(run_dir)
+        refuse_resume_early(run_dir)
     foreign = trust.foreign_code(run_dir) if resume else []
     if foreign and not trust_code:  # a resume refused anyway says why (those checks run no code)
         raise UserError(runops.resume_refusal(run_dir, hints=runops.CLI_HINTS) or trust.refusal(run_dir, foreign))
@@ -253,30 +249,6 @@ def clear_old_stop(run_dir: Path, began: float) -> None:
         path.unlink(missing_ok=True)
 
 
-# Files a trainer writes into its run folder: each must be a regular file or absent, checked
-# before a trainer starts (a folder or a link in their place would fail it, or lead it outside).
-_WRITTEN = (RUN_JSON, OUTPUT_LOG, EVENTS_FILE, CONFIG_FILE, STOP_FILE)
-
-
-def check_run_files(run_dir: Path) -> None:
-    """Refuse (UserError, one line) a run folder a trainer could not write, or would write
-    outside of through a link: checked before anything is started or written."""
-    if run_dir.is_symlink():
-        raise UserError(f"run {run_dir.name}: its folder is a symbolic link; copy the run instead")
-    names = [*_WRITTEN, *(p.name for p in run_dir.glob("events.rank*.jsonl"))]
-    try:
-        for name in names:
-            safefile.check_regular(run_dir / name)
-        run = RunFolder(run_dir)
-        for folder in (run.checkpoints, run_dir / "tensorboard"):
-            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-                raise safefile.UnsafeFile(f"{folder}: not a folder (a link or a file)")
-        for path in (run.checkpoint, run.checkpoint_info):
-            safefile.check_regular(path)
-    except safefile.UnsafeFile as exc:
-        raise UserError(f"run {run_dir.name}: {exc}; move it away to use this run") from None
-
-
 def request_stop(run_dir: Path) -> None:
     """Ask every rank to stop at its next step record (checkpoint, then status `stopped`).
 
@@ -308,47 +280,3 @@ def stop(run_dir: Path, wait_s: float = 120.0) -> runs.RunInfo:
             break
         time.sleep(0.2)
     return info
-
-
-def _refuse_early(run_dir: Path) -> None:
-    """A resume that would be refused (completed, no checkpoint, damaged config) writes nothing:
-    not even the lock's record. A live run is left to the lock, whose refusal names the holder."""
-    info = runs.load_run(run_dir)
-    refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS) if info.status != "running" else None
-    if refusal:
-        raise UserError(refusal)
-
-
-def check_resumable(run_dir: Path, locked: bool = False,
-                    check_checkpoint: CheckpointCheck | None = None) -> runs.RunInfo:
-    """Refuse (UserError, one line) a resume that cannot work. `locked`: the caller holds the
-    run's lock (launch.start does), so no other writer can start meanwhile. `check_checkpoint`
-    reads last.pt itself when its last.json does not describe it (see core/checkpoints.py)."""
-    info = runs.load_run(run_dir, own_lock=locked)
-    if info.status == "running":
-        raise runlock.RunLocked(runlock.in_use_message(run_dir, fallback={"pid": info.pid}))
-    refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS)
-    if refusal:
-        raise UserError(refusal)
-    current = RunFolder(run_dir).load_config()
-    _check_checkpoint_fits(run_dir, current, check_checkpoint)
-    # The machine may have changed since: the same checks as a new run.
-    preflight.check_data(current)
-    return info
-
-
-def _check_checkpoint_fits(run_dir: Path, current: cfgmod.Config,
-                           check_checkpoint: CheckpointCheck | None) -> None:
-    """Refuse a resume whose config.toml no longer describes what the checkpoint holds: from
-    last.json when it describes last.pt and the code that wrote it is this code, else by
-    `check_checkpoint` (which reads last.pt: its tensors must still fit the model)."""
-    run = RunFolder(run_dir)
-    directory = run.checkpoints
-    info = checkpoints.read_info(directory)
-    if info is not None and info.get("code") == checkpoints.code_fingerprint():
-        checkpoints.check_config_fits(run_dir.name, info.get("config"), current.to_dict())
-    elif check_checkpoint is not None:
-        check_checkpoint(run_dir, current)
-    else:
-        raise UserError(f"run {run_dir.name}: cannot check {run.checkpoint} here: "
-                        f"{checkpoints.stale_reason(directory)}; resume it with `amptui resume {run_dir.name}`")

@@ -3,7 +3,8 @@
 
 Rooms: patches.py (every hook into torch, reversible), session.py (the hooks' news turned into
 the event stream through the one Recorder; loopshape.py its forwards, evaluation and loaders;
-scalerhooks.py what the GradScaler's calls say; stepclock.py where a training step ends with
+scalerhooks.py what the GradScaler's calls say; stephooks.py what the optimizer, backward() and
+clip calls say; stepclock.py where a training step ends with
 several optimizers, and whose loss is the step's; guard.py: a hook never breaks the script), models.py (`script_models`: the modules owning the
 optimizers' parameters; varnames.py: the script's own variable names for them), precision.py (the precision a loop really uses; the Monitor asks it
 too), mistakes.py (the AMP mistakes said live).

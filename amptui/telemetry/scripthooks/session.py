@@ -43,15 +43,15 @@ from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 from amptui.telemetry.scripthooks.scalerhooks import ScalerHooks
 from amptui.telemetry.scripthooks.stepclock import StepClock, StepLr
+from amptui.telemetry.scripthooks.stephooks import StepHooks
 from amptui.telemetry.tensorboard import mirror_sinks
 
-NO_OPTIMIZER_AFTER = 20   # backward() calls with no torch.optim optimizer made: said live (the run starts)
 STOP_CHECK_S = 0.25       # how often a single-process run looks for `amptui stop`'s file (a stat each time)
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
 UNDERFLOW_SHARE = 0.05
 
 
-class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
+class ScriptSession(LoopShape, ScalerHooks, StepHooks, AutocastSeen):
     def __init__(self, run_dir, rank: int = 0, world_size: int = 1):
         super().__init__()
         self.run_dir, self.rank, self.world_size = run_dir, rank, world_size
@@ -278,81 +278,8 @@ class ScriptSession(LoopShape, ScalerHooks, AutocastSeen):
         self.remove()
         self.recorder.writer = None
 
-    # --- what the hooks say -------------------------------------------------------------------------
-
-    @property
-    def scaler_on(self) -> bool:
-        return self.scaler is not None and self.scaler.is_enabled()
-
-    def _optimizer(self, opt) -> None:
-        if id(opt) not in self._optimizer_ids:
-            self._optimizer_ids.add(id(opt))
-            self.optimizers.append(opt)
-
-    @guarded
-    def optimizer_made(self, opt) -> None:
-        self.clock.made(opt)
+    # --- what the hooks say (the step's: stephooks.py; the scaler's: scalerhooks.py; the loop's: loopshape.py)
 
     @guarded
     def autocast_entered(self, device_type, dtype) -> None:
         AutocastSeen.autocast_entered(self, device_type, dtype)
-
-    @guarded
-    def optimizer_post(self, opt) -> None:
-        self._optimizer(opt)
-        if self.in_scaler_step is not None:
-            self.stepped_in_scaler = True
-            return
-        self.clock.stepped(opt)
-        if self.clock.complete():
-            if self.scaler_on:  # an optimizer stepped without the scaler: the step ends at update()
-                self.pending = True
-            else:
-                self.finish_step()
-
-    def _add_loss(self, loss) -> None:
-        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-            meter = self.recorder.meter
-            if meter is None or not (meter.steps or meter.step_losses or self.clock.holds_losses):
-                self._meter(loss.device)  # the window may still move to the loss's device
-            self.clock.add_loss(loss if loss.dim() == 0 else loss.reshape(()))
-            if not self.started:
-                self.losses_seen += 1
-                if self.losses_seen == NO_OPTIMIZER_AFTER and not self.clock.knows_optimizers:
-                    self._no_optimizer()
-
-    def _no_optimizer(self, at_end: bool = False) -> None:
-        """Steps are torch.optim optimizer steps: a loop that updates its parameters by hand (or
-        never steps) records none. Said live once NO_OPTIMIZER_AFTER losses came with no optimizer
-        made (the run starts then, so the warning shows), and at the end of a run with 0 steps."""
-        if not self.started:
-            self.begin()
-        self.warn("no_optimizer_step", mistakes.NO_OPTIMIZER.format(
-            seen=f" ({self.losses_seen} backward() calls)" if self.losses_seen else ""))
-        if at_end:
-            print(f"[amptui] {mistakes.NO_OPTIMIZER_END}", file=sys.stderr, flush=True)
-
-    @guarded
-    def backward(self, tensors) -> None:
-        if self.losses_from_scaler:
-            return
-        loss = tensors if isinstance(tensors, torch.Tensor) else (
-            tensors[0] if isinstance(tensors, (list, tuple)) and tensors else None)  # never consume a generator
-        if isinstance(loss, torch.Tensor) and loss.requires_grad:
-            self._add_loss(loss)
-
-    @guarded
-    def clip(self, parameters) -> None:
-        if self.scaler_on and self.scaled_since_update and not self.unscaled_since_update:
-            self.warn("clip_scaled", mistakes.CLIP_SCALED.format(scale=f"{self.initial_scale:g}"
-                                                                 if not self.started else "the current scale"))
-
-    @guarded
-    def clipped(self, norm) -> None:
-        if isinstance(norm, torch.Tensor):
-            self.grad_norm = norm
-
-    @guarded
-    def python_warning(self, message: str) -> None:
-        if "lr_scheduler.step()" in message and "optimizer.step()" in message and self.skipped_before_first_step:
-            self.warn("scheduler_after_skip", mistakes.SCHED_SKIPPED)
