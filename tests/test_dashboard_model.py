@@ -252,3 +252,17 @@ def test_the_no_finite_loss_panel_names_the_first_non_finite_module():
     assert words.splitlines()[:2] == ["no finite loss yet: 3 steps, every loss inf/NaN or not measured",
                                       "first non-finite at step 3: blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5)"]
     assert footer == "inf/NaN"
+
+
+def test_the_heat_map_names_the_layer_where_inf_came_first_and_counts_the_rest_downstream():
+    """numerics-lab in float16 (the fixture): blocks.3 overflows, ln_f and head only pass its inf
+    on. The heat map's legend names blocks.3 and counts the two after it, not three findings."""
+    from dashboard_support import FIXTURES, NUMERICS
+
+    from amptui.core.events import read_events
+    from amptui.core.numerics import summarize
+    from amptui.dashboard.widgets.heatmap import legend_and_narrowest
+
+    said = legend_and_narrowest(summarize(read_events(FIXTURES / "numerics" / NUMERICS / "events.jsonl"))).plain
+    assert "\ninf/NaN out: blocks.3 +2 downstream\n" in said, said
+    assert "ln_f" not in said and "head" not in said
