@@ -232,3 +232,37 @@ def test_the_loss_panel_says_waiting_only_before_a_step_record():
     words, footer = loss_missing_words(model)
     assert words.startswith("no finite loss yet: 3 steps, every loss inf/NaN") and footer == "inf/NaN"
     assert "3 steps skipped for inf/NaN gradients: see the loss scale" in words
+
+
+def test_the_no_finite_loss_panel_names_the_first_non_finite_module():
+    """The numerics records found where the inf came from: the panel names that module, its
+    direction and the value that crossed float16's range, at the step it was found."""
+    from amptui.dashboard.screens.run_panels import loss_missing_words
+
+    model = RunModel("r")
+    model.feed([{"kind": "start", "t": 1.0, "total_steps": 40}])
+    model.feed([{"kind": "step", "rank": 0, "step": s, "loss": None, "scale": 2.0 ** (16 - s),
+                 "skipped_total": s} for s in range(1, 4)])
+    assert "first non-finite" not in loss_missing_words(model)[0]  # numerics off: nothing to name
+    first = {"module": "blocks.3.mlp.proj", "where": "forward", "value": 383012.875,
+             "text": "blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5)"}
+    model.feed([{"kind": "numerics", "rank": 0, "step": 3, "dtype": "float16", "max_finite": 65504.0,
+                 "layers": [], "first_nonfinite": first, "traced": True}])
+    words, footer = loss_missing_words(model)
+    assert words.splitlines()[:2] == ["no finite loss yet: 3 steps, every loss inf/NaN or not measured",
+                                      "first non-finite at step 3: blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5)"]
+    assert footer == "inf/NaN"
+
+
+def test_the_heat_map_names_the_layer_where_inf_came_first_and_counts_the_rest_downstream():
+    """numerics-lab in float16 (the fixture): blocks.3 overflows, ln_f and head only pass its inf
+    on. The heat map's legend names blocks.3 and counts the two after it, not three findings."""
+    from dashboard_support import FIXTURES, NUMERICS
+
+    from amptui.core.events import read_events
+    from amptui.core.numerics import summarize
+    from amptui.dashboard.widgets.heatmap import legend_and_narrowest
+
+    said = legend_and_narrowest(summarize(read_events(FIXTURES / "numerics" / NUMERICS / "events.jsonl"))).plain
+    assert "\ninf/NaN out: blocks.3 +2 downstream\n" in said, said
+    assert "ln_f" not in said and "head" not in said

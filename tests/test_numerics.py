@@ -328,13 +328,38 @@ def test_compare_names_each_runs_narrowest_layer():
     row = compare.compare_rows([summary])[0]
     assert (row.headroom_bits, row.headroom_layer) == ("nonfinite", "blocks.3")
     note = comparenotes.headroom_note([summary])
-    assert note == f"narrowest range headroom: {NUMERICS} (fp16+scaler): inf/NaN in blocks.3"
+    # the replay's finding (the last of 40 steps), and ln_f and head as downstream of it, not as findings
+    source = "inf/NaN first in blocks.3.mlp.proj (forward, float16 max exceeded: 3.6e5); 2 later layers downstream of it"
+    assert note == f"narrowest range headroom: {NUMERICS} (fp16+scaler): {source}"
     assert note in comparenotes.notes([summary])
     # the dashboard's compare screen says it per run, numerics off included (never None or "?")
-    assert comparenotes.headroom_words(summary) == "inf/NaN in blocks.3"
+    assert comparenotes.headroom_words(summary) == source
     unsampled = compare.summarize(FIXTURES / "runs" / QUICK)
     assert comparenotes.narrowest_headroom(unsampled) is None
     assert comparenotes.headroom_words(unsampled) == "not sampled (numerics off)"
+
+
+def test_compare_names_the_first_non_finite_layer_not_the_ones_downstream_of_it():
+    """A model that registers its head before its blocks: head comes first in the records' (the
+    model's) order, but blocks.1 overflowed and head only held the inf that flowed down from it.
+    Compare and `amptui numerics` name blocks.1 as the source, head as downstream of it."""
+    from amptui.cli.numerics import as_table
+    from amptui.core import compare, comparenotes
+
+    first = describe_nonfinite("blocks.1.mlp", "forward", "float16", 65504.0, 2.0e5)
+    summary = compare.RunSummary(run_id="r")
+    for step in (1, 2):
+        summary.add({"kind": "numerics", "rank": 0, "step": step, "dtype": "float16", "max_finite": 65504.0,
+                     "layers": [{"name": "head", "forward": None, "grad": None, "nonfinite": "forward"},
+                                {"name": "blocks.0", "forward": 6.5, "grad": None, "nonfinite": "backward"},
+                                {"name": "blocks.1", "forward": None, "grad": None, "nonfinite": "forward"}],
+                     "first_nonfinite": first})
+    said = comparenotes.narrowest_headroom(summary)
+    assert said == ("inf/NaN first in blocks.1.mlp (forward, float16 max exceeded: 2.0e5); "
+                    "1 later layer downstream of it"), said
+    assert compare.compare_rows([summary])[0].headroom_layer == "blocks.1"
+    narrowest = next(line for line in as_table("r", summary.numerics).splitlines() if line.startswith("narrowest: "))
+    assert narrowest == "narrowest: blocks.1 (inf/NaN; 1 later layer downstream of it), blocks.0 6.5 bits"
 
 
 def test_the_numerics_table_counts_forward_and_gradient_inf_apart_and_fits_80_columns():
@@ -358,6 +383,7 @@ def test_the_numerics_table_counts_forward_and_gradient_inf_apart_and_fits_80_co
     assert row["blocks.3"][:fwd_end].endswith(" 40") and row["blocks.3"].endswith(" 40")  # and `first`
     assert row["head"][:fwd_end].endswith(" 40") and len(row["head"]) <= fwd_end  # passes it on: not first
     assert any(line.startswith("inf fwd: samples whose output held inf/NaN; inf grad: ") for line in lines)
+    assert "narrowest: blocks.3 (inf/NaN; 2 later layers downstream of it), blocks.2 5.2 bits, blocks.1 12.9 bits" in lines
     layers = {x["name"]: x for x in as_json(NUMERICS, summary)["layers"]}
     assert [layers["tok_emb"][k] for k in ("nonfinite_forward_samples", "nonfinite_grad_samples",
                                             "first_nonfinite_count", "nonfinite_samples")] == [0, 40, 0, 40]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from amptui.core.numerics import NumericsSummary, fmt_bits, fmt_value, nonfinite_text, summarize
+from amptui.core.numerics import NumericsSummary, downstream_words, fmt_bits, fmt_value, nonfinite_text, summarize
 
 
 def add_parser(sub, runs_dir_option) -> None:
@@ -77,11 +77,9 @@ def as_table(run_id: str, s: NumericsSummary) -> str:
     lines = [f"{run_id}: {len(s.steps)} samples",
              f"range headroom in log2 bits to {s.dtype}'s largest finite value ({s.max_finite:g})"]
     lines += layer_rows(s)
-    narrow = s.narrowest(3)
+    narrow = narrowest_words(s)
     if narrow:
-        lines.append("narrowest: " + ", ".join(
-            f"{x.name} ({fmt_bits(x.narrowest)})" if x.narrowest == float("-inf") else f"{x.name} {fmt_bits(x.narrowest)} bits"
-            for x in narrow))
+        lines.append("narrowest: " + ", ".join(narrow))
     runs = first_nonfinite_runs(s.first_nonfinite)
     for steps, first, values in runs[:10]:
         how = " (replayed)" if first.get("traced") else ""
@@ -94,6 +92,22 @@ def as_table(run_id: str, s: NumericsSummary) -> str:
     if len(runs) > 10:
         lines.append(f"... and {sum(len(r[0]) for r in runs[10:])} more steps with a first non-finite module")
     return "\n".join(lines)
+
+
+def narrowest_words(s: NumericsSummary, shown: int = 3) -> list[str]:
+    """The narrowest layers with their figures. Of the layers that held inf/NaN only the source is
+    one (the rest held it downstream of it, so they are counted there, not listed as findings)."""
+    source = s.nonfinite_source()
+    downstream = {x.name for x in source[1]} if source else set()
+    words = []
+    for x in [x for x in s.narrowest(len(s.layers)) if x.name not in downstream][:shown]:
+        if x.narrowest != float("-inf"):
+            words.append(f"{x.name} {fmt_bits(x.narrowest)} bits")
+        elif downstream:
+            words.append(f"{x.name} ({fmt_bits(x.narrowest)}; {downstream_words(len(downstream))})")
+        else:
+            words.append(f"{x.name} ({fmt_bits(x.narrowest)})")
+    return words
 
 
 def layer_rows(s: NumericsSummary) -> list[str]:

@@ -4,7 +4,6 @@ narrowest range headroom, what per-rank memory measured, and how the figures wer
 
 from __future__ import annotations
 
-import math
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +11,7 @@ from amptui.core import distribution
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import SCALER_KEYS
 from amptui.core.inputbound import notice
-from amptui.core.numerics import fmt_bits
+from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfinite_text
 from amptui.core.rankmemory import note as rank_memory_note
 from amptui.core.tf32note import baseline_line
 from amptui.core.tunenames import source_preset
@@ -33,14 +32,26 @@ def short_precision(said: str) -> str:
 
 
 def narrowest_headroom(s: RunSummary) -> str | None:
-    """A run's narrowest range headroom in words: "2.4 bits to float16 max in blocks.1.mlp", or
-    "inf/NaN in blocks.3"; None when it has no range samples."""
+    """A run's narrowest range headroom in words: "2.4 bits to float16 max in blocks.1.mlp", or where
+    inf/NaN came from: "inf/NaN first in blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5);
+    2 later layers downstream of it" (the layers it flowed into are no findings of their own); None
+    when it has no range samples."""
     found = s.numerics.narrowest(1)
     if not found:
         return None
-    bits = found[0].narrowest
-    said = "inf/NaN" if bits == -math.inf else f"{fmt_bits(bits)} bits to {s.numerics.dtype} max"
-    return f"{said} in {found[0].name}"
+    source = s.numerics.nonfinite_source()
+    if source is not None:
+        return _inf_source(s, *source)
+    said = f"{fmt_bits(found[0].narrowest)} bits to {s.numerics.dtype} max in {found[0].name}"
+    first = s.numerics.latest_first()  # an overflow in backward: no forward output held inf/NaN
+    return f"{said}; first non-finite: {nonfinite_text(first)}" if first else said
+
+
+def _inf_source(s: RunSummary, layer: LayerStats, downstream: list[LayerStats]) -> str:
+    first = s.numerics.latest_first(layer.name) if layer.first else None
+    said = (f"inf/NaN first in {nonfinite_text(first)}" if first else
+            f"inf/NaN first in {layer.name}" if layer.first else f"inf/NaN in {layer.name}")
+    return f"{said}; {downstream_words(len(downstream))}" if downstream else said
 
 
 def headroom_words(s: RunSummary) -> str:

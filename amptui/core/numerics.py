@@ -62,6 +62,11 @@ def describe_nonfinite(module: str, where: str, dtype: str, max_finite: float, v
     return {"module": module, "where": where, "value": finite, "text": f"{module} ({where}, {what})"}
 
 
+def downstream_words(n: int) -> str:
+    """"2 later layers downstream of it": the layers that held a source's inf/NaN after it."""
+    return f"{n} later layer{'s' if n != 1 else ''} downstream of it"
+
+
 def layer_headroom(layer: Mapping[str, Any]) -> float | None:
     """A layer's narrowest headroom on one sample (forward or gradient); -inf when its forward
     output held inf/NaN. A gradient that held inf/NaN (on an overflowing step every layer's does,
@@ -153,14 +158,28 @@ class NumericsSummary:
         module = first.get("module") if isinstance(first, dict) else None
         if not isinstance(module, str):
             return
-        holder = next((s for name, s in self.layers.items() if module == name or module.startswith(name + ".")), None)
+        holder = next((s for name, s in self.layers.items() if _inside(module, name)), None)
         if holder is not None:
             holder.first += 1
 
     def narrowest(self, n: int = NARROWEST_SHOWN) -> list[LayerStats]:
-        """The layers closest to overflowing (by their narrowest sample), closest first."""
+        """The layers closest to overflowing (by their narrowest sample), closest first. Of those that
+        held inf/NaN, the source leads (the one most often the step's first non-finite module; the
+        model's order breaks ties): the others held it because it flowed down from there."""
         known = [s for s in self.layers.values() if s.narrowest is not None]
-        return sorted(known, key=lambda s: s.narrowest if s.narrowest is not None else math.inf)[:n]
+        return sorted(known, key=lambda s: (s.narrowest if s.narrowest is not None else math.inf, -s.first))[:n]
+
+    def nonfinite_source(self) -> tuple[LayerStats, list[LayerStats]] | None:
+        """The layer whose forward output held inf/NaN first, and the layers that held it downstream
+        of it (on an overflowing step every layer after the overflow holds its inf too); None when
+        no layer's forward output held inf/NaN."""
+        broken = [s for s in self.narrowest(len(self.layers)) if s.narrowest == -math.inf]
+        return (broken[0], broken[1:]) if broken else None
+
+    def latest_first(self, layer: str | None = None) -> dict[str, Any] | None:
+        """The newest first non-finite finding (with its step), or the newest inside `layer`."""
+        return next((f for f in reversed(self.first_nonfinite)
+                     if layer is None or _inside(str(f.get("module")), layer)), None)
 
     @property
     def narrowest_bits(self) -> float | None:
@@ -186,3 +205,8 @@ def fmt_bits(value: float | None) -> str:
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _inside(module: str, layer: str) -> bool:
+    """blocks.3.mlp.proj is inside blocks.3 (and blocks.3 inside itself); blocks.30 is not."""
+    return module == layer or module.startswith(layer + ".")

@@ -19,6 +19,7 @@ from amptui.core import axis
 from amptui.core.config.precision import DTYPES, Precision, precision_or_unseen
 from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_bytes, fmt_loss, fmt_scale
+from amptui.core.numerics import nonfinite_text
 from amptui.core.series import Series, interpolate, rolling_median
 from amptui.dashboard.runmodel import RunModel
 from amptui.dashboard.screens.base import DashboardScreen
@@ -59,11 +60,15 @@ def scaler_event_line(ev: dict) -> Text:
 def loss_missing_words(m: RunModel) -> tuple[str, str]:
     """What the loss panel shows with no point to draw, and its footer with no finite latest loss:
     waiting, until a step record arrives; after that, that the steps had no finite loss (a float16
-    run that skipped every step), which "waiting" or "-" would hide. A null loss in a step record
-    is one the writer found inf/NaN, or (a script's) one it never saw."""
+    run that skipped every step), which "waiting" or "-" would hide, and where the inf/NaN came
+    from when the numerics records found it. A null loss in a step record is one the writer found
+    inf/NaN, or (a script's) one it never saw."""
     if m.last_step is None:
         return "waiting for data", "-"
     words = f"no finite loss yet: {m.step} steps, every loss inf/NaN or not measured"
+    first = m.numerics.latest_first()
+    if first is not None:
+        words += f"\nfirst non-finite at step {first['step']}: {nonfinite_text(first)}"
     if m.has_scaler and m.skipped_total:
         words += f"\n{m.skipped_total} steps skipped for inf/NaN gradients: see the loss scale"
     return words, "inf/NaN"  # 7 letters: the footer is cut at the panel's width

@@ -71,12 +71,12 @@ def legend_and_narrowest(summary: NumericsSummary, shown: int = 3) -> Text:
         text.append(f"\nstep {last['step']}: first non-finite: ", style="red")
         text.append(nonfinite_text(last))
     ranked = summary.narrowest(len(summary.layers))
-    broken = [s.name for s in ranked if s.narrowest == -math.inf]
     narrow = [s for s in ranked if s.narrowest != -math.inf][:shown]
-    if broken:
+    source = summary.nonfinite_source()
+    if source is not None:  # the layers after it held its inf: counted, not listed as findings
         text.append("\ninf/NaN out: ", style="red")
-        text.append(", ".join(broken[:shown]) + (f" +{len(broken) - shown}" if len(broken) > shown else ""),
-                    style="bold")
+        text.append(source[0].name, style="bold")
+        text.append(f" +{len(source[1])} downstream" if source[1] else "")
     if narrow:
         text.append("\nnarrowest: ")
         text.append(", ".join(f"{s.name} {fmt_bits(s.narrowest)}" for s in narrow), style="bold")
