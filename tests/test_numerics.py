@@ -143,6 +143,25 @@ def test_sampling_off_hooks_nothing(runs_dir):
     assert not of_kind(run_steps(trainer, 1), "numerics")
 
 
+def test_the_trainers_warning_names_the_step_whose_loss_went_non_finite(runs_dir):
+    """The trainer keeps each optimizer step's loss apart in its window (read back with the record's
+    one copy): an overflow on step 3 of a 4-step window is named "at step 3", not "in steps 1-4",
+    with the module behind it."""
+    trainer = trainer_for(runs_dir, **FP16, **{"numerics.every": 1, "log.every": 4, "amp.accumulate": 2})
+
+    def overflow_on_step_3(_m, _i, out):  # before the range sampler's hook, so it sees it too
+        return out * 1e6 if trainer.progress.step + 1 == 3 else None
+    module(trainer, KNOWN).register_forward_hook(overflow_on_step_3, prepend=True)
+    recs = run_steps(trainer, 4)
+    (step,) = of_kind(recs, "step")
+    assert step["step"] == 4 and step["loss"] is None  # the window's mean: not finite, so not a number on disk
+    assert [r["step"] for r in of_kind(recs, "scaler") if r["event"] == "backoff"] == [3]
+    said = [r["message"] for r in of_kind(recs, "warning") if r["code"] == "loss_not_finite"]
+    assert len(said) == 1 and said[0].startswith(
+        f"the loss is not finite (NaN or inf) at step 3 because {KNOWN}'s forward output exceeded float16's range "
+        f"(first non-finite: {KNOWN} (forward, float16 "), said
+
+
 def test_monitor_samples_any_module_and_names_the_first_overflow(runs_dir):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.Linear(8, 1))

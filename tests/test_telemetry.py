@@ -100,6 +100,28 @@ def test_a_steady_state_trainer_step_reads_nothing_from_the_device(runs_dir, mon
         trainer.finish("completed")
 
 
+def test_the_logged_loss_is_the_mean_of_the_micro_batch_losses_under_accumulation(runs_dir):
+    """Each optimizer step gives the window its micro-batches' mean as one loss (so a non-finite
+    one is named by its step); the step record and the epoch's train loss stay the mean over every
+    micro-batch the criterion saw."""
+    trainer = make_trainer(runs_dir, **{"amp.accumulate": 3, "log.every": 2})
+    seen: list[float] = []
+    trainer.state.criterion.register_forward_hook(lambda _m, _i, out: seen.append(float(out.detach())))
+    try:
+        batches = trainer.recorder.timed(trainer.state.train_data.batches(0))
+        for _ in range(2):
+            trainer.train_step(batches)
+        first = trainer.recorder.write_step()
+        trainer.train_step(batches)  # a one-step window
+        second = trainer.recorder.write_step()
+        assert len(seen) == 9 and first is not None and second is not None
+        assert first.loss == pytest.approx(sum(seen[:6]) / 6, rel=1e-6)
+        assert second.loss == pytest.approx(sum(seen[6:]) / 3, rel=1e-6)
+        assert trainer.recorder.epoch_train_loss() == pytest.approx(sum(seen) / 9, rel=1e-6)
+    finally:
+        trainer.finish("completed")
+
+
 def test_the_lr_schedule_never_advances_on_a_skipped_step(runs_dir):
     trainer = make_trainer(runs_dir, **VARIANTS["fp16+scaler"], **{"sched.name": "cosine", "log.every": 5})
     try:

@@ -2,7 +2,8 @@
 `amptui.Monitor` alike, so every measurement fix reaches both.
 
 The training loop tells it about each optimizer step (`optimizer_step`, after scaler.update()),
-the loss of each micro-batch (`meter.add_loss`), where its batches come from (`timed(batches)`),
+the loss of each micro-batch (`meter.add_loss`) or of each whole step (`meter.add_step_loss`, so a
+non-finite one is named by its step), where its batches come from (`timed(batches)`),
 and pauses its clock around anything that is not a training step (`paused("eval")`,
 `paused("checkpoint")`). Every `log.every` steps `write_step()` reads the window back with one
 device-to-host copy and writes the step record, scaler events, alarms and memory samples.

@@ -151,6 +151,7 @@ class Trainer:
         replay = self.replay
         if replay is not None:
             replay.begin()
+        losses: list[torch.Tensor] = []  # this step's micro-batch losses, on the device
         for micro in range(accumulate):
             x, y = next(batches)
             x = s.on_device(x)
@@ -163,8 +164,11 @@ class Trainer:
                 with s.autocast():
                     loss = s.criterion(s.forward(x), y)
                 s.scaler.scale(loss / accumulate).backward()
-            recorder.active_meter.add_loss(loss)
+            losses.append(loss.detach().float())
             p.batch_in_epoch += 1
+        # The step's own loss (its micro-batches' mean, counted as one): read back per step at the
+        # record, so a non-finite one is named by its step; the window's mean loss is the same.
+        recorder.active_meter.add_step_loss(losses[0] if accumulate == 1 else torch.stack(losses).mean())
         s.faults.after_backward(p.step + 1, s.model)
 
         grad_norm = None
