@@ -127,3 +127,20 @@ def test_amptui_run_of_a_preset_naming_a_script_is_one_line_exit_2_and_nothing_w
     line = one_clear_line(amptui("run", "scripted", timeout=90))
     assert "scripted.toml: run.script = '-m pkg.train'" in line and "`amptui run -m pkg.train`" in line
     assert sorted(p.relative_to(isolated) for p in isolated.rglob("*")) == before
+
+
+@async_test
+async def test_i_on_a_script_run_says_its_arguments_are_added_after_a_double_dash(root):
+    from amptui.dashboard.screens.modals import RunInfoModal
+
+    cfg = cfgmod.build_config({}, {"run.script": str(root / "train.py"), "run.name": "recipe"})
+    folder = runs.create_folder(root, "recipe")
+    runs.write_new(folder, cfg, "# test")
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        await home_ready(pilot)
+        app.push_screen(RunInfoModal(folder.path))
+        await until(pilot, lambda: isinstance(app.screen, RunInfoModal) and app.screen.query("#info-command"))
+        hint = str(app.screen.query(".hint").first().render())
+        command = str(app.screen.query_one("#info-command").render())
+        assert command.startswith("amptui run --script ") and "add them after --" in hint, (command, hint)

@@ -67,7 +67,7 @@ def test_run_ids_cannot_leave_the_runs_folder(tmp_path, bad):
         runs.run_dir(tmp_path, bad)
 
 
-def test_list_is_newest_first_and_reads_only_head_and_tail_of_big_files(tmp_path):
+def test_list_is_newest_first_and_reads_only_head_and_tail_of_big_files(tmp_path, monkeypatch):
     make_run(tmp_path, "old", [("start", {"total_steps": 3}), ("end", {"status": "completed", "steps": 3})])
     new = tmp_path / "new"
     new.mkdir()
@@ -77,11 +77,18 @@ def test_list_is_newest_first_and_reads_only_head_and_tail_of_big_files(tmp_path
         for step in range(1, 20_001):
             w.emit("step", step=step, loss=1.0 / step)
         w.emit("end", status="stopped", steps=20_000)
+    read: dict[str, eventends.Ends] = {}
+
+    def reading(path, *args, **kwargs):  # the listing's own reads, recorded as they happen
+        read[path.parent.name] = got = eventends.read_ends(path, *args, **kwargs)
+        return got
+
+    monkeypatch.setattr(runs, "read_ends", reading)
     listed = runs.list_runs(tmp_path)
     assert [r.run_id for r in listed] == ["new", "old"]
-    # what was parsed, not how long it took (list speed is benchmarks/many_runs.py's): the records
-    # at both ends, and of the middle only the session records (none here)
-    ends = eventends.read_ends(new / "events.jsonl")
+    # what the listing parsed, not how long it took (list speed is benchmarks/many_runs.py's): the
+    # records at both ends, and of the middle only the session records (none here)
+    ends = read["new"]
     assert ends.head[0]["kind"] == "start" and ends.tail[-1]["kind"] == "end" and ends.middle == []
     assert len(ends.head) + len(ends.tail) < 20_000 // 2
     assert (listed[0].status, listed[0].step, listed[0].total_steps) == ("stopped", 20_000, 200_000)

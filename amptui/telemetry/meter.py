@@ -121,7 +121,8 @@ class StepMeter:
     def add_step_loss(self, loss: torch.Tensor) -> None:
         """One optimizer step's loss as a whole (a device scalar): counted as one, and read back
         per step at the flush, so a non-finite one can be named by its step. Kept under the step
-        it belongs to (the one optimizer_step() counts next)."""
+        it belongs to (the one optimizer_step() counts next); a second loss given for the same step
+        is added to the first and still counted as one (no caller gives two today)."""
         held = self.step_losses.get(self.steps)
         self.step_losses[self.steps] = loss if held is None else held + loss
 

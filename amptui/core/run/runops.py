@@ -45,7 +45,7 @@ def resume_refusal(run_dir: Path, info: runsmod.RunInfo | None = None,
                    hints: ResumeHints = DASHBOARD_HINTS) -> str | None:
     """Why `amptui resume` would refuse this run, or None when it would take it up. Cheap (no
     checkpoint is read, no torch), so views suggest a resume only where one works; the resume
-    itself (`launch.check_resumable`) asks this first, then checks that the checkpoint fits."""
+    itself (`startchecks.check_resumable`) asks this first, then checks that the checkpoint fits."""
     run_dir = Path(run_dir)
     info = info or runsmod.load_run(run_dir)
     if info.status == "running":
@@ -107,7 +107,8 @@ def toml_value(value: Any) -> str:
 
 def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
     """`amptui run PRESET --set ...` that starts a run with this run's config (resolved for the
-    machine it ran on: auto values are shown as decided)."""
+    machine it ran on: auto values are shown as decided); for a script run, `amptui run --script
+    FILE` (or -m MODULE) with the keys a script run takes (its arguments are not in the config)."""
     import shlex
 
     from amptui.core.config import presets as presetmod

@@ -78,7 +78,7 @@ class RunActions(_Screen):
 
     @in_background(LAUNCH_GROUP, "resuming the run")
     def _resume(self, run_id: str, flags: list[str]) -> None:
-        """`amptui resume RUN_ID --detach`: launch.check_resumable (which needs torch, so not in this
+        """`amptui resume RUN_ID --detach`: startchecks.check_resumable (which needs torch, so not in this
         process) and launch.start(resume=True), as the CLI does. `flags`: --trust-code once the
         user said yes to the code the run names (core/trust.py)."""
         self._child(["resume", run_id, detached.DETACH, *flags, "--runs-dir", str(self.app.runs_root)])

@@ -144,7 +144,10 @@ class RunInfoModal(ModalScreen[None]):
             config = f"# cannot read config.toml: {exc}"
         with Vertical(classes="dialog", id="info-dialog"):
             yield Label(f"Run {self.run_dir.name}")
-            yield Static("the same run again (resolved values, auto decided for the machine it ran on):",
+            script_run = command.split()[2:3] in (["--script"], ["-m"])  # equivalent_command: "amptui run --script F"
+            yield Static("the same script again (its arguments are not recorded: add them after --; its own "
+                         "loop decides the rest):" if script_run else
+                         "the same run again (resolved values, auto decided for the machine it ran on):",
                          classes="hint")
             yield Static(shown(command), id="info-command", markup=False)
             with VerticalScroll(id="info-config"):

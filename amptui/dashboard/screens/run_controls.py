@@ -166,7 +166,7 @@ class RunControls(_Screen):
 
     @in_background("run-resume", "resuming the run")
     def _resume(self, flags: list[str]) -> None:
-        """`amptui resume RUN_ID --detach` (launch.check_resumable + start(resume=True)); the tail
+        """`amptui resume RUN_ID --detach` (startchecks.check_resumable + start(resume=True)); the tail
         picks up the new session's records on this screen. `flags`: --trust-code once the user said
         yes to the code the run names (core/trust.py)."""
         from amptui.jobs import detached
