@@ -421,8 +421,9 @@ def test_backward_findings_from_scale_backoffs_do_not_make_head_the_forward_sour
     legend = legend_and_narrowest(summary.numerics).plain
     assert "\ninf/NaN out: blocks.3 +1 downstream" in legend, legend
     # the table's `first` counts both directions: head's backoffs are steps it was first in too
-    layers = {x["name"]: x["first_nonfinite_count"] for x in as_json("r", summary.numerics)["layers"]}
-    assert layers == {"tok_emb": 0, "blocks.3": 1, "head": 4}
+    layers = {x["name"]: (x["first_nonfinite_count"], x["first_nonfinite_forward_count"])
+              for x in as_json("r", summary.numerics)["layers"]}
+    assert layers == {"tok_emb": (0, 0), "blocks.3": (1, 1), "head": (4, 0)}
 
 
 def test_with_no_forward_finding_the_inf_layers_are_listed_not_ranked():

@@ -36,7 +36,7 @@ def as_json(run_id: str, s: NumericsSummary) -> dict[str, Any]:
             "layers": [{"name": x.name, "forward": x.forward, "grad": x.grad, "underflow": x.underflow,
                         "narrowest": _json_bits(x.narrowest), "nonfinite_samples": x.nonfinite,
                         "nonfinite_forward_samples": x.nonfinite_forward, "nonfinite_grad_samples": x.nonfinite_grad,
-                        "first_nonfinite_count": x.first}
+                        "first_nonfinite_count": x.first, "first_nonfinite_forward_count": x.first_forward}
                        for x in s.layers.values()],
             "narrowest": [{"name": x.name, "bits": _json_bits(x.narrowest)} for x in s.narrowest()],
             "first_nonfinite": s.first_nonfinite}
