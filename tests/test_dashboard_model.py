@@ -250,7 +250,7 @@ def test_the_no_finite_loss_panel_names_the_first_non_finite_module():
                  "layers": [], "first_nonfinite": first, "traced": True}])
     words, footer = loss_missing_words(model)
     assert words.splitlines()[:2] == ["no finite loss yet: 3 steps, every loss inf/NaN or not measured",
-                                      "first non-finite at step 3: blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5)"]
+                                      "step 3: first non-finite: blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5)"]
     assert footer == "inf/NaN"
 
 

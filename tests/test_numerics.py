@@ -348,7 +348,7 @@ def test_compare_names_each_runs_narrowest_layer():
     assert (row.headroom_bits, row.headroom_layer) == ("nonfinite", "blocks.3")
     note = comparenotes.headroom_note([summary])
     # the replay's finding (the last of 40 steps), and ln_f and head as downstream of it, not as findings
-    source = "inf/NaN first in blocks.3.mlp.proj (forward, float16 max exceeded: 3.6e5); 2 later layers downstream of it"
+    source = "inf/NaN first in blocks.3.mlp.proj (forward, float16 max exceeded: 3.6e5), 2 later layers downstream of it"
     assert note == f"narrowest range headroom: {NUMERICS} (fp16+scaler): {source}"
     assert note in comparenotes.notes([summary])
     # the dashboard's compare screen says it per run, numerics off included (never None or "?")
@@ -374,11 +374,74 @@ def test_compare_names_the_first_non_finite_layer_not_the_ones_downstream_of_it(
                                 {"name": "blocks.1", "forward": None, "grad": None, "nonfinite": "forward"}],
                      "first_nonfinite": first})
     said = comparenotes.narrowest_headroom(summary)
-    assert said == ("inf/NaN first in blocks.1.mlp (forward, float16 max exceeded: 2.0e5); "
+    assert said == ("inf/NaN first in blocks.1.mlp (forward, float16 max exceeded: 2.0e5), "
                     "1 later layer downstream of it"), said
     assert compare.compare_rows([summary])[0].headroom_layer == "blocks.1"
     narrowest = next(line for line in as_table("r", summary.numerics).splitlines() if line.startswith("narrowest: "))
     assert narrowest == "narrowest: blocks.1 (inf/NaN; 1 later layer downstream of it), blocks.0 6.5 bits"
+
+
+
+def _scaler_backoffs_then_a_forward_overflow(found_forward: bool):
+    """A float16 + GradScaler run: steps 1-3 and 5 back the scale off (gradients too large at the
+    start scale: backward starts in head, so head is each step's first non-finite, in backward);
+    on step 4 blocks.3 overflows in its forward and head, after it, holds its inf. With
+    `found_forward` step 4's record names blocks.3.mlp.proj; without, it names nothing."""
+    from amptui.core import compare
+
+    backoff = describe_nonfinite("head", "backward", "float16", 65504.0, None, scale=65536.0)
+    overflow = describe_nonfinite("blocks.3.mlp.proj", "forward", "float16", 65504.0, 2.0e5)
+    summary = compare.RunSummary(run_id="r")
+    for step in range(1, 6):
+        out = step == 4
+        summary.add({"kind": "numerics", "rank": 0, "step": step, "dtype": "float16", "max_finite": 65504.0,
+                     "layers": [{"name": "tok_emb", "forward": 12.0, "grad": None, "nonfinite": "backward"},
+                                {"name": "blocks.3", "forward": None if out else 3.0, "grad": None,
+                                 "nonfinite": "forward" if out else "backward"},
+                                {"name": "head", "forward": None if out else 8.0, "grad": None,
+                                 "nonfinite": "forward" if out else "backward"}],
+                     "first_nonfinite": (overflow if found_forward else None) if out else backoff})
+    return summary
+
+
+def test_backward_findings_from_scale_backoffs_do_not_make_head_the_forward_source():
+    """Head has four backward firsts (scale backoffs), blocks.3 one forward first (the overflow).
+    The forward inf began in blocks.3: compare, `amptui numerics`' narrowest line and the heat map
+    name it, with its own forward finding (not head's newer backward one), and head downstream."""
+    from amptui.cli.numerics import as_json, narrowest_words
+    from amptui.core import compare, comparenotes
+    from amptui.dashboard.widgets.heatmap import legend_and_narrowest
+
+    summary = _scaler_backoffs_then_a_forward_overflow(found_forward=True)
+    said = comparenotes.narrowest_headroom(summary)
+    assert said == ("inf/NaN first in blocks.3.mlp.proj (forward, float16 max exceeded: 2.0e5), "
+                    "1 later layer downstream of it"), said
+    assert compare.compare_rows([summary])[0].headroom_layer == "blocks.3"
+    assert narrowest_words(summary.numerics) == ["blocks.3 (inf/NaN; 1 later layer downstream of it)", "tok_emb 12.0 bits"]
+    legend = legend_and_narrowest(summary.numerics).plain
+    assert "\ninf/NaN out: blocks.3 +1 downstream" in legend, legend
+    # the table's `first` counts both directions: head's backoffs are steps it was first in too
+    layers = {x["name"]: (x["first_nonfinite_count"], x["first_nonfinite_forward_count"])
+              for x in as_json("r", summary.numerics)["layers"]}
+    assert layers == {"tok_emb": (0, 0), "blocks.3": (1, 1), "head": (4, 0)}
+
+
+def test_with_no_forward_finding_the_inf_layers_are_listed_not_ranked():
+    """The same run with step 4's overflow not found (no replay): nothing says which layer's inf
+    came first, and the records' order is the model's, not the one it ran in, so no layer is
+    called downstream of another; each is listed, and the newest finding (a backward one) said."""
+    from amptui.cli.numerics import narrowest_words
+    from amptui.core import comparenotes
+    from amptui.dashboard.widgets.heatmap import legend_and_narrowest
+
+    summary = _scaler_backoffs_then_a_forward_overflow(found_forward=False)
+    said = comparenotes.narrowest_headroom(summary)
+    assert said == ("inf/NaN in 2 layers (blocks.3, head), "
+                    "first non-finite: head (backward, float16 max exceeded at loss scale 6.6e4)"), said
+    assert "downstream" not in said and ";" not in said  # compare joins the runs with "; "
+    assert narrowest_words(summary.numerics) == ["blocks.3 (inf/NaN)", "head (inf/NaN)", "tok_emb 12.0 bits"]
+    legend = legend_and_narrowest(summary.numerics).plain
+    assert "\ninf/NaN out: blocks.3, head\n" in legend and "downstream" not in legend, legend
 
 
 def test_the_numerics_table_counts_forward_and_gradient_inf_apart_and_fits_80_columns():

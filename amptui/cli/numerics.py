@@ -36,7 +36,7 @@ def as_json(run_id: str, s: NumericsSummary) -> dict[str, Any]:
             "layers": [{"name": x.name, "forward": x.forward, "grad": x.grad, "underflow": x.underflow,
                         "narrowest": _json_bits(x.narrowest), "nonfinite_samples": x.nonfinite,
                         "nonfinite_forward_samples": x.nonfinite_forward, "nonfinite_grad_samples": x.nonfinite_grad,
-                        "first_nonfinite_count": x.first}
+                        "first_nonfinite_count": x.first, "first_nonfinite_forward_count": x.first_forward}
                        for x in s.layers.values()],
             "narrowest": [{"name": x.name, "bits": _json_bits(x.narrowest)} for x in s.narrowest()],
             "first_nonfinite": s.first_nonfinite}
@@ -67,7 +67,7 @@ TABLE_WIDTH = 80
 INF_COLUMNS = ("inf fwd", "inf grad", "first")
 INF_LEGEND = ("inf fwd: samples whose output held inf/NaN; inf grad: samples where only its gradients did "
               "(inf flowing back from a later overflow); first: steps on which it was, or held, the first "
-              "non-finite module")
+              "non-finite module, in forward or backward (the lines below say which)")
 
 
 def as_table(run_id: str, s: NumericsSummary) -> str:
@@ -96,7 +96,8 @@ def as_table(run_id: str, s: NumericsSummary) -> str:
 
 def narrowest_words(s: NumericsSummary, shown: int = 3) -> list[str]:
     """The narrowest layers with their figures. Of the layers that held inf/NaN only the source is
-    one (the rest held it downstream of it, so they are counted there, not listed as findings)."""
+    one (the rest held it downstream of it, so they are counted there, not listed as findings);
+    with no forward finding to name a source, each is listed (core.numerics.nonfinite_source)."""
     source = s.nonfinite_source()
     downstream = {x.name for x in source[1]} if source else set()
     words = []

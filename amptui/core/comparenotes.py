@@ -33,25 +33,35 @@ def short_precision(said: str) -> str:
 
 def narrowest_headroom(s: RunSummary) -> str | None:
     """A run's narrowest range headroom in words: "2.4 bits to float16 max in blocks.1.mlp", or where
-    inf/NaN came from: "inf/NaN first in blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5);
+    inf/NaN came from: "inf/NaN first in blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5),
     2 later layers downstream of it" (the layers it flowed into are no findings of their own); None
-    when it has no range samples."""
+    when it has no range samples. No "; " inside: headroom_note joins the runs with it."""
     found = s.numerics.narrowest(1)
     if not found:
         return None
     source = s.numerics.nonfinite_source()
     if source is not None:
         return _inf_source(s, *source)
-    said = f"{fmt_bits(found[0].narrowest)} bits to {s.numerics.dtype} max in {found[0].name}"
-    first = s.numerics.latest_first()  # an overflow in backward: no forward output held inf/NaN
-    return f"{said}; first non-finite: {nonfinite_text(first)}" if first else said
+    broken = [x.name for x in s.numerics.nonfinite_layers()]
+    # inf/NaN with no forward finding to say where it began: the layers plainly, in the model's order
+    said = (_plain_layers(broken) if broken else
+            f"{fmt_bits(found[0].narrowest)} bits to {s.numerics.dtype} max in {found[0].name}")
+    first = s.numerics.latest_first()  # e.g. an overflow in backward: a loss scale too high
+    return f"{said}, first non-finite: {nonfinite_text(first)}" if first else said
+
+
+def _plain_layers(names: list[str], shown: int = 3) -> str:
+    """"inf/NaN in blocks.3", "inf/NaN in 4 layers (blocks.3, ln_f, head +1)"."""
+    if len(names) == 1:
+        return f"inf/NaN in {names[0]}"
+    more = f" +{len(names) - shown}" if len(names) > shown else ""
+    return f"inf/NaN in {len(names)} layers ({', '.join(names[:shown])}{more})"
 
 
 def _inf_source(s: RunSummary, layer: LayerStats, downstream: list[LayerStats]) -> str:
-    first = s.numerics.latest_first(layer.name) if layer.first else None
-    said = (f"inf/NaN first in {nonfinite_text(first)}" if first else
-            f"inf/NaN first in {layer.name}" if layer.first else f"inf/NaN in {layer.name}")
-    return f"{said}; {downstream_words(len(downstream))}" if downstream else said
+    first = layer.forward_finding  # the source's own newest finding: never a backward one
+    said = f"inf/NaN first in {nonfinite_text(first) if first else layer.name}"
+    return f"{said}, {downstream_words(len(downstream))}" if downstream else said
 
 
 def headroom_words(s: RunSummary) -> str:

@@ -89,7 +89,9 @@ class LayerStats:
     samples: int = 0
     nonfinite_forward: int = 0       # samples where its forward output held inf/NaN
     nonfinite_grad: int = 0          # samples where only its gradients did (inf flowing back from a later overflow)
-    first: int = 0                   # steps on which it was, or held, the first non-finite module
+    first: int = 0                   # steps on which it was, or held, the first non-finite module (either direction)
+    first_forward: int = 0           # of those, the steps whose first non-finite was in its forward output
+    forward_finding: dict[str, Any] | None = None  # the newest of those findings (with its step), kept past a cap
 
 
 @dataclass
@@ -118,7 +120,8 @@ class NumericsSummary:
             self.max_finite = float(max_finite)
         first = rec.get("first_nonfinite")
         if isinstance(first, dict):
-            self.first_nonfinite.append({"step": step, **first, "traced": bool(rec.get("traced"))})
+            first = {"step": step, **first, "traced": bool(rec.get("traced"))}
+            self.first_nonfinite.append(first)
         if not layers:
             self._count_first(first)  # a replay of a step that was not sampled
             return
@@ -161,25 +164,35 @@ class NumericsSummary:
         holder = next((s for name, s in self.layers.items() if _inside(module, name)), None)
         if holder is not None:
             holder.first += 1
+            if first.get("where") == "forward":
+                holder.first_forward += 1
+                holder.forward_finding = first
 
     def narrowest(self, n: int = NARROWEST_SHOWN) -> list[LayerStats]:
         """The layers closest to overflowing (by their narrowest sample), closest first. Of those that
-        held inf/NaN, the source leads (the one most often the step's first non-finite module; the
-        model's order breaks ties): the others held it because it flowed down from there."""
+        held inf/NaN, the source leads (the one most often the step's first non-finite module in its
+        forward; the model's order breaks ties): the others held it because it flowed down from
+        there. Backward findings do not rank: a loss scale too high for the gradients is found first
+        in the last layers (backward starts there), which says nothing of where a forward inf began."""
         known = [s for s in self.layers.values() if s.narrowest is not None]
-        return sorted(known, key=lambda s: (s.narrowest if s.narrowest is not None else math.inf, -s.first))[:n]
+        return sorted(known, key=lambda s: (s.narrowest if s.narrowest is not None else math.inf, -s.first_forward))[:n]
+
+    def nonfinite_layers(self) -> list[LayerStats]:
+        """The layers whose forward output held inf/NaN on some sample, the likeliest source first."""
+        return [s for s in self.narrowest(len(self.layers)) if s.narrowest == -math.inf]
 
     def nonfinite_source(self) -> tuple[LayerStats, list[LayerStats]] | None:
-        """The layer whose forward output held inf/NaN first, and the layers that held it downstream
-        of it (on an overflowing step every layer after the overflow holds its inf too); None when
-        no layer's forward output held inf/NaN."""
-        broken = [s for s in self.narrowest(len(self.layers)) if s.narrowest == -math.inf]
-        return (broken[0], broken[1:]) if broken else None
+        """The layer whose forward output held inf/NaN first (the one most often credited with a
+        step's first forward non-finite module), and the layers that held it downstream of it (on
+        an overflowing step every layer after the overflow holds its inf too); None when no layer's
+        forward output held inf/NaN, or no forward finding says which came first (the records'
+        order is the model's, not the order it ran in: nothing to call downstream)."""
+        broken = self.nonfinite_layers()
+        return (broken[0], broken[1:]) if broken and broken[0].first_forward else None
 
-    def latest_first(self, layer: str | None = None) -> dict[str, Any] | None:
-        """The newest first non-finite finding (with its step), or the newest inside `layer`."""
-        return next((f for f in reversed(self.first_nonfinite)
-                     if layer is None or _inside(str(f.get("module")), layer)), None)
+    def latest_first(self) -> dict[str, Any] | None:
+        """The newest first non-finite finding (with its step), forward or backward."""
+        return self.first_nonfinite[-1] if self.first_nonfinite else None
 
     @property
     def narrowest_bits(self) -> float | None:

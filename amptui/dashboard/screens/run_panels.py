@@ -68,7 +68,7 @@ def loss_missing_words(m: RunModel) -> tuple[str, str]:
     words = f"no finite loss yet: {m.step} steps, every loss inf/NaN or not measured"
     first = m.numerics.latest_first()
     if first is not None:
-        words += f"\nfirst non-finite at step {first['step']}: {nonfinite_text(first)}"
+        words += f"\nstep {first['step']}: first non-finite: {nonfinite_text(first)}"  # the heat map's words
     if m.has_scaler and m.skipped_total:
         words += f"\n{m.skipped_total} steps skipped for inf/NaN gradients: see the loss scale"
     return words, "inf/NaN"  # 7 letters: the footer is cut at the panel's width

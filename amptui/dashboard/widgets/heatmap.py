@@ -77,6 +77,10 @@ def legend_and_narrowest(summary: NumericsSummary, shown: int = 3) -> Text:
         text.append("\ninf/NaN out: ", style="red")
         text.append(source[0].name, style="bold")
         text.append(f" +{len(source[1])} downstream" if source[1] else "")
+    elif broken := [s.name for s in summary.nonfinite_layers()]:  # no forward finding says which came first
+        text.append("\ninf/NaN out: ", style="red")
+        text.append(", ".join(broken[:shown]) + (f" +{len(broken) - shown}" if len(broken) > shown else ""),
+                    style="bold")
     if narrow:
         text.append("\nnarrowest: ")
         text.append(", ".join(f"{s.name} {fmt_bits(s.narrowest)}" for s in narrow), style="bold")
