@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import amptui, events_so_far, one_clear_line, started, wait_for_step
 from dashboard_support import Notes, async_test, until
+from pty_support import amptui_on_pty
 
 from amptui.core import trust
 from amptui.core.config import values as cfgmod
@@ -93,45 +94,7 @@ def tree(path: Path) -> dict[str, tuple[int, int]]:
 
 def answer_on_terminal(args: list[str], answer: str, timeout: float = 120) -> tuple[int, str]:
     """Run `amptui ARGS` on a pseudo-terminal; when it asks ([y/N]), type `answer`. (exit code, output)"""
-    import pty
-    import select
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "amptui", *args], stdin=slave, stdout=slave, stderr=slave,
-                            start_new_session=True)
-    os.close(slave)
-    out, answered = b"", False
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 0.2)[0]:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:
-                    break
-                if not data:
-                    break
-                out += data
-                if b"[y/N]" in out and not answered:
-                    os.write(master, answer.encode() + b"\n")
-                    answered = True
-            elif proc.poll() is not None:
-                # it may have written its last lines between the select and the poll: read them
-                while select.select([master], [], [], 0)[0]:
-                    try:
-                        data = os.read(master, 65536)
-                    except OSError:
-                        break
-                    if not data:
-                        break
-                    out += data
-                break
-        return proc.wait(timeout=30), out.decode("utf-8", "replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
+    return amptui_on_pty(args, answer=answer, timeout=timeout)
 
 
 def status_of(runs_dir: Path, run_id: str) -> dict:

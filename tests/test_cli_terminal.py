@@ -5,20 +5,12 @@ start real processes (slow); help text and the progress line's layout are checke
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
-import select
-import struct
-import subprocess
-import sys
-import termios
-import time
 
 import pytest
 from conftest import amptui, record
+from pty_support import amptui_on_pty
 from test_ab_compare import canned_run
 
 from amptui.core.records import End, Start, Step
@@ -29,44 +21,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 def amptui_on_terminal(*args: str, cols: int = 80, rows: int = 24, timeout: float = 300) -> tuple[int, str]:
     """Run the real CLI with stdin/stdout/stderr on a pseudo-terminal `cols` wide; returns the exit
     code and everything it drew."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    env["TERM"] = "xterm-256color"
-    proc = subprocess.Popen([sys.executable, "-m", "amptui", *args], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, start_new_session=True)
-    os.close(slave)
-    out = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 0.5)[0]:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # the terminal closed: the command is done
-                    break
-                if not data:
-                    break
-                out += data
-            elif proc.poll() is not None:
-                # it may have written its last lines between the select and the poll: read them
-                while select.select([master], [], [], 0)[0]:
-                    try:
-                        data = os.read(master, 65536)
-                    except OSError:
-                        break
-                    if not data:
-                        break
-                    out += data
-                break
-        else:
-            raise AssertionError(f"amptui {' '.join(args)} still running after {timeout} s")
-        return proc.wait(timeout=60), out.decode("utf-8", "replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
+    return amptui_on_pty(list(args), size=(cols, rows), timeout=timeout)
 
 
 def screen_lines(drawn: str) -> list[str]:
