@@ -11,7 +11,7 @@ from amptui.core import distribution
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import SCALER_KEYS
 from amptui.core.inputbound import notice
-from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfinite_text
+from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfinite_text, some_names
 from amptui.core.rankmemory import note as rank_memory_note
 from amptui.core.tf32note import baseline_line
 from amptui.core.tunenames import source_preset
@@ -54,8 +54,7 @@ def _plain_layers(names: list[str], shown: int = 3) -> str:
     """"inf/NaN in blocks.3", "inf/NaN in 4 layers (blocks.3, ln_f, head +1)"."""
     if len(names) == 1:
         return f"inf/NaN in {names[0]}"
-    more = f" +{len(names) - shown}" if len(names) > shown else ""
-    return f"inf/NaN in {len(names)} layers ({', '.join(names[:shown])}{more})"
+    return f"inf/NaN in {len(names)} layers ({some_names(names, shown)})"
 
 
 def _inf_source(s: RunSummary, layer: LayerStats, downstream: list[LayerStats]) -> str:

@@ -67,6 +67,11 @@ def downstream_words(n: int) -> str:
     return f"{n} later layer{'s' if n != 1 else ''} downstream of it"
 
 
+def some_names(names: list[str], shown: int = 3) -> str:
+    """"blocks.3, ln_f, head +1": the first `shown` names and how many more."""
+    return ", ".join(names[:shown]) + (f" +{len(names) - shown}" if len(names) > shown else "")
+
+
 def layer_headroom(layer: Mapping[str, Any]) -> float | None:
     """A layer's narrowest headroom on one sample (forward or gradient); -inf when its forward
     output held inf/NaN. A gradient that held inf/NaN (on an overflowing step every layer's does,

@@ -17,6 +17,7 @@ one line naming the key and what to change instead. No torch here.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any, Mapping
 
 from amptui.core.errors import UserError
@@ -92,8 +93,6 @@ def preset_script_refusal(source: str, script: object) -> str | None:
     --script FILE` is refused, see preset_refusal). The script is run as itself instead."""
     if not isinstance(script, str) or not script:  # a wrong type is the schema's error, "" is the trainer
         return None
-    import shlex
-
     how = shlex.join(script_option(script))
     return (f"{source}: run.script = {script!r}: a preset names no script: the script's own loop decides its "
             f"model, data and precision, so the preset's other keys would be ignored; remove run.script, or run "

@@ -7,6 +7,7 @@ No torch here (the dashboard imports this): the checks that need torch stay in `
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import time
 from dataclasses import dataclass
@@ -109,16 +110,14 @@ def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
     """`amptui run PRESET --set ...` that starts a run with this run's config (resolved for the
     machine it ran on: auto values are shown as decided); for a script run, `amptui run --script
     FILE` (or -m MODULE) with the keys a script run takes (its arguments are not in the config)."""
-    import shlex
-
     from amptui.core.config import presets as presetmod
 
     cfg = RunFolder(run_dir).load_config()
-    name, script = cfg.run.name, cfg.run.script
-    if script:
+    if cfg.run.script:
         return _script_command(cfg, runs_display)
+    name = cfg.run.name
     try:
-        preset = presetmod.find_preset(name) if name and not script else None
+        preset = presetmod.find_preset(name) if name else None
         base = preset.config().flat() if preset else cfgmod.Config().flat()
         ref = preset.name if preset and preset.builtin else (str(preset.path) if preset else "")
     except UserError:
@@ -138,8 +137,6 @@ def _script_command(cfg: cfgmod.Config, runs_display: str | None) -> str:
     """`amptui run --script FILE --set ...` (or -m MODULE) for a script run: only the keys a script
     run takes (core/config/scriptsets.py); its own loop decided the rest. Its arguments are not in
     the config, so none are shown."""
-    import shlex
-
     from amptui.core.config.scriptsets import SCRIPT_SETTABLE, script_option
 
     flat, defaults = cfg.flat(), cfgmod.Config().flat()

@@ -10,7 +10,7 @@ import math
 from rich.text import Text
 from textual.widget import Widget
 
-from amptui.core.numerics import NumericsSummary, fmt_bits, nonfinite_text
+from amptui.core.numerics import NumericsSummary, fmt_bits, nonfinite_text, some_names
 
 # (below this many bits, colour, word): red has overflowed or is one doubling away
 BANDS = ((0.0, "bold red", "inf/NaN"), (1.0, "red", "<1"), (4.0, "dark_orange", "<4"),
@@ -66,8 +66,8 @@ def legend_and_narrowest(summary: NumericsSummary, shown: int = 3) -> Text:
         text.append(CELL if word != "inf/NaN" else "✖", style=style)
         text.append(f"{word} ")
     text.append(f"bits to {summary.dtype or '?'} max", style="dim")
-    if summary.first_nonfinite:
-        last = summary.first_nonfinite[-1]
+    last = summary.latest_first()
+    if last is not None:
         text.append(f"\nstep {last['step']}: first non-finite: ", style="red")
         text.append(nonfinite_text(last))
     ranked = summary.narrowest(len(summary.layers))
@@ -79,8 +79,7 @@ def legend_and_narrowest(summary: NumericsSummary, shown: int = 3) -> Text:
         text.append(f" +{len(source[1])} downstream" if source[1] else "")
     elif broken := [s.name for s in summary.nonfinite_layers()]:  # no forward finding says which came first
         text.append("\ninf/NaN out: ", style="red")
-        text.append(", ".join(broken[:shown]) + (f" +{len(broken) - shown}" if len(broken) > shown else ""),
-                    style="bold")
+        text.append(some_names(broken, shown), style="bold")
     if narrow:
         text.append("\nnarrowest: ")
         text.append(", ".join(f"{s.name} {fmt_bits(s.narrowest)}" for s in narrow), style="bold")
