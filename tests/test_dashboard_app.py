@@ -560,3 +560,19 @@ def test_dashboard_imports_no_torch_and_paints_fast(root):
     assert proc.returncode == 0, proc.stderr
     paint = float(proc.stdout.split("paint")[1])
     assert paint < 5.0  # typically well under a second; generous for a loaded CI box
+
+
+@async_test
+async def test_the_log_wraps_its_lines_again_when_the_terminal_is_resized(root):
+    from amptui.dashboard.widgets.runlog import RunLog
+
+    app = app_for(root, watch=root / SCALER)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.drawn())
+        log = app.screen.query_one("#log", RunLog)
+        narrow = len(log.lines)
+        await pilot.resize_terminal(200, 40)
+        await until(pilot, lambda: log.size.width > 60 and app.screen.drawn())
+        # the same lines, each wrapped at the wider panel: fewer rows, none wider than the panel
+        assert len(log.lines) < narrow
+        assert max(strip.cell_length for strip in log.lines) <= log.scrollable_content_region.width

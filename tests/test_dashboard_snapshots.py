@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_numerics_run, copy_runs, until
+from textual.widgets import Input
 
 from amptui.dashboard.app import make_app
 from amptui.dashboard.screens.compare import CompareScreen
@@ -92,6 +93,8 @@ def test_snapshot_save_as(runs, snap_compare):
         await home_loaded(pilot)
         await pilot.press("s")
         await until(pilot, lambda: isinstance(pilot.app.screen, SaveAsModal))  # a loaded box is slow
+        for box in pilot.app.screen.query(Input):  # a blinking cursor is drawn or not by the clock
+            box.cursor_blink = False
         await pilot.pause(0.2)
         await pilot.press(*"quickstart")
         await until(pilot, lambda: pilot.app.screen.query_one("#save-msg").render())

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.widgets import Footer, ProgressBar, RichLog, Static
+from textual.widgets import Footer, ProgressBar, Static
 from textual.worker import get_current_worker
 
 from amptui.core.fmt import shown
@@ -28,6 +28,7 @@ from amptui.dashboard.screens.run_numerics import NUMERICS_KEY, RunNumerics
 from amptui.dashboard.screens.run_panels import RunPanels
 from amptui.dashboard.widgets.heatmap import HeatMapView
 from amptui.dashboard.widgets.plot import MetricPlot
+from amptui.dashboard.widgets.runlog import RunLog
 
 FLUSH_HZ = 4
 PLOT_HZ = 2
@@ -120,8 +121,7 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
                 yield MetricPlot(id="plot-speed")
                 yield Static(id="speed-info", classes="info")
             with Panel(id="p-log", classes="panel"):
-                yield RichLog(max_lines=400, id="log", auto_scroll=True, wrap=True, markup=False, highlight=False,
-                              min_width=20)
+                yield RunLog(max_lines=400, id="log")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -197,9 +197,9 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
             lines = list(m.log_lines)[-new_lines:] if new_lines > 0 else []
             self._log_seq = m.log_seq
         if lines:
-            log = self.query_one("#log", RichLog)
+            log = self.query_one("#log", RunLog)
             for line in lines:
-                log.write(Text(shown(line)))
+                log.add(Text(shown(line)))
 
     def _header(self, now: float) -> None:
         m = self.model
@@ -280,7 +280,7 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
             written = (not m.loading and m.records > 0 and self._rendered == m.version
                        and self._log_seq == m.log_seq)
         # a written log line shows once the log has scrolled to it (after the next refresh)
-        return written and self.query_one("#log", RichLog).is_vertical_scroll_end
+        return written and self.query_one("#log", RunLog).is_vertical_scroll_end
 
     def action_detach(self) -> None:
         self.app.go_home()
