@@ -165,7 +165,8 @@ class Monitor:
         self.config = self.config.with_overrides(told, source="Monitor")
         if self._writes and self.rank == 0:
             path = RunFolder(self.run_dir).config
-            text = runs.config_text(self.config, f"# amptui run {self.run_dir.name}: written by amptui.Monitor")
+            text = runs.config_text(self.config, f"# amptui run {self.run_dir.name}: written by amptui.Monitor",
+                                    users_loop=True)
             try:
                 atomic_write_text(path, text)
             except OSError:

@@ -70,7 +70,7 @@ class Opening:
                 runlock.hold_for_this_process(path)  # one writer per run folder; before writing to it
                 said = isinstance((base or {}).get("amp"), dict) or any(k.startswith("amp.") for k in user)
                 text = runs.config_text(cfg, f"# amptui run {path.name}: written by amptui.Monitor",
-                                        precision_seen=said)  # a script's: said at its first step
+                                        precision_seen=said, users_loop=True)  # a script's: said at its first step
                 if not cfg_path.is_file() or safefile.text_or_none(cfg_path, cfgmod.TOML_LIMIT) != text:
                     atomic_write_text(cfg_path, text)
                 trust.remember(path, trust.code_refs(cfg))  # this script runs here: its code was given here
@@ -84,7 +84,8 @@ class Opening:
             return Path(os.devnull), cfg, set(user), False
         if self.rank == 0:
             runlock.hold_for_this_process(shared)
-            runs.write_new(RunFolder(shared), cfg, f"# amptui run {shared.name}: written by amptui.Monitor")
+            runs.write_new(RunFolder(shared), cfg, f"# amptui run {shared.name}: written by amptui.Monitor",
+                           users_loop=True)
             runs.write_launch_info(shared, os.getpid(), list(sys.argv))
         return shared, cfg, set(user), True
 

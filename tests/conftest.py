@@ -31,6 +31,39 @@ def isolated(tmp_path, monkeypatch):
     return tmp_path
 
 
+def pytest_addoption(parser):
+    parser.addoption("--cpu-bfloat16", choices=("measured", "slow", "fast"), default="measured",
+                     help="the CPU's reduced-precision matmul rates the tests see: this CPU's measured ones "
+                          "(default), or those of a CPU that only emulates bfloat16 (slow: 85 times slower than "
+                          "float32, as on CPUs without AVX512-BF16/AMX) or computes it fast (twice float32)")
+
+
+def pytest_configure(config):
+    """--cpu-bfloat16 slow|fast: every test and every process it starts reads a peak cache of its
+    own (XDG_CACHE_HOME) that gives this CPU's float32 rate and the chosen bfloat16/float16 rates,
+    so the suite can be run as on either kind of CPU (both must pass)."""
+    choice = config.getoption("--cpu-bfloat16")
+    if choice == "measured" or hasattr(config, "workerinput"):  # xdist workers inherit the controller's env
+        return
+    import tempfile
+
+    import torch
+
+    from amptui.machine import peaks
+
+    full = peaks.peak_tflops("cpu", torch.float32)
+    ratio = 1 / 85 if choice == "slow" else 2.0
+    cache = Path(tempfile.mkdtemp(prefix=f"amptui-cpu-{choice}-bf16-"))
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    peaks.forget_measured_peaks()
+    rates = {peaks.peak_cache_key("cpu", torch.float32): full}
+    for dtype in (torch.bfloat16, torch.float16):
+        rates[peaks.peak_cache_key("cpu", dtype)] = full * ratio
+    path = peaks.peak_cache_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"format": peaks.PEAK_CACHE_FORMAT, "peak_tflops": rates}))
+
+
 def cuda_available() -> bool:
     """This machine's real answer (asked before any test hides the GPUs)."""
     import torch

@@ -42,20 +42,21 @@ class Tmux:
     def __init__(self, cwd: Path, env: dict[str, str], width: int = 110, height: int = 34):
         self.name = f"amptui-e2e-{uuid.uuid4().hex[:8]}"
         self.env = env
-        # A tmux server that is already running gives new sessions its own environment: pass the CPU pin.
-        pin = ["-e", f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}"] if "CUDA_VISIBLE_DEVICES" in env else []
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), *pin,
+        # A private server (its own socket, no config file): a tmux server the user already runs would
+        # give the session that server's environment (another test's XDG_CONFIG_HOME, saved toggles).
+        self.tmux = ["tmux", "-L", self.name, "-f", os.devnull]
+        subprocess.run([*self.tmux, "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
                         "-c", str(cwd), "bash --noprofile --norc"], check=True, env=env)
 
     def send(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*self.tmux, "send-keys", "-t", self.name, *keys], check=True)
 
     def type_line(self, text: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
+        subprocess.run([*self.tmux, "send-keys", "-t", self.name, "-l", text], check=True)
         self.send("Enter")
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
+        return subprocess.run([*self.tmux, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
                               check=True).stdout
 
     def wait_for(self, predicate, timeout: float = 60.0, what: str = "") -> str:
@@ -69,7 +70,7 @@ class Tmux:
         raise AssertionError(f"timed out waiting for {what or predicate}; screen:\n{text}")
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True)
 
 
 @needs_tmux
@@ -255,7 +256,7 @@ def test_dashboard_killed_mid_run_leaves_the_run_going_and_reattach_shows_everyt
         tmux.send("r")
         tmux.wait_for(lambda s: re.search(r"step [1-9]\d*/320", s) is not None, 240,
                         "the run screen, live")
-        shell = int(subprocess.run(["tmux", "display-message", "-p", "-t", tmux.name, "#{pane_pid}"],
+        shell = int(subprocess.run([*tmux.tmux, "display-message", "-p", "-t", tmux.name, "#{pane_pid}"],
                                    capture_output=True, text=True, check=True).stdout)
         (dashboard,) = [p for p in psutil.Process(shell).children() if "amptui" in " ".join(p.cmdline())]
         dashboard.kill()

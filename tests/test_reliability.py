@@ -184,7 +184,8 @@ def test_a_run_survives_its_terminal_closing(runs_dir, isolated, detach):
     flags = "--detach" if detach else ""
     command = (f"cd {isolated} && {sys.executable} -m amptui run quickstart {flags} --set run.epochs=3 "
                f"--runs-dir {runs_dir}; sleep 600")
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "20", command], check=True)
+    tmux = ["tmux", "-L", session, "-f", os.devnull]  # a private server: a running one would lend its environment
+    subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "100", "-y", "20", command], check=True)
     try:
         deadline = time.monotonic() + 90
         run_dir = None
@@ -196,7 +197,7 @@ def test_a_run_survives_its_terminal_closing(runs_dir, isolated, detach):
             time.sleep(0.2)
         assert run_dir is not None, "the run did not start"
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)  # the terminal closes
+        subprocess.run([*tmux, "kill-server"], capture_output=True)  # the terminal closes
     assert wait_for_end(run_dir)[-1]["status"] == "completed"
 
 

@@ -116,13 +116,15 @@ def create_folder(root: Path | None, name: str) -> RunFolder:
     return folder
 
 
-def write_new(folder: RunFolder, cfg: cfgmod.Config, header: str) -> None:
+def write_new(folder: RunFolder, cfg: cfgmod.Config, header: str, users_loop: bool = False) -> None:
     """Fill a fresh folder: its config.toml (under `header`) and checkpoints folder, and its code
     remembered as given here (core/trust.py). A full disk or a quota leaves no half-made run
     folder behind: the folder is removed and a UserError says why. A script's loop has not run
-    yet, so its config.toml says no precision (core/config/scriptview.py)."""
+    yet, so its config.toml says no precision (core/config/scriptview.py). `users_loop`: a
+    Monitor's folder, whose config is a user's loop's even when no script file is known."""
     try:
-        safefile.atomic_write_text(folder.config, config_text(cfg, header, precision_seen=not cfg.run.script))
+        text = config_text(cfg, header, precision_seen=not cfg.run.script, users_loop=users_loop)
+        safefile.atomic_write_text(folder.config, text)
         folder.checkpoints.mkdir(exist_ok=True)
     except OSError as exc:
         shutil.rmtree(folder.path, ignore_errors=True)
@@ -130,13 +132,14 @@ def write_new(folder: RunFolder, cfg: cfgmod.Config, header: str) -> None:
     trust.remember(folder.path, trust.code_refs(cfg))  # its code was given here
 
 
-def config_text(cfg: cfgmod.Config, header: str, precision_seen: bool = True) -> str:
-    """A run's config.toml: the whole resolved config, or for a script run only what amptui knows
-    of it (core/config/scriptview.py: no model or data the script never used, no precision before
-    its loop is `precision_seen`)."""
+def config_text(cfg: cfgmod.Config, header: str, precision_seen: bool = True, users_loop: bool = False) -> str:
+    """A run's config.toml: the whole resolved config, or for a script run (or any user's loop: a
+    Monitor's) only what amptui knows of it (core/config/scriptview.py: no model or data the loop
+    never used, no precision before its loop is `precision_seen`)."""
     from amptui.core.config.scriptview import script_sections
 
-    return cfgmod.to_toml(script_sections(cfg, precision_seen) if cfg.run.script else cfg.to_dict(), header)
+    mine = users_loop or bool(cfg.run.script)
+    return cfgmod.to_toml(script_sections(cfg, precision_seen) if mine else cfg.to_dict(), header)
 
 
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
