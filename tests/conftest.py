@@ -19,14 +19,25 @@ from amptui.core.records import Record
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+PINNED_RATES = "AMPTUI_TEST_PINNED_RATES"  # --cpu-bfloat16 slow|fast: the folder of the pinned peak cache
 
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    """Runs and saved presets go to temp folders; the working directory is a temp folder too."""
+    """Runs and saved presets go to temp folders; the working directory is a temp folder too. Under
+    --cpu-bfloat16 each test reads a copy of the pinned rates (doctor measures afresh and keeps the
+    higher rate: one test's measurement must not change what the next one sees)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.setenv("AMPTUI_RUNS_DIR", str(tmp_path / "runs"))
+    if os.environ.get(PINNED_RATES):
+        import shutil
+
+        from amptui.machine import peaks
+
+        shutil.copytree(os.environ[PINNED_RATES], tmp_path / "xdg-cache")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+        peaks.forget_measured_peaks()
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -54,7 +65,7 @@ def pytest_configure(config):
     full = peaks.peak_tflops("cpu", torch.float32)
     ratio = 1 / 85 if choice == "slow" else 2.0
     cache = Path(tempfile.mkdtemp(prefix=f"amptui-cpu-{choice}-bf16-"))
-    os.environ["XDG_CACHE_HOME"] = str(cache)
+    os.environ["XDG_CACHE_HOME"] = os.environ[PINNED_RATES] = str(cache)
     peaks.forget_measured_peaks()
     rates = {peaks.peak_cache_key("cpu", torch.float32): full}
     for dtype in (torch.bfloat16, torch.float16):
