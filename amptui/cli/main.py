@@ -262,11 +262,12 @@ def _need_terminal() -> None:
 def _dashboard_settings():
     """amptui's config file, its keymap checked (a bad one: one line, exit 2, before any terminal check)."""
     from amptui.core import userconfig
+    from amptui.dashboard.app import keymap_scopes
     from amptui.dashboard.keymap import check_keymap
 
     settings = userconfig.load()
     if settings.keymap:
-        check_keymap(settings.keymap, str(settings.path))
+        check_keymap(settings.keymap, str(settings.path), keymap_scopes())
     return settings
 
 
@@ -299,11 +300,14 @@ def cmd_keys(args) -> int:
     """Every remappable dashboard action, its key(s) now (the config file's keymap applied) and the file."""
     from amptui.cli.tables import print_lines, print_table
     from amptui.core import userconfig
+    from amptui.dashboard.app import keymap_scopes
     from amptui.dashboard.keymap import check_keymap, key_shown, keys_of, known_actions
 
     settings = userconfig.load()
-    keymap = check_keymap(settings.keymap, str(settings.path)) if settings.keymap else {}
-    rows = [(name, ",".join(key_shown(k) for k in keys_of(b, keymap)), b.description or b.action) for name, b in known_actions().items()]
+    scopes = keymap_scopes()
+    keymap = check_keymap(settings.keymap, str(settings.path), scopes) if settings.keymap else {}
+    rows = [(name, ",".join(key_shown(k) for k in keys_of(b, keymap)), b.description or b.action)
+            for name, b in known_actions(scopes).items()]
     if args.format == "json":
         print(json.dumps({"config_file": str(userconfig.config_file()),
                           "actions": [dict(zip(("action", "keys", "does"), row, strict=True)) for row in rows]}))

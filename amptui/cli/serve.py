@@ -102,11 +102,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     url = public_url(args.public_url, args.host, args.port)
     root = runs.runs_root(args.runs_dir)
     from amptui.core import userconfig
+    from amptui.dashboard.app import keymap_scopes
     from amptui.dashboard.keymap import check_keymap
 
     settings = userconfig.load()  # a bad keymap is said here once, not by every tab's dashboard
     if settings.keymap:
-        check_keymap(settings.keymap, str(settings.path))
+        check_keymap(settings.keymap, str(settings.path), keymap_scopes())
     check_port_free(args.host, args.port)
     try:
         from textual_serve.server import Server
