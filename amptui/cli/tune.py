@@ -9,10 +9,11 @@ import argparse
 import json
 import sys
 
+from amptui.cli.parser import runs_dir_option
 from amptui.core.errors import UserError
 
 
-def add_parser(sub, runs_dir_option) -> None:
+def add_parser(sub) -> None:
     from amptui.tune.plan import DEFAULT_BUDGET_MIN, DEFAULT_KEYS
 
     p = sub.add_parser("tune", help="search precision, compile and batch size for the fastest setup that keeps "
@@ -33,7 +34,7 @@ def add_parser(sub, runs_dir_option) -> None:
     runs_dir_option(p)
 
 
-def cmd_tune(args) -> int:
+def handle(args) -> int:
     import time
 
     t0 = time.monotonic()
