@@ -25,8 +25,8 @@ from amptui.dashboard.picture import save_screen
 from amptui.dashboard.runmodel import RunModel
 from amptui.dashboard.runtail import RunTail
 from amptui.dashboard.screens.base import DashboardScreen, in_background
-from amptui.dashboard.screens.keys import KeysMixin, with_reasons
-from amptui.dashboard.screens.run_controls import RunControls
+from amptui.dashboard.screens.keys import with_reasons
+from amptui.dashboard.screens.run_controls import RunStatusPanel
 from amptui.dashboard.screens.run_header import header_line, progress_fraction, progress_line, stats_line
 
 FLUSH_HZ = 4
@@ -60,7 +60,7 @@ def _panel_binding(index: int, cls: type[RunPanel]) -> Binding:
                    id=f"run.panel_{cls.NAME.replace(' ', '_')}")
 
 
-class RunScreen(RunControls, KeysMixin, DashboardScreen):
+class RunScreen(DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
         Binding("s", "stop", "Stop"),
@@ -87,11 +87,7 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
         self._plotted = 0.0
         self.active = 0  # the always-shown panel the compact layout shows (and `n` moves from)
         self.optional_active: RunPanel | None = None  # an optional panel (the heat map) picked by its key
-        self._stopping = False
         self._shown: dict[str, Text] = {}
-        self._resume_refusal: str | None = "the run has not been read yet"
-        self._status_seen: tuple | None = None
-        self._resuming = False
         self.panels = [cls(NUMBERED.index(cls) + 1) for cls in IN_PLACE]  # in the grid's order
 
     def numbered(self, index: int) -> RunPanel:
@@ -106,7 +102,7 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
             yield Static(id="progress-text")
         yield Static(id="stats")
         yield Static(id="warning-bar")
-        yield Static(id="error-panel")
+        yield RunStatusPanel(self.run_dir, self.model)
         yield PanelTabs(id="panel-tabs")
         with Grid(id="panels"):
             for panel in self.panels:
@@ -190,7 +186,7 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
             self._header(now)
             if not changed:
                 return
-            self._status_panel()
+            self.query_one(RunStatusPanel).show(self.has_class("-compact"), self.size.width)
             if m.bad_lines and not self._bad_lines_reported:
                 self._bad_lines_reported = True  # said once; the rest of the stream is read as usual
                 self.notify(f"skipped {m.bad_lines} unreadable line(s) in the event files; everything else was "
@@ -313,6 +309,25 @@ class RunScreen(RunControls, KeysMixin, DashboardScreen):
         with m.lock:
             return (not m.loading and m.records > 0 and self._rendered == m.version
                     and all(panel.caught_up(m) for panel in self.panels))
+
+    # --- the status's keys: the status panel decides whether they apply, and does them ---------------
+    def refusal(self, action: str) -> str | None:
+        panels = self.query(RunStatusPanel)
+        if not panels:  # asked before the screen is composed
+            return "the run has not been read yet" if action in ("stop", "resume") else None
+        return panels.first().refusal(action)
+
+    def on_run_status_panel_keys_changed(self, message: RunStatusPanel.KeysChanged) -> None:
+        self.refresh_bindings()
+
+    def action_stop(self) -> None:
+        self.query_one(RunStatusPanel).stop()
+
+    def action_resume(self) -> None:
+        self.query_one(RunStatusPanel).resume()
+
+    def action_info(self) -> None:
+        self.query_one(RunStatusPanel).info()
 
     def action_detach(self) -> None:
         self.app.go_home()
