@@ -222,7 +222,7 @@ def test_a_resumed_session_redraws_the_redone_steps_once():
 def test_the_loss_panel_says_waiting_only_before_a_step_record():
     """A float16 run whose every step was skipped has step records but no finite loss: the panel
     says so, with the skipped count, rather than "waiting for data" (as if nothing had arrived)."""
-    from amptui.dashboard.screens.run_panels import loss_missing_words
+    from amptui.dashboard.panels.loss import loss_missing_words
 
     model = RunModel("r")
     model.feed([{"kind": "start", "t": 1.0, "total_steps": 40}])
@@ -237,7 +237,7 @@ def test_the_loss_panel_says_waiting_only_before_a_step_record():
 def test_the_no_finite_loss_panel_names_the_first_non_finite_module():
     """The numerics records found where the inf came from: the panel names that module, its
     direction and the value that crossed float16's range, at the step it was found."""
-    from amptui.dashboard.screens.run_panels import loss_missing_words
+    from amptui.dashboard.panels.loss import loss_missing_words
 
     model = RunModel("r")
     model.feed([{"kind": "start", "t": 1.0, "total_steps": 40}])

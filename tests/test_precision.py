@@ -13,6 +13,7 @@ from amptui.core.config import variants as ab
 from amptui.core.config.precision import DTYPES, Dtype, Precision, auto_dtype, variant_names
 from amptui.core.errors import ConfigError, UserError
 from amptui.machine import cpu as cpu_features
+from amptui.machine import dtype_speed
 from amptui.telemetry.alarms import ScaleAlarms
 
 
@@ -133,7 +134,7 @@ def test_a_new_dtype_is_one_entry(with_fp8, monkeypatch):
     assert "use_bfloat16" in [a.code for a in alarms.observe(events, 12, 2.0 ** 10, 1.0)]
     # and the emulated-dtype notice reads its cpu_flags
     monkeypatch.setattr(cpu_features, "read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", {"sse2", "avx2"}))
-    notice = cpu_features.emulated_dtype_notice("cpu", True, "float8_e4m3fn")
+    notice = dtype_speed.emulated_dtype_notice("cpu", True, "float8_e4m3fn")
     assert notice and notice.startswith("float8_e4m3fn is emulated on this CPU (no AMX-FP8 instructions)")
     monkeypatch.setattr(cpu_features, "read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", {"sse2", "amx_fp8"}))
-    assert cpu_features.emulated_dtype_notice("cpu", True, "float8_e4m3fn") is None
+    assert dtype_speed.emulated_dtype_notice("cpu", True, "float8_e4m3fn") is None

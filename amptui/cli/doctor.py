@@ -1,4 +1,7 @@
-"""`amptui doctor`: what this machine offers for AMP and which dtype to use."""
+"""`amptui doctor`: what this machine offers for AMP and which dtype to use.
+
+No torch at import time (machine/hardware.py and peaks.py import it inside their functions).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,15 @@ from amptui.core.config.precision import FULL
 from amptui.core.fmt import flops_unit, fmt_flops
 from amptui.machine import hardware, peaks
 
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("doctor", help="what this machine offers for AMP, and which dtype to use")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    p.add_argument("--no-bench", action="store_true", help="skip the matmul measurements")
+
+
+def handle(args) -> int:
+    return run_doctor(args)
 
 def collect(bench: bool = True) -> dict[str, Any]:
     from amptui.machine.busy import busy_load

@@ -6,17 +6,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from amptui.cli.parser import runs_dir_option
 from amptui.core.numerics import NumericsSummary, downstream_words, fmt_bits, fmt_value, nonfinite_text, summarize
 
 
-def add_parser(sub, runs_dir_option) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser("numerics", help="per-layer range headroom and the first non-finite module of a run")
     p.add_argument("run_id", metavar="RUN_ID", help="the run: its id, any unique prefix, the short tail the dashboard shows, or `last`")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     runs_dir_option(p)
 
 
-def cmd_numerics(args) -> int:
+def handle(args) -> int:
     from amptui.core.events import primary_events_file, read_events
     from amptui.core.run import runs
 

@@ -1,8 +1,8 @@
-"""`amptui run` and `amptui resume`: start a trainer, then follow it on the terminal (a progress
-line, Ctrl-C to stop it at a checkpoint) or leave it in the background (`--detach`: one JSON line).
+"""Following a just-started trainer on the terminal (a progress line, Ctrl-C to stop it at a
+checkpoint) or leaving it in the background (`--detach`: one JSON line): `attach`, for `amptui run`,
+`amptui resume` and each run of `amptui ab`.
 
-`attach` is also how the A/B command follows each of its runs. Like cli/main.py, only the
-standard library and amptui's core load at import time.
+Like every module here, only the standard library and amptui's core load at import time.
 """
 
 from __future__ import annotations
@@ -10,112 +10,9 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from amptui.core.errors import UserError
 from amptui.core.run.runfiles import RunFolder
 from amptui.jobs.detached import announce
-
-if TYPE_CHECKING:
-    from amptui.core.config.values import Config
-
-
-def cmd_run(args) -> int:
-    from amptui.core.config import presets
-    from amptui.core.config import values as config
-    from amptui.core.run import runs
-    from amptui.jobs import launch
-
-    if getattr(args, "module", None):
-        if args.script:
-            raise UserError("--script and -m name the script twice: give one of them")
-        args.script = f"{launch.MODULE_PREFIX}{args.module}"
-    if not args.preset and not args.script:
-        raise UserError("name a preset (see `amptui presets list`) or a script with --script FILE")
-    if args.preset and args.script:  # its model/data/amp/optim keys would be silently ignored
-        from amptui.core.config.scriptsets import preset_refusal
-
-        raise UserError(preset_refusal(args.preset, "-m" if getattr(args, "module", None) else "--script"))
-    overrides = config.parse_set(args.sets)
-    if args.script or "run.script" in overrides:  # before anything is written: keys a script ignores
-        from amptui.core.config.scriptsets import check_script_sets
-
-        check_script_sets(overrides)
-        if args.script:
-            launch.check_script(args.script)
-    root = runs.runs_root(args.runs_dir, writable=not args.print_launch)
-    preset = presets.find_preset(args.preset) if args.preset else None
-    if args.script:
-        overrides["run.script"] = args.script
-    if args.print_launch:
-        return _print_launch(args, preset, overrides)
-    notes: list[str] = []
-    run_dir, cfg = launch.create_run(preset, overrides, root, notes=notes)
-    for note in notes:  # detached: stdout is the JSON line's
-        print(f"note: {note}", file=sys.stderr if args.detach else sys.stdout, flush=True)
-    proc = launch.start(run_dir, script_args=args.script_args)
-    return attach(run_dir, proc, args.detach, offset=0, kind="run")
-
-
-def _print_launch(args, preset, overrides) -> int:
-    """Each node's `amptui run` line, and the torchrun command it starts there."""
-    import shlex
-
-    from amptui.jobs import launch
-
-    cfg = launch.resolve_config(preset, overrides)
-    if cfg.dist.mode not in ("ddp", "fsdp"):
-        raise UserError("--print-launch is for torchrun runs: add --set dist.mode=ddp (or fsdp)")
-    base = ["amptui", "run"] + ([args.preset] if args.preset else []) + _script_option(args.script) + \
-        [a for s in args.sets if not s.startswith("dist.node_rank=") for a in ("--set", s)]
-    script_args = list(getattr(args, "script_args", []) or [])
-    for node in range(cfg.dist.nnodes):
-        node_cfg = cfg.with_overrides({"dist.node_rank": node})
-        print(f"# node {node} of {cfg.dist.nnodes}:")
-        print(shlex.join(base + ["--set", f"dist.node_rank={node}"] + (["--", *script_args] if script_args else [])))
-        env = "".join(f"{k}={shlex.quote(v)} " for k, v in launch.torchrun_env(node_cfg, Path("runs/RUN_ID")).items())
-        torchrun = launch.torchrun_args(node_cfg, Path("runs/RUN_ID"), script_args=script_args)
-        print("#   which runs: " + env + shlex.join(["torchrun", *torchrun]))
-    return 0
-
-
-def _script_option(script: str | None) -> list[str]:
-    """`--script FILE` or `-m MODULE`, as the user gave it (a run.script of "-m MODULE" is a module)."""
-    from amptui.jobs import launch
-
-    if not script:
-        return []
-    module = launch.script_module(script)
-    return ["-m", module] if module is not None else ["--script", script]
-
-
-def cmd_resume(args) -> int:
-    from amptui.core.run import runs
-    from amptui.jobs import launch
-
-    run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
-    trusted = args.trust_code or asked_on_terminal(run_dir)
-    offset = _size(RunFolder(run_dir).events)
-    # checks it can resume while holding the run's lock
-    proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file, trust_code=trusted)
-    return attach(run_dir, proc, args.detach, offset=offset, kind="resume")
-
-
-def asked_on_terminal(run_dir: Path) -> bool:
-    """`amptui resume` of a run naming code not given here: on a terminal, ask (no: one line, exit
-    2); elsewhere, or when the resume is refused anyway, False (launch.start then says why)."""
-    from amptui.core import trust
-    from amptui.core.run import runops
-
-    foreign = trust.foreign_code(run_dir)
-    if not foreign or not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return False
-    if runops.resume_refusal(run_dir, hints=runops.CLI_HINTS):
-        return False  # refused anyway: no question first
-    print(trust.question(Path(run_dir).name, foreign) + " [y/N] ", end="", file=sys.stderr, flush=True)
-    if sys.stdin.readline(16).strip().lower() not in ("y", "yes"):
-        raise UserError(f"run {Path(run_dir).name} not resumed: its code was not trusted")
-    return True
 
 
 def stop_point(run_dir: Path) -> str:
@@ -129,20 +26,6 @@ def stop_point(run_dir: Path) -> str:
     except (ConfigError, OSError):
         run = None
     return "at the script's next optimizer step" if isinstance(run, dict) and run.get("script") else "checkpoint first"
-
-
-def _check_checkpoint_file(run_dir: Path, cfg: Config) -> None:
-    """A resume's check of last.pt itself (torch), for a checkpoint its last.json does not describe."""
-    from amptui.trainer.checkpoint import check_resume
-
-    check_resume(run_dir, cfg)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
 
 
 def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind: str = "run") -> int:

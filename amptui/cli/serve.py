@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from amptui.cli.parser import runs_dir_option
 from amptui.core.errors import UserError
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "ip6-localhost")
@@ -25,7 +26,7 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "ip6-localhost")
 WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
 
 
-def add_parser(sub, runs_dir_option) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser("serve", help="the dashboard in a browser (textual-serve), on localhost: reach it through "
                        "an SSH tunnel")
     p.add_argument("--host", default="localhost",
@@ -89,7 +90,7 @@ def check_port_free(host: str, port: int) -> None:
             raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)") from None
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     from amptui.core.run import runs
 
     if not 0 < args.port < 65536:
@@ -102,11 +103,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     url = public_url(args.public_url, args.host, args.port)
     root = runs.runs_root(args.runs_dir)
     from amptui.core import userconfig
+    from amptui.dashboard.app import keymap_scopes
     from amptui.dashboard.keymap import check_keymap
 
     settings = userconfig.load()  # a bad keymap is said here once, not by every tab's dashboard
     if settings.keymap:
-        check_keymap(settings.keymap, str(settings.path))
+        check_keymap(settings.keymap, str(settings.path), keymap_scopes())
     check_port_free(args.host, args.port)
     try:
         from textual_serve.server import Server

@@ -16,7 +16,7 @@ from pathlib import Path
 from amptui.core.errors import UserError
 
 
-def add_parser(sub, runs_dir_option) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser("slurm", help="an sbatch script that runs a preset under torchrun on N nodes")
     p.add_argument("preset", metavar="PRESET", help="a built-in or saved preset name, or a path to a .toml file")
     p.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes (default 2), one task each")
@@ -40,7 +40,7 @@ def add_parser(sub, runs_dir_option) -> None:
                         "absolute path)")
 
 
-def cmd_slurm(args) -> int:
+def handle(args) -> int:
     from amptui.core import safefile
     from amptui.core.config import presets
     from amptui.core.config import values as config

@@ -9,10 +9,11 @@ import argparse
 import json
 import sys
 
+from amptui.cli.parser import runs_dir_option
 from amptui.core.errors import UserError
 
 
-def add_parser(sub, runs_dir_option) -> None:
+def add_parser(sub) -> None:
     from amptui.tune.plan import DEFAULT_BUDGET_MIN, DEFAULT_KEYS
 
     p = sub.add_parser("tune", help="search precision, compile and batch size for the fastest setup that keeps "
@@ -33,7 +34,7 @@ def add_parser(sub, runs_dir_option) -> None:
     runs_dir_option(p)
 
 
-def cmd_tune(args) -> int:
+def handle(args) -> int:
     import time
 
     t0 = time.monotonic()
@@ -41,7 +42,7 @@ def cmd_tune(args) -> int:
     from amptui.core.config import presets
     from amptui.core.config import values as config
     from amptui.core.config.scriptsets import check_no_script
-    from amptui.core.run import runs
+    from amptui.core.run import runids, runs
     from amptui.jobs import launch
     from amptui.tune import plan as T
 
@@ -59,7 +60,7 @@ def cmd_tune(args) -> int:
     launch.resolve_config(preset, overrides)  # a bad preset or --set fails now, before any trial
     device_type = preflight.device_type(preset.config(overrides).run.device)
     root = runs.runs_root(args.runs_dir)
-    tid = runs.check_run_id(args.tune_id) if args.tune_id else T.tune_id(preset.name)
+    tid = runids.check_run_id(args.tune_id) if args.tune_id else T.tune_id(preset.name)
     from amptui.cli.prose import say as words  # wrapped at word boundaries on a terminal
 
     say = (lambda line: words(line, sys.stderr)) if args.format == "json" else (lambda line: words(line))

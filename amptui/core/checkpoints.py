@@ -19,6 +19,7 @@ from amptui.core import safefile
 from amptui.core.errors import UserError
 from amptui.core.run.runfiles import CHECKPOINT_FILE, CHECKPOINT_INFO
 from amptui.core.safefile import atomic_write_text
+from amptui.version import __version__
 
 INFO_VERSION = 1
 INFO_LIMIT = 64 * 1024 * 1024  # last.json holds the config: a long description, never a device's stream
@@ -70,8 +71,6 @@ def code_fingerprint() -> str:
     """amptui's version plus a hash of the trainer's source files (read as bytes, not imported):
     tells a resume that the code that wrote a checkpoint has changed."""
     import hashlib
-
-    from amptui.version import __version__
 
     digest = hashlib.sha256()
     for path in sorted((Path(__file__).resolve().parent.parent / "trainer").glob("*.py")):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amptui.core.compare import RunSummary
-from amptui.core.series import Series
+from amptui.core.series import Series, interpolate
 
 # The baseline's own noise: twice the median change of its loss curve from one point to the next
 # (the fallback of tune's accuracy guard), at least NOISE_FLOOR of its final loss.
@@ -35,8 +35,6 @@ def noise_band(curve: Series) -> float:
 def loss_gaps(summaries: list[RunSummary]) -> tuple[float, list[LossGap]]:
     """(the baseline's noise band, one LossGap per run after the first): "is the accuracy the same?"
     read at every step both runs recorded (the baseline interpolated between its points)."""
-    from amptui.core.series import interpolate
-
     if not summaries:
         return 0.0, []
     bx, by = summaries[0].loss_curve.points()

@@ -11,10 +11,13 @@ import shutil
 from pathlib import Path
 from typing import Callable, Mapping
 
+from amptui.core import textcorpus
 from amptui.core.config import values as cfgmod
 from amptui.core.config.resolve import auto_fallback_note, auto_overrides, wants_speed_facts
 from amptui.core.errors import UserError
+from amptui.core.fsdp_checks import check_fsdp
 from amptui.core.pretrained import WEIGHTS
+from amptui.core.usercode import check_factories
 
 CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5",
                "test_batch", "batches.meta")
@@ -64,9 +67,6 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     if note and notes is not None and not cfg.run.script:  # a script's own loop picks its precision:
         notes.append(note)                                   # --set amp.dtype would change nothing there
     overrides = {**auto_overrides(cfg, dev, slow), "data.num_workers": cfgmod.resolve_num_workers(cfg)}
-    from amptui.core.fsdp_checks import check_fsdp
-    from amptui.core.usercode import check_factories
-
     check_fsdp(cfg)
     check_factories(cfg)
     check_tensorboard(cfg)
@@ -173,8 +173,6 @@ def check_data(cfg: cfgmod.Config) -> None:
             raise UserError(f"{dirs[0]} has {n_classes} classes but model.num_classes = "
                             f"{cfg.model.num_classes}; --set model.num_classes={n_classes}")
     elif data.name == "text":
-        from amptui.core import textcorpus
-
         textcorpus.check(data.path, cfg.model.block_size)
 
 

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from amptui.core.errors import UserError
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.statedir import state_home
 
@@ -86,8 +87,6 @@ def given_here(run_dir: Path, refs: list[str]) -> bool:
 def run_code(run_dir: Path) -> list[str]:
     """The code a run folder's config.toml names; [] when it names none or cannot be read (the
     command that reads it says why)."""
-    from amptui.core.errors import UserError
-
     try:
         return code_refs(RunFolder(run_dir).load_config())
     except (UserError, OSError, RecursionError):

@@ -15,19 +15,25 @@ from typing import TYPE_CHECKING, Callable
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.worker import NoActiveWorker, get_current_worker
 
 from amptui.core import statedir, userconfig
 from amptui.core.fmt import shown
+from amptui.core.run.runs import list_runs
 from amptui.core.run.runs import process_alive as _process_alive
 from amptui.core.run.runs import runs_root as _runs_root
-from amptui.dashboard.keymap import keys_of, named_bindings
+from amptui.dashboard.keymap import check_keymap, keys_of, named_bindings
 from amptui.dashboard.picture import SETTLE_S, screen_svg
+from amptui.dashboard.screens.compare import CompareScreen
+from amptui.dashboard.screens.help import HelpScreen
+from amptui.dashboard.screens.home import HomeScreen
 from amptui.dashboard.screens.keys import named
+from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.screens.tune import TuneScreen
+from amptui.dashboard.widgets.runtable import RunTable
 
 if TYPE_CHECKING:
     from textual.theme import Theme
-
-    from amptui.dashboard.screens.home import HomeScreen
 
 
 STATE_LIMIT = 64 * 1024
@@ -67,9 +73,6 @@ class AmptuiApp(App):
 
     def first_screen(self) -> Screen:
         """The screen the app opens on: the watched run's, or home."""
-        from amptui.dashboard.screens.home import HomeScreen
-        from amptui.dashboard.screens.run import RunScreen
-
         if self.watch_dir is not None:
             return RunScreen(self.watch_dir, standalone=True)
         return HomeScreen()
@@ -82,8 +85,6 @@ class AmptuiApp(App):
 
     def from_thread(self, callback, *args) -> None:
         """call_from_thread that is quiet when the worker was cancelled or the app is closing."""
-        from textual.worker import NoActiveWorker, get_current_worker
-
         try:
             if get_current_worker().is_cancelled:
                 return
@@ -116,26 +117,18 @@ class AmptuiApp(App):
         await screen.run_action(action)
 
     def action_help(self) -> None:
-        from amptui.dashboard.screens.help import HelpScreen
-
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.screen))
 
     # --- navigation used by the screens ----------------------------------------------------------
     def home(self) -> HomeScreen | None:
-        from amptui.dashboard.screens.home import HomeScreen
-
         return next((s for s in self.screen_stack if isinstance(s, HomeScreen)), None)
 
     def open_run(self, run_dir: Path) -> None:
-        from amptui.dashboard.screens.run import RunScreen
-
         self.push_screen(RunScreen(run_dir))
 
     def go_home(self) -> None:
         """Leave a run screen; the run goes on. From `amptui watch` there is no home yet: open it."""
-        from amptui.dashboard.screens.home import HomeScreen
-
         home = self.home()
         if home is not None:
             while self.screen is not home:
@@ -146,8 +139,6 @@ class AmptuiApp(App):
 
     def switch_runs_folder(self, folder: Path) -> None:
         """Show another runs folder on the home screen (runs elsewhere go on)."""
-        from amptui.dashboard.screens.home import HomeScreen
-
         self.runs_root = Path(folder).resolve()
         self.runs_display = str(folder)
         home = self.home()
@@ -157,16 +148,11 @@ class AmptuiApp(App):
         home.show_runs_folder()
 
     def open_compare(self, run_dirs: list[Path]) -> None:
-        from amptui.dashboard.screens.compare import CompareScreen
-
         self.push_screen(CompareScreen(run_dirs))
 
     def compare_with(self, run_dir: Path) -> None:
         """From a run screen: this run against the runs marked on home (their first is the baseline),
         or else against the latest other run of the same preset."""
-        from amptui.core.run.runs import list_runs
-        from amptui.dashboard.widgets.runtable import RunTable
-
         home = self.home()
         marked = []
         if home is not None:
@@ -185,16 +171,19 @@ class AmptuiApp(App):
         self.open_compare(dirs + [Path(run_dir)])
 
 
+def keymap_scopes() -> dict[str, type]:
+    """The app and the screens a keymap names actions of, by scope ("home": HomeScreen)."""
+    return {"app": AmptuiApp, "home": HomeScreen, "run": RunScreen, "compare": CompareScreen, "tune": TuneScreen}
+
+
 def make_app(runs_dir: Path | str | None = None, watch: str | Path | None = None, *,
              clock: Callable[[], float] = time.time,
              process_alive: Callable[[dict], bool] = _process_alive,
              settings: userconfig.UserConfig | None = None) -> AmptuiApp:
     """The app factory (used by the CLI, the tests and the screenshot script). `settings`: amptui's
     config file as read (default: read it now; a bad one raises ConfigError naming file and key)."""
-    from amptui.dashboard.keymap import check_keymap
-
     settings = settings if settings is not None else userconfig.load()
-    keymap = check_keymap(settings.keymap, str(settings.path)) if settings.keymap else {}
+    keymap = check_keymap(settings.keymap, str(settings.path), keymap_scopes()) if settings.keymap else {}
     return AmptuiApp(runs_dir, watch=Path(watch) if watch else None, clock=clock, process_alive=process_alive,
                      keymap=keymap)
 

@@ -9,10 +9,10 @@ the keymap gives to an action that another action there still uses is refused, n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from textual.binding import Binding
 
-from amptui.core.errors import ConfigError
 from amptui.dashboard.screens.keys import action_name
 
 
@@ -52,17 +52,18 @@ def _keys(owner: type, keymap: dict[str, str]) -> list[_Key]:
     return out
 
 
-def clashes(keymap: dict[str, str]) -> list[tuple[str, str, str, str]]:
+def clashes(keymap: dict[str, str], scopes: Mapping[str, type]) -> list[tuple[str, str, str, str]]:
     """(screen scope, key, the remapped action, the other action) for every key the keymap gives
-    an action that another action on the same screen still has."""
-    from amptui.dashboard.app import AmptuiApp
-    from amptui.dashboard.keymap import screen_scopes
-
-    app_keys = _keys(AmptuiApp, keymap)
-    if AmptuiApp.ENABLE_COMMAND_PALETTE:
-        app_keys.append(_Key(normal_key(AmptuiApp.COMMAND_PALETTE_BINDING), "the command palette", False))
+    an action that another action on the same screen still has. `scopes`: the app (as "app") and
+    its screens by scope (app.keymap_scopes())."""
+    app: Any = scopes["app"]   # a Textual App class
+    app_keys = _keys(app, keymap)
+    if app.ENABLE_COMMAND_PALETTE:
+        app_keys.append(_Key(normal_key(app.COMMAND_PALETTE_BINDING), "the command palette", False))
     found = []
-    for scope, screen in screen_scopes().items():
+    for scope, screen in scopes.items():
+        if scope == "app":
+            continue
         keys = _keys(screen, keymap) + app_keys
         for mine in keys:
             if not mine.remapped:
@@ -74,12 +75,3 @@ def clashes(keymap: dict[str, str]) -> list[tuple[str, str, str, str]]:
                     found.append(pair)
     return found
 
-
-def check_clashes(keymap: dict[str, str], source: str) -> None:
-    """One ConfigError naming the file, the key and both actions, for the first clash."""
-    from amptui.dashboard.keymap import key_shown
-
-    for scope, key, mine, other in clashes(keymap):
-        fixed = other.startswith(("Textual's", "the "))  # a key the keymap cannot move
-        raise ConfigError(f"{source}: keymap.{mine}: {key_shown(key)!r} is also {other}'s key on the {scope} "
-                          "screen; pick another key" + ("" if fixed else f", or remap {other} too (a swap is fine)"))

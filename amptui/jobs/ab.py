@@ -16,6 +16,7 @@ from typing import Any
 from amptui.core.config.presets import Preset
 from amptui.core.run.runs import launch_identity
 from amptui.jobs import groups as groupmod
+from amptui.jobs import launch
 from amptui.jobs.detached import relaunch
 
 # How one started variant is followed until it ends: (run folder, its trainer, 1-based index,
@@ -77,8 +78,6 @@ def run_variants(group: groupmod.Group, preset: Preset, overrides: dict[str, Any
                  variants: list[tuple[str, dict[str, object]]], root: Path, follow: Follow) -> Outcome:
     """Create and run each variant in turn (each recorded in the group as soon as its folder
     exists); the group ends with the outcome's state and error."""
-    from amptui.jobs import launch
-
     group.update(state="running", variants=[name for name, _ in variants])
     outcome = Outcome(total=len(variants))
     for i, (name, variant) in enumerate(variants, 1):

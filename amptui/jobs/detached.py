@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from amptui.core.run.runops import toml_value
 from amptui.jobs.spawn import spawn
 
 DETACH = "--detach"
@@ -52,8 +53,6 @@ def relaunch(argv: Sequence[str], extra: Sequence[str], log: Path) -> subprocess
 
 def amptui_args(sub: str, preset_ref: str, overrides: Mapping[str, Any], *extra: str) -> list[str]:
     """`SUB PRESET --detach EXTRA --set KEY=VALUE...`: a detached start's arguments for `start`."""
-    from amptui.core.run.runops import toml_value
-
     command = [sub, preset_ref, DETACH, *extra]
     for key, value in overrides.items():
         command += ["--set", f"{key}={toml_value(value)}"]

@@ -17,8 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amptui.core.config.presets import atomic_write_text
 from amptui.core.errors import UserError
 from amptui.core.fmt import fmt_of
+from amptui.core.run.runfiles import RunFolder
+from amptui.core.run.runs import process_alive
 
 GROUPS_DIR = ".ab"
 ACTIVE_STATES = ("checking", "running")
@@ -47,13 +50,9 @@ class Group:
 
     @property
     def active(self) -> bool:
-        from amptui.core.run.runs import process_alive
-
         return self.state in ACTIVE_STATES and process_alive(self.launch)
 
     def save(self) -> None:
-        from amptui.core.config.presets import atomic_write_text
-
         data = {"preset": self.preset_ref, "preset_name": self.preset, "overrides": self.overrides,
                 "variants_spec": self.variants_spec, "runs_root": str(self.path.parent.parent.resolve()),
                 **{k: v for k, v in asdict(self).items() if k in ("state", "runs", "variants", "error", "launch", "created")}}
@@ -123,8 +122,6 @@ def find(root: Path, group_id: str) -> Group:
 def newest_group_runs(root: Path) -> list[Path]:
     """The run folders of the newest A/B group in `root` (CLI and dashboard groups alike), in the
     order they ran; a UserError when there is none or none of its runs exists."""
-    from amptui.core.run.runfiles import RunFolder
-
     found = groups(root)
     if not found:
         raise UserError(f"--last-ab: no A/B in {root} yet (start one with `amptui ab PRESET`)")

@@ -17,13 +17,16 @@ from pathlib import Path
 
 from amptui.core import preflight, safefile, trust
 from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import auto_dtype
 from amptui.core.config.presets import Preset
 from amptui.core.errors import UserError
 from amptui.core.run import runlock, runops, runs
 from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
 from amptui.core.safefile import atomic_write_text
+from amptui.jobs.modulefind import module_missing
 from amptui.jobs.spawn import spawn
 from amptui.jobs.startchecks import CheckpointCheck, check_resumable, check_run_files, refuse_resume_early
+from amptui.machine.dtype_speed import slow_dtypes
 
 
 def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
@@ -141,8 +144,6 @@ def check_script(script: str) -> None:
     if module is not None:
         if not module or not all(part.isidentifier() for part in module.split(".")):
             raise UserError(f"run.script = {script!r}: {module!r} is not a module name (e.g. -m pkg.train)")
-        from amptui.jobs.modulefind import module_missing
-
         missing = module_missing(module)
         if missing:
             raise UserError(f"-m {module}: {missing}")
@@ -170,9 +171,6 @@ def resolve_config(preset: Preset | None, overrides: dict | None = None,
 
 
 def _measured_slow_dtypes(device_type: str):
-    from amptui.core.config.precision import auto_dtype
-    from amptui.machine.dtype_speed import slow_dtypes
-
     return slow_dtypes(device_type, measured=True, dtypes=(auto_dtype(device_type),))
 
 

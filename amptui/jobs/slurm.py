@@ -22,9 +22,14 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from amptui.core import preflight
 from amptui.core.config import values as cfgmod
 from amptui.core.config.presets import Preset
 from amptui.core.errors import ConfigError, UserError
+from amptui.core.events import EventReader, EventWriter, primary_events_file
+from amptui.core.records import End, ErrorInfo
+from amptui.core.run import runlock, runs
+from amptui.core.run.runstate import fold
 
 # Keys the job sets itself, from the command's options (each node's rank comes from SLURM).
 OWN_KEYS = {"dist.nnodes": "--nodes", "dist.nproc_per_node": "--gpus-per-node",
@@ -158,9 +163,6 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
 def prepare(runs_dir: Path, preset_toml: str) -> Path:
     """Resolve the embedded preset on this node and make the run folder (config.toml, run.json
     naming the job script's process here). Returns the folder."""
-    from amptui.core import preflight
-    from amptui.core.run import runlock, runs
-
     cfg = cfgmod.build_config(cfgmod.parse_toml(preset_toml, "the job's preset"), source="the job's preset")
     cfg = preflight.resolve(cfg)
     folder = runs.create_folder(runs_dir, cfg.run.name)
@@ -179,10 +181,6 @@ def prepare(runs_dir: Path, preset_toml: str) -> Path:
 def finish(run_dir: Path, status: int) -> None:
     """After srun: a failed job whose ranks wrote no `end` (torchrun failed, a node vanished) ends
     `failed` here, so the run does not stay `running`."""
-    from amptui.core.events import EventReader, EventWriter, primary_events_file
-    from amptui.core.records import End, ErrorInfo
-    from amptui.core.run.runstate import fold
-
     path = primary_events_file(run_dir)
     session = fold(EventReader(path).read()) if path.exists() else None
     if status == 0 or (session is not None and session.ended):

@@ -1,5 +1,5 @@
-"""The CPU's model and instruction-set flags (from /proc/cpuinfo), and which autocast dtypes this
-CPU only emulates. No torch at import time."""
+"""The CPU's model and instruction-set flags (from /proc/cpuinfo). No torch at import time.
+(Which autocast dtypes this CPU only emulates: machine/dtype_speed.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from amptui.core.config.precision import DTYPES, FULL, Dtype
+from amptui.core.config.precision import DTYPES
 
 # /proc/cpuinfo flags that matter for mixed precision on a CPU.
 CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "amx_fp16", "avx512f", "avx2", "f16c")
@@ -40,35 +40,6 @@ def cpu_info(torch) -> dict[str, Any]:
         "capability": capability,   # the vector ISA torch's CPU kernels dispatch to (e.g. AVX512)
         "bf16_native": any(flag in flags for flag in BF16_CPU_FLAGS),
     }
-
-
-def emulated_notice(dtype: Dtype) -> str:
-    return (f"{dtype.name} is emulated on this CPU (no {dtype.cpu_isa} instructions): expect it slower than "
-            "float32 (float32 is faster here; `amptui doctor` measures it)")
-
-
-EMULATED_BF16_NOTICE = emulated_notice(DTYPES["bfloat16"])
-
-
-def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str | None:
-    """The warning for an autocast dtype this machine only emulates: a dtype with `cpu_flags` (bfloat16)
-    on an x86 CPU that has none of them, where torch converts in software and runs several times
-    slower than float32. None where the dtype is native, makes no claim (no `cpu_flags`), or where
-    the CPU's flags cannot be read."""
-    known = DTYPES.get(dtype)
-    if device_type != "cpu" or not autocast or known is None or not known.cpu_flags:
-        return None
-    from amptui.machine.dtype_speed import cached_cpu_rates, slow_reason  # it imports this module
-
-    rates = cached_cpu_rates()
-    if dtype in rates and FULL in rates:  # a measurement outranks the flags (which may claim too much)
-        why = slow_reason(dtype, rates, set())
-        return None if why is None else (f"{dtype} is slow on this CPU ({why}): expect it slower than "
-                                         "float32 (`amptui doctor` measures it)")
-    _, flags = read_cpuinfo()
-    if not flags or "sse2" not in flags:  # unreadable, or not x86 (ARM names its bf16 otherwise)
-        return None
-    return None if any(flag in flags for flag in known.cpu_flags) else emulated_notice(known)
 
 
 def read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str | None, set[str]]:

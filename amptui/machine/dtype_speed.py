@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from amptui.core.config.precision import DTYPES, FULL, Precision
+from amptui.core.config.precision import DTYPES, FULL, Dtype, Precision
 from amptui.core.config.resolve import auto_fallback_note, falls_back
 from amptui.core.config.values import Config
 from amptui.machine import cpu as cpu_features
+from amptui.machine import peaks
 
 SLOW_RATIO = 0.9   # the doctor's rule: a dtype measured under 0.9x float32's rate costs time
 # Flags that compute float16 natively on x86 (DTYPES names the bfloat16 ones).
@@ -25,8 +26,6 @@ FP16_CPU_ISA = "AVX512-FP16 or AMX-FP16"
 def cached_cpu_rates() -> dict[str, float]:
     """{dtype: TFLOP/s} measured on this CPU model (any torch version or thread count: the best
     rate seen per dtype), from the peak cache file; {} where nothing was measured. No torch."""
-    from amptui.machine import peaks
-
     name = cpu_features.cpu_name()
     best: dict[str, float] = {}
     for key, rate in peaks.read_peak_cache().items():
@@ -40,8 +39,6 @@ def cached_cpu_rates() -> dict[str, float]:
 def measure_cpu_rates(dtypes: tuple[str, ...]) -> dict[str, float]:
     """Measured rates of float32 and `dtypes` on this CPU (torch; each measured once per machine
     and cached by peaks.peak_tflops, about 0.3 s each); {} where torch cannot measure."""
-    from amptui.machine import peaks
-
     try:
         return {d: peaks.peak_tflops("cpu", d) for d in (FULL, *dtypes)}
     except Exception:  # noqa: BLE001 - measuring is advice; a failure leaves the flags to decide
@@ -108,3 +105,32 @@ def summary_note(cfg: Config, device_type: str) -> tuple[Precision, str | None, 
     return (precision, f"⚠ {precision.dtype} is slow on this CPU",
             f"{precision.dtype} autocast is slow on this CPU ({why}): expect it slower than float32; "
             "turn autocast off, or see `amptui doctor`")
+
+
+# --- the notice for a dtype this CPU only emulates ------------------------------------------------
+
+def emulated_notice(dtype: Dtype) -> str:
+    return (f"{dtype.name} is emulated on this CPU (no {dtype.cpu_isa} instructions): expect it slower than "
+            "float32 (float32 is faster here; `amptui doctor` measures it)")
+
+
+EMULATED_BF16_NOTICE = emulated_notice(DTYPES["bfloat16"])
+
+
+def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str | None:
+    """The warning for an autocast dtype this machine only emulates: a dtype with `cpu_flags` (bfloat16)
+    on an x86 CPU that has none of them, where torch converts in software and runs several times
+    slower than float32. None where the dtype is native, makes no claim (no `cpu_flags`), or where
+    the CPU's flags cannot be read."""
+    known = DTYPES.get(dtype)
+    if device_type != "cpu" or not autocast or known is None or not known.cpu_flags:
+        return None
+    rates = cached_cpu_rates()
+    if dtype in rates and FULL in rates:  # a measurement outranks the flags (which may claim too much)
+        why = slow_reason(dtype, rates, set())
+        return None if why is None else (f"{dtype} is slow on this CPU ({why}): expect it slower than "
+                                         "float32 (`amptui doctor` measures it)")
+    _, flags = cpu_features.read_cpuinfo()
+    if not flags or "sse2" not in flags:  # unreadable, or not x86 (ARM names its bf16 otherwise)
+        return None
+    return None if any(flag in flags for flag in known.cpu_flags) else emulated_notice(known)

@@ -15,8 +15,8 @@ from amptui.machine import tf32
 from amptui.machine.cpu import BF16_CPU_FLAGS, cpu_info
 
 # Re-exported for callers that still import them from here (cli, console, core.tune_runner).
-from amptui.machine.cpu import EMULATED_BF16_NOTICE as EMULATED_BF16_NOTICE
-from amptui.machine.cpu import emulated_dtype_notice as emulated_dtype_notice
+from amptui.machine.dtype_speed import EMULATED_BF16_NOTICE as EMULATED_BF16_NOTICE
+from amptui.machine.dtype_speed import emulated_dtype_notice as emulated_dtype_notice
 
 # --- describe ------------------------------------------------------------------------------------
 

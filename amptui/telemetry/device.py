@@ -12,14 +12,14 @@ from types import ModuleType
 
 import torch
 
+from amptui.machine.cpu import cpu_name
+
 
 def device_info(device: torch.device) -> dict:
     """The start record's `device`: type, name, count, index."""
     if device.type == "cuda":
         return {"type": "cuda", "name": torch.cuda.get_device_name(device),
                 "count": torch.cuda.device_count(), "index": device.index}
-    from amptui.machine.cpu import cpu_name
-
     return {"type": device.type, "name": cpu_name(), "count": os.cpu_count() or 1, "index": None}
 
 

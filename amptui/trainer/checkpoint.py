@@ -17,9 +17,11 @@ from amptui.core import checkpoints as info
 from amptui.core.checkpoints import code_fingerprint as code_fingerprint  # saved with a checkpoint, compared on resume
 from amptui.core.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
 from amptui.core.config.values import Config
+from amptui.core.errors import UserError
 from amptui.core.run.runfiles import CHECKPOINT_FILE as FILENAME
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_writer, open_file
+from amptui.trainer.models import build_model
 
 
 def rng_state() -> dict[str, Any]:
@@ -77,8 +79,6 @@ def _reason(exc: BaseException) -> str:
 def load(directory: Path, map_location: torch.device | str = "cpu", require: tuple[str, ...] = ()) -> dict[str, Any]:
     """The checkpoint's state, or a UserError in one line when the file is empty, truncated,
     not a checkpoint, or lacks a `require`d key (REQUIRED: not one of amptui's trainer)."""
-    from amptui.core.errors import UserError
-
     path = Path(directory) / FILENAME
     try:
         with open_file(path, "rb") as fh:  # as data: no link followed, no FIFO waited on
@@ -108,9 +108,6 @@ def check_resume(run_dir: Path, current: Config) -> None:
 def check_fits(state: dict[str, Any], path: Path, cfg: Config) -> None:
     """Refuse a checkpoint whose model tensors do not fit the model config.toml describes (built on
     the meta device: no memory, no weights read). Models from a user's factory are left to load."""
-    from amptui.core.errors import UserError
-    from amptui.trainer.models import build_model
-
     if cfg.model.factory or not isinstance(state.get("model"), dict):
         return
     try:

@@ -23,10 +23,13 @@ from typing import Any, Iterator, Protocol
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from amptui.core import preflight
+from amptui.core import preflight, usercode
 from amptui.core.config.schema import DataConfig
-from amptui.core.config.values import Config
+from amptui.core.config.values import Config, resolve_num_workers
+from amptui.core.errors import UserError
 from amptui.trainer.devicebatches import DeviceBatches
+from amptui.trainer.gpt import NextTokenLoss
+from amptui.trainer.textdata import build_text_batches
 
 # torchvision checks CIFAR-10's md5 sums. Tests write a tiny CIFAR-10 in the real format, which
 # cannot match them; this variable skips only that check (nothing else about the format).
@@ -134,9 +137,6 @@ def build_user_datasets(cfg: Config) -> tuple[Dataset, Dataset | None]:
     """`data.factory = "package.module:function"` returning (train, validation) map-style datasets
     (validation may be None). The function gets those of root, img_size, augment, train_samples,
     val_samples, seed and num_classes that it names as parameters. Failures are UserErrors."""
-    from amptui.core import usercode
-    from amptui.core.errors import UserError
-
     ref, key = cfg.data.factory, "data.factory"
     fn = usercode.load_factory(ref, key)
     settings = {"root": str(Path(cfg.data.root).expanduser()), "img_size": cfg.data.img_size,
@@ -171,13 +171,9 @@ def choose_criterion(cfg: Config, train) -> torch.nn.Module:
     """The loss for this run's data: MSE for the recipe's random regression tensors and for float
     targets of a `data.factory`; CrossEntropy for integer class labels. `train` is what
     `build_train_val` returned for training. Looks at one sample (factories only)."""
-    from amptui.core.errors import UserError
-
     if isinstance(train, RandomBatches):
         return torch.nn.MSELoss()
     if cfg.data.name == "text" and not cfg.data.factory:
-        from amptui.trainer.gpt import NextTokenLoss
-
         return NextTokenLoss()
     if not cfg.data.factory:
         return torch.nn.CrossEntropyLoss()
@@ -271,8 +267,6 @@ def prefetch_to_device(batches: Iterator, device: torch.device) -> Iterator:
 
 def default_num_workers(cfg: Config) -> int:
     """`data.num_workers` as an int: an explicit number, or "auto" decided for this machine."""
-    from amptui.core.config.values import resolve_num_workers
-
     return resolve_num_workers(cfg)
 
 
@@ -336,8 +330,6 @@ def build_train_val(cfg: Config, rank: int, world_size: int, device: torch.devic
         enough = cfg.data.val_samples >= (cfg.data.batch_size if cfg.data.name == "random" else 1)
         return make("train"), (make("val") if enough else None)
     if cfg.data.name == "text" and not cfg.data.factory:
-        from amptui.trainer.textdata import build_text_batches
-
         return build_text_batches(cfg, rank, world_size, device)
     train_ds, val_ds = build_datasets(cfg)
     train = TrainData(train_ds, cfg, rank, world_size, device, shuffle=True)

@@ -7,8 +7,11 @@ from typing import cast
 import torch
 from torch import nn
 
+from amptui.core import usercode
 from amptui.core.config.schema import ModelConfig, RunConfig
+from amptui.core.errors import UserError
 from amptui.core.pretrained import torchvision_weights
+from amptui.trainer.gpt import GPT
 
 CNNS = ("alexnet", "resnet18", "smallcnn")
 
@@ -49,8 +52,6 @@ def build_model(model_cfg: ModelConfig) -> nn.Module:
     if name == "mlp":
         return recipe_mlp(model_cfg.width, model_cfg.depth)
     if name == "gpt":
-        from amptui.trainer.gpt import GPT
-
         return GPT(model_cfg.n_layer, model_cfg.n_head, model_cfg.n_embd, model_cfg.block_size,
                    ffn_gain=model_cfg.ffn_gain)
     if name in ("alexnet", "resnet18"):
@@ -72,9 +73,6 @@ def build_user_model(model_cfg: ModelConfig) -> nn.Module:
     """`model.factory = "package.module:function"`: called with `model.args` as keyword arguments
     (plus num_classes when it names that parameter or takes **kwargs); must return an nn.Module.
     Every failure is a UserError naming the factory."""
-    from amptui.core import usercode
-    from amptui.core.errors import UserError
-
     ref, key = model_cfg.factory, "model.factory"
     fn = usercode.load_factory(ref, key)
     kwargs = usercode.model_kwargs(fn, model_cfg.args or {}, model_cfg.num_classes)

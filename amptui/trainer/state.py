@@ -19,12 +19,14 @@ from amptui.core.config.precision import Precision
 from amptui.core.config.schema import AmpConfig, ModelConfig, RunConfig
 from amptui.core.config.values import Config
 from amptui.core.errors import UserError
+from amptui.machine.peaks import peak_tflops
 from amptui.telemetry.scaler import SkipLedger
 from amptui.trainer import checkpoint, host_memory
 from amptui.trainer.amp import Autocast
 from amptui.trainer.data import BatchSource, build_train_val, choose_criterion
 from amptui.trainer.dist import Dist, parallelize
 from amptui.trainer.faults import Faults
+from amptui.trainer.flops import count_step_flops
 from amptui.trainer.models import CNNS, build_model
 from amptui.trainer.optim import Schedule, build_optimizer
 
@@ -130,8 +132,6 @@ def count_flops(model: nn.Module, criterion: nn.Module, train_data: BatchSource,
                 accumulate: int, log: Callable[[str], None]) -> int | None:
     """FLOPs of one optimizer step, counted once on a real batch (achieved TFLOP/s = this x
     steps / time). The batch is drawn with the RNG state saved and put back."""
-    from amptui.trainer.flops import count_step_flops
-
     rng = checkpoint.rng_state()
     try:
         x, y = next(iter(train_data.batches(0)))
@@ -147,6 +147,4 @@ def count_flops(model: nn.Module, criterion: nn.Module, train_data: BatchSource,
 def measure_peak(device: torch.device, compute_dtype: torch.dtype) -> float:
     """The device's measured matmul TFLOP/s in the forward pass's dtype (cached per device model).
     One rank measures: ranks sharing a CPU would only slow each other down."""
-    from amptui.machine.peaks import peak_tflops
-
     return peak_tflops(device, compute_dtype)

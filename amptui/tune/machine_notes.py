@@ -8,6 +8,9 @@ import shutil
 from typing import Any
 
 from amptui.core.tf32note import baseline_line
+from amptui.machine import hardware
+from amptui.machine.busy import busy_load
+from amptui.machine.cpu import cpu_name
 
 
 def tf32_note(tf32: Any) -> list[str]:
@@ -20,8 +23,6 @@ def device_name(device_type: str) -> str:
         import torch
 
         return torch.cuda.get_device_name()
-    from amptui.machine.cpu import cpu_name
-
     return cpu_name()
 
 
@@ -51,8 +52,6 @@ def fp8_reason(device_type: str) -> str:
 
 def busy_note(device_type: str) -> list[str]:
     """Other work on the machine's CPUs makes CPU timings vary from trial to trial: say so."""
-    from amptui.machine.busy import busy_load
-
     busy = busy_load() if device_type == "cpu" else None
     if busy is None:
         return []
@@ -63,8 +62,6 @@ def busy_note(device_type: str) -> list[str]:
 
 def hardware_note(device_type: str) -> str:
     """One clause on the hardware behind the precision verdict."""
-    from amptui.machine import hardware
-
     if device_type == "cuda":
         gpu = (hardware.describe().get("gpus") or [{}])[0]
         capability = f" (compute capability {gpu['compute_capability']})" if gpu.get("compute_capability") else ""

@@ -20,6 +20,7 @@ from typing import Any
 
 from amptui.core import safefile, tunenames
 from amptui.core.config import values as cfgmod
+from amptui.core.config.presets import find_preset, save_preset
 from amptui.core.config.variants import VARIANTS
 from amptui.core.errors import UserError
 from amptui.core.fmt import fmt_bytes
@@ -255,8 +256,6 @@ def no_winner_words(result: dict[str, Any]) -> str:
 
 def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, str]:
     """(name, config, source preset name) of the winner: the tuned preset's content."""
-    from amptui.core.config.presets import find_preset
-
     winner = winner_of(result)
     if not winner:
         raise UserError(f"this tune has no winner to save ({no_winner_words(result)})")
@@ -273,8 +272,6 @@ def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, st
 
 def save_winner(result: dict[str, Any]) -> Path:
     """Write the winner as the saved preset `<preset>-tuned` (atomic; replaces an older tune's)."""
-    from amptui.core.config.presets import save_preset
-
     name, cfg, source = winner_preset_values(result)
     return save_preset(name, cfg, force=True, source=f"{source} by amptui tune {result.get('tune_id', '')}")
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from amptui.core.config import values as cfgmod
+
 if TYPE_CHECKING:
     from amptui.core.config.values import Config
 
@@ -86,6 +88,4 @@ class RunFolder:
     def load_config(self) -> Config:
         """The run's resolved config: config.toml read as data (bounded, no symlink followed,
         core/safefile.py) and validated; a ConfigError names the file."""
-        from amptui.core.config import values as cfgmod
-
         return cfgmod.build_config(cfgmod.read_toml(self.config), source=str(self.config))

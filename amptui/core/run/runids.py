@@ -13,18 +13,24 @@ import re
 from pathlib import Path
 
 from amptui.core.errors import UserError
+from amptui.core.run.folders import others_hint, used_folders
 from amptui.core.run.runfiles import RunFolder
 
 LAST = "last"
 MAX_LISTED = 6            # candidates named in an "ambiguous" message
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 _STAMP = re.compile(r"^\d{8}-\d{6}")
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_RE.match(run_id or "") or ".." in run_id:
+        raise UserError(f"{run_id!r} is not a run id (see `amptui runs`)")
+    return run_id
 
 
 def run_ids(root: Path) -> list[str]:
     """The addressable run folders of `root`, oldest first (by the time stamp their ids start with,
     then by when the folder was made)."""
-    from amptui.core.run.runs import RUN_ID_RE
-
     found = []
     try:
         entries = list(os.scandir(root))
@@ -56,8 +62,6 @@ def matching(ids: list[str], text: str) -> list[str]:
 
 def resolve_run_dir(root: Path, text: str) -> Path:
     """The run folder `text` names in `root` (see the module's docstring); a UserError otherwise."""
-    from amptui.core.run.runs import check_run_id
-
     check_run_id(text)
     root = Path(root)
     exact = root / text
@@ -82,8 +86,6 @@ def resolve_run_dir(root: Path, text: str) -> Path:
 def _elsewhere_hint(root: Path, text: str | None = None) -> str:
     """Where the user might mean: another runs folder this user has used that holds the run (from
     the state directory's record), else the other folders used, else the generic pointer."""
-    from amptui.core.run.folders import others_hint, used_folders
-
     if text is not None:
         here = os.path.realpath(root)
         for folder in used_folders():

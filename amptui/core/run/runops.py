@@ -14,8 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from amptui.core import trust
+from amptui.core.config import presets as presetmod
 from amptui.core.config import values as cfgmod
+from amptui.core.config.scriptsets import SCRIPT_SETTABLE, script_option
 from amptui.core.errors import UserError
+from amptui.core.run import runlock
 from amptui.core.run import runs as runsmod
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
@@ -70,9 +74,6 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
     run.json says) is refused, and no resume can start in a half-removed folder. The folder is
     first renamed out of the way (atomic), then removed. `alive`: for folders from before the lock
     file, run.json's pid check."""
-    from amptui.core import trust
-    from amptui.core.run import runlock
-
     run_dir = Path(run_dir)
     run = RunFolder(run_dir)
     if not run.is_run():
@@ -110,8 +111,6 @@ def equivalent_command(run_dir: Path, runs_display: str | None = None) -> str:
     """`amptui run PRESET --set ...` that starts a run with this run's config (resolved for the
     machine it ran on: auto values are shown as decided); for a script run, `amptui run --script
     FILE` (or -m MODULE) with the keys a script run takes (its arguments are not in the config)."""
-    from amptui.core.config import presets as presetmod
-
     cfg = RunFolder(run_dir).load_config()
     if cfg.run.script:
         return _script_command(cfg, runs_display)
@@ -137,8 +136,6 @@ def _script_command(cfg: cfgmod.Config, runs_display: str | None) -> str:
     """`amptui run --script FILE --set ...` (or -m MODULE) for a script run: only the keys a script
     run takes (core/config/scriptsets.py); its own loop decided the rest. Its arguments are not in
     the config, so none are shown."""
-    from amptui.core.config.scriptsets import SCRIPT_SETTABLE, script_option
-
     flat, defaults = cfg.flat(), cfgmod.Config().flat()
     words = ["amptui", "run", *script_option(cfg.run.script)]
     for key in SCRIPT_SETTABLE:

@@ -28,15 +28,17 @@ from typing import Any
 from amptui.core import distribution, safefile, trust
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
-from amptui.core.config.scriptview import precision_seen
+from amptui.core.config.scriptview import precision_seen, script_sections
 from amptui.core.errors import ConfigError, UserError
 from amptui.core.eventends import SessionIndex, read_ends
 from amptui.core.events import primary_events_file
 from amptui.core.records import START
+from amptui.core.run import runlock
+from amptui.core.run.folders import remember
 from amptui.core.run.runfiles import RunFolder
+from amptui.core.run.runids import RUN_ID_RE, resolve_run_dir
 from amptui.core.run.runstate import RunState, fold
-
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
+from amptui.core.safefile import atomic_write_text
 
 
 def runs_root(arg: str | os.PathLike | None = None, *, writable: bool = False) -> Path:
@@ -70,17 +72,9 @@ def check_runs_root(root: Path, where: str, writable: bool = False) -> None:
         raise UserError(f"{where}: cannot create runs in {existing} (permission denied)")
 
 
-def check_run_id(run_id: str) -> str:
-    if not RUN_ID_RE.match(run_id or "") or ".." in run_id:
-        raise UserError(f"{run_id!r} is not a run id (see `amptui runs`)")
-    return run_id
-
-
 def run_dir(root: Path, run_id: str) -> Path:
     """The run folder an id names as people type it: whole, a unique prefix, the dashboard's short
     tail, or `last` (core/run/runids.py)."""
-    from amptui.core.run.runids import resolve_run_dir
-
     return resolve_run_dir(root, run_id)
 
 
@@ -110,8 +104,6 @@ def create_folder(root: Path | None, name: str) -> RunFolder:
     """A fresh, empty run folder under the runs root (`root`, or the default one): the one way a
     run folder is made, for the launcher and the Monitor alike."""
     folder = RunFolder(new_run_dir(runs_root(root), name))
-    from amptui.core.run.folders import remember
-
     remember(folder.path.parent)  # so a dashboard opened elsewhere can find this runs folder
     return folder
 
@@ -136,15 +128,11 @@ def config_text(cfg: cfgmod.Config, header: str, precision_seen: bool = True, us
     """A run's config.toml: the whole resolved config, or for a script run (or any user's loop: a
     Monitor's) only what amptui knows of it (core/config/scriptview.py: no model or data the loop
     never used, no precision before its loop is `precision_seen`)."""
-    from amptui.core.config.scriptview import script_sections
-
     mine = users_loop or bool(cfg.run.script)
     return cfgmod.to_toml(script_sections(cfg, precision_seen) if mine else cfg.to_dict(), header)
 
 
 def write_launch_info(path: Path, pid: int, command: list[str]) -> None:
-    from amptui.core.safefile import atomic_write_text
-
     info = {**launch_identity(pid), "command": command, "launched": time.time()}
     atomic_write_text(RunFolder(path).run_json, json.dumps(info, indent=2) + "\n")
 
@@ -245,8 +233,6 @@ def writer_alive(path: Path, launch: dict[str, Any] | None = None,
                  alive=None) -> tuple[bool, float | None]:
     """(is a writer alive, since when) from the run's lock; for older folders without a lock file,
     run.json's pid (`launch`, read when not given) checked by `alive` (default process_alive)."""
-    from amptui.core.run import runlock
-
     try:
         holder = runlock.holder(path)
     except FileNotFoundError:

@@ -15,6 +15,8 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 if TYPE_CHECKING:  # the app imports the screens: a runtime import here would close a circle
+    from textual.widget import Widget
+
     from amptui.dashboard.app import AmptuiApp
 
 
@@ -24,7 +26,22 @@ def in_background(group: str, name: str):
     return work(thread=True, exclusive=True, exit_on_error=False, group=group, name=name)
 
 
+def say_failure(node: Widget, worker: Worker, last: tuple[str, str] | None) -> tuple[str, str]:
+    """Say what a failed worker of `node` (a screen, or a widget with workers of its own) failed at,
+    unless it is `last`, the failure said before (a loader failing on every tick is said once).
+    Returns the failure, for the next call's `last`."""
+    error = worker.error
+    said = (worker.name, f"{type(error).__name__}: {error}")
+    if said == last:
+        return said
+    node.notify(f"{type(error).__name__}: {error}", title=f"{worker.name or 'a background task'} failed",
+                severity="error", timeout=10, markup=False)
+    return said
+
+
 class DashboardScreen(Screen):
+    """Every dashboard screen: failed workers said (above), and keys shown only where they apply
+    (screens/keys.py): a screen says in `refusal(action)` why an action does not apply now."""
     if TYPE_CHECKING:
         app: AmptuiApp  # self.app is the dashboard's app (runs_root, from_thread, ...)
     _failure_said: tuple[str, str] | None = None  # the last failure shown (worker name, error)
@@ -34,13 +51,21 @@ class DashboardScreen(Screen):
         if event.state != WorkerState.ERROR or worker.error is None:
             return
         self.worker_failed(worker)
-        error = worker.error
-        said = (worker.name, f"{type(error).__name__}: {error}")
-        if said == self._failure_said:  # a loader failing on every tick: said once
-            return
-        self._failure_said = said
-        self.notify(f"{type(error).__name__}: {error}", title=f"{worker.name or 'a background task'} failed",
-                    severity="error", timeout=10, markup=False)
+        self._failure_said = say_failure(self, worker, self._failure_said)
+
+    def refusal(self, action: str) -> str | None:
+        """Why `action` does not apply now (None: it does)."""
+        return None
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "why_not":
+            return True
+        return self.refusal(action) is None
+
+    def action_why_not(self, action: str) -> None:
+        reason = self.refusal(action)
+        if reason:
+            self.notify(reason, severity="warning", timeout=6)
 
     def worker_failed(self, worker: Worker) -> None:
         """Undo what the failed worker's reply would have undone (by its `worker.group`)."""

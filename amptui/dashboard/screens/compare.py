@@ -21,7 +21,7 @@ from amptui.core.lossgaps import loss_gaps
 from amptui.core.run import runops
 from amptui.dashboard.picture import save_screen
 from amptui.dashboard.screens.base import DashboardScreen, in_background
-from amptui.dashboard.screens.keys import KeysMixin, named
+from amptui.dashboard.screens.keys import named
 from amptui.dashboard.widgets.plot import COLORS, Figure, Line, MetricPlot
 from amptui.dashboard.widgets.scrollhint import show_columns_hint
 
@@ -51,7 +51,7 @@ def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
     return text
 
 
-class CompareScreen(KeysMixin, DashboardScreen):
+class CompareScreen(DashboardScreen):
     # One line per key; the footer and the help screen (? / F1) read this list.
     BINDINGS = named("compare", [
         Binding("q", "back", "Back"),

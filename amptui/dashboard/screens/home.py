@@ -28,7 +28,7 @@ from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.home_launch import LaunchActions
 from amptui.dashboard.screens.home_presets import PresetActions, PresetList
 from amptui.dashboard.screens.home_runs import RunActions
-from amptui.dashboard.screens.keys import KeysMixin, with_reasons
+from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.title import HomeTitle
 from amptui.dashboard.widgets.toggles import TogglesPanel
@@ -46,7 +46,7 @@ class FilterInput(Input):
             self.screen.close_filter()
 
 
-class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardScreen):
+class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
         Binding("r", "run", "Run"),

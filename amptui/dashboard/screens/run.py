@@ -1,6 +1,8 @@
 """The run screen, attached to a run folder, live or finished: the header lines (run_header.py), the
-status panel and the keys that follow the status (run_controls.py), then the loss / lr / loss-scale /
-memory / throughput panels and the output log, drawn from a RunModel that a worker keeps reading."""
+status panel and the keys that follow the status (run_controls.py), then the panels of the registry
+(amptui/dashboard/panels/: loss, lr, loss scale, memory, throughput, the output log, and for runs
+with range samples the heat map), drawn from a RunModel that a worker keeps reading. The panels'
+number keys, tabs, titles and help follow the registry."""
 
 from __future__ import annotations
 
@@ -10,53 +12,55 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal
+from textual.message import Message
 from textual.widgets import Footer, ProgressBar, Static
 from textual.worker import get_current_worker
 
 from amptui.core.fmt import shown
 from amptui.core.inputbound import notice
-from amptui.core.run.runfiles import OUTPUT_LOG
+from amptui.dashboard.panels import PanelView, RunPanel, registry
+from amptui.dashboard.panels.base import shared_x_range
 from amptui.dashboard.picture import save_screen
 from amptui.dashboard.runmodel import RunModel
 from amptui.dashboard.runtail import RunTail
 from amptui.dashboard.screens.base import DashboardScreen, in_background
-from amptui.dashboard.screens.keys import KeysMixin, with_reasons
-from amptui.dashboard.screens.run_controls import RunControls
+from amptui.dashboard.screens.keys import with_reasons
+from amptui.dashboard.screens.run_controls import RunStatusPanel
 from amptui.dashboard.screens.run_header import header_line, progress_fraction, progress_line, stats_line
-from amptui.dashboard.screens.run_numerics import NUMERICS_KEY, RunNumerics
-from amptui.dashboard.screens.run_panels import RunPanels
-from amptui.dashboard.widgets.heatmap import HeatMapView
-from amptui.dashboard.widgets.plot import MetricPlot
-from amptui.dashboard.widgets.runlog import RunLog
 
 FLUSH_HZ = 4
 PLOT_HZ = 2
-PANELS = (("loss", "loss"), ("lr", "lr"), ("scale", "loss scale"), ("mem", "memory"),
-          ("speed", "throughput"), ("log", "log"))
-TITLES = {"loss": "loss", "lr": "learning rate", "scale": "loss scale (log2)", "mem": "memory",
-          "speed": "throughput", "log": OUTPUT_LOG}
+NUMBERED = registry()  # by number key: the always-shown panels (1-6), then the optional ones (7)
+PANELS = [cls for cls in NUMBERED if not cls.OPTIONAL]  # the tabs, and what `n` cycles through
+IN_PLACE = sorted(NUMBERED, key=lambda cls: cls.PLACE)  # the grid's order
 COMPACT_W, COMPACT_H = 100, 30
-
-
-class Panel(Vertical):
-    ALLOW_MAXIMIZE = True
 
 
 class PanelTabs(Static):
     """The compact layout's tab line: a click picks a panel, like its number key."""
 
+    class Picked(Message):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
     def on_click(self, event) -> None:
         x = 1  # left padding
-        for i, (_, name) in enumerate(PANELS):
-            width = len(f" {i + 1} {name} ") + 1
-            if x <= event.x < x + width and isinstance(self.screen, RunScreen):
-                self.screen.action_panel(i)
+        for i, cls in enumerate(PANELS):
+            width = len(f" {i + 1} {cls.NAME} ") + 1
+            if x <= event.x < x + width:
+                self.post_message(self.Picked(i))
                 return
             x += width
 
 
-class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen):
+def _panel_binding(index: int, cls: type[RunPanel]) -> Binding:
+    return Binding(str(index + 1), f"panel({index})", f"panel: {cls.NAME}", show=False,
+                   id=f"run.panel_{cls.NAME.replace(' ', '_')}")
+
+
+class RunScreen(DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
         Binding("s", "stop", "Stop"),
@@ -69,27 +73,26 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
         Binding("t", "x_axis", "Time axis"),
         Binding("p", "picture", "SVG"),
         Binding("escape", "restore", "Restore", show=False),
-    ], ("stop", "resume"), "run") + [
-        Binding(str(i + 1), f"panel({i})", f"panel: {name}", show=False, id=f"run.panel_{name.replace(' ', '_')}")
-        for i, (_, name) in enumerate(PANELS)] + [
-        Binding(NUMERICS_KEY, "numerics_panel", "panel: range headroom", show=False, id="run.panel_range_headroom")]
-    KEY_HELP = {"1-6": "show that panel (at 80x24) / maximize it (larger terminals); again restores"}
+    ], ("stop", "resume"), "run") + [_panel_binding(i, cls) for i, cls in enumerate(NUMBERED)]
+    KEY_HELP = {f"1-{len(PANELS)}": "show that panel (at 80x24) / maximize it (larger terminals); again restores"}
 
     def __init__(self, run_dir: Path, *, standalone: bool = False):
         super().__init__(id=None)
         self.run_dir = Path(run_dir)
         self.standalone = standalone  # opened by `amptui watch`: q quits, d goes home
         self.model = RunModel(self.run_dir.name)
+        self.x_unit = "step"  # or "seconds" (the `t` key)
         self._rendered = -1
         self._bad_lines_reported = False
         self._plotted = 0.0
-        self._log_seq = 0
-        self.active = 0
-        self._stopping = False
+        self.active = 0  # the always-shown panel the compact layout shows (and `n` moves from)
+        self.optional_active: RunPanel | None = None  # an optional panel (the heat map) picked by its key
         self._shown: dict[str, Text] = {}
-        self._resume_refusal: str | None = "the run has not been read yet"
-        self._status_seen: tuple | None = None
-        self._resuming = False
+        self.panels = [cls(NUMBERED.index(cls) + 1) for cls in IN_PLACE]  # in the grid's order
+
+    def numbered(self, index: int) -> RunPanel:
+        """The panel number key index+1 shows."""
+        return next(p for p in self.panels if type(p) is NUMBERED[index])
 
     # --- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -99,34 +102,15 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
             yield Static(id="progress-text")
         yield Static(id="stats")
         yield Static(id="warning-bar")
-        yield Static(id="error-panel")
+        yield RunStatusPanel(self.run_dir, self.model)
         yield PanelTabs(id="panel-tabs")
         with Grid(id="panels"):
-            with Panel(id="p-loss", classes="panel"):
-                yield MetricPlot(id="plot-loss")
-            with Panel(id="p-lr", classes="panel"):
-                yield MetricPlot(id="plot-lr")
-            with Panel(id="p-scale", classes="panel"):
-                yield MetricPlot(id="plot-scale")
-                yield Static(id="scale-info", classes="info")
-                with VerticalScroll(id="scale-events"):
-                    yield Static(id="scale-list")
-            with Panel(id="p-numerics", classes="panel"):  # shown for runs with range samples
-                yield HeatMapView(id="heatmap")
-                yield Static(id="numerics-info", classes="info")
-            with Panel(id="p-mem", classes="panel"):
-                yield MetricPlot(id="plot-mem")
-                yield Static(id="mem-info", classes="info")
-            with Panel(id="p-speed", classes="panel"):
-                yield MetricPlot(id="plot-speed")
-                yield Static(id="speed-info", classes="info")
-            with Panel(id="p-log", classes="panel"):
-                yield RunLog(max_lines=400, id="log")
+            for panel in self.panels:
+                panel.set_class(panel.OPTIONAL, "-optional")
+                yield panel
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        for i, (key, _name) in enumerate(PANELS):
-            self.query_one(f"#p-{key}").border_title = f"{i + 1} {TITLES[key]}"
         self.query_one("#error-panel").display = False
         self.query_one("#warning-bar").display = False
         self._layout(self.size.width, self.size.height)
@@ -140,18 +124,38 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
     def _layout(self, width: int, height: int) -> None:
         compact = width < COMPACT_W or height < COMPACT_H
         self.set_class(compact, "-compact")
-        for i, (key, _) in enumerate(PANELS):
-            self.query_one(f"#p-{key}").set_class(i == self.active and not self.numerics_active, "-active")
-        self.query_one("#p-numerics").set_class(self.numerics_active, "-active")
+        for i in range(len(PANELS)):
+            self.numbered(i).set_class(i == self.active and self.optional_active is None, "-active")
+        for panel in self.panels:
+            if panel.OPTIONAL:
+                panel.set_class(panel is self.optional_active, "-active")
+        self._grid()
         self._tabs()
+
+    def _grid(self) -> None:
+        """Two rows of the panels shown (the last one spanning what is left), or one panel at a time
+        in the compact layout."""
+        compact = self.has_class("-compact")
+        shown = [p for p in self.panels if not p.OPTIONAL or p.has_class("-shown")]
+        columns = 1 if compact else -(-len(shown) // 2)
+        grid = self.query_one("#panels", Grid)
+        grid.styles.grid_size_columns = columns
+        grid.styles.grid_size_rows = 1 if compact else 2
+        for panel in shown:
+            panel.styles.column_span = 1
+        if shown and not compact:
+            shown[-1].styles.column_span = 2 * columns - len(shown) + 1
 
     def _tabs(self) -> None:
         parts: list[str | tuple[str, str]] = []
-        for i, (_key, name) in enumerate(PANELS):
-            style = "bold reverse" if i == self.active and not self.numerics_active else "dim"
-            parts.append((f" {i + 1} {name} ", style))
+        for i, cls in enumerate(PANELS):
+            style = "bold reverse" if i == self.active and self.optional_active is None else "dim"
+            parts.append((f" {i + 1} {cls.NAME} ", style))
             parts.append(" ")
         self.query_one("#panel-tabs", Static).update(Text.assemble(*parts))
+
+    def on_panel_tabs_picked(self, message: PanelTabs.Picked) -> None:
+        self.action_panel(message.index)
 
     # --- live data -------------------------------------------------------------------------------
     @in_background("run-tail", "reading the run's files")
@@ -182,7 +186,7 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
             self._header(now)
             if not changed:
                 return
-            self._status_panel()
+            self.query_one(RunStatusPanel).show(self.has_class("-compact"), self.size.width)
             if m.bad_lines and not self._bad_lines_reported:
                 self._bad_lines_reported = True  # said once; the rest of the stream is read as usual
                 self.notify(f"skipped {m.bad_lines} unreadable line(s) in the event files; everything else was "
@@ -193,13 +197,8 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
                 self._plotted = tick
                 self._rendered = m.version
                 self._draw()
-            new_lines = m.log_seq - self._log_seq
-            lines = list(m.log_lines)[-new_lines:] if new_lines > 0 else []
-            self._log_seq = m.log_seq
-        if lines:
-            log = self.query_one("#log", RunLog)
-            for line in lines:
-                log.add(Text(shown(line)))
+            for panel in self.panels:
+                panel.follow(m)  # what it shows as it arrives (the log's new lines)
 
     def _header(self, now: float) -> None:
         m = self.model
@@ -222,8 +221,18 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
 
     def _draw(self) -> None:
         m = self.model
-        self._plots()
-        self._numerics_panel()
+        regrid = False
+        for panel in self.panels:
+            if panel.OPTIONAL and panel.has_data(m) != panel.has_class("-shown"):
+                panel.set_class(not panel.has_class("-shown"), "-shown")
+                self.set_class(panel.has_class("-shown"), f"-{panel.KEY}")
+                regrid = True
+        if regrid:
+            self._grid()
+        held = [series for panel in self.panels for series in panel.held(m)]
+        view = PanelView(m, self.x_unit, shared_x_range(m, self.x_unit, held))
+        for panel in self.panels:
+            panel.draw(view)
         # an input-bound run, then warnings (odd AMP combinations, loss-scale alarms): the newest, and how many
         bar = self.query_one("#warning-bar", Static)
         bound = notice(m.data_wait.share, m.device.get("type"))
@@ -237,11 +246,32 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
 
     # --- actions -----------------------------------------------------------------------------------
     def action_panel(self, index: int) -> None:
+        panel = self.numbered(index)
+        if panel.OPTIONAL:
+            self._optional_panel(panel)
+            return
         self.active = index
-        self.numerics_active = False
+        self.optional_active = None
         self._layout(self.size.width, self.size.height)
         if not self.has_class("-compact"):
-            panel = self.query_one(f"#p-{PANELS[index][0]}")
+            if self.maximized is panel:
+                self.minimize()
+            else:
+                self.maximize(panel, container=False)
+
+    def _optional_panel(self, panel: RunPanel) -> None:
+        """An optional panel's key (7: the heat map): it alone (compact layout) or maximized; again
+        restores. A run without its data says so."""
+        if not panel.has_class("-shown"):
+            self.notify(panel.MISSING, timeout=5)
+            return
+        picked = self.optional_active is not panel or not panel.has_class("-active")
+        self.optional_active = panel if picked else None
+        panel.set_class(picked, "-active")
+        for other in self.panels:
+            if other is not panel and picked:
+                other.set_class(False, "-active")
+        if not self.has_class("-compact"):
             if self.maximized is panel:
                 self.minimize()
             else:
@@ -251,7 +281,7 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
         self.active = (self.active + 1) % len(PANELS)
         self._layout(self.size.width, self.size.height)
         if self.maximized is not None:
-            self.maximize(self.query_one(f"#p-{PANELS[self.active][0]}"), container=False)
+            self.maximize(self.numbered(self.active), container=False)
 
     def action_restore(self) -> None:
         if self.maximized is not None:
@@ -277,10 +307,27 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
         """Everything read so far is on the screen (a picture taken now shows the run as read)."""
         m = self.model
         with m.lock:
-            written = (not m.loading and m.records > 0 and self._rendered == m.version
-                       and self._log_seq == m.log_seq)
-        # a written log line shows once the log has scrolled to it (after the next refresh)
-        return written and self.query_one("#log", RunLog).is_vertical_scroll_end
+            return (not m.loading and m.records > 0 and self._rendered == m.version
+                    and all(panel.caught_up(m) for panel in self.panels))
+
+    # --- the status's keys: the status panel decides whether they apply, and does them ---------------
+    def refusal(self, action: str) -> str | None:
+        panels = self.query(RunStatusPanel)
+        if not panels:  # asked before the screen is composed
+            return "the run has not been read yet" if action in ("stop", "resume") else None
+        return panels.first().refusal(action)
+
+    def on_run_status_panel_keys_changed(self, message: RunStatusPanel.KeysChanged) -> None:
+        self.refresh_bindings()
+
+    def action_stop(self) -> None:
+        self.query_one(RunStatusPanel).stop()
+
+    def action_resume(self) -> None:
+        self.query_one(RunStatusPanel).resume()
+
+    def action_info(self) -> None:
+        self.query_one(RunStatusPanel).info()
 
     def action_detach(self) -> None:
         self.app.go_home()

@@ -1,8 +1,8 @@
 """What the run's status means on the run screen: the panel under the header for a failed, killed or
-stopped run, and the controls that depend on the status: stop (s), resume (R), run info (i).
-
-Which of them apply follows the status (KeysMixin hides the others from the footer and says why
-when one is pressed anyway)."""
+stopped run (RunStatusPanel), and the controls that depend on the status: stop (s), resume (R), run
+info (i). The run screen's keys call the panel's `stop`, `resume` and `info`; the panel says when
+which keys apply has changed (KeysChanged), and the screen refreshes its footer (the screen's
+`refusal` asks the panel, so a key that does not apply says why when pressed anyway)."""
 
 from __future__ import annotations
 
@@ -10,32 +10,44 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import Static
-from textual.worker import Worker
+from textual.worker import Worker, WorkerState
 
+from amptui.core import trust
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown as escaped
 from amptui.core.run import runops
 from amptui.dashboard.runmodel import RunModel
-from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.screens.base import in_background, say_failure
+from amptui.dashboard.screens.modals import ConfirmModal, RunInfoModal
 
-if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
-    _Screen = DashboardScreen
-else:
-    _Screen = object
+if TYPE_CHECKING:  # the app imports the screens: a runtime import here would close a circle
+    from amptui.dashboard.app import AmptuiApp
 
 TRACEBACK_LINES = 6  # of a failed run's traceback, under its error (2 in the compact layout)
 
 
-class RunControls(_Screen):
-    # what it reads and sets on its run screen (RunScreen.__init__ sets them)
-    run_dir: Path
-    model: RunModel
-    _stopping: bool  # a stop was asked and has not answered yet
-    _resuming: bool  # a resume is starting
-    _status_seen: tuple | None  # (status, loading, stopping) the keys were last worked out for
-    _resume_refusal: str | None  # why R does not apply now (None: it does)
+class RunStatusPanel(Static):
+    if TYPE_CHECKING:
+        app: AmptuiApp  # self.app is the dashboard's app (from_thread, runs_display)
+
+    class KeysChanged(Message):
+        """Which of s / R apply has changed: the screen refreshes its footer."""
+
+    def __init__(self, run_dir: Path, model: RunModel) -> None:
+        super().__init__(id="error-panel")
+        self.run_dir = run_dir
+        self.model = model
+        self._stopping = False  # a stop was asked and has not answered yet
+        self._resuming = False  # a resume is starting
+        self._status_seen: tuple | None = None  # (status, loading, stopping) the keys were last worked out for
+        self._resume_refusal: str | None = "the run has not been read yet"  # why R does not apply now (None: it does)
+        self._failure_said: tuple[str, str] | None = None  # the last failure shown (say_failure)
+
+    def _keys_changed(self) -> None:
+        self.post_message(self.KeysChanged())
 
     def _status_changed(self) -> None:
         """Which keys apply follows the run's status (s while running, R when a resume would work)."""
@@ -53,13 +65,14 @@ class RunControls(_Screen):
                 self._resume_refusal = runops.resume_refusal(self.run_dir)
             except (OSError, UserError) as exc:
                 self._resume_refusal = str(exc)
-        self.refresh_bindings()
+        self._keys_changed()
 
-    def _status_panel(self) -> None:
-        """A failed run's error and the end of its traceback; a killed or stopped one, and whether R resumes it."""
+    def show(self, compact: bool, width: int) -> None:
+        """A failed run's error and the end of its traceback; a killed or stopped one, and whether R
+        resumes it (`compact`: the 80x24 layout, two traceback lines; `width`: the screen's)."""
         m = self.model
         self._status_changed()
-        panel = self.query_one("#error-panel", Static)
+        panel = self
         if m.damaged:
             panel.update(Text.assemble(("✗ damaged", "bold red"), f": cannot read the event file ({m.damaged})"))
             panel.display = True
@@ -67,8 +80,8 @@ class RunControls(_Screen):
         elif m.status == "failed":
             err = m.error or {}
             lines = str(err.get("traceback") or "").rstrip().splitlines()
-            width = max(20, self.size.width - 6)
-            shown = lines[-(2 if self.has_class("-compact") else TRACEBACK_LINES):]
+            width = max(20, width - 6)
+            shown = lines[-(2 if compact else TRACEBACK_LINES):]
             tail = [line if len(line) <= width else line[: width - 1] + "…" for line in map(escaped, shown)]
             rank = err.get("rank")
             panel.update(Text.assemble(
@@ -109,13 +122,11 @@ class RunControls(_Screen):
             return Text.assemble("R continues it (or: amptui resume ", self.model.run_id, ")")
         return Text(f"no resume: {self._resume_refusal}", style="dim")
 
-    def action_stop(self) -> None:
-        from amptui.dashboard.screens.modals import ConfirmModal
-
+    def stop(self) -> None:
         def answer(yes: bool | None) -> None:
             if yes:
                 self._stopping = True
-                self.refresh_bindings()
+                self._keys_changed()
                 self.notify("stopping: the run writes a checkpoint, then ends", timeout=4)
                 self._stop()
 
@@ -140,14 +151,11 @@ class RunControls(_Screen):
         self._status_seen = None
         self.notify(message, severity=severity)
 
-    def action_resume(self) -> None:
-        from amptui.core import trust
-
+    def resume(self) -> None:
         foreign = trust.foreign_code(self.run_dir)
         if not foreign:
             self._start_resume([])
             return
-        from amptui.dashboard.screens.modals import ConfirmModal
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -160,7 +168,7 @@ class RunControls(_Screen):
         if self._resuming:
             return
         self._resuming = True
-        self.refresh_bindings()
+        self._keys_changed()
         self.notify(f"resuming {self.model.run_id}…", timeout=3)
         self._resume(flags)
 
@@ -182,19 +190,21 @@ class RunControls(_Screen):
             self.notify(error, title="Resume refused", severity="error", timeout=10)
         else:
             self.notify(f"run {run_id} resumed from its last checkpoint")
-        self.refresh_bindings()
+        self._keys_changed()
 
-    def action_info(self) -> None:
-        from amptui.dashboard.screens.modals import RunInfoModal
-
+    def info(self) -> None:
         self.app.push_screen(RunInfoModal(self.run_dir, self.app.runs_display))
 
-    def worker_failed(self, worker: Worker) -> None:
-        """A stop or resume that failed before its reply: s and R apply again."""
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A stop or resume that failed before its reply: s and R apply again, and the failure is said."""
+        worker = event.worker
+        if event.state != WorkerState.ERROR or worker.error is None:
+            return
+        self._failure_said = say_failure(self, worker, self._failure_said)
         if worker.group in ("run-stop", "run-resume"):
             if worker.group == "run-stop":
                 self._stopping = False
             else:
                 self._resuming = False
             self._status_seen = None
-            self.refresh_bindings()
+            self._keys_changed()

@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Footer, Static
 from amptui.core import safefile
 from amptui.core.errors import UserError
 from amptui.dashboard.screens.base import DashboardScreen, in_background
-from amptui.dashboard.screens.keys import KeysMixin, with_reasons
+from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.widgets.scrollhint import show_columns_hint, show_rows_hint
 from amptui.tune import plan as T
 from amptui.tune import report
@@ -56,7 +56,7 @@ def progress_words(result: dict[str, Any], stopping: bool) -> list[str]:
     return lines
 
 
-class TuneScreen(KeysMixin, DashboardScreen):
+class TuneScreen(DashboardScreen):
     BINDINGS = with_reasons([
         Binding("s", "save_winner", "Save winner"),
         Binding("q", "stop_or_back", "Stop / Back"),

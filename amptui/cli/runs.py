@@ -1,34 +1,31 @@
-"""Housekeeping from the command line: `amptui runs delete ID...`, `amptui presets delete NAME`
-and `amptui export RUN`. Each checks everything it was given before it changes anything, so a
-mistake is one line, exit 2, and nothing touched.
+"""`amptui runs`: list runs (this folder's, or every folder used); `amptui runs delete RUN_ID...`:
+delete finished runs, everything given checked before anything changes, so a mistake is one
+line, exit 2, and nothing touched. A run is deleted the way the dashboard deletes one
+(core.run.runops.delete_run, under the run's lock). An id given other than whole (a prefix, the
+short tail, `last`) is confirmed first: asked on a terminal, refused in a pipe unless --yes, since
+a typo there deletes a run the user did not mean.
 
-Run ids are looked up the way `watch` and `compare` look them up (core.run.runs), and a run is
-deleted the way the dashboard deletes one (core.run.runops.delete_run, under the run's lock). An id
-given other than whole (a prefix, the short tail, `last`) is confirmed first: asked on a terminal,
-refused in a pipe unless --yes, since a typo there deletes a run the user did not mean.
+Standard library and amptui's core only at import time: main.py imports every command to build
+the parser, so what a command needs loads in its handler (`amptui --help` answers at once).
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 from pathlib import Path
 
+from amptui.cli.parser import runs_dir_option
 from amptui.core.errors import UserError
 
 
-def add_parsers(sub, runs_dir_option) -> None:
-    """`amptui export` (the `runs delete` and `presets delete` actions are added by `add_actions`)."""
-    p = sub.add_parser("export", help="a run's step series (loss, lr, loss scale, speed, memory, eval) "
-                                      "as csv or json")
-    p.add_argument("run_id", metavar="RUN_ID", help="the run to export; an id as `amptui runs` lists it")
-    p.add_argument("--format", choices=("csv", "json"), default="csv", help="csv (default) or json")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: standard output)")
+def add_parser(sub) -> None:
+    p = sub.add_parser("runs", help="list runs, or delete some (runs delete RUN_ID...)")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    p.add_argument("--all-folders", action="store_true",
+                   help="also the other runs folders this user has used (each run records its folder)")
     runs_dir_option(p)
-
-
-def add_runs_actions(runs_parser: argparse.ArgumentParser, runs_dir_option) -> None:
-    actions = runs_parser.add_subparsers(dest="action", metavar="ACTION")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.add_parser("list", help="list runs (the default)")
     p = actions.add_parser("delete", help="delete finished runs (their folders); running ones are refused")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID",
@@ -39,12 +36,55 @@ def add_runs_actions(runs_parser: argparse.ArgumentParser, runs_dir_option) -> N
     runs_dir_option(p)
 
 
-def add_presets_delete(preset_actions) -> None:
-    p = preset_actions.add_parser("delete", help="delete a saved preset (built-ins stay)")
-    p.add_argument("name", metavar="NAME", help="a saved preset's name (amptui presets list)")
+def handle(args) -> int:
+    from amptui.cli.tables import print_runs
+    from amptui.core.run import runs
+
+    if getattr(args, "action", None) == "delete":
+        return delete(args)
+    root = runs.runs_root(args.runs_dir)
+    if getattr(args, "all_folders", False):
+        return _runs_all_folders(root, args.format)
+    found = runs.list_runs(root)
+    if args.format == "json":
+        print(json.dumps([r.as_json() for r in found], indent=2))
+    elif not found:
+        from amptui.core.run.folders import others_hint
+
+        hint = others_hint(root)
+        print(f"no runs in {root} (start one with `amptui run quickstart`)" + (f"\n{hint}" if hint else ""))
+    else:
+        print_runs(found)
+    return 0
 
 
-def cmd_runs_delete(args) -> int:
+def _runs_all_folders(root, fmt: str) -> int:
+    """`amptui runs --all-folders`: this runs folder, then every other one recorded as used."""
+    import os
+
+    from amptui.cli.tables import print_runs
+    from amptui.core.run import folders, runs
+
+    here = os.path.realpath(root)
+    places = [Path(here)] + [f for f in folders.used_folders() if os.path.realpath(f) != here]
+    listed = []
+    for place in places:
+        try:
+            found = runs.list_runs(place)
+        except UserError:
+            continue  # a folder gone unreadable since: the others still list
+        listed.append((place, found))
+    if fmt == "json":
+        print(json.dumps([{**r.as_json(), "runs_dir": str(place)} for place, found in listed for r in found], indent=2))
+        return 0
+    for i, (place, found) in enumerate(listed):
+        print(("\n" if i else "") + f"runs in {place}:" + ("" if found else " none"))
+        if found:
+            print_runs(found)
+    return 0
+
+
+def delete(args) -> int:
     from amptui.core.run import runops, runs
 
     root = runs.runs_root(args.runs_dir, writable=True)
@@ -89,35 +129,3 @@ def _confirm_shortened(shortened: list[tuple[str, str]], full_ids: list[str]) ->
     print(f"delete {runs_word} {', '.join(full_ids)}? ({named}) [y/N] ", end="", file=sys.stderr, flush=True)
     if sys.stdin.readline(16).strip().lower() not in ("y", "yes"):
         raise UserError("nothing deleted (not confirmed)")
-
-
-def cmd_presets_delete(args) -> int:
-    from amptui.core.config import presets
-
-    path = presets.delete_preset(args.name)
-    print(f"deleted preset {args.name!r} ({path})")
-    return 0
-
-
-def cmd_export(args) -> int:
-    from amptui.core import export
-    from amptui.core.run import runs
-    from amptui.core.safefile import atomic_writer
-
-    run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)
-    if not args.output:
-        export.write(run_dir, args.format, sys.stdout)
-        return 0
-    out = Path(args.output).expanduser()
-    if out.is_dir() or not out.parent.is_dir():
-        raise UserError(f"-o {args.output}: not a file in an existing folder")
-    if out.parent.resolve() == run_dir.resolve() or run_dir.resolve() in out.parent.resolve().parents:
-        raise UserError(f"-o {args.output}: inside the run folder {run_dir.name}; write the export elsewhere "
-                        "(the run's own files are not replaced)")
-    try:
-        with atomic_writer(out, binary=False) as fh:  # whole or not at all
-            rows = export.write(run_dir, args.format, fh)
-    except OSError as exc:
-        raise UserError(f"-o {args.output}: cannot write: {exc.strerror or exc}") from None
-    print(f"wrote {rows} steps of {run_dir.name} to {out}", file=sys.stderr)
-    return 0

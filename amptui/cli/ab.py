@@ -1,0 +1,100 @@
+"""`amptui ab PRESET`: run a preset once per precision variant, then compare them (jobs/ab.py): here
+in the terminal, or with --detach as a group driven in the background.
+
+Standard library and amptui's core only at import time: main.py imports every command to build
+the parser, so what a command needs loads in its handler (`amptui --help` answers at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from amptui.cli.compare import print_emulation_notes
+from amptui.cli.parser import PRESET_HELP, runs_dir_option
+from amptui.cli.run_commands import attach
+from amptui.jobs.detached import announce
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
+    p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
+    p.add_argument("--variants", metavar="V,V,...",
+                   help="from fp32, tf32 (CUDA), fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
+                        "CUDA, fp32,bf16 on CPU)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset key in every variant, e.g. --set run.max_steps=200 (repeatable; "
+                        "not the amp.* keys the variants set)")
+    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
+                   help="how to print the comparison at the end (default: table)")
+    p.add_argument("--detach", action="store_true", help="run the A/B in the background (its output in "
+                   "RUNS/.ab/GROUP.log) and print one JSON line with its group id")
+    p.add_argument("--group", help=argparse.SUPPRESS)  # the group a detached A/B drives (made by --detach)
+    runs_dir_option(p)
+
+
+def handle(args) -> int:
+    """The CLI's and the dashboard's A/B (jobs/ab.py): here in the terminal, or with --detach as a
+    group driven in the background by this same command line (`--group ID`)."""
+    from amptui.cli.prose import error, say
+    from amptui.cli.tables import print_comparison
+    from amptui.core import compare, preflight
+    from amptui.core.config import presets
+    from amptui.core.config import values as config
+    from amptui.core.config import variants as ab
+    from amptui.core.config.precision import Precision
+    from amptui.core.config.scriptsets import check_no_script
+    from amptui.core.run import runs
+    from amptui.jobs import ab as abjob
+    from amptui.jobs import groups, launch
+    from amptui.machine.hardware import emulated_dtype_notice
+
+    root = runs.runs_root(args.runs_dir, writable=True)
+    preset = presets.find_preset(args.preset)
+    overrides = config.parse_set(args.sets)
+    ab.check_overrides(overrides)
+    if not args.group:  # the variants are checked before a group exists: a refusal leaves nothing behind
+        planned = preset.config(overrides)
+        check_no_script("ab", planned.run.script)
+        ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
+    if args.detach:
+        group, pid = abjob.start_detached(root, preset, args.preset, overrides, args.variants, args.argv)
+        announce("ab", f"A/B {group.label} of {preset.name} started in the background; its runs are listed "
+                       f"in `amptui runs` as they start\noutput: {group.log}",
+                 group_id=group.group_id, label=group.label, pid=pid, log=group.log, group=group.path)
+        return 0
+    group = groups.find(root, args.group) if args.group else \
+        abjob.start_here(root, preset, args.preset, overrides, args.variants)
+    with group.recording():
+        planned = preset.config(overrides)
+        device = preflight.device_type(planned.run.device)
+        variants = ab.expand(args.variants, device, planned.dist.mode)
+        # Check every variant before the first one starts: a bad combination fails now, not halfway.
+        for name, variant in variants:
+            resolved = launch.resolve_config(preset, {**overrides, **variant})
+            precision = Precision.from_config(resolved, resolved.run.device)
+            notice = emulated_dtype_notice(resolved.run.device, precision.autocast, precision.dtype)
+            if notice:
+                say(f"note: variant {name}: {notice}")
+
+        labels = variant_labels([name for name, _ in variants])
+
+        def follow(run_dir: Path, proc, index: int, name: str) -> int:
+            return attach(run_dir, proc, False, 0, label=labels[index - 1])
+
+        outcome = abjob.run_variants(group, preset, overrides, variants, root, follow)
+    print()
+    print_comparison(outcome.run_dirs, args.format)
+    if args.format in ("table", "markdown"):
+        print_emulation_notes([compare.summarize(d) for d in outcome.run_dirs])
+        say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
+    if outcome.error:
+        error(outcome.error)
+    return outcome.exit_code
+
+
+def variant_labels(names: list[str]) -> list[str]:
+    """Each A/B run's progress-line label: "[3/4] bf16+reduce " padded to the longest name and a
+    space, so what follows ("completed: ...") never runs into the name."""
+    width = max((len(name) for name in names), default=0) + 1
+    return [f"[{i}/{len(names)}] {name:<{width}}" for i, name in enumerate(names, 1)]

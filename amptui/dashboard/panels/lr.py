@@ -1,0 +1,27 @@
+"""Panel 2: the learning rate, with its latest value in the footer."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+
+from amptui.core import axis
+from amptui.core.series import Series
+from amptui.dashboard.panels.base import PanelView, RunPanel
+from amptui.dashboard.runmodel import RunModel
+from amptui.dashboard.widgets.plot import Line, MetricPlot
+
+
+class LearningRatePanel(RunPanel):
+    KEY, NAME, TITLE, PLACE = "lr", "lr", "learning rate", 2
+
+    def compose(self) -> ComposeResult:
+        yield MetricPlot(id="plot-lr")
+
+    def held(self, model: RunModel) -> list[Series]:
+        return [model.lr_s]
+
+    def draw(self, view: PanelView) -> None:
+        m = view.model
+        xs, ys = view.x(m.lr_s)
+        self.query_one(MetricPlot).update_figure(view.figure([Line(xs, ys, color="green")], y_unit="lr"))
+        self.border_subtitle = axis.eng(m.lr) if m.lr is not None else "-"

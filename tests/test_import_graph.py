@@ -1,0 +1,93 @@
+"""No import circles at run time: no two amptui modules import each other, directly or around a
+longer loop, counting the imports made inside functions (a lazy import hides a circle from the
+interpreter, not from the reader). Imports under `if TYPE_CHECKING:` are left out: they never run.
+grimp (installed with import-linter) builds the graph in process, in well under a second."""
+
+from __future__ import annotations
+
+import grimp
+
+
+def _graph() -> grimp.ImportGraph:
+    return grimp.build_graph("amptui", exclude_type_checking_imports=True, cache_dir=None)
+
+
+def _where(graph: grimp.ImportGraph, importer: str, imported: str) -> str:
+    lines = graph.get_import_details(importer=importer, imported=imported)
+    return ", ".join(f"{d['importer']}:{d['line_number']} {d['line_contents']!r}" for d in lines) or "?"
+
+
+def _circles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iteratively)."""
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in sorted(graph.modules)}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def test_no_two_modules_import_each_other():
+    graph = _graph()
+    pairs = [(a, b) for a in sorted(graph.modules) for b in sorted(graph.find_modules_directly_imported_by(a))
+             if a < b and a in graph.find_modules_directly_imported_by(b)]
+    said = [f"{a} <-> {b}: {_where(graph, a, b)}; {_where(graph, b, a)}" for a, b in pairs]
+    assert not said, "modules that import each other:\n" + "\n".join(said)
+
+
+def test_no_longer_import_circles():
+    graph = _graph()
+    circles = _circles(graph)
+    said = []
+    for group in circles:
+        inside = set(group)
+        said.append(" / ".join(group) + ":\n" + "\n".join(
+            f"  {_where(graph, a, b)}" for a in group for b in sorted(graph.find_modules_directly_imported_by(a))
+            if b in inside))
+    assert not said, "modules that import each other around a circle:\n" + "\n".join(said)
+
+
+def test_the_check_sees_a_circle_made_by_an_import_inside_a_function(tmp_path, monkeypatch):
+    package = tmp_path / "circled"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from circled import b\n")
+    (package / "b.py").write_text("def later():\n    from circled import c\n")
+    (package / "c.py").write_text("import typing\nif typing.TYPE_CHECKING:\n    from circled import b\n"
+                                  "def later():\n    from circled import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = grimp.build_graph("circled", exclude_type_checking_imports=True, cache_dir=None)
+    assert _circles(graph) == [["circled.a", "circled.b", "circled.c"]]
