@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Callable
 
 from amptui.core.events import EventReader, EventWriter, events_file
@@ -27,6 +28,29 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.jobs.stderrtail import StderrTail
 
 SAID_CHARS = 300  # of the script's last stderr line, in the run's error
+AMPTUI_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _runner_frame(filename: str) -> bool:
+    """A frame of this runner (amptui's files, runpy's), not of the script."""
+    return filename.startswith(AMPTUI_DIR + os.sep) or filename == "<frozen runpy>" or \
+        os.path.basename(filename) == "runpy.py"
+
+
+def from_script(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback from the script's first frame on, as `python SCRIPT` would print it: the
+    runner's and runpy's frames before it left out (an error of amptui's own keeps them all)."""
+    first = tb
+    while first is not None and _runner_frame(first.tb_frame.f_code.co_filename):
+        first = first.tb_next
+    return first if first is not None else tb
+
+
+def _script_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    tb = from_script(tb)
+    if isinstance(exc, BaseException):
+        exc.__traceback__ = tb  # what Python's printer reads (not its `tb` argument)
+    sys.__excepthook__(kind, exc, tb)
 
 
 def _exit_error(exc: BaseException, said: str = "") -> ErrorInfo | None:
@@ -146,4 +170,5 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
 if __name__ == "__main__":
     from amptui.telemetry import scripthooks
 
+    sys.excepthook = _script_excepthook  # a crash prints the script's frames only (a script may set its own)
     main(sys.argv[1:], install_hooks=scripthooks.install)

@@ -171,8 +171,9 @@ class Precision:
         return {"param_dtype": self.reduced, "reduce_dtype": self.reduce, "sharded_dtype": FULL}
 
     def as_record(self) -> dict[str, Any]:
-        """The `start` record's `precision` field (`tf32` only when asked for; `fsdp`: an FSDP run's policy)."""
-        record: dict[str, Any] = {"autocast": self.autocast, "dtype": self.dtype, "grad_scaler": self.scaler,
+        """The `start` record's `precision` field (`tf32` only when asked for; `fsdp`: an FSDP run's policy).
+        Its dtype is what the forward computes in: float32 without autocast (never the preset's unused one)."""
+        record: dict[str, Any] = {"autocast": self.autocast, "dtype": self.reduced, "grad_scaler": self.scaler,
                                   "short": self.short, "words": self.words}
         if self.tf32:
             record["tf32"] = True
