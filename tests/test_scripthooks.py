@@ -339,7 +339,7 @@ def test_a_ddp_script_under_torchrun_writes_one_file_per_rank(runs_dir):
     proc = amptui_cli("run", "--script", str(SCRIPTS / "ddp_train.py"), "--set", "dist.mode=ddp",
                       "--set", "dist.nproc_per_node=2", "--set", "log.every=4", check=True)
     run_dir = only_run(runs_dir)
-    assert proc.stdout.strip().splitlines()[-1] == f"run {run_dir.name}: completed"
+    assert proc.stderr.strip().splitlines()[-1] == f"run {run_dir.name}: completed"  # stdout: the script's
     rank0, rank1 = events(run_dir), events(run_dir, "events.rank1.jsonl")
     for rank, recs in ((0, rank0), (1, rank1)):
         assert {r["rank"] for r in recs} == {rank}
