@@ -76,6 +76,16 @@ class Precision:
     # MixedPrecisionPolicy's param_dtype (no autocast context); None: not an FSDP policy
     reduce: str | None = None
 
+    def _key(self) -> tuple:
+        """What tells two precisions apart: without autocast the dtype a preset still names is unused."""
+        return self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32, self.reduce
+
+    def __eq__(self, other: object) -> bool:  # a float32 run is the same whatever autocast dtype its preset names
+        return isinstance(other, Precision) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     # --- built from ... ----------------------------------------------------------------------
 
     @classmethod
