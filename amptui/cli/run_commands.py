@@ -98,8 +98,8 @@ def cmd_resume(args) -> int:
     offset, output = _size(RunFolder(run_dir).events), _size(RunFolder(run_dir).output_log)
     # checks it can resume while holding the run's lock
     proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file, trust_code=trusted)
-    script = stop_point(run_dir) != CHECKPOINT_FIRST
-    return attach(run_dir, proc, args.detach, offset=offset, kind="resume", output_from=output if script else None)
+    return attach(run_dir, proc, args.detach, offset=offset, kind="resume",
+                  output_from=output if is_script_run(run_dir) else None)
 
 
 def asked_on_terminal(run_dir: Path) -> bool:
@@ -119,12 +119,8 @@ def asked_on_terminal(run_dir: Path) -> bool:
     return True
 
 
-CHECKPOINT_FIRST = "checkpoint first"
-
-
-def stop_point(run_dir: Path) -> str:
-    """Where a stopping run stops: amptui's trainer checkpoints first; a script's own loop is
-    stopped at its next optimizer step (amptui writes no checkpoint for it)."""
+def is_script_run(run_dir: Path) -> bool:
+    """Does the run's config.toml name a script (`run --script` / `-m`)? False when unreadable."""
     from amptui.core.config import values as cfgmod
     from amptui.core.errors import ConfigError
 
@@ -132,7 +128,13 @@ def stop_point(run_dir: Path) -> str:
         run = cfgmod.read_toml(RunFolder(run_dir).config).get("run")
     except (ConfigError, OSError):
         run = None
-    return "at the script's next optimizer step" if isinstance(run, dict) and run.get("script") else CHECKPOINT_FIRST
+    return isinstance(run, dict) and bool(run.get("script"))
+
+
+def stop_point(run_dir: Path) -> str:
+    """Where a stopping run stops: amptui's trainer checkpoints first; a script's own loop is
+    stopped at its next optimizer step (amptui writes no checkpoint for it)."""
+    return "at the script's next optimizer step" if is_script_run(run_dir) else "checkpoint first"
 
 
 def _check_checkpoint_file(run_dir: Path, cfg: Config) -> None:
