@@ -155,3 +155,14 @@ def test_on_a_terminal_the_scripts_prints_and_traceback_show_with_the_progress_l
     assert "amptui: error: ValueError: boom at the end" in plain
     # the script's first print comes before amptui's failure lines
     assert plain.index("hello from the script") < plain.index("amptui: error:")
+
+
+@pytest.mark.slow
+def test_a_script_that_does_not_compile_shows_its_file_and_line_as_python_does(isolated):
+    script = _script(isolated, "print('never')\nx = (\n", "bad.py")
+    proc = subprocess.run([sys.executable, "-m", "amptui", "run", "--script", str(script)],
+                          capture_output=True, text=True, timeout=300, cwd=isolated)
+    assert proc.returncode == 1
+    assert f'File "{script}", line 2' in proc.stdout and "SyntaxError" in proc.stdout, proc.stdout
+    assert "Traceback" not in proc.stdout and "runpy" not in proc.stdout  # no frames of amptui's runner
+    assert "amptui: error: SyntaxError" in proc.stderr

@@ -47,7 +47,8 @@ def from_script(tb: TracebackType | None) -> TracebackType | None:
 
 
 def _script_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
-    tb = from_script(tb)
+    # a script that does not compile: its file and line only, as python prints it
+    tb = None if isinstance(exc, SyntaxError) and from_script(tb) is tb else from_script(tb)
     if isinstance(exc, BaseException):
         exc.__traceback__ = tb  # what Python's printer reads (not its `tb` argument)
     sys.__excepthook__(kind, exc, tb)
