@@ -166,3 +166,19 @@ def test_a_script_that_does_not_compile_shows_its_file_and_line_as_python_does(i
     assert f'File "{script}", line 2' in proc.stdout and "SyntaxError" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stdout and "runpy" not in proc.stdout  # no frames of amptui's runner
     assert "amptui: error: SyntaxError" in proc.stderr
+
+
+def test_output_echo_keeps_only_the_latest_state_of_a_line_redrawn_in_place(tmp_path):
+    log = tmp_path / "output.log"
+    log.write_bytes(b"")
+    out = io.BytesIO()
+    echo = OutputEcho(log, 0, None, out)
+    with log.open("ab") as f:
+        for i in range(1000):  # tqdm's bar for a whole epoch: no newline until it ends
+            f.write(f"\r{i}/1000".encode())
+    echo.poll()
+    assert out.getvalue() == b"" and echo.pending == b"999/1000"  # held, and no bigger than one state
+    with log.open("ab") as f:
+        f.write(b"\r\ndone\r\n")
+    echo.poll()
+    assert out.getvalue() == b"999/1000\r\ndone\r\n"  # \r\n line ends pass through whole

@@ -23,6 +23,7 @@ from amptui.core import safefile
 # warning record (cli/console.py prints those as "warning: ...").
 HOOK_WARNING = b"[amptui] warning: "
 READ_MAX = 1 << 20  # bytes passed on per poll: a flood of output never starves the progress line
+PENDING_MAX = 1 << 16  # an unfinished line longer than this is passed on as it is
 
 
 class OutputEcho:
@@ -36,17 +37,19 @@ class OutputEcho:
         self._file: IO[bytes] | None = None
 
     def poll(self, final: bool = False) -> None:
-        """Pass on the whole lines written since the last call (`final`: also an unfinished last line)."""
-        data = self._read()
-        while final and len(data) == READ_MAX:  # the script's last words, all of them
-            self._show((self.pending + data).split(b"\n"))
-            self.pending, data = b"", self._read()
-        lines = (self.pending + data).split(b"\n")
-        self.pending = lines.pop()
-        if final and self.pending:
-            lines.append(self.pending)
-            self.pending = b""
-        self._show(lines)
+        """Pass on the whole lines written since the last call (`final`: all of it, to the end of
+        the file, an unfinished last line too)."""
+        while True:
+            data = self._read()
+            more = final and len(data) == READ_MAX
+            lines = (self.pending + data).split(b"\n")
+            self.pending = _last_state(lines.pop())
+            if final and not more and self.pending or len(self.pending) > PENDING_MAX:
+                lines.append(self.pending)
+                self.pending = b""
+            self._show(lines)
+            if not more:
+                return
 
     def close(self) -> None:
         if self._file is not None:
@@ -78,3 +81,10 @@ class OutputEcho:
         # a carriage return redraws a line in place (tqdm): above a live display, its last state
         text = "\n".join(line.rstrip(b"\r").rsplit(b"\r", 1)[-1].decode("utf-8", "replace") for line in lines)
         self.console.print(Text.from_ansi(text), soft_wrap=True)
+
+
+def _last_state(unfinished: bytes) -> bytes:
+    """A line redrawn in place with carriage returns (tqdm's bar, for a whole epoch): only its
+    latest state is kept until its newline comes (a trailing one may still be a "\r\n")."""
+    head, cr, tail = unfinished.rpartition(b"\r")
+    return tail if cr and tail else unfinished
