@@ -104,12 +104,12 @@ def test_a_run_that_trains_after_calibrating_hears_no_such_alarm(runs_dir):
 def test_output_echo_in_a_pipe_passes_whole_lines_and_leaves_the_hooks_warnings_to_their_records(tmp_path):
     log = tmp_path / "output.log"
     log.write_bytes(b"old session\n")
-    out = io.BytesIO()
-    echo = OutputEcho(log, len(b"old session\n"), None, out)
+    out, own = io.BytesIO(), []
+    echo = OutputEcho(log, len(b"old session\n"), None, out, own.append)
     with log.open("ab") as f:
-        f.write(b"one\n[amptui] warning: said from its record\ntwo, unfinished")
+        f.write(b"one\n[amptui] warning: said from its record\n[amptui] 0 training steps recorded\ntwo, unfinished")
     echo.poll()
-    assert out.getvalue() == b"one\n"
+    assert out.getvalue() == b"one\n" and own == ["[amptui] 0 training steps recorded"]  # amptui's stream
     echo.poll(final=True)
     assert out.getvalue() == b"one\ntwo, unfinished\n"
     echo.close()

@@ -138,6 +138,10 @@ class ProgressPrinter:
             if handler:
                 handler(rec)
 
+    def say(self, text: str) -> None:
+        """A line of amptui's own: above the live line on a terminal, else a plain line on `out`."""
+        self._say(text)
+
     def _say(self, text: str) -> None:
         if self.console is not None:  # above the live progress line, which then redraws below
             self.console.print(Text(shown(text, newlines=True)))  # wrapped at the terminal's width

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, Callable
 
 from rich.console import Console
 from rich.text import Text
@@ -22,17 +22,21 @@ from amptui.core import safefile
 # The hooks' warnings go to output.log for the record; the terminal gets each once, from its
 # warning record (cli/console.py prints those as "warning: ...").
 HOOK_WARNING = b"[amptui] warning: "
+HOOK_LINE = b"[amptui] "  # the hooks' other lines: amptui's, so in a pipe on amptui's stream (stderr)
 READ_MAX = 1 << 20  # bytes passed on per poll: a flood of output never starves the progress line
 PENDING_MAX = 1 << 16  # an unfinished line longer than this is passed on as it is
 
 
 class OutputEcho:
     """Passes on what `path` gains from `offset` on: to `console` (a terminal) or, without one, to
-    `out` (default: this process's stdout, as it is now: before any live display wraps it)."""
+    `out` (default: this process's stdout, as it is now: before any live display wraps it), the
+    hooks' own lines, without a console, to `own` (amptui's stream: ProgressPrinter.say)."""
 
-    def __init__(self, path: Path, offset: int, console: Console | None, out: BinaryIO | None = None):
+    def __init__(self, path: Path, offset: int, console: Console | None, out: BinaryIO | None = None,
+                 own: Callable[[str], None] | None = None):
         self.path, self.offset, self.console = Path(path), offset, console
         self.out = out if out is not None else sys.stdout.buffer
+        self.own = own
         self.pending = b""  # a line not ended yet
         self._file: IO[bytes] | None = None
 
@@ -75,8 +79,15 @@ class OutputEcho:
         if not lines:
             return
         if self.console is None:
-            self.out.write(b"".join(line + b"\n" for line in lines))
-            self.out.flush()
+            own = self.own
+            theirs = lines if own is None else [line for line in lines if not line.startswith(HOOK_LINE)]
+            if theirs:
+                self.out.write(b"".join(line + b"\n" for line in theirs))
+                self.out.flush()
+            if own is not None:
+                for line in lines:
+                    if line.startswith(HOOK_LINE):
+                        own(line.decode("utf-8", "replace"))
             return
         # a carriage return redraws a line in place (tqdm): above a live display, its last state
         text = "\n".join(line.rstrip(b"\r").rsplit(b"\r", 1)[-1].decode("utf-8", "replace") for line in lines)

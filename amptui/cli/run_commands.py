@@ -174,7 +174,8 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
         out = sys.stderr  # stdout is the script's
     printer = ProgressPrinter(out=out, label=label)
     if output_from is not None:
-        echo = OutputEcho(RunFolder(run_dir).output_log, output_from, printer.console if out is sys.stdout else None)
+        echo = OutputEcho(RunFolder(run_dir).output_log, output_from, printer.console if out is sys.stdout else None,
+                          own=printer.say)
     try:
         followed = _follow(run_dir, proc, offset, printer, echo)
         if followed is None:
