@@ -56,7 +56,7 @@ def test_from_config_reads_the_device_from_the_config():
 ])
 def test_short_and_words(precision, short, words):
     assert (precision.short, precision.words) == (short, words)
-    assert precision.as_record() == {"autocast": precision.autocast, "dtype": precision.dtype,
+    assert precision.as_record() == {"autocast": precision.autocast, "dtype": precision.reduced,  # float32 without autocast
                                      "grad_scaler": precision.scaler, "short": short, "words": words}
 
 

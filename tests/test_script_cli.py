@@ -74,7 +74,9 @@ def test_a_float32_script_with_tensorboard_log_every_and_a_name(runs_dir):
     proc = amptui("run", "--script", str(FLOAT32), "--set", "log.tensorboard=true", "--set", "log.every=2",
                   "--set", "run.name=tiny", "--", "--steps", "6", check=True)
     run_dir = only_run(runs_dir)
-    assert run_dir.name.split("-")[2] == "tiny" and proc.stdout.strip().endswith(f"run {run_dir.name}: completed")
+    # in a pipe amptui's lines are on stderr, stdout is the script's (issue 34)
+    assert run_dir.name.split("-")[2] == "tiny" and proc.stderr.strip().endswith(f"run {run_dir.name}: completed")
+    assert proc.stdout.startswith("trained 6 steps"), proc.stdout
     recs = events(run_dir)
     steps = by_kind(recs, "step")
     assert [s["step"] for s in steps] == [2, 4, 6] and recs[0]["preset"] == "tiny"

@@ -1,7 +1,7 @@
 """`amptui run --script` on scripts that never import amptui (tests/scripts/): the hooks record
 their steps, loss, GradScaler, precision, epochs and evaluation, and say their AMP mistakes.
 
-The fast tests run the bootstrap (`amptui.jobs.scriptrun.main`) in this process, as the launched
+The fast tests run the bootstrap (`amptui.trainer.scriptrun.main`) in this process, as the launched
 process runs it; the slow ones start the real command (torchrun, `amptui stop`). Also run on the
 oldest torch CI covers (.ci/run's OLDEST_TORCH_TESTS): the hooks touch torch's internals."""
 
@@ -21,9 +21,10 @@ from torch import nn
 import amptui
 from amptui.core.config.values import read_toml
 from amptui.core.run import runs
-from amptui.jobs import launch, scriptrun
+from amptui.jobs import launch
 from amptui.telemetry import scripthooks
 from amptui.telemetry.scripthooks.stepclock import StepClock
+from amptui.trainer import scriptrun
 
 SCRIPTS = REPO / "tests" / "scripts"
 
@@ -338,7 +339,7 @@ def test_a_ddp_script_under_torchrun_writes_one_file_per_rank(runs_dir):
     proc = amptui_cli("run", "--script", str(SCRIPTS / "ddp_train.py"), "--set", "dist.mode=ddp",
                       "--set", "dist.nproc_per_node=2", "--set", "log.every=4", check=True)
     run_dir = only_run(runs_dir)
-    assert proc.stdout.strip().splitlines()[-1] == f"run {run_dir.name}: completed"
+    assert proc.stderr.strip().splitlines()[-1] == f"run {run_dir.name}: completed"  # stdout: the script's
     rank0, rank1 = events(run_dir), events(run_dir, "events.rank1.jsonl")
     for rank, recs in ((0, rank0), (1, rank1)):
         assert {r["rank"] for r in recs} == {rank}

@@ -142,5 +142,5 @@ def test_amptui_run_script_with_a_hand_written_update_says_so_on_the_terminal(ru
     run_dir = only_run(runs_dir)
     out = proc.stdout + proc.stderr
     assert "no torch.optim optimizer stepped" in out and "amptui.Monitor" in out, out
-    assert f"run {run_dir.name}: completed" in proc.stdout
+    assert f"run {run_dir.name}: completed" in proc.stderr  # in a pipe: stdout is the script's
     assert by_kind(events(run_dir), "end")[-1]["steps"] == 0

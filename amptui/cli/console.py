@@ -17,7 +17,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TaskID, TextColum
 from rich.table import Column
 from rich.text import Text
 
-from amptui.core.config.precision import Precision, precision_or_unseen
+from amptui.core.config.precision import UNSEEN, Precision
 from amptui.core.fmt import (
     fmt_accuracy,
     fmt_bytes,
@@ -138,6 +138,10 @@ class ProgressPrinter:
             if handler:
                 handler(rec)
 
+    def say(self, text: str) -> None:
+        """A line of amptui's own: above the live line on a terminal, else a plain line on `out`."""
+        self._say(text)
+
     def _say(self, text: str) -> None:
         if self.console is not None:  # above the live progress line, which then redraws below
             self.console.print(Text(shown(text, newlines=True)))  # wrapped at the terminal's width
@@ -189,7 +193,7 @@ class ProgressPrinter:
         if not self.label:
             resumed = f", resumed from step {run.session_step}" if run.session_step else ""
             device = run.device.get("name") or run.device.get("type") or "an unnamed device"
-            self._say(f"{run.run_id or 'run'}: {run.preset or 'no preset'}, {precision_or_unseen(run.precision_words)} "
+            self._say(f"{run.run_id or 'run'}: {run.preset or 'no preset'}, {run.precision_words or 'precision ' + UNSEEN} "
                       f"on {device} (world size {run.world_size}), {fmt_total(run.total_steps)}{resumed}")
             notice = emulated_notice(rec)
             if notice:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from amptui.cli.parser import run_id_argument, runs_dir_option
-from amptui.cli.run_commands import attach
+from amptui.cli.run_commands import attach, is_script_run
 from amptui.core.errors import UserError
 from amptui.core.run.runfiles import RunFolder
 
@@ -38,10 +38,11 @@ def handle(args) -> int:
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
     trusted = args.trust_code or asked_on_terminal(run_dir)
-    offset = _size(RunFolder(run_dir).events)
+    offset, output = _size(RunFolder(run_dir).events), _size(RunFolder(run_dir).output_log)
     # checks it can resume while holding the run's lock
     proc = launch.start(run_dir, resume=True, check_checkpoint=_check_checkpoint_file, trust_code=trusted)
-    return attach(run_dir, proc, args.detach, offset=offset, kind="resume")
+    return attach(run_dir, proc, args.detach, offset=offset, kind="resume",
+                  output_from=output if is_script_run(run_dir) else None)
 
 
 def asked_on_terminal(run_dir: Path) -> bool:

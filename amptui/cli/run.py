@@ -70,7 +70,7 @@ def handle(args) -> int:
     for note in notes:  # detached: stdout is the JSON line's
         print(f"note: {note}", file=sys.stderr if args.detach else sys.stdout, flush=True)
     proc = launch.start(run_dir, script_args=args.script_args)
-    return attach(run_dir, proc, args.detach, offset=0, kind="run")
+    return attach(run_dir, proc, args.detach, offset=0, kind="run", output_from=0 if cfg.run.script else None)
 
 
 def _print_launch(args, preset, overrides) -> int:

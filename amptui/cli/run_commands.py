@@ -1,6 +1,6 @@
 """Following a just-started trainer on the terminal (a progress line, Ctrl-C to stop it at a
-checkpoint) or leaving it in the background (`--detach`: one JSON line): `attach`, for `amptui run`,
-`amptui resume` and each run of `amptui ab`.
+checkpoint; a script's own output passed on above it) or leaving it in the background (`--detach`:
+one JSON line): `attach`, for `amptui run`, `amptui resume` and each run of `amptui ab`.
 
 Like every module here, only the standard library and amptui's core load at import time.
 """
@@ -15,9 +15,8 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.jobs.detached import announce
 
 
-def stop_point(run_dir: Path) -> str:
-    """Where a stopping run stops: amptui's trainer checkpoints first; a script's own loop is
-    stopped at its next optimizer step (amptui writes no checkpoint for it)."""
+def is_script_run(run_dir: Path) -> bool:
+    """Does the run's config.toml name a script (`run --script` / `-m`)? False when unreadable."""
     from amptui.core.config import values as cfgmod
     from amptui.core.errors import ConfigError
 
@@ -25,14 +24,25 @@ def stop_point(run_dir: Path) -> str:
         run = cfgmod.read_toml(RunFolder(run_dir).config).get("run")
     except (ConfigError, OSError):
         run = None
-    return "at the script's next optimizer step" if isinstance(run, dict) and run.get("script") else "checkpoint first"
+    return isinstance(run, dict) and bool(run.get("script"))
 
 
-def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind: str = "run") -> int:
+def stop_point(run_dir: Path) -> str:
+    """Where a stopping run stops: amptui's trainer checkpoints first; a script's own loop is
+    stopped at its next optimizer step (amptui writes no checkpoint for it)."""
+    return "at the script's next optimizer step" if is_script_run(run_dir) else "checkpoint first"
+
+
+def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind: str = "run",
+           output_from: int | None = None) -> int:
     """Follow a just-started trainer on the terminal, or leave it running and print its JSON line.
 
-    With a `label` (one run of an A/B) only one progress line and a summary are shown."""
+    With a `label` (one run of an A/B) only one progress line and a summary are shown. With
+    `output_from` (a script's run) its output.log from that offset on is shown as it grows
+    (cli/outputecho.py): above the progress line on a terminal; in a pipe on stdout, with
+    amptui's own lines on stderr."""
     from amptui.cli.console import ProgressPrinter
+    from amptui.cli.outputecho import OutputEcho
     from amptui.core.run import runs
 
     if detach:
@@ -40,25 +50,45 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
                        f"output: {RunFolder(run_dir).output_log}",
                  run_id=run_dir.name, run_dir=run_dir.resolve(), pid=proc.pid, log=RunFolder(run_dir).output_log.resolve())
         return 0
-    printer = ProgressPrinter(label=label)
-    followed = _follow(run_dir, proc, offset, printer)
-    if followed is None:
-        return 130  # left running in the background
-    end, stopping = followed
+    echo = None
+    out = sys.stdout
+    if output_from is not None and not _is_terminal(sys.stdout):
+        out = sys.stderr  # stdout is the script's
+    printer = ProgressPrinter(out=out, label=label)
+    if output_from is not None:
+        echo = OutputEcho(RunFolder(run_dir).output_log, output_from, printer.console if out is sys.stdout else None,
+                          own=printer.say)
     try:
-        proc.wait(timeout=30)
-    except Exception:
-        pass
+        followed = _follow(run_dir, proc, offset, printer, echo)
+        if followed is None:
+            return 130  # left running in the background
+        end, stopping = followed
+        try:
+            proc.wait(timeout=30)
+        except Exception:
+            pass
+        if echo is not None:
+            echo.poll(final=True)  # the script's last words (its traceback) before amptui's
+    finally:
+        if echo is not None:
+            echo.close()
     info = runs.load_run(run_dir)
     printer.finish(info.duration_s)
     if label:
         if stopping:
             return 130
         return 0 if end is not None and end["status"] == "completed" else 1
-    return _report_end(run_dir, proc, end, info, stopping)
+    return _report_end(run_dir, proc, end, info, stopping, out)
 
 
-def _follow(run_dir: Path, proc, offset: int, printer) -> tuple[dict | None, bool] | None:
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _follow(run_dir: Path, proc, offset: int, printer, echo=None) -> tuple[dict | None, bool] | None:
     """Feed the run's records to `printer` until its end record, or until its process is gone
     without one: (the end record or None, whether Ctrl-C asked it to stop). A first Ctrl-C asks
     the run to stop (checkpoint first); a second leaves it running: None."""
@@ -72,6 +102,8 @@ def _follow(run_dir: Path, proc, offset: int, printer) -> tuple[dict | None, boo
         try:
             if reader.offset == offset and primary_events_file(run_dir) != reader.path:
                 reader = EventReader(primary_events_file(run_dir))  # this node holds no rank 0
+            if echo is not None:
+                echo.poll()
             end = _feed(reader, printer)
             if end is None:
                 if proc.poll() is not None:  # gone without an end record: one last look, then give up
@@ -97,8 +129,8 @@ def _feed(reader, printer) -> dict | None:
     return next((r for r in batch if r.get("kind") == "end"), None)
 
 
-def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> int:
-    """The lines after a followed run ends, and the command's exit code."""
+def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool, out=None) -> int:
+    """The lines after a followed run ends (on `out`, default stdout), and the command's exit code."""
     from amptui.cli.prose import error, say
     from amptui.core.run import runops
 
@@ -106,12 +138,12 @@ def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool) -> 
         error(f"the run's process exited (exit code {proc.returncode}) without an end record; "
               f"see {RunFolder(run_dir).output_log}")
         return 1
-    print(f"run {run_dir.name}: {end['status']}")
+    print(f"run {run_dir.name}: {end['status']}", file=out or sys.stdout)
     if end["status"] == "failed":
         error(f"{info.error or 'failed'} (details in {RunFolder(run_dir).output_log})")
         return 1
     if end["status"] == "stopped":
         refusal = runops.resume_refusal(run_dir, info, runops.CLI_HINTS)
-        say(f"resume with: amptui resume {run_dir.name}" if refusal is None else f"(no resume: {refusal})")
+        say(f"resume with: amptui resume {run_dir.name}" if refusal is None else f"(no resume: {refusal})", out)
         return 130 if stopping else 0
     return 0

@@ -46,7 +46,10 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     """Refuse impossible setups; decide every "auto" for this machine. Returns the resolved config.
     `slow_dtypes` lets automatic precision fall back to float32 where its dtype is slow here; the
     line saying so is appended to `notes`."""
-    dev = device_type(cfg.run.device)
+    # A script's own loop puts its tensors where it likes and its hooks record where: its start
+    # imports no torch here (a second of a script's start-up), unless torchrun's world needs the GPUs.
+    script_loop = bool(cfg.run.script) and cfg.run.device == "auto" and cfg.dist.mode not in cfgmod.TORCHRUN_MODES
+    dev = "cpu" if script_loop else device_type(cfg.run.device)
     if cfg.dist.mode == "dp":
         import torch
 
@@ -62,11 +65,13 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
         if cfg.dist.nproc_per_node > count:
             raise UserError(f"dist.nproc_per_node = {cfg.dist.nproc_per_node} but this machine has {count} "
                             f"CUDA GPU(s): one process per GPU; use --set dist.nproc_per_node={count}")
-    slow = slow_dtypes(dev) if slow_dtypes and wants_speed_facts(cfg, dev) else None
+    slow = slow_dtypes(dev) if slow_dtypes and not cfg.run.script and wants_speed_facts(cfg, dev) else None
     note = auto_fallback_note(cfg, dev, slow)
     if note and notes is not None and not cfg.run.script:  # a script's own loop picks its precision:
         notes.append(note)                                   # --set amp.dtype would change nothing there
     overrides = {**auto_overrides(cfg, dev, slow), "data.num_workers": cfgmod.resolve_num_workers(cfg)}
+    if script_loop:
+        overrides["run.device"] = "auto"  # until its hooks see the device (and precision: not in config.toml yet)
     check_fsdp(cfg)
     check_factories(cfg)
     check_tensorboard(cfg)

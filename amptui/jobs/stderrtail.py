@@ -1,7 +1,7 @@
 """`StderrTail`: stderr passed through unchanged, its last few thousand characters kept, so a
 failure a program only printed (argparse's "error: unrecognized arguments: --bogus", then
 SystemExit 2) can reach the run's end record in its own words. Used around torchrun (the DDP
-supervisor) and around a user's script (jobs/scriptrun.py)."""
+supervisor) and around a user's script (trainer/scriptrun.py)."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ CALIBRATION_STREAK = 16     # the least calibration is allowed: the default init
 STUCK_STEPS = 100           # at least this many steps (and 3 growth intervals) without growth
 REPEATED_OVERFLOWS = 10     # backoffs after the first growth (of a dtype that needs a scaler) before suggesting bfloat16
 LOW_HEADROOM_SAMPLES = 3    # consecutive range samples with a layer under LOW_HEADROOM_BITS that make an alarm
+NO_STEP_TRAINED = CALIBRATION_STREAK  # steps, every one skipped, that make the "no step trained yet" alarm
 
 
 def calibration_streak(init_scale: float | None, backoff_factor: float | None = 0.5) -> int:
@@ -47,6 +48,8 @@ FIXES = {
     "clip": ("enable amp.clip_grad_norm", "clip the gradients (scaler.unscale_(optimizer), then "
              "torch.nn.utils.clip_grad_norm_)"),
     "no_autocast": ("try amp.autocast=false", "run your loop once without torch.autocast"),
+    "init_scale": ("lower amp.init_scale (the default is 65536, 2**16)", "give the GradScaler a lower init_scale "
+                   "(torch's default is 65536, 2**16)"),
     "try_bfloat16": ("try --set amp.dtype=bfloat16", "try torch.autocast(..., dtype=torch.bfloat16) in your "
                      "loop, without the GradScaler"),
 }
@@ -126,13 +129,35 @@ class ScaleAlarms:
                 f"{data[0].upper()}{data[1:]}" + (f"; {self.fix('no_autocast')} to see whether reduced precision "
                                                   "causes it" if self.dtype != "float32" else ""))  # float32: no autocast
 
+    def no_step_trained(self, steps: int, skipped_total: int, scale: float | None, ended: bool = False) -> list[Alarm]:
+        """The alarm for a run none of whose `steps` optimizer steps trained (the GradScaler skipped
+        every one): from NO_STEP_TRAINED steps on, or at its end (`ended`) however few it had. A run
+        that never trained is no calibration to wait out, whatever its init_scale allows."""
+        out: list[Alarm] = []
+        if steps <= 0 or skipped_total < steps or (steps < NO_STEP_TRAINED and not ended):
+            return out
+        start = f" from init_scale {self.init_scale:g}" if self.init_scale is not None else ""
+        now = f", now {scale:g}" if scale is not None else ""
+        calibrating = ""
+        if self.init_scale is not None and self.calibration_streak > steps:
+            calibrating = (f"Calibrating down{start} can take up to {self.calibration_streak} skipped steps; ")
+        said = "no optimizer step trained" if ended else "no optimizer step has trained yet"
+        self._once("no_step_trained", f"{said}: the GradScaler skipped all {steps} (inf/NaN gradients at every "
+                   f"loss scale tried{start}{now}), so the weights never changed. {calibrating}"
+                   f"{self.fix('init_scale')}; if the steps stay skipped below a scale of 1, the gradients "
+                   "themselves hold inf/NaN", out)
+        return out
+
     def observe(self, scaler_events: list[dict], last_step: int, scale: float | None,
                 loss: float | None, loss_at: str | None = None,
-                loss_source: Mapping[str, Any] | None = None) -> list[Alarm]:
+                loss_source: Mapping[str, Any] | None = None, skipped_total: int | None = None) -> list[Alarm]:
         """Feed one step record's scaler events (growth/backoff) and values; get new alarms.
         `loss_at`: where a non-finite loss came from ("at step 7"; default: the record's step);
-        `loss_source`: the first non-finite module found on that step or in the window, if any."""
+        `loss_source`: the first non-finite module found on that step or in the window, if any;
+        `skipped_total`: the run's skipped steps so far (all of them: no step trained)."""
         out: list[Alarm] = []
+        if skipped_total is not None:
+            out += self.no_step_trained(last_step, skipped_total, scale)
         if loss is not None and not math.isfinite(loss):  # None: the window measured no loss (a script's)
             self._once("loss_not_finite", self._loss_words(loss_at or f"at step {last_step}", loss_source), out)
         for event in scaler_events:

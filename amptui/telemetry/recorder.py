@@ -146,14 +146,16 @@ class Recorder:
     def start(self, config: Config, **fields: Any) -> dict:
         """The start record (run_id, preset, total_steps, ... as `core.records.Start`), for the
         resolved `config`: its precision, and the device, torch version, host, pid, world size
-        and scale are filled in."""
+        and scale are filled in. `precision_seen=False`: a script that ended before its loop showed
+        its precision: the record's precision is "" (not seen), never the config's defaults."""
         device = self.device or torch.device("cpu")
+        seen = fields.pop("precision_seen", True)
         if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         shown = fields.pop("config_shown", None)  # what config.toml says, when it is not all of config
         if self.alarms is not None and fields.get("source") in OWN_LOOP_SOURCES:
             self.alarms.own_loop = True  # their advice names the loop's code: a script has no preset keys
-        record = Start(config=shown if shown is not None else config.to_dict(), precision=Precision.from_config(config, device.type).as_record(),
+        record = Start(config=shown if shown is not None else config.to_dict(), precision=Precision.from_config(config, device.type).as_record() if seen else "",
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,
                        slurm=cluster.slurm_identity(), tf32=tf32.state(torch, device), **fields)
@@ -261,7 +263,8 @@ class Recorder:
                 self.write(sample)
             alarms = self.alarms.observe(events, c.step, self.last_scale, window.loss,
                                          loss_at=nonfinite_at(window, first),
-                                         loss_source=loss_source(window, first, firsts)) if self.alarms else []
+                                         loss_source=loss_source(window, first, firsts),
+                                         skipped_total=c.skipped_total) if self.alarms else []
             if self.headroom_alarms is not None:
                 alarms += self.headroom_alarms.observe(samples)
             for alarm in alarms:
@@ -321,6 +324,9 @@ class Recorder:
     def end(self, status: str, error: BaseException | ErrorInfo | None = None, **fields: Any) -> None:
         """The end record (with the error's type, message and traceback tail when failed); closes."""
         c = self.counters
+        if self.alarms is not None:  # a run too short for the live alarm that never trained still hears it
+            for alarm in self.alarms.no_step_trained(c.step, c.skipped_total, self.last_scale, ended=True):
+                self.warn(alarm.message, code=alarm.code)
         self.write(End(status=status, total_time_s=time.time() - self.t_start, steps=c.step,
                        final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=c.skipped_total,
                        peak_mem=peak_memory(self.device) if self.device is not None else None,

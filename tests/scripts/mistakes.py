@@ -1,6 +1,8 @@
 """AMP mistakes, one per mode, in an otherwise ordinary loop (never imports amptui).
 
-    python mistakes.py no-update | half-params | scaler-bf16 | sched-after-skip | fp16-no-scaler
+    python mistakes.py no-update | half-params | scaler-bf16 | sched-after-skip | fp16-no-scaler | never-trains
+
+never-trains: init_scale 1e30 under float16, so all 40 steps are skipped (the scale never gets low enough).
 """
 
 import sys
@@ -16,12 +18,12 @@ if mode == "half-params":
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 sched = torch.optim.lr_scheduler.StepLR(opt, step_size=100)
 dtype = torch.bfloat16 if mode == "scaler-bf16" else torch.float16
-init = 2.0 ** 40 if mode == "sched-after-skip" else 2.0 ** 10
+init = {"sched-after-skip": 2.0 ** 40, "never-trains": 1e30}.get(mode, 2.0 ** 10)
 scaler = torch.amp.GradScaler("cpu", init_scale=init, enabled=mode != "fp16-no-scaler")
 scale = 1e-4 if mode == "fp16-no-scaler" else 1.0  # tiny targets: tiny gradients that float16 flushes to zero
 x = torch.randn(8, 16).to(model[0].weight.dtype)
 y = torch.randn(8, 1).to(model[0].weight.dtype) * scale
-for step in range(10):
+for step in range(40 if mode == "never-trains" else 10):
     with torch.autocast("cpu", dtype=dtype):
         loss = nn.functional.mse_loss(model(x) * scale, y)
     scaler.scale(loss).backward()

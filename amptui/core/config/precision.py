@@ -76,6 +76,16 @@ class Precision:
     # MixedPrecisionPolicy's param_dtype (no autocast context); None: not an FSDP policy
     reduce: str | None = None
 
+    def _key(self) -> tuple:
+        """What tells two precisions apart: without autocast the dtype a preset still names is unused."""
+        return self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32, self.reduce
+
+    def __eq__(self, other: object) -> bool:  # a float32 run is the same whatever autocast dtype its preset names
+        return isinstance(other, Precision) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     # --- built from ... ----------------------------------------------------------------------
 
     @classmethod
@@ -171,8 +181,9 @@ class Precision:
         return {"param_dtype": self.reduced, "reduce_dtype": self.reduce, "sharded_dtype": FULL}
 
     def as_record(self) -> dict[str, Any]:
-        """The `start` record's `precision` field (`tf32` only when asked for; `fsdp`: an FSDP run's policy)."""
-        record: dict[str, Any] = {"autocast": self.autocast, "dtype": self.dtype, "grad_scaler": self.scaler,
+        """The `start` record's `precision` field (`tf32` only when asked for; `fsdp`: an FSDP run's policy).
+        Its dtype is what the forward computes in: float32 without autocast (never the preset's unused one)."""
+        record: dict[str, Any] = {"autocast": self.autocast, "dtype": self.reduced, "grad_scaler": self.scaler,
                                   "short": self.short, "words": self.words}
         if self.tf32:
             record["tf32"] = True

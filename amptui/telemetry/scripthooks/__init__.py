@@ -1,5 +1,5 @@
 """Recording an unmodified training script: `amptui run --script` starts it through
-`amptui.jobs.scriptrun`, which calls `install()` before the script's first line runs.
+`amptui.trainer.scriptrun`, which calls `install()` before the script's first line runs.
 
 Rooms: patches.py (every hook into torch, reversible), session.py (the hooks' news turned into
 the event stream through the one Recorder; loopshape.py its forwards, evaluation and loaders;

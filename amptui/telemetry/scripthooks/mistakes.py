@@ -21,8 +21,8 @@ FP16_UNDERFLOW = ("autocast float16 without a GradScaler: {share:.1%} of gradien
                   "scaler.update) or use bfloat16")
 SCHED_SKIPPED = ("about torch's 'lr_scheduler.step() before optimizer.step()' warning: the GradScaler skipped the "
                  "first optimizer step(s) (inf/NaN gradients while the loss scale calibrated from its initial "
-                 "value), so optimizer.step() had not run yet. Harmless: the schedule's first value was skipped; "
-                 "a lower init_scale avoids it")
+                 "value), so optimizer.step() had not run yet. The schedule's first value was skipped: harmless "
+                 "once the scale settles and steps train (if none does, amptui says so); a lower init_scale avoids it")
 
 NO_OPTIMIZER = ("no torch.optim optimizer stepped{seen}: amptui counts a training step at each torch.optim "
                 "optimizer's step(), so a loop that updates its parameters by hand (p -= lr * p.grad) records no "

@@ -136,8 +136,9 @@ class ScriptSession(LoopShape, ScalerHooks, StepHooks, AutocastSeen):
             told["run.device"] = device.type
         return self.base.with_overrides(told, source="the script")
 
-    def begin(self) -> None:
-        """At the first step's end: the script's models, training loader and precision are known."""
+    def begin(self, seen: bool = True) -> None:
+        """At the first step's end: the script's models, training loader and precision are known
+        (not `seen`: the script ended before its first step, its precision unknown: no [amp])."""
         self.started = True
         self._meter()
         self.models = script_models(self.seen_modules.values(), self.optimizers)
@@ -164,12 +165,13 @@ class ScriptSession(LoopShape, ScalerHooks, StepHooks, AutocastSeen):
         if self.rank == 0:
             with contextlib.suppress(OSError):
                 atomic_write_text(RunFolder(self.run_dir).config,
-                                  runs.config_text(cfg, f"# amptui run {self.run_dir.name}: a script, as its hooks saw it"))
+                                  runs.config_text(cfg, f"# amptui run {self.run_dir.name}: a script, as its hooks saw it",
+                                                   precision_seen=seen))
         recorder.sinks += mirror_sinks(cfg, self.run_dir, self.rank)  # --set log.tensorboard=true, as the trainer
         recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
                        epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
                        parameters=sum(p.numel() for p in optimizer_params(self.optimizers)) or None,
-                       config_shown=script_sections(cfg))
+                       config_shown=script_sections(cfg, seen), precision_seen=seen)
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
@@ -251,8 +253,8 @@ class ScriptSession(LoopShape, ScalerHooks, StepHooks, AutocastSeen):
                     self.finish_step()
             except (StopRequested, KeyboardInterrupt):
                 pass
-            if not self.started:
-                self.begin()
+            if not self.started:  # no step finished: what precision the loop would train in is unknown
+                self.begin(seen=False)
             if not self.recorder.counters.step and status == "completed":  # a stop or a failure says why itself
                 self._no_optimizer(at_end=True)
             self._leave_eval()
