@@ -102,12 +102,12 @@ def print_compare(rows, out: TextIO | None = None) -> None:
         return
     for i, r in enumerate(rows, 1):
         console.print(Text(f"{i}  {r.run_id}" + ("  (baseline)" if i == 1 and len(rows) > 1 else "")))
-    columns = [c for c in compare.shown_columns(rows) if c.header != "run"]
+    columns = [c for c in compare.shown_columns(rows) if c.key != "run"]
     headers = ["#", *(c.short for c in columns)]
     cells = [[str(i), *(c.terminal(r) for c in columns)] for i, r in enumerate(rows, 1)]
     by_priority = sorted(columns, key=lambda c: c.priority)
     print_table(headers, cells, out, no_wrap=[h for h in headers if h not in ("preset",)],
-                right=["#", *(c.short for c in columns if c.header not in ("preset", "precision", "dist"))],
+                right=["#", *(c.short for c in columns if c.key not in ("preset", "precision", "dist", "status"))],
                 drop=[c.short for c in by_priority if c.priority < 9])
 
 
