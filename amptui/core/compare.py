@@ -347,10 +347,10 @@ COLUMNS: list[Column] = [
     Column("steps", "steps", lambda r: fmt_of(r.steps, r.total_steps), priority=9),
     Column("status", "status", _status, priority=9),
     Column("loss @ step", "loss @\nstep", _loss_at_common, priority=9, key="loss"),
-    Column("final loss", "final\nloss", lambda r: fmt_loss(r.final_loss), priority=6, uneven_only=True),
-    Column("val acc", "val\nacc", lambda r: fmt_accuracy(r.val_acc), priority=6),
+    Column("final loss", "final\nloss", lambda r: fmt_loss(r.final_loss), priority=8, uneven_only=True),
+    Column("val acc", "val\nacc", lambda r: fmt_accuracy(r.val_acc), priority=8),
     Column("acc vs 1st", "acc vs\n1st", lambda r: fmt_points(r.val_acc_delta), priority=1),
-    Column("peak mem", "peak\nmem", lambda r: fmt_bytes(r.peak_mem), priority=8),
+    Column("peak mem", "peak\nmem", lambda r: fmt_bytes(r.peak_mem), priority=7),  # mem saving says it relative
     Column("total time", "total\ntime", lambda r: fmt_duration(r.total_time_s, precise=True), priority=7),
     Column("time/epoch", "time/\nepoch", lambda r: fmt_duration(r.time_per_epoch_s, precise=True), priority=2),
     Column("samples/s", "samples\n/s", lambda r: fmt_rate(r.samples_per_s), priority=4),
