@@ -78,15 +78,15 @@ def calibrating(alarms, backoffs, start=2.0 ** 32, first=None):
 
 def test_a_very_high_init_scale_calibrates_for_longer_and_the_alarm_says_how_long():
     first = {"module": "blocks.3.mlp.proj", "where": "backward", "value": None,
-             "text": "blocks.3.mlp.proj (backward, float16 max exceeded at loss scale 4.3e9)"}
+             "text": "blocks.3.mlp.proj (backward, float16 max exceeded at loss scale 2^32)"}
     alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False, init_scale=2.0 ** 32)
     assert alarms.calibration_streak == 32
     assert calibrating(alarms, 31, first=first) == []  # the old fixed 16 called this a streak
     got = alarms.observe([{**backoff(32, 2.0, 1.0), "first_nonfinite": first}], 32, 1.0, 1.0)
     assert codes(got) == ["backoff_streak"]
     assert "32 optimizer steps in a row skipped" in got[0].message
-    assert "calibration from init_scale 4.29497e+09 is allowed 32 backoffs in a row" in got[0].message
-    assert "first non-finite: blocks.3.mlp.proj (backward, float16 max exceeded at loss scale 4.3e9)" in got[0].message
+    assert "calibration from init_scale 2^32 is allowed 32 backoffs in a row" in got[0].message
+    assert "first non-finite: blocks.3.mlp.proj (backward, float16 max exceeded at loss scale 2^32)" in got[0].message
 
 
 def test_the_default_init_scale_keeps_the_floor_of_16():
@@ -94,7 +94,7 @@ def test_the_default_init_scale_keeps_the_floor_of_16():
     assert calibrating(alarms, 15, start=2.0 ** 16) == []
     got = alarms.observe([backoff(16, 2.0, 1.0)], 16, 1.0, 1.0)
     assert codes(got) == ["backoff_streak"]
-    assert "calibration from init_scale 65536 is allowed 16 backoffs in a row" in got[0].message
+    assert "calibration from init_scale 2^16 is allowed 16 backoffs in a row" in got[0].message
     unknown = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False)  # init_scale not known
     said = calibrating(unknown, 16)
     assert codes(said) == ["backoff_streak"] and "calibration is allowed 16 backoffs in a row" in said[0].message

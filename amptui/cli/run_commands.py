@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from amptui.cli.prose import say
 from amptui.core.errors import UserError
 from amptui.core.run.runfiles import RunFolder
 from amptui.jobs.detached import announce
@@ -51,8 +52,8 @@ def cmd_run(args) -> int:
         return _print_launch(args, preset, overrides)
     notes: list[str] = []
     run_dir, cfg = launch.create_run(preset, overrides, root, notes=notes)
-    for note in notes:  # detached: stdout is the JSON line's
-        print(f"note: {note}", file=sys.stderr if args.detach else sys.stdout, flush=True)
+    for note in notes:  # detached: stdout is the JSON line's; on a terminal wrapped at word boundaries
+        say(f"note: {note}", sys.stderr if args.detach else sys.stdout, hang=6)
     proc = launch.start(run_dir, script_args=args.script_args)
     return attach(run_dir, proc, args.detach, offset=0, kind="run")
 

@@ -37,7 +37,7 @@ from torch import nn
 from amptui.core import cluster, preflight
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter, events_file
-from amptui.core.fmt import fmt_accuracy
+from amptui.core.fmt import fmt_accuracy, fmt_loss
 from amptui.core.records import Checkpoint
 from amptui.core.run.runfiles import RunFolder
 from amptui.machine import tf32
@@ -308,7 +308,7 @@ def run(run_dir: Path, resume: bool) -> int:
         status = trainer.train()
         trainer.save_checkpoint()
         trainer.finish(status)
-        trainer.log(f"completed: {trainer.progress.step} steps, final loss {trainer.recorder.last_loss}")
+        trainer.log(f"completed: {trainer.progress.step} steps, final loss {fmt_loss(trainer.recorder.last_loss)}")
         return 0
     except StopRequested:
         trainer.save_checkpoint()
