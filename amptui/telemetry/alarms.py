@@ -74,7 +74,10 @@ class ScaleAlarms:
     def fix(self, what: str) -> str:
         """FIXES[what], phrased for this run: a preset key, or the change in the user's loop."""
         preset, loop = FIXES[what]
-        return loop if self.own_loop else preset
+        said = loop if self.own_loop else preset
+        if what == "bfloat16" and not self.bf16_available:  # still the range fix, but never sold as fast
+            said += " (slow on this device, as `amptui doctor` measures it)"
+        return said
 
     @property
     def calibration_streak(self) -> int:
@@ -182,8 +185,8 @@ class ScaleAlarms:
                        f"({self.growth_interval}) completes", out)
         if self._narrow_range and self.bf16_available and self.backoffs_after_growth >= REPEATED_OVERFLOWS:
             self._once("use_bfloat16", f"{self.dtype} overflowed {self.backoffs_after_growth} times after the scale "
-                       "settled: this device supports bfloat16, which has float32's range and needs no loss "
-                       f"scaling; {self.fix('try_bfloat16')}", out)
+                       "settled: bfloat16 runs fast on this device (as `amptui doctor` measures it) and has "
+                       f"float32's range, so it needs no loss scaling; {self.fix('try_bfloat16')}", out)
         return out
 
 

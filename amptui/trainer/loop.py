@@ -95,7 +95,7 @@ class Trainer:
         if self.resume:
             resumed_from = restore(self.run_dir, cfg, self.state, self.progress, self.warn)
         self.emit_start(resumed_from)
-        for message in preflight.odd_combinations(cfg):
+        for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg)):
             self.warn(message)
         if order := cluster.node_order_warning(self.dist.rank):
             self.warn(order)
@@ -292,6 +292,16 @@ class Trainer:
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
         self.recorder.end(status, error)
+
+
+def _cpu_slow_dtypes(cfg) -> dict[str, str] | None:
+    """{dtype: why} slow on this CPU, as doctor measures it (the cached rates, else the flags), for
+    odd_combinations' advice; None off the CPU."""
+    if cfg.run.device != "cpu":
+        return None
+    from amptui.machine.dtype_speed import slow_dtypes
+
+    return slow_dtypes("cpu")
 
 
 def run(run_dir: Path, resume: bool) -> int:
