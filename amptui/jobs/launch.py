@@ -166,10 +166,10 @@ def resolve_config(preset: Preset | None, overrides: dict | None = None,
         cfg = preset.config(overrides)
     if cfg.run.script:
         check_script(cfg.run.script)
-    return preflight.resolve(cfg, slow_dtypes=_measured_slow_dtypes, notes=notes)
+    return preflight.resolve(cfg, slow_dtypes=measured_slow_dtypes, notes=notes)
 
 
-def _measured_slow_dtypes(device_type: str):
+def measured_slow_dtypes(device_type: str):
     from amptui.core.config.precision import auto_dtype
     from amptui.machine.dtype_speed import slow_dtypes
 
