@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from amptui.core import distribution
 from amptui.core.comparenotes import short_precision
+from amptui.core.comparestep import common_step, losses_at, speed_noise, stopped_early
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.config.scriptview import keys_said
@@ -52,10 +53,6 @@ _CHUNK = 8 * 1024 * 1024
 # run's steps (at least the first record) do not count. Each window is timed between two reads of
 # the device, so it is a synchronised device timing.
 WARMUP_FRACTION = 0.1
-# A speed-up's noise: the two runs' window-to-window spread of ms/step (one standard deviation of
-# each, relative, combined), never below SPEED_NOISE_FLOOR: one machine's run-to-run wobble.
-# A speed-up within 1 +- its noise reads "same speed".
-SPEED_NOISE_FLOOR = 0.02
 
 @dataclass
 class RunSummary(RunState):
@@ -164,51 +161,6 @@ def _steady_rates(summary: RunSummary, windows: list[tuple[int, int, float, floa
         summary.step_ms_spread = statistics.pstdev(per_step) / statistics.fmean(per_step)
 
 
-def loss_at(run_dir: Path | None, step: int) -> tuple[int, float] | None:
-    """(the step, its loss) of the run's last step record at or before `step`, read again from its
-    events (a second pass, only for runs that went further than the others); a resumed session's
-    record of a step replaces the first session's."""
-    if run_dir is None:
-        return None
-    found: tuple[int, float] | None = None
-    reader = EventReader(primary_events_file(run_dir))
-    while batch := reader.read(_CHUNK):
-        for rec in batch:
-            at, loss = rec.get(STEP.step), rec.get(STEP.loss)
-            if (rec.get("kind") == Step.KIND and isinstance(at, int) and isinstance(loss, (int, float))
-                    and at <= step and (found is None or at >= found[0])):
-                found = (at, float(loss))
-    return found
-
-
-def common_step(summaries: list[RunSummary]) -> int | None:
-    """The last step every run reached (None when a run has no step yet)."""
-    steps = [s.step for s in summaries]
-    return min(steps) if steps and min(steps) > 0 else None
-
-
-def _losses_at(summaries: list[RunSummary], step: int | None) -> list[tuple[int, float] | None]:
-    """Each run's loss at `step` (the common step): its last loss where it stopped there, else
-    read again from its events."""
-    if step is None:
-        return [None for _ in summaries]
-    return [(s.step, float(s.loss)) if s.step == step and isinstance(s.loss, (int, float)) else loss_at(s.run_dir, step)
-            for s in summaries]
-
-
-def speed_noise(s: RunSummary, base: RunSummary) -> float | None:
-    """The relative noise of a speed-up of `s` against `base` (see SPEED_NOISE_FLOOR); None when
-    either run has fewer than two timed windows after warm-up."""
-    if s.step_ms_spread is None or base.step_ms_spread is None:
-        return None
-    return max(SPEED_NOISE_FLOOR, math.hypot(s.step_ms_spread, base.step_ms_spread))
-
-
-def stopped_early(s: RunSummary) -> bool:
-    """Ended (stopped, killed, failed) before the steps it was set to run."""
-    return s.ended and s.status != "completed" and bool(s.total_steps) and s.step < (s.total_steps or 0)
-
-
 @dataclass
 class CompareRow:
     run_id: str
@@ -264,13 +216,12 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
     rows: list[CompareRow] = []
     base = summaries[0] if summaries else None
     common = common_step(summaries)
-    for s, at in zip(summaries, _losses_at(summaries, common), strict=True):
+    for s, at in zip(summaries, losses_at(summaries, common), strict=True):
         speedup = _ratio(s.steady_samples_per_s, base.steady_samples_per_s) if base else None
         if speedup is None and base:  # no throughput recorded (e.g. a Monitor without batch sizes)
             speedup = _ratio(base.steady_step_ms, s.steady_step_ms)
         noise = speed_noise(s, base) if base is not None and s is not base and speedup is not None else None
-        speed = {} if noise is None or speedup is None else {
-            "speedup_noise": speedup * noise, "same_speed": abs(speedup - 1.0) <= speedup * noise}
+        plus = speedup * noise if noise is not None and speedup is not None else None  # +- on the speed-up
         peak, base_peak = _rank_peak(s), _rank_peak(base) if base else None
         ratio = _ratio(peak, base_peak)
         state, base_state = s.ranks.state_per_rank(), base.ranks.state_per_rank() if base else None
@@ -286,7 +237,8 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
             state_saving=None if state_ratio is None else 1.0 - state_ratio, rank_peaks=s.ranks.peaks_by_rank(),
             peak_measure=s.ranks.measure, total_steps=s.total_steps, stopped_early=stopped_early(s),
             common_step=common, loss_at_common=at[1] if at else None, loss_step=at[0] if at else None,
-            **speed, **_narrowest(s)))
+            speedup_noise=plus, same_speed=None if plus is None or speedup is None else abs(speedup - 1.0) <= plus,
+            **_narrowest(s)))
     return rows
 
 

@@ -8,6 +8,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution
+from amptui.core.comparestep import common_step, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import SCALER_KEYS
 from amptui.core.inputbound import notice
@@ -127,8 +128,6 @@ def different_presets(summaries: list[RunSummary]) -> list[str]:
 def steps_note(summaries: list[RunSummary]) -> str | None:
     """When the runs stopped at different steps: which step the loss column compares them at, and
     which runs stopped early ("stopped at step 10 of 20")."""
-    from amptui.core.compare import common_step, stopped_early
-
     if len({s.step for s in summaries}) < 2:
         return None
     early = [f"{s.run_id} {s.status} at step {s.step} of {s.total_steps}" for s in summaries if stopped_early(s)]
