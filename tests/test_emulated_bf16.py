@@ -72,7 +72,7 @@ def test_run_of_auto_precision_falls_back_to_float32_and_says_why(runs_dir, tmp_
     out = fake_cpu_amptui(WITHOUT_BF16, "run", "quickstart", *QUICK).stdout
     note, start = out.splitlines()[:2]
     assert note == ("note: amp.dtype auto: float32 (autocast off), as bfloat16 is slow on this cpu (measured "
-                    "0.001 TFLOP/s, float32 0.085); force AMP with --set amp.dtype=bfloat16")
+                    "1 GFLOP/s, float32 85); force AMP with --set amp.dtype=bfloat16")
     assert ": quickstart, fp32 on " in start
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from amptui.cli.parser import PRESET_HELP, runs_dir_option
+from amptui.cli.prose import say
 from amptui.cli.run_commands import attach
 from amptui.core.errors import UserError
 
@@ -67,8 +68,8 @@ def handle(args) -> int:
         return _print_launch(args, preset, overrides)
     notes: list[str] = []
     run_dir, cfg = launch.create_run(preset, overrides, root, notes=notes)
-    for note in notes:  # detached: stdout is the JSON line's
-        print(f"note: {note}", file=sys.stderr if args.detach else sys.stdout, flush=True)
+    for note in notes:  # detached: stdout is the JSON line's; on a terminal wrapped at word boundaries
+        say(f"note: {note}", sys.stderr if args.detach else sys.stdout, hang=6)
     proc = launch.start(run_dir, script_args=args.script_args)
     return attach(run_dir, proc, args.detach, offset=0, kind="run", output_from=0 if cfg.run.script else None)
 

@@ -60,6 +60,10 @@ def handle(args) -> int:
     if args.submit and sbatch is None:
         raise UserError("--submit: sbatch is not on PATH (is this a SLURM login node?); write the script with "
                         "-o FILE and submit it where sbatch is")
+    from amptui.cli.prose import say
+
+    for warning in slurm.node_local_warnings(spec):  # after the checks: a refusal stays one line
+        say(f"amptui: warning: {warning}", sys.stderr, hang=2)
     if args.output:
         out = Path(args.output)
         try:

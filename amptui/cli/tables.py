@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence, TextIO
 
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
@@ -16,30 +17,42 @@ from amptui.core.fmt import fmt_duration, fmt_time, shown
 from amptui.core.run.runs import RunInfo
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO | None = None,
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str | Text]], out: TextIO | None = None,
                 *, no_wrap: Sequence[str] = (), right: Sequence[str] = (), drop: Sequence[str] = ()) -> None:
     """A rich table on a terminal, aligned plain text elsewhere. On a terminal narrower than the
-    table, the columns in `drop` are left out (in that order) until it fits; then cells of columns
-    not in `no_wrap` wrap. `right`: right-aligned (numeric) columns."""
+    table, whole columns in `drop` are left out (in that order) until it fits; cells of columns
+    not in `no_wrap` wrap at word boundaries, the others (ids, counts, statuses) are never cut: a
+    table that cannot fit even so is drawn wider than the terminal, which wraps its lines.
+    `right`: right-aligned (numeric) columns."""
     out = out if out is not None else sys.stdout
     console = terminal(out)
     if console is None:
         cells = [tuple(shown(c) for c in row) for row in rows]  # strings from files: no raw escapes
         out.write(plain_table([tuple(h.replace("\n", " ") for h in headers), *cells]) + "\n")
         return
+    texts = [[Text(shown(cell)) if isinstance(cell, str) else cell for cell in row] for row in rows]
+    least = {h: _least_width(h, [row[i] for row in texts], h in no_wrap) for i, h in enumerate(headers)}
     columns = list(headers)
-    for header in [None, *drop]:
-        if header is not None:
-            columns.remove(header)
-        table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
-        for h in columns:
-            table.add_column(h, no_wrap=h in no_wrap, overflow="fold", justify="right" if h in right else "left")
-        for row in rows:
-            table.add_row(*(Text(shown(cell)) if isinstance(cell, str) else cell
-                            for h, cell in zip(headers, row, strict=False) if h in columns))
-        if console.measure(table, options=console.options.update_width(10_000)).maximum <= console.width:
+    for header in drop:
+        if sum(least[h] for h in columns) + 2 * (len(columns) - 1) <= console.width:
             break
-    console.print(table)
+        columns.remove(header)
+    needed = sum(least[h] for h in columns) + 2 * (len(columns) - 1)
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
+    for h in columns:
+        table.add_column(h, no_wrap=h in no_wrap, overflow="fold", justify="right" if h in right else "left",
+                         min_width=least[h] if h in no_wrap else None)
+    for row in texts:
+        table.add_row(*(cell for h, cell in zip(headers, row, strict=False) if h in columns))
+    console.print(table, width=max(console.width, needed), crop=False)
+
+
+def _least_width(header: str, cells: Sequence[Text], whole: bool) -> int:
+    """The narrowest a column can be: its widest line (`whole`: never cut) or its longest word."""
+    lines = [*header.split("\n"), *(line for cell in cells for line in cell.plain.split("\n"))]
+    if not whole:
+        lines = [word for line in lines for word in line.split()]
+    return max((cell_len(line) for line in lines), default=0)
 
 
 def print_lines(lines: Sequence[str], out: TextIO | None = None) -> None:
@@ -57,8 +70,9 @@ def plain_table(rows: list[tuple[str, ...]]) -> str:
 
 
 def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
-    """`amptui runs`. A narrow terminal leaves out the preset and start time first: the run id
-    says both (20261122-165501-quickstart-ab12)."""
+    """`amptui runs`. A narrow terminal leaves out whole columns: the start time and preset first
+    (the run id says both: 20261122-165501-quickstart-ab12), then the duration and precision; the
+    run id, status and progress are never cut."""
     out = out if out is not None else sys.stdout
     headers = ("RUN ID", "PRESET", "PRECISION", "STATUS", "PROGRESS", "STARTED", "DURATION")
     rows = []
@@ -71,7 +85,7 @@ def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
     if console is not None:  # a narrow terminal: shorter precision forms before the columns squeeze
         _fit_precision(runs, rows, console.width)
     print_table(headers, rows, out, no_wrap=("RUN ID", "PRECISION", "STATUS", "PROGRESS", "DURATION"),
-                right=("PROGRESS", "DURATION"), drop=("STARTED", "PRESET"))
+                right=("PROGRESS", "DURATION"), drop=("STARTED", "PRESET", "DURATION", "PRECISION"))
 
 
 def _fit_precision(runs: list[RunInfo], rows: list[list[str]], width: int) -> None:
@@ -102,12 +116,12 @@ def print_compare(rows, out: TextIO | None = None) -> None:
         return
     for i, r in enumerate(rows, 1):
         console.print(Text(f"{i}  {r.run_id}" + ("  (baseline)" if i == 1 and len(rows) > 1 else "")))
-    columns = [c for c in compare.shown_columns(rows) if c.header != "run"]
+    columns = [c for c in compare.shown_columns(rows) if c.key != "run"]
     headers = ["#", *(c.short for c in columns)]
     cells = [[str(i), *(c.terminal(r) for c in columns)] for i, r in enumerate(rows, 1)]
     by_priority = sorted(columns, key=lambda c: c.priority)
     print_table(headers, cells, out, no_wrap=[h for h in headers if h not in ("preset",)],
-                right=["#", *(c.short for c in columns if c.header not in ("preset", "precision", "dist"))],
+                right=["#", *(c.short for c in columns if c.key not in ("preset", "precision", "dist", "status"))],
                 drop=[c.short for c in by_priority if c.priority < 9])
 
 

@@ -16,18 +16,30 @@ import csv
 import io
 import json
 import math
-from dataclasses import asdict, dataclass, field
+import statistics
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from amptui.core import distribution
 from amptui.core.comparenotes import short_precision
+from amptui.core.comparestep import common_step, losses_at, speed_noise, stopped_early
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.config.scriptview import keys_said
 from amptui.core.errors import ConfigError
 from amptui.core.events import EventReader, primary_events_file
-from amptui.core.fmt import fmt_accuracy, fmt_bytes, fmt_change, fmt_duration, fmt_loss, fmt_points, fmt_rate, fmt_ratio
+from amptui.core.fmt import (
+    fmt_accuracy,
+    fmt_bytes,
+    fmt_change,
+    fmt_duration,
+    fmt_loss,
+    fmt_of,
+    fmt_points,
+    fmt_rate,
+    fmt_ratio,
+)
 from amptui.core.inputbound import notice
 from amptui.core.numerics import NumericsSummary
 from amptui.core.rankmemory import RankMemory, peak_of, read_other_ranks
@@ -53,6 +65,8 @@ class RunSummary(RunState):
     time_per_epoch_s: float | None = None
     steady_samples_per_s: float | None = None   # after warm-up; see WARMUP_FRACTION
     steady_step_ms: float | None = None
+    step_ms_spread: float | None = None         # relative spread (stdev / mean) of the steady windows' ms/step
+    run_dir: Path | None = None                  # where the events were read (for the loss at a common step)
     data_wait_share: float | None = None        # sum of data_wait_ms / sum of step_time_ms (see inputbound)
     loss_curve: Series = field(default_factory=lambda: Series(cap=400))
     epoch_times: list[float] = field(default_factory=list)  # whole epochs' training-step seconds
@@ -122,7 +136,7 @@ def summarize(run_dir: Path) -> RunSummary:
     other ranks' files for their memory (core.rankmemory)."""
     run_dir = Path(run_dir)
     flat, said = _flat_config(run_dir)
-    summary = RunSummary(run_id=run_dir.name, flat_config=flat, config_said=said)
+    summary = RunSummary(run_id=run_dir.name, flat_config=flat, config_said=said, run_dir=run_dir)
     primary = primary_events_file(run_dir)
     reader = EventReader(primary)
     while batch := reader.read(_CHUNK):
@@ -142,6 +156,9 @@ def _steady_rates(summary: RunSummary, windows: list[tuple[int, int, float, floa
         summary.steady_step_ms = 1000 * seconds / steps
         samples = sum(w[3] for w in steady)
         summary.steady_samples_per_s = samples / seconds if samples else None
+    per_step = [w[2] / w[1] for w in steady if w[1]]
+    if len(per_step) >= 2 and statistics.fmean(per_step) > 0:
+        summary.step_ms_spread = statistics.pstdev(per_step) / statistics.fmean(per_step)
 
 
 @dataclass
@@ -170,6 +187,13 @@ class CompareRow:
     state_saving: float | None = None    # 1 - this state / the first run's (FSDP's shards against DDP's replica)
     rank_peaks: list[float | None] | None = None  # each rank's peak memory, by rank (peak_mem: the highest)
     peak_measure: str | None = None      # what the peaks measure: peak_allocated (CUDA) or peak_rss (CPU process)
+    total_steps: int | None = None       # the steps it was set to run
+    stopped_early: bool = False          # ended before total_steps
+    common_step: int | None = None       # the last step every compared run reached
+    loss_at_common: float | None = None  # this run's loss there (the loss column: runs compared at one step)
+    loss_step: int | None = None         # the step that loss was recorded at (common_step, or the record before it)
+    speedup_noise: float | None = None   # +- on the speed-up (absolute, see SPEED_NOISE_FLOOR); None: not measurable
+    same_speed: bool | None = None       # the speed-up is within its noise of 1.0
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -191,10 +215,13 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
     """Rows of the table; speed-up and memory saving are against the first summary (the baseline)."""
     rows: list[CompareRow] = []
     base = summaries[0] if summaries else None
-    for s in summaries:
+    common = common_step(summaries)
+    for s, at in zip(summaries, losses_at(summaries, common), strict=True):
         speedup = _ratio(s.steady_samples_per_s, base.steady_samples_per_s) if base else None
         if speedup is None and base:  # no throughput recorded (e.g. a Monitor without batch sizes)
             speedup = _ratio(base.steady_step_ms, s.steady_step_ms)
+        noise = speed_noise(s, base) if base is not None and s is not base and speedup is not None else None
+        plus = speedup * noise if noise is not None and speedup is not None else None  # +- on the speed-up
         peak, base_peak = _rank_peak(s), _rank_peak(base) if base else None
         ratio = _ratio(peak, base_peak)
         state, base_state = s.ranks.state_per_rank(), base.ranks.state_per_rank() if base else None
@@ -208,7 +235,10 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
             steps=s.step, data_wait=s.data_wait_share, input_bound=notice(s.data_wait_share, s.device.get("type")),
             dist=distribution.dist_label(s.dist), state_mem=state,
             state_saving=None if state_ratio is None else 1.0 - state_ratio, rank_peaks=s.ranks.peaks_by_rank(),
-            peak_measure=s.ranks.measure, **_narrowest(s)))
+            peak_measure=s.ranks.measure, total_steps=s.total_steps, stopped_early=stopped_early(s),
+            common_step=common, loss_at_common=at[1] if at else None, loss_step=at[0] if at else None,
+            speedup_noise=plus, same_speed=None if plus is None or speedup is None else abs(speedup - 1.0) <= plus,
+            **_narrowest(s)))
     return rows
 
 
@@ -229,9 +259,35 @@ class Column:
     priority: int = 5
     terminal_cell: Callable[[CompareRow], str] | None = None  # a shorter form for terminals
     spread_only: bool = False  # shown only when some run ran on several processes (see shown_columns)
+    uneven_only: bool = False  # shown only when the runs stopped at different steps
+    key: str = ""              # what names it whatever its header says (default: the header)
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", self.header)
 
     def terminal(self, row: CompareRow) -> str:
         return (self.terminal_cell or self.cell)(row)
+
+
+def _speedup(r: CompareRow, terminal: bool = False) -> str:
+    """"2.00x ±0.05"; within its noise "same speed (1.17x ±0.21)" ("same speed" on a terminal)."""
+    if r.speedup_noise is None:
+        return fmt_ratio(r.speedup)
+    said = f"{fmt_ratio(r.speedup)} ±{r.speedup_noise:.2f}"
+    if r.same_speed:
+        return "same speed" if terminal else f"same speed ({said})"
+    return said
+
+
+def _status(r: CompareRow) -> str:
+    return f"{r.status} early" if r.stopped_early and r.status == "stopped" else r.status
+
+
+def _loss_at_common(r: CompareRow) -> str:
+    """The loss at the common step; "(@8)" where the run has no record at that step itself."""
+    said = fmt_loss(r.loss_at_common)
+    return said if r.loss_step is None or r.loss_step == r.common_step else f"{said} (@{r.loss_step})"
 
 
 COLUMNS: list[Column] = [
@@ -240,14 +296,17 @@ COLUMNS: list[Column] = [
     Column("precision", "precision", lambda r: precision_or_unseen(r.precision), priority=9,
            terminal_cell=lambda r: short_precision(r.precision)),
     Column("dist", "dist", lambda r: r.dist or "-", priority=8, spread_only=True),
-    Column("final loss", "final\nloss", lambda r: fmt_loss(r.final_loss), priority=6),
-    Column("val acc", "val\nacc", lambda r: fmt_accuracy(r.val_acc), priority=6),
+    Column("steps", "steps", lambda r: fmt_of(r.steps, r.total_steps), priority=9),
+    Column("status", "status", _status, priority=9),
+    Column("loss @ step", "loss @\nstep", _loss_at_common, priority=9, key="loss"),
+    Column("final loss", "final\nloss", lambda r: fmt_loss(r.final_loss), priority=8, uneven_only=True),
+    Column("val acc", "val\nacc", lambda r: fmt_accuracy(r.val_acc), priority=8),
     Column("acc vs 1st", "acc vs\n1st", lambda r: fmt_points(r.val_acc_delta), priority=1),
-    Column("peak mem", "peak\nmem", lambda r: fmt_bytes(r.peak_mem), priority=8),
+    Column("peak mem", "peak\nmem", lambda r: fmt_bytes(r.peak_mem), priority=7),  # mem saving says it relative
     Column("total time", "total\ntime", lambda r: fmt_duration(r.total_time_s, precise=True), priority=7),
     Column("time/epoch", "time/\nepoch", lambda r: fmt_duration(r.time_per_epoch_s, precise=True), priority=2),
     Column("samples/s", "samples\n/s", lambda r: fmt_rate(r.samples_per_s), priority=4),
-    Column("speed-up", "speed\n-up", lambda r: fmt_ratio(r.speedup), priority=9),
+    Column("speed-up", "speed\n-up", _speedup, priority=9, terminal_cell=lambda r: _speedup(r, terminal=True)),
     Column("mem saving", "mem\nsaving", lambda r: fmt_change(r.memory_saving), priority=8),
     Column("state/rank", "state\n/rank", lambda r: fmt_bytes(r.state_mem), priority=6, spread_only=True),
     Column("state saving", "state\nsaving", lambda r: fmt_change(r.state_saving), priority=8, spread_only=True),
@@ -255,14 +314,20 @@ COLUMNS: list[Column] = [
     Column("data wait", "data\nwait", lambda r: "-" if r.data_wait is None else f"{100 * r.data_wait:.0f}%"
            + (" (input-bound)" if r.input_bound else ""), priority=3),
 ]
-HEADERS = tuple(c.header for c in COLUMNS)
+HEADERS = tuple(c.key for c in COLUMNS)  # the columns' keys (cells() order); shown_columns has their headers
 
 
 def shown_columns(rows: list[CompareRow]) -> list[Column]:
     """The columns a table of `rows` shows: the per-rank ones (dist, state/rank, state saving) only
-    when a run ran on several processes (one-process A/Bs keep their table)."""
+    when a run ran on several processes (one-process A/Bs keep their table); the final loss only
+    when the runs stopped at different steps (the loss column compares them at the common step,
+    "loss @ step 10")."""
     spread = any(r.dist for r in rows)
-    return [c for c in COLUMNS if spread or not c.spread_only]
+    uneven = len({r.steps for r in rows}) > 1
+    common = rows[0].common_step if rows else None
+    shown = [c for c in COLUMNS if (spread or not c.spread_only) and (uneven or not c.uneven_only)]
+    at = f"step {common}" if common is not None else "step -"
+    return [replace(c, header=f"loss @ {at}", short=f"loss @\n{at}") if c.key == "loss" else c for c in shown]
 
 
 def cells(row: CompareRow) -> tuple[str, ...]:

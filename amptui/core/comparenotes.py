@@ -8,6 +8,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution
+from amptui.core.comparestep import common_step, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import SCALER_KEYS
 from amptui.core.inputbound import notice
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
     from amptui.core.compare import RunSummary
 
 TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the first run (evaluation, "
-               "checkpoints, start-up and the first 10% of steps left out); memory saving = 1 - peak / first "
+               "checkpoints, start-up and the first 10% of steps left out), ± the two runs' spread of step time "
+               "from one timed window to the next, \"same speed\" within it; memory saving = 1 - peak / first "
                "run's peak; data wait = share of step time spent waiting for the next batch")
 
 
@@ -123,10 +125,24 @@ def different_presets(summaries: list[RunSummary]) -> list[str]:
     return presets if len(presets) > 1 else []
 
 
+def steps_note(summaries: list[RunSummary]) -> str | None:
+    """When the runs stopped at different steps: which step the loss column compares them at, and
+    which runs stopped early ("stopped at step 10 of 20")."""
+    if len({s.step for s in summaries}) < 2:
+        return None
+    early = [f"{s.run_id} {s.status} at step {s.step} of {s.total_steps}" for s in summaries if stopped_early(s)]
+    return (f"warning: the runs stopped at different steps ({', '.join(str(s.step) for s in summaries)}): the loss "
+            f"column compares them at step {common_step(summaries)}, the last step every run reached; final loss "
+            "is each run's own last" + (f" ({'; '.join(early)})" if early else ""))
+
+
 def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     """Lines to print under the table: warnings first (runs that differ in more than precision,
-    so a speed-up is not AMP's alone), then how the figures are measured."""
+    so a speed-up is not AMP's alone; runs stopped at different steps), then how the figures are
+    measured."""
     lines = []
+    steps = steps_note(summaries)
+    lines += [steps] if steps else []
     presets = different_presets(summaries)
     if presets:
         lines.append(f"warning: different presets ({', '.join(presets)}): the speed-up and memory saving "

@@ -80,10 +80,11 @@ def fmt_lr(x: float | None) -> str:
 
 
 def fmt_scale(x: float | None) -> str:
-    """A GradScaler scale: powers of two as 2^16, others as 1.5e+09."""
+    """A GradScaler scale, wherever one is said (progress line, alarms, notes, numerics findings):
+    powers of two from 2 as 2^16, others as they are (1, 0.5, 1.5e+09)."""
     if x is None:
         return MISSING
-    if x > 0 and math.log2(x).is_integer():
+    if x >= 2 and math.log2(x).is_integer():
         return f"2^{int(math.log2(x))}"
     return f"{x:g}"
 

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from amptui.core.fmt import fmt_scale
+
 LOW_HEADROOM_BITS = 1.0   # below this a layer is one doubling from overflowing
 NARROWEST_SHOWN = 5
 
@@ -53,7 +55,7 @@ def describe_nonfinite(module: str, where: str, dtype: str, max_finite: float, v
     elif value is not None and math.isfinite(value):
         what = f"inf/NaN inside it; in float32 its abs max is {fmt_value(value)}"
     elif where == "backward" and scale is not None and scale > 1:
-        what = f"{dtype} max exceeded at loss scale {fmt_value(scale)}"
+        what = f"{dtype} max exceeded at loss scale {fmt_scale(scale)}"  # 2^16, as every scale reads
     elif value is not None and math.isinf(value):
         what = f"{dtype} max exceeded"
     else:  # NaN: an overflow met its opposite (inf - inf) or 0/0; the replay measures which

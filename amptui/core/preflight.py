@@ -81,8 +81,10 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     return cfg.with_overrides(overrides, source="resolved config")
 
 
-def odd_combinations(cfg: cfgmod.Config) -> list[str]:
-    """Legal but surprising AMP setups: the run goes on, with a warning event for each."""
+def odd_combinations(cfg: cfgmod.Config, slow: Mapping[str, str] | None = None) -> list[str]:
+    """Legal but surprising AMP setups: the run goes on, with a warning event for each. `slow`:
+    {dtype: why} of the dtypes measured slow on this CPU (machine.dtype_speed, what doctor says),
+    so advice never recommends a dtype measured slow here."""
     amp = cfg.amp
     dev = cfg.run.device
     notes = []
@@ -99,9 +101,19 @@ def odd_combinations(cfg: cfgmod.Config) -> list[str]:
     if amp.tf32 is True and dev == "cpu":
         notes.append("amp.tf32 = true on the CPU: TF32 is a CUDA tensor-core mode, so float32 runs as usual here")
     if amp.autocast and amp.dtype == "float16" and dev == "cpu":
-        notes.append("float16 autocast on the CPU: most CPUs compute float16 slowly; bfloat16 is the CPU's "
-                     "fast format")
+        notes.append("float16 autocast on the CPU: " + _cpu_float16_advice(slow))
     return notes
+
+
+def _cpu_float16_advice(slow: Mapping[str, str] | None) -> str:
+    """Which format is fast on this CPU, as measured (see odd_combinations)."""
+    if slow is None:
+        return "most CPUs compute float16 slowly; bfloat16 is usually a CPU's fast format (`amptui doctor` measures it)"
+    said = f"float16 is slow on this CPU ({slow['float16']})" if "float16" in slow else \
+        "most CPUs compute float16 slowly"
+    if "bfloat16" in slow:
+        return f"{said}, and so is bfloat16 ({slow['bfloat16']}): float32 (amp.autocast=false) is its fast format"
+    return f"{said}; bfloat16 is this CPU's fast format"
 
 
 def check_tensorboard(cfg: cfgmod.Config) -> None:

@@ -167,10 +167,10 @@ def resolve_config(preset: Preset | None, overrides: dict | None = None,
         cfg = preset.config(overrides)
     if cfg.run.script:
         check_script(cfg.run.script)
-    return preflight.resolve(cfg, slow_dtypes=_measured_slow_dtypes, notes=notes)
+    return preflight.resolve(cfg, slow_dtypes=measured_slow_dtypes, notes=notes)
 
 
-def _measured_slow_dtypes(device_type: str):
+def measured_slow_dtypes(device_type: str):
     return slow_dtypes(device_type, measured=True, dtypes=(auto_dtype(device_type),))
 
 

@@ -6,8 +6,9 @@
     python -m amptui.jobs.slurm finish RUN_DIR STATUS            # after srun: an `end` if none came
 
 The run folder is made when the job starts, not when the script is written: "auto" settings
-(device, dtype, backend, workers) are decided on a compute node, not on the login node, and the
-data is checked where it will be read. Every node's ranks write into that one folder on shared
+(device, dtype, backend, workers) are decided on a compute node, not on the login node, as
+`amptui run` decides them there (a dtype measured slow on that node falls back to float32), and
+the data is checked where it will be read. Every node's ranks write into that one folder on shared
 storage (rank 0 `events.jsonl`, the others `events.rank<N>.jsonl`), so the run lists, watches and
 compares like any other.
 """
@@ -36,6 +37,8 @@ OWN_KEYS = {"dist.nnodes": "--nodes", "dist.nproc_per_node": "--gpus-per-node",
             "dist.node_rank": "SLURM_NODEID", "dist.rdzv_endpoint": "the first node of the job"}
 HEREDOC_END = "AMPTUI_PRESET"
 RENDEZVOUS = ("static", "c10d")
+# Folders each node has its own of: a runs folder or a Python there is not what the other nodes see.
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 @dataclass
@@ -88,6 +91,39 @@ def check_spec(spec: JobSpec) -> None:
         raise UserError(f"--rendezvous {spec.rendezvous}: expected static or c10d")
 
 
+def node_local(path: str | Path) -> str | None:
+    """The node-local folder (NODE_LOCAL) `path` lies in, as written or resolved; None if none."""
+    for candidate in (Path(path).absolute(), Path(path).resolve()):
+        for folder in NODE_LOCAL:
+            if candidate == Path(folder) or Path(folder) in candidate.parents:
+                return folder
+    return None
+
+
+def node_local_warnings(spec: JobSpec, python: str | None = None) -> list[str]:
+    """Why the job may not find its runs folder or its Python on the other nodes: each lies in a
+    folder every node has its own of (/tmp, /var/tmp, /dev/shm)."""
+    python = python or sys.executable
+    said = []
+    runs_dir = spec.runs_dir.resolve()
+    if folder := node_local(runs_dir):
+        said.append(f"the runs folder {runs_dir} is under {folder}, which each node has its own of: the "
+                    "other nodes cannot write into it and the run is not seen from here; give --runs-dir "
+                    "on storage every node shares")
+    if folder := node_local(python):
+        said.append(f"the job's Python {python} is under {folder}, which each node has its own of: the "
+                    "compute nodes may not have it; run amptui slurm from an environment on shared storage")
+    return said
+
+
+def precision_words(cfg: cfgmod.Config) -> str:
+    """The job's precision as the script says it: "auto on each node" where amp.dtype is auto."""
+    if cfg.amp.dtype == "auto":
+        return ("amp.dtype auto: chosen on the compute node as `amptui run` chooses it there (a dtype "
+                "measured slow on that node falls back to float32)")
+    return f"amp.dtype {cfg.amp.dtype}" + ("" if cfg.amp.autocast else " (autocast off: float32)")
+
+
 def torchrun_path() -> str:
     """The torchrun beside this Python (the venv's), else the one on the job's PATH."""
     beside = Path(sys.executable).parent / "torchrun"
@@ -118,6 +154,7 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
         f"{spec.rendezvous} rendezvous",
         "# written by: " + shlex.join(command).replace("\n", "\\n"),  # a newline must not end the comment
         "# submit with: sbatch THIS_FILE",
+        "# precision: " + precision_words(cfg),
         *(f"#SBATCH {line}" for line in sbatch),
         *([] if cpus else ["# (no --cpus-per-node given: the one task per node gets the cluster's default CPUs, for all "
                            "of its processes and their data loaders)"]),
@@ -164,7 +201,9 @@ def prepare(runs_dir: Path, preset_toml: str) -> Path:
     """Resolve the embedded preset on this node and make the run folder (config.toml, run.json
     naming the job script's process here). Returns the folder."""
     cfg = cfgmod.build_config(cfgmod.parse_toml(preset_toml, "the job's preset"), source="the job's preset")
-    cfg = preflight.resolve(cfg)
+    from amptui.jobs.launch import measured_slow_dtypes
+
+    cfg = preflight.resolve(cfg, slow_dtypes=measured_slow_dtypes)  # as `amptui run` on this node
     folder = runs.create_folder(runs_dir, cfg.run.name)
     job = os.environ.get("SLURM_JOB_ID", "?")
     runs.write_new(folder, cfg, f"# amptui run {folder.name}: preset {cfg.run.name!r}, SLURM job {job}, resolved "

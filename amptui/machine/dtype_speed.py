@@ -14,6 +14,7 @@ from typing import Mapping
 from amptui.core.config.precision import DTYPES, FULL, Dtype, Precision
 from amptui.core.config.resolve import auto_fallback_note, falls_back
 from amptui.core.config.values import Config
+from amptui.core.fmt import flops_unit, fmt_flops
 from amptui.machine import cpu as cpu_features
 from amptui.machine import peaks
 
@@ -53,7 +54,8 @@ def slow_reason(dtype: str, rates: Mapping[str, float], flags: set[str]) -> str 
     if rate is not None and full:
         if rate >= SLOW_RATIO * full:
             return None
-        return f"measured {_rate(rate)} TFLOP/s, float32 {_rate(full)}"
+        unit = flops_unit(rate, full)  # one unit for both: "measured 1 GFLOP/s, float32 85"
+        return f"measured {fmt_flops(rate, unit)}, float32 {fmt_flops(full, unit, with_unit=False)}"
     if not flags or "sse2" not in flags:   # unreadable, or not x86: no claim
         return None
     known = DTYPES.get(dtype)
@@ -82,10 +84,6 @@ def slow_dtypes(device_type: str, measured: bool = False, dtypes: tuple[str, ...
         if why:
             out[dtype] = why
     return out
-
-
-def _rate(tflops: float) -> str:
-    return f"{tflops:.2g}"
 
 
 def summary_note(cfg: Config, device_type: str) -> tuple[Precision, str | None, str | None]:

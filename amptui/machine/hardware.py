@@ -109,12 +109,6 @@ def nvml_status() -> dict[str, Any]:
 
 # --- recommendation ------------------------------------------------------------------------------
 
-def _fmt_rate(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x:.3g}"
-
-
 def recommend(info: dict[str, Any], rates: dict[str, dict[str, float | None]] | None = None
               ) -> tuple[str, bool, str]:
     """(autocast dtype, use a GradScaler?, one sentence why) for this machine.
@@ -134,8 +128,10 @@ def _recommend_gpu(gpus: list[dict[str, Any]], rates: dict) -> tuple[str, bool, 
     measured = rates.get(f"cuda:{gpu['index']}") or rates.get("cuda") or {}
     speed = ""
     if measured:
-        speed = (f" (measured matmuls: bfloat16 {_fmt_rate(measured.get('bfloat16'))}, float16 "
-                 f"{_fmt_rate(measured.get('float16'))}, float32 {_fmt_rate(measured.get('float32'))} TFLOP/s)")
+        rates_of = [measured.get(d) for d in ("bfloat16", "float16", "float32")]
+        unit = flops_unit(*rates_of)
+        bf16, fp16, fp32 = (fmt_flops(x, unit, with_unit=False) for x in rates_of)
+        speed = f" (measured matmuls: bfloat16 {bf16}, float16 {fp16}, float32 {fp32} {unit[0]})"
     if all(g.get("bf16") for g in gpus):
         return ("bfloat16", False,
                 f"bfloat16 without a GradScaler: {names} (compute capability {gpu['compute_capability']}) "

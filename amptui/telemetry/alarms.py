@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from amptui.core.config.precision import DTYPES
+from amptui.core.fmt import fmt_scale
 from amptui.core.numerics import LOW_HEADROOM_BITS, layer_headroom, nonfinite_text
 
 BACKOFF_STREAK = 5          # consecutive skipped steps that make an alarm, once the scale has settled
@@ -76,7 +77,10 @@ class ScaleAlarms:
     def fix(self, what: str) -> str:
         """FIXES[what], phrased for this run: a preset key, or the change in the user's loop."""
         preset, loop = FIXES[what]
-        return loop if self.own_loop else preset
+        said = loop if self.own_loop else preset
+        if what == "bfloat16" and not self.bf16_available:  # still the range fix, but never sold as fast
+            said += " (slow on this device, as `amptui doctor` measures it)"
+        return said
 
     @property
     def calibration_streak(self) -> int:
@@ -84,7 +88,7 @@ class ScaleAlarms:
         return calibration_streak(self.init_scale, self.backoff_factor)
 
     def _calibration_words(self, limit: int) -> str:
-        start = f" from init_scale {self.init_scale:g}" if self.init_scale is not None else ""
+        start = f" from init_scale {fmt_scale(self.init_scale)}" if self.init_scale is not None else ""
         return f"calibration{start} is allowed {limit} backoffs in a row, and this streak used them all"
 
     @property
@@ -187,10 +191,10 @@ class ScaleAlarms:
                 phase = ("not calibration: the scale had grown before and keeps falling with no growth" if self.grown_once
                          else self._calibration_words(limit))
                 self._once("backoff_streak", f"{self.streak} optimizer steps in a row skipped (up to step "
-                           f"{event['step']}), scale now {event['new_scale']:g} ({phase}): gradients overflow at "
+                           f"{event['step']}), scale now {fmt_scale(event['new_scale'])} ({phase}): gradients overflow at "
                            f"every scale tried, in {names}{blame}. {self._streak_advice()}", out)
             if event["new_scale"] < 1.0:
-                said = f"the loss scale fell below 1 ({event['new_scale']:g}) at step {event['step']}: the " \
+                said = f"the loss scale fell below 1 ({fmt_scale(event['new_scale'])}) at step {event['step']}: the " \
                        "gradients hold inf/NaN even unscaled"
                 if self._forward_overflow(self.source_where):  # the one cause the other alarms name too
                     said += (f", because the forward pass already exceeds {self.dtype}'s range (first non-finite: "
@@ -202,12 +206,12 @@ class ScaleAlarms:
         if scale is not None and self.backoffs_since_growth and \
                 last_step - self.last_growth_step >= max(3 * self.growth_interval, STUCK_STEPS):
             self._once("scale_stuck", f"the loss scale has not grown for {last_step - self.last_growth_step} steps "
-                       f"(stuck at {scale:g}): gradients overflow again before each growth_interval "
+                       f"(stuck at {fmt_scale(scale)}): gradients overflow again before each growth_interval "
                        f"({self.growth_interval}) completes", out)
         if self._narrow_range and self.bf16_available and self.backoffs_after_growth >= REPEATED_OVERFLOWS:
             self._once("use_bfloat16", f"{self.dtype} overflowed {self.backoffs_after_growth} times after the scale "
-                       "settled: this device supports bfloat16, which has float32's range and needs no loss "
-                       f"scaling; {self.fix('try_bfloat16')}", out)
+                       "settled: bfloat16 runs fast on this device (as `amptui doctor` measures it) and has "
+                       f"float32's range, so it needs no loss scaling; {self.fix('try_bfloat16')}", out)
         return out
 
 

@@ -111,5 +111,13 @@ class DeviceSampler:
 
 
 def native_bf16(device: torch.device) -> bool:
-    """bfloat16 without emulation, as `amptui doctor` judges it (emulated bf16 on a T4/V100 is slow)."""
-    return device.type != "cuda" or bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    """bfloat16 fast here, as `amptui doctor` judges it: a GPU's without emulation (emulated bf16 on
+    a T4/V100 is slow); a CPU's by machine.dtype_speed's verdict (the measured rates doctor and the
+    launcher cached, else the CPU's flags), so no advice says "try bfloat16" where it measured slow."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    if device.type == "cpu":
+        from amptui.machine.dtype_speed import slow_dtypes
+
+        return "bfloat16" not in slow_dtypes("cpu", dtypes=("bfloat16",))
+    return True

@@ -37,7 +37,7 @@ from torch import nn
 from amptui.core import cluster, preflight
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter, events_file
-from amptui.core.fmt import fmt_accuracy
+from amptui.core.fmt import fmt_accuracy, fmt_loss
 from amptui.core.records import Checkpoint
 from amptui.core.run.runfiles import RunFolder
 from amptui.machine import tf32
@@ -95,7 +95,7 @@ class Trainer:
         if self.resume:
             resumed_from = restore(self.run_dir, cfg, self.state, self.progress, self.warn)
         self.emit_start(resumed_from)
-        for message in preflight.odd_combinations(cfg):
+        for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg)):
             self.warn(message)
         if order := cluster.node_order_warning(self.dist.rank):
             self.warn(order)
@@ -294,6 +294,16 @@ class Trainer:
         self.recorder.end(status, error)
 
 
+def _cpu_slow_dtypes(cfg) -> dict[str, str] | None:
+    """{dtype: why} slow on this CPU, as doctor measures it (the cached rates, else the flags), for
+    odd_combinations' advice; None off the CPU."""
+    if cfg.run.device != "cpu":
+        return None
+    from amptui.machine.dtype_speed import slow_dtypes
+
+    return slow_dtypes("cpu")
+
+
 def run(run_dir: Path, resume: bool) -> int:
     trainer = Trainer(run_dir, resume)
 
@@ -308,7 +318,7 @@ def run(run_dir: Path, resume: bool) -> int:
         status = trainer.train()
         trainer.save_checkpoint()
         trainer.finish(status)
-        trainer.log(f"completed: {trainer.progress.step} steps, final loss {trainer.recorder.last_loss}")
+        trainer.log(f"completed: {trainer.progress.step} steps, final loss {fmt_loss(trainer.recorder.last_loss)}")
         return 0
     except StopRequested:
         trainer.save_checkpoint()

@@ -129,6 +129,21 @@ def trial_overrides(preset_name: str, tid: str, k: int) -> dict[str, Any]:
             "run.name": group_name(preset_name, tid, k)}
 
 
+def toggles_words(kept: dict[str, Any]) -> str:
+    """What the user's own settings do to the trials, as it will really happen: the ones that apply
+    to every trial, and the ones every trial replaces (trial_overrides: "run.max_steps=12 does not:
+    every trial runs 20 steps")."""
+    fixed = set(trial_overrides("preset", "tune-0", 1)) - {"run.name"}
+    said = ", ".join(f"{k}={v}" for k, v in kept.items() if k not in fixed)
+    replaced = [f"{k}={v}" for k, v in kept.items() if k in fixed]
+    text = f"Your toggles {said} apply to every trial." if said else "The preset's own settings apply to every trial."
+    if replaced:
+        verb = "does" if len(replaced) == 1 else "do"
+        text += (f" {', '.join(replaced)} {verb} not: every trial runs {TRIAL_STEPS} steps, with no evaluation "
+                 "or checkpoints.")
+    return text
+
+
 def group_name(preset_name: str, tid: str, k: int) -> str:
     """Trials of one tune share '<preset>-tune-<hex>' and count up: the run list shows them together."""
     return tunenames.trial_name(preset_name, tid.rsplit('-', 1)[-1], k)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from amptui.core.fmt import fmt_flops
 from amptui.core.series import Series, rolling_median
 from amptui.dashboard.panels.base import PanelView, RunPanel
 from amptui.dashboard.runmodel import RunModel
@@ -37,7 +38,7 @@ class ThroughputPanel(RunPanel):
         parts = [f"now {m.samples_per_s:,.0f} samples/s" if m.samples_per_s else "",
                  (f"{ms:,.0f} ms/step" if ms >= 100 else f"{ms:.1f} ms/step") if ms else ""]  # 1,360 ms, 27.6 ms
         if m.tflops:
-            rate = f"{m.tflops:.1f} TFLOP/s" if m.tflops >= 0.1 else f"{1000 * m.tflops:.3g} GFLOP/s"
+            rate = fmt_flops(m.tflops)  # core.fmt's unit rule, as doctor and the notes say rates
             share = 100 * m.tflops / m.peak_tflops if m.peak_tflops else None
             parts.append(rate + ("" if share is None else f" ({share:.0f}% of peak)" if share >= 1 else " (<1% of peak)"))
         self.query_one("#speed-info", Static).update(" · ".join(p for p in parts if p))

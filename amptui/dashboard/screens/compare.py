@@ -30,13 +30,17 @@ BAND = (90, 90, 90)  # the baseline's noise band: dim grey
 
 
 def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
-    """Under the table, in core.compare's words (as `amptui compare` says them): whether the fp32
+    """Under the table, in core.compare's words (as `amptui compare` says them): which step the
+    loss column compares runs at when they stopped at different steps, whether the fp32
     baseline used TF32, what memory per rank measured (runs on several processes), and each run's narrowest range headroom when any run sampled it, one line
     per run by its number; empty when there is nothing to say."""
     text = Text()
+    steps = comparenotes.steps_note(list(summaries))
+    if steps:
+        text.append(steps)
     tf32 = comparenotes.tf32_baseline_note(list(summaries), "run 1")
     if tf32:
-        text.append(tf32)
+        text.append(("\n" if text else "") + tf32)
     memory = comparenotes.memory_note(list(summaries), brief=True)
     if memory:
         text.append(("\n" if text else "") + memory)
@@ -91,20 +95,27 @@ class CompareScreen(DashboardScreen):
         self.query_one("#compare-gap-box").border_title = "Loss − run 1's, same step"
         table = self.query_one("#compare-table", DataTable)
         table.add_column("#", key="n")
+        labels = self._labels()
         for h in self._order():
-            table.add_column(h, key=h)
+            table.add_column(labels.get(h, h), key=h)
         show_columns_hint(self, table, self.query_one("#compare-table-box"))
         self.load()
 
     @staticmethod
     def _order(rows: Sequence[cmp.CompareRow] = ()) -> list[str]:
-        """The headline numbers first, the long run id last, so what matters shows at 80 columns;
-        the per-rank columns (dist, state saving) only when a run ran on several processes."""
-        shown = [c.header for c in cmp.shown_columns(list(rows))]
-        first = [h for h in ("precision", "dist", "preset", "speed-up", "mem saving", "state saving", "final loss",
-                             "val acc") if h in shown]
+        """The columns' keys: the headline numbers first, the long run id last, so what matters
+        shows at 80 columns; the per-rank columns (dist, state saving) only when a run ran on
+        several processes, the final loss only when the runs stopped at different steps."""
+        shown = [c.key for c in cmp.shown_columns(list(rows))]
+        first = [h for h in ("precision", "dist", "preset", "speed-up", "mem saving", "state saving", "steps", "status",
+                             "loss", "final loss", "val acc") if h in shown]
         rest = [h for h in shown if h not in first and h != "run"]
         return first + rest + ["run"]
+
+    @staticmethod
+    def _labels(rows: Sequence[cmp.CompareRow] = ()) -> dict[str, str]:
+        """Each column's header by its key ("loss @ step 10" for the loss column)."""
+        return {c.key: c.header for c in cmp.shown_columns(list(rows))}
 
     @staticmethod
     def row_cells(row: cmp.CompareRow) -> dict[str, str]:
@@ -134,9 +145,10 @@ class CompareScreen(DashboardScreen):
         # arrived raced its first draw (at 80 columns a row stayed drawn at the headers' widths).
         table.clear(columns=True)
         table.add_column("#", key="n", width=len(str(len(rows))))
-        order = self._order(rows)
+        order, labels = self._order(rows), self._labels(rows)
         for h in order:
-            table.add_column(h, key=h, width=max([cell_len(h), *(cell_len(t[h]) for t in texts)]))
+            label = labels.get(h, h)
+            table.add_column(label, key=h, width=max([cell_len(label), *(cell_len(t[h]) for t in texts)]))
         for i, (row, cells_of) in enumerate(zip(rows, texts, strict=True)):
             color = COLORS[i % len(COLORS)]
             by_header: dict[str, str | Text] = {**cells_of, "run": Text(cells_of["run"], style=color)}
@@ -207,7 +219,7 @@ class CompareScreen(DashboardScreen):
         if fmt == "csv":
             return text
         notes = ([f"runs differ in more than precision: {', '.join(self.differ)}"] if self.differ else [])
-        notes += [n for n in (comparenotes.tf32_baseline_note(self.summaries), comparenotes.headroom_note(self.summaries),
+        notes += [n for n in (comparenotes.steps_note(self.summaries), comparenotes.tf32_baseline_note(self.summaries), comparenotes.headroom_note(self.summaries),
                               comparenotes.memory_note(self.summaries)) if n]
         return "\n\n".join([text, *notes, comparenotes.TIMING_NOTE])
 

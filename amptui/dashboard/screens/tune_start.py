@@ -24,14 +24,12 @@ class TuneStartModal(ModalScreen[float | None]):
         self.kept = kept
 
     def compose(self) -> ComposeResult:
-        toggles = ", ".join(f"{k}={v}" for k, v in self.kept.items())
         with Vertical(classes="dialog", id="tune-start-dialog"):
             yield Static(f"Tune {self.preset_name}: the fastest setup that keeps fp32's accuracy",  # wraps, never cut
                          id="tune-start-title", markup=False)
             yield Static("Short real runs, one after another, in the background: precision, then torch.compile "
-                         "and the batch size. " + (f"Your toggles {toggles} apply to every trial." if toggles
-                                                   else "The preset's own settings apply to every trial."),
-                         classes="hint")
+                         "and the batch size. " + T.toggles_words(self.kept), classes="hint", id="tune-start-toggles",
+                         markup=False)
             with Horizontal(id="tune-budget-row"):
                 yield Label("budget, minutes ", id="tune-budget-label")
                 yield Input(value=f"{T.DEFAULT_BUDGET_MIN:g}", id="tune-budget", compact=True)

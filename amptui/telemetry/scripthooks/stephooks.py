@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from amptui.core.fmt import fmt_scale
 from amptui.telemetry.scripthooks import mistakes
 from amptui.telemetry.scripthooks.guard import guarded
 
@@ -109,7 +110,7 @@ class StepHooks:
     @guarded
     def clip(self, parameters) -> None:
         if self.scaler_on and self.scaled_since_update and not self.unscaled_since_update:
-            self.warn("clip_scaled", mistakes.CLIP_SCALED.format(scale=f"{self.initial_scale:g}"
+            self.warn("clip_scaled", mistakes.CLIP_SCALED.format(scale=fmt_scale(self.initial_scale)
                                                                  if not self.started else "the current scale"))
 
     @guarded

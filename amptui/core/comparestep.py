@@ -1,0 +1,66 @@
+"""Runs set side by side at one step (core/compare.py's table): the last step every run reached,
+each run's loss there (read again from its events where it went further), whether it stopped
+early, and the noise on a speed-up from the runs' step-time spread."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from amptui.core.events import EventReader, primary_events_file
+from amptui.core.records import STEP, Step
+
+if TYPE_CHECKING:
+    from amptui.core.compare import RunSummary
+
+_CHUNK = 8 * 1024 * 1024
+# A speed-up's noise: the two runs' window-to-window spread of ms/step (one standard deviation of
+# each, relative, combined), never below SPEED_NOISE_FLOOR: one machine's run-to-run wobble.
+# A speed-up within 1 +- its noise reads "same speed".
+SPEED_NOISE_FLOOR = 0.02
+
+
+def loss_at(run_dir: Path | None, step: int) -> tuple[int, float] | None:
+    """(the step, its loss) of the run's last step record at or before `step`, read again from its
+    events (a second pass, only for runs that went further than the others); a resumed session's
+    record of a step replaces the first session's."""
+    if run_dir is None:
+        return None
+    found: tuple[int, float] | None = None
+    reader = EventReader(primary_events_file(run_dir))
+    while batch := reader.read(_CHUNK):
+        for rec in batch:
+            at, loss = rec.get(STEP.step), rec.get(STEP.loss)
+            if (rec.get("kind") == Step.KIND and isinstance(at, int) and isinstance(loss, (int, float))
+                    and at <= step and (found is None or at >= found[0])):
+                found = (at, float(loss))
+    return found
+
+
+def common_step(summaries: list[RunSummary]) -> int | None:
+    """The last step every run reached (None when a run has no step yet)."""
+    steps = [s.step for s in summaries]
+    return min(steps) if steps and min(steps) > 0 else None
+
+
+def losses_at(summaries: list[RunSummary], step: int | None) -> list[tuple[int, float] | None]:
+    """Each run's loss at `step` (the common step): its last loss where it stopped there, else
+    read again from its events."""
+    if step is None:
+        return [None for _ in summaries]
+    return [(s.step, float(s.loss)) if s.step == step and isinstance(s.loss, (int, float)) else loss_at(s.run_dir, step)
+            for s in summaries]
+
+
+def speed_noise(s: RunSummary, base: RunSummary) -> float | None:
+    """The relative noise of a speed-up of `s` against `base` (see SPEED_NOISE_FLOOR); None when
+    either run has fewer than two timed windows after warm-up."""
+    if s.step_ms_spread is None or base.step_ms_spread is None:
+        return None
+    return max(SPEED_NOISE_FLOOR, math.hypot(s.step_ms_spread, base.step_ms_spread))
+
+
+def stopped_early(s: RunSummary) -> bool:
+    """Ended (stopped, killed, failed) before the steps it was set to run."""
+    return s.ended and s.status != "completed" and bool(s.total_steps) and s.step < (s.total_steps or 0)

@@ -1,0 +1,77 @@
+"""Advice agrees with the tool's own measurements and dialogs say what will really happen: where
+the measured rates (the cache `amptui doctor` and the launcher write) say bfloat16 is slow on this
+CPU, no warning sells bfloat16 as the fast format or says "try bfloat16" as a speed-up; the tune
+dialog says which toggles its trials really keep."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from conftest import events
+from test_cli_notes import slow_bfloat16_here
+
+from amptui.tune import plan as T
+
+
+def fast_bfloat16_here(tmp_path, monkeypatch) -> None:
+    from amptui.machine import cpu as cpu_features
+
+    cache = tmp_path / "cache" / "amptui" / "peak_tflops.json"
+    cache.parent.mkdir(parents=True)
+    name = cpu_features.cpu_name()
+    cache.write_text(json.dumps({"format": 1, "peak_tflops": {
+        f"{name} (2 threads)|{dtype}|torch 9": rate
+        for dtype, rate in (("bfloat16", 0.2), ("float16", 0.001), ("float32", 0.085))}}))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_the_scale_alarms_offer_bfloat16_only_where_it_measured_fast(tmp_path, monkeypatch):
+    import torch
+
+    from amptui.telemetry.device import native_bf16
+
+    slow_bfloat16_here(tmp_path, monkeypatch)
+    assert native_bf16(torch.device("cpu")) is False  # the use_bfloat16 alarm ("try bfloat16") stays quiet
+
+
+def test_the_scale_alarms_offer_bfloat16_where_it_measured_fast(tmp_path, monkeypatch):
+    import torch
+
+    from amptui.telemetry.device import native_bf16
+
+    fast_bfloat16_here(tmp_path, monkeypatch)
+    assert native_bf16(torch.device("cpu")) is True
+
+
+@pytest.mark.slow  # a real trainer, two steps
+def test_float16_on_a_cpu_is_advised_against_by_what_was_measured(cli, runs_dir, tmp_path, monkeypatch):
+    slow_bfloat16_here(tmp_path, monkeypatch)
+    cli("run", "scaler-lab", "--set", "run.max_steps=2", "--set", "log.tensorboard=false", check=True)
+    (run_dir,) = runs_dir.iterdir()
+    said = [r["message"] for r in events(run_dir) if r["kind"] == "warning" and "float16 autocast on the CPU" in
+            r["message"]]
+    assert said == ["float16 autocast on the CPU: float16 is slow on this CPU (measured 1 GFLOP/s, float32 85), and "
+                    "so is bfloat16 (measured 1 GFLOP/s, float32 85): float32 (amp.autocast=false) is its fast "
+                    "format"], said
+
+
+def test_the_tune_dialog_says_which_toggles_its_trials_keep(root):
+    from dashboard_support import app_for, until
+    from test_dashboard_fit import drawn_text
+
+    from amptui.dashboard.screens.tune_start import TuneStartModal
+
+    async def scenario():
+        app = app_for(root)
+        async with app.run_test(size=(100, 30)) as pilot:
+            app.push_screen(TuneStartModal("quickstart", {"run.max_steps": 12, "optim.lr": 0.01}))
+            await until(pilot, lambda: isinstance(app.screen, TuneStartModal))
+            await pilot.pause()
+            return " ".join(drawn_text(app.screen.query_one("#tune-start-toggles")).split())
+
+    text = asyncio.run(scenario())
+    assert "Your toggles optim.lr=0.01 apply to every trial." in text, text
+    assert f"run.max_steps=12 does not: every trial runs {T.TRIAL_STEPS} steps" in text, text
+    assert T.toggles_words({}) == "The preset's own settings apply to every trial."

@@ -1,0 +1,62 @@
+"""Notes and advice as people read them: on a terminal wrapped at word boundaries within its width
+from the first line on (one line each in a pipe); every figure in core.fmt's one form: FLOP rates
+in one unit per sentence, the loss scale as a power of two, losses with four decimals."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from pty_support import amptui_on_pty
+from test_cli_terminal import screen_lines
+
+from amptui.core.numerics import describe_nonfinite
+from amptui.machine import cpu as cpu_features
+from amptui.machine import dtype_speed, hardware
+from amptui.telemetry.alarms import ScaleAlarms
+
+
+def slow_bfloat16_here(tmp_path, monkeypatch) -> None:
+    """This CPU's measured rates, as the launcher caches them, saying bfloat16 is 85 times slower."""
+    cache = tmp_path / "cache" / "amptui" / "peak_tflops.json"
+    cache.parent.mkdir(parents=True)
+    name = cpu_features.cpu_name()
+    cache.write_text(json.dumps({"format": 1, "peak_tflops": {
+        f"{name} (2 threads)|{dtype}|torch 9": rate
+        for dtype, rate in (("bfloat16", 0.001), ("float16", 0.001), ("float32", 0.085))}}))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+@pytest.mark.slow  # a real trainer on a pseudo-terminal
+def test_run_notes_wrap_at_word_boundaries_on_an_80_column_terminal(runs_dir, tmp_path, monkeypatch):
+    slow_bfloat16_here(tmp_path, monkeypatch)
+    code, drawn = amptui_on_pty(["run", "quickstart", "--set", "run.max_steps=4", "--set", "log.every=2",
+                                 "--set", "log.tensorboard=false"], size=(80, 24))
+    lines = screen_lines(drawn)
+    assert code == 0, lines[-10:]
+    assert not [line for line in lines if len(line) > 80], lines
+    start = next(i for i, line in enumerate(lines) if line.startswith("note: amp.dtype auto"))
+    note = " ".join(line.strip() for line in lines[start:start + 3])
+    assert ("note: amp.dtype auto: float32 (autocast off), as bfloat16 is slow on this cpu (measured 1 GFLOP/s, "
+            "float32 85); force AMP with --set amp.dtype=bfloat16") in note, lines[start:start + 3]
+    assert lines[start + 1].startswith("      "), "a wrapped note goes on indented under its text"
+    run_id = lines[-1].split()[1].rstrip(":")
+    log = (runs_dir / run_id / "output.log").read_text()
+    assert re.search(r"completed: 4 steps, final loss \d+\.\d{4}$", log, re.M), log[-400:]
+
+
+def test_flop_rates_read_in_one_unit_per_sentence():
+    said = dtype_speed.slow_reason("bfloat16", {"bfloat16": 0.001, "float32": 0.085}, set())
+    assert said == "measured 1 GFLOP/s, float32 85"
+    gpu = {"index": 0, "name": "Test GPU", "bf16": True, "compute_capability": "8.0"}
+    _, _, why = hardware.recommend({"gpus": [gpu]}, {"cuda:0": {"bfloat16": 312.0, "float16": 312.0,
+                                                                 "float32": 19.5}})
+    assert "(measured matmuls: bfloat16 312, float16 312, float32 19.5 TFLOP/s)" in why
+
+
+def test_the_loss_scale_reads_as_a_power_of_two_everywhere():
+    found = describe_nonfinite("head", "backward", "float16", 65504.0, None, scale=2.0 ** 19)
+    assert "at loss scale 2^19" in found["text"]
+    alarms = ScaleAlarms(growth_interval=2000, dtype="float16", bf16_available=False, init_scale=2.0 ** 19)
+    assert "from init_scale 2^19 " in alarms._calibration_words(19)
