@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from amptui.core.events import EventReader, events_file, open_events
 from amptui.core.run.runfiles import RunFolder
-from amptui.core.run.runs import process_alive, read_launch_info, writer_alive
+from amptui.core.run.runs import load_run, process_alive, read_launch_info, writer_alive
 from amptui.dashboard.runmodel import RunModel
 
 CHUNK_BYTES = 1024 * 1024
@@ -142,8 +142,6 @@ class RunTail:
     def prefill(self) -> None:
         """Name and precision from config.toml, before the trainer's start record arrives."""
         try:
-            from amptui.core.run.runs import load_run
-
             info = load_run(self.run_dir)
         except Exception:  # a half-written folder: the events will tell
             return

@@ -17,6 +17,7 @@ from amptui.core.config import values as cfgmod
 from amptui.core.config.values import TOML_LIMIT
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown
+from amptui.core.run import runops
 from amptui.core.run.runfiles import RunFolder
 
 
@@ -130,9 +131,7 @@ class RunInfoModal(ModalScreen[None]):
         self.runs_display = runs_display
 
     def compose(self) -> ComposeResult:
-        from rich.syntax import Syntax
-
-        from amptui.core.run import runops
+        from rich.syntax import Syntax  # pygments: loaded only when a run's info opens
 
         try:
             command = runops.equivalent_command(self.run_dir, self.runs_display)

@@ -22,6 +22,7 @@ from amptui.core.run import runops
 from amptui.dashboard.runmodel import RunModel
 from amptui.dashboard.screens.base import in_background, say_failure
 from amptui.dashboard.screens.modals import ConfirmModal, RunInfoModal
+from amptui.jobs import detached, launch
 
 if TYPE_CHECKING:  # the app imports the screens: a runtime import here would close a circle
     from amptui.dashboard.app import AmptuiApp
@@ -136,8 +137,6 @@ class RunStatusPanel(Static):
 
     @in_background("run-stop", "stopping the run")
     def _stop(self) -> None:
-        from amptui.jobs import launch
-
         severity: SeverityLevel
         try:
             info = launch.stop(self.run_dir, wait_s=60)
@@ -177,8 +176,6 @@ class RunStatusPanel(Static):
         """`amptui resume RUN_ID --detach` (startchecks.check_resumable + start(resume=True)); the tail
         picks up the new session's records on this screen. `flags`: --trust-code once the user said
         yes to the code the run names (core/trust.py)."""
-        from amptui.jobs import detached
-
         started, error = detached.start(["resume", self.run_dir.name, detached.DETACH, *flags, "--runs-dir",
                                          str(self.run_dir.parent)])
         self.app.from_thread(self._resumed, started["run_id"] if started else None, error)
