@@ -63,6 +63,12 @@ def cmd_ab(args) -> int:
     from amptui.jobs import groups, launch
     from amptui.machine.hardware import emulated_dtype_notice
 
+    if args.script or args.script_variants:
+        from amptui.cli.abscript import cmd_ab_script
+
+        return cmd_ab_script(args)
+    if not args.preset:
+        raise UserError("ab: name a preset (see `amptui presets list`) or your own script with --script FILE")
     root = runs.runs_root(args.runs_dir, writable=True)
     preset = presets.find_preset(args.preset)
     overrides = config.parse_set(args.sets)

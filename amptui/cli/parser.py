@@ -115,11 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the screen size for --svg (default: 120x40)")
     runs_dir_option(p)
 
-    p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
-    p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
+    p = sub.add_parser("ab", help="run a preset (or your own script) once per precision variant, then compare them",
+                       usage="amptui ab PRESET [--variants V,V,...] [--set KEY=VALUE]... [--detach]\n"
+                             "       amptui ab --script FILE --variants fp32,bf16,fp16+scaler [-- ARGS...]\n"
+                             "       amptui ab --script FILE --variant NAME='ARGS' [--variant NAME='ARGS']... [-- ARGS...]")
+    p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
     p.add_argument("--variants", metavar="V,V,...",
                    help="from fp32, tf32 (CUDA), fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
-                        "CUDA, fp32,bf16 on CPU)")
+                        "CUDA, fp32,bf16 on CPU); with --script: fp32 runs the script as written, the others with "
+                        "AMP applied by amptui to its unmodified fp32 loop")
+    p.add_argument("--script", metavar="FILE", help="A/B your own training script (see docs/your-own-code.md)")
+    p.add_argument("--variant", dest="script_variants", action="append", default=[], metavar="NAME='ARGS'",
+                   help="with --script: a variant chosen by the script's own flags, ARGS appended to its "
+                        "arguments (repeatable), e.g. --variant bf16='--dtype bfloat16'")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key in every variant, e.g. --set run.max_steps=200 (repeatable; "
                         "not the amp.* keys the variants set)")

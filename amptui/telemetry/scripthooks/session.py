@@ -34,6 +34,7 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
 from amptui.telemetry.scripthooks import mistakes
+from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
 from amptui.telemetry.scripthooks.guard import StopRequested, guarded
 from amptui.telemetry.scripthooks.loopshape import LoopShape
 from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, script_models
@@ -72,7 +73,9 @@ class ScriptSession:
         self.steps = StepWatch(self)
         self.scaling = ScalerWatch(self)
         self.loop = LoopShape(self)
-        self.patches = Patches(self).install()
+        applying = str(getattr(self.base.run, "apply_amp", "") or "")
+        self.applied = AppliedAmp(applying).install() if applying else None  # run.apply_amp (applyamp.py)
+        self.patches = Patches(self, self.applied).install()
 
     @property
     def entered(self) -> dict[tuple[str, str], int]:
@@ -119,6 +122,8 @@ class ScriptSession:
         loop.first_forwards.clear()
         self.patches.stop_watching_forwards()
         self._model_hooks = [model_forward_hook(m, self) for m in self.models]
+        if self.applied is not None:
+            self.applied.watch_models(self.models)
         if loop.last_loader is not None:
             loop.train_loader, loop.epoch_pass = loop.last_loader, loop.feeding
             self.recorder.add_data_wait(loop.waits_before.get(loop.last_loader, 0.0))
@@ -240,6 +245,8 @@ class ScriptSession:
     def remove(self) -> None:
         self.ended = True
         self.patches.remove()
+        if self.applied is not None:
+            self.applied.remove()
         for handle in self._model_hooks:
             handle.remove()
         self._model_hooks = []
@@ -280,6 +287,10 @@ class ScriptSession:
 
     @guarded
     def scaler_scale(self, scaler, outputs) -> None:
+        if self.applied is not None and scaler is not self.applied.scaler:
+            if scaler.is_enabled():
+                refuse("a GradScaler of its own")
+            return  # the script's disabled scaler passes its loss through: counted at backward()
         self.scaling.scale(scaler, outputs)
 
     @guarded
@@ -316,4 +327,6 @@ class ScriptSession:
 
     @guarded
     def autocast_entered(self, device_type, dtype) -> None:
+        if self.applied is not None and not self.applied.own:
+            refuse(f"torch.autocast({str(device_type)!r}, dtype={dtype})")
         self.seen.autocast_entered(device_type, dtype)
