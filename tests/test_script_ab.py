@@ -1,0 +1,88 @@
+"""`amptui ab --script`: the A/B table for the user's own script. Its variants chosen by the
+script's own flags (--variant NAME='ARGS'), or AMP applied by amptui to its unmodified fp32 loop
+(--variants: autocast around its model's forward, a GradScaler around its backward, clip and step).
+A script that sets its own precision is refused for the latter in one line. The loops are tiny:
+this CPU's bfloat16/float16 speed does not matter here, only what was applied and recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from conftest import amptui, events, one_clear_line
+
+from amptui.core import compare
+from amptui.core.lossgaps import noise_band
+from amptui.core.series import Series
+from amptui.jobs import groups
+
+SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
+pytestmark = pytest.mark.slow
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _group_runs(runs_dir: Path) -> list[Path]:
+    (group,) = groups.groups(runs_dir)
+    assert group.state == "done", group
+    return [runs_dir / r for r in group.runs]
+
+
+def test_amp_applied_to_a_plain_fp32_loop(runs_dir):
+    before = _digest(SCRIPT)
+    proc = amptui("ab", "--script", str(SCRIPT), "--variants", "fp32,bf16,fp16+scaler", "--set", "log.every=1",
+                  check=True)
+    assert _digest(SCRIPT) == before  # the script file is never changed
+    dirs = _group_runs(runs_dir)
+    assert len(dirs) == 3
+    listed = {r["run_id"]: r for r in json.loads(amptui("runs", "--format", "json", check=True).stdout)}
+    assert [listed[d.name]["precision_words"] for d in dirs] == [
+        "fp32", "autocast bfloat16, applied by amptui", "autocast float16 + GradScaler, applied by amptui"]
+    for words in ("autocast bfloat16, applied by amptui", "autocast float16 + GradScaler, applied by amptui"):
+        assert words in proc.stdout  # the A/B's own table
+    # what the hooks saw: the script never autocasts or scales; amptui's autocast and scaler did
+    starts = [events(d)[0] for d in dirs]
+    assert [(s["precision"]["autocast"], s["precision"]["grad_scaler"]) for s in starts] == \
+        [(False, False), (True, False), (True, True)]
+    assert [s["precision"].get("dtype") for s in starts[1:]] == ["bfloat16", "float16"]
+    assert "apply_amp" not in (dirs[0] / "config.toml").read_text()
+    assert 'apply_amp = "fp16+scaler"' in (dirs[2] / "config.toml").read_text()
+    steps = [[r for r in events(d) if r["kind"] == "step"] for d in dirs]
+    assert [len(s) for s in steps] == [6, 6, 6]
+    assert all(r["scale"] is None for r in steps[0] + steps[1])
+    assert all(r["scale"] == 2.0 ** 16 and r["skipped"] == 0 for r in steps[2])  # the applied scaler's steps
+    # the same loss, within the fp32 run's noise band, at the common (last) step
+    baseline = Series()
+    for r in steps[0]:
+        baseline.add(r["step"], r["loss"])
+    band = noise_band(baseline)
+    assert all(abs(s[-1]["loss"] - steps[0][-1]["loss"]) <= band for s in steps[1:]), (band, steps)
+    assert [compare.summarize(d).skipped_total for d in dirs] == [0, 0, 0]
+
+
+def test_variants_chosen_by_the_scripts_own_flags(runs_dir):
+    amptui("ab", "--script", str(SCRIPT), "--variant", "fp32=--dtype float32", "--variant", "bf16=--dtype bfloat16",
+           "--set", "log.every=2", "--", "--steps", "4", check=True)
+    dirs = _group_runs(runs_dir)
+    starts = [events(d)[0] for d in dirs]
+    assert [s["precision"]["words"] for s in starts] == ["fp32", "autocast bfloat16"]  # the script's own
+    listed = {r["run_id"]: r for r in json.loads(amptui("runs", "--format", "json", check=True).stdout)}
+    assert [listed[d.name]["precision_words"] for d in dirs] == ["fp32", "autocast bfloat16"]
+    assert [events(d)[-1]["steps"] for d in dirs] == [4, 4]  # `-- ARGS` reach every variant
+    assert "trained 4 steps (bfloat16)" in (dirs[1] / "output.log").read_text()
+
+
+def test_a_script_that_sets_its_own_precision_is_refused_for_applied_amp(runs_dir):
+    """Caught by the hooks at the script's own autocast (no fp32 run first), and after the script
+    as written turns out not to be a float32 loop: one line that says to use --variant."""
+    line = one_clear_line(amptui("ab", "--script", str(SCRIPT), "--variants", "bf16", "--", "--dtype", "bfloat16"),
+                          code=2)
+    assert "sets its own precision" in line and "--variant NAME='ARGS'" in line, line
+    line = one_clear_line(amptui("ab", "--script", str(SCRIPT), "--variants", "fp32,fp16+scaler", "--",
+                                 "--dtype", "float16"), code=2)
+    assert "sets its own precision (autocast float16 + GradScaler)" in line and "--variant" in line, line
+    assert [g.state for g in groups.groups(runs_dir)] == ["failed", "failed"]
