@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import amptui, events, one_clear_line
+from dashboard_support import Notes, app_for, async_test, home_ready, select_run, until
 
 from amptui.core import compare
 from amptui.core.lossgaps import noise_band
@@ -19,7 +20,6 @@ from amptui.core.series import Series
 from amptui.jobs import groups
 
 SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
-pytestmark = pytest.mark.slow
 
 
 def _digest(path: Path) -> str:
@@ -32,6 +32,7 @@ def _group_runs(runs_dir: Path) -> list[Path]:
     return [runs_dir / r for r in group.runs]
 
 
+@pytest.mark.slow
 def test_amp_applied_to_a_plain_fp32_loop(runs_dir):
     before = _digest(SCRIPT)
     proc = amptui("ab", "--script", str(SCRIPT), "--variants", "fp32,bf16,fp16+scaler", "--set", "log.every=1",
@@ -64,6 +65,7 @@ def test_amp_applied_to_a_plain_fp32_loop(runs_dir):
     assert [compare.summarize(d).skipped_total for d in dirs] == [0, 0, 0]
 
 
+@pytest.mark.slow
 def test_variants_chosen_by_the_scripts_own_flags(runs_dir):
     amptui("ab", "--script", str(SCRIPT), "--variant", "fp32=--dtype float32", "--variant", "bf16=--dtype bfloat16",
            "--set", "log.every=2", "--", "--steps", "4", check=True)
@@ -76,6 +78,7 @@ def test_variants_chosen_by_the_scripts_own_flags(runs_dir):
     assert "trained 4 steps (bfloat16)" in (dirs[1] / "output.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_script_that_sets_its_own_precision_is_refused_for_applied_amp(runs_dir):
     """Caught by the hooks at the script's own autocast (no fp32 run first), and after the script
     as written turns out not to be a float32 loop: one line that says to use --variant."""
@@ -86,3 +89,41 @@ def test_a_script_that_sets_its_own_precision_is_refused_for_applied_amp(runs_di
                                  "--dtype", "float16"), code=2)
     assert "sets its own precision (autocast float16 + GradScaler)" in line and "--variant" in line, line
     assert [g.state for g in groups.groups(runs_dir)] == ["failed", "failed"]
+
+
+@pytest.mark.slow
+@async_test
+async def test_dashboard_a_on_a_script_run_starts_the_ab_of_that_script_with_its_arguments(runs_dir):
+    """Home, a script run highlighted in Runs: `a` is `amptui ab --script FILE --detach -- ARGS` with
+    the arguments the run recorded (the device's default variants: fp32,bf16 on this CPU)."""
+    amptui("run", "--script", str(SCRIPT), "--", "--steps", "3", check=True)
+    (first,) = [p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    app = app_for(runs_dir)
+    async with app.run_test(size=(110, 34)) as pilot:
+        await home_ready(pilot)
+        notes = Notes().install(app)
+        await select_run(pilot, first.name)
+        await pilot.press("a")
+        await until(pilot, lambda: "plain_fp32.py with its recorded arguments (--steps 3)" in notes.text())
+        await until(pilot, lambda: [g.state for g in groups.groups(runs_dir)] == ["done"], timeout=240)
+    dirs = _group_runs(runs_dir)
+    assert [events(d)[-1]["steps"] for d in dirs] == [3, 3]
+    assert [compare.summarize(d).precision_words for d in dirs] == ["fp32", "autocast bfloat16"]
+    assert 'apply_amp = "bf16"' in (dirs[1] / "config.toml").read_text()
+
+
+def test_a_script_run_without_recorded_arguments_says_so(tmp_path):
+    """A run its own torchrun started records no `scriptrun ... ARGS` command: `a` says so."""
+    from amptui.core.config import values as cfgmod
+    from amptui.core.run import runs
+    from amptui.core.run.runfiles import RunFolder
+    from amptui.jobs.ab import recorded_script_args, script_ab_args
+
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    runs.write_new(RunFolder(run_dir), cfgmod.build_config({}, {"run.script": str(SCRIPT)}), "# test")
+    args, said = script_ab_args(run_dir, tmp_path / "runs")
+    assert args is None and "arguments are not recorded" in said and f"amptui ab --script {SCRIPT}" in said
+    assert recorded_script_args(["python", "-u", "-m", "amptui.trainer.scriptrun", "RUN", "t.py", "--lr", "1"]) == \
+        ["--lr", "1"]
+    assert recorded_script_args(["torchrun", "--nproc-per-node", "2", "t.py"]) is None

@@ -55,6 +55,25 @@ def script_variants(args, device_type: str) -> list[tuple[str, dict[str, object]
     return out
 
 
+def _start_detached(args, root: Path, overrides: dict, spec: str):
+    """The group, driven by this command line started again in the background (`--group ID`, the
+    script's own arguments after `--` kept); returns the group and the driver's pid."""
+    from amptui.core.run import runs
+    from amptui.jobs import groups
+    from amptui.jobs.detached import relaunch
+
+    started: list[int] = []
+
+    def driver(group) -> dict:
+        tail = ["--group", group.group_id, "--runs-dir", str(Path(root).resolve())]
+        proc = relaunch(args.argv, [*tail, *(["--", *args.script_args] if args.script_args else [])], group.log)
+        started.append(proc.pid)
+        return runs.launch_identity(proc.pid)
+
+    group = groups.create(root, args.script, Path(args.script).stem, overrides, spec, driver)
+    return group, started[0]
+
+
 def cmd_ab_script(args) -> int:
     from amptui.cli.main import variant_labels
     from amptui.cli.prose import error, say
@@ -66,14 +85,13 @@ def cmd_ab_script(args) -> int:
     from amptui.core.run import runs
     from amptui.jobs import groups, launch
     from amptui.jobs.ab import Outcome
+    from amptui.jobs.detached import announce
 
     script = args.script
     if not script:
         raise UserError("--variant is for `amptui ab --script FILE`: name the script")
     if args.preset:
         raise UserError(f"ab {args.preset} --script: give a preset or a script, not both")
-    if args.detach or args.group:
-        raise UserError("ab --script runs in this terminal: drop --detach")
     overrides = config.parse_set(args.sets)
     check_script_sets(overrides)
     if "run.apply_amp" in overrides:
@@ -82,8 +100,14 @@ def cmd_ab_script(args) -> int:
     variants = script_variants(args, preflight.device_type(overrides.get("run.device", "auto")))
     root = runs.runs_root(args.runs_dir, writable=True)
     spec = ",".join(name for name, _, _ in variants)
-    group = groups.create(root, script, Path(script).stem, overrides, spec,
-                          lambda group: runs.launch_identity(os.getpid()))
+    if args.detach:  # this same command line drives the group in the background (the dashboard's `a`)
+        group, pid = _start_detached(args, root, overrides, spec)
+        announce("ab", f"A/B {group.label} of {group.preset} started in the background; its runs are listed "
+                       f"in `amptui runs` as they start\noutput: {group.log}",
+                 group_id=group.group_id, label=group.label, pid=pid, log=group.log, group=group.path)
+        return 0
+    group = groups.find(root, args.group) if args.group else groups.create(
+        root, script, Path(script).stem, overrides, spec, lambda group: runs.launch_identity(os.getpid()))
     labels = variant_labels([name for name, _, _ in variants])
     outcome = Outcome(total=len(variants))
     with group.recording():
