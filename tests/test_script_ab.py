@@ -127,3 +127,16 @@ def test_a_script_run_without_recorded_arguments_says_so(tmp_path):
     assert recorded_script_args(["python", "-u", "-m", "amptui.trainer.scriptrun", "RUN", "t.py", "--lr", "1"]) == \
         ["--lr", "1"]
     assert recorded_script_args(["torchrun", "--nproc-per-node", "2", "t.py"]) is None
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--variant", "bf16=--dtype bfloat16", "--variants", "bf16"], "not both"),
+    (["--variants", "fp32,tf32"], "--variants tf32"),
+    (["--variants", "bf16", "--set", "run.apply_amp=fp16"], "--set run.apply_amp"),
+    (["--variant", "=--dtype bfloat16"], "give NAME='ARGS'"),
+    (["--variants", "bf16", "--set", "amp.dtype=float16"], "--set amp.dtype"),
+])
+def test_ab_script_refusals_are_one_line_and_leave_nothing(cli, runs_dir, extra, said):
+    line = one_clear_line(cli("ab", "--script", str(SCRIPT), *extra))
+    assert said in line, line
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
