@@ -10,18 +10,28 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from amptui.cli.abscript import variant_labels
 from amptui.cli.compare import print_emulation_notes
 from amptui.cli.parser import PRESET_HELP, runs_dir_option
 from amptui.cli.run_commands import attach
+from amptui.core.errors import UserError
 from amptui.jobs.detached import announce
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("ab", help="run a preset once per precision variant, then compare them")
-    p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
+    p = sub.add_parser("ab", help="run a preset (or your own script) once per precision variant, then compare them",
+                       usage="amptui ab PRESET [--variants V,V,...] [--set KEY=VALUE]... [--detach]\n"
+                             "       amptui ab --script FILE --variants fp32,bf16,fp16+scaler [-- ARGS...]\n"
+                             "       amptui ab --script FILE --variant NAME='ARGS' [--variant NAME='ARGS']... [-- ARGS...]")
+    p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
     p.add_argument("--variants", metavar="V,V,...",
                    help="from fp32, tf32 (CUDA), fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
-                        "CUDA, fp32,bf16 on CPU)")
+                        "CUDA, fp32,bf16 on CPU); with --script: fp32 runs the script as written, the others with "
+                        "AMP applied by amptui to its unmodified fp32 loop")
+    p.add_argument("--script", metavar="FILE", help="A/B your own training script (see docs/your-own-code.md)")
+    p.add_argument("--variant", dest="script_variants", action="append", default=[], metavar="NAME='ARGS'",
+                   help="with --script: a variant chosen by the script's own flags, ARGS appended to its "
+                        "arguments (repeatable), e.g. --variant bf16='--dtype bfloat16'")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key in every variant, e.g. --set run.max_steps=200 (repeatable; "
                         "not the amp.* keys the variants set)")
@@ -49,6 +59,12 @@ def handle(args) -> int:
     from amptui.jobs import groups, launch
     from amptui.machine.hardware import emulated_dtype_notice
 
+    if args.script or args.script_variants:
+        from amptui.cli.abscript import cmd_ab_script
+
+        return cmd_ab_script(args)
+    if not args.preset:
+        raise UserError("ab: name a preset (see `amptui presets list`) or your own script with --script FILE")
     root = runs.runs_root(args.runs_dir, writable=True)
     preset = presets.find_preset(args.preset)
     overrides = config.parse_set(args.sets)
@@ -91,10 +107,3 @@ def handle(args) -> int:
     if outcome.error:
         error(outcome.error)
     return outcome.exit_code
-
-
-def variant_labels(names: list[str]) -> list[str]:
-    """Each A/B run's progress-line label: "[3/4] bf16+reduce " padded to the longest name and a
-    space, so what follows ("completed: ...") never runs into the name."""
-    width = max((len(name) for name in names), default=0) + 1
-    return [f"[{i}/{len(names)}] {name:<{width}}" for i, name in enumerate(names, 1)]

@@ -26,7 +26,7 @@ from amptui.core.comparenotes import short_precision
 from amptui.core.comparestep import common_step, losses_at, speed_noise, stopped_early
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import precision_or_unseen
-from amptui.core.config.scriptview import keys_said
+from amptui.core.config.scriptview import APPLIED_BY, keys_said
 from amptui.core.errors import ConfigError
 from amptui.core.events import EventReader, primary_events_file
 from amptui.core.fmt import (
@@ -145,6 +145,13 @@ def summarize(run_dir: Path) -> RunSummary:
     return summary.finish()
 
 
+def precision_said(s: RunSummary) -> str:
+    """A run's precision in words; "..., applied by amptui" when amptui applied it to a script
+    (`amptui ab --script --variants`: run.apply_amp), not the script's own loop."""
+    words = s.precision_words
+    return words + APPLIED_BY if s.flat_config.get("run.apply_amp") and words.startswith("autocast ") else words
+
+
 def _steady_rates(summary: RunSummary, windows: list[tuple[int, int, float, float]]) -> None:
     """Samples/s and ms/step over the step records after warm-up (see WARMUP_FRACTION)."""
     total = summary.total_steps or (windows[-1][0] if windows else 0)
@@ -228,7 +235,7 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
         state_ratio = _ratio(state, base_state)
         delta = s.val_acc - base.val_acc if base and s.val_acc is not None and base.val_acc is not None else None
         rows.append(CompareRow(
-            run_id=s.run_id, preset=s.preset, precision=s.precision_words, status=s.status,
+            run_id=s.run_id, preset=s.preset, precision=precision_said(s), status=s.status,
             final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=peak,
             total_time_s=s.total_time_s, time_per_epoch_s=s.time_per_epoch_s, samples_per_s=s.steady_samples_per_s,
             speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, skipped=s.skipped_total,

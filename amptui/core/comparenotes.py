@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from amptui.core import distribution
 from amptui.core.comparestep import common_step, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
-from amptui.core.config.scriptview import SCALER_KEYS
+from amptui.core.config.scriptview import APPLIED_BY, SCALER_KEYS
 from amptui.core.inputbound import notice
 from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfinite_text, some_names
 from amptui.core.rankmemory import note as rank_memory_note
@@ -29,8 +29,9 @@ TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the 
 def short_precision(said: str) -> str:
     """A row's precision as `amptui ab` and `runs` name it: "fp16+scaler" for "autocast float16 +
     GradScaler" (UNSEEN when unknown)."""
-    precision = Precision.from_record(said)
-    return precision.short if precision is not None else precision_or_unseen(said)
+    applied = said.endswith(APPLIED_BY)  # "autocast bfloat16, applied by amptui" -> "bf16 applied"
+    precision = Precision.from_record(said.removesuffix(APPLIED_BY))
+    return precision.short + (" applied" if applied else "") if precision is not None else precision_or_unseen(said)
 
 
 def narrowest_headroom(s: RunSummary) -> str | None:
@@ -93,7 +94,7 @@ def memory_note(summaries: list[RunSummary], brief: bool = False) -> str | None:
 
 
 # Keys an A/B varies on purpose, and keys that do not change what is trained.
-_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.name", "run.description", "numerics.every", "numerics.depth",
+_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.apply_amp", "run.name", "run.description", "numerics.every", "numerics.depth",
                             "numerics.trace_nonfinite")  # measuring, not training
 
 

@@ -93,3 +93,40 @@ def run_variants(group: groupmod.Group, preset: Preset, overrides: dict[str, Any
     group.update(state=outcome.state, error=outcome.error)
     return outcome
 
+
+
+def recorded_script_args(command: object) -> list[str] | None:
+    """A script run's own arguments, from the command its run.json records (`python -u -m
+    amptui.trainer.scriptrun RUN_DIR SCRIPT ARGS...`); None where they are not recorded there
+    (a torchrun launch, a run its own launcher started)."""
+    if not isinstance(command, list) or not all(isinstance(w, str) for w in command):
+        return None
+    for i, word in enumerate(command):
+        if word.endswith(".scriptrun") and i > 0 and command[i - 1] == "-m" and len(command) >= i + 3:
+            return command[i + 3:]
+    return None
+
+
+def script_ab_args(run_dir: Path, runs_root: Path) -> tuple[list[str] | None, str]:
+    """The dashboard's `a` on a script run: (`ab --script FILE --detach --runs-dir ROOT -- ARGS`,
+    what it says) with the arguments the run recorded, or (None, why not) when the run names no
+    script or its arguments are not recorded."""
+    from amptui.core.config import values as cfgmod
+    from amptui.core.errors import ConfigError
+    from amptui.core.run.runfiles import RunFolder
+    from amptui.core.run.runs import read_launch_info
+    from amptui.jobs.detached import DETACH
+
+    try:
+        script = cfgmod.build_config(cfgmod.read_toml(RunFolder(run_dir).config)).run.script
+    except (ConfigError, OSError):
+        script = ""
+    if not script or script.startswith("-m "):
+        return None, f"{run_dir.name} runs no script file: highlight a preset (or a --script run) for its A/B"
+    args = recorded_script_args(read_launch_info(run_dir).get("command"))
+    if args is None:
+        return None, (f"{run_dir.name}: its script's arguments are not recorded (started by torchrun or its own "
+                      f"launcher); A/B it from a terminal: amptui ab --script {script} -- ARGS")
+    said = " ".join(args) if args else "no arguments"
+    return ["ab", "--script", script, DETACH, "--runs-dir", str(runs_root), *(["--", *args] if args else [])], \
+        f"the A/B of {Path(script).name} with its recorded arguments ({said})"

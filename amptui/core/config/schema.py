@@ -58,6 +58,9 @@ class DtypeChoices:
         return repr(tuple(self))
 
 
+# run.apply_amp's values: "" (the script as written) and the autocast variants amptui can apply.
+APPLIED_AMP = ("", *(n for d in DTYPES.values() for n in (d.short, d.short + "+scaler")))
+
 _SCALED = " or ".join(d.name for d in DTYPES.values() if d.needs_scaler)  # "float16"
 
 
@@ -79,6 +82,10 @@ class RunConfig:
     script: str = key("", "Your own training script to launch instead of amptui's trainer (recorded "
                       "unmodified by amptui's hooks, or by its amptui.Monitor); empty means amptui's trainer. Set by "
                       "`amptui run --script` / -m: a preset that names one is refused.")
+    apply_amp: str = key("", "A script run only: the precision amptui applies to the script's fp32 loop, "
+                         "unmodified (autocast around its models' forward; with +scaler a GradScaler around its "
+                         "backward, clip and optimizer step); empty leaves the script's precision its own. Set "
+                         "by `amptui ab --script --variants`.", APPLIED_AMP)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ it, records it and names the run. So a script run takes the keys that say how am
 - log.every (steps between step records), log.tensorboard (the records mirrored as TensorBoard
   scalars);
 - numerics.every, numerics.depth: range headroom sampled on the script's model;
+- run.apply_amp: the precision amptui applies to the script's fp32 loop (`amptui ab --script
+  --variants`; telemetry/scripthooks/applyamp.py);
 - dist.mode ("none", or "ddp"/"fsdp": the script started once per rank under torchrun; which of
   the two the script really does is its own code's choice), nproc_per_node, nnodes, node_rank,
   rdzv_endpoint, max_restarts: torchrun's launch.
@@ -23,10 +25,11 @@ from typing import Any, Mapping
 from amptui.core.errors import UserError
 
 SCRIPT_SETTABLE = ("run.name", "run.description", "log.every", "log.tensorboard", "numerics.every",
-                   "numerics.depth", "dist.mode", "dist.nproc_per_node", "dist.nnodes", "dist.node_rank",
+                   "numerics.depth", "run.apply_amp", "dist.mode", "dist.nproc_per_node", "dist.nnodes", "dist.node_rank",
                    "dist.rdzv_endpoint", "dist.max_restarts")
 SCRIPT_DIST_MODES = ("none", "ddp", "fsdp")  # ddp and fsdp both mean: under torchrun
-SETTABLE_WORDS = "run.name, run.description, log.every, log.tensorboard, numerics.every, numerics.depth, dist.*"
+SETTABLE_WORDS = ("run.name, run.description, log.every, log.tensorboard, numerics.every, numerics.depth, "
+                  "run.apply_amp, dist.*")
 
 # Why a key is not a script run's, by key and then by section; each says what to do instead.
 _WHY = {
@@ -45,6 +48,12 @@ _WHY = {
     "dist.backend": "the script calls init_process_group itself",
     "debug": "fault injection is amptui's trainer's",
 }
+
+
+# A script that sets its own precision gets none applied on top (telemetry/scripthooks/applyamp.py says
+# it when the script enters its own autocast or GradScaler; `amptui ab --script` after its fp32 run).
+APPLY_REFUSAL = ("{script}: this script sets its own precision ({what}), so amptui applies none on top; A/B it "
+                 "by its own flags instead: amptui ab --script {script} --variant NAME='ARGS' ...")
 
 
 def script_set_refusal(overrides: Mapping[str, Any]) -> str | None:

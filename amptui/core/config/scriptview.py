@@ -2,7 +2,7 @@
 
 A script brings its own model, data, optimizer and schedule; writing amptui's defaults for them
 (model.name = "smallcnn", data.name = "synthetic", ...) would name things the script never used.
-Its config.toml keeps [run] (name, script, device), the precision the loop was seen to train in
+Its config.toml keeps [run] (name, script, device; apply_amp when amptui applied AMP to it), the precision the loop was seen to train in
 ([amp]: autocast, and its dtype only when it was on; grad_scaler, and the scaler's settings only
 when one was on; amp.reduce_dtype for an FSDP2 policy), how it was launched ([dist]), how often it records
 ([log]) and, when on, its range sampling ([numerics]); reading it back fills the rest with
@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     from amptui.core.config.values import Config
 
+# After the precision's words when amptui applied it (run.apply_amp): "autocast bfloat16, applied by amptui".
+APPLIED_BY = ", applied by amptui"
+
 SCRIPT_KEYS = {
-    "run": ("name", "description", "device", "script"),
+    "run": ("name", "description", "device", "script", "apply_amp"),  # apply_amp only when set
     "amp": ("autocast", "dtype", "grad_scaler", "init_scale", "growth_factor", "backoff_factor", "growth_interval"),
     "dist": None,  # all of it
     "log": ("every", "tensorboard"),
@@ -38,6 +41,8 @@ def script_sections(cfg: "Config", precision_seen: bool = True) -> dict[str, dic
         table = values.get(section, {})
         out[section] = dict(table) if keys is None else {k: table[k] for k in keys if k in table}
     _loop_amp(out["amp"])
+    if not out["run"].get("apply_amp"):  # the script's own precision: nothing amptui applied to say
+        out["run"].pop("apply_amp", None)
     if not out["numerics"].get("every"):
         del out["numerics"]
     if out["dist"].get("mode") == "fsdp" and "reduce_dtype" in values.get("amp", {}):

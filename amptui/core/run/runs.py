@@ -28,7 +28,7 @@ from typing import Any
 from amptui.core import distribution, safefile, trust
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
-from amptui.core.config.scriptview import precision_seen, script_sections
+from amptui.core.config.scriptview import APPLIED_BY, precision_seen, script_sections
 from amptui.core.errors import ConfigError, UserError
 from amptui.core.eventends import SessionIndex, read_ends
 from amptui.core.events import primary_events_file
@@ -261,6 +261,8 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
         seen = precision_seen(raw)  # a script before its first step: "" (not seen), never the defaults
         if seen:
             info.precision, info.precision_words = precision.short, precision.words
+            if cfg.run.apply_amp and precision.autocast:  # `amptui ab --script --variants`: not the script's own
+                info.precision_words += APPLIED_BY
         info.epochs = cfg.run.epochs
         script_run = bool(cfg.run.script)  # a script's own loop (`run --script` / `-m`): its epochs are its own
         info.world_size = cfgmod.world_size(cfg)

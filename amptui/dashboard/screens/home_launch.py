@@ -86,7 +86,10 @@ class LaunchActions(_Screen):
     def action_ab(self) -> None:
         """An A/B of the highlighted preset and toggles: one run per precision variant (the device's
         default variants), one after another, in the background, as one group in Runs; the compare
-        screen opens on them when the last one ends."""
+        screen opens on them when the last one ends. With a script run highlighted in Runs (the
+        table focused): the A/B of that script, with the arguments its run recorded (jobs/ab.py)."""
+        if self._script_ab():
+            return
         preset = self._launch_preset("A/B refused")
         if preset is None:
             return
@@ -99,6 +102,26 @@ class LaunchActions(_Screen):
         name = preset.name
         self.run_worker(lambda: self._start_ab(name, args), thread=True, group="home-ab",
                         exclusive=False, exit_on_error=False, name="starting the A/B")
+
+    def _script_ab(self) -> bool:
+        from amptui.dashboard.widgets.runtable import RunTable
+        from amptui.jobs.ab import script_ab_args
+
+        table = self.focused
+        if not isinstance(table, RunTable):
+            return False
+        info = table.runs.get(table.highlighted_run() or "")
+        if info is None or not any(ref.startswith("run.script") for ref in info.code):
+            return False
+        args, said = script_ab_args(info.path, Path(self.app.runs_root))
+        if args is None:
+            self.notify(said, title="A/B refused", severity="error", timeout=10)
+            return True
+        self.notify(f"starting {said}…", timeout=5)
+        name = Path(args[2]).stem
+        self.run_worker(lambda: self._start_ab(name, args), thread=True, group="home-ab",
+                        exclusive=False, exit_on_error=False, name="starting the A/B")
+        return True
 
     def _start_ab(self, preset_name: str, args: list[str]) -> None:
         started, error = detached.start(args)

@@ -1,13 +1,16 @@
 """Recording an unmodified training script: `amptui run --script` starts it through
 `amptui.trainer.scriptrun`, which calls `install()` before the script's first line runs.
 
-Rooms: patches.py (every hook into torch, reversible), session.py (the hooks' news turned into
-the event stream through the one Recorder; loopshape.py its forwards, evaluation and loaders;
-scalerhooks.py what the GradScaler's calls say; stephooks.py what the optimizer, backward() and
-clip calls say; stepclock.py where a training step ends with
-several optimizers, and whose loss is the step's; guard.py: a hook never breaks the script), models.py (`script_models`: the modules owning the
-optimizers' parameters; varnames.py: the script's own variable names for them), precision.py (the precision a loop really uses; the Monitor asks it
-too), mistakes.py (the AMP mistakes said live).
+Rooms: patches.py (every hook into torch, reversible), session.py (`ScriptSession`, a small
+dispatcher: each hook's news to the watcher it concerns, and the run's records through the one
+Recorder), its watchers, each an object with its own state: stephooks.py (`StepWatch`: the
+optimizer, backward() and clip calls; stepclock.py where a training step ends with several
+optimizers, and whose loss is the step's), scalerhooks.py (`ScalerWatch`: the GradScaler's
+calls), loopshape.py (`LoopShape`: forwards, evaluation and loaders), precision.py
+(`AutocastSeen`: the precision a loop really uses; the Monitor asks it too); guard.py (a hook
+never breaks the script), models.py (`script_models`: the modules owning the optimizers'
+parameters; varnames.py: the script's own variable names for them), mistakes.py (the AMP
+mistakes said live).
 """
 
 from __future__ import annotations

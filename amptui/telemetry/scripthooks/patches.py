@@ -11,6 +11,8 @@ for, before each has stepped), `GradScaler.scale/unscale_/step/update`,
 `__iter__` and its iterators' `__next__` (passes and data wait), `clip_grad_norm_`, and
 `warnings.showwarning` (to explain torch's lr_scheduler warning). Each wrapper calls the original
 and tells a `listener` (scripthooks.session.ScriptSession): nothing here reads a device tensor.
+With AMP applied by amptui (applyamp.py) the optimizer, backward and clip wrappers also hand the
+call to it: its GradScaler scales the loss, takes over the step and unscales before a clip.
 
 Tested on every torch CI runs (tests/test_scripthooks.py is in .ci/run's OLDEST_TORCH_TESTS):
 if a torch release renames one of these, this module is the one to mend.
@@ -36,8 +38,9 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 class Patches:
     """install() puts the hooks in; remove() takes every one of them out again."""
 
-    def __init__(self, listener: Any):
+    def __init__(self, listener: Any, applied: Any = None):
         self.listener = listener
+        self.applied = applied  # AMP amptui applies to the script (applyamp.AppliedAmp), or None
         self._undo: list[Callable[[], None]] = []
         self._forward_hook: Any = None
 
@@ -93,11 +96,13 @@ class Patches:
         self._replace(autocast, "__enter__", make)
 
     def _patch_optimizer_init(self) -> None:
-        on = self.listener
+        on, applied = self.listener, self.applied
 
         def make(original):
             def __init__(self, *args, **kwargs):
                 original(self, *args, **kwargs)
+                if applied is not None:
+                    applied.take_step(self)
                 on.optimizer_made(self)
             return __init__
         self._replace(torch.optim.Optimizer, "__init__", make)
@@ -140,10 +145,12 @@ class Patches:
             self._replace(GradScaler, name, make)
 
     def _patch_backward(self) -> None:
-        on = self.listener
+        on, applied = self.listener, self.applied
 
         def make(original):
             def backward(tensors, *args, **kwargs):
+                if applied is not None:  # amptui's own GradScaler scales the loss (applyamp.py)
+                    tensors = applied.scale_loss(tensors, args, kwargs)
                 on.backward(tensors)
                 return original(tensors, *args, **kwargs)
             return backward
@@ -174,12 +181,14 @@ class Patches:
         self._replace(dataloader_module._BaseDataLoaderIter, "__next__", make_next)
 
     def _patch_clip(self) -> None:
-        on = self.listener
+        on, applied = self.listener, self.applied
 
         def make(original):
             def clip_grad_norm_(parameters, *args, **kwargs):
                 if not isinstance(parameters, torch.Tensor):
                     parameters = list(parameters)  # a generator is read once: by us, then handed on
+                if applied is not None:  # unscaled before the clip, as a GradScaler needs (applyamp.py)
+                    applied.unscale_for(parameters)
                 on.clip(parameters)
                 norm = original(parameters, *args, **kwargs)
                 on.clipped(norm)

@@ -1,7 +1,7 @@
-"""What the GradScaler patches say (patches.py): which scaler the loop uses and its first scale,
-the loss it scales, where a training step ends with one (the `update()` after every optimizer in
-use stepped, stepclock.py), whether the step was skipped, and the AMP mistakes only the scaler's
-calls show. Part of ScriptSession (session.py), which holds the state these read.
+"""`ScalerWatch`: what the GradScaler patches say (patches.py): which scaler the loop uses and its
+first scale, the loss it scales, where a training step ends with one (the `update()` after every
+optimizer in use stepped, stepclock.py), whether the step was skipped, and the AMP mistakes only
+the scaler's calls show. It owns the scaler's state; the session (session.py) hands it the news.
 
 Skipped steps, as the trainer learns them: each `scaler.step()`'s found_inf (a device tensor, not
 read) goes into a SkipLedger at the step's end; on a CPU it is on the host at once, so the step
@@ -18,42 +18,32 @@ import torch
 from amptui.telemetry import torch_amp
 from amptui.telemetry.scaler import SkipLedger
 from amptui.telemetry.scripthooks import mistakes
-from amptui.telemetry.scripthooks.guard import guarded
 
 if TYPE_CHECKING:
-    from amptui.telemetry import Recorder
-    from amptui.telemetry.scripthooks.stepclock import StepClock
+    from amptui.telemetry.scripthooks.session import ScriptSession
 
 
-class ScalerHooks:
-    # the session's state these read and set (ScriptSession.__init__ sets them)
-    off: bool
-    started: bool
-    scaler: Any
-    initial_scale: float | None
-    clock: StepClock
-    pending: bool
-    in_scaler_step: Any
-    stepped_in_scaler: bool
-    stepped_since_update: set[int]
-    unscaled_since_update: set[int]
-    scaled_since_update: bool
-    losses_from_scaler: bool
-    skipped_before_first_step: bool
-    checked_fp16: set[int]
-    recorder: Recorder
-    log_every: int
-    skips: SkipLedger | None
-    found_inf: torch.Tensor | None
+class ScalerWatch:
+    def __init__(self, session: ScriptSession):
+        self.session = session
+        self.scaler: Any = None                        # the loop's enabled GradScaler, once it scaled
+        self.initial_scale: float | None = None
+        self.in_step: Any = None                       # the optimizer inside scaler.step(), if any
+        self.stepped_in_step = False                   # ... and whether it really stepped
+        self.stepped_since_update: set[int] = set()
+        self.unscaled_since_update: set[int] = set()
+        self.scaled_since_update = False
+        self.losses_from_scaler = False
+        self.skipped_before_first_step = False
+        self.checked_fp16: set[int] = set()
+        self.skips: SkipLedger | None = None           # the GradScaler's skip flags (the module doc)
+        self.found_inf: torch.Tensor | None = None
 
-    if TYPE_CHECKING:  # the session's own
-        def warn(self, code: str, message: str) -> None: ...
-        def finish_step(self) -> None: ...
-        def _optimizer(self, opt) -> None: ...
-        def _add_loss(self, loss) -> None: ...
+    @property
+    def on(self) -> bool:
+        return self.scaler is not None and self.scaler.is_enabled()
 
-    @guarded
-    def scaler_scale(self, scaler, outputs) -> None:
+    def scale(self, scaler, outputs) -> None:
         self.losses_from_scaler = True
         if scaler.is_enabled():
             if self.scaler is None:
@@ -62,13 +52,13 @@ class ScalerHooks:
             self.scaled_since_update = True
         # Only a tensor or a list/tuple is looked into: a generator's first item taken here would be
         # missing from what torch scales.
+        steps = self.session.steps
         if isinstance(outputs, torch.Tensor):
-            self._add_loss(outputs)
+            steps.add_loss(outputs)
         elif isinstance(outputs, (list, tuple)) and outputs:
-            self._add_loss(outputs[0])
+            steps.add_loss(outputs[0])
 
-    @guarded
-    def scaler_unscale(self, scaler, opt) -> None:
+    def unscale(self, scaler, opt) -> None:
         self.unscaled_since_update.add(id(opt))
         self._check_fp16(scaler, opt)
 
@@ -76,30 +66,31 @@ class ScalerHooks:
         if scaler.is_enabled() and id(opt) not in self.checked_fp16:
             self.checked_fp16.add(id(opt))
             if mistakes.has_fp16_params(opt):
-                self.warn("fp16_params", mistakes.FP16_PARAMS)
+                self.session.warn("fp16_params", mistakes.FP16_PARAMS)
 
-    @guarded
-    def scaler_step_enter(self, scaler, opt) -> None:
-        self._optimizer(opt)
+    def step_enter(self, scaler, opt) -> None:
+        steps = self.session.steps
+        steps.optimizer(opt)
         self._check_fp16(scaler, opt)
         if scaler.is_enabled() and id(opt) in self.stepped_since_update:
-            self.warn("step_without_update", mistakes.STEP_WITHOUT_UPDATE)
-        if self.pending:  # the last step's update() never came
-            self.finish_step()
+            self.session.warn("step_without_update", mistakes.STEP_WITHOUT_UPDATE)
+        if steps.pending:  # the last step's update() never came
+            self.session.finish_step()
         if scaler.is_enabled():  # a disabled GradScaler's step is the optimizer's own
-            self.in_scaler_step, self.stepped_in_scaler = opt, False
+            self.in_step, self.stepped_in_step = opt, False
 
-    @guarded
-    def scaler_step_exit(self, scaler, opt, done: bool = True) -> None:
-        self.in_scaler_step = None
+    def step_exit(self, scaler, opt, done: bool = True) -> None:
+        self.in_step = None
         if not scaler.is_enabled() or not done:  # `done` False: torch raised (float16 params, no update())
             return
         self.stepped_since_update.add(id(opt))
-        if not self.stepped_in_scaler and not self.started and not getattr(opt, "_step_supports_amp_scaling", False):
+        if not self.stepped_in_step and not self.session.started \
+                and not getattr(opt, "_step_supports_amp_scaling", False):
             self.skipped_before_first_step = True  # GradScaler.step read found_inf itself and skipped
         self._keep_found_inf(scaler, opt)
-        self.clock.stepped(opt)
-        self.pending = self.pending or self.clock.complete()
+        steps = self.session.steps
+        steps.clock.stepped(opt)
+        steps.pending = steps.pending or steps.clock.complete()
 
     def _keep_found_inf(self, scaler, opt) -> None:
         """This step's skip flag, over all its optimizers (device tensors: nothing is read)."""
@@ -109,28 +100,28 @@ class ScalerHooks:
             return  # no inf check ran for this optimizer (no gradients): nothing to know
         self.found_inf = flag if self.found_inf is None else torch.maximum(self.found_inf, flag)
 
-    def _skipped_now(self, step: int) -> bool:
+    def skipped_now(self, step: int) -> bool:
         """Is `step` (ending now) known to be skipped already? Every skip the host has learned
         arms the overflow tracer, as the trainer's flags do (the module doc)."""
         flag, self.found_inf = self.found_inf, None
-        if flag is None or not self.recorder.scaler_enabled:
+        recorder = self.session.recorder
+        if flag is None or not recorder.scaler_enabled:
             return False
         if self.skips is None:
-            self.skips = SkipLedger(self.recorder.active_meter.device, capacity=self.log_every + 1)
+            self.skips = SkipLedger(recorder.active_meter.device, capacity=self.session.log_every + 1)
         self.skips.record(step, flag)
         now = False
         for at, skipped in self.skips.known():
             if skipped:
                 now = now or at == step
-                self.recorder.tracer.armed = True
+                recorder.tracer.armed = True
         return now
 
-    @guarded
-    def scaler_updated(self, scaler) -> None:
+    def updated(self, scaler) -> None:
         if scaler is not self.scaler:
             return
         self.stepped_since_update.clear()
         self.unscaled_since_update.clear()
         self.scaled_since_update = False
-        if self.pending:
-            self.finish_step()
+        if self.session.steps.pending:
+            self.session.finish_step()

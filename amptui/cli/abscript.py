@@ -1,0 +1,146 @@
+"""`amptui ab --script FILE`: the A/B table for the user's own script, in one of two ways.
+
+- `--variant NAME='ARGS'` (repeated): the script's own flags choose each variant's precision;
+  each variant is the script run with ARGS (shlex-split) after its `-- ARGS`.
+- `--variants fp32,bf16,fp16+scaler`: fp32 runs the script as written; each other variant runs it
+  with AMP applied by amptui to its unmodified fp32 loop (run.apply_amp, applied by
+  telemetry/scripthooks/applyamp.py). A script that sets its own precision is refused in one line
+  (APPLY_REFUSAL): after its fp32 run, or by the hooks at its first autocast or scaled loss.
+
+Both make one A/B group (jobs/groups.py) and end with the compare table a preset's A/B prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from amptui.core.errors import UserError
+
+AS_WRITTEN = "fp32"  # --variants: the script as written (its own float32 loop)
+
+
+def script_variants(args, device_type: str) -> list[tuple[str, dict[str, object], list[str]]]:
+    """(name, the run's overrides, the script's extra arguments) for each variant."""
+    from amptui.core.config.schema import APPLIED_AMP
+    from amptui.core.config.variants import default_variants
+
+    if args.script_variants and args.variants:
+        raise UserError("ab --script: choose the variants one way: --variant NAME='ARGS' (the script's own flags) "
+                        "or --variants V,... (AMP applied by amptui), not both")
+    out: list[tuple[str, dict[str, object], list[str]]] = []
+    if args.script_variants:
+        for given in args.script_variants:
+            name, eq, extra = given.partition("=")
+            if not eq or not name.strip():
+                raise UserError(f"--variant {given!r}: give NAME='ARGS', e.g. --variant bf16='--dtype bfloat16'")
+            try:
+                words = shlex.split(extra)
+            except ValueError as exc:
+                raise UserError(f"--variant {given!r}: {exc}") from None
+            out.append((name.strip(), {}, words))
+    else:
+        names = [n.strip() for n in args.variants.split(",") if n.strip()] if args.variants \
+            else default_variants(device_type)
+        known = [AS_WRITTEN, *(v for v in APPLIED_AMP if v)]
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            raise UserError(f"--variants {', '.join(unknown) or '(none)'}: with --script amptui applies "
+                            f"{', '.join(known)} (fp32: the script as written)")
+        out = [(n, {"run.apply_amp": "" if n == AS_WRITTEN else n}, []) for n in names]
+    names = [name for name, _, _ in out]
+    if len(set(names)) != len(names):
+        raise UserError("ab --script: each variant once")
+    return out
+
+
+def _start_detached(args, root: Path, overrides: dict, spec: str):
+    """The group, driven by this command line started again in the background (`--group ID`, the
+    script's own arguments after `--` kept); returns the group and the driver's pid."""
+    from amptui.core.run import runs
+    from amptui.jobs import groups
+    from amptui.jobs.detached import relaunch
+
+    started: list[int] = []
+
+    def driver(group) -> dict:
+        tail = ["--group", group.group_id, "--runs-dir", str(Path(root).resolve())]
+        proc = relaunch(args.argv, [*tail, *(["--", *args.script_args] if args.script_args else [])], group.log)
+        started.append(proc.pid)
+        return runs.launch_identity(proc.pid)
+
+    group = groups.create(root, args.script, Path(args.script).stem, overrides, spec, driver)
+    return group, started[0]
+
+
+def cmd_ab_script(args) -> int:
+    from amptui.cli.prose import error, say
+    from amptui.cli.run_commands import attach
+    from amptui.cli.tables import print_comparison
+    from amptui.core import preflight
+    from amptui.core.config import values as config
+    from amptui.core.config.scriptsets import APPLY_REFUSAL, check_script_sets
+    from amptui.core.run import runs
+    from amptui.jobs import groups, launch
+    from amptui.jobs.ab import Outcome
+    from amptui.jobs.detached import announce
+
+    script = args.script
+    if not script:
+        raise UserError("--variant is for `amptui ab --script FILE`: name the script")
+    if args.preset:
+        raise UserError(f"ab {args.preset} --script: give a preset or a script, not both")
+    overrides = config.parse_set(args.sets)
+    check_script_sets(overrides)
+    if "run.apply_amp" in overrides:
+        raise UserError("--set run.apply_amp: the variants set it; choose them with --variants")
+    launch.check_script(script)
+    variants = script_variants(args, preflight.device_type(overrides.get("run.device", "auto")))
+    root = runs.runs_root(args.runs_dir, writable=True)
+    spec = ",".join(name for name, _, _ in variants)
+    if args.detach:  # this same command line drives the group in the background (the dashboard's `a`)
+        group, pid = _start_detached(args, root, overrides, spec)
+        announce("ab", f"A/B {group.label} of {group.preset} started in the background; its runs are listed "
+                       f"in `amptui runs` as they start\noutput: {group.log}",
+                 group_id=group.group_id, label=group.label, pid=pid, log=group.log, group=group.path)
+        return 0
+    group = groups.find(root, args.group) if args.group else groups.create(
+        root, script, Path(script).stem, overrides, spec, lambda group: runs.launch_identity(os.getpid()))
+    labels = variant_labels([name for name, _, _ in variants])
+    outcome = Outcome(total=len(variants))
+    with group.recording():
+        group.update(state="running", variants=[name for name, _, _ in variants])
+        for i, (name, variant, extra) in enumerate(variants):
+            run_dir, _ = launch.create_run(None, {**overrides, **variant, "run.script": script}, root)
+            outcome.run_dirs.append(run_dir)
+            group.update(runs=group.runs + [run_dir.name])
+            code = attach(run_dir, launch.start(run_dir, script_args=[*args.script_args, *extra]), False, 0,
+                          label=labels[i])
+            if code == 130:
+                outcome.interrupted = True
+                break
+            info = runs.load_run(run_dir)
+            refused = (info.error or "").partition("SystemExit: ")[2]
+            if "so amptui applies none on top" in refused:  # the hooks saw the script's own precision
+                raise UserError(refused)
+            if code != 0:
+                outcome.failed.append(name)
+            elif variant and not variant["run.apply_amp"] and info.precision not in ("", AS_WRITTEN) \
+                    and len(variants) > 1:  # the script as written is not a float32 loop
+                raise UserError(APPLY_REFUSAL.format(script=script, what=info.precision_words))
+        group.update(state=outcome.state, error=outcome.error)
+    print()
+    print_comparison(outcome.run_dirs, args.format)
+    if args.format in ("table", "markdown"):
+        say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
+    if outcome.error:
+        error(outcome.error)
+    return outcome.exit_code
+
+
+def variant_labels(names: list[str]) -> list[str]:
+    """Each A/B run's progress-line label: "[3/4] bf16+reduce " padded to the longest name and a
+    space, so what follows ("completed: ...") never runs into the name."""
+    width = max((len(name) for name in names), default=0) + 1
+    return [f"[{i}/{len(names)}] {name:<{width}}" for i, name in enumerate(names, 1)]

@@ -1,0 +1,142 @@
+"""`amptui ab --script`: the A/B table for the user's own script. Its variants chosen by the
+script's own flags (--variant NAME='ARGS'), or AMP applied by amptui to its unmodified fp32 loop
+(--variants: autocast around its model's forward, a GradScaler around its backward, clip and step).
+A script that sets its own precision is refused for the latter in one line. The loops are tiny:
+this CPU's bfloat16/float16 speed does not matter here, only what was applied and recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from conftest import amptui, events, one_clear_line
+from dashboard_support import Notes, app_for, async_test, home_ready, select_run, until
+
+from amptui.core import compare
+from amptui.core.lossgaps import noise_band
+from amptui.core.series import Series
+from amptui.jobs import groups
+
+SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _group_runs(runs_dir: Path) -> list[Path]:
+    (group,) = groups.groups(runs_dir)
+    assert group.state == "done", group
+    return [runs_dir / r for r in group.runs]
+
+
+@pytest.mark.slow
+def test_amp_applied_to_a_plain_fp32_loop(runs_dir):
+    before = _digest(SCRIPT)
+    proc = amptui("ab", "--script", str(SCRIPT), "--variants", "fp32,bf16,fp16+scaler", "--set", "log.every=1",
+                  check=True)
+    assert _digest(SCRIPT) == before  # the script file is never changed
+    dirs = _group_runs(runs_dir)
+    assert len(dirs) == 3
+    listed = {r["run_id"]: r for r in json.loads(amptui("runs", "--format", "json", check=True).stdout)}
+    assert [listed[d.name]["precision_words"] for d in dirs] == [
+        "fp32", "autocast bfloat16, applied by amptui", "autocast float16 + GradScaler, applied by amptui"]
+    for words in ("autocast bfloat16, applied by amptui", "autocast float16 + GradScaler, applied by amptui"):
+        assert words in proc.stdout  # the A/B's own table
+    # what the hooks saw: the script never autocasts or scales; amptui's autocast and scaler did
+    starts = [events(d)[0] for d in dirs]
+    assert [(s["precision"]["autocast"], s["precision"]["grad_scaler"]) for s in starts] == \
+        [(False, False), (True, False), (True, True)]
+    assert [s["precision"].get("dtype") for s in starts[1:]] == ["bfloat16", "float16"]
+    assert "apply_amp" not in (dirs[0] / "config.toml").read_text()
+    assert 'apply_amp = "fp16+scaler"' in (dirs[2] / "config.toml").read_text()
+    steps = [[r for r in events(d) if r["kind"] == "step"] for d in dirs]
+    assert [len(s) for s in steps] == [6, 6, 6]
+    assert all(r["scale"] is None for r in steps[0] + steps[1])
+    assert all(r["scale"] == 2.0 ** 16 and r["skipped"] == 0 for r in steps[2])  # the applied scaler's steps
+    # the same loss, within the fp32 run's noise band, at the common (last) step
+    baseline = Series()
+    for r in steps[0]:
+        baseline.add(r["step"], r["loss"])
+    band = noise_band(baseline)
+    assert all(abs(s[-1]["loss"] - steps[0][-1]["loss"]) <= band for s in steps[1:]), (band, steps)
+    assert [compare.summarize(d).skipped_total for d in dirs] == [0, 0, 0]
+
+
+@pytest.mark.slow
+def test_variants_chosen_by_the_scripts_own_flags(runs_dir):
+    amptui("ab", "--script", str(SCRIPT), "--variant", "fp32=--dtype float32", "--variant", "bf16=--dtype bfloat16",
+           "--set", "log.every=2", "--", "--steps", "4", check=True)
+    dirs = _group_runs(runs_dir)
+    starts = [events(d)[0] for d in dirs]
+    assert [s["precision"]["words"] for s in starts] == ["fp32", "autocast bfloat16"]  # the script's own
+    listed = {r["run_id"]: r for r in json.loads(amptui("runs", "--format", "json", check=True).stdout)}
+    assert [listed[d.name]["precision_words"] for d in dirs] == ["fp32", "autocast bfloat16"]
+    assert [events(d)[-1]["steps"] for d in dirs] == [4, 4]  # `-- ARGS` reach every variant
+    assert "trained 4 steps (bfloat16)" in (dirs[1] / "output.log").read_text()
+
+
+@pytest.mark.slow
+def test_a_script_that_sets_its_own_precision_is_refused_for_applied_amp(runs_dir):
+    """Caught by the hooks at the script's own autocast (no fp32 run first), and after the script
+    as written turns out not to be a float32 loop: one line that says to use --variant."""
+    line = one_clear_line(amptui("ab", "--script", str(SCRIPT), "--variants", "bf16", "--", "--dtype", "bfloat16"),
+                          code=2)
+    assert "sets its own precision" in line and "--variant NAME='ARGS'" in line, line
+    line = one_clear_line(amptui("ab", "--script", str(SCRIPT), "--variants", "fp32,fp16+scaler", "--",
+                                 "--dtype", "float16"), code=2)
+    assert "sets its own precision (autocast float16 + GradScaler)" in line and "--variant" in line, line
+    assert [g.state for g in groups.groups(runs_dir)] == ["failed", "failed"]
+
+
+@pytest.mark.slow
+@async_test
+async def test_dashboard_a_on_a_script_run_starts_the_ab_of_that_script_with_its_arguments(runs_dir):
+    """Home, a script run highlighted in Runs: `a` is `amptui ab --script FILE --detach -- ARGS` with
+    the arguments the run recorded (the device's default variants: fp32,bf16 on this CPU)."""
+    amptui("run", "--script", str(SCRIPT), "--", "--steps", "3", check=True)
+    (first,) = [p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    app = app_for(runs_dir)
+    async with app.run_test(size=(110, 34)) as pilot:
+        await home_ready(pilot)
+        notes = Notes().install(app)
+        await select_run(pilot, first.name)
+        await pilot.press("a")
+        await until(pilot, lambda: "plain_fp32.py with its recorded arguments (--steps 3)" in notes.text())
+        await until(pilot, lambda: [g.state for g in groups.groups(runs_dir)] == ["done"], timeout=240)
+    dirs = _group_runs(runs_dir)
+    assert [events(d)[-1]["steps"] for d in dirs] == [3, 3]
+    assert [compare.summarize(d).precision_words for d in dirs] == ["fp32", "autocast bfloat16"]
+    assert 'apply_amp = "bf16"' in (dirs[1] / "config.toml").read_text()
+
+
+def test_a_script_run_without_recorded_arguments_says_so(tmp_path):
+    """A run its own torchrun started records no `scriptrun ... ARGS` command: `a` says so."""
+    from amptui.core.config import values as cfgmod
+    from amptui.core.run import runs
+    from amptui.core.run.runfiles import RunFolder
+    from amptui.jobs.ab import recorded_script_args, script_ab_args
+
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    runs.write_new(RunFolder(run_dir), cfgmod.build_config({}, {"run.script": str(SCRIPT)}), "# test")
+    args, said = script_ab_args(run_dir, tmp_path / "runs")
+    assert args is None and "arguments are not recorded" in said and f"amptui ab --script {SCRIPT}" in said
+    assert recorded_script_args(["python", "-u", "-m", "amptui.trainer.scriptrun", "RUN", "t.py", "--lr", "1"]) == \
+        ["--lr", "1"]
+    assert recorded_script_args(["torchrun", "--nproc-per-node", "2", "t.py"]) is None
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--variant", "bf16=--dtype bfloat16", "--variants", "bf16"], "not both"),
+    (["--variants", "fp32,tf32"], "--variants tf32"),
+    (["--variants", "bf16", "--set", "run.apply_amp=fp16"], "--set run.apply_amp"),
+    (["--variant", "=--dtype bfloat16"], "give NAME='ARGS'"),
+    (["--variants", "bf16", "--set", "amp.dtype=float16"], "--set amp.dtype"),
+])
+def test_ab_script_refusals_are_one_line_and_leave_nothing(cli, runs_dir, extra, said):
+    line = one_clear_line(cli("ab", "--script", str(SCRIPT), *extra))
+    assert said in line, line
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
