@@ -177,8 +177,8 @@ def test_a_reduce_variant_without_fsdp_is_refused_naming_the_variant(cli, runs_d
 
 
 def test_ab_progress_labels_leave_a_space_after_the_longest_variant():
-    from amptui.cli.console import ProgressPrinter
     from amptui.cli.ab import variant_labels
+    from amptui.cli.console import ProgressPrinter
 
     labels = variant_labels(["fp32", "bf16", "bf16+reduce", "fp16+scaler"])
     assert labels[0] == "[1/4] fp32        " and labels[2] == "[3/4] bf16+reduce "

@@ -20,9 +20,9 @@ from amptui.jobs.detached import announce
 
 def add_parser(sub) -> None:
     p = sub.add_parser("ab", help="run a preset (or your own script) once per precision variant, then compare them",
-                       usage="amptui ab PRESET [--variants V,V,...] [--set KEY=VALUE]... [--detach]\n"
-                             "       amptui ab --script FILE --variants fp32,bf16,fp16+scaler [-- ARGS...]\n"
-                             "       amptui ab --script FILE --variant NAME='ARGS' [--variant NAME='ARGS']... [-- ARGS...]")
+                       usage="amptui ab PRESET [--variants V,...] [--set K=V]...\n"
+                             "       amptui ab --script FILE --variants V,... [-- ARGS...]\n"
+                             "       amptui ab --script FILE --variant N=ARGS... [-- ARGS]")
     p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
     p.add_argument("--variants", metavar="V,V,...",
                    help="from fp32, tf32 (CUDA), fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
