@@ -94,14 +94,14 @@ async def test_slash_filters_presets_and_runs(root):
 
 @async_test
 async def test_a_remapped_key_runs_the_action_and_shows_in_footer_and_help(root):
-    write_settings('[keymap]\n"home.watch" = "ctrl+o"\n"app.help" = "f2"\n')
+    write_settings('[keymap]\n"home.watch" = "ctrl+o"\n"home.compare" = "ctrl+k"\n"app.help" = "f2"\n')
     app = app_for(root)
     async with app.run_test(size=(120, 40)) as pilot:
         home = await home_ready(pilot, 3)
         await select_run(pilot, QUICK)
-        assert footer_keys(app)["watch"] == "ctrl+o"
+        assert footer_keys(app)["compare"] == "ctrl+k"  # watch is in help only (the footer fits 80 columns)
         rows = {what: key for key, what, _ in key_rows(home)}
-        assert rows["Watch"] == "^o"
+        assert rows["Watch"] == "^o" and rows["Compare"] == "^k"
         assert rows["Help"] == "f2, ?"  # ? is help's fixed second key
         await pilot.press("w")  # the old key no longer watches
         await pilot.pause(0.2)

@@ -52,10 +52,11 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
         Binding("r", "run", "Run"),
         Binding("a", "ab", "A/B"),
         Binding("t", "tune", "Tune"),
-        Binding("s", "save_as", "Save"),
-        Binding("w", "watch", "Watch"),
+        # s, w (enter), x: in help (? / F1) and the palette; the footer must fit 80 columns
+        Binding("s", "save_as", "Save", show=False),
+        Binding("w", "watch", "Watch", show=False),
         Binding("R", "resume", "Resume"),
-        Binding("x", "delete", "Delete"),
+        Binding("x", "delete", "Delete", show=False),
         Binding("i", "info", "Info", show=False),  # in help (? / F1): the footer must fit 80 columns
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("f", "filter", "Filter", show=False),
@@ -64,9 +65,13 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
         Binding("c", "compare", "Compare"),
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),
+        Binding("1", "pane('presets')", "Presets pane", show=False),
+        Binding("2", "pane('toggles')", "Toggles pane", show=False),
+        Binding("3", "pane('runs')", "Runs pane", show=False),
     ], ("watch", "resume", "delete", "info"), "home")
     KEY_HELP = {"space": "mark/unmark the highlighted run for compare (in Runs); the first marked is the baseline",
-                "tab / shift+tab": "move between presets, toggles and runs",
+                "tab / shift+tab": "move between presets, toggles and runs (or 1, 2, 3 straight there)",
+                "home / end": "the first / last run (in Runs)",
                 "enter": "on a preset: edit its toggles; on a run: watch it; on a drop-down: open it",
                 "escape": "leave a text field / the filter (back to Presets)"}
 
@@ -263,6 +268,16 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
             self.query_one(RunTable).focus()
             return
         self.app.open_compare([Path(self.app.runs_root) / rid for rid in marked])
+
+    def action_pane(self, pane: str) -> None:
+        """1, 2, 3: straight to Presets, Toggles or Runs (instead of a dozen Tabs)."""
+        if pane == "toggles" and not self.query_one(TogglesPanel).invalid_preset:
+            self.query_one("#t-amp-autocast").focus()
+        elif pane == "runs":
+            table = self.query_one(RunTable)
+            (table if table.display else self.query_one("#presets", OptionList)).focus()
+        else:
+            self.action_focus_presets()
 
     def action_filter(self) -> None:
         box = self.query_one("#runs-filter", FilterInput)

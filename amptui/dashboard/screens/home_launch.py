@@ -15,6 +15,7 @@ from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import PRECISION_KEYS
 from amptui.core.run import runops
 from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import detached
 from amptui.tune import plan as T
@@ -46,11 +47,17 @@ class LaunchActions(_Screen):
         """The preset to launch, or None with a notice titled `refused` saying why nothing can be
         launched now (before any process starts)."""
         preset = self.preset
-        problem = "no preset highlighted" if preset is None else runops.runs_folder_problem(self.app.runs_root)
+        problem = self.no_preset_reason() if preset is None else runops.runs_folder_problem(self.app.runs_root)
         if problem:
             self.notify(problem, title=refused, severity="error", timeout=10)
             return None
         return preset
+
+    def no_preset_reason(self) -> str:
+        words = self.query_one(RunTable).filter_words
+        if words:
+            return f"no preset shown: the filter {' '.join(words)!r} hides them all (/ to change it)"
+        return "no preset highlighted"
 
     def action_run(self) -> None:
         preset = self._launch_preset("Run refused")
@@ -118,7 +125,7 @@ class LaunchActions(_Screen):
     def action_tune(self) -> None:
         """`amptui tune --detach` on the highlighted preset and toggles; its screen opens once started.
         Toggles of what the tune searches (precision, compile, batch size) are left to the search."""
-        preset = self.preset
+        preset = self._launch_preset("Tune refused")
         overrides = self._changed_toggles() if preset is not None else None
         if preset is None or overrides is None:
             return

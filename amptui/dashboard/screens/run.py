@@ -23,7 +23,7 @@ from amptui.dashboard.runtail import RunTail
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import KeysMixin, with_reasons
 from amptui.dashboard.screens.run_controls import RunControls
-from amptui.dashboard.screens.run_header import header_line, progress_fraction, progress_line, stats_line
+from amptui.dashboard.screens.run_header import first_look, header_line, progress_fraction, progress_line, stats_line
 from amptui.dashboard.screens.run_numerics import NUMERICS_KEY, RunNumerics
 from amptui.dashboard.screens.run_panels import RunPanels
 from amptui.dashboard.widgets.heatmap import HeatMapView
@@ -90,6 +90,7 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
         self._resume_refusal: str | None = "the run has not been read yet"
         self._status_seen: tuple | None = None
         self._resuming = False
+        self._first_look: RunModel | None = None  # the header's until the tail has read the history
 
     # --- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -130,6 +131,7 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
         self.query_one("#error-panel").display = False
         self.query_one("#warning-bar").display = False
         self._layout(self.size.width, self.size.height)
+        self._first_look = first_look(self.run_dir)
         self.flush()
         self.set_interval(1 / FLUSH_HZ, self.flush)
         self.tail()
@@ -203,6 +205,10 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
 
     def _header(self, now: float) -> None:
         m = self.model
+        if m.loading and self._first_look is not None:  # until the history is read: what its ends said
+            m = self._first_look
+        elif self._first_look is not None:
+            self._first_look = None
         self._set("#run-header", header_line(m, now))
         self._set("#progress-text", progress_line(m))
         self._set("#stats", stats_line(m))

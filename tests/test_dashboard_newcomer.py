@@ -1,0 +1,174 @@
+"""A newcomer's first hour on the dashboard (issue 36): the footer fits 80 columns, keys jump
+between panes and to the ends of the run list, the palette lists each command once, the filter
+drives the toggles (r never launches a preset the list hides), and the run screen opens at what
+the run's files already say."""
+
+from __future__ import annotations
+
+import threading
+
+from dashboard_support import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
+from textual.widgets import Footer, OptionList
+
+from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.widgets.runtable import RunTable
+from amptui.dashboard.widgets.toggles import TogglesPanel
+
+
+@async_test
+async def test_the_home_footer_fits_80_columns_with_quit_and_help_on_every_run(root):
+    app = app_for(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        home = await home_ready(pilot, 3)
+        table = home.query_one(RunTable)
+        for run_id in list(table.run_ids):
+            await select_run(pilot, run_id)
+            await pilot.pause(0.2)
+            footer = home.query_one(Footer)
+            keys = {getattr(k, "key_display", "") for k in footer.children}
+            assert {"q", "f1", "r", "a", "t"} <= keys, (run_id, keys)
+            assert all(k.region.right <= 80 for k in footer.children), \
+                (run_id, [(getattr(k, "key_display", ""), k.region) for k in footer.children])
+
+
+@async_test
+async def test_the_palette_lists_quit_once(root):
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        home = await home_ready(pilot, 3)
+        titles = [c.title for c in app.get_system_commands(home)]
+        assert titles.count("Quit") == 1, titles
+        assert "Theme" in titles  # Textual's own commands stay
+
+
+@async_test
+async def test_number_keys_jump_between_panes_and_home_end_reach_the_ends_of_the_runs(root):
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        home = await home_ready(pilot, 3)
+        table = home.query_one(RunTable)
+        await pilot.press("3")
+        await until(pilot, lambda: app.focused is table)
+        await pilot.press("end")
+        await until(pilot, lambda: table.cursor_row == table.row_count - 1)
+        await pilot.press("home")
+        await until(pilot, lambda: table.cursor_row == 0)
+        await pilot.press("2")
+        await until(pilot, lambda: app.focused is not None and app.focused.id == "t-amp-autocast")
+        await pilot.press("escape")  # out of the toggle, as a user leaves a field
+        await pilot.press("1")
+        await until(pilot, lambda: isinstance(app.focused, OptionList) and app.focused.id == "presets")
+
+
+@async_test
+async def test_a_filter_that_hides_every_preset_empties_the_toggles_and_r_a_t_refuse(root, monkeypatch):
+    from amptui.jobs import detached
+
+    started = []
+    monkeypatch.setattr(detached, "start", lambda args, timeout=180: started.append(args) or (None, "no"))
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        notes = Notes().install(app)
+        home = await home_ready(pilot, 3)
+        await pilot.press("slash", *"zzz-nothing")
+        await until(pilot, lambda: home.query_one("#presets", OptionList).option_count == 0)
+        await until(pilot, lambda: home.preset is None)
+        toggles = home.query_one(TogglesPanel)
+        assert "zzz-nothing" in toggles.invalid_preset
+        assert "zzz-nothing" in str(home.query_one("#preset-desc").render())
+        await pilot.press("escape")
+        for key in ("r", "a", "t"):
+            await pilot.press(key)
+            await until(pilot, lambda: any("hides them all" in m for m, _ in notes))
+            notes.clear()
+        await pilot.pause(0.5)
+        assert started == []  # nothing launched
+        home.query_one("#runs-filter").value = ""  # the filter cleared: a preset and its toggles again
+        await until(pilot, lambda: home.preset is not None and not toggles.invalid_preset)
+
+
+@async_test
+async def test_the_run_screen_opens_at_what_the_runs_files_say_before_the_first_poll(tmp_path, monkeypatch):
+    from amptui.dashboard import runtail
+
+    root = copy_runs(tmp_path / "runs", live=True)
+    gate = threading.Event()
+    real_poll = runtail.RunTail.poll
+
+    def held_poll(self, now=None):  # the tail's first read held back, as a long history would
+        gate.wait(60)
+        return real_poll(self, now)
+
+    monkeypatch.setattr(runtail.RunTail, "poll", held_poll)
+    app = app_for(root)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await home_ready(pilot, 3)
+            app.open_run(root / QUICK)
+            await until(pilot, lambda: isinstance(app.screen, RunScreen))
+            screen = app.screen
+            await pilot.pause(0.3)
+            header = str(screen.query_one("#run-header").render())
+            progress = str(screen.query_one("#progress-text").render())
+            assert "quickstart" in header and "completed" in header, header
+            assert "starting" not in header and "unnamed device" not in header, header
+            assert "320" in progress, progress
+            gate.set()
+            await until(pilot, lambda: not screen.model.loading)
+            await pilot.pause(0.5)
+            assert "completed" in str(screen.query_one("#run-header").render())
+    finally:
+        gate.set()
+    assert LIVE and SCALER  # the canned runs this module leans on
+
+
+def _trial_copy(root, run_id: str, name: str):
+    """The failed canned run, with a checkpoint (so resumable), under another run name."""
+    import shutil
+
+    from dashboard_support import FAILED
+
+    folder = shutil.copytree(root / FAILED, root / run_id)
+    for file in ("config.toml", "events.jsonl"):
+        path = folder / file
+        path.write_text(path.read_text().replace('name = "quickstart"', f'name = "{name}"')
+                        .replace('"name":"quickstart"', f'"name":"{name}"')
+                        .replace('"preset":"quickstart"', f'"preset":"{name}"'))
+    (folder / "checkpoints").mkdir()
+    (folder / "checkpoints" / "last.pt").write_bytes(b"x")
+    return folder
+
+
+def test_a_tune_trial_is_not_offered_for_resume_and_shows_steps_not_a_bound_epoch_total(root):
+    from amptui.core.run import runops
+    from amptui.dashboard.runmodel import RunModel
+    from amptui.dashboard.screens.run_header import progress_line
+
+    plain = _trial_copy(root, "20261121-231610-quickstart-aaaa", "quickstart")
+    trial = _trial_copy(root, "20261121-231611-quickstart-tune-8a42-2-bbbb", "quickstart-tune-8a42-2")
+    assert runops.resume_refusal(plain) is None
+    assert "trial of a tune" in (runops.resume_refusal(trial) or "")
+    model = RunModel(trial.name)
+    model.feed([{"kind": "start", "t": 1.0, "rank": 0, "preset": "quickstart-tune-8a42-2", "total_steps": 20,
+                 "config": {"run": {"name": "quickstart-tune-8a42-2", "epochs": 1000, "max_steps": 20}}},
+                {"kind": "step", "t": 2.0, "rank": 0, "step": 12, "epoch": 1, "loss": 1.0}])
+    line = str(progress_line(model))
+    assert "1000" not in line and "12/20" in line.replace(" ", ""), line
+
+
+@async_test
+async def test_the_home_screen_hides_resume_for_a_tune_trial(root):
+    trial = _trial_copy(root, "20261121-231611-quickstart-tune-8a42-2-bbbb", "quickstart-tune-8a42-2")
+    plain = _trial_copy(root, "20261121-231610-quickstart-aaaa", "quickstart")
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        notes = Notes().install(app)
+        home = await home_ready(pilot, 5)
+        await select_run(pilot, plain.name)
+        await until(pilot, lambda: "resume" in {b.binding.action for b in home.active_bindings.values()
+                                                 if b.binding.show})
+        await select_run(pilot, trial.name)
+        await until(pilot, lambda: "resume" not in {b.binding.action for b in home.active_bindings.values()
+                                                     if b.binding.show})
+        await pilot.press("R")
+        await until(pilot, lambda: any("trial of a tune" in m for m, _ in notes))
