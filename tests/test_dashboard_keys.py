@@ -212,10 +212,10 @@ async def test_help_shows_one_row_per_action_with_all_its_keys(root):
 
 
 def test_keys_lists_the_names_a_keymap_takes(cli):
-    write_settings('[keymap]\n"run.stop" = "S"\n')
+    write_settings('[keymap]\n"run.stop" = "ctrl+t"\n')
     proc = cli("keys", "--format", "json", check=True)
     actions = {a["action"]: a["keys"] for a in json.loads(proc.stdout)["actions"]}
-    assert actions["run.stop"] == "S" and actions["home.filter"] == "/" and actions["compare.export_csv"] == "v"
+    assert actions["run.stop"] == "ctrl+t" and actions["home.filter"] == "/" and actions["compare.export_csv"] == "v"
 
 
 @async_test

@@ -172,3 +172,93 @@ async def test_the_home_screen_hides_resume_for_a_tune_trial(root):
                                                      if b.binding.show})
         await pilot.press("R")
         await until(pilot, lambda: any("trial of a tune" in m for m, _ in notes))
+
+
+def _long_estimate(high_s: float) -> dict:
+    return {"kind": "estimate", "low_s": high_s / 3, "high_s": high_s, "shorter_steps": 14,
+            "variants": [{"variant": "fp32", "step_s": 0.1, "steps": 320}, {"variant": "bf16", "step_s": 8.0, "steps": 320}],
+            "words": "about 22-66 min for 2 variants x 320 steps (one step of each timed here just now: fp32 0.1 s, "
+                     "bf16 8 s; evaluation and checkpoints not counted)"}
+
+
+@async_test
+async def test_a_says_at_once_then_asks_before_a_long_ab_and_offers_fewer_steps(root, monkeypatch):
+    from amptui.dashboard.screens.ab_start import AbStartModal
+    from amptui.jobs import detached
+
+    asked, started = [], []
+    gate = threading.Event()
+
+    def ask(args, kind, timeout=600):
+        asked.append(list(args))
+        gate.wait(60)  # the estimate takes its time: the toast must not wait for it
+        return _long_estimate(3960.0), None
+
+    monkeypatch.setattr(detached, "ask", ask)
+    monkeypatch.setattr(detached, "start", lambda args, timeout=180: started.append(list(args)) or (None, "refused in test"))
+    app = app_for(root)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            notes = Notes().install(app)
+            await home_ready(pilot, 3)
+            await pilot.press("a")
+            await until(pilot, lambda: any("timing one step" in m for m, _ in notes))
+            assert not started and not isinstance(app.screen, AbStartModal)
+            gate.set()
+            await until(pilot, lambda: isinstance(app.screen, AbStartModal))
+            text = str(app.screen.query_one("#ab-start-estimate").render())
+            assert "22-66 min" in text and "timed here" in text, text
+            assert "--estimate" in asked[0] and "--detach" not in asked[0]
+            assert started == []  # nothing starts before the answer
+            await pilot.press("s")  # the shorter setting
+            await until(pilot, lambda: bool(started))
+            assert "run.max_steps=14" in started[0] and "--estimate" not in started[0]
+    finally:
+        gate.set()
+
+
+@async_test
+async def test_a_short_ab_starts_without_a_dialog_and_says_its_estimate(root, monkeypatch):
+    from amptui.dashboard.screens.ab_start import AbStartModal
+    from amptui.jobs import detached
+
+    started = []
+    monkeypatch.setattr(detached, "ask", lambda args, kind, timeout=600: (_long_estimate(40.0), None))
+    monkeypatch.setattr(detached, "start", lambda args, timeout=180: started.append(list(args)) or (None, "refused in test"))
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        notes = Notes().install(app)
+        await home_ready(pilot, 3)
+        await pilot.press("a")
+        await until(pilot, lambda: bool(started))
+        assert not isinstance(app.screen, AbStartModal)
+        assert any("estimate: about" in m for m, _ in notes)
+
+
+def _active_group(root, runs: list[str]):
+    import os
+
+    from amptui.core.run.runs import launch_identity
+    from amptui.jobs import groups
+
+    group = groups.create(root, "quickstart", "quickstart", {}, None, lambda g: launch_identity(os.getpid()))
+    group.update(state="running", runs=runs, variants=["fp32", "bf16"])
+    return group
+
+
+@async_test
+async def test_shift_s_cancels_the_whole_ab_of_the_highlighted_run(root):
+    group = _active_group(root, [QUICK])
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        notes = Notes().install(app)
+        home = await home_ready(pilot, 3)
+        await select_run(pilot, SCALER)  # not part of the A/B: says so, cancels nothing
+        await pilot.press("S")
+        await until(pilot, lambda: any("not part of a running A/B" in m for m, _ in notes))
+        assert not group.cancel_file.exists()
+        await select_run(pilot, QUICK)
+        await pilot.press("S")
+        await until(pilot, lambda: group.cancel_file.exists())
+        await until(pilot, lambda: any("cancelled: no further variant starts" in m for m, _ in notes))
+        assert home is app.screen

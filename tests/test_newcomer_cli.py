@@ -38,3 +38,30 @@ def test_run_detach_answers_without_importing_torch_on_a_machine_without_a_gpu(t
     assert run_dir.is_dir() and started["pid"] > 0
     assert "no torch" in proc.stderr, proc.stderr
     _wait_ended(run_dir)
+
+
+@pytest.mark.slow
+def test_ab_estimate_times_each_variant_says_a_range_and_starts_nothing(tmp_path):
+    from conftest import amptui
+
+    root = tmp_path / "runs"
+    proc = amptui("ab", "quickstart", "--estimate", "--format", "json", "--runs-dir", str(root),
+                  "--set", "run.max_steps=6")
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["kind"] == "estimate" and 0 < found["low_s"] < found["high_s"]
+    assert [v["steps"] for v in found["variants"]] == [6] * len(found["variants"]) and len(found["variants"]) >= 2
+    assert "timed here" in found["words"] and found["shorter_steps"] >= 10
+    assert not root.exists() or not any(p for p in root.iterdir() if p.name != ".ab")  # no run folder made
+
+
+@pytest.mark.slow
+def test_ab_prints_its_estimate_before_the_first_variant_starts(tmp_path):
+    from conftest import amptui
+
+    proc = amptui("ab", "quickstart", "--runs-dir", str(tmp_path / "runs"), "--set", "run.max_steps=2",
+                  "--variants", "fp32,bf16")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "estimate: about" in out, out
+    assert out.index("estimate: about") < out.index("[1/2]"), out

@@ -70,7 +70,13 @@ def cmd_ab(args) -> int:
     if not args.group:  # the variants are checked before a group exists: a refusal leaves nothing behind
         planned = preset.config(overrides)
         check_no_script("ab", planned.run.script)
-        ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
+        expanded = ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
+        if args.estimate:  # how long it would take, and nothing started (the dashboard asks this first)
+            from amptui.cli.estimate import ab_estimate
+
+            found = ab_estimate(preset, overrides, expanded)
+            print(json.dumps(found) if args.format == "json" else f"estimate: {found['words']}")
+            return 0
     if args.detach:
         group, pid = abjob.start_detached(root, preset, args.preset, overrides, args.variants, args.argv)
         announce("ab", f"A/B {group.label} of {preset.name} started in the background; its runs are listed "
@@ -91,6 +97,10 @@ def cmd_ab(args) -> int:
             if notice:
                 say(f"note: variant {name}: {notice}")
 
+        if not args.group:  # a detached A/B's driver: the dashboard asked for the estimate first
+            from amptui.cli.estimate import said_before_start
+
+            say(said_before_start(preset, overrides, variants))
         labels = variant_labels([name for name, _ in variants])
 
         def follow(run_dir: Path, proc, index: int, name: str) -> int:
@@ -153,7 +163,16 @@ def cmd_stop(args) -> int:
     from amptui.core.run import runs
     from amptui.jobs import launch
 
-    run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
+    root = runs.runs_root(args.runs_dir, writable=True)
+    from amptui.jobs import groups
+
+    group = next((g for g in groups.groups(root) if args.run_id in (g.group_id, g.label)), None)
+    if group is not None:  # a whole A/B: no further variant starts, the running one stops
+        stopping = groups.cancel(root, group)
+        print(f"A/B {group.label} of {group.preset}: cancelled; no further variant starts"
+              + (f"; {', '.join(stopping)} is stopping (checkpoint first)" if stopping else ""))
+        return 0
+    run_dir = runs.run_dir(root, args.run_id)
     info = launch.stop(run_dir)
     if info.status == "running":
         print(f"run {info.run_id}: stop requested; still finishing its current step (check `amptui runs`)")

@@ -93,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the command to run on every node of a multi-node DDP run, and start nothing")
     runs_dir_option(p)
 
-    p = sub.add_parser("stop", help="stop a running run gracefully (checkpoint, then status stopped)")
-    run_id_argument(p, "the run to stop")
+    p = sub.add_parser("stop", help="stop a running run gracefully (checkpoint, then status stopped), or a "
+                                    "whole A/B by its group id or label (ab2): no further variant starts")
+    run_id_argument(p, "the run to stop (or an A/B's group id or label)")
     runs_dir_option(p)
 
     p = sub.add_parser("resume", help="continue a stopped, failed or killed run from its last checkpoint")
@@ -127,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how to print the comparison at the end (default: table)")
     p.add_argument("--detach", action="store_true", help="run the A/B in the background (its output in "
                    "RUNS/.ab/GROUP.log) and print one JSON line with its group id")
+    p.add_argument("--estimate", action="store_true", help="time one step of each variant and print how long "
+                   "the A/B would take (one JSON line with --format json); start nothing")
     p.add_argument("--group", help=argparse.SUPPRESS)  # the group a detached A/B drives (made by --detach)
     runs_dir_option(p)
 

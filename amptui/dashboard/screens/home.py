@@ -63,6 +63,7 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
         Binding("o", "runs_folders", "Runs folders", show=False),  # in help (? / F1); the footer fits 80 columns
         Binding("e", "script", "Script", show=False),  # run a script of your own, by path, with arguments
         Binding("c", "compare", "Compare"),
+        Binding("S", "cancel_ab", "Cancel A/B", show=False),  # the whole A/B of the highlighted run
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),
         Binding("1", "pane('presets')", "Presets pane", show=False),
@@ -163,7 +164,7 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
         for group in groups:
             if group.group_id not in self._watched_groups:
                 continue
-            ended = group.state in ("done", "failed") and \
+            ended = group.state in ("done", "failed", "stopped") and \
                 all(runs.get(r) and runs[r].status != "running" for r in group.runs)
             if group.state in groupmod.ACTIVE_STATES and not group.active:  # its process is gone, unsaid how
                 ended, group.state = True, "failed"
@@ -175,6 +176,8 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
             if group.state == "failed":  # as `amptui ab` says it: what failed, by variant name
                 title = f"A/B {group.label} failed" if group.runs else f"A/B {group.label} refused"
                 self.notify(group.error or "the A/B did not start", title=title, severity="error", timeout=10)
+            elif group.state == "stopped":
+                self.notify(f"A/B {group.label} of {group.preset} stopped: {group.error or 'cancelled'}")
             else:
                 self.notify(f"A/B {group.label} of {group.preset} finished: comparing its runs")
             if len(dirs) >= 2:  # the table of what did run, failed variants included (as the CLI prints it)
@@ -258,6 +261,11 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, KeysMixin, DashboardS
             self.notify("no run to watch yet: press r to start one", severity="warning")
             return
         self.app.open_run(Path(self.app.runs_root) / run_id)
+
+    def action_cancel_ab(self) -> None:
+        from amptui.dashboard.screens.ab_cancel import cancel_ab_of
+
+        cancel_ab_of(self, self.query_one(RunTable).highlighted_run())
 
     def action_compare(self) -> None:
         table = self.query_one(RunTable)

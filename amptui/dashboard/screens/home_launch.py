@@ -18,6 +18,7 @@ from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import detached
+from amptui.jobs.ab import LONG_AB_S
 from amptui.tune import plan as T
 
 if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
@@ -101,13 +102,46 @@ class LaunchActions(_Screen):
         if overrides is None:
             return
         overrides = {k: v for k, v in overrides.items() if k not in PRECISION_KEYS}
+        # First how long it would take (one step of each variant timed, in a child amptui: torch):
+        # a long one is confirmed in a dialog that offers fewer steps.
+        self.notify(f"A/B of {preset.name}: timing one step of each variant to say how long it takes…", timeout=6)
+        self._estimate_ab(preset, overrides)
+
+    @in_background("home-ab-estimate", "estimating the A/B")
+    def _estimate_ab(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:
+        args = detached.amptui_args("ab", preset_ref(preset), overrides, "--runs-dir", str(self.app.runs_root),
+                                    "--estimate", "--format", "json")
+        found, error = detached.ask([a for a in args if a != detached.DETACH], "estimate")
+        self.app.from_thread(self._ab_estimated, preset, overrides, found, error)
+
+    def _ab_estimated(self, preset: presetmod.Preset, overrides: dict[str, Any], found: dict[str, Any] | None,
+                      error: str | None) -> None:
+        if error or not found:
+            self.notify(error or "no estimate", title="A/B refused", severity="error", timeout=10)
+            return
+        if found.get("high_s", 0) <= LONG_AB_S:
+            self._start_ab(preset, overrides, f"estimate: {found.get('words', '')}")
+            return
+        from amptui.dashboard.screens.ab_start import AbStartModal
+
+        def answered(answer: str | None) -> None:
+            if answer == "shorter":
+                steps = int(found.get("shorter_steps", 10))
+                self._start_ab(preset, {**overrides, "run.max_steps": steps}, f"shorter: {steps} steps per variant")
+            elif answer == "start":
+                self._start_ab(preset, overrides, f"estimate: {found.get('words', '')}")
+
+        self.app.push_screen(AbStartModal(preset.name, found), answered)
+
+    def _start_ab(self, preset: presetmod.Preset, overrides: dict[str, Any], said: str) -> None:
         args = detached.amptui_args("ab", preset_ref(preset), overrides, "--runs-dir", str(self.app.runs_root))
+        self.notify(f"starting the A/B of {preset.name}… ({said})", timeout=6)
         # Not one-at-a-time here: a second A/B of the same preset is refused by `amptui ab` itself.
         name = preset.name
-        self.run_worker(lambda: self._start_ab(name, args), thread=True, group="home-ab",
+        self.run_worker(lambda: self._start_ab_now(name, args), thread=True, group="home-ab",
                         exclusive=False, exit_on_error=False, name="starting the A/B")
 
-    def _start_ab(self, preset_name: str, args: list[str]) -> None:
+    def _start_ab_now(self, preset_name: str, args: list[str]) -> None:
         started, error = detached.start(args)
         self.app.from_thread(self._ab_started, preset_name, started, error)
 

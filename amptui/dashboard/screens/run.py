@@ -68,6 +68,7 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
         Binding("n", "next_panel", "Next panel"),
         Binding("t", "x_axis", "Time axis"),
         Binding("p", "picture", "SVG"),
+        Binding("S", "cancel_ab", "Cancel A/B", show=False),  # the whole A/B this run is part of
         Binding("escape", "restore", "Restore", show=False),
     ], ("stop", "resume"), "run") + [
         Binding(str(i + 1), f"panel({i})", f"panel: {name}", show=False, id=f"run.panel_{name.replace(' ', '_')}")
@@ -299,3 +300,8 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
 
     def action_compare(self) -> None:
         self.app.compare_with(self.run_dir)
+
+    def action_cancel_ab(self) -> None:
+        from amptui.dashboard.screens.ab_cancel import cancel_ab_of
+
+        cancel_ab_of(self, self.run_dir.name)
