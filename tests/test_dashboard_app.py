@@ -53,7 +53,10 @@ async def test_home_shows_presets_toggles_history_and_keys(root):
         assert str(row[1]) == "b640"  # the short id that tells it apart
         assert "failed" in str(row[3]) and "20/320" in str(row[6])
         keys = {b.binding.key for b in app.active_bindings.values() if b.binding.show}
-        assert {"r", "s", "w", "c", "q"} <= keys
+        assert {"r", "a", "t", "c", "q"} <= keys
+        from amptui.dashboard.screens.help import key_rows  # s and w: in help (the footer fits 80 columns)
+
+        assert {"Save", "Watch"} <= {what for _, what, _ in key_rows(home)}
 
 
 @async_test

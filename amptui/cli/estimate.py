@@ -23,12 +23,13 @@ def ab_estimate(preset, overrides: dict[str, Any], variants: list[tuple[str, dic
     from amptui.jobs import launch
     from amptui.trainer.steptime import time_step
 
-    timed = []
+    timed: list[dict[str, Any]] = []
+    total = 0.0
     for name, variant in variants:
         step_s, steps = time_step(launch.resolve_config(preset, {**overrides, **variant}))
         timed.append({"variant": name, "step_s": step_s, "steps": steps})
-    total = sum(t["step_s"] * t["steps"] for t in timed)
-    found = {"kind": "estimate", "low_s": LOW * total, "high_s": HIGH * total, "variants": timed}
+        total += step_s * steps
+    found: dict[str, Any] = {"kind": "estimate", "low_s": LOW * total, "high_s": HIGH * total, "variants": timed}
     found["shorter_steps"] = shorter_steps(found)
     found["words"] = estimate_words(found)
     return found
