@@ -262,3 +262,34 @@ async def test_shift_s_cancels_the_whole_ab_of_the_highlighted_run(root):
         await until(pilot, lambda: group.cancel_file.exists())
         await until(pilot, lambda: any("cancelled: no further variant starts" in m for m, _ in notes))
         assert home is app.screen
+
+
+@async_test
+async def test_an_ab_whose_step_cannot_be_timed_still_starts_and_says_there_is_no_estimate(root, monkeypatch):
+    from amptui.jobs import detached
+
+    started = []
+    none = {"kind": "estimate", "error": "RuntimeError: x", "words": "none (one step could not be timed here: x)"}
+    monkeypatch.setattr(detached, "ask", lambda args, kind, timeout=600: (none, None))
+    monkeypatch.setattr(detached, "start", lambda args, timeout=180: started.append(list(args)) or (None, "refused in test"))
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        notes = Notes().install(app)
+        await home_ready(pilot, 3)
+        await pilot.press("a")
+        await until(pilot, lambda: bool(started))
+        assert any("estimate: none" in m for m, _ in notes)
+
+
+def test_the_estimate_is_advice_a_step_that_cannot_be_timed_gives_none_with_why(monkeypatch):
+    from amptui.cli import estimate
+    from amptui.core.config import presets
+    from amptui.trainer import steptime
+
+    def fails(cfg):
+        raise RuntimeError("no kernel for this op")
+
+    monkeypatch.setattr(steptime, "time_step", fails)
+    found = estimate.ab_estimate_or_why(presets.find_preset("quickstart"), {}, [("fp32", {"amp.autocast": False})])
+    assert found["error"] and "no kernel for this op" in found["words"]
+    assert estimate.span(40, 100) == "40 s-2 min" and estimate.span(600, 1800) == "10-30 min"

@@ -65,11 +65,28 @@ def span(low: float, high: float) -> str:
     return f"{a}-{b}"
 
 
+def ab_estimate_or_why(preset, overrides: dict[str, Any], variants: list[tuple[str, dict[str, object]]]
+                       ) -> dict[str, Any]:
+    """The estimate, or {"kind": "estimate", "error", "words": "none (why)"} where a step could not be
+    timed (the A/B may still run: an estimate is advice). A refusal (UserError) is the A/B's own."""
+    from amptui.core.errors import UserError
+
+    try:
+        return ab_estimate(preset, overrides, variants)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - advice only: said, never in the A/B's way
+        return {"kind": "estimate", "error": f"{type(exc).__name__}: {exc}",
+                "words": f"none (one step could not be timed here: {type(exc).__name__}: {exc})"}
+
+
 def said_before_start(preset, overrides: dict[str, Any], variants: list[tuple[str, dict[str, object]]]) -> str:
     """The line `amptui ab` prints before its first variant starts (never fails the A/B)."""
     try:
-        found = ab_estimate(preset, overrides, variants)
+        found = ab_estimate_or_why(preset, overrides, variants)
     except Exception as exc:  # noqa: BLE001 - an estimate is advice: the A/B itself says what is wrong
         return f"estimate: none ({type(exc).__name__}: {exc})"
+    if "error" in found:
+        return f"estimate: {found['words']}"
     return (f"estimate: {found['words']}; Ctrl-C stops it"
             + (f"; shorter: --set run.max_steps={found['shorter_steps']}" if found["high_s"] > LONG_S else ""))

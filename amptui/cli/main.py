@@ -72,9 +72,9 @@ def cmd_ab(args) -> int:
         check_no_script("ab", planned.run.script)
         expanded = ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
         if args.estimate:  # how long it would take, and nothing started (the dashboard asks this first)
-            from amptui.cli.estimate import ab_estimate
+            from amptui.cli.estimate import ab_estimate_or_why
 
-            found = ab_estimate(preset, overrides, expanded)
+            found = ab_estimate_or_why(preset, overrides, expanded)
             print(json.dumps(found) if args.format == "json" else f"estimate: {found['words']}")
             return 0
     if args.detach:

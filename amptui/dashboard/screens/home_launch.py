@@ -119,7 +119,7 @@ class LaunchActions(_Screen):
         if error or not found:
             self.notify(error or "no estimate", title="A/B refused", severity="error", timeout=10)
             return
-        if found.get("high_s", 0) <= LONG_AB_S:
+        if found.get("error") or found.get("high_s", 0) <= LONG_AB_S:  # no estimate: advice, not a refusal
             self._start_ab(preset, overrides, f"estimate: {found.get('words', '')}")
             return
         from amptui.dashboard.screens.ab_start import AbStartModal
