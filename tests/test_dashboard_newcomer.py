@@ -293,3 +293,29 @@ def test_the_estimate_is_advice_a_step_that_cannot_be_timed_gives_none_with_why(
     found = estimate.ab_estimate_or_why(presets.find_preset("quickstart"), {}, [("fp32", {"amp.autocast": False})])
     assert found["error"] and "no kernel for this op" in found["words"]
     assert estimate.span(40, 100) == "40 s-2 min" and estimate.span(600, 1800) == "10-30 min"
+
+
+@async_test
+async def test_shift_s_on_a_tune_trial_stops_the_whole_tune(root):
+    import json
+    import subprocess
+    import sys
+
+    trial = _trial_copy(root, "20261121-231611-quickstart-tune-8a42-2-bbbb", "quickstart-tune-8a42-2")
+    tune = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # stands in for `amptui tune`
+    try:
+        (root / "20261121-231600-quickstart-tune-8a42.tune.json").write_text(json.dumps({
+            "tune_id": "20261121-231600-quickstart-tune-8a42", "status": "running", "pid": tune.pid,
+            "trials": [{"candidate": "bf16", "run_id": trial.name, "status": "running"}]}))
+        app = app_for(root)
+        async with app.run_test(size=(120, 40)) as pilot:
+            notes = Notes().install(app)
+            await home_ready(pilot, 4)
+            await select_run(pilot, trial.name)
+            await pilot.press("S")
+            await until(pilot, lambda: tune.poll() is not None)  # SIGINT: what Ctrl-C does to the tune
+            assert any("no further trial starts" in m for m, _ in notes)
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+        tune.wait()

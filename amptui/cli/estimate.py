@@ -71,6 +71,10 @@ def ab_estimate_or_why(preset, overrides: dict[str, Any], variants: list[tuple[s
     timed (the A/B may still run: an estimate is advice). A refusal (UserError) is the A/B's own."""
     from amptui.core.errors import UserError
 
+    planned = preset.config(overrides)
+    if planned.model.factory or planned.data.factory:  # never run the user's code only to time it
+        why = "a model or data factory of your own is not run just to time a step"
+        return {"kind": "estimate", "error": why, "words": f"none ({why})"}
     try:
         return ab_estimate(preset, overrides, variants)
     except UserError:
