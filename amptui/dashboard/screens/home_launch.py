@@ -105,9 +105,10 @@ class LaunchActions(_Screen):
         # First how long it would take (one step of each variant timed, in a child amptui: torch):
         # a long one is confirmed in a dialog that offers fewer steps.
         self.notify(f"A/B of {preset.name}: timing one step of each variant to say how long it takes…", timeout=6)
-        self._estimate_ab(preset, overrides)
+        # not one-at-a-time: a second `a` goes on too, and `amptui ab` refuses a second A/B of the preset
+        self.run_worker(lambda: self._estimate_ab(preset, overrides), thread=True, group="home-ab-estimate",
+                        exclusive=False, exit_on_error=False, name="estimating the A/B")
 
-    @in_background("home-ab-estimate", "estimating the A/B")
     def _estimate_ab(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:
         args = detached.amptui_args("ab", preset_ref(preset), overrides, "--runs-dir", str(self.app.runs_root),
                                     "--estimate", "--format", "json")
