@@ -319,3 +319,26 @@ async def test_shift_s_on_a_tune_trial_stops_the_whole_tune(root):
         if tune.poll() is None:
             tune.kill()
         tune.wait()
+
+
+def test_the_first_look_at_a_long_history_reads_its_two_ends(tmp_path):
+    import json
+    import shutil
+
+    from dashboard_support import FIXTURES
+
+    from amptui.dashboard.screens.run_header import FIRST_LOOK_MAX_BYTES, first_look, header_line, progress_line
+
+    run = shutil.copytree(FIXTURES / "runs" / QUICK, tmp_path / QUICK)
+    lines = (run / "events.jsonl").read_text().splitlines()
+    start, end = lines[0], lines[-1]
+    step = json.dumps({"v": 1, "kind": "step", "t": 1795302950.0, "rank": 0, "step": 1, "epoch": 1, "loss": 1.0},
+                      separators=(",", ":"))
+    count = FIRST_LOOK_MAX_BYTES // len(step) + 1000
+    body = "\n".join(step.replace('"step":1,', f'"step":{i},') for i in range(1, count + 1))
+    (run / "events.jsonl").write_text(f"{start}\n{body}\n{end}\n")
+    assert (run / "events.jsonl").stat().st_size > FIRST_LOOK_MAX_BYTES
+    model = first_look(run)
+    header = str(header_line(model, 1795302960.0))
+    assert "quickstart" in header and "completed" in header, header
+    assert f"step {count}/" in str(progress_line(model)), str(progress_line(model))  # the latest step, not 0
