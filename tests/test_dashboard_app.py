@@ -53,7 +53,10 @@ async def test_home_shows_presets_toggles_history_and_keys(root):
         assert str(row[1]) == "b640"  # the short id that tells it apart
         assert "failed" in str(row[3]) and "20/320" in str(row[6])
         keys = {b.binding.key for b in app.active_bindings.values() if b.binding.show}
-        assert {"r", "s", "w", "c", "q"} <= keys
+        assert {"r", "a", "t", "c", "q"} <= keys
+        from amptui.dashboard.screens.help import key_rows  # s and w: in help (the footer fits 80 columns)
+
+        assert {"Save", "Watch"} <= {what for _, what, _ in key_rows(home)}
 
 
 @async_test
@@ -420,10 +423,13 @@ async def test_torn_and_garbage_lines_do_not_crash(root):
 
 @pytest.mark.slow  # real trainers
 @async_test
-async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root):
+async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root, monkeypatch):
     """`a` starts a real A/B (fp32 and bf16 on this CPU) in the background: a second `a` of the same
     preset is refused while it runs; its runs are one group in Runs, each with its own output.log;
     the compare screen opens on them when the last one ends."""
+    from amptui.dashboard.screens import home_launch
+
+    monkeypatch.setattr(home_launch, "LONG_AB_S", float("inf"))  # a busy machine's estimate asks no question here
     before = {p.name for p in root.iterdir()}
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
@@ -434,7 +440,8 @@ async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root):
         home.query_one("#presets").focus()
         await pilot.press("a")
         await pilot.press("a")
-        await until(pilot, lambda: len(notes) >= 2, timeout=60)
+        # each says at once that it is estimating; then one starts and the other is refused
+        await until(pilot, lambda: any("already running" in m for m, _ in notes), timeout=240)
         refused = [(m, s) for m, s in notes if "already running" in m]
         assert len(refused) == 1 and refused[0][1] == "error", notes
         table = home.query_one(RunTable)
@@ -452,9 +459,12 @@ async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root):
 
 
 @async_test
-async def test_an_ab_whose_second_variant_fails_ends_failed_and_names_it_as_the_cli_does(root):
+async def test_an_ab_whose_second_variant_fails_ends_failed_and_names_it_as_the_cli_does(root, monkeypatch):
     """`a` is `amptui ab --detach`: the CLI's loop and ending. Its second variant (bf16) dies: the
     group ends `failed` naming it, the notice says so, and the compare opens on what ran."""
+    from amptui.dashboard.screens import home_launch
+
+    monkeypatch.setattr(home_launch, "LONG_AB_S", float("inf"))  # a busy machine's estimate asks no question here
     def second_trainer() -> int | None:
         found = groups.groups(root)
         return read_launch_info(root / found[0].runs[1]).get("pid") if found and len(found[0].runs) == 2 else None

@@ -8,6 +8,7 @@ the parser, so what a command needs loads in its handler (`amptui --help` answer
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from amptui.cli.abscript import variant_labels
@@ -39,6 +40,8 @@ def add_parser(sub) -> None:
                    help="how to print the comparison at the end (default: table)")
     p.add_argument("--detach", action="store_true", help="run the A/B in the background (its output in "
                    "RUNS/.ab/GROUP.log) and print one JSON line with its group id")
+    p.add_argument("--estimate", action="store_true", help="time one step of each variant and print how long "
+                   "the A/B would take (one JSON line with --format json); start nothing")
     p.add_argument("--group", help=argparse.SUPPRESS)  # the group a detached A/B drives (made by --detach)
     runs_dir_option(p)
 
@@ -72,7 +75,13 @@ def handle(args) -> int:
     if not args.group:  # the variants are checked before a group exists: a refusal leaves nothing behind
         planned = preset.config(overrides)
         check_no_script("ab", planned.run.script)
-        ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
+        expanded = ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
+        if args.estimate:  # how long it would take, and nothing started (the dashboard asks this first)
+            from amptui.cli.estimate import ab_estimate_or_why
+
+            found = ab_estimate_or_why(preset, overrides, expanded)
+            print(json.dumps(found) if args.format == "json" else f"estimate: {found['words']}")
+            return 0
     if args.detach:
         group, pid = abjob.start_detached(root, preset, args.preset, overrides, args.variants, args.argv)
         announce("ab", f"A/B {group.label} of {preset.name} started in the background; its runs are listed "
@@ -93,6 +102,10 @@ def handle(args) -> int:
             if notice:
                 say(f"note: variant {name}: {notice}")
 
+        if not args.group:  # a detached A/B's driver: the dashboard asked for the estimate first
+            from amptui.cli.estimate import said_before_start
+
+            say(said_before_start(preset, overrides, variants))
         labels = variant_labels([name for name, _ in variants])
 
         def follow(run_dir: Path, proc, index: int, name: str) -> int:

@@ -66,6 +66,8 @@ def handle(args) -> int:
     say = (lambda line: words(line, sys.stderr)) if args.format == "json" else (lambda line: words(line))
     say(f"tune {tid}: {preset.name} on {device_type}, budget {args.budget:g} min; trials appear in "
         f"`amptui runs` as {preset.name}-tune-{tid.rsplit('-', 1)[-1]}-N")
+    say(f"estimate: at most {args.budget:g} min, its budget (trials of {T.TRIAL_STEPS} steps, as many as fit); "
+        "Ctrl-C stops it (a shorter one: --budget MINUTES)")
     search = Search(preset, overrides, dims, args.budget * 60.0, root, tid, device_type, say, t0=t0)
     result = search.run()
     if T.winner_of(result) and not args.no_save:

@@ -7,6 +7,7 @@ the same checks when it starts (a resumed run may find a different machine).
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Callable, Mapping
@@ -24,7 +25,14 @@ CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "
 SYNTHETIC_HINT = "or --set data.name=synthetic to try amptui without it"
 
 
+# Where a GPU's driver shows itself: a machine with none of these has no device torch could use,
+# so "auto" means the CPU without importing torch (seconds: `run --detach` answers sooner).
+GPU_DRIVER_PATHS = ("/dev/nvidia0", "/dev/nvidiactl", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
+
+
 def device_type(requested: str) -> str:
+    if requested == "cpu" or (requested == "auto" and not any(os.path.exists(p) for p in GPU_DRIVER_PATHS)):
+        return "cpu"
     import torch
 
     if requested == "cuda" and not torch.cuda.is_available():

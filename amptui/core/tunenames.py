@@ -17,3 +17,9 @@ def source_preset(name: str) -> str:
     """The preset a run was made from: a tune trial's is the tuned preset; any other run's, its name."""
     match = _TRIAL.match(name or "")
     return match.group("preset") if match else name
+
+
+def is_trial(name: str) -> bool:
+    """A tune's trial: its steps are the tune's to give (`run.epochs` only a bound), and it is not
+    resumed by itself."""
+    return bool(_TRIAL.match(name or ""))

@@ -100,14 +100,17 @@ class AmptuiApp(App):
     def get_system_commands(self, screen):
         """The palette (ctrl+p): every action of the screen underneath with its key, then Textual's
         own (themes, quit, ...). An action that does not apply now says why, as its key would."""
+        titles = {"Keys"}  # Textual's "Keys" panel: "Keys of this screen" is ours
         for binding in named_bindings(screen):
             if binding.id in self.PALETTE_SKIP:
                 continue
             keys = " / ".join(self.get_key_display(Binding(k, binding.action)) for k in keys_of(binding, self.user_keymap))
+            titles.add(binding.description or binding.action)
             yield SystemCommand(binding.description or binding.action, f"key: {keys}",
                                 partial(self._palette_run, screen, binding.action))
         yield SystemCommand("Keys of this screen", "every key of the current screen (key: ? or F1)", self.action_help)
-        yield from super().get_system_commands(screen)
+        # Textual's own (themes, screenshot, ...), less those the screen already lists (its Quit)
+        yield from (c for c in super().get_system_commands(screen) if c.title not in titles)
 
     async def _palette_run(self, screen: Screen, action: str) -> None:
         refusal = getattr(screen, "refusal", lambda a: None)(action.split("(")[0])

@@ -19,6 +19,8 @@ from amptui.jobs import groups as groupmod
 from amptui.jobs import launch
 from amptui.jobs.detached import relaunch
 
+LONG_AB_S = 300.0  # an A/B estimated to take longer is confirmed first, with a shorter setting offered
+
 # How one started variant is followed until it ends: (run folder, its trainer, 1-based index,
 # variant name) -> 0 completed, 130 interrupted (the A/B ends there), anything else failed.
 Follow = Callable[[Path, subprocess.Popen, int, str], int]
@@ -32,13 +34,18 @@ class Outcome:
     run_dirs: list[Path] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     interrupted: bool = False
+    cancelled: bool = False  # `S` / `amptui stop GROUP`: no further variant started
 
     @property
     def state(self) -> str:
+        if self.cancelled:
+            return "stopped"
         return "failed" if self.failed or self.interrupted else "done"
 
     @property
     def error(self) -> str:
+        if self.cancelled:
+            return f"cancelled after {len(self.run_dirs)} of {self.total} variants"
         if self.interrupted:
             return f"interrupted after {len(self.run_dirs)} of {self.total} variants"
         if self.failed:
@@ -47,7 +54,7 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        return 130 if self.interrupted else (1 if self.failed else 0)
+        return 130 if self.interrupted or self.cancelled else (1 if self.failed else 0)
 
 
 def start_here(root: Path, preset: Preset, preset_ref: str, overrides: dict[str, Any],
@@ -81,10 +88,16 @@ def run_variants(group: groupmod.Group, preset: Preset, overrides: dict[str, Any
     group.update(state="running", variants=[name for name, _ in variants])
     outcome = Outcome(total=len(variants))
     for i, (name, variant) in enumerate(variants, 1):
+        if group.cancel_requested:  # cancelled (groups.cancel): no further variant starts
+            outcome.cancelled = True
+            break
         run_dir, _ = launch.create_run(preset, {**overrides, **variant}, root)
         outcome.run_dirs.append(run_dir)
         group.update(runs=group.runs + [run_dir.name])
         code = follow(run_dir, launch.start(run_dir), i, name)
+        if group.cancel_requested:  # this variant was asked to stop with the whole A/B
+            outcome.cancelled = True
+            break
         if code == 130:  # Ctrl-C: the A/B ends here; the variants after this one are not started
             outcome.interrupted = True
             break

@@ -59,6 +59,27 @@ def amptui_args(sub: str, preset_ref: str, overrides: Mapping[str, Any], *extra:
     return command
 
 
+def ask(args: Sequence[str], kind: str, timeout: float = 600) -> tuple[dict[str, Any] | None, str | None]:
+    """Run `amptui ARGS` (a question such as `ab --estimate --format json`, nothing started) and
+    read its JSON line of `kind`: (the answer, None) or (None, why not)."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "amptui", *args], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"could not run amptui: {exc}"
+    if proc.returncode == 0:
+        for line in reversed(proc.stdout.splitlines()):
+            try:
+                found = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(found, dict) and found.get("kind") == kind:
+                return found, None
+        return None, f"amptui {args[0]} printed no {kind} line"
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    return None, (lines[-1] if lines else f"amptui {args[0]} exited with {proc.returncode}").removeprefix("amptui: error: ")
+
+
 def start(args: Sequence[str], timeout: float = 180) -> tuple[dict[str, Any] | None, str | None]:
     """Run `amptui ARGS` (a --detach start): (what it started, None) or (None, why it was refused)."""
     if DETACH not in args:

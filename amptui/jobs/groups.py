@@ -1,8 +1,8 @@
 """A/B groups: which runs of the runs folder are one A/B (`amptui ab`, from the CLI or the dashboard).
 
 <runs>/.ab/<group>.json holds the group: its preset, its variants, its runs (each recorded as soon
-as its folder exists), its state (checking | running | done | failed, with the error that names
-what failed) and the process that drives it. <runs>/.ab/<group>.log is a detached group's output.
+as its folder exists), its state (checking | running | done | failed | stopped, with the error
+that names what failed) and the process that drives it; <group>.cancel asks it to end (`cancel`). <runs>/.ab/<group>.log is a detached group's output.
 """
 
 from __future__ import annotations
@@ -47,6 +47,15 @@ class Group:
     @property
     def log(self) -> Path:
         return self.path.with_suffix(".log")
+
+    @property
+    def cancel_file(self) -> Path:
+        """Written by `cancel` (another process): the driver starts no further variant."""
+        return self.path.with_suffix(".cancel")
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_file.exists()
 
     @property
     def active(self) -> bool:
@@ -110,6 +119,27 @@ def groups(root: Path) -> list[Group]:
     for i, group in enumerate(found, 1):
         group.label = f"ab{i}"
     return found
+
+
+def cancel(root: Path, group: Group) -> list[str]:
+    """End a whole A/B: no further variant starts (the driver reads the cancel file before each),
+    and its running variant is asked to stop (checkpoint first); the group then ends `stopped`.
+    Returns the runs asked to stop. A file rather than a signal, like a run's stop: the driver may
+    be this terminal's `amptui ab` or a detached one."""
+    from amptui.core.run.runs import load_run
+    from amptui.core.safefile import atomic_write_text
+    from amptui.jobs.launch import request_stop
+
+    if not group.active:
+        raise UserError(f"A/B {group.label or group.group_id} is not running ({group.state})")
+    atomic_write_text(group.cancel_file, f"{time.time()}\n")
+    stopped = []
+    for run_id in group.runs:
+        run_dir = Path(root) / run_id
+        if load_run(run_dir).status == "running":
+            request_stop(run_dir)
+            stopped.append(run_id)
+    return stopped
 
 
 def find(root: Path, group_id: str) -> Group:

@@ -23,6 +23,7 @@ from amptui.core.run import runlock
 from amptui.core.run import runs as runsmod
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
+from amptui.core.tunenames import is_trial
 
 
 def runs_folder_problem(root: Path) -> str | None:
@@ -61,6 +62,9 @@ def resume_refusal(run_dir: Path, info: runsmod.RunInfo | None = None,
         return str(exc)
     if script:
         return f"run {info.run_id} ran your own script; resume it the way that script resumes"
+    if is_trial(info.preset):
+        return (f"run {info.run_id} is a trial of a tune: a trial is not resumed by itself; run the tune "
+                "again, or its winner as a preset")
     if info.status == "completed":
         return f"run {info.run_id} has completed; start a new one with {hints.new_run}"
     if not RunFolder(run_dir).checkpoint.is_file():

@@ -52,21 +52,27 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
         Binding("r", "run", "Run"),
         Binding("a", "ab", "A/B"),
         Binding("t", "tune", "Tune"),
-        Binding("s", "save_as", "Save"),
-        Binding("w", "watch", "Watch"),
+        # s, w (enter), x: in help (? / F1) and the palette; the footer must fit 80 columns
+        Binding("s", "save_as", "Save", show=False),
+        Binding("w", "watch", "Watch", show=False),
         Binding("R", "resume", "Resume"),
-        Binding("x", "delete", "Delete"),
+        Binding("x", "delete", "Delete", show=False),
         Binding("i", "info", "Info", show=False),  # in help (? / F1): the footer must fit 80 columns
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("f", "filter", "Filter", show=False),
         Binding("o", "runs_folders", "Runs folders", show=False),  # in help (? / F1); the footer fits 80 columns
         Binding("e", "script", "Script", show=False),  # run a script of your own, by path, with arguments
         Binding("c", "compare", "Compare"),
+        Binding("S", "cancel_ab", "Cancel A/B", show=False),  # the whole A/B of the highlighted run
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),
+        Binding("1", "pane('presets')", "Presets pane", show=False),
+        Binding("2", "pane('toggles')", "Toggles pane", show=False),
+        Binding("3", "pane('runs')", "Runs pane", show=False),
     ], ("watch", "resume", "delete", "info"), "home")
     KEY_HELP = {"space": "mark/unmark the highlighted run for compare (in Runs); the first marked is the baseline",
-                "tab / shift+tab": "move between presets, toggles and runs",
+                "tab / shift+tab": "move between presets, toggles and runs (or 1, 2, 3 straight there)",
+                "home / end": "the first / last run (in Runs)",
                 "enter": "on a preset: edit its toggles; on a run: watch it; on a drop-down: open it",
                 "escape": "leave a text field / the filter (back to Presets)"}
 
@@ -158,7 +164,7 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
         for group in groups:
             if group.group_id not in self._watched_groups:
                 continue
-            ended = group.state in ("done", "failed") and \
+            ended = group.state in ("done", "failed", "stopped") and \
                 all(runs.get(r) and runs[r].status != "running" for r in group.runs)
             if group.state in groupmod.ACTIVE_STATES and not group.active:  # its process is gone, unsaid how
                 ended, group.state = True, "failed"
@@ -170,6 +176,8 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
             if group.state == "failed":  # as `amptui ab` says it: what failed, by variant name
                 title = f"A/B {group.label} failed" if group.runs else f"A/B {group.label} refused"
                 self.notify(group.error or "the A/B did not start", title=title, severity="error", timeout=10)
+            elif group.state == "stopped":
+                self.notify(f"A/B {group.label} of {group.preset} stopped: {group.error or 'cancelled'}")
             else:
                 self.notify(f"A/B {group.label} of {group.preset} finished: comparing its runs")
             if len(dirs) >= 2:  # the table of what did run, failed variants included (as the CLI prints it)
@@ -254,6 +262,11 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
             return
         self.app.open_run(Path(self.app.runs_root) / run_id)
 
+    def action_cancel_ab(self) -> None:
+        from amptui.dashboard.screens.ab_cancel import cancel_ab_of
+
+        cancel_ab_of(self, self.query_one(RunTable).highlighted_run())
+
     def action_compare(self) -> None:
         table = self.query_one(RunTable)
         marked = list(table.marked)
@@ -263,6 +276,16 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
             self.query_one(RunTable).focus()
             return
         self.app.open_compare([Path(self.app.runs_root) / rid for rid in marked])
+
+    def action_pane(self, pane: str) -> None:
+        """1, 2, 3: straight to Presets, Toggles or Runs (instead of a dozen Tabs)."""
+        if pane == "toggles" and not self.query_one(TogglesPanel).invalid_preset:
+            self.query_one("#t-amp-autocast").focus()
+        elif pane == "runs":
+            table = self.query_one(RunTable)
+            (table if table.display else self.query_one("#presets", OptionList)).focus()
+        else:
+            self.action_focus_presets()
 
     def action_filter(self) -> None:
         box = self.query_one("#runs-filter", FilterInput)

@@ -15,8 +15,10 @@ from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import PRECISION_KEYS
 from amptui.core.run import runops
 from amptui.dashboard.screens.base import DashboardScreen, in_background
+from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import detached
+from amptui.jobs.ab import LONG_AB_S
 from amptui.tune import plan as T
 
 if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
@@ -46,11 +48,17 @@ class LaunchActions(_Screen):
         """The preset to launch, or None with a notice titled `refused` saying why nothing can be
         launched now (before any process starts)."""
         preset = self.preset
-        problem = "no preset highlighted" if preset is None else runops.runs_folder_problem(self.app.runs_root)
+        problem = self.no_preset_reason() if preset is None else runops.runs_folder_problem(self.app.runs_root)
         if problem:
             self.notify(problem, title=refused, severity="error", timeout=10)
             return None
         return preset
+
+    def no_preset_reason(self) -> str:
+        words = self.query_one(RunTable).filter_words
+        if words:
+            return f"no preset shown: the filter {' '.join(words)!r} hides them all (/ to change it)"
+        return "no preset highlighted"
 
     def action_run(self) -> None:
         preset = self._launch_preset("Run refused")
@@ -97,10 +105,44 @@ class LaunchActions(_Screen):
         if overrides is None:
             return
         overrides = {k: v for k, v in overrides.items() if k not in PRECISION_KEYS}
+        # First how long it would take (one step of each variant timed, in a child amptui: torch):
+        # a long one is confirmed in a dialog that offers fewer steps.
+        self.notify(f"A/B of {preset.name}: timing one step of each variant to say how long it takes…", timeout=6)
+        # not one-at-a-time: a second `a` goes on too, and `amptui ab` refuses a second A/B of the preset
+        self.run_worker(lambda: self._estimate_ab(preset, overrides), thread=True, group="home-ab-estimate",
+                        exclusive=False, exit_on_error=False, name="estimating the A/B")
+
+    def _estimate_ab(self, preset: presetmod.Preset, overrides: dict[str, Any]) -> None:
+        args = detached.amptui_args("ab", preset_ref(preset), overrides, "--runs-dir", str(self.app.runs_root),
+                                    "--estimate", "--format", "json")
+        found, error = detached.ask([a for a in args if a != detached.DETACH], "estimate")
+        self.app.from_thread(self._ab_estimated, preset, overrides, found, error)
+
+    def _ab_estimated(self, preset: presetmod.Preset, overrides: dict[str, Any], found: dict[str, Any] | None,
+                      error: str | None) -> None:
+        if error or not found:
+            self.notify(error or "no estimate", title="A/B refused", severity="error", timeout=10)
+            return
+        if found.get("error") or found.get("high_s", 0) <= LONG_AB_S:  # no estimate: advice, not a refusal
+            self._start_ab(preset, overrides, f"estimate: {found.get('words', '')}")
+            return
+        from amptui.dashboard.screens.ab_start import AbStartModal
+
+        def answered(answer: str | None) -> None:
+            if answer == "shorter":
+                steps = int(found.get("shorter_steps", 10))
+                self._start_ab(preset, {**overrides, "run.max_steps": steps}, f"shorter: {steps} steps per variant")
+            elif answer == "start":
+                self._start_ab(preset, overrides, f"estimate: {found.get('words', '')}")
+
+        self.app.push_screen(AbStartModal(preset.name, found), answered)
+
+    def _start_ab(self, preset: presetmod.Preset, overrides: dict[str, Any], said: str) -> None:
         args = detached.amptui_args("ab", preset_ref(preset), overrides, "--runs-dir", str(self.app.runs_root))
+        self.notify(f"starting the A/B of {preset.name}… ({said})", timeout=6)
         # Not one-at-a-time here: a second A/B of the same preset is refused by `amptui ab` itself.
         name = preset.name
-        self.run_worker(lambda: self._start_ab(name, args), thread=True, group="home-ab",
+        self.run_worker(lambda: self._start_ab_now(name, args), thread=True, group="home-ab",
                         exclusive=False, exit_on_error=False, name="starting the A/B")
 
     def _script_ab(self) -> bool:
@@ -119,11 +161,11 @@ class LaunchActions(_Screen):
             return True
         self.notify(f"starting {said}…", timeout=5)
         name = Path(args[2]).stem
-        self.run_worker(lambda: self._start_ab(name, args), thread=True, group="home-ab",
+        self.run_worker(lambda: self._start_ab_now(name, args), thread=True, group="home-ab",
                         exclusive=False, exit_on_error=False, name="starting the A/B")
         return True
 
-    def _start_ab(self, preset_name: str, args: list[str]) -> None:
+    def _start_ab_now(self, preset_name: str, args: list[str]) -> None:
         started, error = detached.start(args)
         self.app.from_thread(self._ab_started, preset_name, started, error)
 
@@ -141,7 +183,7 @@ class LaunchActions(_Screen):
     def action_tune(self) -> None:
         """`amptui tune --detach` on the highlighted preset and toggles; its screen opens once started.
         Toggles of what the tune searches (precision, compile, batch size) are left to the search."""
-        preset = self.preset
+        preset = self._launch_preset("Tune refused")
         overrides = self._changed_toggles() if preset is not None else None
         if preset is None or overrides is None:
             return

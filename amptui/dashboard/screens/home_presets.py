@@ -59,6 +59,18 @@ class PresetActions(_Screen):
             option_list.highlighted = index
             if listed[index] != self.preset:  # the same preset, unchanged: its toggles stay as they are
                 self.show_preset(listed[index])
+        else:  # the filter hides every preset: no toggles of one it hides
+            self.show_no_preset(f"no preset matches the filter {' '.join(words)!r}")
+
+    def show_no_preset(self, why: str) -> None:
+        """No preset shown: the toggles say why, and r, a and t refuse with that reason."""
+        toggles = self.query_one(TogglesPanel)
+        if self.preset is not None and not toggles.invalid_preset:
+            self._keep_edits()
+        self.preset = None
+        self._pristine = {}
+        self.query_one("#preset-desc", Static).update(Text(why, style="italic"))
+        toggles.load_invalid(why)
 
     def _presets_changed(self, stamp: PresetsStamp) -> None:
         """Presets saved, replaced or deleted by another process (a CLI `presets save`, a tune's

@@ -27,7 +27,7 @@ from amptui.dashboard.runtail import RunTail
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.screens.run_controls import RunStatusPanel
-from amptui.dashboard.screens.run_header import header_line, progress_fraction, progress_line, stats_line
+from amptui.dashboard.screens.run_header import first_look, header_line, progress_fraction, progress_line, stats_line
 
 FLUSH_HZ = 4
 PLOT_HZ = 2
@@ -72,6 +72,7 @@ class RunScreen(DashboardScreen):
         Binding("n", "next_panel", "Next panel"),
         Binding("t", "x_axis", "Time axis"),
         Binding("p", "picture", "SVG"),
+        Binding("S", "cancel_ab", "Cancel A/B", show=False),  # the whole A/B this run is part of
         Binding("escape", "restore", "Restore", show=False),
     ], ("stop", "resume"), "run") + [_panel_binding(i, cls) for i, cls in enumerate(NUMBERED)]
     KEY_HELP = {f"1-{len(PANELS)}": "show that panel (at 80x24) / maximize it (larger terminals); again restores"}
@@ -88,6 +89,7 @@ class RunScreen(DashboardScreen):
         self.active = 0  # the always-shown panel the compact layout shows (and `n` moves from)
         self.optional_active: RunPanel | None = None  # an optional panel (the heat map) picked by its key
         self._shown: dict[str, Text] = {}
+        self._first_look: RunModel | None = None  # the header's until the tail has read the history
         self.panels = [cls(NUMBERED.index(cls) + 1) for cls in IN_PLACE]  # in the grid's order
 
     def numbered(self, index: int) -> RunPanel:
@@ -114,6 +116,7 @@ class RunScreen(DashboardScreen):
         self.query_one("#error-panel").display = False
         self.query_one("#warning-bar").display = False
         self._layout(self.size.width, self.size.height)
+        self._first_look = first_look(self.run_dir)
         self.flush()
         self.set_interval(1 / FLUSH_HZ, self.flush)
         self.tail()
@@ -202,6 +205,10 @@ class RunScreen(DashboardScreen):
 
     def _header(self, now: float) -> None:
         m = self.model
+        if m.loading and self._first_look is not None:  # until the history is read: what its ends said
+            m = self._first_look
+        elif self._first_look is not None:
+            self._first_look = None
         self._set("#run-header", header_line(m, now))
         self._set("#progress-text", progress_line(m))
         self._set("#stats", stats_line(m))
@@ -340,3 +347,8 @@ class RunScreen(DashboardScreen):
 
     def action_compare(self) -> None:
         self.app.compare_with(self.run_dir)
+
+    def action_cancel_ab(self) -> None:
+        from amptui.dashboard.screens.ab_cancel import cancel_ab_of
+
+        cancel_ab_of(self, self.run_dir.name)

@@ -4,6 +4,9 @@ elapsed time and ETA, device), the progress line, and the stats line that holds 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from rich.text import Text
 
 from amptui.core.config.precision import precision_or_unseen
@@ -18,10 +21,57 @@ from amptui.core.fmt import (
     fmt_scale,
     shown,
 )
+from amptui.core.tunenames import is_trial
 from amptui.dashboard.runmodel import RunModel
 
 STATUS_STYLE = {"running": "bold green", "completed": "bold cyan", "stopped": "bold yellow",
                 "failed": "bold red", "killed": "bold red", "damaged": "bold red", "starting": "green"}
+
+
+FIRST_LOOK_MAX_BYTES = 4 * 1024 * 1024  # above this, the first look reads the event file's ends only
+
+
+def _two_ends(path: Path) -> list:
+    """The records of the first and last stretch of a long event file (a bounded read: the start
+    record, then the latest steps)."""
+    from amptui.core.eventends import HEAD_BYTES, TAIL_BYTES
+    from amptui.core.events import LineFramer, open_events
+
+    with open_events(path) as fh:
+        head = fh.read(HEAD_BYTES)
+        fh.seek(max(0, os.fstat(fh.fileno()).st_size - TAIL_BYTES))
+        tail = fh.read(TAIL_BYTES)
+    head = head[:head.rfind(b"\n") + 1]
+    tail = tail[tail.find(b"\n") + 1:]  # its first line is cut
+    return LineFramer().records(head) + LineFramer().records(tail)
+
+
+def first_look(run_dir: Path) -> RunModel:
+    """What the run's files already say, read at once (the event file at both ends, config.toml,
+    the lock or run.json: each read bounded), so the screen opens at the run's step, status and
+    device rather than at "starting · step 0" while the tail reads the whole history."""
+    from amptui.core.eventends import read_ends
+    from amptui.core.events import primary_events_file
+    from amptui.core.run.runs import load_run
+
+    model = RunModel(run_dir.name)
+    try:
+        events = primary_events_file(run_dir)
+        if os.path.getsize(events) > FIRST_LOOK_MAX_BYTES:  # a long history: only its two ends, no scan
+            model.feed(_two_ends(events))
+            model.caught_up()
+            return model
+        info = load_run(run_dir)
+        model.prefill(info.preset, info.precision_words)
+        model.feed(read_ends(events).records())
+        model.caught_up()  # all it will read: its header says the status, not "loading history"
+    except Exception:  # noqa: BLE001 - a half-written folder: the tail will tell
+        return model
+    if info.status == "killed":
+        model.set_alive(False)
+    elif info.status == "running":
+        model.set_alive(True)
+    return model
 
 
 def device_words(m: RunModel) -> str:
@@ -48,7 +98,8 @@ def header_line(m: RunModel, now: float) -> Text:
 
 
 def progress_line(m: RunModel) -> Text:
-    epochs = f" · epoch {fmt_of(m.epoch, m.epochs)}" if m.epochs or m.epoch else ""
+    # a tune's trial runs its steps: its epochs are only a bound ("epoch 1/1000" would mislead)
+    epochs = f" · epoch {fmt_of(m.epoch, m.epochs)}" if (m.epochs or m.epoch) and not is_trial(m.preset) else ""
     total = m.total_steps or (m.step if m.status == "completed" else None)  # a finished run's total is known
     return Text(f"{fmt_progress(m.step, total)}{epochs} · {m.run_id}")
 

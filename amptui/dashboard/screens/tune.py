@@ -60,6 +60,7 @@ class TuneScreen(DashboardScreen):
     BINDINGS = with_reasons([
         Binding("s", "save_winner", "Save winner"),
         Binding("q", "stop_or_back", "Stop / Back"),
+        Binding("S", "cancel_tune", "Cancel tune", show=False),  # as S cancels an A/B: the whole search
         Binding("escape", "back", "Back", show=False),
     ], ("save_winner",), "tune")
 
@@ -219,6 +220,12 @@ class TuneScreen(DashboardScreen):
         self.notify("stopping… the running trial ends at its next record; the table keeps what was measured")
         self.query_one("#tune-title", Static).update(self._title(report.status_words(self.result, True), self.result))
         self._explain(self.result)
+
+    def action_cancel_tune(self) -> None:
+        if not self.running or self.result is None:
+            self.notify("the tune is not running", severity="warning")
+            return
+        self.action_stop_or_back()
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -92,7 +92,17 @@ def preset_cell(r: RunInfo) -> Text:
 
 
 class RunTable(DataTable):
-    BINDINGS = [Binding("space", "toggle_mark", "Mark", show=True)]
+    BINDINGS = [Binding("space", "toggle_mark", "Mark", show=True),
+                Binding("home", "first_run", "First run", show=False),  # DataTable's own scroll sideways
+                Binding("end", "last_run", "Last run", show=False)]
+
+    def action_first_run(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0)
+
+    def action_last_run(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1)
 
     def __init__(self, **kwargs):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
