@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from amptui.jobs.spawn import spawn
+from amptui.jobs.spawn import amptui_python, spawn
 
 DETACH = "--detach"
 KINDS = ("run", "resume", "ab", "tune")
@@ -47,7 +47,7 @@ def read_announcement(stdout: str) -> dict[str, Any] | None:
 def relaunch(argv: Sequence[str], extra: Sequence[str], log: Path) -> subprocess.Popen:
     """This very `amptui` command line, less --detach, plus `extra`, started in the background."""
     args = [a for a in argv if a != DETACH]
-    return spawn([sys.executable, "-m", "amptui", *args, *extra], log)
+    return spawn([*amptui_python(), "-m", "amptui", *args, *extra], log)
 
 
 def amptui_args(sub: str, preset_ref: str, overrides: Mapping[str, Any], *extra: str) -> list[str]:
@@ -64,7 +64,7 @@ def start(args: Sequence[str], timeout: float = 180) -> tuple[dict[str, Any] | N
     """Run `amptui ARGS` (a --detach start): (what it started, None) or (None, why it was refused)."""
     if DETACH not in args:
         raise ValueError(f"not a detached start: {' '.join(args)}")
-    command = [sys.executable, "-m", "amptui", *args]
+    command = [*amptui_python(), "-m", "amptui", *args]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as exc:
