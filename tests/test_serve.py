@@ -174,11 +174,12 @@ def start_serve(runs_dir: Path, port: int, *args: str, cwd: Path | None = None) 
     """`amptui serve` as a user starts it (the `amptui` command: its own folder first on the path,
     not the working folder); (the process, the address it printed, what it printed up to there)."""
     proc = subprocess.Popen([*amptui_python(), "-m", "amptui", "--runs-dir", str(runs_dir), "serve", "--port", str(port),
-                             *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
                             start_new_session=True)
     said = ""
     while "amptui dashboard for" not in said:
-        line = proc.stdout.readline()
+        # unbuffered, a byte at a time: communicate() later reads the pipe itself, past any buffer
+        line = proc.stdout.readline().decode()
         assert line, f"amptui serve ended, saying:\n{said}"
         said += line
     address = re.search(r" at (http\S+)\n", said).group(1)
@@ -188,7 +189,7 @@ def start_serve(runs_dir: Path, port: int, *args: str, cwd: Path | None = None) 
 
 def stop_serve(proc: subprocess.Popen) -> str:
     os.killpg(proc.pid, signal.SIGTERM)  # the server and the dashboards it started for the tabs
-    return proc.communicate(timeout=30)[0]
+    return proc.communicate(timeout=30)[0].decode(errors="replace")
 
 
 def get(port: int, path: str, cookie: str | None = None) -> tuple[int, http.client.HTTPResponse, bytes]:
