@@ -440,7 +440,8 @@ async def test_a_read_only_dashboard_watches_and_compares_but_starts_stops_and_d
         await until(pilot, lambda: READ_ONLY_WHY in notes.text())
         assert app.screen is screen and "s" not in {b.binding.key for b in app.active_bindings.values() if b.binding.show}
         notes.clear()
-        await app._palette_run(screen, "stop")  # the command palette's Stop says the same
+        stop = next(c for c in app.get_system_commands(screen) if c.title == "Stop")
+        await stop.callback()  # what picking Stop in the command palette (ctrl+p) does: says the same
         assert READ_ONLY_WHY in notes.text()
     assert not started and not stopped and not deleted
     assert (root / QUICK).is_dir()
