@@ -12,6 +12,8 @@ textual-serve itself is not changed: its aiohttp application gets one more middl
 from __future__ import annotations
 
 import hmac
+import logging
+import re
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -23,6 +25,7 @@ NO_SECRET = ("401: this amptui dashboard needs its secret: open the address `amp
              "(http://HOST:PORT/?token=...)\n")
 WRONG_SECRET = "403: not this dashboard's secret: open the address `amptui serve` printed\n"
 FOREIGN_ORIGIN = "403: a websocket from another site ({origin}) is refused\n"
+IN_A_URL = re.compile(rf"({TOKEN_PARAM}=)[^\s&\"']+")
 
 
 def origin_of(url: str) -> tuple[str, str, int] | None:
@@ -35,6 +38,15 @@ def origin_of(url: str) -> tuple[str, str, int] | None:
     if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
         return None
     return parts.scheme, parts.hostname.lower(), port or DEFAULT_PORTS[parts.scheme]
+
+
+class HideSecret(logging.Filter):
+    """The request log (its lines and their Referer) shows `token=...`, never the secret."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = IN_A_URL.sub(r"\1...", record.getMessage())
+        record.args = None
+        return True
 
 
 def same_secret(given: str, secret: str) -> bool:
@@ -54,6 +66,10 @@ class GuardedServer(Server):
         # one cookie per public port: two dashboards served on one host keep their own
         self.cookie = f"amptui-serve-{public.port or DEFAULT_PORTS.get(public.scheme, 80)}"
         self.secure_cookie = public.scheme == "https"
+
+    def initialize_logging(self) -> None:
+        super().initialize_logging()
+        logging.getLogger("aiohttp.access").addFilter(HideSecret())
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
