@@ -95,9 +95,11 @@ def served_command(runs_root: Path, read_only: bool = False) -> str:
 
 def the_secret(given: str | None) -> str:
     """--token, else $AMPTUI_SERVE_TOKEN, else a new random one (256 bits)."""
-    env = os.environ.get(TOKEN_ENV)
-    token, where = (given, "--token") if given is not None else (env, TOKEN_ENV) if env is not None else (None, "")
-    if token is None:
+    if given is not None:
+        token, where = given, "--token"
+    elif TOKEN_ENV in os.environ:
+        token, where = os.environ[TOKEN_ENV], TOKEN_ENV
+    else:
         return secrets.token_urlsafe(32)
     if not TOKEN_SHAPE.fullmatch(token):
         raise UserError(f"{where}: expected 16 or more letters, digits or ._~- (e.g. python -c "
