@@ -34,6 +34,7 @@ from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import groups
+from amptui.jobs.spawn import amptui_python
 
 # --- home -------------------------------------------------------------------------------------------
 
@@ -122,7 +123,7 @@ async def test_r_launches_the_detached_trainer_and_opens_the_run(root, monkeypat
         await pilot.press("r")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         command = seen["command"]
-        assert command[:4] == [sys.executable, "-m", "amptui", "run"] and command[4] == "quickstart"
+        assert command[:5] == [*amptui_python(), "-m", "amptui", "run"] and command[5] == "quickstart"
         assert "--detach" in command and str(root.resolve()) in command
         sets = [command[i + 1] for i, c in enumerate(command) if c == "--set"]
         assert sets == ["amp.autocast=false", "run.max_steps=50"]

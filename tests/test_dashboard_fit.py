@@ -210,7 +210,7 @@ async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, TuneScreen))
         command = seen["command"]
-        assert command[3:5] == ["tune", "quickstart"] and command[command.index("--budget") + 1] == "2.5"
+        assert command[4:6] == ["tune", "quickstart"] and command[command.index("--budget") + 1] == "2.5"
         screen = app.screen
         await until(pilot, lambda: screen.error)
         await pilot.pause(0.2)

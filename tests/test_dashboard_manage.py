@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from conftest import record
@@ -34,6 +33,7 @@ from amptui.dashboard.screens.modals import ConfirmModal, RunInfoModal
 from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable, short_ids
 from amptui.dashboard.widgets.toggles import TogglesPanel
+from amptui.jobs.spawn import amptui_python
 
 STOPPED = "20261121-231700-quickstart-stop"
 SCRIPT = "20261121-231800-train-5c21"
@@ -84,8 +84,8 @@ async def test_stopped_run_offers_resume_not_stop_and_R_resumes_it(root, monkeyp
         assert "R continues it" in str(screen.query_one("#error-panel").render())
         await pilot.press("R")
         await until(pilot, lambda: calls)
-        assert calls[0][:3] == [sys.executable, "-m", "amptui"]
-        assert calls[0][3:6] == ["resume", STOPPED, "--detach"]
+        assert calls[0][:4] == [*amptui_python(), "-m", "amptui"]  # never an amptui/ in the working folder
+        assert calls[0][4:7] == ["resume", STOPPED, "--detach"]
 
 
 @async_test
@@ -126,7 +126,7 @@ async def test_home_R_resumes_the_highlighted_run_or_says_why_not(root, monkeypa
         assert "R" in shown_keys(app)
         await pilot.press("R")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
-        assert calls[0][3:6] == ["resume", STOPPED, "--detach"]
+        assert calls[0][4:7] == ["resume", STOPPED, "--detach"]
 
 
 # --- help ------------------------------------------------------------------------------------------------

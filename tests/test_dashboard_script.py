@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 from dashboard_support import LIVE, app_for, async_test, copy_runs, home_ready, until
 from textual.widgets import Input, Static
 
 from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.screens.script_modal import ScriptModal
+from amptui.jobs.spawn import amptui_python
 
 
 @async_test
@@ -40,6 +40,6 @@ async def test_e_runs_a_script_by_path_with_its_arguments(root, monkeypatch, tmp
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
     command = seen["command"]
-    assert command[:4] == [sys.executable, "-m", "amptui", "run"]
-    assert command[4:7] == ["--script", str(script), "--detach"] and str(root) in command
+    assert command[:5] == [*amptui_python(), "-m", "amptui", "run"]
+    assert command[5:8] == ["--script", str(script), "--detach"] and str(root) in command
     assert command[command.index("--") + 1:] == ["--lr", "1e-3", "--name", "two words"]

@@ -17,6 +17,7 @@ from conftest import amptui, events, one_clear_line
 
 from amptui.core import cluster
 from amptui.jobs import slurm
+from amptui.jobs.spawn import SAFE_PATH
 
 TINY = ["--set", "run.max_steps=4", "--set", "log.every=2", "--set", "data.train_samples=256",
         "--set", "data.val_samples=64", "--set", "run.device=cpu"]
@@ -36,7 +37,7 @@ def test_the_script_is_one_task_per_node_with_the_job_as_rendezvous(cli, runs_di
     assert re.search(r"srun --nodes=3 --ntasks-per-node=1 --cpus-per-task=48 .*\$TORCHRUN\" +--nnodes 3 --nproc_per_node 4 "
                      r"--node_rank \"\$SLURM_NODEID\" +--rdzv_backend static --master_addr \"\$HEAD_NODE\" "
                      r"--master_port \"\$RDZV_PORT\" --rdzv_id \"\$SLURM_JOB_ID\"", flat), flat
-    assert '-m amptui.trainer "$RUN_DIR"' in flat
+    assert f'--no-python "$PYTHON" -u {SAFE_PATH} -m amptui.trainer "$RUN_DIR"' in flat
     assert 'dtype = "bfloat16"' in script and 'mode = "ddp"' in script  # the preset, as given, inside
     assert not runs_dir.exists()  # printing the script makes nothing
 

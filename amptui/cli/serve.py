@@ -1,10 +1,13 @@
 """`amptui serve`: the dashboard in a browser, through textual-serve.
 
 textual-serve starts the served command once per browser tab (each tab is a dashboard of its own
-over the same runs folder) and has no authentication: whoever reaches the port controls runs. So
-it binds localhost unless told otherwise with --allow-remote, and says how to reach it through an
-SSH tunnel. Its page embeds an absolute websocket address built from the public URL, so a tunnel
-to another local port needs --public-url naming that port.
+over the same runs folder). Whoever drives a tab acts as the user who served it, so the address
+carries a secret and websockets must come from the served origin (serve_guard.py); it binds
+localhost unless told otherwise with --allow-remote, and says how to reach it through an SSH
+tunnel. Its page embeds an absolute websocket address built from the public URL, so a tunnel to
+another local port needs --public-url naming that port. Each tab's dashboard is this Python with
+the working folder off its import path, started in the home folder: an `amptui/` where serve was
+started is never what runs.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import re
+import secrets
 import shlex
 import socket
 import sys
@@ -24,6 +29,8 @@ from amptui.core.errors import UserError
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "ip6-localhost")
 # What textual-serve sets in the environment of the process it serves (its app_service.py).
 WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
+TOKEN_ENV = "AMPTUI_SERVE_TOKEN"  # the secret, for scripts (not on the command line, where `ps` shows it)
+TOKEN_SHAPE = re.compile(r"[A-Za-z0-9._~-]{16,}")  # as it goes into a URL and a cookie, unescaped
 
 
 def add_parser(sub) -> None:
@@ -36,8 +43,13 @@ def add_parser(sub) -> None:
                    help="the address the browser uses, when it is not http://HOST:PORT (a tunnel to another "
                         "local port: --public-url http://localhost:9000)")
     p.add_argument("--allow-remote", action="store_true",
-                   help="listen on an address other machines can reach; there is no login: anyone who reaches "
-                        "the port can start and stop runs")
+                   help="listen on an address other machines can reach; whoever reaches the port and has the "
+                        "printed address (its secret) can start and stop runs")
+    p.add_argument("--token", metavar="TOKEN",
+                   help=f"the secret the address carries (default: a new random one per serve; scripts can set "
+                        f"{TOKEN_ENV} instead, which other users cannot see in the process list)")
+    p.add_argument("--read-only", action="store_true",
+                   help="a dashboard that watches and compares but starts, stops, resumes and deletes nothing")
     runs_dir_option(p)
 
 
@@ -70,9 +82,44 @@ def public_url(url: str | None, host: str, port: int) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def served_command(runs_root: Path) -> str:
-    """What each browser tab runs: this Python's amptui dashboard over the same runs folder."""
-    return shlex.join([sys.executable, "-m", "amptui", "--runs-dir", str(runs_root.resolve())])
+def served_command(runs_root: Path, read_only: bool = False) -> str:
+    """What each browser tab runs (a shell line, as textual-serve takes it): this Python's amptui
+    dashboard over the same runs folder, in the home folder, the working folder off its import path."""
+    from amptui.dashboard.screens.keys import READ_ONLY_ENV
+    from amptui.jobs.spawn import amptui_python
+
+    home = Path.home()
+    where = home if home.is_dir() else Path("/")
+    dashboard = shlex.join([*amptui_python(), "-m", "amptui", "--runs-dir", str(runs_root.resolve())])
+    return f"cd {shlex.quote(str(where))} && {READ_ONLY_ENV + '=1 ' if read_only else ''}exec {dashboard}"
+
+
+def the_secret(given: str | None) -> str:
+    """--token, else $AMPTUI_SERVE_TOKEN, else a new random one (256 bits)."""
+    if given is not None:
+        token, where = given, "--token"
+    elif TOKEN_ENV in os.environ:
+        token, where = os.environ[TOKEN_ENV], TOKEN_ENV
+    else:
+        return secrets.token_urlsafe(32)
+    if not TOKEN_SHAPE.fullmatch(token):
+        raise UserError(f"{where}: expected 16 or more letters, digits or ._~- (e.g. python -c "
+                        "'import secrets; print(secrets.token_urlsafe(32))')")
+    return token
+
+
+def tunnel_line(host: str, port: int, url: str) -> str | None:
+    """How to reach the served address from another machine: an SSH tunnel from the public URL's
+    port to the address served here (not always localhost: --host 127.0.0.2). None when the public
+    URL is not on the browser's own machine (a reverse proxy)."""
+    public = urlsplit(url)
+    public_host = public.hostname or "localhost"
+    if not is_local(public_host):
+        return None
+    served = f"[{host}]" if ":" in host else host
+    # ssh binds its end to localhost; a browser given another loopback address needs it bound there
+    bind = "" if public_host == "localhost" else (f"[{public_host}]:" if ":" in public_host else f"{public_host}:")
+    return f"ssh -L {bind}{public.port or port}:{served}:{port} {socket.gethostname()}"
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -97,10 +144,12 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(f"--port {args.port}: expected a port from 1 to 65535")
     local = is_local(args.host)
     if not local and not args.allow_remote:
-        raise UserError(f"--host {args.host}: other machines could reach the dashboard, and anyone who does can "
-                        "start and stop runs (there is no login); add --allow-remote if that is what you want, "
+        raise UserError(f"--host {args.host}: other machines could reach the dashboard, and whoever does with its "
+                        "address can start and stop runs; add --allow-remote if that is what you want, "
                         "or keep localhost and use an SSH tunnel")
     url = public_url(args.public_url, args.host, args.port)
+    secret = the_secret(args.token)
+    os.environ.pop(TOKEN_ENV, None)  # not handed on to the tabs' dashboards and the runs they start
     root = runs.runs_root(args.runs_dir)
     from amptui.core import userconfig
     from amptui.dashboard.app import keymap_scopes
@@ -111,20 +160,25 @@ def handle(args: argparse.Namespace) -> int:
         check_keymap(settings.keymap, str(settings.path), keymap_scopes())
     check_port_free(args.host, args.port)
     try:
-        from textual_serve.server import Server
+        from amptui.cli.serve_guard import TOKEN_PARAM, GuardedServer
     except ImportError:
         raise UserError("amptui serve needs textual-serve: pip install textual-serve") from None
 
     if not local:
-        print(f"WARNING: serving on {args.host}:{args.port}, reachable from other machines; there is no login: "
-              "anyone who reaches this port can start and stop runs.", file=sys.stderr, flush=True)
-    tunnel_port = urlsplit(url).port or args.port
-    print(f"amptui dashboard for {root.resolve()} at {url}", flush=True)
-    if local:
-        print(f"from another machine: ssh -L {tunnel_port}:localhost:{args.port} {socket.gethostname()}, "
-              f"then open {url}", flush=True)
-    print("each browser tab is a dashboard of its own; Ctrl+C stops serving (runs go on)", flush=True)
-    server = Server(served_command(root), host=args.host, port=args.port, title="amptui", public_url=url)
+        print(f"WARNING: serving on {args.host}:{args.port}, reachable from other machines: whoever reaches this "
+              "port with the address below can start and stop runs.", file=sys.stderr, flush=True)
+    address = f"{url}/?{TOKEN_PARAM}={secret}"
+    mode = ", read-only" if args.read_only else ""
+    print(f"amptui dashboard for {root.resolve()}{mode} at {address}", flush=True)
+    tunnel = tunnel_line(args.host, args.port, url) if local else None
+    if tunnel:
+        print(f"from another machine: {tunnel}, then open {address}", flush=True)
+    print("the address carries the secret: whoever has it acts as you; each browser tab is a dashboard of its own; "
+          "Ctrl+C stops serving (runs go on)", flush=True)
+    served = urlsplit(public_url(None, args.host, args.port))  # the address itself, when no --public-url
+    server = GuardedServer(served_command(root, args.read_only), secret=secret,
+                           origins=[url, f"{served.scheme}://{served.netloc}"],
+                           host=args.host, port=args.port, title="amptui", public_url=url)
     server.serve()
     return 0
 

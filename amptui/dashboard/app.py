@@ -7,6 +7,7 @@ Runs are started as separate, detached processes, so quitting never stops them.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from functools import partial
 from pathlib import Path
@@ -27,7 +28,7 @@ from amptui.dashboard.picture import SETTLE_S, screen_svg
 from amptui.dashboard.screens.compare import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
 from amptui.dashboard.screens.home import HomeScreen
-from amptui.dashboard.screens.keys import named
+from amptui.dashboard.screens.keys import READ_ONLY_ENV, named, why_off
 from amptui.dashboard.screens.run import RunScreen
 from amptui.dashboard.screens.tune import TuneScreen
 from amptui.dashboard.widgets.runtable import RunTable
@@ -49,8 +50,10 @@ class AmptuiApp(App):
     def __init__(self, runs_root: Path | str | None = None, *, watch: Path | None = None,
                  clock: Callable[[], float] = time.time,
                  process_alive: Callable[[dict], bool] = _process_alive,
-                 keymap: dict[str, str] | None = None):
+                 keymap: dict[str, str] | None = None, read_only: bool | None = None):
         super().__init__()
+        # watches and compares, starts nothing (screens/keys.py why_off); None: as READ_ONLY_ENV says
+        self.read_only = os.environ.get(READ_ONLY_ENV) == "1" if read_only is None else read_only
         self.user_keymap = dict(keymap or {})  # action name -> keys, from amptui's config file
         self.runs_display = str(_runs_root(runs_root))  # as the user gave it, for titles
         self.runs_root = _runs_root(runs_root).resolve()
@@ -113,7 +116,7 @@ class AmptuiApp(App):
         yield from (c for c in super().get_system_commands(screen) if c.title not in titles)
 
     async def _palette_run(self, screen: Screen, action: str) -> None:
-        refusal = getattr(screen, "refusal", lambda a: None)(action.split("(")[0])
+        refusal = why_off(screen, action.split("(")[0])
         if refusal:
             self.notify(refusal, severity="warning", timeout=6)
             return

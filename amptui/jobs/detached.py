@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from amptui.core.run.runops import toml_value
-from amptui.jobs.spawn import spawn
+from amptui.jobs.spawn import amptui_python, spawn
 
 DETACH = "--detach"
 KINDS = ("run", "resume", "ab", "tune")
@@ -48,7 +48,7 @@ def read_announcement(stdout: str) -> dict[str, Any] | None:
 def relaunch(argv: Sequence[str], extra: Sequence[str], log: Path) -> subprocess.Popen:
     """This very `amptui` command line, less --detach, plus `extra`, started in the background."""
     args = [a for a in argv if a != DETACH]
-    return spawn([sys.executable, "-m", "amptui", *args, *extra], log)
+    return spawn([*amptui_python(), "-m", "amptui", *args, *extra], log)
 
 
 def amptui_args(sub: str, preset_ref: str, overrides: Mapping[str, Any], *extra: str) -> list[str]:
@@ -63,7 +63,7 @@ def ask(args: Sequence[str], kind: str, timeout: float = 600) -> tuple[dict[str,
     """Run `amptui ARGS` (a question such as `ab --estimate --format json`, nothing started) and
     read its JSON line of `kind`: (the answer, None) or (None, why not)."""
     try:
-        proc = subprocess.run([sys.executable, "-m", "amptui", *args], capture_output=True, text=True,
+        proc = subprocess.run([*amptui_python(), "-m", "amptui", *args], capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"could not run amptui: {exc}"
@@ -84,7 +84,7 @@ def start(args: Sequence[str], timeout: float = 180) -> tuple[dict[str, Any] | N
     """Run `amptui ARGS` (a --detach start): (what it started, None) or (None, why it was refused)."""
     if DETACH not in args:
         raise ValueError(f"not a detached start: {' '.join(args)}")
-    command = [sys.executable, "-m", "amptui", *args]
+    command = [*amptui_python(), "-m", "amptui", *args]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as exc:

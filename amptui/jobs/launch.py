@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from amptui.core.run import runlock, runops, runs
 from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.jobs.modulefind import module_missing
-from amptui.jobs.spawn import spawn
+from amptui.jobs.spawn import amptui_python, spawn
 from amptui.jobs.startchecks import CheckpointCheck, check_resumable, check_run_files, refuse_resume_early
 from amptui.machine.dtype_speed import slow_dtypes
 
@@ -34,11 +33,12 @@ def trainer_command(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
     """The command that runs a (resolved) config: amptui's trainer or the user's own script
     (`run.script`); for DDP, the supervisor that runs them under torchrun."""
     if cfg.dist.mode in cfgmod.TORCHRUN_MODES:
-        return [sys.executable, "-u", "-m", "amptui.trainer.torchrun", str(run_dir)] + \
+        return [*amptui_python("-u"), "-m", "amptui.trainer.torchrun", str(run_dir)] + \
             (["--resume"] if resume else []) + (["--", *script_args] if script_args else [])
     if cfg.run.script:  # through scriptrun, so a script that fails before its Monitor still ends `failed`
-        return [sys.executable, "-u", "-m", "amptui.trainer.scriptrun", str(run_dir), cfg.run.script, *(script_args or [])]
-    return [sys.executable, "-u", *worker_args(cfg, run_dir, resume, script_args)]
+        return [*amptui_python("-u"), "-m", "amptui.trainer.scriptrun", str(run_dir), cfg.run.script,
+                *(script_args or [])]
+    return [*amptui_python("-u"), *worker_args(cfg, run_dir, resume, script_args)]
 
 
 def worker_args(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
@@ -117,10 +117,8 @@ def torchrun_args(cfg: cfgmod.Config, run_dir: Path, resume: bool = False,
             raise UserError(f"torch {torch.__version__}'s torchrun has no {option} option, which amptui needs "
                             "for this run; install a torch that amptui supports (see pyproject.toml)")
         args += [spelling] if value is None else [spelling, value]
-    worker = worker_args(cfg, run_dir, resume, script_args)
-    if worker[0] == "-m":
-        return args + worker
-    return args + ["--no-python", sys.executable, "-u", *worker]
+    # torchrun's own `-m` would start `python -u -m ...`, the working folder first on the path
+    return args + ["--no-python", *amptui_python("-u"), *worker_args(cfg, run_dir, resume, script_args)]
 
 
 def torchrun_env(cfg: cfgmod.Config, run_dir: Path) -> dict[str, str]:

@@ -31,6 +31,7 @@ from amptui.core.events import EventReader, EventWriter, primary_events_file
 from amptui.core.records import End, ErrorInfo
 from amptui.core.run import runlock, runs
 from amptui.core.run.runstate import fold
+from amptui.jobs.spawn import SAFE_PATH
 
 # Keys the job sets itself, from the command's options (each node's rank comes from SLURM).
 OWN_KEYS = {"dist.nnodes": "--nodes", "dist.nproc_per_node": "--gpus-per-node",
@@ -170,7 +171,7 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
         "export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank ${rank}] '  # each output line names its rank",
         "",
         "# The run folder, made once on this (the first) node from the preset below; \"auto\" is decided here.",
-        f'RUN_DIR=$("$PYTHON" -m amptui.jobs.slurm prepare "$RUNS_DIR" <<\'{HEREDOC_END}\'',
+        f'RUN_DIR=$("$PYTHON" {SAFE_PATH} -m amptui.jobs.slurm prepare "$RUNS_DIR" <<\'{HEREDOC_END}\'',
         preset_toml.rstrip("\n"),
         HEREDOC_END,
         ")",
@@ -188,8 +189,10 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
         "bash -c 'exec \"$TORCHRUN\" \\",
         f"    --nnodes {spec.nodes} --nproc_per_node {spec.procs_per_node} {rendezvous} \\",
         f"    --max_restarts {cfg.dist.max_restarts} --log_dir \"$RUN_DIR/torchrun/node$SLURM_NODEID\" --tee 3 \\",
-        "    -m amptui.trainer \"$RUN_DIR\"' 2>&1 | tee -a \"$RUN_DIR/output.log\" || status=$?",
-        '"$PYTHON" -m amptui.jobs.slurm finish "$RUN_DIR" "$status"',
+        # torchrun's own -m would put the working folder first on the ranks' path (jobs/spawn.py SAFE_PATH)
+        f"    --no-python \"$PYTHON\" -u {SAFE_PATH} -m amptui.trainer \"$RUN_DIR\"' 2>&1 | tee -a \"$RUN_DIR/output.log\" "
+        "|| status=$?",
+        f'"$PYTHON" {SAFE_PATH} -m amptui.jobs.slurm finish "$RUN_DIR" "$status"',
         'exit "$status"',
     ]
     return "\n".join(lines) + "\n"

@@ -2,17 +2,31 @@
 
 Nothing of amptui but core.safefile (core's launcher imports it): a new session (setsid), so closing the
 terminal or quitting the dashboard never takes it down; stdin from /dev/null; stdout and stderr
-appended to a log file.
+appended to a log file. And the one way amptui names the Python that runs `-m amptui...`.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from amptui.core import safefile
+
+# `python -m amptui...` puts the working folder first on the import path, so an `amptui/` there
+# would run instead of amptui (as the user, in every tab of `amptui serve`). -P (Python 3.11+)
+# leaves it off and keeps PYTHONPATH and the user's site-packages; 3.10 has only -I, which drops
+# those too. User code that relies on the working folder (a preset's model.factory, a script's
+# own folder) puts it back itself, after amptui is imported (core/usercode.py, trainer/scriptrun.py).
+SAFE_PATH = "-P" if sys.version_info >= (3, 11) else "-I"
+
+
+def amptui_python(*flags: str) -> list[str]:
+    """This Python with `flags`, started so that nothing is imported from the working folder:
+    what every `python -m amptui...` amptui starts begins with."""
+    return [sys.executable, *flags, SAFE_PATH]
 
 
 def spawn(command: Sequence[str], log: Path, *, env: Mapping[str, str] | None = None,

@@ -144,7 +144,11 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
     # As `python SCRIPT` (its folder first on the import path) or `python -m MODULE` (the
     # current folder first): its argv, its __main__.
     sys.argv = [script if module is None else module, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(script)) if module is None else os.getcwd()
+    first = os.path.dirname(os.path.abspath(script)) if module is None else os.getcwd()
+    if getattr(sys.flags, "safe_path", False) or sys.flags.isolated:  # jobs.spawn.SAFE_PATH: nothing was put first
+        sys.path.insert(0, first)
+    else:
+        sys.path[0] = first
     stderr = sys.stderr
     sys.stderr = tail = StderrTail(stderr)  # the script's last words, should it exit with a code
     try:

@@ -14,6 +14,8 @@ from textual import work
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from amptui.dashboard.screens.keys import why_off
+
 if TYPE_CHECKING:  # the app imports the screens: a runtime import here would close a circle
     from textual.widget import Widget
 
@@ -60,10 +62,10 @@ class DashboardScreen(Screen):
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "why_not":
             return True
-        return self.refusal(action) is None
+        return why_off(self, action) is None
 
     def action_why_not(self, action: str) -> None:
-        reason = self.refusal(action)
+        reason = why_off(self, action)
         if reason:
             self.notify(reason, severity="warning", timeout=6)
 

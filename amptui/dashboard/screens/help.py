@@ -11,6 +11,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from amptui.dashboard.keymap import keys_of
+from amptui.dashboard.screens.keys import why_off
 
 
 def key_rows(screen: Screen) -> list[tuple[str, str, str]]:
@@ -28,8 +29,7 @@ def key_rows(screen: Screen) -> list[tuple[str, str, str]]:
             display = app.get_key_display(Binding(key, binding.action))
             if display not in shown:
                 shown.append(display)
-    refusal = getattr(screen, "refusal", lambda a: None)
-    rows = [(", ".join(shown), what, refusal(action.split("(")[0]) or "") for (action, what), shown in keys.items()]
+    rows = [(", ".join(shown), what, why_off(screen, action.split("(")[0]) or "") for (action, what), shown in keys.items()]
     # KEY_HELP, not Textual's HELP (a widget's markdown for its help panel): keys that BINDINGS cannot show
     for key, what in getattr(screen, "KEY_HELP", {}).items():
         rows.append((key, what, ""))

@@ -5,6 +5,10 @@ apply now (or None; base.DashboardScreen). The footer then hides the key (Textua
 pressing it anyway reaches a hidden fallback binding that shows the reason, so no key is ever
 silently dead.
 
+A read-only dashboard (`amptui serve --read-only`, told by READ_ONLY_ENV) leaves off, here and only
+here (`why_off`), every action that starts, stops, changes or deletes something: the key is hidden,
+pressed anyway it says why, the help lists it as off.
+
 Each screen's first binding of an action gets an id, `scope.action` ("home.run", "run.stop"): the
 name a keymap in amptui's config file remaps it by (dashboard/keymap.py), and the command palette
 lists. Later bindings of the same action (escape beside q) are fixed aliases.
@@ -16,6 +20,21 @@ import re
 from dataclasses import replace
 
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+READ_ONLY_ENV = "AMPTUI_READ_ONLY"  # "1" in the dashboards `amptui serve --read-only` starts
+READ_ONLY_WHY = "read-only: served with --read-only"
+# What a read-only dashboard leaves off: the actions that start, stop, resume, delete, or write a preset.
+CHANGES = frozenset({"run", "ab", "tune", "script", "save_as", "resume", "delete", "stop", "save_winner"})
+
+
+def why_off(screen: Screen, action: str) -> str | None:
+    """Why `action` does not apply on `screen` now (None: it does): off in a read-only dashboard,
+    else the screen's own `refusal`. The footer, a key's fallback, the help and the palette ask here."""
+    if action in CHANGES and getattr(screen.app, "read_only", False):
+        return READ_ONLY_WHY
+    refusal = getattr(screen, "refusal", None)
+    return refusal(action) if refusal is not None else None
 
 
 def action_name(action: str) -> str:
@@ -42,10 +61,11 @@ def _named(scope: str, bindings: list[Binding]) -> list[Binding]:
 def with_reasons(bindings: list[Binding], actions: tuple[str, ...], scope: str) -> list[BindingType]:
     """BINDINGS (named in `scope`) plus, for each action that can be refused, a hidden binding on
     the same key that says why (Textual tries the next binding of a key when check_action refuses
-    the first). The fallback shares the action's id, so a remapped key keeps its reason."""
+    the first; CHANGES get one too, for a read-only dashboard). The fallback shares the action's id,
+    so a remapped key keeps its reason."""
     bindings = _named(scope, bindings)
     out: list[BindingType] = list(bindings)
     for b in bindings:
-        if b.action in actions:
+        if b.action in actions or b.action in CHANGES:
             out.append(Binding(b.key, f"why_not('{b.action}')", b.description, show=False, id=b.id))
     return out
