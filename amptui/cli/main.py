@@ -151,13 +151,23 @@ def _print_emulation_notes(summaries) -> None:
 
 def cmd_stop(args) -> int:
     from amptui.core.run import runs
-    from amptui.jobs import launch
+    from amptui.jobs import forcestop, launch
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir, writable=True), args.run_id)
-    info = launch.stop(run_dir)
-    if info.status == "running":
-        print(f"run {info.run_id}: stop requested; still finishing its current step (check `amptui runs`)")
-        return 1
+    grace = args.grace
+    if runs.load_run(run_dir).status == "running":  # never a silent wait (a refusal says its own line)
+        print(f"run {run_dir.name}: stop requested; waiting up to {grace:g} s for it to stop "
+              "(then its processes are killed)", file=sys.stderr, flush=True)
+    info = launch.stop(run_dir, wait_s=grace)
+    if info.status == "running":  # no answer: a deadlocked script, or one that ignores the stop
+        writer = forcestop.writer_process(run_dir)
+        if writer is None:
+            print(f"run {info.run_id}: stop requested; no answer after {grace:g} s and its process is not "
+                  "on this machine (check `amptui runs`)")
+            return 1
+        forcestop.end_processes(writer)
+        print(f"run {info.run_id}: stopped (killed after {grace:g} s without an answer)")
+        return 0
     print(f"run {info.run_id}: {info.status} at step {info.step}")
     return 0 if info.status == "stopped" else 1
 

@@ -48,7 +48,19 @@ def examples(width: int | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+STOP_GRACE_S = 30.0  # `amptui stop` waits this long for the run's next step record, then kills it
+
 PRESET_HELP = "a built-in or saved preset name (amptui presets list), or a path to a .toml file"
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
 
 
 def run_id_argument(parser: argparse.ArgumentParser, help: str) -> None:
@@ -95,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stop", help="stop a running run gracefully (checkpoint, then status stopped)")
     run_id_argument(p, "the run to stop")
+    p.add_argument("--grace", type=positive_seconds, default=STOP_GRACE_S, metavar="SECONDS",
+                   help=f"how long to wait for the run to stop at its next step before its processes are "
+                        f"killed (SIGTERM, then SIGKILL; default {STOP_GRACE_S:g})")
     runs_dir_option(p)
 
     p = sub.add_parser("resume", help="continue a stopped, failed or killed run from its last checkpoint")

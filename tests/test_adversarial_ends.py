@@ -1,0 +1,73 @@
+"""How runs end when they do not end politely (issue 32, findings 4-10): a stop nobody answers, a
+full disk, a config.toml that is not a file, a live run whose lock and run.json are gone, a script's
+exit code, a huge keymap binding. Real processes and files; each test under a timeout."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+from conftest import amptui, started
+
+from amptui.core.run import runs
+
+# A script that deadlocks after os.fork(): the child waits for a lock whose holder thread does
+# not exist in it; the parent waits for the child. It never reaches an optimizer step.
+DEADLOCK = """import os, sys, threading, time
+lock = threading.Lock()
+def hold():
+    with lock:
+        time.sleep(3600)
+threading.Thread(target=hold, daemon=True).start()
+time.sleep(0.2)
+child = os.fork()
+if child == 0:
+    lock.acquire()
+    os._exit(0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(f"{os.getpid()} {child}")
+os.waitpid(child, 0)
+"""
+
+
+def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {what}")
+        time.sleep(step)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+# --- finding 4: a stop nobody answers ----------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_stop_of_a_script_that_deadlocked_after_fork_kills_it_and_says_so(isolated, runs_dir):
+    script, pids = isolated / "deadlock.py", isolated / "pids"
+    script.write_text(DEADLOCK)
+    proc = amptui("run", "--detach", "--script", str(script), "--runs-dir", str(runs_dir), "--", str(pids), check=True)
+    run_dir = runs_dir / started(proc.stdout)["run_id"]
+    wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2, 90, "the script forked")
+    parent, child = (int(p) for p in pids.read_text().split())
+    try:
+        stop = amptui("stop", run_dir.name, "--grace", "2", "--runs-dir", str(runs_dir))
+        assert stop.returncode == 0, (stop.stdout, stop.stderr)
+        assert stop.stdout.strip() == f"run {run_dir.name}: stopped (killed after 2 s without an answer)"
+        assert "waiting up to 2 s" in stop.stderr  # it said what it waits for before it waited
+        wait_until(lambda: gone(parent) and gone(child), 30, "both processes gone")
+        assert runs.load_run(run_dir).status == "killed"
+    finally:
+        for pid in (parent, child):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
