@@ -71,3 +71,23 @@ def test_stop_of_a_script_that_deadlocked_after_fork_kills_it_and_says_so(isolat
                 os.kill(pid, 9)
             except OSError:
                 pass
+
+
+# --- finding 8: a script's exit code is amptui's ---------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("body,code,words", [
+    ("import sys\nsys.exit(3)\n", 3, "exit code 3"),
+    ("import os\nos._exit(5)\n", 5, "exit code 5"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", 137, "killed by SIGKILL"),
+])
+def test_a_scripts_exit_code_and_signal_are_passed_on_and_the_run_failed_says_it(isolated, runs_dir, body,
+                                                                                  code, words):
+    script = isolated / "ends.py"
+    script.write_text(body)
+    proc = amptui("run", "--script", str(script), "--runs-dir", str(runs_dir))
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and words in proc.stderr, proc.stderr
+    (info,) = runs.list_runs(runs_dir)
+    assert info.status == "failed" and words in info.error

@@ -157,6 +157,9 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
                        f"output: {RunFolder(run_dir).output_log}",
                  run_id=run_dir.name, run_dir=run_dir.resolve(), pid=proc.pid, log=RunFolder(run_dir).output_log.resolve())
         return 0
+    from amptui.jobs import scriptexit
+
+    began = time.time()
     printer = ProgressPrinter(label=label)
     followed = _follow(run_dir, proc, offset, printer)
     if followed is None:
@@ -166,13 +169,19 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
         proc.wait(timeout=30)
     except Exception:
         pass
+    script = scriptexit.lone_script(run_dir)
+    if end is None and script and proc.returncode is not None:  # os._exit, a signal: we write its end
+        end = scriptexit.record_exit(run_dir, offset, began, proc.returncode)
     info = runs.load_run(run_dir)
     printer.finish(info.duration_s)
     if label:
         if stopping:
             return 130
         return 0 if end is not None and end["status"] == "completed" else 1
-    return _report_end(run_dir, proc, end, info, stopping)
+    code = _report_end(run_dir, proc, end, info, stopping)
+    if script and code == 1 and proc.returncode:  # the script's own exit code (a signal: 128+N)
+        return scriptexit.shell_code(proc.returncode)
+    return code
 
 
 def _follow(run_dir: Path, proc, offset: int, printer) -> tuple[dict | None, bool] | None:
