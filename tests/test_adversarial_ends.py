@@ -5,11 +5,12 @@ exit code, a huge keymap binding. Real processes and files; each test under a ti
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import psutil
 import pytest
-from conftest import amptui, started
+from conftest import amptui, one_clear_line, started
 
 from amptui.core.run import runs
 
@@ -91,3 +92,37 @@ def test_a_scripts_exit_code_and_signal_are_passed_on_and_the_run_failed_says_it
     assert "Traceback" not in proc.stderr and words in proc.stderr, proc.stderr
     (info,) = runs.list_runs(runs_dir)
     assert info.status == "failed" and words in info.error
+
+
+# --- finding 5: a full disk before `ab` or `tune` -----------------------------------------------------------
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A runs folder on a 64 KiB tmpfs filled to the last block (skipped where mount is not permitted)."""
+    place = tmp_path / "full"
+    place.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(place)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        (place / "runs").mkdir()
+        fd = os.open(place / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"x" * 4096):
+                pass
+        except OSError:
+            pass  # ENOSPC: full
+        finally:
+            os.close(fd)
+        yield place / "runs"
+    finally:
+        subprocess.run(["umount", "-l", str(place)], capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("command", [["ab", "quickstart"], ["ab", "quickstart", "--detach"], ["tune", "quickstart"]])
+def test_a_full_disk_before_ab_or_tune_is_one_line_and_leaves_nothing(full_disk, command):
+    line = one_clear_line(amptui(*command, "--runs-dir", str(full_disk)))
+    assert "No space left on device" in line
+    assert list(full_disk.iterdir()) == []  # no .ab folder, no lock, no result file
