@@ -4,6 +4,7 @@ exit code, a huge keymap binding. Real processes and files; each test under a ti
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -126,3 +127,23 @@ def test_a_full_disk_before_ab_or_tune_is_one_line_and_leaves_nothing(full_disk,
     line = one_clear_line(amptui(*command, "--runs-dir", str(full_disk)))
     assert "No space left on device" in line
     assert list(full_disk.iterdir()) == []  # no .ab folder, no lock, no result file
+
+
+# --- finding 9: the keymap check is linear ----------------------------------------------------------------
+
+@pytest.mark.timeout(120)  # quadratic, 20,000 keys took 81 s and 200,000 never finished
+@pytest.mark.parametrize("first,says", [("f1", "'f1' is also app.help's key on the home screen"), ("x0", "")])
+def test_a_binding_of_200000_keys_is_checked_and_its_clash_named(isolated, cli, first, says):
+    from amptui.core import userconfig
+
+    keys = ",".join([first] + [f"x{i}" for i in range(1, 200_000)])
+    path = userconfig.config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'[keymap]\n"home.run" = "{keys}"\n')
+    proc = cli("keys", "--format", "json")
+    if says:
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr[:300]
+    else:
+        assert proc.returncode == 0, proc.stderr[:300]
+        actions = {a["action"]: a["keys"] for a in json.loads(proc.stdout)["actions"]}
+        assert actions["home.run"] == keys

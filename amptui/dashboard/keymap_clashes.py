@@ -61,18 +61,20 @@ def clashes(keymap: dict[str, str]) -> list[tuple[str, str, str, str]]:
     app_keys = _keys(AmptuiApp, keymap)
     if AmptuiApp.ENABLE_COMMAND_PALETTE:
         app_keys.append(_Key(normal_key(AmptuiApp.COMMAND_PALETTE_BINDING), "the command palette", False))
-    found = []
+    found: dict[tuple[str, str, str, str], None] = {}  # ordered, and a membership test in O(1)
     for scope, screen in screen_scopes().items():
         keys = _keys(screen, keymap) + app_keys
-        for mine in keys:
+        actions_of: dict[str, dict[str, None]] = {}  # key -> the actions that have it, in order
+        for one in keys:
+            actions_of.setdefault(one.key, {})[one.action] = None
+        for mine in keys:  # linear: each key meets only the actions that share it (a keymap may be huge)
             if not mine.remapped:
                 continue
-            for other in keys:
-                pair = (scope, mine.key, mine.action, other.action)
-                if other.key == mine.key and other.action != mine.action and pair not in found \
-                        and (scope, mine.key, other.action, mine.action) not in found:
-                    found.append(pair)
-    return found
+            for other in actions_of[mine.key]:
+                pair = (scope, mine.key, mine.action, other)
+                if other != mine.action and pair not in found and (scope, mine.key, other, mine.action) not in found:
+                    found[pair] = None
+    return list(found)
 
 
 def check_clashes(keymap: dict[str, str], source: str) -> None:
