@@ -163,3 +163,15 @@ def test_a_config_toml_that_is_not_a_file_lists_damaged_and_can_be_deleted(tmp_p
     proc = cli("runs", "delete", run.name, "--yes", "--runs-dir", str(root))
     assert proc.returncode == 0 and proc.stdout.strip() == f"deleted run {run.name}", (proc.stdout, proc.stderr)
     assert not run.exists() and good.is_dir()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["fifo", "zero"])
+def test_watch_svg_of_a_damaged_run_says_damaged_without_waiting_out_its_deadline(hostile_root, name):
+    """Issue 32 finding 10: the picture waited its whole deadline (30 s) for records that never come."""
+    from amptui.dashboard.app import headless_svg
+    from amptui.dashboard.screens.run import RunScreen
+
+    run = hostile_root / f"20990101-000000-{name}"
+    svg = headless_svg(lambda: RunScreen(run, standalone=True), hostile_root, (120, 40), timeout_s=600)
+    assert "damaged" in svg and "killed" not in svg

@@ -277,8 +277,8 @@ class RunScreen(RunPanels, RunNumerics, RunControls, KeysMixin, DashboardScreen)
         """Everything read so far is on the screen (a picture taken now shows the run as read)."""
         m = self.model
         with m.lock:
-            written = (not m.loading and m.records > 0 and self._rendered == m.version
-                       and self._log_seq == m.log_seq)
+            written = (not m.loading and (m.records > 0 or bool(m.damaged)) and self._rendered == m.version
+                       and self._log_seq == m.log_seq)  # damaged: nothing more will come to read
         # a written log line shows once the log has scrolled to it (after the next refresh)
         return written and self.query_one("#log", RunLog).is_vertical_scroll_end
 
