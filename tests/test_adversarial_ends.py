@@ -97,20 +97,21 @@ def test_a_scripts_exit_code_and_signal_are_passed_on_and_the_run_failed_says_it
 
 # --- finding 5: a full disk before `ab` or `tune` -----------------------------------------------------------
 
-@pytest.fixture
-def full_disk(tmp_path):
-    """A runs folder on a 64 KiB tmpfs filled to the last block (skipped where mount is not permitted)."""
-    place = tmp_path / "full"
+def small_disk(place, size_k: int, free_k: int):
+    """A runs folder on a tmpfs of `size_k` KiB with about `free_k` KiB left free (skipped where
+    mount is not permitted)."""
     place.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(place)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_k}k", "tmpfs", str(place)],
+                             capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
     try:
         (place / "runs").mkdir()
         fd = os.open(place / "filler", os.O_WRONLY | os.O_CREAT)
         try:
-            while os.write(fd, b"x" * 4096):
-                pass
+            left = (size_k - free_k) * 1024
+            while left > 0 and (written := os.write(fd, b"x" * min(4096, left))):
+                left -= written
         except OSError:
             pass  # ENOSPC: full
         finally:
@@ -118,6 +119,12 @@ def full_disk(tmp_path):
         yield place / "runs"
     finally:
         subprocess.run(["umount", "-l", str(place)], capture_output=True)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A runs folder on a 64 KiB tmpfs filled to the last block."""
+    yield from small_disk(tmp_path / "full", 64, 0)
 
 
 @pytest.mark.slow
@@ -147,3 +154,30 @@ def test_a_binding_of_200000_keys_is_checked_and_its_clash_named(isolated, cli, 
         assert proc.returncode == 0, proc.stderr[:300]
         actions = {a["action"]: a["keys"] for a in json.loads(proc.stdout)["actions"]}
         assert actions["home.run"] == keys
+
+
+@pytest.fixture
+def nearly_full_disk(tmp_path):
+    """A runs folder on a 1 MiB tmpfs with room for a few hundred step records."""
+    yield from small_disk(tmp_path / "small", 1024, 300)
+
+
+# --- finding 10 (a): the disk filling mid-run -------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_disk_that_fills_mid_run_ends_the_run_failed_with_no_space_left(nearly_full_disk):
+    runs_dir = nearly_full_disk
+    proc = amptui("run", "quickstart", "--set", "run.device=cpu", "--set", "data.batch_size=8",
+                  "--set", "data.img_size=8", "--set", "model.width=4", "--set", "data.train_samples=100000",
+                  "--set", "data.val_samples=16", "--set", "log.every=1", "--set", "run.max_steps=100000",
+                  "--set", "log.checkpoint_every_steps=1000000", "--runs-dir", str(runs_dir),
+                  env={"OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 1 and "No space left on device" in proc.stderr, (proc.stdout, proc.stderr[-500:])
+    (info,) = runs.list_runs(runs_dir)
+    assert info.status == "failed" and "No space left on device" in info.error
+    run_dir = runs_dir / info.run_id
+    lines = (run_dir / "events.jsonl").read_text().split("\n")
+    assert lines[-1] == "" and json.loads(lines[-2])["kind"] == "end"  # whole lines, the last the end
+    assert all(json.loads(line) for line in lines[:-1])
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(".")) == []  # the reserve is gone
