@@ -181,3 +181,44 @@ def test_a_disk_that_fills_mid_run_ends_the_run_failed_with_no_space_left(nearly
     assert lines[-1] == "" and json.loads(lines[-2])["kind"] == "end"  # whole lines, the last the end
     assert all(json.loads(line) for line in lines[:-1])
     assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(".")) == []  # the reserve is gone
+
+
+# --- finding 10 (b): a killed DDP rank is named with its signal -----------------------------------------
+
+def _failure(tmp_path, rank: int, exitcode: int, message: str | None, t: float):
+    """torchrun's record of one failed rank: with the error file `@record` writes (`message`), or
+    none (a rank killed by a signal writes nothing)."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    error_file = tmp_path / f"error{rank}.json"
+    if message is not None:
+        error_file.write_text(json.dumps({"message": {"message": message, "extraInfo": {
+            "py_callstack": "Traceback ...", "timestamp": str(int(t)), "amptui_time": t}}}))
+    return ProcessFailure(local_rank=rank, pid=1000 + rank, exitcode=exitcode, error_file=str(error_file))
+
+
+@pytest.mark.parametrize("signum", [9, 11])
+def test_a_rank_killed_by_a_signal_is_named_not_the_survivors_connection_error(tmp_path, signum):
+    import signal
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from amptui.trainer.torchrun import first_failure
+
+    survivor = _failure(tmp_path, 0, 1, "RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection reset by peer",
+                        time.time() - 1)  # recorded, and even before torchrun saw the killed rank
+    killed = _failure(tmp_path, 1, -signum, None, time.time())
+    rank, error = first_failure(ChildFailedError("train", {0: survivor, 1: killed}))
+    name = signal.Signals(signum).name
+    assert rank == 1 and error["rank"] == 1 and error["message"] == f"rank 1 was killed ({name})", error
+
+
+def test_a_rank_that_raised_is_still_named_with_its_exception_and_torchruns_sigterm_is_no_cause(tmp_path):
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from amptui.trainer.torchrun import first_failure
+
+    raised = _failure(tmp_path, 1, 1, "RuntimeError: injected failure at step 3 on rank 1", time.time())
+    stopped = _failure(tmp_path, 0, -15, None, time.time())  # the survivor torchrun stopped
+    rank, error = first_failure(ChildFailedError("train", {0: stopped, 1: raised}))
+    assert rank == 1 and error["type"] == "RuntimeError" and "injected failure" in error["message"]
