@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tracemalloc
 from pathlib import Path
 
@@ -128,3 +129,49 @@ def test_a_50mb_torn_line_keeps_the_run_screen_bounded_and_counts_one_bad_line(t
         if not tail.poll():
             break
     assert model.end is not None and model.bad_lines == 1
+
+
+# --- issue 32 finding 6: config.toml that is not a regular file ----------------------------------------
+
+def _config_not_a_file(root: Path, kind: str) -> Path:
+    run = _run(root, f"config{kind}")
+    config = run / "config.toml"
+    config.unlink()
+    if kind == "fifo":
+        os.mkfifo(config)
+    elif kind == "zero":
+        config.symlink_to("/dev/zero")
+    else:
+        try:
+            os.mknod(config, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's own device numbers
+        except PermissionError:
+            pytest.skip("mknod is not permitted here")
+    return run
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["fifo", "zero", "device"])
+def test_a_config_toml_that_is_not_a_file_lists_damaged_and_can_be_deleted(tmp_path, cli, kind):
+    from amptui.core.run.runs import list_runs
+
+    root = tmp_path / "runs"
+    good = _run(root, "good")
+    run = _config_not_a_file(root, kind)
+    infos = {info.run_id: info for info in list_runs(root)}  # under the timeout: nothing opened a FIFO
+    assert infos[run.name].status == "damaged" and "config.toml" in infos[run.name].error
+    assert infos[good.name].status == "completed"
+    proc = cli("runs", "delete", run.name, "--yes", "--runs-dir", str(root))
+    assert proc.returncode == 0 and proc.stdout.strip() == f"deleted run {run.name}", (proc.stdout, proc.stderr)
+    assert not run.exists() and good.is_dir()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["fifo", "zero"])
+def test_watch_svg_of_a_damaged_run_says_damaged_without_waiting_out_its_deadline(hostile_root, name):
+    """Issue 32 finding 10: the picture waited its whole deadline (30 s) for records that never come."""
+    from amptui.dashboard.app import headless_svg
+    from amptui.dashboard.screens.run import RunScreen
+
+    run = hostile_root / f"20990101-000000-{name}"
+    svg = headless_svg(lambda: RunScreen(run, standalone=True), hostile_root, (120, 40), timeout_s=600)
+    assert "damaged" in svg and "killed" not in svg

@@ -486,3 +486,63 @@ async def test_the_run_screen_asks_before_resuming_a_run_with_foreign_code(isola
         await pilot.pause(0.3)
         assert not notes and isinstance(app.screen, RunScreen)
     assert tree(run_dir) == before
+
+
+# --- issue 32 finding 7: delete judges liveness by the lock and by the recorded pids ---------------------
+
+def _session_by(run_dir: Path, pid: int, t: float) -> None:
+    """The run's events: one session begun at `t` by process `pid`, no end record (still running)."""
+    start = {"kind": "start", "t": t, "rank": 0, "run_id": run_dir.name, "preset": "quickstart", "config": {},
+             "precision": "fp32", "world_size": 1, "device": {}, "torch": "", "host": os.uname().nodename,
+             "pid": pid, "total_steps": 10}
+    write_records(run_dir, [start, {"kind": "step", "t": t + 1, "rank": 0, "step": 1, "loss": 1.0}])
+
+
+@pytest.mark.timeout(60)
+def test_delete_refuses_a_live_writer_whose_lock_file_and_run_json_are_gone(runs_dir):
+    from amptui.core.config import presets
+
+    run_dir, _ = launch.create_run(presets.find_preset("quickstart"), {"run.device": "cpu"}, runs_dir)
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _session_by(run_dir, writer.pid, time.time() + 1)  # the writer began before its start record
+        (run_dir / "run.json").write_text("{ damaged")
+        (run_dir / "lock").unlink(missing_ok=True)
+        before = tree(run_dir)
+        with pytest.raises(UserError, match="stop it before deleting it"):
+            runops.delete_run(run_dir)
+        assert tree(run_dir) == before  # nothing removed, no lock file left behind
+    finally:
+        writer.kill()
+        writer.wait(10)
+    runops.delete_run(run_dir)  # the writer is gone: the run was killed, and deletes
+    assert not run_dir.exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_pid_reused_after_the_start_record_does_not_keep_a_run(runs_dir):
+    from amptui.core.config import presets
+
+    run_dir, _ = launch.create_run(presets.find_preset("quickstart"), {"run.device": "cpu"}, runs_dir)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _session_by(run_dir, other.pid, time.time() - 3600)  # a record an hour older than that process
+        (run_dir / "run.json").write_text("{ damaged")
+        runops.delete_run(run_dir)
+        assert not run_dir.exists()
+    finally:
+        other.kill()
+        other.wait(10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_running_run_without_its_lock_file_and_with_damaged_run_json_is_never_deleted(runs_dir):
+    run_dir = start_detached(runs_dir)
+    step = wait_for_step(run_dir, 2)
+    (run_dir / "run.json").write_text("\x00 not json")
+    (run_dir / "lock").unlink()
+    with pytest.raises(UserError, match="stop it before deleting"):
+        runops.delete_run(run_dir)
+    wait_for_step(run_dir, step + 2)  # the trainer goes on writing its own folder
+    assert (run_dir / "config.toml").is_file()

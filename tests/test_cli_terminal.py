@@ -95,7 +95,7 @@ def test_a_script_that_exits_with_an_error_code_before_its_monitor_is_failed(run
     script = isolated / "train.py"
     script.write_text("import sys\nprint('usage: train.py --lr LR', file=sys.stderr)\nsys.exit(2)\n")
     proc = amptui("run", "--script", str(script))
-    assert proc.returncode == 1 and "SystemExit: exit code 2" in proc.stderr
+    assert proc.returncode == 2 and "SystemExit: exit code 2" in proc.stderr  # the script's exit code, passed on
     assert json.loads(amptui("runs", "--format", "json", check=True).stdout)[0]["status"] == "failed"
 
 

@@ -101,7 +101,7 @@ def test_a_bad_script_argument_fails_with_the_scripts_own_words(runs_dir, isolat
     (isolated / FLOAT32.name).write_text(FLOAT32.read_text())
     proc = amptui("run", "--script", FLOAT32.name, "--", "--bogus")
     said = "float32_args.py: error: unrecognized arguments: --bogus"
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr  # the script's own exit code (issue 32)
     assert f"SystemExit: exit code 2: {said}" in proc.stderr, proc.stderr
     run_dir = only_run(runs_dir)
     end = events(run_dir)[-1]

@@ -144,3 +144,13 @@ def test_amptui_run_script_with_a_hand_written_update_says_so_on_the_terminal(ru
     assert "no torch.optim optimizer stepped" in out and "amptui.Monitor" in out, out
     assert f"run {run_dir.name}: completed" in proc.stderr  # in a pipe: stdout is the script's
     assert by_kind(events(run_dir), "end")[-1]["steps"] == 0
+
+
+def test_two_threads_stepping_one_optimizer_count_each_optimizer_step_once(runs_dir, capsys):
+    """Issue 32 finding 10: 2 threads x 20 optimizer steps recorded 22 steps (or stopped recording on
+    a race); each optimizer step is one training step, counted under one lock."""
+    for _ in range(3):  # a race shows on some tries, not all
+        _, recs, error = record_script(runs_dir, "threads_step.py", "20", log_every=1)
+        assert error is None and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 40, recs[-1]
+        assert [s["step"] for s in by_kind(recs, "step")] == list(range(1, 41))
+        assert "recording stopped" not in capsys.readouterr().err

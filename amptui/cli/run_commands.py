@@ -50,6 +50,9 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
                        f"output: {RunFolder(run_dir).output_log}",
                  run_id=run_dir.name, run_dir=run_dir.resolve(), pid=proc.pid, log=RunFolder(run_dir).output_log.resolve())
         return 0
+    from amptui.jobs import scriptexit
+
+    began = time.time()
     echo = None
     out = sys.stdout
     if output_from is not None and not _is_terminal(sys.stdout):
@@ -67,6 +70,9 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
             proc.wait(timeout=30)
         except Exception:
             pass
+        script = scriptexit.lone_script(run_dir)
+        if end is None and script and proc.returncode is not None:  # os._exit, a signal: we write its end
+            end = scriptexit.record_exit(run_dir, offset, began, proc.returncode)
         if echo is not None:
             echo.poll(final=True)  # the script's last words (its traceback) before amptui's
     finally:
@@ -78,7 +84,10 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
         if stopping:
             return 130
         return 0 if end is not None and end["status"] == "completed" else 1
-    return _report_end(run_dir, proc, end, info, stopping, out)
+    code = _report_end(run_dir, proc, end, info, stopping, out)
+    if script and code == 1 and proc.returncode:  # the script's own exit code (a signal: 128+N)
+        return scriptexit.shell_code(proc.returncode)
+    return code
 
 
 def _is_terminal(stream) -> bool:

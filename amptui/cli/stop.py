@@ -6,19 +6,37 @@ the parser, so what a command needs loads in its handler (`amptui --help` answer
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 from amptui.cli.parser import run_id_argument, runs_dir_option
+
+STOP_GRACE_S = 30.0  # `amptui stop` waits this long for the run's next step record, then kills it
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("stop", help="stop a running run gracefully (checkpoint, then status stopped), or a "
                                     "whole A/B by its group id or label (ab2): no further variant starts")
     run_id_argument(p, "the run to stop (or an A/B's group id or label)")
+    p.add_argument("--grace", type=positive_seconds, default=STOP_GRACE_S, metavar="SECONDS",
+                   help=f"how long to wait for the run to stop at its next step before its processes are "
+                        f"killed (SIGTERM, then SIGKILL; default {STOP_GRACE_S:g})")
     runs_dir_option(p)
 
 
 def handle(args) -> int:
     from amptui.core.run import runs
-    from amptui.jobs import groups, launch
+    from amptui.jobs import forcestop, groups, launch
 
     root = runs.runs_root(args.runs_dir, writable=True)
     group = next((g for g in groups.groups(root) if args.run_id in (g.group_id, g.label)), None)
@@ -28,9 +46,19 @@ def handle(args) -> int:
               + (f"; {', '.join(stopping)} is stopping (checkpoint first)" if stopping else ""))
         return 0
     run_dir = runs.run_dir(root, args.run_id)
-    info = launch.stop(run_dir)
-    if info.status == "running":
-        print(f"run {info.run_id}: stop requested; still finishing its current step (check `amptui runs`)")
-        return 1
+    grace = args.grace
+    if runs.load_run(run_dir).status == "running":  # never a silent wait (a refusal says its own line)
+        print(f"run {run_dir.name}: stop requested; waiting up to {grace:g} s for it to stop "
+              "(then its processes are killed)", file=sys.stderr, flush=True)
+    info = launch.stop(run_dir, wait_s=grace)
+    if info.status == "running":  # no answer: a deadlocked script, or one that ignores the stop
+        writer = forcestop.writer_process(run_dir)
+        if writer is None:
+            print(f"run {info.run_id}: stop requested; no answer after {grace:g} s and its process is not "
+                  "on this machine (check `amptui runs`)")
+            return 1
+        forcestop.end_processes(writer)
+        print(f"run {info.run_id}: stopped (killed after {grace:g} s without an answer)")
+        return 0
     print(f"run {info.run_id}: {info.status} at step {info.step}")
     return 0 if info.status == "stopped" else 1

@@ -6,6 +6,7 @@ records except possibly a torn last line, which it leaves for the next read.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -15,7 +16,7 @@ from typing import IO, Any, Iterator
 
 from amptui.core.records import BY_KIND, COMMON_FIELDS, Record, field_types
 from amptui.core.run.runfiles import RunFolder
-from amptui.core.safefile import UnsafeFile, open_file
+from amptui.core.safefile import UnsafeFile, open_fd, open_file
 
 VERSION = 1
 KINDS = tuple(BY_KIND)
@@ -72,16 +73,47 @@ def _ends_torn(fh: IO[Any]) -> bool:
         return False
 
 
-class EventWriter:
-    """Appends records `{"v": 1, "kind", "t", "rank", ...}`; flushed at each record."""
+RESERVE_BYTES = 64 * 1024  # disk kept back for the end record: a run that fills the disk still ends `failed`
 
-    def __init__(self, path: Path, rank: int = 0):
+
+class EventWriter:
+    """Appends records `{"v": 1, "kind", "t", "rank", ...}`; flushed at each record.
+
+    `reserve`: hold RESERVE_BYTES of the disk in an unlinked file beside the events (no name in the
+    folder; the kernel frees it when its descriptor closes, a SIGKILL included). When the disk
+    fills, the reserve is given back, so the record being written (completed from its buffer) and
+    the `end` record that says "No space left on device" still fit."""
+
+    def __init__(self, path: Path, rank: int = 0, reserve: bool = False):
         self.path = Path(path)
         self.rank = rank
         # As data: never appended through a symlink, to a FIFO, or to a hard link's twin.
         self._fh = open_file(self.path, "a+")
         if _ends_torn(self._fh):
             self._fh.write("\n")  # a line torn by a crash (full disk) must not swallow our first record
+        self._reserve = _reserve_beside(self.path) if reserve else None
+
+    def _give_back(self) -> bool:
+        """Free the reserve (True if there was one)."""
+        if self._reserve is None:
+            return False
+        fd, self._reserve = self._reserve, None
+        try:
+            os.ftruncate(fd, 0)  # freed now, though forked DataLoader workers share the descriptor
+        except OSError:
+            pass
+        os.close(fd)
+        return True
+
+    def _flush(self, kind: str) -> None:
+        try:
+            self._fh.flush()
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or not self._give_back():
+                raise
+            if kind != "end":
+                raise  # the run fails on this; its end record then fits in what was given back
+            self._fh.flush()
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
         if kind not in KINDS:
@@ -89,7 +121,7 @@ class EventWriter:
         record = {"v": VERSION, "kind": kind, "t": round(time.time(), 6), "rank": self.rank}
         record.update(_clean(fields))
         self._fh.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self._fh.flush()
+        self._flush(kind)
         return record
 
     def write(self, record: Record) -> dict[str, Any]:
@@ -97,16 +129,37 @@ class EventWriter:
         return self.emit(record.KIND, **record.fields())
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+        try:
+            if not self._fh.closed:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+        finally:
+            self._give_back()
 
     def __enter__(self) -> "EventWriter":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _reserve_beside(path: Path) -> int | None:
+    """A descriptor of RESERVE_BYTES written to a file in `path`'s folder and unlinked at once;
+    None when the disk has not even that (then there is nothing to keep back)."""
+    reserve = path.with_name(f".{path.name}.{os.getpid()}.reserve")
+    try:
+        fd = open_fd(reserve, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    except OSError:
+        return None
+    try:
+        os.unlink(reserve)
+        os.write(fd, bytes(RESERVE_BYTES))  # written, not sparse: the blocks are ours
+        os.fsync(fd)
+        return fd
+    except OSError:
+        os.close(fd)
+        return None
 
 
 MAX_LINE_BYTES = 4 * 1024 * 1024  # no real record comes near; a longer line is skipped unread

@@ -60,18 +60,20 @@ def clashes(keymap: dict[str, str], scopes: Mapping[str, type]) -> list[tuple[st
     app_keys = _keys(app, keymap)
     if app.ENABLE_COMMAND_PALETTE:
         app_keys.append(_Key(normal_key(app.COMMAND_PALETTE_BINDING), "the command palette", False))
-    found = []
+    found: dict[tuple[str, str, str, str], None] = {}  # ordered, and a membership test in O(1)
     for scope, screen in scopes.items():
         if scope == "app":
             continue
         keys = _keys(screen, keymap) + app_keys
-        for mine in keys:
+        actions_of: dict[str, dict[str, None]] = {}  # key -> the actions that have it, in order
+        for one in keys:
+            actions_of.setdefault(one.key, {})[one.action] = None
+        for mine in keys:  # linear: each key meets only the actions that share it (a keymap may be huge)
             if not mine.remapped:
                 continue
-            for other in keys:
-                pair = (scope, mine.key, mine.action, other.action)
-                if other.key == mine.key and other.action != mine.action and pair not in found \
-                        and (scope, mine.key, other.action, mine.action) not in found:
-                    found.append(pair)
-    return found
+            for other in actions_of[mine.key]:
+                pair = (scope, mine.key, mine.action, other)
+                if other != mine.action and pair not in found and (scope, mine.key, other, mine.action) not in found:
+                    found[pair] = None
+    return list(found)
 

@@ -65,7 +65,10 @@ class Group:
         data = {"preset": self.preset_ref, "preset_name": self.preset, "overrides": self.overrides,
                 "variants_spec": self.variants_spec, "runs_root": str(self.path.parent.parent.resolve()),
                 **{k: v for k, v in asdict(self).items() if k in ("state", "runs", "variants", "error", "launch", "created")}}
-        atomic_write_text(self.path, json.dumps(data, indent=2) + "\n")
+        try:
+            atomic_write_text(self.path, json.dumps(data, indent=2) + "\n")
+        except OSError as exc:  # a full disk, a quota: one line, as `run` says it
+            raise UserError(f"cannot write the A/B's group file {self.path}: {exc.strerror or exc}") from None
 
     def update(self, **changes: Any) -> None:
         for key, value in changes.items():
@@ -79,15 +82,19 @@ class Group:
         try:
             yield self
         except UserError as exc:
-            self.update(state="failed", error=str(exc))
+            self._failed(str(exc))
             raise
         except KeyboardInterrupt:
-            self.update(state="failed", error=f"interrupted after {fmt_of(len(self.runs), len(self.variants))} "
-                                               "variants")
+            self._failed(f"interrupted after {fmt_of(len(self.runs), len(self.variants))} variants")
             raise
         except Exception as exc:
-            self.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+            self._failed(f"{type(exc).__name__}: {exc}")
             raise
+
+    def _failed(self, error: str) -> None:
+        """Record the failure if the disk lets us (the reason itself is said anyway)."""
+        with contextlib.suppress(UserError):
+            self.update(state="failed", error=error)
 
 
 def _read(path: Path) -> Group | None:
@@ -176,8 +183,14 @@ def create(root: Path, preset_ref: str, preset_name: str, overrides: dict[str, A
     identity ({"pid", "create_time", "host"}). Refuses a second A/B of the same preset while one
     is running (they would share the device and spoil each other's timings)."""
     folder = Path(root) / GROUPS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    with _locked(folder):
+    made = not os.path.lexists(folder)
+    with contextlib.ExitStack() as held:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            held.enter_context(_locked(folder))
+        except OSError as exc:  # the folder or its lock file (a full disk, a read-only folder)
+            _remove_new(folder, made)
+            raise UserError(f"cannot start an A/B in {root}: {exc.strerror or exc}") from None
         running = next((g for g in groups(root) if g.preset == preset_name and g.active), None)
         if running is not None:
             raise UserError(f"an A/B of {preset_name} is already running ({running.label}: "
@@ -185,10 +198,22 @@ def create(root: Path, preset_ref: str, preset_name: str, overrides: dict[str, A
         group_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{preset_name}-{os.urandom(2).hex()}"
         group = Group(group_id=group_id, path=folder / f"{group_id}.json", preset=preset_name, preset_ref=preset_ref,
                       overrides=dict(overrides), variants_spec=variants_spec, created=time.time())
-        group.save()
+        try:
+            group.save()
+        except UserError as exc:  # a full disk: nothing started yet, and nothing is left behind
+            _remove_new(folder, made)
+            raise UserError(f"cannot start an A/B in {root}: {str(exc).rpartition(': ')[2]}") from None
         try:
             group.update(launch=driver(group))
         except BaseException as exc:
-            group.update(state="failed", error=f"could not start the A/B: {exc}")
+            group._failed(f"could not start the A/B: {exc}")
             raise
     return find(root, group_id)
+
+
+def _remove_new(folder: Path, made: bool) -> None:
+    """Undo a group start that wrote nothing: the .ab folder and its lock file, if this start made them."""
+    if made:
+        with contextlib.suppress(OSError):
+            (folder / ".lock").unlink(missing_ok=True)
+            folder.rmdir()

@@ -67,7 +67,7 @@ class Trainer:
         self.stop_requested = False
         self.stop_file = RunFolder(run_dir).stop
         self.progress = Progress()
-        self.recorder = Recorder(EventWriter(events_file(run_dir, self.dist.rank), self.dist.rank), self.dist.rank,
+        self.recorder = Recorder(EventWriter(events_file(run_dir, self.dist.rank), self.dist.rank, reserve=True), self.dist.rank,
                                  self.dist.world_size, counters=self.progress,
                                  reduce=self.dist.all_sum if self.dist.enabled else None)
         self.recorder.echo = self.log

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import time
 from dataclasses import asdict
@@ -27,14 +28,22 @@ from amptui.jobs.stderrtail import StderrTail
 
 
 def first_failure(exc) -> tuple[int, dict]:
-    """The root cause among the failed ranks: the earliest recorded exception.
+    """The root cause among the failed ranks: a rank killed by a signal (SIGKILL: the OOM killer,
+    a user) first, else the earliest recorded exception.
 
-    Ranks that fail *because* another rank died (a collective whose peer vanished, or
-    the SIGTERM torchrun sends to the survivors) come later, or carry no error file.
+    Ranks that fail *because* another rank died (a collective whose peer vanished: gloo's
+    "Connection reset by peer", or the SIGTERM torchrun sends to the survivors) come later, or
+    carry no error file. A killed rank writes no error file; its exit code says the signal.
     """
+    killed = sorted((failure.timestamp, rank, failure.exitcode) for rank, failure in exc.failures.items()
+                    if _killed_by(failure) and _recorded(failure) is None)
+    if killed:
+        _, rank, _ = killed[0]
+        name = _killed_by(exc.failures[rank])
+        return rank, asdict(ErrorInfo("Killed", f"rank {rank} was killed ({name})", rank))
     failures = []
     for rank, failure in exc.failures.items():
-        data = failure.error_file_data.get("message") if isinstance(failure.error_file_data, dict) else None
+        data = _recorded(failure)
         recorded = isinstance(data, dict)
         if isinstance(data, dict):
             message, extra = data.get("message", ""), data.get("extraInfo", {})
@@ -48,6 +57,23 @@ def first_failure(exc) -> tuple[int, dict]:
     if not text:
         kind, text = "WorkerFailed", message or f"exit code {exitcode}"
     return rank, asdict(ErrorInfo(kind, text, rank, callstack))
+
+
+def _recorded(failure) -> dict | None:
+    """What the rank's error file says (written by `@record` in that rank), or None."""
+    data = failure.error_file_data.get("message") if isinstance(failure.error_file_data, dict) else None
+    return data if isinstance(data, dict) else None
+
+
+def _killed_by(failure) -> str:
+    """The signal that ended a rank ("SIGKILL"), or "" (an exit, or torchrun's own SIGTERM)."""
+    exitcode = failure.exitcode
+    if not isinstance(exitcode, int) or exitcode >= 0 or -exitcode == signal.SIGTERM:
+        return ""
+    try:
+        return signal.Signals(-exitcode).name
+    except ValueError:
+        return f"signal {-exitcode}"
 
 
 def main() -> int:

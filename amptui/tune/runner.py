@@ -12,6 +12,7 @@ Above core: it asks torch what this machine can do (bfloat16, fp8, the GPU's nam
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import statistics
@@ -62,8 +63,16 @@ class Search:
     # --- the plan ---------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.save()
+        made = not os.path.lexists(self.root)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._write()
+        except OSError as exc:  # a full disk before the first trial: one line, nothing left behind
+            if made:
+                with contextlib.suppress(OSError):
+                    self.root.rmdir()
+            raise UserError(f"cannot start tune {self.result['tune_id']} in {self.root}: "
+                            f"{exc.strerror or exc}") from None
         previous = self._watch_ctrl_c()
         try:
             try:
@@ -273,6 +282,12 @@ class Search:
     # --- the result -------------------------------------------------------------------------------
 
     def save(self) -> None:
+        try:
+            self._write()
+        except OSError as exc:  # a full disk, a quota (atomic: the last result written stays whole)
+            raise UserError(f"tune {self.result['tune_id']}: cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def _write(self) -> None:
         self.result["trials"] = T.as_dicts(self.trials)
         T.write_result(self.path, self.result)
 

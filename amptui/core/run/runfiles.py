@@ -7,6 +7,7 @@ Stdlib at import time: what reads or writes a config is imported where it is use
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -82,8 +83,10 @@ class RunFolder:
         return self.checkpoints / CHECKPOINT_INFO
 
     def is_run(self) -> bool:
-        """A folder is a run once its config.toml is there."""
-        return self.config.is_file()
+        """A folder is a run once its config.toml is there, whatever it is: one that is a FIFO, a
+        device or a link (never opened here; reading it refuses it) makes a `damaged` run, listed
+        and deletable, not a folder that vanishes."""
+        return os.path.lexists(self.config)
 
     def load_config(self) -> Config:
         """The run's resolved config: config.toml read as data (bounded, no symlink followed,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,15 +90,46 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
         raise UserError(f"run {run_dir.name} is running; stop it before deleting it") from None
     with lock:
         ended = runsmod.load_run(run_dir, own_lock=True).status != "killed"  # killed: no end record
-        if legacy and not ended and alive(runsmod.read_launch_info(run_dir)):
-            run.lock.unlink(missing_ok=True)  # refused: leave the folder as it was
-            raise UserError(f"run {run_dir.name} is running; stop it before deleting it")
+        # No end record and a free lock: a writer whose lock file was removed may still live. Its
+        # recorded pids, each with its start time, decide (run.json's; the last start record's).
+        # (Another host's pid is judged by the lock alone, unless the folder predates locks.)
+        launch = runsmod.read_launch_info(run_dir)
+        here = launch.get("host") in (None, socket.gethostname())
+        if not ended and ((legacy or here) and alive(launch) or session_writer_alive(run_dir)):
+            if legacy:
+                run.lock.unlink(missing_ok=True)  # refused: leave the folder as it was
+            raise UserError(f"run {run_dir.name} is running (its process lives, though it holds no lock); "
+                            "stop it before deleting it")
         trust.forget(run_dir, trust.run_code(run_dir))
         doomed = run_dir.with_name(f".deleting-{run_dir.name}-{os.getpid()}")
         os.rename(run_dir, doomed)  # from here no command finds the run
         shutil.rmtree(doomed, ignore_errors=True)
     if doomed.exists():
         raise UserError(f"run {run_dir.name} is gone from the list, but {doomed} could not be removed entirely")
+
+
+def session_writer_alive(run_dir: Path) -> bool:
+    """Is the process that wrote the run's last `start` record alive on this host? Only a process
+    created before that record can have written it: a later one that reuses the pid did not."""
+    from amptui.core.eventends import read_ends
+    from amptui.core.events import primary_events_file
+
+    starts = [r for r in read_ends(primary_events_file(run_dir)).records() if r.get("kind") == "start"]
+    if not starts:
+        return False
+    start = starts[-1]
+    pid, t = start.get("pid"), start.get("t")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not isinstance(t, (int, float)):
+        return False
+    if start.get("host") not in (None, socket.gethostname()):
+        return False  # written elsewhere: its lock (shared with this host or not) is all we can go by
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= t + 1.0
+    except psutil.Error:
+        return False
 
 
 def toml_value(value: Any) -> str:

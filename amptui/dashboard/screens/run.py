@@ -314,8 +314,8 @@ class RunScreen(DashboardScreen):
         """Everything read so far is on the screen (a picture taken now shows the run as read)."""
         m = self.model
         with m.lock:
-            return (not m.loading and m.records > 0 and self._rendered == m.version
-                    and all(panel.caught_up(m) for panel in self.panels))
+            return (not m.loading and (m.records > 0 or bool(m.damaged)) and self._rendered == m.version
+                    and all(panel.caught_up(m) for panel in self.panels))  # damaged: nothing more will come
 
     # --- the status's keys: the status panel decides whether they apply, and does them ---------------
     def refusal(self, action: str) -> str | None:

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
+
+# One lock for all of a script's hooks: a script that steps from several threads (one optimizer
+# shared, or one each) has its steps counted one optimizer step at a time, never two at once.
+_BOOKKEEPING = threading.RLock()
 
 
 def guarded(method):
@@ -14,7 +19,8 @@ def guarded(method):
         if self.off:
             return None
         try:
-            return method(self, *args)
+            with _BOOKKEEPING:
+                return method(self, *args)
         except StopRequested:
             raise KeyboardInterrupt("amptui stop") from None
         except Exception as exc:  # noqa: BLE001

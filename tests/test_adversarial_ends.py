@@ -1,0 +1,224 @@
+"""How runs end when they do not end politely (issue 32, findings 4-10): a stop nobody answers, a
+full disk, a config.toml that is not a file, a live run whose lock and run.json are gone, a script's
+exit code, a huge keymap binding. Real processes and files; each test under a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import psutil
+import pytest
+from conftest import amptui, one_clear_line, started
+
+from amptui.core.run import runs
+
+# A script that deadlocks after os.fork(): the child waits for a lock whose holder thread does
+# not exist in it; the parent waits for the child. It never reaches an optimizer step.
+DEADLOCK = """import os, sys, threading, time
+lock = threading.Lock()
+def hold():
+    with lock:
+        time.sleep(3600)
+threading.Thread(target=hold, daemon=True).start()
+time.sleep(0.2)
+child = os.fork()
+if child == 0:
+    lock.acquire()
+    os._exit(0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(f"{os.getpid()} {child}")
+os.waitpid(child, 0)
+"""
+
+
+def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {what}")
+        time.sleep(step)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+# --- finding 4: a stop nobody answers ----------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_stop_of_a_script_that_deadlocked_after_fork_kills_it_and_says_so(isolated, runs_dir):
+    script, pids = isolated / "deadlock.py", isolated / "pids"
+    script.write_text(DEADLOCK)
+    proc = amptui("run", "--detach", "--script", str(script), "--runs-dir", str(runs_dir), "--", str(pids), check=True)
+    run_dir = runs_dir / started(proc.stdout)["run_id"]
+    wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2, 90, "the script forked")
+    parent, child = (int(p) for p in pids.read_text().split())
+    try:
+        stop = amptui("stop", run_dir.name, "--grace", "2", "--runs-dir", str(runs_dir))
+        assert stop.returncode == 0, (stop.stdout, stop.stderr)
+        assert stop.stdout.strip() == f"run {run_dir.name}: stopped (killed after 2 s without an answer)"
+        assert "waiting up to 2 s" in stop.stderr  # it said what it waits for before it waited
+        wait_until(lambda: gone(parent) and gone(child), 30, "both processes gone")
+        assert runs.load_run(run_dir).status == "killed"
+    finally:
+        for pid in (parent, child):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+
+
+# --- finding 8: a script's exit code is amptui's ---------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("body,code,words", [
+    ("import sys\nsys.exit(3)\n", 3, "exit code 3"),
+    ("import os\nos._exit(5)\n", 5, "exit code 5"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", 137, "killed by SIGKILL"),
+])
+def test_a_scripts_exit_code_and_signal_are_passed_on_and_the_run_failed_says_it(isolated, runs_dir, body,
+                                                                                  code, words):
+    script = isolated / "ends.py"
+    script.write_text(body)
+    proc = amptui("run", "--script", str(script), "--runs-dir", str(runs_dir))
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and words in proc.stderr, proc.stderr
+    (info,) = runs.list_runs(runs_dir)
+    assert info.status == "failed" and words in info.error
+
+
+# --- finding 5: a full disk before `ab` or `tune` -----------------------------------------------------------
+
+def small_disk(place, size_k: int, free_k: int):
+    """A runs folder on a tmpfs of `size_k` KiB with about `free_k` KiB left free (skipped where
+    mount is not permitted)."""
+    place.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_k}k", "tmpfs", str(place)],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        (place / "runs").mkdir()
+        fd = os.open(place / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            left = (size_k - free_k) * 1024
+            while left > 0 and (written := os.write(fd, b"x" * min(4096, left))):
+                left -= written
+        except OSError:
+            pass  # ENOSPC: full
+        finally:
+            os.close(fd)
+        yield place / "runs"
+    finally:
+        subprocess.run(["umount", "-l", str(place)], capture_output=True)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A runs folder on a 64 KiB tmpfs filled to the last block."""
+    yield from small_disk(tmp_path / "full", 64, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("command", [["ab", "quickstart"], ["ab", "quickstart", "--detach"], ["tune", "quickstart"]])
+def test_a_full_disk_before_ab_or_tune_is_one_line_and_leaves_nothing(full_disk, command):
+    line = one_clear_line(amptui(*command, "--runs-dir", str(full_disk)))
+    assert "No space left on device" in line
+    assert list(full_disk.iterdir()) == []  # no .ab folder, no lock, no result file
+
+
+# --- finding 9: the keymap check is linear ----------------------------------------------------------------
+
+@pytest.mark.timeout(120)  # quadratic, 20,000 keys took 81 s and 200,000 never finished
+@pytest.mark.parametrize("first,says", [("f1", "'f1' is also app.help's key on the home screen"), ("x0", "")])
+def test_a_binding_of_200000_keys_is_checked_and_its_clash_named(isolated, cli, first, says):
+    from amptui.core import userconfig
+
+    keys = ",".join([first] + [f"x{i}" for i in range(1, 200_000)])
+    path = userconfig.config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'[keymap]\n"home.run" = "{keys}"\n')
+    proc = cli("keys", "--format", "json")
+    if says:
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr[:300]
+    else:
+        assert proc.returncode == 0, proc.stderr[:300]
+        actions = {a["action"]: a["keys"] for a in json.loads(proc.stdout)["actions"]}
+        assert actions["home.run"] == keys
+
+
+@pytest.fixture
+def nearly_full_disk(tmp_path):
+    """A runs folder on a 1 MiB tmpfs with room for a few hundred step records."""
+    yield from small_disk(tmp_path / "small", 1024, 300)
+
+
+# --- finding 10 (a): the disk filling mid-run -------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_disk_that_fills_mid_run_ends_the_run_failed_with_no_space_left(nearly_full_disk):
+    runs_dir = nearly_full_disk
+    proc = amptui("run", "quickstart", "--set", "run.device=cpu", "--set", "data.batch_size=8",
+                  "--set", "data.img_size=8", "--set", "model.width=4", "--set", "data.train_samples=100000",
+                  "--set", "data.val_samples=16", "--set", "log.every=1", "--set", "run.max_steps=100000",
+                  "--set", "log.checkpoint_every_steps=1000000", "--runs-dir", str(runs_dir),
+                  env={"OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 1 and "No space left on device" in proc.stderr, (proc.stdout, proc.stderr[-500:])
+    (info,) = runs.list_runs(runs_dir)
+    assert info.status == "failed" and "No space left on device" in info.error
+    run_dir = runs_dir / info.run_id
+    lines = (run_dir / "events.jsonl").read_text().split("\n")
+    assert lines[-1] == "" and json.loads(lines[-2])["kind"] == "end"  # whole lines, the last the end
+    assert all(json.loads(line) for line in lines[:-1])
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(".")) == []  # the reserve is gone
+
+
+# --- finding 10 (b): a killed DDP rank is named with its signal -----------------------------------------
+
+def _failure(tmp_path, rank: int, exitcode: int, message: str | None, t: float):
+    """torchrun's record of one failed rank: with the error file `@record` writes (`message`), or
+    none (a rank killed by a signal writes nothing)."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    error_file = tmp_path / f"error{rank}.json"
+    if message is not None:
+        error_file.write_text(json.dumps({"message": {"message": message, "extraInfo": {
+            "py_callstack": "Traceback ...", "timestamp": str(int(t)), "amptui_time": t}}}))
+    return ProcessFailure(local_rank=rank, pid=1000 + rank, exitcode=exitcode, error_file=str(error_file))
+
+
+@pytest.mark.parametrize("signum", [9, 11])
+def test_a_rank_killed_by_a_signal_is_named_not_the_survivors_connection_error(tmp_path, signum):
+    import signal
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from amptui.trainer.torchrun import first_failure
+
+    survivor = _failure(tmp_path, 0, 1, "RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection reset by peer",
+                        time.time() - 1)  # recorded, and even before torchrun saw the killed rank
+    killed = _failure(tmp_path, 1, -signum, None, time.time())
+    rank, error = first_failure(ChildFailedError("train", {0: survivor, 1: killed}))
+    name = signal.Signals(signum).name
+    assert rank == 1 and error["rank"] == 1 and error["message"] == f"rank 1 was killed ({name})", error
+
+
+def test_a_rank_that_raised_is_still_named_with_its_exception_and_torchruns_sigterm_is_no_cause(tmp_path):
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from amptui.trainer.torchrun import first_failure
+
+    raised = _failure(tmp_path, 1, 1, "RuntimeError: injected failure at step 3 on rank 1", time.time())
+    stopped = _failure(tmp_path, 0, -15, None, time.time())  # the survivor torchrun stopped
+    rank, error = first_failure(ChildFailedError("train", {0: stopped, 1: raised}))
+    assert rank == 1 and error["type"] == "RuntimeError" and "injected failure" in error["message"]
