@@ -69,7 +69,7 @@ def test_every_variant_round_trips_through_a_config():
         assert resolved.short == name and (resolved.autocast, resolved.scaler) == (p.autocast, p.scaler)
         if p.autocast:
             assert resolved == p
-    for bad in ("fp8", "bf16+", "bf16+cast", "", "+scaler"):
+    for bad in ("fp4", "fp8+scaler", "bf16+", "bf16+cast", "", "+scaler"):
         with pytest.raises(ValueError):
             Precision.from_variant(bad)
 

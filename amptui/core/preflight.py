@@ -68,6 +68,7 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     from amptui.core.usercode import check_factories
 
     check_fsdp(cfg)
+    check_float8(cfg)
     check_factories(cfg)
     check_tensorboard(cfg)
     check_weights(cfg)
@@ -97,6 +98,21 @@ def odd_combinations(cfg: cfgmod.Config) -> list[str]:
         notes.append("float16 autocast on the CPU: most CPUs compute float16 slowly; bfloat16 is the CPU's "
                      "fast format")
     return notes
+
+
+def check_float8(cfg: cfgmod.Config) -> None:
+    """amp.float8 needs torchao (the fp8 extra) and amptui's own trainer on one process or DDP."""
+    from amptui.core.config.precision import Precision
+
+    recipe = cfg.amp.float8
+    if recipe == "off" or cfg.run.script:  # a script converts its own model: the hooks only watch it
+        return
+    missing = Precision.from_config(cfg).mode.missing()
+    if missing:
+        raise UserError(f"amp.float8 = \"{recipe}\": {missing} (or --set amp.float8=off)")
+    if cfg.dist.mode in ("fsdp", "dp"):
+        raise UserError(f"amp.float8 with dist.mode = \"{cfg.dist.mode}\": amptui converts float8 linears for one "
+                        "process or DDP only; use dist.mode=ddp or none, or --set amp.float8=off")
 
 
 def check_tensorboard(cfg: cfgmod.Config) -> None:

@@ -29,6 +29,8 @@ DTYPES: dict[str, Dtype] = {d.name: d for d in (
 FULL = "float32"                      # what runs without autocast
 FULL_DTYPE = Dtype(FULL, "fp32", needs_scaler=False, max_finite=3.4028234663852886e38, smallest_normal=2.0 ** -126)
 REDUCE = "reduce"  # variant suffix: an FSDP policy that reduces gradients in its compute dtype ("bf16+reduce")
+# amp.float8's recipes (torchao), each with its variant name; every one runs on top of bfloat16 autocast
+FLOAT8_RECIPES: dict[str, str] = {"tensorwise": "fp8", "rowwise": "fp8-rowwise", "mxfp8": "mxfp8"}
 TF32 = "tf32"  # the variant: float32 without autocast, CUDA matmuls and convolutions on TF32 tensor cores
 
 

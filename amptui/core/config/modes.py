@@ -10,11 +10,12 @@ answered by the mode that owns it (`mode_of`). No torch here: a conversion is na
 
 from __future__ import annotations
 
+import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from amptui.core.config.dtypes import DTYPES, FULL, REDUCE, TF32, dtype_by_short
+from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, FULL, REDUCE, TF32, dtype_by_short
 
 if TYPE_CHECKING:  # precision.py imports this module: the value is only named in annotations
     from amptui.core.config.precision import Precision
@@ -28,6 +29,7 @@ class LoopFacts:
 
     autocast: tuple[str, str] | None = None      # the first enabled autocast with gradients on: (device, dtype)
     fsdp_policy: dict[str, str] | None = None    # an FSDP2-sharded model's policy (telemetry/fsdp_policy.py)
+    float8: str | None = None                    # the recipe of the float8 linears found in its models
 
 
 class PrecisionMode(ABC):
@@ -35,7 +37,7 @@ class PrecisionMode(ABC):
     answers for a Precision it owns."""
 
     name: str = ""
-    fsdp_only = False  # its variants need dist.mode = "fsdp"
+    group = ""  # "" offered everywhere; "fsdp": its variants need dist.mode = "fsdp"; "float8": torchao's
 
     # --- the names `ab` and `tune` take -----------------------------------------------------------
 
@@ -62,6 +64,10 @@ class PrecisionMode(ABC):
 
     def conversion(self, p: Precision) -> str | None:
         """"module:function" the trainer calls on the model before training (a module swap); None: none."""
+        return None
+
+    def missing(self) -> str | None:
+        """What this mode needs that is not installed, as the line that refuses it; None: nothing."""
         return None
 
     # (the GradScaler is `p.scaler` in every mode: "+scaler" in a variant, " + GradScaler" in words)
@@ -185,7 +191,7 @@ class FsdpPolicy(PrecisionMode):
     without autocast) and reduces gradients in `reduce`; no autocast context on top of it."""
 
     name = "fsdp"
-    fsdp_only = True
+    group = "fsdp"
 
     def variants(self) -> list[str]:
         return [n for d in DTYPES.values() for n in (f"{d.short}+{REDUCE}", f"{d.short}+{REDUCE}+{SCALER}")]
@@ -229,12 +235,62 @@ class FsdpPolicy(PrecisionMode):
         return {"amp.reduce_dtype": p.reduce}  # the "+reduce" variants: gradients reduced in the compute dtype
 
 
+class Float8(PrecisionMode):
+    """torchao's float8 training on top of autocast (amp.float8): the linears chosen by the trainer
+    (trainer/float8.py) are swapped for float8 ones, with tensorwise or rowwise scales or MXFP8."""
+
+    name = "float8"
+    group = "float8"
+    EXTRA = "pip install 'amptui[fp8]'"
+
+    def variants(self) -> list[str]:
+        return list(FLOAT8_RECIPES.values())
+
+    def parse(self, variant: str) -> dict[str, Any] | None:
+        recipe = next((r for r, v in FLOAT8_RECIPES.items() if v == variant), None)
+        if recipe is None:
+            return None
+        return {"autocast": True, "dtype": "bfloat16", "scaler": False, "float8": recipe}
+
+    def owns(self, p: Precision) -> bool:
+        return p.float8 != "off"
+
+    def autocast_dtype(self, p: Precision) -> str | None:
+        return p.dtype if p.autocast else None
+
+    def conversion(self, p: Precision) -> str | None:
+        return "amptui.trainer.float8:convert"
+
+    def missing(self) -> str | None:
+        if importlib.util.find_spec("torchao") is None:
+            return f"float8 training needs torchao, which is not installed: {self.EXTRA}"
+        return None
+
+    def detect(self, facts: LoopFacts) -> dict[str, Any]:
+        return {"amp.float8": facts.float8} if facts.float8 else {}
+
+    def short(self, p: Precision) -> str:
+        name = FLOAT8_RECIPES.get(p.float8, f"float8-{p.float8}")
+        if p.autocast and p.dtype == "bfloat16":
+            return name
+        return ((DTYPES[p.dtype].short if p.dtype in DTYPES else p.dtype) if p.autocast else "fp32") + "+" + name
+
+    def words(self, p: Precision) -> str:
+        return (f"autocast {p.dtype}" if p.autocast else "fp32") + f" + float8 {p.float8}"
+
+    def record(self, p: Precision) -> dict[str, Any]:
+        return {"float8": {"recipe": p.float8}}
+
+    def overrides(self, p: Precision) -> dict[str, object]:
+        return {"amp.float8": p.float8}
+
+
 # Every precision mode, in the order their variants are offered and a variant name is looked up.
-MODES: list[PrecisionMode] = [Full(), Tf32(), Autocast(), FsdpPolicy()]
+MODES: list[PrecisionMode] = [Full(), Tf32(), Autocast(), FsdpPolicy(), Float8()]
 
 
 def mode_of(p: Precision) -> PrecisionMode:
-    """The mode that owns `p`: the most specific first (FSDP over autocast)."""
+    """The mode that owns `p`: the most specific first (float8 and FSDP over autocast)."""
     return next(m for m in reversed(MODES) if m.owns(p))
 
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # config imports this module (its schema names the dtypes)
     from amptui.core.config.values import Config
 
 
-PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype")  # the keys a Precision decides
+PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype", "amp.float8")  # the keys a Precision decides
 # A run whose precision nobody has seen: a script before its loop's first step (or run with its hooks
 # off): never a config default. Runs lists, JSON and the dashboard say it through `precision_or_unseen`.
 UNSEEN = "not seen"
@@ -51,6 +51,7 @@ class Precision:
     # dist.mode = "fsdp": the dtype gradients are reduced in, and `autocast`/`dtype` name the
     # MixedPrecisionPolicy's param_dtype (no autocast context); None: not an FSDP policy
     reduce: str | None = None
+    float8: str = "off"  # amp.float8: torchao's recipe for the linears (on top of autocast), "off" without
 
     # --- built from ... ----------------------------------------------------------------------
 
@@ -68,7 +69,8 @@ class Precision:
         if scaler == "auto":
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
         reduce = getattr(amp, "reduce_dtype", FULL) if cfg.dist.mode == "fsdp" else None
-        return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast, reduce=reduce)
+        return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast, reduce=reduce,
+                   float8=amp.float8)
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
@@ -88,13 +90,19 @@ class Precision:
                 dtype = str(value["dtype"])
                 fsdp = value.get("fsdp")
                 reduce = str(fsdp["reduce_dtype"]) if isinstance(fsdp, Mapping) and "reduce_dtype" in fsdp else None
+                float8 = value.get("float8")
+                recipe = str(float8.get("recipe", "off")) if isinstance(float8, Mapping) else "off"
                 return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]), bool(value.get("tf32", False)),
-                           reduce=reduce)
+                           reduce=reduce, float8=recipe)
             except KeyError:
                 return None
         if isinstance(value, str) and value:
             base, _, rest = value.partition(" + ")
             scaler = "GradScaler" in rest
+            recipe = rest.partition("float8 ")[2].split(" ")[0] if "float8 " in rest else ""
+            if recipe:  # Float8 mode's words: "autocast bfloat16 + float8 rowwise"
+                low = base.startswith("autocast ")
+                return cls(low, base.removeprefix("autocast ") if low else next(iter(DTYPES)), scaler, float8=recipe)
             if base.startswith("FSDP ") and base.endswith(" reduce") and " params, " in base:  # self.words's
                 param, _, reduce = base.removeprefix("FSDP ").removesuffix(" reduce").partition(" params, ")
                 low = param != FULL
@@ -165,9 +173,14 @@ class Precision:
 def variant_names() -> list[str]:
     """fp32, tf32 (CUDA only), then each dtype without and with a GradScaler: the names `--variants`
     takes on any dist.mode (every mode's but the FSDP-only ones)."""
-    return [n for m in modes.MODES if not m.fsdp_only for n in m.variants()]
+    return [n for m in modes.MODES if not m.group for n in m.variants()]
 
 
 def fsdp_variant_names() -> list[str]:
     """The FSDP-only variants: a policy that also reduces gradients in its compute dtype."""
-    return [n for m in modes.MODES if m.fsdp_only for n in m.variants()]
+    return [n for m in modes.MODES if m.group == "fsdp" for n in m.variants()]
+
+
+def float8_variant_names() -> list[str]:
+    """torchao's float8 recipes on top of bf16 autocast: fp8 (tensorwise), fp8-rowwise, mxfp8."""
+    return [n for m in modes.MODES if m.group == "float8" for n in m.variants()]

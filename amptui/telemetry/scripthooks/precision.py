@@ -1,6 +1,7 @@
 """The precision a loop really trains in, from what it did: the autocast contexts it entered with
 gradients on (device type, dtype), whether an enabled GradScaler scaled its loss, and an FSDP2
-model's MixedPrecisionPolicy (`fully_shard(..., mp_policy=...)`). The same answer for a script
+model's MixedPrecisionPolicy (`fully_shard(..., mp_policy=...)`), and torchao's float8 linears in
+its models (amp.float8: their recipe). The same answer for a script
 under `amptui run --script` and for an `amptui.Monitor` without `config=`."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 import torch
 
 from amptui.core.config import modes
+from amptui.telemetry.float8_numerics import float8_layers
 from amptui.telemetry.fsdp_policy import first_policy
 
 
@@ -52,5 +54,6 @@ def loop_overrides(seen: AutocastSeen, scaler: Any | None, models: list[torch.nn
     """`precision_overrides`, and what every precision mode reads from the loop's models: for a
     model the loop sharded with FSDP2 its policy (dist.mode "fsdp"; a reduced param_dtype is the
     dtype it computes in, no autocast needed)."""
-    facts = modes.LoopFacts(autocast=seen.first, fsdp_policy=first_policy(models))
+    float8 = next((layers[0][2] for layers in map(float8_layers, models) if layers), None)  # torchao's linears
+    facts = modes.LoopFacts(autocast=seen.first, fsdp_policy=first_policy(models), float8=float8)
     return {**precision_overrides(seen, scaler), **modes.detect(facts)}
