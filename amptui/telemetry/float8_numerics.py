@@ -28,7 +28,6 @@ ROWS = 3  # buffer rows (of 4 values) per float8 linear
 # row 2: grad-output amax, underflowed, non-zero, (unused)
 FLOAT8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
 GRAD_FORMAT = {"tensorwise": "e5m2", "rowwise": "e4m3", "mxfp8": "e4m3"}
-SQNR_ALARM_DB = 10.0  # below this a layer's float8 GEMM output is mostly rounding error
 
 
 def recipe_of(module: nn.Module) -> str | None:
