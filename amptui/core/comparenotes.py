@@ -156,7 +156,9 @@ def float8_notes(summaries: list[RunSummary]) -> list[str]:
     lines = []
     for s in summaries:
         precision = (s.start or {}).get("precision")
-        float8 = precision.get("float8") if isinstance(precision, dict) else None
+        if not isinstance(precision, dict):
+            continue
+        float8 = precision.get("float8")
         if not isinstance(float8, dict) or "converted" not in float8:
             continue
         said = f"{s.run_id} ({precision.get('short', '?')}): float8 {float8.get('recipe')}: " \

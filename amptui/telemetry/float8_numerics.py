@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
 from torch import nn
@@ -100,9 +100,9 @@ class Float8Probe:
             if quiet() or not torch.is_grad_enabled() or not inputs or not isinstance(output, torch.Tensor):
                 return
             x = inputs[0]
-            weight = plain(module.weight)
+            weight = plain(cast(torch.Tensor, module.weight))
             with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
-                bias = plain(module.bias).float() if module.bias is not None else None
+                bias = plain(cast(torch.Tensor, module.bias)).float() if module.bias is not None else None
                 reference = F.linear(x.detach().float(), weight.float(), bias)
                 error = reference - output.detach().float()
                 xa, xu, xn = cast_counts(x, recipe, "e4m3")

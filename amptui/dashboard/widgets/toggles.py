@@ -54,6 +54,7 @@ TOGGLES: tuple[Toggle, ...] = (
     Toggle("optim.lr", "lr", "input"),
     Toggle("run.epochs", "epochs", "input"),
     Toggle("run.max_steps", "max steps", "input"),
+    Toggle("amp.float8", "float8", "select", _choices("amp.float8")),  # torchao's linears (the fp8 extra)
 )
 BY_KEY = {t.key: t for t in TOGGLES}
 
