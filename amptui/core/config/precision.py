@@ -70,7 +70,7 @@ class Precision:
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
         reduce = getattr(amp, "reduce_dtype", FULL) if cfg.dist.mode == "fsdp" else None
         return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast, reduce=reduce,
-                   float8=amp.float8)
+                   float8=getattr(amp, "float8", "off"))
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
