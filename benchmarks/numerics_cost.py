@@ -4,7 +4,11 @@ amptui.Monitor sampling every --every steps (no bare step runs right before a sa
 hooks are registered already). Per-step times are kept by kind: bare, Monitor
 step not sampled (exactly what sampling off runs: no hook is registered), Monitor step sampled.
 
-    python benchmarks/numerics_cost.py [--every 50 --windows 6 --dtype fp32]
+    python benchmarks/numerics_cost.py [--every 50 --windows 6 --dtype fp32] [--float8 rowwise]
+
+--float8 converts the GPT's linears with torchao first (amp.float8's rules; bf16 autocast): a
+sampled step then also measures each float8 linear (a float32 GEMM for its SQNR, the casts'
+underflow counts).
 
 Goals (issue 21): off = 0% (no hook at all; the unsampled Monitor steps against the bare ones show
 the Monitor's own cost, which benchmarks/loop_overhead.py judges), on at --every <= 3% per step:
@@ -33,8 +37,15 @@ def measure(args) -> dict[str, list[float]]:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randint(0, 256, (args.batch, 32))
     y = torch.randint(0, 256, (args.batch, 32))
-    bf16 = args.dtype == "bf16"
+    bf16 = args.dtype == "bf16" or args.float8 != "off"
     config: dict = {"numerics": {"every": args.every, "depth": 2}}
+    if args.float8 != "off":
+        from amptui.core.config import values as cfgmod
+        from amptui.core.config.precision import Precision
+        from amptui.trainer.float8 import convert, summary_words
+
+        cfg = cfgmod.build_config({}, {"amp.float8": args.float8})
+        print(summary_words(convert(model, Precision.from_config(cfg, "cpu"), cfg, torch.device("cpu"))))
     if bf16:
         config["amp"] = {"dtype": "bfloat16", "grad_scaler": False}
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -74,12 +85,15 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--float8", choices=("off", "tensorwise", "rowwise", "mxfp8"), default="off",
+                        help="convert the linears to torchao's float8 first (bf16 autocast; needs the fp8 extra)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as runs:
         os.environ["AMPTUI_RUNS_DIR"] = runs
         times = measure(args)
     ms = {k: 1000 * statistics.median(v) for k, v in times.items()}
-    print(f"GPT n_layer={args.layers} n_embd={args.width} batch={args.batch}x32, {args.dtype}, {args.windows} windows "
+    precision = args.dtype if args.float8 == "off" else f"bf16 + float8 {args.float8}"
+    print(f"GPT n_layer={args.layers} n_embd={args.width} batch={args.batch}x32, {precision}, {args.windows} windows "
           f"of {args.every} steps, bare and amptui.Monitor sampling every {args.every} alternating (one process)")
     print(f"{'step':<34}{'median ms':>10}{'steps':>8}")
     for kind, label in (("bare", "hand loop"), ("not sampled", "Monitor, not sampled (= off)"),

@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from amptui.core.config import modes
 from amptui.core.config import precision as precmod
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
@@ -69,7 +70,7 @@ def test_every_variant_round_trips_through_a_config():
         assert resolved.short == name and (resolved.autocast, resolved.scaler) == (p.autocast, p.scaler)
         if p.autocast:
             assert resolved == p
-    for bad in ("fp8", "bf16+", "bf16+cast", "", "+scaler"):
+    for bad in ("fp4", "fp8+scaler", "bf16+", "bf16+cast", "", "+scaler"):
         with pytest.raises(ValueError):
             Precision.from_variant(bad)
 
@@ -93,6 +94,62 @@ def test_every_variant_round_trips_through_a_config():
 ])
 def test_from_record_reads_the_structured_and_the_old_string_forms(record, want):
     assert Precision.from_record(record) == want
+
+
+# --- a new precision mode is one MODES entry ------------------------------------------------------
+
+class HalfAndTf32(modes.PrecisionMode):
+    """A made-up mode: float16 autocast, float32 matmuls outside it on TF32, a module conversion."""
+
+    name = "fp16-tf32"
+
+    def variants(self):
+        return ["fp16-tf32"]
+
+    def parse(self, variant):
+        return {"autocast": True, "dtype": "float16", "scaler": True, "tf32": True} if variant == "fp16-tf32" else None
+
+    def owns(self, p):
+        return p.autocast and p.tf32
+
+    def autocast_dtype(self, p):
+        return p.dtype
+
+    def conversion(self, p):
+        return "mypackage.half:convert"
+
+    def detect(self, facts):
+        return {"amp.tf32": True} if facts.autocast == ("cuda", "float16") else {}
+
+    def short(self, p):
+        return "fp16-tf32"
+
+    def words(self, p):
+        return "autocast float16, TF32 outside it"
+
+    def record(self, p):
+        return {"tf32_outside": True}
+
+    def overrides(self, p):
+        return {"amp.tf32": True}
+
+
+def test_a_new_precision_mode_is_one_entry(monkeypatch):
+    monkeypatch.setattr(modes, "MODES", [*modes.MODES, HalfAndTf32()])
+    assert variant_names()[-1] == "fp16-tf32" and "fp16-tf32" in ab.VARIANTS
+    p = Precision.from_variant("fp16-tf32")
+    assert isinstance(p.mode, HalfAndTf32)
+    assert (p.short, p.words) == ("fp16-tf32+scaler", "autocast float16, TF32 outside it + GradScaler")
+    assert (p.autocast_dtype, p.fsdp_policy, p.conversion) == ("float16", None, "mypackage.half:convert")
+    assert p.as_record()["tf32_outside"] is True
+    assert dict(ab.expand("fp32,fp16-tf32", "cuda"))["fp16-tf32"] == {
+        "amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True, "amp.tf32": True}
+    assert modes.detect(modes.LoopFacts(autocast=("cuda", "float16"))) == {
+        "amp.autocast": True, "amp.dtype": "float16", "amp.tf32": True}
+    # the modes that were there answer as before
+    assert Precision.from_variant("bf16").mode.name == "autocast"
+    assert Precision.from_variant("bf16+reduce").fsdp_policy == {
+        "param_dtype": "bfloat16", "reduce_dtype": "bfloat16", "sharded_dtype": "float32"}
 
 
 # --- a new dtype is one DTYPES entry ---------------------------------------------------------------

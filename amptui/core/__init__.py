@@ -8,7 +8,9 @@ Where things live:
       values      Config: parsing TOML and --set, merging, validation (ConfigError names the key)
       keychecks   one key's value against the schema (type, choices, minimum, torch's ranges)
       presets     built-in and saved presets: find, load, save atomically
-      precision   Precision (autocast, dtype, GradScaler) and the DTYPES table
+      precision   Precision (autocast, dtype, GradScaler): the value a run records
+      modes       the precision modes (fp32, tf32, autocast, FSDP policy): one class each
+      dtypes      the DTYPES table: the autocast dtypes and their ranges
       resolve     "auto" values decided for a device; variants: `amptui ab`'s precision setups
     run/          a run folder and what it says
       runfiles    the file names in a run folder; runlock: one writer per folder (flock)

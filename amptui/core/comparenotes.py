@@ -155,6 +155,7 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
         lines.append("warning: these runs differ in more than precision: " + ", ".join(shown) + more)
     lines += [f"{s.run_id} ({precision_or_unseen(s.precision_words)}): {bound}; its speed-up measures the input pipeline, not AMP"
               for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
+    lines += float8_notes(summaries)
     tf32_line = tf32_baseline_note(summaries)
     lines += [tf32_line] if tf32_line else []
     headroom = headroom_note(summaries)
@@ -163,6 +164,25 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     memory = memory_note(summaries)
     lines += [memory] if memory else []
     lines.append(TIMING_NOTE)
+    return lines
+
+
+def float8_notes(summaries: list[RunSummary]) -> list[str]:
+    """Each float8 run: what converted, and where torchao emulated it, that its speed says nothing
+    (the values are rounded to float8 exactly, the matmuls run in high precision)."""
+    lines = []
+    for s in summaries:
+        precision = (s.start or {}).get("precision")
+        if not isinstance(precision, dict):
+            continue
+        float8 = precision.get("float8")
+        if not isinstance(float8, dict) or "converted" not in float8:
+            continue
+        said = f"{s.run_id} ({precision.get('short', '?')}): float8 {float8.get('recipe')}: " \
+               f"{float8.get('converted')} of {float8.get('linears')} linears"
+        if float8.get("emulated"):
+            said += "; emulated (no float8 GEMM on this device): numerics are real, speed is not"
+        lines.append(said)
     return lines
 
 

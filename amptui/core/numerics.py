@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 from amptui.core.fmt import fmt_scale
 
 LOW_HEADROOM_BITS = 1.0   # below this a layer is one doubling from overflowing
+SQNR_ALARM_DB = 10.0  # a float8 layer whose GEMM output is under this many dB above its rounding error
 NARROWEST_SHOWN = 5
 
 
@@ -114,6 +115,17 @@ class NumericsSummary:
     first_nonfinite: list[dict[str, Any]] = field(default_factory=list)  # with "step"
     records: int = 0
     cap: int = 0                     # keep the last `cap` samples for the heat map (0: all)
+    # float8 linears (amp.float8): layer -> its latest record entry, plus "lowest_sqnr_db" over the run
+    float8: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def _add_float8(self, layers: Any) -> None:
+        """A record's float8 linears: the latest entry of each, and its lowest SQNR so far."""
+        for layer in layers if isinstance(layers, list) else []:
+            if not isinstance(layer, dict) or not isinstance(layer.get("name"), str):
+                continue
+            before = self.float8.get(layer["name"], {}).get("lowest_sqnr_db")
+            lowest = min((v for v in (before, _num(layer.get("sqnr_db"))) if v is not None), default=None)
+            self.float8[layer["name"]] = {**layer, "lowest_sqnr_db": lowest}
 
     def add(self, rec: Mapping[str, Any]) -> None:
         layers = rec.get("layers")
@@ -129,6 +141,7 @@ class NumericsSummary:
         if isinstance(first, dict):
             first = {"step": step, **first, "traced": bool(rec.get("traced"))}
             self.first_nonfinite.append(first)
+        self._add_float8(rec.get("float8"))
         if not layers:
             self._count_first(first)  # a replay of a step that was not sampled
             return

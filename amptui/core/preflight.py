@@ -81,6 +81,7 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     if script_loop:
         overrides["run.device"] = "auto"  # until its hooks see the device (and precision: not in config.toml yet)
     check_fsdp(cfg)
+    check_float8(cfg)
     check_factories(cfg)
     check_tensorboard(cfg)
     check_weights(cfg)
@@ -122,6 +123,21 @@ def _cpu_float16_advice(slow: Mapping[str, str] | None) -> str:
     if "bfloat16" in slow:
         return f"{said}, and so is bfloat16 ({slow['bfloat16']}): float32 (amp.autocast=false) is its fast format"
     return f"{said}; bfloat16 is this CPU's fast format"
+
+
+def check_float8(cfg: cfgmod.Config) -> None:
+    """amp.float8 needs torchao (the fp8 extra) and amptui's own trainer on one process or DDP."""
+    from amptui.core.config.precision import Precision
+
+    recipe = cfg.amp.float8
+    if recipe == "off" or cfg.run.script:  # a script converts its own model: the hooks only watch it
+        return
+    missing = Precision.from_config(cfg).mode.missing()
+    if missing:
+        raise UserError(f"amp.float8 = \"{recipe}\": {missing} (or --set amp.float8=off)")
+    if cfg.dist.mode in ("fsdp", "dp"):
+        raise UserError(f"amp.float8 with dist.mode = \"{cfg.dist.mode}\": amptui converts float8 linears for one "
+                        "process or DDP only; use dist.mode=ddp or none, or --set amp.float8=off")
 
 
 def check_tensorboard(cfg: cfgmod.Config) -> None:

@@ -159,7 +159,7 @@ class Numerics(Record):
     less overflows; null when the value was zero, not seen, or not finite (`nonfinite` says where)."""
 
     KIND: ClassVar[str] = "numerics"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("first_nonfinite", "traced")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("first_nonfinite", "traced", "float8")
 
     step: int
     dtype: str                      # the dtype the forward computes in (headroom is to its range)
@@ -167,6 +167,7 @@ class Numerics(Record):
     layers: list                    # per module: {name, forward, grad, underflow, nonfinite?}
     first_nonfinite: dict | None = None  # {module, where: forward|backward, value, text}
     traced: bool | None = None      # found by re-running the batch (numerics.trace_nonfinite)
+    float8: list | None = None      # per float8 linear: {name, recipe, sqnr_db, input/weight/grad_output: {format, amax, scale, underflow}}
 
 
 @dataclass

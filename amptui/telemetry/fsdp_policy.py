@@ -12,8 +12,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from amptui.core.config.precision import DTYPES, FULL
-
 
 def is_sharded(module: nn.Module) -> bool:
     if "torch.distributed.fsdp" not in sys.modules:  # nothing can be sharded yet: no import to pay for
@@ -48,19 +46,9 @@ def policy_of(model: nn.Module) -> dict[str, str] | None:
             "sharded_dtype": name(sharded, sharded), "output_dtype": name(getattr(policy, "output_dtype", None), param or sharded)}
 
 
-def policy_overrides(models: list[nn.Module]) -> dict[str, Any]:
-    """The preset keys (dotted) that say a loop's model is FSDP2-sharded, with its policy: dist.mode
-    "fsdp", amp.reduce_dtype, and (a reduced param_dtype: the policy computes in it, no autocast)
-    amp.autocast + amp.dtype. {} when none of `models` is sharded."""
-    policy = next((p for p in (policy_of(m) for m in models) if p is not None), None)
-    if policy is None:
-        return {}
-    out: dict[str, Any] = {"dist.mode": "fsdp"}
-    if policy["reduce_dtype"] in (FULL, *DTYPES):
-        out["amp.reduce_dtype"] = policy["reduce_dtype"]
-    if policy["param_dtype"] in DTYPES:
-        out.update({"amp.autocast": True, "amp.dtype": policy["param_dtype"]})
-    return out
+def first_policy(models: list[nn.Module]) -> dict[str, str] | None:
+    """The policy of the first of `models` that is FSDP2-sharded; None when none is."""
+    return next((p for p in (policy_of(m) for m in models) if p is not None), None)
 
 
 def _policy_attr(module: nn.Module) -> Any:

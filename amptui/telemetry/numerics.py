@@ -29,6 +29,7 @@ from torch import nn
 from amptui.core.config.precision import dtype_range
 from amptui.core.numerics import describe_nonfinite, headroom_bits
 from amptui.core.records import Numerics
+from amptui.telemetry.float8_numerics import Float8Probe, float8_layers
 from amptui.telemetry.fsdp_policy import local  # a sharded (FSDP2 DTensor) gradient's shard
 
 FORWARD, BACKWARD, GRAD, UNDERFLOW = range(4)  # the buffer's columns, one row per module
@@ -79,7 +80,7 @@ class Sample:
     """One sampled step, on its way to the host."""
 
     step: int
-    buffer: torch.Tensor                    # (modules, 4) float32 on the device
+    buffer: torch.Tensor                    # (modules + float8 rows + 1, 4) float32 on the device
     scaled: bool                            # its backward ran on a GradScaler's scaled loss
     seen: list[int]                         # gradient values counted per row (for the underflow share)
     forward_order: list[int] = field(default_factory=list)   # rows, in the order their forward ran
@@ -95,6 +96,8 @@ class RangeSampler:
         self.device = torch.device(device)
         self.modules = modules_at_depth(model, depth)
         self.params = [[p for p in m.parameters() if p.requires_grad] for _, m in self.modules]
+        layers = float8_layers(unwrap(model))
+        self.float8 = Float8Probe(layers) if layers else None  # torchao's float8 linears: their own rows
         self.armed = False            # sample the next step too (after a known backoff)
         self.quiet = False            # a forward/backward that is not the step (a replay): hooks write nothing
         self.current: Sample | None = None
@@ -116,14 +119,18 @@ class RangeSampler:
         if self.current is not None or not self.due(step):
             return
         self.armed = False
-        # one row per module, and a last row holding the loss scale this step's backward ran at
-        buffer = torch.zeros(len(self.modules) + 1, 4, dtype=torch.float32, device=self.device)
+        # one row per module, the float8 linears' rows, and a last row holding the loss scale this
+        # step's backward ran at
+        float8_rows = self.float8.rows if self.float8 is not None else 0
+        buffer = torch.zeros(len(self.modules) + float8_rows + 1, 4, dtype=torch.float32, device=self.device)
         buffer[-1, 0] = scale.detach().reshape(()).float() if scale is not None else 1.0
         sample = self.current = Sample(step, buffer, scale is not None, [0] * len(self.modules))
         for row, (_, module) in enumerate(self.modules):
             self._handles.append(module.register_forward_hook(self._forward_hook(row)))
             # gradients as backward computes them (scaled; before any optimizer unscales or fuses them)
             self._handles += [p.register_hook(self._param_hook(sample, row)) for p in self.params[row]]
+        if self.float8 is not None:
+            self._handles += self.float8.hook(buffer, len(self.modules), lambda: self.quiet)
 
     @contextlib.contextmanager
     def suspended(self):
@@ -186,7 +193,7 @@ class RangeSampler:
             return
         self._remove_hooks()
         self.current = None
-        sample.buffer[:-1, BACKWARD:GRAD + 1] /= sample.buffer[-1, 0]
+        sample.buffer[:len(self.modules), BACKWARD:GRAD + 1] /= sample.buffer[-1, 0]
         self.pending.append(sample)
 
     def cancel(self) -> None:
@@ -227,8 +234,12 @@ class RangeSampler:
                 layer["nonfinite"] = where
             layers.append(layer)
         first = self._first_nonfinite(sample, rows, scale)
+        float8 = None
+        if self.float8 is not None:
+            start = len(self.modules) * 4
+            float8 = self.float8.records(values[start:start + self.float8.rows * 4])
         return Numerics(step=sample.step, dtype=self.dtype.name, max_finite=top, layers=layers,
-                        first_nonfinite=first)
+                        first_nonfinite=first, float8=float8)
 
     def _first_nonfinite(self, sample: Sample, rows: list[list[float]], scale: float | None) -> dict | None:
         """The first module in execution order whose forward output held inf/NaN; else the first

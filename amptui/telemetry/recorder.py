@@ -153,9 +153,13 @@ class Recorder:
         if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         shown = fields.pop("config_shown", None)  # what config.toml says, when it is not all of config
+        converted = fields.pop("converted", None)  # the precision mode's module conversion (float8's linears)
         if self.alarms is not None and fields.get("source") in OWN_LOOP_SOURCES:
             self.alarms.own_loop = True  # their advice names the loop's code: a script has no preset keys
-        record = Start(config=shown if shown is not None else config.to_dict(), precision=Precision.from_config(config, device.type).as_record() if seen else "",
+        precision = Precision.from_config(config, device.type).as_record() if seen else ""
+        if converted and isinstance(precision, dict) and isinstance(precision.get("float8"), dict):
+            precision["float8"].update(converted)
+        record = Start(config=shown if shown is not None else config.to_dict(), precision=precision,
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,
                        slurm=cluster.slurm_identity(), tf32=tf32.state(torch, device), **fields)

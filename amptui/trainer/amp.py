@@ -21,8 +21,9 @@ class Autocast:
 
     @classmethod
     def of(cls, precision: Precision, device: torch.device) -> "Autocast":
-        # an FSDP policy computes in its param_dtype itself: autocast on top of it stays off
-        return cls(device.type, getattr(torch, precision.dtype), precision.autocast and precision.fsdp_policy is None)
+        # the mode decides (an FSDP policy computes in its param_dtype itself: autocast on top of it stays off)
+        dtype = precision.autocast_dtype
+        return cls(device.type, getattr(torch, dtype or precision.dtype), dtype is not None)
 
     @property
     def compute_dtype(self) -> torch.dtype:

@@ -42,7 +42,7 @@ from amptui.core.records import Checkpoint
 from amptui.core.run.runfiles import RunFolder
 from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
-from amptui.trainer import fsdp
+from amptui.trainer import float8, fsdp
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
 from amptui.trainer.replay import StepReplay
@@ -97,6 +97,8 @@ class Trainer:
         self.emit_start(resumed_from)
         for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg)):
             self.warn(message)
+        if self.state.converted and "recipe" in self.state.converted:  # float8: what converted, and how
+            self.warn(float8.converted_note(self.state.converted, device), code="float8")
         if order := cluster.node_order_warning(self.dist.rank):
             self.warn(order)
 
@@ -108,7 +110,7 @@ class Trainer:
             steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
             step_flops=s.step_flops, peak_tflops=s.peak_tflops,
             sharded=fsdp.shard_bytes(*kept) if s.sharded else None,
-            replica=None if s.sharded else fsdp.replica_bytes(*kept))
+            replica=None if s.sharded else fsdp.replica_bytes(*kept), converted=s.converted)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
                  f"{s.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
         if start.get("sharded"):

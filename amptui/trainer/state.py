@@ -50,6 +50,7 @@ class TrainingState:
     step_flops: int | None            # of one optimizer step; None when it could not be counted
     peak_tflops: float | None         # measured on rank 0 only
     faults: Faults                    # debug.*: fault injection for demos and tests
+    converted: dict | None = None     # the precision mode's module conversion: what it did (float8: which linears)
 
     @property
     def sharded(self) -> bool:
@@ -74,6 +75,7 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
     criterion = choose_criterion(cfg, train_data)
     steps_per_epoch, total_steps = count_steps(cfg, train_data.batches_per_epoch)
     step_flops = count_flops(model, criterion, train_data, autocast, cfg.amp.accumulate, log)  # unsharded
+    converted = convert_model(model, precision, cfg, device)  # after the count: the same GEMMs, fewer bits
     forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode, precision)
     # after FSDP: its parameters are the shards
     optimizer = build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
@@ -87,7 +89,17 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
                          criterion=criterion, scaler=scaler, skips=skips, optimizer=optimizer, schedule=schedule,
                          train_data=train_data, val_data=val_data, steps_per_epoch=steps_per_epoch,
                          total_steps=total_steps, step_flops=step_flops, peak_tflops=peak_tflops,
-                         faults=Faults.of(cfg.debug, dist.rank))
+                         faults=Faults.of(cfg.debug, dist.rank), converted=converted)
+
+
+def convert_model(model: nn.Module, precision: Precision, cfg: Config, device: torch.device) -> dict | None:
+    """The precision mode's module conversion ("module:function", e.g. float8's linears), in place."""
+    if precision.conversion is None:
+        return None
+    import importlib
+
+    module, _, function = precision.conversion.partition(":")
+    return getattr(importlib.import_module(module), function)(model, precision, cfg, device)
 
 
 def choose_device(run_cfg: RunConfig, local_rank: int, log: Callable[[str], None]) -> torch.device:

@@ -1,4 +1,4 @@
-"""What this machine allows a tune search, in words: its name, whether torch.compile and fp8 can run,
+"""What this machine allows a tune search, in words: its name, whether torch.compile and float8 can run,
 whether it was too busy for firm CPU timings, and the hardware clause of the precision verdict."""
 
 from __future__ import annotations
@@ -36,18 +36,24 @@ def compiler_missing(device_type: str) -> str:
 
 
 def fp8_reason(device_type: str) -> str:
-    """fp8 needs a GPU of compute capability 8.9+ and torchao; amptui's trainer has no fp8 path yet."""
-    have_ao = importlib.util.find_spec("torchao") is not None
+    """Why float8 cannot be tried here ("" when it can): it needs torchao (the fp8 extra)."""
+    from amptui.core.config.modes import Float8
+
+    return Float8().missing() or ""
+
+
+def float8_emulated(device_type: str) -> str:
+    """Why a float8 trial is judged on accuracy only here ("" where the hardware runs float8 GEMMs:
+    CUDA compute capability 8.9+)."""
     if device_type != "cuda":
-        return "fp8 needs a CUDA GPU of compute capability 8.9+ (Ada/Hopper) and torchao; this machine has no GPU"
+        return "emulated on this CPU (no float8 GEMM): judged on accuracy only, its speed says nothing"
     import torch
 
     cc = torch.cuda.get_device_capability()
     if cc < (8, 9):
-        return f"fp8 needs compute capability 8.9+; this GPU is {cc[0]}.{cc[1]}"
-    if not have_ao:
-        return "fp8 needs torchao (pip install torchao)"
-    return "amptui's trainer has no fp8 (torchao float8) training path yet"
+        return (f"emulated on this GPU (compute capability {cc[0]}.{cc[1]}; float8 GEMMs need 8.9+): judged on "
+                "accuracy only, its speed says nothing")
+    return ""
 
 
 def busy_note(device_type: str) -> list[str]:

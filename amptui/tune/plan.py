@@ -31,6 +31,7 @@ from amptui.core.safefile import atomic_write_text
 # --- the search space -------------------------------------------------------------------------
 
 PRECISIONS = ("bf16", "fp16+scaler")  # tried after fp32 (the reference) and in this order
+FLOAT8_CANDIDATE = "fp8-rowwise"  # torchao's float8, tried last (needs the fp8 extra; see runner.try_float8)
 # --keys names what may vary; the three amp keys all mean "the precision setup".
 KEY_DIMENSIONS = {"amp.autocast": "precision", "amp.dtype": "precision", "amp.grad_scaler": "precision",
                   "run.compile": "compile", "data.batch_size": "batch"}
@@ -93,6 +94,7 @@ class Candidate:
     name: str                       # "bf16", "bf16 +compile", "bf16 batch 256"
     knobs: dict[str, Any]           # the preset overrides that make this candidate
     role: str = "candidate"         # "reference" (fp32), "band" (fp32, second seed) or "candidate"
+    accuracy_only: str = ""         # why its speed is not judged (emulated float8), "" when it is
 
 
 def precision_candidate(name: str) -> Candidate:
@@ -169,6 +171,7 @@ class Trial:
     wall_s: float | None = None
     speedup: float | None = None
     verdict: str = ""               # reference, winner, accepted, rejected: ..., skipped: ..., ...
+    accuracy_only: str = ""         # why its speed is not judged (emulated float8), "" when it is
 
     @property
     def measured(self) -> bool:

@@ -31,7 +31,15 @@ from amptui.jobs import launch
 from amptui.tune import partial as P
 from amptui.tune import plan as T
 from amptui.tune import verdict as V
-from amptui.tune.machine_notes import busy_note, compiler_missing, device_name, fp8_reason, hardware_note, tf32_note
+from amptui.tune.machine_notes import (
+    busy_note,
+    compiler_missing,
+    device_name,
+    float8_emulated,
+    fp8_reason,
+    hardware_note,
+    tf32_note,
+)
 
 DEFAULT_TRIAL_S = 20.0     # first guess of a trial's wall time, before one is measured
 COMPILE_EXTRA_S = {"cpu": 150.0, "cuda": 60.0}  # what compilation adds to a trial (measured on a small CNN)
@@ -122,7 +130,7 @@ class Search:
         if len(first) == 1 and fp32.measured:
             self.trial(T.Candidate("fp32 seed 2", dict(fp32.knobs), "band"))
         if "precision" in self.dims:
-            self.skip(T.Candidate("fp8", {}), fp8_reason(self.device_type))
+            self.try_float8()
         base = self.best()
         if "compile" in self.dims and base is not None and not self.stopped:
             cand = T.derived(T.Candidate(base.candidate, dict(base.knobs)), compile_=True)
@@ -134,6 +142,23 @@ class Search:
                 base = self.best()
         if "batch" in self.dims and base is not None:
             self.grow_batch(base)
+
+    def try_float8(self) -> None:
+        """torchao's float8 (rowwise: torchtitan's accurate recipe), compiled where compile works
+        (float8 is slow uncompiled). Where the hardware has no float8 GEMM torchao emulates it:
+        judged on accuracy only, as its speed says nothing."""
+        cand = T.precision_candidate(T.FLOAT8_CANDIDATE)
+        reason = fp8_reason(self.device_type)
+        if reason:
+            self.skip(cand, reason)
+            return
+        emulated = float8_emulated(self.device_type)
+        if not emulated and not compiler_missing(self.device_type):
+            cand = T.derived(cand, compile_=True)
+        if emulated:
+            cand.accuracy_only = emulated
+        t = self.trial(cand)
+        t.accuracy_only = cand.accuracy_only
 
     def grow_batch(self, base: T.Trial) -> None:
         batch = base.knobs.get("data.batch_size") or self.preset.config(self.overrides).data.batch_size
@@ -199,7 +224,8 @@ class Search:
             run_dir, _ = launch.create_run(self.preset, overrides, self.root)
         except UserError as exc:
             return self.skip(cand, str(exc))
-        t = T.Trial(cand.name, cand.knobs, cand.role, run_id=run_dir.name, status="running")
+        t = T.Trial(cand.name, cand.knobs, cand.role, run_id=run_dir.name, status="running",
+                    accuracy_only=cand.accuracy_only)
         self.trials.append(t)
         self.save()
         self.say(f"  {cand.name:<22} running ({run_dir.name})")
@@ -262,8 +288,8 @@ class Search:
         if time.monotonic() >= self.deadline - REPORT_RESERVE_S:
             return BUDGET_STOP
         ref = next((x for x in self.trials if x.role == "reference" and x.measured), None)
-        if ref is None or t.role != "candidate":  # fp32's own runs are measured to the end: they are the yardstick
-            return ""
+        if ref is None or t.role != "candidate" or t.accuracy_only:  # fp32's own runs are the yardstick; an
+            return ""                                                 # emulated float8 is judged on its loss
         steps = [r for r in records if r.get("kind") == "step"]
         skip = T.warmup_windows(t.knobs)
         for r in steps[skip:]:

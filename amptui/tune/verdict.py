@@ -107,6 +107,8 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
         elif t.status == "stopped" and t.reason:
             t.verdict = t.reason if t.reason.startswith("stopped") else \
                 f"stopped: {t.reason} at step {t.steps} of {TRIAL_STEPS}"  # its accuracy check did not finish
+        elif t.accuracy_only:
+            t.verdict = f"accurate; {t.accuracy_only}"
         elif t.speedup is not None and t.speedup < 1.0 + needed:
             t.verdict = "accurate, not faster" if t.speedup < 1.0 else "accurate, within timing noise"
         else:

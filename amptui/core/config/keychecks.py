@@ -27,7 +27,8 @@ def schema_key(dotted: str, source: str) -> Key:
 
 
 _TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
-               "auto|bool": '"auto", true or false', "auto|int": '"auto" or an integer', "table": "a table of keyword arguments"}
+               "auto|bool": '"auto", true or false', "auto|int": '"auto" or an integer', "table": "a table of keyword arguments",
+               "list": "a list of strings"}
 
 
 def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
@@ -59,6 +60,9 @@ def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
             raise bad
     elif key.type == "table":
         if not isinstance(value, dict):
+            raise bad
+    elif key.type == "list":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad
     if key.choices is not None and value not in key.choices:
         raise ConfigError(f"{source}: {dotted} must be one of {', '.join(key.choices)}; got {value!r}")

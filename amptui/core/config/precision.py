@@ -1,8 +1,11 @@
-"""Precision as a value: autocast on/off, the autocast dtype, GradScaler on/off.
+"""Precision as a value: autocast on/off, the autocast dtype, GradScaler on/off (and the FSDP
+policy's reduce dtype, TF32).
 
 Everything that names a precision (A/B variants, presets' "auto" resolution, the `start`
-record, runs/compare, alarms, doctor, the dashboard) goes through `Precision`; a new
-reduced-precision dtype is one `Dtype` entry in `DTYPES`. No torch here: core stays importable
+record, runs/compare, alarms, doctor, the dashboard) goes through `Precision`; what a value means
+(its names, words, what the trainer applies) is answered by its precision mode
+(core/config/modes.py). A new reduced-precision autocast dtype is one `Dtype` entry in `DTYPES`
+(core/config/dtypes.py); a new way to train is one mode. No torch here: core stays importable
 without it (the trainer maps `Dtype.name` to a torch dtype with `getattr(torch, name)`).
 """
 
@@ -11,34 +14,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from amptui.core.config import modes
+from amptui.core.config.dtypes import (  # noqa: F401 - re-exported: the names every caller imports from here
+    DTYPES,
+    FULL,
+    FULL_DTYPE,
+    REDUCE,
+    TF32,
+    Dtype,
+    auto_dtype,
+    dtype_by_short,
+    dtype_range,
+)
+
 if TYPE_CHECKING:  # config imports this module (its schema names the dtypes)
     from amptui.core.config.values import Config
 
 
-@dataclass(frozen=True)
-class Dtype:
-    name: str          # torch's name: torch.<name>
-    short: str         # in variant names: "fp16", "bf16"
-    needs_scaler: bool  # grad_scaler = "auto" turns the GradScaler on for it (a narrow exponent range)
-    auto_on: tuple[str, ...] = ()  # device types where amp.dtype = "auto" picks it
-    cpu_flags: tuple[str, ...] = ()  # x86 /proc/cpuinfo flags, any of which computes it natively (else emulated)
-    cpu_isa: str = ""              # those instructions in words, for the "emulated on this CPU" notice
-    max_finite: float = 0.0        # the largest finite value (range headroom is measured to it)
-    smallest_normal: float = 0.0   # below it values lose precision, then underflow to zero
-
-
-# The reduced-precision dtypes amptui can autocast to. Order: how they are offered.
-DTYPES: dict[str, Dtype] = {d.name: d for d in (
-    Dtype("float16", "fp16", needs_scaler=True, auto_on=("cuda",), max_finite=65504.0, smallest_normal=2.0 ** -14),
-    Dtype("bfloat16", "bf16", needs_scaler=False, auto_on=("cpu",),
-          cpu_flags=("amx_bf16", "avx512_bf16"), cpu_isa="AVX512-BF16 or AMX",
-          max_finite=3.3895313892515355e38, smallest_normal=2.0 ** -126),
-)}
-FULL = "float32"                      # what runs without autocast
-FULL_DTYPE = Dtype(FULL, "fp32", needs_scaler=False, max_finite=3.4028234663852886e38, smallest_normal=2.0 ** -126)
-PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype")  # the keys a Precision decides
-REDUCE = "reduce"  # variant suffix: an FSDP policy that reduces gradients in its compute dtype ("bf16+reduce")
-TF32 = "tf32"  # the variant: float32 without autocast, CUDA matmuls and convolutions on TF32 tensor cores
+PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype", "amp.float8")  # the keys a Precision decides
 # A run whose precision nobody has seen: a script before its loop's first step (or run with its hooks
 # off): never a config default. Runs lists, JSON and the dashboard say it through `precision_or_unseen`.
 UNSEEN = "not seen"
@@ -47,23 +40,6 @@ UNSEEN = "not seen"
 def precision_or_unseen(said: str | None) -> str:
     """A run's precision as shown (a variant name, or words): UNSEEN when nothing says it yet."""
     return said or UNSEEN
-
-
-def dtype_range(name: str) -> Dtype:
-    """The entry that knows `name`'s range: a DTYPES dtype, else float32's (what runs without autocast)."""
-    return DTYPES.get(name, FULL_DTYPE)
-
-
-def auto_dtype(device_type: str) -> str:
-    """amp.dtype = "auto": the dtype whose `auto_on` names this device type (bfloat16 for others)."""
-    for d in DTYPES.values():
-        if device_type in d.auto_on:
-            return d.name
-    return "bfloat16"
-
-
-def dtype_by_short(short: str) -> Dtype | None:
-    return next((d for d in DTYPES.values() if d.short == short), None)
 
 
 @dataclass(frozen=True)
@@ -75,6 +51,7 @@ class Precision:
     # dist.mode = "fsdp": the dtype gradients are reduced in, and `autocast`/`dtype` name the
     # MixedPrecisionPolicy's param_dtype (no autocast context); None: not an FSDP policy
     reduce: str | None = None
+    float8: str = "off"  # amp.float8: torchao's recipe for the linears (on top of autocast), "off" without
 
     def _key(self) -> tuple:
         """What tells two precisions apart: without autocast the dtype a preset still names is unused."""
@@ -102,25 +79,18 @@ class Precision:
         if scaler == "auto":
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
         reduce = getattr(amp, "reduce_dtype", FULL) if cfg.dist.mode == "fsdp" else None
-        return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast, reduce=reduce)
+        return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast, reduce=reduce,
+                   float8=getattr(amp, "float8", "off"))
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
         """"fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler" (any DTYPES short name), and for
-        FSDP policies "bf16+reduce" / "fp16+reduce+scaler" (reduce in the compute dtype); ValueError else."""
-        if name == TF32:
-            return cls(False, next(iter(DTYPES)), False, tf32=True)
-        base, *extras = name.split("+")
-        reduce = REDUCE in extras
-        if extras not in ([], ["scaler"], [REDUCE], [REDUCE, "scaler"]) or (reduce and base == "fp32"):
+        FSDP policies "bf16+reduce" / "fp16+reduce+scaler" (reduce in the compute dtype): any name
+        a precision mode knows (modes.MODES); ValueError else."""
+        fields = modes.parse_variant(name)
+        if fields is None:
             raise ValueError(name)
-        scaler = "scaler" in extras
-        if base == "fp32":
-            return cls(False, next(iter(DTYPES)), scaler)
-        d = dtype_by_short(base)
-        if d is None:
-            raise ValueError(name)
-        return cls(True, d.name, scaler, reduce=d.name if reduce else None)
+        return cls(**fields)
 
     @classmethod
     def from_record(cls, value: Any) -> "Precision | None":
@@ -130,13 +100,19 @@ class Precision:
                 dtype = str(value["dtype"])
                 fsdp = value.get("fsdp")
                 reduce = str(fsdp["reduce_dtype"]) if isinstance(fsdp, Mapping) and "reduce_dtype" in fsdp else None
+                float8 = value.get("float8")
+                recipe = str(float8.get("recipe", "off")) if isinstance(float8, Mapping) else "off"
                 return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]), bool(value.get("tf32", False)),
-                           reduce=reduce)
+                           reduce=reduce, float8=recipe)
             except KeyError:
                 return None
         if isinstance(value, str) and value:
             base, _, rest = value.partition(" + ")
             scaler = "GradScaler" in rest
+            recipe = rest.partition("float8 ")[2].split(" ")[0] if "float8 " in rest else ""
+            if recipe:  # Float8 mode's words: "autocast bfloat16 + float8 rowwise"
+                low = base.startswith("autocast ")
+                return cls(low, base.removeprefix("autocast ") if low else next(iter(DTYPES)), scaler, float8=recipe)
             if base.startswith("FSDP ") and base.endswith(" reduce") and " params, " in base:  # self.words's
                 param, _, reduce = base.removeprefix("FSDP ").removesuffix(" reduce").partition(" params, ")
                 low = param != FULL
@@ -155,30 +131,37 @@ class Precision:
         return self.dtype if self.autocast else FULL
 
     @property
+    def mode(self) -> modes.PrecisionMode:
+        """The precision mode that answers for this value."""
+        return modes.mode_of(self)
+
+    @property
     def short(self) -> str:
         """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses)."""
-        name = DTYPES[self.dtype].short if self.autocast and self.dtype in DTYPES else (
-            self.dtype if self.autocast else TF32 if self.tf32 else "fp32")
-        reduced_low = self.reduce is not None and self.reduce != FULL
-        return name + (f"+{REDUCE}" if reduced_low else "") + ("+scaler" if self.scaler else "")
+        return self.mode.short(self) + ("+scaler" if self.scaler else "")
 
     @property
     def words(self) -> str:
         """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"; an FSDP
         policy: "FSDP bfloat16 params, float32 reduce" (the shards and the optimizer stay float32)."""
-        if self.reduce is not None:
-            words = f"FSDP {self.reduced} params, {self.reduce} reduce"
-        else:
-            words = f"autocast {self.dtype}" if self.autocast else "fp32 + TF32" if self.tf32 else "fp32"
-        return words + (" + GradScaler" if self.scaler else "")
+        return self.mode.words(self) + (" + GradScaler" if self.scaler else "")
+
+    @property
+    def autocast_dtype(self) -> str | None:
+        """The dtype the trainer's autocast context runs in; None: no autocast context (an FSDP
+        policy computes in its param_dtype itself)."""
+        return self.mode.autocast_dtype(self)
 
     @property
     def fsdp_policy(self) -> dict[str, str] | None:
         """An FSDP run's MixedPrecisionPolicy in dtype names: param (all-gathered and computed in),
         reduce (gradients reduced in) and sharded (what each rank keeps: parameters, optimizer)."""
-        if self.reduce is None:
-            return None
-        return {"param_dtype": self.reduced, "reduce_dtype": self.reduce, "sharded_dtype": FULL}
+        return self.mode.fsdp_policy(self)
+
+    @property
+    def conversion(self) -> str | None:
+        """"module:function" the trainer applies to the model (a module swap); None: none."""
+        return self.mode.conversion(self)
 
     def as_record(self) -> dict[str, Any]:
         """The `start` record's `precision` field (`tf32` only when asked for; `fsdp`: an FSDP run's policy).
@@ -187,9 +170,7 @@ class Precision:
                                   "short": self.short, "words": self.words}
         if self.tf32:
             record["tf32"] = True
-        if self.reduce is not None:
-            record["fsdp"] = self.fsdp_policy
-        return record
+        return {**record, **self.mode.record(self)}
 
     def overrides(self) -> dict[str, object]:
         """The preset keys (dotted) that give this precision (without autocast the preset's dtype stays)."""
@@ -197,18 +178,20 @@ class Precision:
         if self.autocast:
             keys["amp.dtype"] = self.dtype
         keys["amp.grad_scaler"] = self.scaler
-        if self.tf32:
-            keys["amp.tf32"] = True
-        if self.reduce is not None:  # the "+reduce" variants (FSDP): gradients reduced in the compute dtype
-            keys["amp.reduce_dtype"] = self.reduce
-        return keys
+        return {**keys, **self.mode.overrides(self)}
 
 
 def variant_names() -> list[str]:
-    """fp32, tf32 (CUDA only), then each dtype without and with a GradScaler: the names `--variants` takes."""
-    return ["fp32", TF32, *(n for d in DTYPES.values() for n in (d.short, d.short + "+scaler"))]
+    """fp32, tf32 (CUDA only), then each dtype without and with a GradScaler: the names `--variants`
+    takes on any dist.mode (every mode's but the FSDP-only ones)."""
+    return [n for m in modes.MODES if not m.group for n in m.variants()]
 
 
 def fsdp_variant_names() -> list[str]:
     """The FSDP-only variants: a policy that also reduces gradients in its compute dtype."""
-    return [n for d in DTYPES.values() for n in (f"{d.short}+{REDUCE}", f"{d.short}+{REDUCE}+scaler")]
+    return [n for m in modes.MODES if m.group == "fsdp" for n in m.variants()]
+
+
+def float8_variant_names() -> list[str]:
+    """torchao's float8 recipes on top of bf16 autocast: fp8 (tensorwise), fp8-rowwise, mxfp8."""
+    return [n for m in modes.MODES if m.group == "float8" for n in m.variants()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Collection, Iterator, Literal, Mapping
 
+from amptui.core.config.dtypes import FLOAT8_RECIPES
 from amptui.core.config.precision import DTYPES, auto_dtype
 
 
@@ -27,7 +28,7 @@ class Key:
     minimum: float | None = None
 
 
-_TYPE_OF_DEFAULT = {bool: "bool", int: "int", float: "float", str: "str", dict: "table"}
+_TYPE_OF_DEFAULT = {bool: "bool", int: "int", float: "float", str: "str", dict: "table", list: "list"}
 KEY = "amptui.key"  # where a section field keeps its Key (dataclasses.Field.metadata)
 
 
@@ -36,8 +37,8 @@ def key(default: Any, doc: str, choices: Collection[str] | None = None, *, minim
     """A section field: its default, and its Key in the field's metadata. The type word follows the
     default's type unless named ("auto|bool", "auto|int")."""
     spec = Key(type or _TYPE_OF_DEFAULT[default.__class__], default, doc, choices, minimum)
-    if isinstance(default, dict):  # a mutable default: every section gets its own
-        return field(default_factory=dict, metadata={KEY: spec})
+    if isinstance(default, (dict, list)):  # a mutable default: every section gets its own
+        return field(default_factory=default.__class__, metadata={KEY: spec})
     return field(default=default, metadata={KEY: spec})
 
 
@@ -181,6 +182,12 @@ class AmpConfig:
         "torch's default (matmuls off, convolutions on); no effect on a CPU.", type="auto|bool")
     reduce_dtype: str = key("float32", "dist.mode = \"fsdp\": the dtype gradients are reduced (and kept) in across "
                             "ranks: float32, or the policy's compute dtype (amp.dtype).", ("float32", *DTYPES))
+    float8: str = key("off", "float8 training through torchao (pip install 'amptui[fp8]'): the linears' GEMMs in "
+                      "float8 with tensorwise or rowwise scales, or MXFP8 (a scale per 32 values), on top of autocast; "
+                      "emulated where the hardware has no float8 GEMM (CPU, GPUs before compute capability 8.9).",
+                      ("off", *FLOAT8_RECIPES))
+    float8_skip: list[str] = key([], "amp.float8: names of linears kept in high precision (a name matches every "
+                                 "module whose dotted name contains it, e.g. \"attn.proj\").")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from amptui.core.config.precision import (
     TF32,
     Precision,
     auto_dtype,
+    float8_variant_names,
     fsdp_variant_names,
     variant_names,
 )
@@ -22,7 +23,7 @@ class _Variants(Mapping[str, dict[str, object]]):
     `precision.DTYPES` when read: nothing else differs between the runs of an A/B."""
 
     def __getitem__(self, name: str) -> dict[str, object]:
-        if name not in variant_names() and name not in fsdp_variant_names():
+        if name not in known_variants():
             raise KeyError(name)
         return Precision.from_variant(name).overrides()
 
@@ -34,6 +35,11 @@ class _Variants(Mapping[str, dict[str, object]]):
 
 
 VARIANTS: Mapping[str, dict[str, object]] = _Variants()
+
+
+def known_variants() -> list[str]:
+    """Every name --variants takes: the plain ones, the FSDP policies', torchao's float8 recipes."""
+    return variant_names() + fsdp_variant_names() + float8_variant_names()
 
 
 def default_variants(device_type: str) -> list[str]:
@@ -50,7 +56,7 @@ def expand(spec: str | None, device_type: str, dist_mode: str | None = None) -> 
         names = default_variants(device_type)
     else:
         names = [n.strip() for n in spec.split(",") if n.strip()]
-    known = variant_names() + fsdp_variant_names()  # the "+reduce" ones: dist.mode = "fsdp" only
+    known = known_variants()  # the "+reduce" ones: dist.mode = "fsdp" only
     if not names:
         raise UserError("--variants: name at least one of " + ", ".join(known))
     unknown = [n for n in names if n not in known]
@@ -62,6 +68,10 @@ def expand(spec: str | None, device_type: str, dist_mode: str | None = None) -> 
         raise UserError(f"--variants {TF32}: TF32 runs float32 matmuls on CUDA tensor cores (Ampere or later); "
                         f"on the {device_type.upper()} float32 has no TF32 mode, so drop {TF32} from --variants")
     _check_reduce_variants(names, dist_mode)
+    for n in names:
+        missing = Precision.from_variant(n).mode.missing()
+        if missing:
+            raise UserError(f"--variants {n}: {missing}")
     # Next to tf32, fp32 means IEEE float32 (torch's default leaves cuDNN convolutions on TF32).
     strict = {"amp.tf32": False} if TF32 in names else {}
     return [(n, {**VARIANTS[n], **(strict if n == "fp32" else {})}) for n in names]

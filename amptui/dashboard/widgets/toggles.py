@@ -47,6 +47,7 @@ TOGGLES: tuple[Toggle, ...] = (
     Toggle("amp.autocast", "autocast", "switch"),
     Toggle("amp.grad_scaler", "GradScaler", "select", (("auto", "auto"), ("on", True), ("off", False))),
     Toggle("amp.dtype", "dtype", "select", _choices("amp.dtype")),
+    Toggle("amp.float8", "float8", "select", _choices("amp.float8")),  # torchao's linears (the fp8 extra)
     Toggle("dist.mode", "parallel", "select", _choices("dist.mode")),
     Toggle("run.device", "device", "select", _choices("run.device")),
     Toggle("dist.nproc_per_node", "nproc", "input"),

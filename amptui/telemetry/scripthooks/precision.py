@@ -1,6 +1,7 @@
 """The precision a loop really trains in, from what it did: the autocast contexts it entered with
 gradients on (device type, dtype), whether an enabled GradScaler scaled its loss, and an FSDP2
-model's MixedPrecisionPolicy (`fully_shard(..., mp_policy=...)`). The same answer for a script
+model's MixedPrecisionPolicy (`fully_shard(..., mp_policy=...)`), and torchao's float8 linears in
+its models (amp.float8: their recipe). The same answer for a script
 under `amptui run --script` and for an `amptui.Monitor` without `config=`."""
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from typing import Any
 
 import torch
 
-from amptui.core.config.precision import DTYPES
-from amptui.telemetry.fsdp_policy import policy_overrides
+from amptui.core.config import modes
+from amptui.telemetry.float8_numerics import float8_layers
+from amptui.telemetry.fsdp_policy import first_policy
 
 
 class AutocastSeen:
@@ -38,12 +40,7 @@ class AutocastSeen:
 def precision_overrides(seen: AutocastSeen, scaler: Any | None) -> dict[str, Any]:
     """The preset keys (dotted) that say what the loop did: amp.autocast, amp.dtype,
     amp.grad_scaler, and the scaler's own settings when it has one."""
-    out: dict[str, Any] = {}
-    first = seen.first
-    if first is not None and first[1] in DTYPES:
-        out.update({"amp.autocast": True, "amp.dtype": first[1]})
-    else:
-        out["amp.autocast"] = False
+    out: dict[str, Any] = modes.Autocast().detect(modes.LoopFacts(autocast=seen.first))
     enabled = scaler is not None and bool(scaler.is_enabled())
     out["amp.grad_scaler"] = enabled
     if scaler is not None and enabled:
@@ -54,6 +51,9 @@ def precision_overrides(seen: AutocastSeen, scaler: Any | None) -> dict[str, Any
 
 
 def loop_overrides(seen: AutocastSeen, scaler: Any | None, models: list[torch.nn.Module]) -> dict[str, Any]:
-    """`precision_overrides`, and for a model the loop sharded with FSDP2 its policy (dist.mode
-    "fsdp"; a reduced param_dtype is the dtype it computes in, no autocast needed)."""
-    return {**precision_overrides(seen, scaler), **policy_overrides(models)}
+    """`precision_overrides`, and what every precision mode reads from the loop's models: for a
+    model the loop sharded with FSDP2 its policy (dist.mode "fsdp"; a reduced param_dtype is the
+    dtype it computes in, no autocast needed)."""
+    float8 = next((layers[0][2] for layers in map(float8_layers, models) if layers), None)  # torchao's linears
+    facts = modes.LoopFacts(autocast=seen.first, fsdp_policy=first_policy(models), float8=float8)
+    return {**precision_overrides(seen, scaler), **modes.detect(facts)}

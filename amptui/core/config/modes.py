@@ -1,0 +1,307 @@
+"""Precision modes: each way amptui can train in reduced precision is one `PrecisionMode`, and
+`MODES` lists them. A mode says what the trainer applies (the autocast dtype, the GradScaler,
+an FSDP MixedPrecisionPolicy, a module conversion), how the script hooks recognise it in a loop
+they watch, the variant names `amptui ab` and `amptui tune` take, and its words for the views.
+
+`Precision` (core/config/precision.py) is the value a run records; every question about it is
+answered by the mode that owns it (`mode_of`). No torch here: a conversion is named as
+"module:function" and imported by the trainer (docs/development.md, "Adding a precision mode").
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, FULL, REDUCE, TF32, dtype_by_short
+
+if TYPE_CHECKING:  # precision.py imports this module: the value is only named in annotations
+    from amptui.core.config.precision import Precision
+
+SCALER = "scaler"  # the variant suffix that adds a GradScaler ("fp16+scaler")
+
+
+@dataclass(frozen=True)
+class LoopFacts:
+    """What the script hooks saw a loop do, as plain values (telemetry gathers them with torch)."""
+
+    autocast: tuple[str, str] | None = None      # the first enabled autocast with gradients on: (device, dtype)
+    fsdp_policy: dict[str, str] | None = None    # an FSDP2-sharded model's policy (telemetry/fsdp_policy.py)
+    float8: str | None = None                    # the recipe of the float8 linears found in its models
+
+
+class PrecisionMode(ABC):
+    """One way to train in reduced precision. `owns` picks the mode of a `Precision`; the rest
+    answers for a Precision it owns."""
+
+    name: str = ""
+    group = ""  # "" offered everywhere; "fsdp": its variants need dist.mode = "fsdp"; "float8": torchao's
+
+    # --- the names `ab` and `tune` take -----------------------------------------------------------
+
+    @abstractmethod
+    def variants(self) -> list[str]:
+        """Its variant names, in the order they are offered."""
+
+    @abstractmethod
+    def parse(self, variant: str) -> dict[str, Any] | None:
+        """A variant's Precision fields (autocast, dtype, scaler, ...), or None: not one of its names."""
+
+    @abstractmethod
+    def owns(self, p: Precision) -> bool: ...
+
+    # --- what the trainer applies -----------------------------------------------------------------
+
+    def autocast_dtype(self, p: Precision) -> str | None:
+        """The dtype the trainer's autocast context runs in; None: no autocast."""
+        return None
+
+    def fsdp_policy(self, p: Precision) -> dict[str, str] | None:
+        """An FSDP run's MixedPrecisionPolicy in dtype names; None: not an FSDP policy."""
+        return None
+
+    def conversion(self, p: Precision) -> str | None:
+        """"module:function" the trainer calls on the model before training (a module swap); None: none."""
+        return None
+
+    def missing(self) -> str | None:
+        """What this mode needs that is not installed, as the line that refuses it; None: nothing."""
+        return None
+
+    # (the GradScaler is `p.scaler` in every mode: "+scaler" in a variant, " + GradScaler" in words)
+
+    # --- how the script hooks recognise it ----------------------------------------------------------
+
+    def detect(self, facts: LoopFacts) -> dict[str, Any]:
+        """The preset keys (dotted) that say this mode ran in a watched loop; {} when it did not."""
+        return {}
+
+    # --- its words for the views ------------------------------------------------------------------
+
+    @abstractmethod
+    def short(self, p: Precision) -> str:
+        """The variant name (without "+scaler")."""
+
+    @abstractmethod
+    def words(self, p: Precision) -> str:
+        """In words (without " + GradScaler")."""
+
+    def record(self, p: Precision) -> dict[str, Any]:
+        """What it adds to the `start` record's `precision`."""
+        return {}
+
+    def overrides(self, p: Precision) -> dict[str, object]:
+        """The preset keys (dotted) that give `p`, beyond amp.autocast/amp.dtype/amp.grad_scaler."""
+        return {}
+
+
+def _scaler_split(variant: str) -> tuple[str, bool] | None:
+    """"fp16+scaler" -> ("fp16", True); None for any other "+" suffix."""
+    base, plus, extra = variant.partition("+")
+    if plus and extra != SCALER:
+        return None
+    return base, bool(plus)
+
+
+class Full(PrecisionMode):
+    """float32 throughout: the reference every A/B and tune compares against."""
+
+    name = "fp32"
+
+    def variants(self) -> list[str]:
+        return ["fp32"]
+
+    def parse(self, variant: str) -> dict[str, Any] | None:
+        split = _scaler_split(variant)
+        if split is None or split[0] != "fp32":
+            return None
+        return {"autocast": False, "dtype": next(iter(DTYPES)), "scaler": split[1]}
+
+    def owns(self, p: Precision) -> bool:
+        return not p.autocast and not p.tf32
+
+    def short(self, p: Precision) -> str:
+        return "fp32"
+
+    def words(self, p: Precision) -> str:
+        return "fp32"
+
+
+class Tf32(PrecisionMode):
+    """float32 without autocast, CUDA matmuls and convolutions on TF32 tensor cores (amp.tf32)."""
+
+    name = TF32
+
+    def variants(self) -> list[str]:
+        return [TF32]
+
+    def parse(self, variant: str) -> dict[str, Any] | None:
+        return {"autocast": False, "dtype": next(iter(DTYPES)), "scaler": False, "tf32": True} if variant == TF32 else None
+
+    def owns(self, p: Precision) -> bool:
+        return not p.autocast and p.tf32
+
+    def short(self, p: Precision) -> str:
+        return TF32
+
+    def words(self, p: Precision) -> str:
+        return "fp32 + TF32"
+
+    def overrides(self, p: Precision) -> dict[str, object]:
+        return {"amp.tf32": True}
+
+
+class Autocast(PrecisionMode):
+    """torch.autocast to one of `DTYPES` (fp16 and bf16), with or without a GradScaler."""
+
+    name = "autocast"
+
+    def variants(self) -> list[str]:
+        return [n for d in DTYPES.values() for n in (d.short, f"{d.short}+{SCALER}")]
+
+    def parse(self, variant: str) -> dict[str, Any] | None:
+        split = _scaler_split(variant)
+        d = dtype_by_short(split[0]) if split else None
+        if split is None or d is None:
+            return None
+        return {"autocast": True, "dtype": d.name, "scaler": split[1]}
+
+    def owns(self, p: Precision) -> bool:
+        return p.autocast
+
+    def autocast_dtype(self, p: Precision) -> str | None:
+        return p.dtype
+
+    def detect(self, facts: LoopFacts) -> dict[str, Any]:
+        if facts.autocast is not None and facts.autocast[1] in DTYPES:
+            return {"amp.autocast": True, "amp.dtype": facts.autocast[1]}
+        return {"amp.autocast": False}
+
+    def short(self, p: Precision) -> str:
+        return DTYPES[p.dtype].short if p.dtype in DTYPES else p.dtype  # a dtype not in the table: its name
+
+    def words(self, p: Precision) -> str:
+        return f"autocast {p.dtype}"
+
+
+class FsdpPolicy(PrecisionMode):
+    """dist.mode = "fsdp": FSDP2's MixedPrecisionPolicy computes in `dtype` (the param_dtype; float32
+    without autocast) and reduces gradients in `reduce`; no autocast context on top of it."""
+
+    name = "fsdp"
+    group = "fsdp"
+
+    def variants(self) -> list[str]:
+        return [n for d in DTYPES.values() for n in (f"{d.short}+{REDUCE}", f"{d.short}+{REDUCE}+{SCALER}")]
+
+    def parse(self, variant: str) -> dict[str, Any] | None:
+        base, _, rest = variant.partition(f"+{REDUCE}")
+        d = dtype_by_short(base)
+        if d is None or rest not in ("", f"+{SCALER}") or f"+{REDUCE}" not in variant:
+            return None
+        return {"autocast": True, "dtype": d.name, "scaler": bool(rest), "reduce": d.name}
+
+    def owns(self, p: Precision) -> bool:
+        return p.reduce is not None
+
+    def fsdp_policy(self, p: Precision) -> dict[str, str] | None:
+        assert p.reduce is not None
+        return {"param_dtype": p.reduced, "reduce_dtype": p.reduce, "sharded_dtype": FULL}
+
+    def detect(self, facts: LoopFacts) -> dict[str, Any]:
+        policy = facts.fsdp_policy
+        if policy is None:
+            return {}
+        out: dict[str, Any] = {"dist.mode": "fsdp"}
+        if policy["reduce_dtype"] in (FULL, *DTYPES):
+            out["amp.reduce_dtype"] = policy["reduce_dtype"]
+        if policy["param_dtype"] in DTYPES:  # a reduced param_dtype: the policy computes in it, no autocast
+            out.update({"amp.autocast": True, "amp.dtype": policy["param_dtype"]})
+        return out
+
+    def short(self, p: Precision) -> str:
+        name = (DTYPES[p.dtype].short if p.dtype in DTYPES else p.dtype) if p.autocast else TF32 if p.tf32 else "fp32"
+        return name + (f"+{REDUCE}" if p.reduce != FULL else "")
+
+    def words(self, p: Precision) -> str:
+        return f"FSDP {p.reduced} params, {p.reduce} reduce"
+
+    def record(self, p: Precision) -> dict[str, Any]:
+        return {"fsdp": self.fsdp_policy(p)}
+
+    def overrides(self, p: Precision) -> dict[str, object]:
+        return {"amp.reduce_dtype": p.reduce}  # the "+reduce" variants: gradients reduced in the compute dtype
+
+
+class Float8(PrecisionMode):
+    """torchao's float8 training on top of autocast (amp.float8): the linears chosen by the trainer
+    (trainer/float8.py) are swapped for float8 ones, with tensorwise or rowwise scales or MXFP8."""
+
+    name = "float8"
+    group = "float8"
+    EXTRA = "pip install 'amptui[fp8]'"
+
+    def variants(self) -> list[str]:
+        return list(FLOAT8_RECIPES.values())
+
+    def parse(self, variant: str) -> dict[str, Any] | None:
+        recipe = next((r for r, v in FLOAT8_RECIPES.items() if v == variant), None)
+        if recipe is None:
+            return None
+        return {"autocast": True, "dtype": "bfloat16", "scaler": False, "float8": recipe}
+
+    def owns(self, p: Precision) -> bool:
+        return p.float8 != "off"
+
+    def autocast_dtype(self, p: Precision) -> str | None:
+        return p.dtype if p.autocast else None
+
+    def conversion(self, p: Precision) -> str | None:
+        return "amptui.trainer.float8:convert"
+
+    def missing(self) -> str | None:
+        if importlib.util.find_spec("torchao") is None:
+            return f"float8 training needs torchao, which is not installed: {self.EXTRA}"
+        return None
+
+    def detect(self, facts: LoopFacts) -> dict[str, Any]:
+        return {"amp.float8": facts.float8} if facts.float8 else {}
+
+    def short(self, p: Precision) -> str:
+        name = FLOAT8_RECIPES.get(p.float8, f"float8-{p.float8}")
+        if p.autocast and p.dtype == "bfloat16":
+            return name
+        return ((DTYPES[p.dtype].short if p.dtype in DTYPES else p.dtype) if p.autocast else "fp32") + "+" + name
+
+    def words(self, p: Precision) -> str:
+        return (f"autocast {p.dtype}" if p.autocast else "fp32") + f" + float8 {p.float8}"
+
+    def record(self, p: Precision) -> dict[str, Any]:
+        return {"float8": {"recipe": p.float8}}
+
+    def overrides(self, p: Precision) -> dict[str, object]:
+        return {"amp.float8": p.float8}
+
+
+# Every precision mode, in the order their variants are offered and a variant name is looked up.
+MODES: list[PrecisionMode] = [Full(), Tf32(), Autocast(), FsdpPolicy(), Float8()]
+
+
+def mode_of(p: Precision) -> PrecisionMode:
+    """The mode that owns `p`: the most specific first (float8 and FSDP over autocast)."""
+    return next(m for m in reversed(MODES) if m.owns(p))
+
+
+def parse_variant(name: str) -> dict[str, Any] | None:
+    """A variant name's Precision fields, from the first mode that knows it; None: no mode does."""
+    return next((fields for m in MODES if (fields := m.parse(name)) is not None), None)
+
+
+def detect(facts: LoopFacts) -> dict[str, Any]:
+    """Every mode's reading of a watched loop, merged in MODES order (a later, more specific mode wins)."""
+    out: dict[str, Any] = {}
+    for m in MODES:
+        out.update(m.detect(facts))
+    return out

@@ -1,0 +1,158 @@
+"""Float8 numerics of torchao's float8 linears, on the steps `numerics.every` samples (the range
+sampler, telemetry/numerics.py, hooks these in with its own and carries the values in its buffer:
+no host read, no hook on other steps).
+
+Per converted linear: the amax of its input, weight and grad-output; the share of their non-zero
+values that round to zero once scaled into float8 (e4m3 for inputs and weights, and for
+grad-outputs e5m2 under tensorwise, e4m3 under rowwise and MXFP8), computed at the recipe's scale
+granularity (the tensor, each row, each block of 32); and the SQNR in dB of the float8 GEMM's output
+against the same GEMM in float32 on the same inputs: 10 log10(signal power / error power).
+A model with no float8 linear (torchao never imported) has no probe at all.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Callable, cast
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from amptui.telemetry.fsdp_policy import local
+
+ROWS = 3  # buffer rows (of 4 values) per float8 linear
+# row 0: signal power, error power, input amax, weight amax
+# row 1: input underflowed, input non-zero, weight underflowed, weight non-zero
+# row 2: grad-output amax, underflowed, non-zero, (unused)
+FLOAT8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
+GRAD_FORMAT = {"tensorwise": "e5m2", "rowwise": "e4m3", "mxfp8": "e4m3"}
+
+
+def recipe_of(module: nn.Module) -> str | None:
+    """The float8 recipe of a linear torchao converted; None for any other module."""
+    if type(module).__name__ == "Float8Linear":
+        config = getattr(module, "config", None)
+        granularity = str(getattr(getattr(config, "cast_config_input", None), "scaling_granularity", ""))
+        return "rowwise" if "AXISWISE" in granularity else "tensorwise"
+    weight = getattr(module, "weight", None)
+    if isinstance(module, nn.Linear) and type(weight).__name__.startswith("MXFP8Training"):
+        return "mxfp8"
+    return None
+
+
+def float8_layers(model: nn.Module) -> list[tuple[str, nn.Module, str]]:
+    """(name, module, recipe) of every float8 linear in `model`, in module order."""
+    if "torchao" not in sys.modules:  # nothing can be converted yet: no walk to pay for
+        return []
+    return [(name, m, r) for name, m in model.named_modules() if (r := recipe_of(m)) is not None]
+
+
+def plain(param: torch.Tensor) -> torch.Tensor:
+    """A parameter's high-precision values as a plain tensor (MXFP8 wraps every parameter of its
+    linears; FSDP2 shards are DTensors), detached."""
+    t = param.detach()
+    return local(getattr(t, "_data", t))
+
+
+def _dtype(fmt: str) -> torch.dtype:
+    return torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2
+
+
+def cast_counts(x: torch.Tensor, recipe: str, fmt: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(amax, values that round to zero in float8, non-zero values) of `x` scaled as the recipe
+    scales it: one scale per tensor, per row, or per block of 32 along the last dimension."""
+    top = FLOAT8_MAX[fmt]
+    x = local(x.detach()).float().reshape(-1, x.shape[-1])
+    amax = x.abs().amax()
+    if recipe == "rowwise":
+        peak = x.abs().amax(dim=-1, keepdim=True)
+    elif recipe == "mxfp8" and x.shape[-1] % 32 == 0:
+        x = x.reshape(x.shape[0], -1, 32)
+        peak = x.abs().amax(dim=-1, keepdim=True)
+    else:
+        peak = amax
+    scale = top / peak.clamp(min=1e-30)
+    q = (x * scale).clamp(-top, top).to(_dtype(fmt)).float()
+    nonzero = x != 0
+    return amax, ((q == 0) & nonzero).sum().float(), nonzero.sum().float()
+
+
+class Float8Probe:
+    """The float8 linears of one model; `hook` puts their hooks in for one sampled step."""
+
+    def __init__(self, layers: list[tuple[str, nn.Module, str]]):
+        self.layers = layers
+
+    @property
+    def rows(self) -> int:
+        return ROWS * len(self.layers)
+
+    def hook(self, buffer: torch.Tensor, first_row: int, quiet: Callable[[], bool]) -> list[Any]:
+        handles = []
+        for i, (_, module, recipe) in enumerate(self.layers):
+            handles.append(module.register_forward_hook(self._forward(buffer, first_row + ROWS * i, recipe, quiet)))
+        return handles
+
+    def _forward(self, buffer: torch.Tensor, row: int, recipe: str, quiet: Callable[[], bool]):
+        def hook(module: nn.Module, inputs: Any, output: Any) -> None:
+            if quiet() or not torch.is_grad_enabled() or not inputs or not isinstance(output, torch.Tensor):
+                return
+            x = inputs[0]
+            weight = plain(cast(torch.Tensor, module.weight))
+            with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
+                bias = plain(cast(torch.Tensor, module.bias)).float() if module.bias is not None else None
+                reference = F.linear(x.detach().float(), weight.float(), bias)
+                error = reference - output.detach().float()
+                xa, xu, xn = cast_counts(x, recipe, "e4m3")
+                wa, wu, wn = cast_counts(weight, recipe, "e4m3")
+                buffer[row, 0] += reference.pow(2).sum()
+                buffer[row, 1] += error.pow(2).sum()
+                buffer[row, 2] = torch.maximum(buffer[row, 2], xa)
+                buffer[row, 3] = torch.maximum(buffer[row, 3], wa)
+                buffer[row + 1] += torch.stack([xu, xn, wu, wn])
+            if output.requires_grad:
+                output.register_hook(self._backward(buffer, row + 2, recipe, quiet))
+        return hook
+
+    def _backward(self, buffer: torch.Tensor, row: int, recipe: str, quiet: Callable[[], bool]):
+        def hook(grad: torch.Tensor) -> None:
+            if quiet():
+                return
+            with torch.no_grad():
+                ga, gu, gn = cast_counts(grad, recipe, GRAD_FORMAT[recipe])
+                buffer[row, 0] = torch.maximum(buffer[row, 0], ga)
+                buffer[row, 1] += gu
+                buffer[row, 2] += gn
+        return hook
+
+    def records(self, values: list[float]) -> list[dict[str, Any]]:
+        """Each layer's record from its rows of the buffer, read back (values: the float8 rows, flat)."""
+        out = []
+        for i, (name, _, recipe) in enumerate(self.layers):
+            (signal, noise, x_amax, w_amax), (xu, xn, wu, wn), (g_amax, gu, gn, _) = (
+                values[(ROWS * i + r) * 4:(ROWS * i + r + 1) * 4] for r in range(ROWS))
+            grad_fmt = GRAD_FORMAT[recipe]
+            out.append({"name": name, "recipe": recipe, "sqnr_db": sqnr_db(signal, noise),
+                        "input": _tensor("e4m3", x_amax, xu, xn), "weight": _tensor("e4m3", w_amax, wu, wn),
+                        "grad_output": _tensor(grad_fmt, g_amax, gu, gn)})
+        return out
+
+
+def sqnr_db(signal: float, noise: float) -> float | None:
+    """10 log10(signal / noise), rounded; None when nothing was seen or a value is not finite."""
+    if not (math.isfinite(signal) and math.isfinite(noise)) or signal <= 0:
+        return None
+    if noise <= 0:  # no error at all (every value exact in float8): JSON has no infinity
+        return 300.0
+    return round(10 * math.log10(signal / noise), 2)
+
+
+def _tensor(fmt: str, amax: float, underflowed: float, nonzero: float) -> dict[str, Any]:
+    """amax, the tensorwise scale (float8 max / amax: each row or block is scaled at least this
+    much), the format, and the share of non-zero values that rounded to zero."""
+    finite = math.isfinite(amax)
+    return {"format": fmt, "amax": amax if finite else None,
+            "scale": FLOAT8_MAX[fmt] / amax if finite and amax > 0 else None,
+            "underflow": round(underflowed / nonzero, 6) if nonzero else None}

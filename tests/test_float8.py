@@ -1,0 +1,221 @@
+"""amp.float8: torchao's float8 and MXFP8 training as one more precision mode. Which linears
+convert (torchtitan's rules), the variants fp8 / fp8-rowwise / mxfp8, the one-line refusal without
+torchao, the float8 numerics (SQNR, amax, scale, underflow) and the alarm that names a collapsing
+layer; and, in real processes, each recipe training gpt-text with falling loss, and `amptui ab`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+from conftest import amptui, events, one_clear_line
+from torch import nn
+
+from amptui.core.config import modes
+from amptui.core.config import values as config
+from amptui.core.config import variants as ab
+from amptui.core.config.precision import Precision
+from amptui.core.errors import ConfigError, UserError
+from amptui.core.numerics import summarize
+from amptui.telemetry.alarms import HeadroomAlarms
+from amptui.telemetry.float8_numerics import FLOAT8_MAX
+from amptui.telemetry.numerics import RangeSampler
+
+torchao = pytest.importorskip("torchao", reason="amp.float8 needs torchao (pip install 'amptui[fp8]')")
+
+from amptui.trainer import float8  # noqa: E402 - after the skip: it converts with torchao
+from amptui.trainer.gpt import GPT  # noqa: E402
+
+RECIPES = ("tensorwise", "rowwise", "mxfp8")
+
+
+@pytest.fixture
+def no_torchao(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else real(name, *a))
+
+
+# --- the mode: variants, names, records ---------------------------------------------------------
+
+def test_float8_variants_run_on_top_of_bf16_autocast():
+    got = dict(ab.expand("bf16,fp8,fp8-rowwise,mxfp8", "cpu"))
+    assert got["fp8-rowwise"] == {"amp.autocast": True, "amp.dtype": "bfloat16", "amp.grad_scaler": False,
+                                  "amp.float8": "rowwise"}
+    assert [got[v]["amp.float8"] for v in ("fp8", "mxfp8")] == ["tensorwise", "mxfp8"]
+    for variant, recipe in zip(("fp8", "fp8-rowwise", "mxfp8"), RECIPES, strict=True):
+        p = Precision.from_variant(variant)
+        assert (p.short, p.words, p.conversion) == (variant, f"autocast bfloat16 + float8 {recipe}",
+                                                    "amptui.trainer.float8:convert")
+        assert Precision.from_record(p.as_record()) == p and Precision.from_record(p.words) == p
+        assert p.as_record()["float8"] == {"recipe": recipe}
+        resolved = Precision.from_config(config.build_config({}, p.overrides()), "cpu")
+        assert resolved == p
+    with pytest.raises(UserError, match="choose them with --variants"):
+        ab.check_overrides({"amp.float8": "rowwise"})
+
+
+def test_the_preset_keys_take_a_recipe_and_a_list_of_names():
+    cfg = config.build_config({"amp": {"float8": "mxfp8", "float8_skip": ["attn.proj", "head"]}})
+    assert (cfg.amp.float8, cfg.amp.float8_skip) == ("mxfp8", ["attn.proj", "head"])
+    assert config.build_config().amp.float8_skip == []
+    with pytest.raises(ConfigError, match="amp.float8 must be one of off, tensorwise, rowwise, mxfp8"):
+        config.build_config({}, config.parse_set(["amp.float8=fp4"]))
+    with pytest.raises(ConfigError, match="amp.float8_skip must be a list of strings"):
+        config.build_config({}, config.parse_set(["amp.float8_skip=head"]))
+
+
+def test_without_torchao_float8_is_refused_in_one_line_naming_the_extra(no_torchao, cli, runs_dir):
+    with pytest.raises(UserError, match=r"--variants fp8-rowwise: float8 training needs torchao, which is not "
+                                        r"installed: pip install 'amptui\[fp8\]'"):
+        ab.expand("bf16,fp8-rowwise", "cpu")
+    line = one_clear_line(cli("run", "gpt-text", "--set", "amp.float8=rowwise"))
+    assert "amp.float8 = \"rowwise\"" in line and "pip install 'amptui[fp8]'" in line
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())  # nothing made
+    line = one_clear_line(cli("ab", "gpt-text", "--variants", "bf16,mxfp8"))
+    assert "mxfp8" in line and "amptui[fp8]" in line
+
+
+# --- which linears convert --------------------------------------------------------------------
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(64, 64)
+        self.a = nn.Linear(64, 64)
+        self.odd = nn.Linear(64, 40)      # 40 is not a multiple of 16
+        self.b = nn.Linear(40, 48)        # 48: a multiple of 16, not of 32 (MXFP8's blocks)
+        self.attn_proj = nn.Linear(48, 64)
+        self.out = nn.Linear(64, 64)
+
+
+def test_which_linears_convert_follows_torchtitans_rules():
+    chosen, kept = float8.choose(Stack(), "rowwise", ["attn_proj"], hardware=False)
+    assert chosen == ["a"]
+    assert kept == {"inp": "first linear", "odd": "features not divisible by 16", "b": "features not divisible by 16",
+                    "attn_proj": "amp.float8_skip", "out": "last linear"}
+    chosen, kept = float8.choose(Stack(), "mxfp8", [], hardware=False)
+    assert chosen == ["a"] and kept["attn_proj"] == "features not divisible by 32"
+    assert float8.choose(Stack(), "tensorwise", [], hardware=False)[0] == ["a", "attn_proj"]
+    # on float8 hardware, GEMMs too small to gain stay in high precision (torchao's thresholds)
+    assert float8.choose(Stack(), "tensorwise", [], hardware=True) == (
+        [], {"inp": "first linear", "a": "GEMM too small to gain", "odd": "features not divisible by 16",
+             "b": "features not divisible by 16", "attn_proj": "GEMM too small to gain", "out": "last linear"})
+
+
+# --- float8 numerics, in process ------------------------------------------------------------------
+
+def _trained_sample(recipe: str, poison: str | None = None):
+    """A tiny GPT converted to `recipe`, one sampled step under bf16 autocast; its numerics record."""
+    torch.manual_seed(0)
+    model = GPT(n_layer=2, n_head=2, n_embd=64, block_size=32)
+    cfg = config.build_config({}, {"amp.float8": recipe})
+    summary = float8.convert(model, Precision.from_config(cfg, "cpu"), cfg, torch.device("cpu"))
+    if poison:
+        with torch.no_grad():
+            model.get_submodule(poison).weight.data[0, 0] = float("inf")
+    sampler = RangeSampler(model, every=1, depth=2, dtype="bfloat16", device=torch.device("cpu"))
+    sampler.prepare(1, None)
+    x = torch.randint(0, 256, (4, 32))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = nn.functional.cross_entropy(model(x).float().reshape(-1, 256), x.roll(-1, 1).reshape(-1))
+    loss.backward()
+    sampler.step_done()
+    [record] = sampler.records([b.flatten().tolist() for b in sampler.riders()])
+    return summary, record
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_each_converted_linear_gets_its_sqnr_amax_scale_and_underflow(recipe):
+    summary, record = _trained_sample(recipe)
+    assert summary["recipe"] == recipe and summary["emulated"] is True
+    assert (summary["converted"], summary["linears"]) == (7, 9)  # the first linear and the tied head stay
+    assert float8.summary_words(summary).startswith(f"float8 {recipe}: 7 of 9 linears (kept in high precision: "
+                                                    "blocks.0.attn.qkv (first linear), head (last linear))")
+    layers = {layer["name"]: layer for layer in record.float8}
+    assert list(layers) == summary["layers"]
+    for layer in layers.values():
+        assert layer["recipe"] == recipe
+        assert 15 <= layer["sqnr_db"] <= 45, layer  # torchao's own tests: float8 GEMMs at roughly 15-35 dB
+        for tensor in ("input", "weight", "grad_output"):
+            t = layer[tensor]
+            assert t["amax"] > 0 and t["scale"] == pytest.approx(FLOAT8_MAX[t["format"]] / t["amax"])
+            assert 0 <= t["underflow"] < 0.5
+        assert layer["grad_output"]["format"] == ("e5m2" if recipe == "tensorwise" else "e4m3")
+    assert HeadroomAlarms("bfloat16").observe([record]) == []  # healthy layers: no alarm
+    folded = summarize([{"kind": "numerics", **record.fields()}])
+    assert set(folded.float8) == set(layers)
+
+
+def test_a_layer_whose_float8_values_break_is_named_by_the_alarm_with_advice():
+    _, record = _trained_sample("tensorwise", poison="blocks.1.mlp.fc")
+    broken = next(layer for layer in record.float8 if layer["name"] == "blocks.1.mlp.fc")
+    assert broken["sqnr_db"] is None and broken["weight"]["amax"] is None
+    alarms = HeadroomAlarms("bfloat16").observe([record])
+    said = [a.message for a in alarms if a.code == "float8_sqnr"]
+    assert said and said[0].startswith("blocks.1.mlp.fc's float8 tensorwise weight")
+    assert 'amp.float8_skip = ["blocks.1.mlp.fc"]' in said[0] and "rowwise" in said[0]
+    # a collapsed SQNR (a finite but tiny margin over the rounding error) says so too
+    low = {**record.float8[0], "sqnr_db": 4.2}
+    alarm = HeadroomAlarms("bfloat16").observe([type(record)(**{**record.fields(), "float8": [low],
+                                                                "first_nonfinite": None})])
+    assert [a.code for a in alarm] == ["float8_sqnr"] and "4.2 dB" in alarm[0].message
+
+
+def test_script_hooks_label_a_loop_whose_model_torchao_converted():
+    from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
+
+    model = GPT(n_layer=2, n_head=2, n_embd=64, block_size=32)
+    cfg = config.build_config({}, {"amp.float8": "rowwise"})
+    float8.convert(model, Precision.from_config(cfg, "cpu"), cfg, torch.device("cpu"))
+    seen = AutocastSeen()
+    seen.autocast_entered("cpu", torch.bfloat16)
+    told = loop_overrides(seen, None, [model])
+    assert told["amp.float8"] == "rowwise" and told["amp.dtype"] == "bfloat16"
+    assert Precision.from_config(config.build_config({}, {k: v for k, v in told.items() if k.startswith("amp.")}),
+                                 "cpu").short == "fp8-rowwise"
+    assert modes.detect(modes.LoopFacts()) == {"amp.autocast": False}  # nothing converted: no float8 key
+
+
+# --- real runs -------------------------------------------------------------------------------------
+
+TINY = ["--set", "model.n_layer=2", "--set", "model.block_size=32", "--set", "data.batch_size=8",
+        "--set", "data.train_samples=480", "--set", "data.val_samples=16", "--set", "run.epochs=1",
+        "--set", "run.max_steps=30", "--set", "log.every=5", "--set", "numerics.every=10",
+        "--set", "log.checkpoint_every=0"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_gpt_text_trains_with_each_float8_recipe(recipe, runs_dir):
+    proc = amptui("run", "gpt-text", "--set", f"amp.float8={recipe}", *TINY, timeout=840)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [run_dir] = runs_dir.iterdir()
+    recs = events(run_dir)
+    start = recs[0]
+    assert start["precision"]["float8"]["converted"] == 7 and start["precision"]["float8"]["emulated"] is True
+    notes = [r["message"] for r in recs if r["kind"] == "warning" and r.get("code") == "float8"]
+    assert notes and notes[0].startswith(f"float8 {recipe}: 7 of 9 linears") and float8.EMULATED_NOTE in notes[0]
+    losses = [r["loss"] for r in recs if r["kind"] == "step"]
+    assert len(losses) == 6 and losses[-1] < losses[0] - 0.5, losses
+    samples = [r for r in recs if r["kind"] == "numerics"]
+    assert [s["step"] for s in samples] == [10, 20, 30]
+    assert all(10 <= layer["sqnr_db"] <= 50 for s in samples for layer in s["float8"])
+    table = amptui("numerics", run_dir.name, "--runs-dir", str(runs_dir), check=True).stdout
+    assert f"float8 ({recipe}), latest sample:" in table and "blocks.1.mlp.fc" in table
+    as_json = json.loads(amptui("numerics", run_dir.name, "--runs-dir", str(runs_dir), "--format", "json",
+                                check=True).stdout)
+    assert {x["name"] for x in as_json["float8"]} == set(start["precision"]["float8"]["layers"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_ab_bf16_against_fp8_rowwise_prints_the_table_with_the_emulation_note(runs_dir):
+    proc = amptui("ab", "gpt-text", "--variants", "bf16,fp8-rowwise", *TINY, timeout=840)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = " ".join(proc.stdout.split())  # sentences wrap at the terminal's width
+    assert "fp8-rowwise" in out and "bf16" in out
+    assert "float8 rowwise: 7 of 9 linears; emulated (no float8 GEMM on this device): numerics are real, " \
+           "speed is not" in out, proc.stdout
