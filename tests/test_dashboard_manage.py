@@ -461,3 +461,23 @@ async def test_a_figure_reads_the_same_on_the_run_screen_the_list_and_compare(ro
         assert "val acc" in HEADERS
         assert f"val acc {row['val acc']}" in stats and f"val acc {row['val acc']}" in detail
         assert f"final loss {row['final loss']}" in detail
+
+
+@async_test
+async def test_the_log_stays_on_its_newest_line_when_a_warning_bar_takes_rows_from_it(root):
+    """The warning bar appears after the log was drawn: the log panel gets shorter, and its newest
+    line must still show (RichLog scrolls only when it writes; nothing more is written here)."""
+    with open(root / SCALER / "output.log", "a") as fh:
+        fh.write("".join(f"line {i}\n" for i in range(60)) + "NEWEST-LINE\n")
+    app = app_for(root, watch=root / SCALER)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: not screen.model.loading and screen.drawn() and screen.model.log_seq > 0)
+        log = screen.query_one("#log")
+        height = log.size.height
+        long = "loss scale collapsed: " + "overflow in layer.weight " * 8 + "END-OF-ALARM"
+        with open(root / SCALER / "events.jsonl", "a") as fh:
+            fh.write(json.dumps(record(WarningRecord(message=long), t=FROZEN_NOW - 1)) + "\n")
+        await until(pilot, lambda: log.size.height < height)  # the bar took its rows
+        await until(pilot, screen.drawn)
+        assert log.is_vertical_scroll_end and log.max_scroll_y > 0

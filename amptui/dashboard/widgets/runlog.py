@@ -34,3 +34,7 @@ class RunLog(RichLog):
                 for line in self._shown:
                     self.write(line)
             self._wrapped_at = width
+        elif self._shown:
+            # Shorter (a warning bar appeared above it): the newest line would drop out of view with
+            # no write to scroll it back, as RichLog scrolls only when it writes.
+            self.scroll_end(animate=False, immediate=False, x_axis=False)
