@@ -13,9 +13,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
 PENDING = {
     "amptui/dashboard/screens/home.py", "amptui/dashboard/screens/home_launch.py",
     "amptui/dashboard/screens/home_presets.py", "amptui/dashboard/screens/home_runs.py",
-    "amptui/telemetry/scripthooks/session.py", "amptui/telemetry/scripthooks/stephooks.py",
-    "amptui/telemetry/scripthooks/scalerhooks.py", "amptui/telemetry/scripthooks/stepclock.py",
-    "amptui/telemetry/scripthooks/loopshape.py",
 }
 
 
