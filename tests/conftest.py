@@ -234,3 +234,26 @@ def count_device_reads(monkeypatch) -> dict:
             return _original(self, *a, **k)
         monkeypatch.setattr(torch.Tensor, name, counted)
     return counts
+
+
+def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:
+    """Poll `condition` until it holds; a generous deadline only a broken build reaches."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {what}")
+        time.sleep(step)
+
+
+def cpu_rates_here(tmp_path: Path, monkeypatch, bfloat16: float, float16: float = 0.001,
+                   float32: float = 0.085) -> None:
+    """This CPU's measured matmul rates (TFLOP/s), as the launcher caches them, for this test only."""
+    from amptui.machine import cpu as cpu_features
+
+    cache = tmp_path / "cache" / "amptui" / "peak_tflops.json"
+    cache.parent.mkdir(parents=True)
+    name = cpu_features.cpu_name()
+    cache.write_text(json.dumps({"format": 1, "peak_tflops": {
+        f"{name} (2 threads)|{dtype}|torch 9": rate
+        for dtype, rate in (("bfloat16", bfloat16), ("float16", float16), ("float32", float32))}}))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from conftest import REPO, amptui, events_so_far, one_clear_line, started
+from conftest import REPO, amptui, events_so_far, one_clear_line, started, wait_until
 from dashboard_support import async_test, until
 
 from amptui.cli import main as cli
@@ -102,12 +102,6 @@ def lock_openers(run_dir: Path) -> list[str]:
     return found
 
 
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
-        time.sleep(0.1)
 
 
 def records_after(run_dir: Path, offset: int) -> list[dict]:

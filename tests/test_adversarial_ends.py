@@ -11,7 +11,7 @@ import time
 
 import psutil
 import pytest
-from conftest import amptui, one_clear_line, started
+from conftest import amptui, one_clear_line, started, wait_until
 
 from amptui.core.run import runs
 
@@ -34,12 +34,6 @@ os.waitpid(child, 0)
 """
 
 
-def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
-        time.sleep(step)
 
 
 def gone(pid: int) -> bool:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events_so_far, one_clear_line, started, wait_for_step
+from conftest import amptui, events_so_far, one_clear_line, started, wait_for_step, wait_until
 from dashboard_support import Notes, async_test, until
 from pty_support import amptui_on_pty
 
@@ -63,12 +63,6 @@ def no_trainer_left(isolated):
 
 # --- helpers -------------------------------------------------------------------------------------
 
-def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
-        time.sleep(step)
 
 
 def start_detached(runs_dir: Path, *extra: str) -> Path:

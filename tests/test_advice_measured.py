@@ -6,25 +6,11 @@ dialog says which toggles its trials really keep."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
-from conftest import events
-from test_cli_notes import slow_bfloat16_here
+from conftest import cpu_rates_here, events
 
 from amptui.tune import plan as T
-
-
-def fast_bfloat16_here(tmp_path, monkeypatch) -> None:
-    from amptui.machine import cpu as cpu_features
-
-    cache = tmp_path / "cache" / "amptui" / "peak_tflops.json"
-    cache.parent.mkdir(parents=True)
-    name = cpu_features.cpu_name()
-    cache.write_text(json.dumps({"format": 1, "peak_tflops": {
-        f"{name} (2 threads)|{dtype}|torch 9": rate
-        for dtype, rate in (("bfloat16", 0.2), ("float16", 0.001), ("float32", 0.085))}}))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def test_the_scale_alarms_offer_bfloat16_only_where_it_measured_fast(tmp_path, monkeypatch):
@@ -32,7 +18,7 @@ def test_the_scale_alarms_offer_bfloat16_only_where_it_measured_fast(tmp_path, m
 
     from amptui.telemetry.device import native_bf16
 
-    slow_bfloat16_here(tmp_path, monkeypatch)
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.001)
     assert native_bf16(torch.device("cpu")) is False  # the use_bfloat16 alarm ("try bfloat16") stays quiet
 
 
@@ -41,13 +27,13 @@ def test_the_scale_alarms_offer_bfloat16_where_it_measured_fast(tmp_path, monkey
 
     from amptui.telemetry.device import native_bf16
 
-    fast_bfloat16_here(tmp_path, monkeypatch)
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.2)
     assert native_bf16(torch.device("cpu")) is True
 
 
 @pytest.mark.slow  # a real trainer, two steps
 def test_float16_on_a_cpu_is_advised_against_by_what_was_measured(cli, runs_dir, tmp_path, monkeypatch):
-    slow_bfloat16_here(tmp_path, monkeypatch)
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.001)
     cli("run", "scaler-lab", "--set", "run.max_steps=2", "--set", "log.tensorboard=false", check=True)
     (run_dir,) = runs_dir.iterdir()
     said = [r["message"] for r in events(run_dir) if r["kind"] == "warning" and "float16 autocast on the CPU" in

@@ -4,33 +4,21 @@ in one unit per sentence, the loss scale as a power of two, losses with four dec
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
+from conftest import cpu_rates_here
 from pty_support import amptui_on_pty
 from test_cli_terminal import screen_lines
 
 from amptui.core.numerics import describe_nonfinite
-from amptui.machine import cpu as cpu_features
 from amptui.machine import dtype_speed, hardware
 from amptui.telemetry.alarms import ScaleAlarms
 
 
-def slow_bfloat16_here(tmp_path, monkeypatch) -> None:
-    """This CPU's measured rates, as the launcher caches them, saying bfloat16 is 85 times slower."""
-    cache = tmp_path / "cache" / "amptui" / "peak_tflops.json"
-    cache.parent.mkdir(parents=True)
-    name = cpu_features.cpu_name()
-    cache.write_text(json.dumps({"format": 1, "peak_tflops": {
-        f"{name} (2 threads)|{dtype}|torch 9": rate
-        for dtype, rate in (("bfloat16", 0.001), ("float16", 0.001), ("float32", 0.085))}}))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
 @pytest.mark.slow  # a real trainer on a pseudo-terminal
 def test_run_notes_wrap_at_word_boundaries_on_an_80_column_terminal(runs_dir, tmp_path, monkeypatch):
-    slow_bfloat16_here(tmp_path, monkeypatch)
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.001)
     code, drawn = amptui_on_pty(["run", "quickstart", "--set", "run.max_steps=4", "--set", "log.every=2",
                                  "--set", "log.tensorboard=false"], size=(80, 24))
     lines = screen_lines(drawn)

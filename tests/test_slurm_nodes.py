@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from test_cli_notes import slow_bfloat16_here
+from conftest import cpu_rates_here
 
 from amptui.core.config import values as cfgmod
 from amptui.jobs import slurm
@@ -36,7 +36,7 @@ def test_the_script_says_auto_precision_is_chosen_on_the_compute_node(cli):
 
 def test_the_job_resolves_precision_as_amptui_run_does_on_that_node(runs_dir, tmp_path, monkeypatch):
     """On a node whose bfloat16 measured slow, the job's run falls back to float32 like `amptui run`."""
-    slow_bfloat16_here(tmp_path, monkeypatch)
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.001)
     run_dir = slurm.prepare(runs_dir, '[run]\nname = "quickstart"\n[data]\ntrain_samples = 64\n')
     resolved = cfgmod.build_config(cfgmod.read_toml(run_dir / "config.toml"), source="config.toml")
     assert resolved.run.device == "cpu"
