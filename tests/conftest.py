@@ -247,13 +247,14 @@ def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:
 
 def cpu_rates_here(tmp_path: Path, monkeypatch, bfloat16: float, float16: float = 0.001,
                    float32: float = 0.085) -> None:
-    """This CPU's measured matmul rates (TFLOP/s), as the launcher caches them, for this test only."""
-    from amptui.machine import cpu as cpu_features
+    """This CPU's measured matmul rates (TFLOP/s), as the launcher caches them (this torch, this
+    thread count: nothing is measured again), for this test and the processes it starts."""
+    from amptui.machine import peaks
 
     cache = tmp_path / "cache" / "amptui" / "peak_tflops.json"
     cache.parent.mkdir(parents=True)
-    name = cpu_features.cpu_name()
-    cache.write_text(json.dumps({"format": 1, "peak_tflops": {
-        f"{name} (2 threads)|{dtype}|torch 9": rate
+    cache.write_text(json.dumps({"format": peaks.PEAK_CACHE_FORMAT, "peak_tflops": {
+        peaks.peak_cache_key("cpu", dtype): rate
         for dtype, rate in (("bfloat16", bfloat16), ("float16", float16), ("float32", float32))}}))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    peaks.forget_measured_peaks()
