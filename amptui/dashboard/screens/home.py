@@ -1,9 +1,12 @@
-"""Home: presets, their toggles, the run history (keys: see BINDINGS, or press ? / F1)."""
+"""Home: presets, their toggles, the run history (keys: see BINDINGS, or press ? / F1).
+
+The screen lists the runs and owns three parts it hands its keys to: the presets and their toggle
+edits (home_presets.HomePresets), the launches r, a, t, e (home_launch.HomeLaunches) and the actions
+on the highlighted run R, x, i, o (home_runs.HomeRunActions)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -11,28 +14,27 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, OptionList, Static
+from textual.worker import Worker
 
 from amptui.core.config import presets as presetmod
-from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.distribution import dist_label
-from amptui.core.errors import ConfigError
 from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_duration, fmt_loss, shown
 from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
-from amptui.dashboard import toggle_edits
 from amptui.dashboard.filestamps import presets_stamp
 from amptui.dashboard.runscache import RunsCache
 from amptui.dashboard.screens.base import DashboardScreen, in_background
-from amptui.dashboard.screens.home_launch import LaunchActions
-from amptui.dashboard.screens.home_presets import PresetActions, PresetList
-from amptui.dashboard.screens.home_runs import RunActions
+from amptui.dashboard.screens.home_launch import HomeLaunches
+from amptui.dashboard.screens.home_presets import HomePresets, PresetList
+from amptui.dashboard.screens.home_runs import HomeRunActions
 from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.title import HomeTitle
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import groups as groupmod
+from amptui.jobs.groups import Group
 
 RUNS_REFRESH_S = 2.0
 RUNS_GROUP = "home-runs"  # the worker that reads the run list
@@ -46,7 +48,7 @@ class FilterInput(Input):
             self.screen.close_filter()
 
 
-class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
+class HomeScreen(DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
         Binding("r", "run", "Run"),
@@ -78,16 +80,22 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
 
     def __init__(self) -> None:
         super().__init__(id="home")
-        self.presets: list[presetmod.Preset] = []
-        self.preset: presetmod.Preset | None = None
-        self._launching = False
         self._resume_refusal: str | None = "no run highlighted"  # why R does not apply now
         self._keys_shown: tuple | None = None  # what the footer's keys were last drawn for
         self._runs_cache = RunsCache()
-        self._edits: dict[str, dict[str, Any]] = toggle_edits.load()  # preset -> toggles as left (kept on disk)
-        self._pristine: dict[str, Any] = {}             # the current preset's toggles as loaded
-        self._watched_groups: set[str] = set()          # A/Bs started here: compare opens when they end
-        self._presets_stamp = presets_stamp()            # the saved presets as last listed
+        self.preset_picker = HomePresets(self)
+        self.launches = HomeLaunches(self, self.preset_picker, self.refresh_runs)
+        self.run_actions = HomeRunActions(self, self.launches, self._highlighted_info, self.refresh_runs)
+
+    @property
+    def presets(self) -> list[presetmod.Preset]:
+        """The presets as last listed."""
+        return self.preset_picker.presets
+
+    @property
+    def preset(self) -> presetmod.Preset | None:
+        """The highlighted preset (None: none shown)."""
+        return self.preset_picker.preset
 
     def compose(self) -> ComposeResult:
         yield HomeTitle(id="home-title")
@@ -110,18 +118,20 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
         self.query_one("#toggles-box").border_title = "Toggles"
         self.query_one("#runs-box").border_title = "Runs"
         self.query_one("#runs-filter").display = False
-        self._show_title()
+        self.run_actions.show_title()
         self.load_presets()
         self.refresh_runs()
         self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
         self.query_one("#presets", OptionList).focus()
 
-    # --- presets (the rest in PresetActions) ------------------------------------------------------
+    # --- presets (in HomePresets) ------------------------------------------------------------------
+    def load_presets(self, select: str | None = None) -> None:
+        """List the presets again (and highlight `select`, or the one highlighted)."""
+        self.preset_picker.load(select)
+
     @on(OptionList.OptionHighlighted, "#presets")
     def _preset_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        preset = next((p for p in self.presets if p.name == event.option.id), None)
-        if preset is not None and preset != self.preset:
-            self.show_preset(preset)
+        self.preset_picker.highlighted(event.option.id)
 
     @on(OptionList.OptionSelected, "#presets")
     def _preset_selected(self, event: OptionList.OptionSelected) -> None:
@@ -129,7 +139,7 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
 
     @on(TogglesPanel.Edited)
     def _toggles_edited(self) -> None:
-        self._keep_edits()
+        self.preset_picker.keep_edits()
 
     # --- runs ---------------------------------------------------------------------------------------
     def refresh_runs(self) -> None:
@@ -146,9 +156,9 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
         except OSError:
             return
         self.app.from_thread(self._show_runs, runs, groups)
-        self.app.from_thread(self._presets_changed, presets_stamp())
+        self.app.from_thread(self.preset_picker.changed_on_disk, presets_stamp())
 
-    def _show_runs(self, runs, groups=()) -> None:
+    def _show_runs(self, runs: list[RunInfo], groups: list[Group]) -> None:
         table = self.query_one(RunTable)
         table.set_runs(runs, {rid: g.label for g in groups for rid in g.runs})
         self.query_one("#runs-empty").display = not runs
@@ -157,31 +167,7 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
         self.query_one("#runs-box").border_title = (f"Runs · filter {words!r}: {len(table.runs)} of {table.total}"
                                                     if words else "Runs")
         self._show_detail()
-        self._groups_ended(groups, {r.run_id: r for r in runs})
-
-    def _groups_ended(self, groups, runs: dict[str, RunInfo]) -> None:
-        """An A/B started here that has ended opens the compare screen on its runs."""
-        for group in groups:
-            if group.group_id not in self._watched_groups:
-                continue
-            ended = group.state in ("done", "failed", "stopped") and \
-                all(runs.get(r) and runs[r].status != "running" for r in group.runs)
-            if group.state in groupmod.ACTIVE_STATES and not group.active:  # its process is gone, unsaid how
-                ended, group.state = True, "failed"
-                group.error = group.error or f"the A/B's process is gone (see {group.log})"
-            if not ended:
-                continue
-            self._watched_groups.discard(group.group_id)
-            dirs = [self.app.runs_root / r for r in group.runs]
-            if group.state == "failed":  # as `amptui ab` says it: what failed, by variant name
-                title = f"A/B {group.label} failed" if group.runs else f"A/B {group.label} refused"
-                self.notify(group.error or "the A/B did not start", title=title, severity="error", timeout=10)
-            elif group.state == "stopped":
-                self.notify(f"A/B {group.label} of {group.preset} stopped: {group.error or 'cancelled'}")
-            else:
-                self.notify(f"A/B {group.label} of {group.preset} finished: comparing its runs")
-            if len(dirs) >= 2:  # the table of what did run, failed variants included (as the CLI prints it)
-                self.app.open_compare(dirs)
+        self.launches.groups_ended(groups, {r.run_id: r for r in runs})
 
     @on(DataTable.RowHighlighted, "#runs")
     def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -220,16 +206,14 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
     def _run_selected(self, event: DataTable.RowSelected) -> None:
         self.action_watch()
 
-    # --- actions ----------------------------------------------------------------------------------
-    def _current_values(self) -> cfgmod.Config | None:
-        toggles = self.query_one(TogglesPanel)
-        try:
-            return toggles.values()
-        except ConfigError as exc:
-            toggles.refresh_summary()
-            self.notify(str(exc), title="Fix the toggles first", severity="error")
-            return None
+    def show_runs_folder(self) -> None:
+        """The app's runs folder changed (`o`): its runs, from scratch."""
+        self._runs_cache = RunsCache()
+        self.query_one(RunTable).marked.clear()
+        self.run_actions.show_title()
+        self.refresh_runs()
 
+    # --- actions: the parts' keys handed to them ---------------------------------------------------
     def refusal(self, action: str) -> str | None:
         if action in ("watch", "delete", "info") and self._highlighted_info() is None:
             return "no run highlighted: runs are listed under Runs (tab there)"
@@ -238,21 +222,34 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
         return None
 
     def action_save_as(self) -> None:
-        if self.preset is None:
-            return
-        cfg = self._current_values()
-        if cfg is None:
-            return
-        from amptui.dashboard.screens.modals import SaveAsModal
+        self.preset_picker.save_as()
 
-        source = self.preset
+    def action_run(self) -> None:
+        self.launches.run()
 
-        def saved(name: str | None) -> None:
-            if name:
-                self.notify(f"saved preset {name!r} to {presetmod.saved_dir() / (name + '.toml')}")
-                self.load_presets(select=name)
+    def action_ab(self) -> None:
+        self.launches.ab()
 
-        self.app.push_screen(SaveAsModal(source.name, cfg), saved)
+    def action_tune(self) -> None:
+        self.launches.tune()
+
+    def action_script(self) -> None:
+        self.launches.script()
+
+    def action_resume(self) -> None:
+        self.run_actions.resume()
+
+    def action_delete(self) -> None:
+        self.run_actions.delete()
+
+    def action_info(self) -> None:
+        self.run_actions.info()
+
+    def action_runs_folders(self) -> None:
+        self.run_actions.runs_folders()
+
+    def worker_failed(self, worker: Worker) -> None:
+        self.launches.worker_failed(worker)
 
     def action_watch(self) -> None:
         table = self.query_one(RunTable)
@@ -286,6 +283,9 @@ class HomeScreen(PresetActions, LaunchActions, RunActions, DashboardScreen):
             (table if table.display else self.query_one("#presets", OptionList)).focus()
         else:
             self.action_focus_presets()
+
+    def action_focus_presets(self) -> None:
+        self.query_one("#presets", OptionList).focus()
 
     def action_filter(self) -> None:
         box = self.query_one("#runs-filter", FilterInput)

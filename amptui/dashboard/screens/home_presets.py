@@ -1,9 +1,10 @@
 """Home screen presets: the list (filtered by `/` like the runs), the highlighted preset's toggles,
-and what the user typed in them, kept per preset (also on disk)."""
+and what the user typed in them, kept per preset (also on disk). HomePresets is the home screen's
+part that fills the list, the description and the toggles; the screen hands its preset keys to it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -11,17 +12,13 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from amptui.core.config import presets as presetmod
-from amptui.core.errors import UserError
+from amptui.core.config import values as cfgmod
+from amptui.core.errors import ConfigError, UserError
 from amptui.dashboard import toggle_edits
-from amptui.dashboard.filestamps import PresetsStamp
+from amptui.dashboard.filestamps import PresetsStamp, presets_stamp
 from amptui.dashboard.screens.base import DashboardScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
-
-if TYPE_CHECKING:  # to the type checker the mixin is the screen it is part of; at run time it adds no base
-    _Screen = DashboardScreen
-else:
-    _Screen = object
 
 
 class PresetList(OptionList):
@@ -34,21 +31,36 @@ class PresetList(OptionList):
         self.screen.query_one(TogglesPanel).focus_last()
 
 
-class PresetActions(_Screen):
-    # what it reads and sets on the home screen (HomeScreen.__init__ sets them)
-    presets: list[presetmod.Preset]  # as last listed
-    preset: presetmod.Preset | None  # the highlighted preset
-    _edits: dict[str, dict[str, Any]]  # preset -> toggles as left (toggle_edits keeps them on disk)
-    _pristine: dict[str, Any]  # the current preset's toggles as loaded
-    _presets_stamp: PresetsStamp  # the saved presets as last listed
+def toggle_values(screen: DashboardScreen) -> cfgmod.Config | None:
+    """The toggles as a config, or None with a notice saying what to fix first."""
+    toggles = screen.query_one(TogglesPanel)
+    try:
+        return toggles.values()
+    except ConfigError as exc:
+        toggles.refresh_summary()
+        screen.notify(str(exc), title="Fix the toggles first", severity="error")
+        return None
 
-    def load_presets(self, select: str | None = None) -> None:
-        option_list = self.query_one("#presets", OptionList)
+
+class HomePresets:
+    """The presets as last listed, the highlighted one, and the toggle edits kept per preset, shown
+    in `screen`'s preset list (#presets), description (#preset-desc) and toggles."""
+
+    def __init__(self, screen: DashboardScreen) -> None:
+        self.screen = screen
+        self.presets: list[presetmod.Preset] = []  # as last listed
+        self.preset: presetmod.Preset | None = None  # the highlighted preset
+        self._edits: dict[str, dict[str, Any]] = toggle_edits.load()  # preset -> toggles as left (kept on disk)
+        self._pristine: dict[str, Any] = {}  # the current preset's toggles as loaded
+        self._stamp = presets_stamp()  # the saved presets as last listed
+
+    def load(self, select: str | None = None) -> None:
+        option_list = self.screen.query_one("#presets", OptionList)
         current = select or (self.preset.name if self.preset else None)
         self.presets = presetmod.list_presets()
         option_list.clear_options()
         width = max((len(p.name) for p in self.presets), default=10)
-        words = self.query_one(RunTable).filter_words  # `/` filters presets and runs alike
+        words = self.screen.query_one(RunTable).filter_words  # `/` filters presets and runs alike
         listed = [p for p in self.presets if all(w in f"{p.name} {p.description}".lower() for w in words)]
         for p in listed:
             tag = ("built-in", "dim") if p.builtin else ("saved", "green")
@@ -58,33 +70,39 @@ class PresetActions(_Screen):
         if listed:
             option_list.highlighted = index
             if listed[index] != self.preset:  # the same preset, unchanged: its toggles stay as they are
-                self.show_preset(listed[index])
+                self.show(listed[index])
         else:  # the filter hides every preset: no toggles of one it hides
-            self.show_no_preset(f"no preset matches the filter {' '.join(words)!r}")
+            self.show_none(f"no preset matches the filter {' '.join(words)!r}")
 
-    def show_no_preset(self, why: str) -> None:
+    def show_none(self, why: str) -> None:
         """No preset shown: the toggles say why, and r, a and t refuse with that reason."""
-        toggles = self.query_one(TogglesPanel)
+        toggles = self.screen.query_one(TogglesPanel)
         if self.preset is not None and not toggles.invalid_preset:
-            self._keep_edits()
+            self.keep_edits()
         self.preset = None
         self._pristine = {}
-        self.query_one("#preset-desc", Static).update(Text(why, style="italic"))
+        self.screen.query_one("#preset-desc", Static).update(Text(why, style="italic"))
         toggles.load_invalid(why)
 
-    def _presets_changed(self, stamp: PresetsStamp) -> None:
+    def changed_on_disk(self, stamp: PresetsStamp) -> None:
         """Presets saved, replaced or deleted by another process (a CLI `presets save`, a tune's
         winner) appear and go without a restart."""
-        if stamp != self._presets_stamp:
-            self._presets_stamp = stamp
-            self.load_presets()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            self.load()
 
-    def show_preset(self, preset: presetmod.Preset) -> None:
-        toggles = self.query_one(TogglesPanel)
+    def highlighted(self, name: str | None) -> None:
+        """The list's highlight moved to preset `name`: its toggles."""
+        preset = next((p for p in self.presets if p.name == name), None)
+        if preset is not None and preset != self.preset:
+            self.show(preset)
+
+    def show(self, preset: presetmod.Preset) -> None:
+        toggles = self.screen.query_one(TogglesPanel)
         if self.preset is not None and not toggles.invalid_preset:  # keep what the user typed, per preset
-            self._keep_edits()
+            self.keep_edits()
         self.preset = preset
-        desc = self.query_one("#preset-desc", Static)
+        desc = self.screen.query_one("#preset-desc", Static)
         try:
             cfg = preset.config()
         except UserError as exc:
@@ -102,11 +120,12 @@ class PresetActions(_Screen):
                                   ("✎ your edits, kept " if edited else "", "bold yellow"),
                                   (preset.description, "italic")))
 
-    def _keep_edits(self) -> None:
+    def keep_edits(self) -> None:
         """What the user typed in the current preset's toggles, kept per preset (also on disk)."""
-        if self.preset is None or self.query_one(TogglesPanel).invalid_preset:
+        toggles = self.screen.query_one(TogglesPanel)
+        if self.preset is None or toggles.invalid_preset:
             return
-        state = self.query_one(TogglesPanel).state()
+        state = toggles.state()
         edited = state if state != self._pristine else None
         if edited != self._edits.get(self.preset.name):
             self._edits.pop(self.preset.name, None)
@@ -114,5 +133,20 @@ class PresetActions(_Screen):
                 self._edits[self.preset.name] = edited
             toggle_edits.remember(self.preset.name, edited)
 
-    def action_focus_presets(self) -> None:
-        self.query_one("#presets", OptionList).focus()
+    def save_as(self) -> None:
+        """s: the highlighted preset with its toggles as a new saved preset (a dialog asks its name)."""
+        if self.preset is None:
+            return
+        cfg = toggle_values(self.screen)
+        if cfg is None:
+            return
+        from amptui.dashboard.screens.modals import SaveAsModal
+
+        source = self.preset
+
+        def saved(name: str | None) -> None:
+            if name:
+                self.screen.notify(f"saved preset {name!r} to {presetmod.saved_dir() / (name + '.toml')}")
+                self.load(select=name)
+
+        self.screen.app.push_screen(SaveAsModal(source.name, cfg), saved)
