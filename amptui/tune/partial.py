@@ -8,7 +8,7 @@ Plain data in, plain data out; no processes, no torch.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,8 @@ class Gap:
     precision: bool  # part of the precision search: without it even "stay in fp32" is a guess
 
 
-def gaps(trials: list[Trial], interrupted: bool, dims: Collection[str] = ()) -> list[Gap]:
+def gaps(trials: list[Trial], interrupted: bool, dims: Collection[str] = (),
+         planned: Sequence[str] = PRECISIONS) -> list[Gap]:
     """What the search would still have had to measure for a verdict, in the plan's order."""
     out = []
     if not any(t.role == "reference" for t in trials):
@@ -54,7 +55,7 @@ def gaps(trials: list[Trial], interrupted: bool, dims: Collection[str] = ()) -> 
             out.append(Gap(t.candidate, precision_phase(t)))
     if interrupted:  # what a stop between trials left out of the table altogether
         names = {t.candidate for t in trials}
-        out += [Gap(name, True) for name in PRECISIONS if "precision" in dims and name not in names]
+        out += [Gap(name, True) for name in planned if "precision" in dims and name not in names]
         if any(t.role == "reference" and t.measured for t in trials) and not any(t.role == "band" for t in trials):
             out.append(Gap("fp32 with a second seed (the timing noise)", False))
         out += [Gap(words, False) for dim, (key, words) in KNOBS.items()
@@ -66,14 +67,15 @@ def listed(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def partial_reason(trials: list[Trial], interrupted: bool, dims: Collection[str] = ()) -> str:
+def partial_reason(trials: list[Trial], interrupted: bool, dims: Collection[str] = (),
+                   planned: Sequence[str] = PRECISIONS) -> str:
     """Why a search that ended early names no winner ("" when it may): it was stopped (q, Ctrl-C),
     or its budget ended before every precision setup was measured. A budget
     that only cut the knobs after the precision search (torch.compile, the batch size) leaves a
     verdict: the best of what the budget allowed."""
     if not (interrupted or any(cut_short(t) for t in trials)):
         return ""
-    missing = gaps(trials, interrupted, dims)
+    missing = gaps(trials, interrupted, dims, planned)
     if interrupted and not missing:  # stopped after its last trial: still the user's stop, not a verdict
         return f"{NOT_ENOUGH}: the search was stopped before it gave its verdict"
     if not interrupted and not any(g.precision for g in missing):
@@ -82,12 +84,12 @@ def partial_reason(trials: list[Trial], interrupted: bool, dims: Collection[str]
     return f"{NOT_ENOUGH}: the search {how} before it measured {listed([g.words for g in missing])}"
 
 
-def settle(trials: list[Trial], interrupted: bool, dims: Collection[str] = ()
-           ) -> tuple[Trial | None, float | None, float, str]:
+def settle(trials: list[Trial], interrupted: bool, dims: Collection[str] = (),
+           planned: Sequence[str] = PRECISIONS) -> tuple[Trial | None, float | None, float, str]:
     """The verdict of a search that has ended: judge(), then no winner when it ended early (the
     setup ahead keeps a "so far" verdict). (winner, band, needed gain, partial reason or "")."""
     winner, band, needed = V.judge(trials)
-    partial = partial_reason(trials, interrupted, dims)
+    partial = partial_reason(trials, interrupted, dims, planned)
     if partial and winner is not None:
         winner.verdict = V.unjudged(winner)
         winner = None
@@ -136,12 +138,12 @@ def explain_partial(trials: list[Trial], partial: str, interrupted: bool) -> lis
 
 
 def conclude(trials: list[Trial], interrupted: bool, dims: Collection[str], device_type: str,
-             hardware_note: str = "") -> dict[str, Any]:
+             hardware_note: str = "", planned: Sequence[str] = PRECISIONS) -> dict[str, Any]:
     """The verdict of a search that has ended, as its result file keeps it: status, band, the gain a
     candidate needed, the winner (None for a partial search), why it is partial, the sentences."""
     for t in trials:
         t.verdict = ""
-    winner, band, needed, partial = settle(trials, interrupted, dims)
+    winner, band, needed, partial = settle(trials, interrupted, dims, planned)
     explanation = explain_partial(trials, partial, interrupted) if partial else \
         V.explain(trials, winner, needed, device_type, hardware_note)
     return {"status": "interrupted" if interrupted else "done", "band": band, "needed_gain": needed,

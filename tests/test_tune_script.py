@@ -1,0 +1,94 @@
+"""`amptui tune --script FILE`: the tune's search over the precisions amptui applies to an
+unmodified fp32 script (run.apply_amp), each trial the script's whole run with its `-- ARGS`,
+judged as a preset's trials; the winner named as the command that runs it. The loop is tiny (a
+32-wide MLP, 12 steps): this CPU's speeds do not matter here, only the trials, their labels and
+that the search ends in a verdict."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from conftest import amptui, events, one_clear_line
+
+from amptui.tune import plan as T
+from amptui.tune.scriptsearch import BF16_SCALER, use_command
+
+SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_tune_script_searches_the_applied_precisions_and_names_the_command(runs_dir):
+    before = _digest(SCRIPT)
+    proc = amptui("tune", "--script", str(SCRIPT), "--budget", "6", "--format", "json", "--", "--steps", "12",
+                  timeout=420, check=True)
+    assert _digest(SCRIPT) == before  # the script file is never changed
+    result = json.loads(proc.stdout)
+    trials = {t["candidate"]: t for t in result["trials"]}
+    # the script as written first (the reference), bf16 next on a CPU, fp32 again for the timing noise
+    assert [t["candidate"] for t in result["trials"]][:3] == ["fp32", "bf16", "fp32 again"]
+    assert set(trials) == {"fp32", "bf16", "fp32 again", "fp16+scaler", "bf16+scaler", "fp16"}
+    assert trials["bf16+scaler"]["status"] == "skipped" and trials["bf16+scaler"]["reason"] == BF16_SCALER
+    assert trials["fp32"]["role"] == "reference" and trials["fp32 again"]["role"] == "band"
+    ran = [t for t in result["trials"] if t["run_id"]]
+    assert all(t["status"] == "completed" and t["steps"] == 12 and t["ms_per_step"] is not None for t in ran), ran
+    listed = {r["run_id"]: r for r in json.loads(amptui("runs", "--format", "json", check=True).stdout)}
+    words = {t["candidate"]: listed[t["run_id"]]["precision_words"] for t in ran}
+    assert words["fp32"] == words["fp32 again"] == "fp32"
+    assert words["bf16"] == "autocast bfloat16, applied by amptui"
+    for t in ran:  # each trial the script run with its arguments and the precision applied by amptui
+        run_dir = runs_dir / t["run_id"]
+        start = events(run_dir)[0]
+        assert start["precision"]["autocast"] is bool(t["knobs"]["run.apply_amp"])
+        assert "trained 12 steps (float32)" in (run_dir / "output.log").read_text()
+    for t in result["trials"]:  # fp16 only where this CPU computes float16 natively
+        if t["candidate"] in ("fp16", "fp16+scaler") and t["status"] == "skipped":
+            assert t["reason"].startswith("float16 is slow on this CPU"), t
+    # a verdict: a winner, and the command that runs it
+    assert result["status"] == "done" and not result.get("partial"), result
+    winner = T.winner_of(result)
+    assert winner in trials and trials[winner]["verdict"].startswith("WINNER"), result
+    assert result["use"] == use_command(str(SCRIPT), ["--steps", "12"], trials[winner]["knobs"]["run.apply_amp"])
+    assert result["use"].endswith(" -- --steps 12") and "saved_preset" not in result
+    assert (runs_dir / f"{result['tune_id']}.tune.json").is_file()
+
+
+@pytest.mark.slow
+def test_tune_script_refuses_a_script_that_sets_its_own_precision(runs_dir):
+    """The script as written trains in bfloat16 (its own --dtype flag): one line, as `ab --script`
+    says it, and no tune result left behind (its one trial run stays, as an A/B's runs do)."""
+    line = one_clear_line(amptui("tune", "--script", str(SCRIPT), "--budget", "3", "--", "--steps", "2",
+                                 "--dtype", "bfloat16", timeout=300))
+    assert "sets its own precision (autocast bfloat16)" in line and "--variant NAME='ARGS'" in line, line
+    assert not list(runs_dir.glob("*.tune.json"))
+
+
+def test_use_command_names_the_winner_and_the_scripts_arguments():
+    assert use_command("train.py", ["--lr", "0.1"], "bf16") == \
+        "amptui run --script train.py --set run.apply_amp=bf16 -- --lr 0.1"
+    assert use_command("my train.py", [], "") == "amptui run --script 'my train.py'"  # fp32: the script as written
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--keys", "data.batch_size,amp.dtype,run.compile"], "--keys data.batch_size, run.compile: not for a script"),
+    (["--set", "data.batch_size=8"], "--set data.batch_size: not for a script run"),
+    (["--set", "run.apply_amp=bf16"], "--set run.apply_amp: tune --script searches it"),
+    (["--budget", "0"], "--budget 0"),
+])
+def test_tune_script_refusals_are_one_line_and_leave_nothing(cli, runs_dir, extra, said):
+    line = one_clear_line(cli("tune", "--script", str(SCRIPT), *extra))
+    assert said in line, line
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+def test_tune_with_a_preset_and_a_script_or_neither_is_refused(cli, runs_dir):
+    assert "give a preset or a script, not both" in one_clear_line(cli("tune", "quickstart", "--script", str(SCRIPT)))
+    assert "no such file" in one_clear_line(cli("tune", "--script", "missing.py"))
+    assert "name a preset" in one_clear_line(cli("tune"))
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
