@@ -92,3 +92,63 @@ def test_tune_with_a_preset_and_a_script_or_neither_is_refused(cli, runs_dir):
     assert "no such file" in one_clear_line(cli("tune", "--script", "missing.py"))
     assert "name a preset" in one_clear_line(cli("tune"))
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+@pytest.mark.slow
+def test_dashboard_t_on_a_script_run_tunes_that_script_with_its_arguments(runs_dir):
+    """Home, a script run highlighted in Runs: `t` asks the budget, then starts `amptui tune --script
+    FILE --detach -- ARGS` with the arguments the run recorded; the tune screen follows it to the
+    command that runs its winner (no preset to save)."""
+    import os
+    import signal
+
+    from dashboard_support import Notes, app_for, async_test, home_ready, select_run, until
+
+    from amptui.dashboard.screens.tune import TuneScreen
+    from amptui.dashboard.screens.tune_start import TuneStartModal
+
+    amptui("run", "--script", str(SCRIPT), "--", "--steps", "8", check=True)
+    (first,) = [p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+
+    @async_test
+    async def drive():
+        app = app_for(runs_dir)
+        async with app.run_test(size=(110, 34)) as pilot:
+            await home_ready(pilot)
+            notes = Notes().install(app)
+            await select_run(pilot, first.name)
+            await pilot.press("t")
+            await until(pilot, lambda: isinstance(app.screen, TuneStartModal))
+            assert "the script's whole run" in str(app.screen.query_one("#tune-start-toggles").render())
+            app.screen.query_one("#tune-budget").value = "6"
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, TuneScreen))
+            assert "plain_fp32.py with its recorded arguments (--steps 8)" in notes.text()
+            screen = app.screen
+            await until(pilot, lambda: (screen.result or {}).get("status") == "done", timeout=300, step=0.5)
+            result = screen.result
+            assert result["script"] == str(SCRIPT) and result["script_args"] == ["--steps", "8"]
+            assert result["budget_s"] == 360 and T.winner_of(result), result
+            assert result["use"].endswith(" -- --steps 8")
+            await until(pilot, lambda: "Use the winner: amptui run --script" in
+                        str(screen.query_one("#tune-explain").render()))
+            await pilot.press("s")
+            await until(pilot, lambda: "saves no preset" in notes.text())
+
+    try:
+        drive()
+    finally:  # a failed test must not leave its background tune running
+        for path in runs_dir.glob("*.tune.json"):
+            data = json.loads(path.read_text())
+            if data["status"] == "running":
+                try:
+                    os.kill(data["pid"], signal.SIGINT)
+                except OSError:
+                    pass
+    ran = [t for t in result_of(runs_dir)["trials"] if t["run_id"]]
+    assert all(events(runs_dir / t["run_id"])[-1]["steps"] == 8 for t in ran)
+
+
+def result_of(runs_dir: Path) -> dict:
+    (path,) = runs_dir.glob("*.tune.json")
+    return json.loads(path.read_text())

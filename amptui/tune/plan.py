@@ -277,6 +277,8 @@ def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, st
     winner = winner_of(result)
     if not winner:
         raise UserError(f"this tune has no winner to save ({no_winner_words(result)})")
+    if result.get("script"):  # a script's loop is its own: its winner is a command, not a preset
+        raise UserError(f"a script's tune saves no preset; use the winner: {result.get('use', '')}")
     preset = find_preset(result["preset_ref"])
     knobs = next(t["knobs"] for t in result["trials"] if t["candidate"] == winner)
     name = f"{preset.name}-tuned"
