@@ -51,7 +51,7 @@ STOPPING = "stopping… the running trial ends at its next record (Ctrl-C again 
 
 
 class Search:
-    planned = T.PRECISIONS  # the precisions the plan tries after fp32 (what a stopped search still lacks)
+    planned: tuple[str, ...] = T.PRECISIONS  # the precisions the plan tries after fp32 (what a stopped search still lacks)
 
     def __init__(self, preset: Preset | None, overrides: dict[str, Any], dims: set[str], budget_s: float, root: Path,
                  tid: str, device_type: str, say: Callable[[str], None] = print, t0: float | None = None,
@@ -119,7 +119,7 @@ class Search:
         if "precision" in self.dims:
             first += [T.precision_candidate(name) for name in T.PRECISIONS]
         else:
-            own = Precision.from_config(self.preset.config(self.overrides), self.device_type).short
+            own = Precision.from_config(self.preset_config(), self.device_type).short
             if own != "fp32":
                 first.append(T.Candidate(own, {}))
         # fp32, the most promising other precision, fp32 again (the noise band), the long shots
@@ -166,7 +166,7 @@ class Search:
         t.accuracy_only = cand.accuracy_only
 
     def grow_batch(self, base: T.Trial) -> None:
-        batch = base.knobs.get("data.batch_size") or self.preset.config(self.overrides).data.batch_size
+        batch = base.knobs.get("data.batch_size") or self.preset_config().data.batch_size
         previous = base
         for _ in range(T.BATCH_DOUBLINGS):
             if self.stopped:
@@ -245,12 +245,16 @@ class Search:
         self.save()
         return t
 
+    def preset_config(self):
+        assert self.preset is not None  # a preset's plan (a script's search has its own: tune/scriptsearch.py)
+        return self.preset.config(self.overrides)
+
     def create(self, cand: T.Candidate, k: int) -> Path:
         """The k-th trial's run folder (UserError: it cannot run here, a skip)."""
         assert self.preset is not None
         overrides = {**self.overrides, **cand.knobs, **T.trial_overrides(self.preset.name, self.tid, k)}
         if cand.role == "band":
-            overrides["run.seed"] = self.preset.config(self.overrides).run.seed + 1
+            overrides["run.seed"] = self.preset_config().run.seed + 1
         run_dir, _ = launch.create_run(self.preset, overrides, self.root)
         return run_dir
 
