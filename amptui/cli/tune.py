@@ -18,8 +18,8 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("tune", help="search precision, compile and batch size for the fastest setup that keeps "
                        "fp32's accuracy; save the winner as PRESET-tuned",
-                       usage="amptui tune PRESET [--budget MIN] [--keys K,...] [--set K=V]...\n"
-                             "       amptui tune --script FILE [--budget MIN] [-- ARGS...]")
+                       usage="amptui tune PRESET [--budget MIN] [--set K=V]...\n"
+                             "       amptui tune --script FILE [--budget MIN] [-- ARGS]")
     p.add_argument("preset", nargs="?", metavar="PRESET")
     p.add_argument("--script", metavar="FILE", help="tune your own fp32 training script: the precisions amptui "
                    "applies to it, each trial the script's whole run with ARGS (docs/tune.md)")
