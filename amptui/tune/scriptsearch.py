@@ -109,6 +109,19 @@ class ScriptSearch(Search):
             raise UserError(refused.strip())
         if t.role == "reference" and info.precision not in ("", AS_WRITTEN):
             raise UserError(APPLY_REFUSAL.format(script=self.script, what=info.precision_words))
+        if t.role == "reference":  # the device the script put its model on (the hooks saw it), not a guess
+            from amptui.core.config import values as cfgmod
+            from amptui.core.errors import ConfigError
+            from amptui.core.run.runfiles import RunFolder
+            from amptui.tune.machine_notes import device_name
+
+            try:
+                device = cfgmod.build_config(cfgmod.read_toml(RunFolder(self.root / t.run_id).config)).run.device
+            except (ConfigError, OSError):
+                device = self.device_type
+            if device in ("cpu", "cuda") and device != self.device_type:
+                self.device_type = device
+                self.result.update(device_type=device, device_name=device_name(device))
 
     def cannot_apply(self, cand: T.Candidate) -> str:
         """What makes no sense here: bfloat16 on a GPU without it, float16 on a CPU that only emulates
