@@ -152,3 +152,24 @@ def test_dashboard_t_on_a_script_run_tunes_that_script_with_its_arguments(runs_d
 def result_of(runs_dir: Path) -> dict:
     (path,) = runs_dir.glob("*.tune.json")
     return json.loads(path.read_text())
+
+
+def test_a_stopped_script_search_names_what_it_lacks_in_the_scripts_words():
+    """Stopped (Ctrl-C, q) after fp32 and part of bf16: no winner; what is missing is the script's plan
+    (fp32 again, fp16+scaler, ...), and a stopped trial's step is not "of 20" (a script runs its own length)."""
+    from tune_support import measured
+
+    from amptui.tune import partial as P
+    from amptui.tune.scriptsearch import SCRIPT_PRECISIONS, candidate
+
+    trials = [measured("fp32", "reference"), measured("bf16", ms=60.0, last_step=8, status="stopped",
+                                                      reason="interrupted")]
+    for t in trials:
+        t.knobs = candidate(t.candidate).knobs
+    ended = P.conclude(trials, True, {"precision"}, "cpu", planned=SCRIPT_PRECISIONS)
+    assert ended["winner"] is None
+    assert ended["partial"] == ("not enough trials to recommend: the search was stopped before it measured bf16 "
+                                "to the end, fp16+scaler, bf16+scaler, fp16 and fp32 again (the timing noise)")
+    said = " ".join(ended["explanation"])
+    assert "bf16 ran at 2.00x fp32 for 8 steps, but its accuracy check did not finish" in said, said
+    assert "of 20" not in said and "second seed" not in said

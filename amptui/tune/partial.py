@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amptui.tune import verdict as V
-from amptui.tune.plan import PRECISIONS, TRIAL_STEPS, Trial, as_dicts
+from amptui.tune.plan import PRECISIONS, Trial, as_dicts, of_steps
 
 NOT_ENOUGH = "not enough trials to recommend"
 KNOBS = {"compile": ("run.compile", "torch.compile"), "batch": ("data.batch_size", "a larger batch")}
@@ -57,7 +57,9 @@ def gaps(trials: list[Trial], interrupted: bool, dims: Collection[str] = (),
         names = {t.candidate for t in trials}
         out += [Gap(name, True) for name in planned if "precision" in dims and name not in names]
         if any(t.role == "reference" and t.measured for t in trials) and not any(t.role == "band" for t in trials):
-            out.append(Gap("fp32 with a second seed (the timing noise)", False))
+            again = any("run.apply_amp" in t.knobs for t in trials)  # a script's: the same run again
+            out.append(Gap("fp32 again (the timing noise)" if again else "fp32 with a second seed (the timing noise)",
+                           False))
         out += [Gap(words, False) for dim, (key, words) in KNOBS.items()
                 if dim in dims and not any(key in t.knobs for t in trials)]
     return out
@@ -105,7 +107,7 @@ def measured_words(t: Trial) -> str:
     elif t.speedup is not None:
         words += f", {t.speedup:.2f}x fp32"
     if unfinished(t):
-        words += f" (stopped at step {t.steps} of {TRIAL_STEPS})"
+        words += f" (stopped at step {t.steps}{of_steps(t)})"
     return words
 
 
@@ -126,7 +128,8 @@ def explain_partial(trials: list[Trial], partial: str, interrupted: bool) -> lis
         lines.append("Of the setups judged so far, none beat fp32 by more than the timing noise.")
     for t in trials:
         if unfinished(t) and t.role == "candidate" and t.speedup is not None:
-            lines.append(f"{t.candidate} ran at {t.speedup:.2f}x fp32 for {t.steps} of its {TRIAL_STEPS} steps, but its "
+            lines.append(f"{t.candidate} ran at {t.speedup:.2f}x fp32 for {t.steps}{of_steps(t).replace(' of', ' of its')} "
+                         "steps, but its "
                          "accuracy check did not finish, so it cannot be judged yet.")
     if not judged and not any(unfinished(t) and t.role == "candidate" for t in trials) and \
             any(t.role == "reference" and t.measured for t in trials):

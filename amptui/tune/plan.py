@@ -178,6 +178,11 @@ class Trial:
         return self.ms_per_step is not None
 
 
+def of_steps(t: Trial) -> str:
+    """" of 20" after a trial's step: a preset's trials run TRIAL_STEPS; a script's its own length."""
+    return "" if "run.apply_amp" in t.knobs else f" of {TRIAL_STEPS}"
+
+
 def warmup_windows(knobs: dict[str, Any]) -> int:
     return COMPILE_WARMUP_WINDOWS if knobs.get("run.compile") else WARMUP_WINDOWS
 

@@ -12,7 +12,7 @@ import statistics
 from typing import Any
 
 from amptui.core.inputbound import input_bound
-from amptui.tune.plan import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, TRIAL_STEPS, Trial
+from amptui.tune.plan import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, Trial, of_steps
 
 # --- the accuracy guard -------------------------------------------------------------------------
 
@@ -111,7 +111,7 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
             t.verdict = f"rejected: {reason}"
         elif t.status == "stopped" and t.reason:
             t.verdict = t.reason if t.reason.startswith("stopped") else \
-                f"stopped: {t.reason} at step {t.steps} of {TRIAL_STEPS}"  # its accuracy check did not finish
+                f"stopped: {t.reason} at step {t.steps}{of_steps(t)}"  # its accuracy check did not finish
         elif t.accuracy_only:
             t.verdict = f"accurate; {t.accuracy_only}"
         elif t.speedup is not None and t.speedup < 1.0 + needed:
