@@ -52,10 +52,14 @@ def handle(args) -> int:
 
     if not args.budget > 0:
         raise UserError(f"--budget {args.budget:g}: give the minutes the search may take (> 0)")
-    if args.script:
-        from amptui.cli.tunescript import handle_script
+    if args.script:  # your own script: the precisions amptui applies to it (cli/tunescript.py)
+        from amptui.cli.tunescript import check_script_tune, script_search
 
-        return handle_script(args, t0)
+        name = check_script_tune(args)
+        if args.detach:
+            return _detach(args, name)
+        search = script_search(args, t0)
+        return _report(args, search, search.run())
     if not args.preset:
         raise UserError("tune: name a preset (see `amptui presets list`) or your own script with --script FILE")
     preset = presets.find_preset(args.preset)
@@ -83,6 +87,10 @@ def handle(args) -> int:
     if T.winner_of(result) and not args.no_save:
         result["saved_preset"] = str(T.save_winner(result))
         T.write_result(T.result_path(root, tid), result)
+    return _report(args, search, result)
+
+
+def _report(args, search, result: dict) -> int:
     if args.format == "json":
         print(json.dumps(result, indent=2, default=str))
     else:

@@ -8,23 +8,18 @@ script, a `--set` key a script run ignores, `--keys` other than the precision.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from amptui.core.errors import UserError
 
 
-def handle_script(args, t0: float) -> int:
-    from amptui.cli.prose import say as words
-    from amptui.cli.tune import _detach, print_report
-    from amptui.core import preflight
+def check_script_tune(args) -> str:
+    """The refusals, before anything is written; returns the name its trials are listed under."""
     from amptui.core.config import values as config
     from amptui.core.config.scriptsets import check_script_sets
-    from amptui.core.run import runids, runs
     from amptui.jobs import launch
-    from amptui.tune import plan as T
-    from amptui.tune.scriptsearch import ScriptSearch, script_keys
+    from amptui.tune.scriptsearch import script_keys
 
     script = args.script
     if args.preset:
@@ -35,10 +30,21 @@ def handle_script(args, t0: float) -> int:
         raise UserError("--set run.apply_amp: tune --script searches it (each trial sets its own)")
     script_keys(args.keys)
     launch.check_script(script)
-    name = Path(script).stem
-    if args.detach:
-        return _detach(args, name)
-    device_type = preflight.device_type("auto")  # the script picks its device; this is where it would
+    return Path(script).stem
+
+
+def script_search(args, t0: float):
+    """The search (tune/scriptsearch.py), announced, ready to run."""
+    from amptui.cli.prose import say as words
+    from amptui.core import preflight
+    from amptui.core.config import values as config
+    from amptui.core.run import runids, runs
+    from amptui.tune import plan as T
+    from amptui.tune.scriptsearch import ScriptSearch
+
+    script, name = args.script, Path(args.script).stem
+    overrides = config.parse_set(args.sets)
+    device_type = preflight.device_type("auto")  # until the fp32 run shows the device the script chose
     root = runs.runs_root(args.runs_dir)
     tid = runids.check_run_id(args.tune_id) if args.tune_id else T.tune_id(name)
 
@@ -48,11 +54,5 @@ def handle_script(args, t0: float) -> int:
         f"`amptui runs` as {name}-tune-{tid.rsplit('-', 1)[-1]}-N")
     say(f"each trial is the script's whole run with AMP applied by amptui (its own length: fewer steps, fewer "
         f"seconds); at most {args.budget:g} min, its budget; Ctrl-C stops it")
-    search = ScriptSearch(script, list(args.script_args), overrides, args.budget * 60.0, root, tid, device_type,
-                          say, t0=t0)
-    result = search.run()
-    if args.format == "json":
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        print_report(result)
-    return 130 if search.interrupted else 0
+    return ScriptSearch(script, list(args.script_args), overrides, args.budget * 60.0, root, tid, device_type,
+                        say, t0=t0)
