@@ -17,15 +17,19 @@ def add_parser(sub) -> None:
     from amptui.tune.plan import DEFAULT_BUDGET_MIN, DEFAULT_KEYS
 
     p = sub.add_parser("tune", help="search precision, compile and batch size for the fastest setup that keeps "
-                       "fp32's accuracy; save the winner as PRESET-tuned")
-    p.add_argument("preset")
+                       "fp32's accuracy; save the winner as PRESET-tuned",
+                       usage="amptui tune PRESET [--budget MIN] [--set K=V]...\n"
+                             "       amptui tune --script FILE [--budget MIN] [-- ARGS]")
+    p.add_argument("preset", nargs="?", metavar="PRESET")
+    p.add_argument("--script", metavar="FILE", help="tune your own fp32 training script: the precisions amptui "
+                   "applies to it, each trial the script's whole run with ARGS (docs/tune.md)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key for every trial (e.g. --set run.device=cpu)")
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_MIN, metavar="MINUTES",
                    help=f"time for the whole search (default {DEFAULT_BUDGET_MIN:g}); trials stop when it is spent")
-    p.add_argument("--keys", metavar="K,K,...", default=DEFAULT_KEYS,
+    p.add_argument("--keys", metavar="K,K,...", default=None,
                    help=f"what may vary (default {DEFAULT_KEYS}; amp.autocast/amp.dtype/amp.grad_scaler all "
-                        "mean the precision setup)")
+                        "mean the precision setup; with --script the precision only)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--no-save", action="store_true", help="do not save the winner as PRESET-tuned")
     p.add_argument("--detach", action="store_true", help="search in the background (its output in "
@@ -48,6 +52,16 @@ def handle(args) -> int:
 
     if not args.budget > 0:
         raise UserError(f"--budget {args.budget:g}: give the minutes the search may take (> 0)")
+    if args.script:  # your own script: the precisions amptui applies to it (cli/tunescript.py)
+        from amptui.cli.tunescript import check_script_tune, script_search
+
+        name = check_script_tune(args)
+        if args.detach:
+            return _detach(args, name)
+        search = script_search(args, t0)
+        return _report(args, search, search.run())
+    if not args.preset:
+        raise UserError("tune: name a preset (see `amptui presets list`) or your own script with --script FILE")
     preset = presets.find_preset(args.preset)
     overrides = config.parse_set(args.sets)
     dims = T.parse_keys(args.keys)
@@ -73,6 +87,10 @@ def handle(args) -> int:
     if T.winner_of(result) and not args.no_save:
         result["saved_preset"] = str(T.save_winner(result))
         T.write_result(T.result_path(root, tid), result)
+    return _report(args, search, result)
+
+
+def _report(args, search, result: dict) -> int:
     if args.format == "json":
         print(json.dumps(result, indent=2, default=str))
     else:
@@ -93,7 +111,8 @@ def _detach(args, preset_name: str) -> int:
     root.mkdir(parents=True, exist_ok=True)
     tid = T.tune_id(preset_name)
     log = root / f"{tid}.tune.log"
-    proc = relaunch(args.argv, ["--tune-id", tid, "--runs-dir", str(Path(root).resolve())], log)
+    tail = ["--", *args.script_args] if args.script and args.script_args else []  # a script's own arguments
+    proc = relaunch(args.argv, ["--tune-id", tid, "--runs-dir", str(Path(root).resolve()), *tail], log)
     announce("tune", f"tune {tid} started in the background; output: {log}", tune_id=tid, pid=proc.pid,
              log=log.resolve(), result=T.result_path(root, tid).resolve())
     return 0
@@ -107,7 +126,8 @@ def print_report(result: dict) -> None:
     from amptui.tune import report
 
     console = Console(highlight=False)
-    table = Table(title=f"amptui tune {result['preset']} · {result.get('device_name', '')} · "
+    what = f"--script {result['script']}" if result.get("script") else result["preset"]
+    table = Table(title=f"amptui tune {what} · {result.get('device_name', '')} · "
                   f"{report.status_words(result)}", title_justify="left")
     for h in T.HEADERS:
         table.add_column(h, justify="right" if h in ("ms/step", "samples/s", "peak mem", "speed-up") else "left",
@@ -119,8 +139,9 @@ def print_report(result: dict) -> None:
         console.print(line, markup=False)
     for knob, how in result.get("always_on", {}).items():
         console.print(f"[dim]{knob}: {how}[/dim]")
-    console.print(f"[dim]timing: median of the step windows after the first {T.WARMUP_WINDOWS} (warm-up; "
-                  f"{T.COMPILE_WARMUP_WINDOWS} with compilation); speed-up in samples/s against the fp32 reference run; noise band ± {result.get('band') or 0:.4f} "
+    console.print(f"[dim]timing: median of the step windows after the first {T.WARMUP_WINDOWS} (warm-up"
+                  + ("" if result.get("script") else f"; {T.COMPILE_WARMUP_WINDOWS} with compilation")
+                  + f"); speed-up in samples/s against the fp32 reference run; noise band ± {result.get('band') or 0:.4f} "
                   "loss[/dim]")
     console.print()
     for line in report.explanation(result):
@@ -128,6 +149,8 @@ def print_report(result: dict) -> None:
     if result.get("saved_preset"):
         console.print(f"\nsaved the winner as preset {result['preset']}-tuned ({result['saved_preset']}); "
                       f"run it with: amptui run {result['preset']}-tuned")
+    if result.get("use"):
+        console.print(f"\nuse the winner: {result['use']}", markup=False)
     if result.get("status") == "interrupted":
         console.print(f"\n[yellow]interrupted after {sum(1 for t in result['trials'] if t.get('run_id'))} "
                       "trial(s): the table shows what was measured[/yellow]")

@@ -120,10 +120,11 @@ def recorded_script_args(command: object) -> list[str] | None:
     return None
 
 
-def script_ab_args(run_dir: Path, runs_root: Path) -> tuple[list[str] | None, str]:
+def script_ab_args(run_dir: Path, runs_root: Path, verb: str = "ab", *options: str) -> tuple[list[str] | None, str]:
     """The dashboard's `a` on a script run: (`ab --script FILE --detach --runs-dir ROOT -- ARGS`,
     what it says) with the arguments the run recorded, or (None, why not) when the run names no
-    script or its arguments are not recorded."""
+    script or its arguments are not recorded. `t` asks the same of verb "tune" (its `options`:
+    the budget)."""
     from amptui.core.config import values as cfgmod
     from amptui.core.errors import ConfigError
     from amptui.core.run.runfiles import RunFolder
@@ -134,12 +135,13 @@ def script_ab_args(run_dir: Path, runs_root: Path) -> tuple[list[str] | None, st
         script = cfgmod.build_config(cfgmod.read_toml(RunFolder(run_dir).config)).run.script
     except (ConfigError, OSError):
         script = ""
+    what = "A/B" if verb == "ab" else verb
     if not script or script.startswith("-m "):
-        return None, f"{run_dir.name} runs no script file: highlight a preset (or a --script run) for its A/B"
+        return None, f"{run_dir.name} runs no script file: highlight a preset (or a --script run) for its {what}"
     args = recorded_script_args(read_launch_info(run_dir).get("command"))
     if args is None:
         return None, (f"{run_dir.name}: its script's arguments are not recorded (started by torchrun or its own "
-                      f"launcher); A/B it from a terminal: amptui ab --script {script} -- ARGS")
+                      f"launcher); {what} it from a terminal: amptui {verb} --script {script} -- ARGS")
     said = " ".join(args) if args else "no arguments"
-    return ["ab", "--script", script, DETACH, "--runs-dir", str(runs_root), *(["--", *args] if args else [])], \
-        f"the A/B of {Path(script).name} with its recorded arguments ({said})"
+    return [verb, "--script", script, DETACH, "--runs-dir", str(runs_root), *options,
+            *(["--", *args] if args else [])], f"the {what} of {Path(script).name} with its recorded arguments ({said})"

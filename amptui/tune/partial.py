@@ -8,12 +8,12 @@ Plain data in, plain data out; no processes, no torch.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from amptui.tune import verdict as V
-from amptui.tune.plan import PRECISIONS, TRIAL_STEPS, Trial, as_dicts
+from amptui.tune.plan import PRECISIONS, Trial, as_dicts, of_steps
 
 NOT_ENOUGH = "not enough trials to recommend"
 KNOBS = {"compile": ("run.compile", "torch.compile"), "batch": ("data.batch_size", "a larger batch")}
@@ -42,7 +42,8 @@ class Gap:
     precision: bool  # part of the precision search: without it even "stay in fp32" is a guess
 
 
-def gaps(trials: list[Trial], interrupted: bool, dims: Collection[str] = ()) -> list[Gap]:
+def gaps(trials: list[Trial], interrupted: bool, dims: Collection[str] = (),
+         planned: Sequence[str] = PRECISIONS) -> list[Gap]:
     """What the search would still have had to measure for a verdict, in the plan's order."""
     out = []
     if not any(t.role == "reference" for t in trials):
@@ -54,9 +55,11 @@ def gaps(trials: list[Trial], interrupted: bool, dims: Collection[str] = ()) -> 
             out.append(Gap(t.candidate, precision_phase(t)))
     if interrupted:  # what a stop between trials left out of the table altogether
         names = {t.candidate for t in trials}
-        out += [Gap(name, True) for name in PRECISIONS if "precision" in dims and name not in names]
+        out += [Gap(name, True) for name in planned if "precision" in dims and name not in names]
         if any(t.role == "reference" and t.measured for t in trials) and not any(t.role == "band" for t in trials):
-            out.append(Gap("fp32 with a second seed (the timing noise)", False))
+            again = any("run.apply_amp" in t.knobs for t in trials)  # a script's: the same run again
+            out.append(Gap("fp32 again (the timing noise)" if again else "fp32 with a second seed (the timing noise)",
+                           False))
         out += [Gap(words, False) for dim, (key, words) in KNOBS.items()
                 if dim in dims and not any(key in t.knobs for t in trials)]
     return out
@@ -66,14 +69,15 @@ def listed(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def partial_reason(trials: list[Trial], interrupted: bool, dims: Collection[str] = ()) -> str:
+def partial_reason(trials: list[Trial], interrupted: bool, dims: Collection[str] = (),
+                   planned: Sequence[str] = PRECISIONS) -> str:
     """Why a search that ended early names no winner ("" when it may): it was stopped (q, Ctrl-C),
     or its budget ended before every precision setup was measured. A budget
     that only cut the knobs after the precision search (torch.compile, the batch size) leaves a
     verdict: the best of what the budget allowed."""
     if not (interrupted or any(cut_short(t) for t in trials)):
         return ""
-    missing = gaps(trials, interrupted, dims)
+    missing = gaps(trials, interrupted, dims, planned)
     if interrupted and not missing:  # stopped after its last trial: still the user's stop, not a verdict
         return f"{NOT_ENOUGH}: the search was stopped before it gave its verdict"
     if not interrupted and not any(g.precision for g in missing):
@@ -82,12 +86,12 @@ def partial_reason(trials: list[Trial], interrupted: bool, dims: Collection[str]
     return f"{NOT_ENOUGH}: the search {how} before it measured {listed([g.words for g in missing])}"
 
 
-def settle(trials: list[Trial], interrupted: bool, dims: Collection[str] = ()
-           ) -> tuple[Trial | None, float | None, float, str]:
+def settle(trials: list[Trial], interrupted: bool, dims: Collection[str] = (),
+           planned: Sequence[str] = PRECISIONS) -> tuple[Trial | None, float | None, float, str]:
     """The verdict of a search that has ended: judge(), then no winner when it ended early (the
     setup ahead keeps a "so far" verdict). (winner, band, needed gain, partial reason or "")."""
     winner, band, needed = V.judge(trials)
-    partial = partial_reason(trials, interrupted, dims)
+    partial = partial_reason(trials, interrupted, dims, planned)
     if partial and winner is not None:
         winner.verdict = V.unjudged(winner)
         winner = None
@@ -103,7 +107,7 @@ def measured_words(t: Trial) -> str:
     elif t.speedup is not None:
         words += f", {t.speedup:.2f}x fp32"
     if unfinished(t):
-        words += f" (stopped at step {t.steps} of {TRIAL_STEPS})"
+        words += f" (stopped at step {t.steps}{of_steps(t)})"
     return words
 
 
@@ -124,7 +128,8 @@ def explain_partial(trials: list[Trial], partial: str, interrupted: bool) -> lis
         lines.append("Of the setups judged so far, none beat fp32 by more than the timing noise.")
     for t in trials:
         if unfinished(t) and t.role == "candidate" and t.speedup is not None:
-            lines.append(f"{t.candidate} ran at {t.speedup:.2f}x fp32 for {t.steps} of its {TRIAL_STEPS} steps, but its "
+            lines.append(f"{t.candidate} ran at {t.speedup:.2f}x fp32 for {t.steps}{of_steps(t).replace(' of', ' of its')} "
+                         "steps, but its "
                          "accuracy check did not finish, so it cannot be judged yet.")
     if not judged and not any(unfinished(t) and t.role == "candidate" for t in trials) and \
             any(t.role == "reference" and t.measured for t in trials):
@@ -136,12 +141,12 @@ def explain_partial(trials: list[Trial], partial: str, interrupted: bool) -> lis
 
 
 def conclude(trials: list[Trial], interrupted: bool, dims: Collection[str], device_type: str,
-             hardware_note: str = "") -> dict[str, Any]:
+             hardware_note: str = "", planned: Sequence[str] = PRECISIONS) -> dict[str, Any]:
     """The verdict of a search that has ended, as its result file keeps it: status, band, the gain a
     candidate needed, the winner (None for a partial search), why it is partial, the sentences."""
     for t in trials:
         t.verdict = ""
-    winner, band, needed, partial = settle(trials, interrupted, dims)
+    winner, band, needed, partial = settle(trials, interrupted, dims, planned)
     explanation = explain_partial(trials, partial, interrupted) if partial else \
         V.explain(trials, winner, needed, device_type, hardware_note)
     return {"status": "interrupted" if interrupted else "done", "band": band, "needed_gain": needed,

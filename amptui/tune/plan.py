@@ -178,6 +178,11 @@ class Trial:
         return self.ms_per_step is not None
 
 
+def of_steps(t: Trial) -> str:
+    """" of 20" after a trial's step: a preset's trials run TRIAL_STEPS; a script's its own length."""
+    return "" if "run.apply_amp" in t.knobs else f" of {TRIAL_STEPS}"
+
+
 def warmup_windows(knobs: dict[str, Any]) -> int:
     return COMPILE_WARMUP_WINDOWS if knobs.get("run.compile") else WARMUP_WINDOWS
 
@@ -277,6 +282,8 @@ def winner_preset_values(result: dict[str, Any]) -> tuple[str, cfgmod.Config, st
     winner = winner_of(result)
     if not winner:
         raise UserError(f"this tune has no winner to save ({no_winner_words(result)})")
+    if result.get("script"):  # a script's loop is its own: its winner is a command, not a preset
+        raise UserError(f"a script's tune saves no preset; use the winner: {result.get('use', '')}")
     preset = find_preset(result["preset_ref"])
     knobs = next(t["knobs"] for t in result["trials"] if t["candidate"] == winner)
     name = f"{preset.name}-tuned"

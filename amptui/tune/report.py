@@ -71,5 +71,8 @@ def lines(result: dict[str, Any]) -> list[str]:
 
 
 def save_hint(result: dict[str, Any], how: str) -> str:
-    """'<how> saves the winner as preset X-tuned.', only where there is a winner to save."""
+    """'<how> saves the winner as preset X-tuned.', only where there is a winner to save (a script's
+    tune names the command that runs its winner instead)."""
+    if result.get("script"):
+        return f"Use the winner: {result['use']}" if T.winner_of(result) and result.get("use") else ""
     return f"{how} saves the winner as preset {result['preset']}-tuned." if T.winner_of(result) else ""

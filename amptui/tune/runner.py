@@ -51,9 +51,13 @@ STOPPING = "stopping… the running trial ends at its next record (Ctrl-C again 
 
 
 class Search:
-    def __init__(self, preset: Preset, overrides: dict[str, Any], dims: set[str], budget_s: float, root: Path,
-                 tid: str, device_type: str, say: Callable[[str], None] = print, t0: float | None = None):
+    planned: tuple[str, ...] = T.PRECISIONS  # the precisions the plan tries after fp32 (what a stopped search still lacks)
+
+    def __init__(self, preset: Preset | None, overrides: dict[str, Any], dims: set[str], budget_s: float, root: Path,
+                 tid: str, device_type: str, say: Callable[[str], None] = print, t0: float | None = None,
+                 name: str = ""):
         self.preset, self.overrides, self.dims = preset, overrides, dims
+        self.name = name or (preset.name if preset else "script")
         self.root, self.tid, self.device_type, self.say = Path(root), tid, device_type, say
         self.t0 = time.monotonic() if t0 is None else t0  # the budget counts from the command's start
         self.deadline = self.t0 + budget_s
@@ -63,7 +67,8 @@ class Search:
         self.reference_tf32: Any = None  # the fp32 reference's start record's tf32 (machine/tf32.py)
         self.path = T.result_path(self.root, tid)
         self.result: dict[str, Any] = {
-            "tune_id": tid, "preset": preset.name, "preset_ref": preset.name if preset.builtin else str(preset.path),
+            "tune_id": tid, "preset": self.name,
+            "preset_ref": "" if preset is None else preset.name if preset.builtin else str(preset.path),
             "overrides": overrides, "device_type": device_type, "device_name": device_name(device_type),
             "budget_s": budget_s, "started": time.time(), "pid": os.getpid(), "status": "running",
             "always_on": T.ALWAYS_ON, "trials": []}
@@ -114,7 +119,7 @@ class Search:
         if "precision" in self.dims:
             first += [T.precision_candidate(name) for name in T.PRECISIONS]
         else:
-            own = Precision.from_config(self.preset.config(self.overrides), self.device_type).short
+            own = Precision.from_config(self.preset_config(), self.device_type).short
             if own != "fp32":
                 first.append(T.Candidate(own, {}))
         # fp32, the most promising other precision, fp32 again (the noise band), the long shots
@@ -161,7 +166,7 @@ class Search:
         t.accuracy_only = cand.accuracy_only
 
     def grow_batch(self, base: T.Trial) -> None:
-        batch = base.knobs.get("data.batch_size") or self.preset.config(self.overrides).data.batch_size
+        batch = base.knobs.get("data.batch_size") or self.preset_config().data.batch_size
         previous = base
         for _ in range(T.BATCH_DOUBLINGS):
             if self.stopped:
@@ -217,11 +222,8 @@ class Search:
         if short:
             return self.skip(cand, short)
         k = len([t for t in self.trials if t.run_id]) + 1
-        overrides = {**self.overrides, **cand.knobs, **T.trial_overrides(self.preset.name, self.tid, k)}
-        if cand.role == "band":
-            overrides["run.seed"] = self.preset.config(self.overrides).run.seed + 1
         try:
-            run_dir, _ = launch.create_run(self.preset, overrides, self.root)
+            run_dir = self.create(cand, k)
         except UserError as exc:
             return self.skip(cand, str(exc))
         t = T.Trial(cand.name, cand.knobs, cand.role, run_id=run_dir.name, status="running",
@@ -230,7 +232,7 @@ class Search:
         self.save()
         self.say(f"  {cand.name:<22} running ({run_dir.name})")
         started = time.monotonic()
-        records = self.follow(t, run_dir, launch.start(run_dir))
+        records = self.follow(t, run_dir, self.start(run_dir))
         t.wall_s = time.monotonic() - started
         T.measure(t, records)
         if cand.role == "reference":  # did the fp32 baseline use TF32? (its start record says)
@@ -242,6 +244,22 @@ class Search:
                  + (f" ({t.reason})" if t.reason else ""))
         self.save()
         return t
+
+    def preset_config(self):
+        assert self.preset is not None  # a preset's plan (a script's search has its own: tune/scriptsearch.py)
+        return self.preset.config(self.overrides)
+
+    def create(self, cand: T.Candidate, k: int) -> Path:
+        """The k-th trial's run folder (UserError: it cannot run here, a skip)."""
+        assert self.preset is not None
+        overrides = {**self.overrides, **cand.knobs, **T.trial_overrides(self.preset.name, self.tid, k)}
+        if cand.role == "band":
+            overrides["run.seed"] = self.preset_config().run.seed + 1
+        run_dir, _ = launch.create_run(self.preset, overrides, self.root)
+        return run_dir
+
+    def start(self, run_dir: Path):
+        return launch.start(run_dir)
 
     def follow(self, t: T.Trial, run_dir: Path, proc) -> list[dict[str, Any]]:
         """Read the trial's events until it ends; ask it to stop when it can no longer win, the
@@ -318,7 +336,8 @@ class Search:
         T.write_result(self.path, self.result)
 
     def finish(self) -> dict[str, Any]:
-        ending = P.conclude(self.trials, self.interrupted, self.dims, self.device_type, hardware_note(self.device_type))
+        ending = P.conclude(self.trials, self.interrupted, self.dims, self.device_type, hardware_note(self.device_type),
+                            planned=self.planned)
         ending["explanation"] += busy_note(self.device_type) + tf32_note(self.reference_tf32)
         self.result.update(ending, finished=time.time(), elapsed_s=time.monotonic() - self.t0)
         self.save()

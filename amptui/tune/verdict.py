@@ -12,7 +12,7 @@ import statistics
 from typing import Any
 
 from amptui.core.inputbound import input_bound
-from amptui.tune.plan import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, TRIAL_STEPS, Trial
+from amptui.tune.plan import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, Trial, of_steps
 
 # --- the accuracy guard -------------------------------------------------------------------------
 
@@ -29,7 +29,7 @@ def noise_band(reference: Trial, second: Trial | None) -> tuple[float, str]:
     if second is not None and second.windows:
         gaps = [abs(w["loss"] - ref[w["step"]]) for w in second.windows
                 if _finite(w.get("loss")) and w["step"] in ref]
-        if gaps:
+        if gaps and max(gaps) > 0:  # a script that seeds itself repeats fp32 exactly: no loss noise said
             return max(max(gaps), floor), "two fp32 seeds"
     losses = list(ref.values())
     diffs = [abs(b - a) for a, b in zip(losses, losses[1:], strict=False)]
@@ -51,6 +51,11 @@ def guard(trial: Trial, reference: Trial, band: float) -> str | None:
             return (f"loss left fp32's noise band at step {w['step']}: {w['loss']:.4f} vs {ref[w['step']]:.4f} "
                     f"± {band:.4f}")
     return None
+
+
+def band_words(candidate: str) -> str:
+    """The second fp32 run's verdict: another seed (a preset), or the script as written again."""
+    return "fp32 again (timing noise)" if candidate == "fp32 again" else "fp32, second seed (noise band)"
 
 
 # --- the verdict --------------------------------------------------------------------------------
@@ -99,14 +104,14 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
         if t.verdict:
             continue
         if t.role in ("reference", "band"):
-            t.verdict = "fp32 reference" if t.role == "reference" else "fp32, second seed (noise band)"
+            t.verdict = "fp32 reference" if t.role == "reference" else band_words(t.candidate)
             continue
         reason = guard(t, reference, band)
         if reason:
             t.verdict = f"rejected: {reason}"
         elif t.status == "stopped" and t.reason:
             t.verdict = t.reason if t.reason.startswith("stopped") else \
-                f"stopped: {t.reason} at step {t.steps} of {TRIAL_STEPS}"  # its accuracy check did not finish
+                f"stopped: {t.reason} at step {t.steps}{of_steps(t)}"  # its accuracy check did not finish
         elif t.accuracy_only:
             t.verdict = f"accurate; {t.accuracy_only}"
         elif t.speedup is not None and t.speedup < 1.0 + needed:
@@ -127,7 +132,7 @@ LEADING = "accurate, faster (best so far)"  # a candidate ahead when the search 
 def unjudged(t: Trial) -> str:
     """The verdict of the setup ahead while no winner may be named (a search still running or one
     that ended early): what it is, never WINNER."""
-    return {"reference": "fp32 reference", "band": "fp32, second seed (noise band)"}.get(t.role, LEADING)
+    return {"reference": "fp32 reference", "band": band_words(t.candidate)}.get(t.role, LEADING)
 
 
 def leading(trials: list[Trial]) -> Trial | None:
@@ -182,9 +187,13 @@ def explain(trials: list[Trial], winner: Trial | None, needed: float, device_typ
                          f"({best.verdict}).")
     else:
         parts = []
-        dtype = winner.knobs.get("amp.dtype")
-        if winner.knobs.get("amp.autocast"):
-            if dtype == "bfloat16":
+        applied = str(winner.knobs.get("run.apply_amp") or "")  # a script's tune: AMP applied by amptui
+        dtype = winner.knobs.get("amp.dtype") or ("bfloat16" if applied.startswith("bf16") else "float16")
+        if winner.knobs.get("amp.autocast") or applied:
+            if applied and not applied.endswith("+scaler") and dtype == "float16":
+                parts.append("float16 autocast without a GradScaler: fast half-precision math, and no small "
+                             "gradient underflowed far enough to leave fp32's noise band")
+            elif dtype == "bfloat16":
                 parts.append("bfloat16 autocast: " + (hardware_note or "lower-precision math is faster here") +
                              "; bfloat16 keeps float32's range, so no loss scaling is needed")
             else:

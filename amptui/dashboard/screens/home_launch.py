@@ -188,7 +188,10 @@ class HomeLaunches:
 
     def tune(self) -> None:
         """`amptui tune --detach` on the highlighted preset and toggles; its screen opens once started.
-        Toggles of what the tune searches (precision, compile, batch size) are left to the search."""
+        Toggles of what the tune searches (precision, compile, batch size) are left to the search.
+        With a script run highlighted in Runs: `amptui tune --script FILE --detach -- ARGS` (as `a`)."""
+        if self._script_tune():
+            return
         preset = self._launch_preset("Tune refused")
         overrides = self._changed_toggles() if preset is not None else None
         if preset is None or overrides is None:
@@ -204,6 +207,31 @@ class HomeLaunches:
                                                   "--budget", f"{minutes:g}"), preset.name)
 
         self.screen.app.push_screen(TuneStartModal(preset.name, kept), budget_given)
+
+    def _script_tune(self) -> bool:
+        from amptui.dashboard.screens.tune_start import TuneStartModal
+        from amptui.jobs.ab import script_ab_args
+
+        table = self.screen.focused
+        info = table.runs.get(table.highlighted_run() or "") if isinstance(table, RunTable) else None
+        if info is None or not any(ref.startswith("run.script") for ref in info.code):
+            return False
+        args, said = script_ab_args(info.path, Path(self.screen.app.runs_root), "tune", "--format", "json")
+        if args is None:
+            self.screen.notify(said, title="Tune refused", severity="error", timeout=10)
+            return True
+        name = Path(args[2]).stem
+
+        def budget_given(minutes: float | None) -> None:
+            if minutes is not None and args is not None:
+                self.screen.notify(f"starting {said}…", timeout=5)
+                self._start_tune([*args[:6], "--budget", f"{minutes:g}", *args[6:]], name)
+
+        self.screen.app.push_screen(TuneStartModal(name, {}, "Each trial is the script's whole run with its recorded "
+                                                   "arguments, with AMP applied by amptui (fp32 as written, bf16, "
+                                                   "fp16+scaler, ...), one after another, in the background."),
+                                    budget_given)
+        return True
 
     def _start_tune(self, args: list[str], preset_name: str) -> None:
         self._in_background("home-tune", "starting the tune", self._start_tune_now, args, preset_name)

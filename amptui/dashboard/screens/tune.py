@@ -160,6 +160,8 @@ class TuneScreen(DashboardScreen):
             return "the search is still running; save the winner when it has ended"
         if not T.winner_of(self.result or {}):
             return f"this tune has no winner to save ({T.no_winner_words(self.result or {})})"
+        if (self.result or {}).get("script"):
+            return "a script's tune saves no preset: the Why panel names the command that runs its winner"
         return None
 
     def _explain(self, result: dict[str, Any]) -> None:

@@ -18,18 +18,19 @@ class TuneStartModal(ModalScreen[float | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, preset_name: str, kept: dict):
+    def __init__(self, preset_name: str, kept: dict, hint: str = ""):
         super().__init__(classes="modal")
         self.preset_name = preset_name
         self.kept = kept
+        self.hint = hint  # a script's tune: what its trials are, instead of the preset's
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="tune-start-dialog"):
             yield Static(f"Tune {self.preset_name}: the fastest setup that keeps fp32's accuracy",  # wraps, never cut
                          id="tune-start-title", markup=False)
-            yield Static("Short real runs, one after another, in the background: precision, then torch.compile "
-                         "and the batch size. " + T.toggles_words(self.kept), classes="hint", id="tune-start-toggles",
-                         markup=False)
+            yield Static(self.hint or "Short real runs, one after another, in the background: precision, then "
+                         "torch.compile and the batch size. " + T.toggles_words(self.kept), classes="hint",
+                         id="tune-start-toggles", markup=False)
             with Horizontal(id="tune-budget-row"):
                 yield Label("budget, minutes ", id="tune-budget-label")
                 yield Input(value=f"{T.DEFAULT_BUDGET_MIN:g}", id="tune-budget", compact=True)

@@ -1,0 +1,175 @@
+"""`amptui tune --script FILE`: the tune's search over the precisions amptui applies to an
+unmodified fp32 script (run.apply_amp), each trial the script's whole run with its `-- ARGS`,
+judged as a preset's trials; the winner named as the command that runs it. The loop is tiny (a
+32-wide MLP, 12 steps): this CPU's speeds do not matter here, only the trials, their labels and
+that the search ends in a verdict."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from conftest import amptui, events, one_clear_line
+
+from amptui.tune import plan as T
+from amptui.tune.scriptsearch import BF16_SCALER, use_command
+
+SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_tune_script_searches_the_applied_precisions_and_names_the_command(runs_dir):
+    before = _digest(SCRIPT)
+    proc = amptui("tune", "--script", str(SCRIPT), "--budget", "6", "--format", "json", "--", "--steps", "12",
+                  timeout=420, check=True)
+    assert _digest(SCRIPT) == before  # the script file is never changed
+    result = json.loads(proc.stdout)
+    trials = {t["candidate"]: t for t in result["trials"]}
+    # the script as written first (the reference), bf16 next on a CPU, fp32 again for the timing noise
+    assert [t["candidate"] for t in result["trials"]][:3] == ["fp32", "bf16", "fp32 again"]
+    assert set(trials) == {"fp32", "bf16", "fp32 again", "fp16+scaler", "bf16+scaler", "fp16"}
+    assert trials["bf16+scaler"]["status"] == "skipped" and trials["bf16+scaler"]["reason"] == BF16_SCALER
+    assert trials["fp32"]["role"] == "reference" and trials["fp32 again"]["role"] == "band"
+    ran = [t for t in result["trials"] if t["run_id"]]
+    assert all(t["status"] == "completed" and t["steps"] == 12 and t["ms_per_step"] is not None for t in ran), ran
+    listed = {r["run_id"]: r for r in json.loads(amptui("runs", "--format", "json", check=True).stdout)}
+    words = {t["candidate"]: listed[t["run_id"]]["precision_words"] for t in ran}
+    assert words["fp32"] == words["fp32 again"] == "fp32"
+    assert words["bf16"] == "autocast bfloat16, applied by amptui"
+    for t in ran:  # each trial the script run with its arguments and the precision applied by amptui
+        run_dir = runs_dir / t["run_id"]
+        start = events(run_dir)[0]
+        assert start["precision"]["autocast"] is bool(t["knobs"]["run.apply_amp"])
+        assert "trained 12 steps (float32)" in (run_dir / "output.log").read_text()
+    for t in result["trials"]:  # fp16 only where this CPU computes float16 natively
+        if t["candidate"] in ("fp16", "fp16+scaler") and t["status"] == "skipped":
+            assert t["reason"].startswith("float16 is slow on this CPU"), t
+    # a verdict: a winner, and the command that runs it
+    assert result["status"] == "done" and not result.get("partial"), result
+    winner = T.winner_of(result)
+    assert winner in trials and trials[winner]["verdict"].startswith("WINNER"), result
+    assert result["use"] == use_command(str(SCRIPT), ["--steps", "12"], trials[winner]["knobs"]["run.apply_amp"])
+    assert result["use"].endswith(" -- --steps 12") and "saved_preset" not in result
+    assert (runs_dir / f"{result['tune_id']}.tune.json").is_file()
+
+
+@pytest.mark.slow
+def test_tune_script_refuses_a_script_that_sets_its_own_precision(runs_dir):
+    """The script as written trains in bfloat16 (its own --dtype flag): one line, as `ab --script`
+    says it, and no tune result left behind (its one trial run stays, as an A/B's runs do)."""
+    line = one_clear_line(amptui("tune", "--script", str(SCRIPT), "--budget", "3", "--", "--steps", "2",
+                                 "--dtype", "bfloat16", timeout=300))
+    assert "sets its own precision (autocast bfloat16)" in line and "--variant NAME='ARGS'" in line, line
+    assert not list(runs_dir.glob("*.tune.json"))
+
+
+def test_use_command_names_the_winner_and_the_scripts_arguments():
+    assert use_command("train.py", ["--lr", "0.1"], "bf16") == \
+        "amptui run --script train.py --set run.apply_amp=bf16 -- --lr 0.1"
+    assert use_command("my train.py", [], "") == "amptui run --script 'my train.py'"  # fp32: the script as written
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--keys", "data.batch_size,amp.dtype,run.compile"], "--keys data.batch_size, run.compile: not for a script"),
+    (["--set", "data.batch_size=8"], "--set data.batch_size: not for a script run"),
+    (["--set", "run.apply_amp=bf16"], "--set run.apply_amp: tune --script searches it"),
+    (["--budget", "0"], "--budget 0"),
+])
+def test_tune_script_refusals_are_one_line_and_leave_nothing(cli, runs_dir, extra, said):
+    line = one_clear_line(cli("tune", "--script", str(SCRIPT), *extra))
+    assert said in line, line
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+def test_tune_with_a_preset_and_a_script_or_neither_is_refused(cli, runs_dir):
+    assert "give a preset or a script, not both" in one_clear_line(cli("tune", "quickstart", "--script", str(SCRIPT)))
+    assert "no such file" in one_clear_line(cli("tune", "--script", "missing.py"))
+    assert "name a preset" in one_clear_line(cli("tune"))
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+@pytest.mark.slow
+def test_dashboard_t_on_a_script_run_tunes_that_script_with_its_arguments(runs_dir):
+    """Home, a script run highlighted in Runs: `t` asks the budget, then starts `amptui tune --script
+    FILE --detach -- ARGS` with the arguments the run recorded; the tune screen follows it to the
+    command that runs its winner (no preset to save)."""
+    import os
+    import signal
+
+    from dashboard_support import Notes, app_for, async_test, home_ready, select_run, until
+
+    from amptui.dashboard.screens.tune import TuneScreen
+    from amptui.dashboard.screens.tune_start import TuneStartModal
+
+    amptui("run", "--script", str(SCRIPT), "--", "--steps", "8", check=True)
+    (first,) = [p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+
+    @async_test
+    async def drive():
+        app = app_for(runs_dir)
+        async with app.run_test(size=(110, 34)) as pilot:
+            await home_ready(pilot)
+            notes = Notes().install(app)
+            await select_run(pilot, first.name)
+            await pilot.press("t")
+            await until(pilot, lambda: isinstance(app.screen, TuneStartModal))
+            assert "the script's whole run" in str(app.screen.query_one("#tune-start-toggles").render())
+            app.screen.query_one("#tune-budget").value = "6"
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, TuneScreen))
+            assert "plain_fp32.py with its recorded arguments (--steps 8)" in notes.text()
+            screen = app.screen
+            await until(pilot, lambda: (screen.result or {}).get("status") == "done", timeout=300, step=0.5)
+            result = screen.result
+            assert result["script"] == str(SCRIPT) and result["script_args"] == ["--steps", "8"]
+            assert result["budget_s"] == 360 and T.winner_of(result), result
+            assert result["use"].endswith(" -- --steps 8")
+            await until(pilot, lambda: "Use the winner: amptui run --script" in
+                        str(screen.query_one("#tune-explain").render()))
+            await pilot.press("s")
+            await until(pilot, lambda: "saves no preset" in notes.text())
+
+    try:
+        drive()
+    finally:  # a failed test must not leave its background tune running
+        for path in runs_dir.glob("*.tune.json"):
+            data = json.loads(path.read_text())
+            if data["status"] == "running":
+                try:
+                    os.kill(data["pid"], signal.SIGINT)
+                except OSError:
+                    pass
+    ran = [t for t in result_of(runs_dir)["trials"] if t["run_id"]]
+    assert all(events(runs_dir / t["run_id"])[-1]["steps"] == 8 for t in ran)
+
+
+def result_of(runs_dir: Path) -> dict:
+    (path,) = runs_dir.glob("*.tune.json")
+    return json.loads(path.read_text())
+
+
+def test_a_stopped_script_search_names_what_it_lacks_in_the_scripts_words():
+    """Stopped (Ctrl-C, q) after fp32 and part of bf16: no winner; what is missing is the script's plan
+    (fp32 again, fp16+scaler, ...), and a stopped trial's step is not "of 20" (a script runs its own length)."""
+    from tune_support import measured
+
+    from amptui.tune import partial as P
+    from amptui.tune.scriptsearch import SCRIPT_PRECISIONS, candidate
+
+    trials = [measured("fp32", "reference"), measured("bf16", ms=60.0, last_step=8, status="stopped",
+                                                      reason="interrupted")]
+    for t in trials:
+        t.knobs = candidate(t.candidate).knobs
+    ended = P.conclude(trials, True, {"precision"}, "cpu", planned=SCRIPT_PRECISIONS)
+    assert ended["winner"] is None
+    assert ended["partial"] == ("not enough trials to recommend: the search was stopped before it measured bf16 "
+                                "to the end, fp16+scaler, bf16+scaler, fp16 and fp32 again (the timing noise)")
+    said = " ".join(ended["explanation"])
+    assert "bf16 ran at 2.00x fp32 for 8 steps, but its accuracy check did not finish" in said, said
+    assert "of 20" not in said and "second seed" not in said
