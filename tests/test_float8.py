@@ -20,7 +20,7 @@ from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError, UserError
 from amptui.core.numerics import summarize
 from amptui.telemetry.alarms import HeadroomAlarms
-from amptui.telemetry.float8_numerics import FLOAT8_MAX
+from amptui.telemetry.float8_numerics import FLOAT8_MAX, add_blocks, block_spread, block_underflow, cast_masks
 from amptui.telemetry.numerics import RangeSampler
 
 torchao = pytest.importorskip("torchao", reason="amp.float8 needs torchao (pip install 'amptui[fp8]')")
@@ -143,9 +143,41 @@ def test_each_converted_linear_gets_its_sqnr_amax_scale_and_underflow(recipe):
             assert t["amax"] > 0 and t["scale"] == pytest.approx(FLOAT8_MAX[t["format"]] / t["amax"])
             assert 0 <= t["underflow"] < 0.5
         assert layer["grad_output"]["format"] == ("e5m2" if recipe == "tensorwise" else "e4m3")
+        for tensor in ("input", "weight", "grad_output"):  # MXFP8's blocks: the worst one and the spread
+            t = layer[tensor]
+            if recipe != "mxfp8":
+                assert "underflow_worst_block" not in t and "underflow_block_spread" not in t
+            else:
+                assert t["underflow"] <= t["underflow_worst_block"] <= 1 and 0 <= t["underflow_block_spread"] <= 1
     assert HeadroomAlarms("bfloat16").observe([record]) == []  # healthy layers: no alarm
     folded = summarize([{"kind": "numerics", **record.fields()}])
     assert set(folded.float8) == set(layers)
+
+
+def test_mxfp8_block_underflow_names_the_worst_block_the_overall_share_hides():
+    """One block of 32 with an outlier: its scale zeroes its 31 small values, the other blocks keep
+    theirs. Overall 31 of 128 values (24%); that block 31 of 32, the others none."""
+    x = torch.ones(2, 64)
+    x[0, :32] = 1e-6
+    x[0, 0] = 1000.0
+    amax, zeroed, nonzero = cast_masks(x, "mxfp8", "e4m3")
+    assert (amax.item(), zeroed.sum().item(), nonzero.sum().item()) == (1000.0, 31, 128)
+    stats = block_underflow(zeroed, nonzero)
+    assert stats.device == x.device  # stays on the device: read back with the sample's one copy
+    said = block_spread(stats.tolist())
+    shares = torch.tensor([31 / 32, 0.0, 0.0, 0.0])
+    assert said["underflow_worst_block"] == pytest.approx(31 / 32)
+    assert said["underflow_block_spread"] == pytest.approx(shares.std(unbiased=False).item(), abs=1e-6)
+    # a step's calls add up (gradient accumulation): the worst of the worst, the spread over all blocks
+    both = torch.zeros(1, 4)
+    add_blocks(both, 0, stats)
+    add_blocks(both, 0, block_underflow(*cast_masks(torch.ones(2, 64), "mxfp8", "e4m3")[1:]))
+    assert block_spread(both[0].tolist()) == {"underflow_worst_block": pytest.approx(31 / 32),
+                                              "underflow_block_spread": pytest.approx(
+                                                  torch.tensor([31 / 32] + [0.0] * 7).std(unbiased=False).item(),
+                                                  abs=1e-6)}
+    nothing = block_underflow(*cast_masks(torch.zeros(2, 64), "mxfp8", "e4m3")[1:])
+    assert block_spread(nothing.tolist()) == {"underflow_worst_block": None, "underflow_block_spread": None}
 
 
 def test_a_layer_whose_float8_values_break_is_named_by_the_alarm_with_advice():
