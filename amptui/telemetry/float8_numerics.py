@@ -60,6 +60,21 @@ def plain(param: torch.Tensor) -> torch.Tensor:
     return local(getattr(t, "_data", t))
 
 
+def whole_weight(current: torch.Tensor, resting: Any) -> torch.Tensor:
+    """A linear's whole weight in high precision, in its forward. Under FSDP2's float8 all-gather
+    (amp.float8 = "tensorwise" with dist.mode = "fsdp") the forward's weight is float8 already: the
+    reference GEMM needs the weight before that rounding, so the high-precision shards are
+    all-gathered again (a collective on sampled steps only; every rank runs the same hooks)."""
+    if type(current).__name__ != "Float8TrainingTensor" or not hasattr(resting, "device_mesh"):
+        return plain(current)
+    from torch.distributed.tensor import DTensor
+
+    shard = resting.to_local().detach()
+    shard = getattr(shard, "_tensor", shard)  # torchao's WeightWithDynamicFloat8CastTensor holds it
+    return DTensor.from_local(shard, resting.device_mesh, resting.placements, run_check=False,
+                              shape=resting.shape, stride=resting.stride()).full_tensor()
+
+
 def _dtype(fmt: str) -> torch.dtype:
     return torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2
 
@@ -112,15 +127,16 @@ class Float8Probe:
         self.rows = row
 
     def hook(self, buffer: torch.Tensor, first_row: int, quiet: Callable[[], bool]) -> list[Any]:
-        return [module.register_forward_hook(self._forward(buffer, first_row + row, recipe, quiet))
+        # each weight as it is between steps (under FSDP2: this rank's high-precision shard)
+        return [module.register_forward_hook(self._forward(buffer, first_row + row, recipe, quiet, module.weight))
                 for (_, module, recipe), row in zip(self.layers, self.first_rows, strict=True)]
 
-    def _forward(self, buffer: torch.Tensor, row: int, recipe: str, quiet: Callable[[], bool]):
+    def _forward(self, buffer: torch.Tensor, row: int, recipe: str, quiet: Callable[[], bool], resting: Any):
         def hook(module: nn.Module, inputs: Any, output: Any) -> None:
             if quiet() or not torch.is_grad_enabled() or not inputs or not isinstance(output, torch.Tensor):
                 return
             x = inputs[0]
-            weight = plain(cast(torch.Tensor, module.weight))
+            weight = whole_weight(cast(torch.Tensor, module.weight), resting)
             with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
                 bias = plain(cast(torch.Tensor, module.bias)).float() if module.bias is not None else None
                 reference = F.linear(x.detach().float(), weight.float(), bias)
