@@ -330,3 +330,24 @@ def test_gpt_text_sharded_on_two_ranks_trains_with_tensorwise_float8(runs_dir):
     samples = [r for r in rank0 if r["kind"] == "numerics"]
     assert [s["step"] for s in samples] == [10, 20, 30]
     assert all(10 <= layer["sqnr_db"] <= 50 and layer["weight"]["amax"] < 1 for s in samples for layer in s["float8"])
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_fsdp_with_tensorwise_float8_trains_on_cuda(runs_dir):
+    """On CUDA (nccl, one rank per GPU): the float8 all-gather and the precomputed scales train; on
+    compute capability 8.9+ the GEMMs are real float8 (n_embd 512: a few linears pass torchao's size
+    thresholds), below it torchao emulates and says so."""
+    ranks = min(2, torch.cuda.device_count())
+    amptui("run", "gpt-text", "--set", "run.device=cuda", "--set", "dist.mode=fsdp", "--set", f"dist.nproc_per_node={ranks}",
+           "--set", "amp.float8=tensorwise", "--set", "amp.dtype=bfloat16", "--set", "model.n_embd=512",
+           "--set", "model.n_head=8", "--set", "run.max_steps=40", "--set", "log.every=5", "--set", "numerics.every=10",
+           check=True, timeout=840)
+    rank0 = events(only_run(runs_dir))
+    converted = rank0[0]["precision"]["float8"]
+    assert converted["converted"] >= 1 and converted["fsdp_float8_all_gather"] is True, converted
+    assert converted["emulated"] == (torch.cuda.get_device_capability(0) < (8, 9))
+    steps = [r for r in rank0 if r["kind"] == "step"]
+    assert steps[-1]["loss"] < steps[0]["loss"] and rank0[-1]["status"] == "completed"
+    assert all(10 <= layer["sqnr_db"] <= 50 for r in rank0 if r["kind"] == "numerics" for layer in r["float8"])
