@@ -21,6 +21,13 @@ of the hand loops'). Exits 0 whether or not a goal is met.
 Sizes. CUDA: MLP 3 x Linear(4096) batch 512; ResNet-18 batch 256 at 256 px; AlexNet batch 64 at
 227 px; variants fp32, fp16, fp16+scaler, bf16. CPU (--cpu, or no CUDA): MLP width 1024 batch
 256; ResNet-18 batch 32 at 64 px; AlexNet batch 16 at 96 px; variants fp32, bf16; fewer steps.
+
+float8 (`--models mlp-fp8`, CUDA only): torchao's float8 against bf16 where torchao says float8
+wins, 6 x Linear(8192) at batch 8192 (the four inner linears convert), compiled (run.compile: both
+loops), variants bf16, fp8, fp8-rowwise. The hand loop converts with amptui's own float8.convert (the
+same linears), then compiles. Skipped, saying why, below compute capability 8.9 or without torchao.
+
+    python benchmarks/gpu_ab.py --models mlp-fp8
 """
 
 from __future__ import annotations
@@ -46,10 +53,11 @@ from amptui.core import compare  # noqa: E402
 from amptui.core.config import presets  # noqa: E402
 from amptui.core.config.precision import Precision  # noqa: E402
 from amptui.core.config.variants import VARIANTS  # noqa: E402
-from amptui.trainer.models import CNNS, build_model  # noqa: E402
+from amptui.trainer.models import CNNS, build_model, compile_if_asked  # noqa: E402
 from amptui.trainer.optim import build_optimizer  # noqa: E402
 
 STEP_GOAL, SPEEDUP_GOAL = 1.02, 0.05
+FLOAT8_VARIANTS = ["bf16", "fp8", "fp8-rowwise"]
 
 
 @dataclass
@@ -58,6 +66,8 @@ class Model:
     preset: str
     sets: dict           # preset overrides that set the size (both loops use them)
     steps: int           # optimizer steps per run (the first 10% and the first record are warm-up)
+    variants: list[str] | None = None  # its own variants (float8's); None: the run's
+    batches: int = 0     # >0: this many fixed batches, reused over the epochs (big batches: GPU memory)
 
 
 def models_for(device: str, steps: int | None) -> list[Model]:
@@ -66,7 +76,9 @@ def models_for(device: str, steps: int | None) -> list[Model]:
     if cuda:
         out = [Model("mlp", "mlp-recipe", {"model.width": 4096, "data.batch_size": 512}, 300),
                Model("resnet18", "resnet18-intel", {**synthetic, "data.img_size": 256, "data.batch_size": 256}, 150),
-               Model("alexnet", "alexnet-cifar10", {**synthetic, "data.img_size": 227, "data.batch_size": 64}, 300)]
+               Model("alexnet", "alexnet-cifar10", {**synthetic, "data.img_size": 227, "data.batch_size": 64}, 300),
+               Model("mlp-fp8", "mlp-recipe", {"model.width": 8192, "model.depth": 6, "data.batch_size": 8192,
+                                               "run.compile": True}, 100, variants=FLOAT8_VARIANTS, batches=4)]
     else:
         out = [Model("mlp", "mlp-recipe", {"model.width": 1024, "data.batch_size": 256}, 120),
                Model("resnet18", "resnet18-intel", {**synthetic, "data.img_size": 64, "data.batch_size": 32}, 30),
@@ -80,8 +92,9 @@ def models_for(device: str, steps: int | None) -> list[Model]:
 def run_sets(model: Model, device: str) -> dict:
     """Overrides for one run of `model` (both loops): sizes, device, one epoch of exactly `steps`."""
     batch = model.sets["data.batch_size"]
-    return {**model.sets, "run.device": device, "run.epochs": 1, "run.max_steps": model.steps,
-            "data.train_samples": batch * model.steps, "log.checkpoint_every": 0, "log.eval_every": 0,
+    batches = model.batches or model.steps
+    return {**model.sets, "run.device": device, "run.epochs": -(-model.steps // batches), "run.max_steps": model.steps,
+            "data.train_samples": batch * batches, "log.checkpoint_every": 0, "log.eval_every": 0,
             "log.tensorboard": False}
 
 
@@ -107,7 +120,12 @@ def hand_loop_ms(model: Model, variant: str, device: str) -> float:
     cnn = cfg.model.name in CNNS
     if dev.type == "cuda" and cnn:
         net = net.to(memory_format=torch.channels_last)
+    if precision.float8 != "off":  # the trainer's conversion: the same linears convert
+        from amptui.trainer import float8
+
+        float8.convert(net, precision, cfg, dev)
     opt = build_optimizer(cfg, net.parameters())
+    net = compile_if_asked(net, cfg.run)
     a = cfg.amp
     scaler = torch.amp.GradScaler(dev.type, init_scale=a.init_scale, growth_factor=a.growth_factor,
                                   backoff_factor=a.backoff_factor, growth_interval=a.growth_interval,
@@ -167,6 +185,17 @@ def amptui_ab(model: Model, variants: list[str], device: str, runs_dir: Path) ->
     return {v: (s.steady_step_ms, row.speedup) for v, s, row in zip(variants, summaries, rows)}
 
 
+def float8_missing(device: str) -> str:
+    """Why the float8 model cannot be measured here ("" when it can): real float8 GEMMs only."""
+    import importlib.util
+
+    if device != "cuda" or torch.cuda.get_device_capability() < (8, 9):
+        return "float8 GEMMs need a CUDA GPU of compute capability 8.9+ (emulated float8 has no speed to measure)"
+    if importlib.util.find_spec("torchao") is None:
+        return "float8 needs torchao: pip install 'amptui[fp8]'"
+    return ""
+
+
 def verdict(ok: bool) -> str:
     return "[green]PASS[/]" if ok else "[red]MISS[/]"
 
@@ -183,8 +212,8 @@ def main() -> None:
         from amptui.trainer.host_memory import keep_freed_memory
 
         keep_freed_memory()
-    variants = (args.variants.split(",") if args.variants else
-                ["fp32", "fp16", "fp16+scaler", "bf16"] if device == "cuda" else ["fp32", "bf16"])
+    default = (args.variants.split(",") if args.variants else
+               ["fp32", "fp16", "fp16+scaler", "bf16"] if device == "cuda" else ["fp32", "bf16"])
     wanted = args.models.split(",")
     console = Console(width=None if sys.stdout.isatty() else 150)  # logs get the whole table
     name = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({os.cpu_count()} cores)"
@@ -193,6 +222,10 @@ def main() -> None:
     misses = 0
     with tempfile.TemporaryDirectory(prefix="amptui-gpu-ab-") as tmp:
         for model in (m for m in models_for(device, args.steps) if m.key in wanted):
+            if model.variants and (why := float8_missing(device)):
+                console.print(f"[yellow]{model.key} skipped: {why}[/]")
+                continue
+            variants = model.variants or default
             t = time.perf_counter()
             hand = {v: hand_loop_ms(model, v, device) for v in variants}
             ab = amptui_ab(model, variants, device, Path(tmp) / model.key)

@@ -125,3 +125,73 @@ def write_headroom_pair(root: Path) -> tuple[Path, Path]:
                         "max_finite": 65504.0, "layers": layers})
     (sampled / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))
     return baseline, sampled
+
+
+# --- a float8 run (amp.float8 = "rowwise", emulated on a CPU) with float8 numerics every 4 steps ---
+FLOAT8_RUN = "20261126-090000-gpt-text-fp8r"
+FLOAT8_LAYERS = ["blocks.0.attn.proj", "blocks.0.mlp.fc", "blocks.0.mlp.proj", "blocks.1.attn.qkv",
+                 "blocks.1.attn.proj", "blocks.1.mlp.fc", "blocks.1.mlp.proj"]
+FLOAT8_KEPT = {"blocks.0.attn.qkv": "first linear", "head": "last linear"}
+
+
+def float8_sqnr(name: str, step: int) -> float:
+    """The canned SQNR: blocks.1.mlp.proj sinks from 21 dB to under the alarm's 10 as its inputs
+    grow outliers, blocks.0.mlp.fc sits at 17, the others at 24-30 (torchao's usual range)."""
+    if name == "blocks.1.mlp.proj":
+        return round(21.0 - 13.0 * step / 120, 2)
+    if name == "blocks.0.mlp.fc":
+        return round(17.0 + 0.5 * math.sin(step), 2)
+    return round(24.0 + FLOAT8_LAYERS.index(name) + math.sin(step / 7), 2)
+
+
+def write_float8_run(root: Path) -> Path:
+    """A completed 120-step gpt-text run, float8 rowwise on 7 of its 9 linears (emulated), written
+    with the record classes as the trainer writes them."""
+    from conftest import record, write_records
+
+    from amptui.core.config import presets
+    from amptui.core.config.precision import Precision
+    from amptui.core.config.values import to_toml
+    from amptui.core.records import End, Numerics, Start, Step, WarningRecord
+    from amptui.telemetry.alarms import HeadroomAlarms
+
+    alarms = HeadroomAlarms("bfloat16")
+    cfg = presets.find_preset("gpt-text").config({"model.n_layer": 2, "amp.float8": "rowwise", "numerics.every": 4,
+                                                  "run.max_steps": 120})
+    run = Path(root) / FLOAT8_RUN
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text(to_toml(cfg.to_dict()))
+    precision = Precision.from_config(cfg, "cpu").as_record()
+    converted = {"recipe": "rowwise", "converted": 7, "linears": 9, "layers": FLOAT8_LAYERS, "kept": FLOAT8_KEPT,
+                 "emulated": True}
+    precision["float8"] = converted
+    start = Start(run_id=FLOAT8_RUN, preset="gpt-text", config=cfg.to_dict(), precision=precision, world_size=1,
+                  device={"type": "cpu", "name": "Test CPU", "count": 1, "index": None}, torch="2.14.1", host="vm",
+                  pid=1, total_steps=120, steps_per_epoch=120, epochs=1)
+    records = [record(start, T0),
+               record(WarningRecord(message="float8 rowwise: 7 of 9 linears (kept in high precision: blocks.0.attn.qkv "
+                                            "(first linear), head (last linear)); emulated: numerics are real, speed "
+                                            "is not (this CPU has no float8 GEMM, so torchao emulates it)",
+                                    code="float8"), T0 + 0.5)]
+    t = T0 + 1.0
+    for step in range(1, 121):
+        t += 0.2
+        loss = 5.5 * math.exp(-step / 80) + 0.05 * math.sin(step * 1.3)
+        records.append(record(Step(step=step, epoch=1, loss=loss, lr=0.001, scale=None, skipped=0, skipped_total=0,
+                                   samples_per_s=40.0, step_time_ms=200.0, data_wait_ms=0.1,
+                                   mem={"rss": 900 * MIB, "peak_rss": 900 * MIB}), t))
+        if step % 4 == 0:
+            layers = [{"name": f"blocks.{i}", "forward": 120.0 - i, "grad": 110.0, "underflow": 0.0} for i in (0, 1)]
+            float8 = [{"name": name, "recipe": "rowwise", "sqnr_db": float8_sqnr(name, step),
+                       "input": {"format": "e4m3", "amax": 6.0, "scale": 448.0 / 6.0, "underflow": 0.001},
+                       "weight": {"format": "e4m3", "amax": 0.2, "scale": 448.0 / 0.2, "underflow": 0.0},
+                       "grad_output": {"format": "e4m3", "amax": 1e-3, "scale": 448.0 / 1e-3, "underflow": 0.004}}
+                      for name in FLOAT8_LAYERS]
+            sample = Numerics(step=step, dtype="bfloat16", max_finite=3.3895e38, layers=layers, float8=float8)
+            records.append(record(sample, t))
+            records += [record(WarningRecord(message=a.message, code=a.code), t) for a in alarms.observe([sample])]
+    records.append(record(End(status="completed", total_time_s=24.0, steps=120, final_loss=1.2,
+                              peak_mem=900 * MIB), t + 0.1))
+    write_records(run / "events.jsonl", records)
+    (run / "output.log").write_text("float8 rowwise: 7 of 9 linears\ncompleted: 120 steps\n")
+    return run

@@ -233,6 +233,15 @@ def test_snapshot_run_heat_map_80x24(runs, snap_compare):
     assert snap_compare(app_for(watch=run), terminal_size=(80, 24), run_before=before)
 
 
+def test_snapshot_run_float8_sqnr_heat_map(runs, snap_compare):
+    """A float8 rowwise run (emulated): the heat map's float8 view, each converted linear's SQNR over
+    the samples, blocks.1.mlp.proj sinking under the alarm's 10 dB (red) and named under the map."""
+    from picture_support import write_float8_run
+
+    run = write_float8_run(runs)
+    assert snap_compare(app_for(watch=run), terminal_size=(120, 40), run_before=run_loaded)
+
+
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 def test_snapshot_compare_tf32_and_headroom(runs, snap_compare, size):
     """An fp32 baseline on an A100 against float16 with range samples: its TF32 and each run's

@@ -10,7 +10,7 @@ import json
 
 import pytest
 import torch
-from conftest import amptui, events, one_clear_line
+from conftest import amptui, events, one_clear_line, only_run
 from torch import nn
 
 from amptui.core.config import modes
@@ -20,7 +20,7 @@ from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError, UserError
 from amptui.core.numerics import summarize
 from amptui.telemetry.alarms import HeadroomAlarms
-from amptui.telemetry.float8_numerics import FLOAT8_MAX
+from amptui.telemetry.float8_numerics import FLOAT8_MAX, add_blocks, block_spread, block_underflow, cast_masks
 from amptui.telemetry.numerics import RangeSampler
 
 torchao = pytest.importorskip("torchao", reason="amp.float8 needs torchao (pip install 'amptui[fp8]')")
@@ -143,9 +143,41 @@ def test_each_converted_linear_gets_its_sqnr_amax_scale_and_underflow(recipe):
             assert t["amax"] > 0 and t["scale"] == pytest.approx(FLOAT8_MAX[t["format"]] / t["amax"])
             assert 0 <= t["underflow"] < 0.5
         assert layer["grad_output"]["format"] == ("e5m2" if recipe == "tensorwise" else "e4m3")
+        for tensor in ("input", "weight", "grad_output"):  # MXFP8's blocks: the worst one and the spread
+            t = layer[tensor]
+            if recipe != "mxfp8":
+                assert "underflow_worst_block" not in t and "underflow_block_spread" not in t
+            else:
+                assert t["underflow"] <= t["underflow_worst_block"] <= 1 and 0 <= t["underflow_block_spread"] <= 1
     assert HeadroomAlarms("bfloat16").observe([record]) == []  # healthy layers: no alarm
     folded = summarize([{"kind": "numerics", **record.fields()}])
     assert set(folded.float8) == set(layers)
+
+
+def test_mxfp8_block_underflow_names_the_worst_block_the_overall_share_hides():
+    """One block of 32 with an outlier: its scale zeroes its 31 small values, the other blocks keep
+    theirs. Overall 31 of 128 values (24%); that block 31 of 32, the others none."""
+    x = torch.ones(2, 64)
+    x[0, :32] = 1e-6
+    x[0, 0] = 1000.0
+    amax, zeroed, nonzero = cast_masks(x, "mxfp8", "e4m3")
+    assert (amax.item(), zeroed.sum().item(), nonzero.sum().item()) == (1000.0, 31, 128)
+    stats = block_underflow(zeroed, nonzero)
+    assert stats.device == x.device  # stays on the device: read back with the sample's one copy
+    said = block_spread(stats.tolist())
+    shares = torch.tensor([31 / 32, 0.0, 0.0, 0.0])
+    assert said["underflow_worst_block"] == pytest.approx(31 / 32)
+    assert said["underflow_block_spread"] == pytest.approx(shares.std(unbiased=False).item(), abs=1e-6)
+    # a step's calls add up (gradient accumulation): the worst of the worst, the spread over all blocks
+    both = torch.zeros(1, 4)
+    add_blocks(both, 0, stats)
+    add_blocks(both, 0, block_underflow(*cast_masks(torch.ones(2, 64), "mxfp8", "e4m3")[1:]))
+    assert block_spread(both[0].tolist()) == {"underflow_worst_block": pytest.approx(31 / 32),
+                                              "underflow_block_spread": pytest.approx(
+                                                  torch.tensor([31 / 32] + [0.0] * 7).std(unbiased=False).item(),
+                                                  abs=1e-6)}
+    nothing = block_underflow(*cast_masks(torch.zeros(2, 64), "mxfp8", "e4m3")[1:])
+    assert block_spread(nothing.tolist()) == {"underflow_worst_block": None, "underflow_block_spread": None}
 
 
 def test_a_layer_whose_float8_values_break_is_named_by_the_alarm_with_advice():
@@ -176,6 +208,62 @@ def test_script_hooks_label_a_loop_whose_model_torchao_converted():
     assert Precision.from_config(config.build_config({}, {k: v for k, v in told.items() if k.startswith("amp.")}),
                                  "cpu").short == "fp8-rowwise"
     assert modes.detect(modes.LoopFacts()) == {"amp.autocast": False}  # nothing converted: no float8 key
+
+
+# --- FSDP2: tensorwise with torchtitan's float8 all-gather and precomputed scales --------------------
+
+def test_fsdp_takes_tensorwise_float8_and_names_both_and_refuses_the_other_recipes(cli, runs_dir):
+    cfg = config.build_config({"model": {"name": "gpt"}, "data": {"name": "text"}, "dist": {"mode": "fsdp"},
+                               "amp": {"dtype": "bfloat16", "float8": "tensorwise"}})
+    p = Precision.from_config(cfg, "cpu")
+    assert p.words == "FSDP bfloat16 params, float32 reduce + float8 tensorwise" and p.short == "fp8"
+    assert p.fsdp_policy == {"param_dtype": "bfloat16", "reduce_dtype": "float32", "sharded_dtype": "float32"}
+    assert p.autocast_dtype is None  # the policy computes in bfloat16, as without float8
+    assert p.as_record()["float8"] == {"recipe": "tensorwise"} and Precision.from_record(p.as_record()) == p
+    assert float8.gathered(p) and not float8.gathered(Precision.from_variant("fp8"))
+    for recipe in ("rowwise", "mxfp8"):
+        line = one_clear_line(cli("run", "gpt-text", "--set", "dist.mode=fsdp", "--set", f"amp.float8={recipe}"))
+        assert f'amp.float8 = "{recipe}" with dist.mode = "fsdp"' in line and "amp.float8=tensorwise" in line
+    line = one_clear_line(cli("run", "gpt-text", "--set", "dist.mode=dp", "--set", "amp.float8=tensorwise"))
+    assert 'dist.mode = "dp"' in line
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())  # nothing made
+
+
+def test_under_fsdp_float8_all_gather_sqnr_is_measured_against_the_high_precision_weight(tmp_path):
+    """One gloo rank in this process. With the float8 all-gather the forward's weight is float8
+    already; the probe all-gathers the float32 shards again for its reference GEMM (read as the
+    float8 weight, the SQNR came out 0 dB and the weight's amax 448, float8's largest value)."""
+    from amptui.trainer import fsdp
+
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = GPT(n_layer=2, n_head=2, n_embd=64, block_size=32)
+        cfg = config.build_config({}, {"amp.float8": "tensorwise", "amp.dtype": "bfloat16", "dist.mode": "fsdp"})
+        precision = Precision.from_config(cfg, "cpu")
+        summary = float8.convert(model, precision, cfg, torch.device("cpu"))
+        assert summary["fsdp_float8_all_gather"] is True
+        fsdp.shard(model, torch.device("cpu"), 1, precision)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        sampler = RangeSampler(model, every=1, depth=2, dtype="bfloat16", device=torch.device("cpu"))
+        x = torch.randint(0, 256, (4, 32))
+        records = []
+        for step in (1, 2):
+            sampler.prepare(step, None)
+            nn.functional.cross_entropy(model(x).reshape(-1, 256), x.roll(-1, 1).reshape(-1)).backward()
+            sampler.step_done()
+            optimizer.step()
+            optimizer.zero_grad()
+            float8.precompute_scales(model)  # torchtitan's second flag: the next all-gather's scales
+            records += sampler.records([b.flatten().tolist() for b in sampler.riders()])
+        for record in records:
+            assert {layer["name"] for layer in record.float8} == set(summary["layers"])
+            for layer in record.float8:
+                assert 15 <= layer["sqnr_db"] <= 45, layer
+                assert 0 < layer["weight"]["amax"] < 1, layer  # the float32 weight's, not float8's 448
+    finally:
+        torch.distributed.destroy_process_group()
 
 
 # --- real runs -------------------------------------------------------------------------------------
@@ -219,3 +307,47 @@ def test_ab_bf16_against_fp8_rowwise_prints_the_table_with_the_emulation_note(ru
     assert "fp8-rowwise" in out and "bf16" in out
     assert "float8 rowwise: 7 of 9 linears; emulated (no float8 GEMM on this device): numerics are real, " \
            "speed is not" in out, proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_gpt_text_sharded_on_two_ranks_trains_with_tensorwise_float8(runs_dir):
+    """dist.mode=fsdp with amp.float8=tensorwise on gloo (emulated): both ranks train with falling
+    loss, the weights all-gathered in float8, and the numerics name each float8 layer's SQNR."""
+    proc = amptui("run", "gpt-text", "--set", "dist.mode=fsdp", "--set", "dist.nproc_per_node=2",
+                  "--set", "amp.float8=tensorwise", "--set", "amp.dtype=bfloat16", "--set", "model.n_embd=64",
+                  "--set", "model.n_head=2", *TINY, timeout=840)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = only_run(runs_dir)
+    rank0, rank1 = events(run_dir), events(run_dir, "events.rank1.jsonl")
+    precision = rank0[0]["precision"]
+    assert precision["words"] == "FSDP bfloat16 params, float32 reduce + float8 tensorwise"
+    assert precision["float8"]["converted"] == 7 and precision["float8"]["fsdp_float8_all_gather"] is True
+    assert rank0[0]["sharded"]["params_bytes"] < 0.6 * rank0[0]["sharded"]["model_params_bytes"]
+    losses = [r["loss"] for r in rank0 if r["kind"] == "step"]
+    assert len(losses) == 6 and losses[-1] < losses[0] - 0.5, losses
+    assert [r["step"] for r in rank1 if r["kind"] == "step"] == [r["step"] for r in rank0 if r["kind"] == "step"]
+    samples = [r for r in rank0 if r["kind"] == "numerics"]
+    assert [s["step"] for s in samples] == [10, 20, 30]
+    assert all(10 <= layer["sqnr_db"] <= 50 and layer["weight"]["amax"] < 1 for s in samples for layer in s["float8"])
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_fsdp_with_tensorwise_float8_trains_on_cuda(runs_dir):
+    """On CUDA (nccl, one rank per GPU): the float8 all-gather and the precomputed scales train; on
+    compute capability 8.9+ the GEMMs are real float8 (n_embd 512: a few linears pass torchao's size
+    thresholds), below it torchao emulates and says so."""
+    ranks = min(2, torch.cuda.device_count())
+    amptui("run", "gpt-text", "--set", "run.device=cuda", "--set", "dist.mode=fsdp", "--set", f"dist.nproc_per_node={ranks}",
+           "--set", "amp.float8=tensorwise", "--set", "amp.dtype=bfloat16", "--set", "model.n_embd=512",
+           "--set", "model.n_head=8", "--set", "run.max_steps=40", "--set", "log.every=5", "--set", "numerics.every=10",
+           check=True, timeout=840)
+    rank0 = events(only_run(runs_dir))
+    converted = rank0[0]["precision"]["float8"]
+    assert converted["converted"] >= 1 and converted["fsdp_float8_all_gather"] is True, converted
+    assert converted["emulated"] == (torch.cuda.get_device_capability(0) < (8, 9))
+    steps = [r for r in rank0 if r["kind"] == "step"]
+    assert steps[-1]["loss"] < steps[0]["loss"] and rank0[-1]["status"] == "completed"
+    assert all(10 <= layer["sqnr_db"] <= 50 for r in rank0 if r["kind"] == "numerics" for layer in r["float8"])

@@ -122,3 +122,30 @@ def test_ab_resnet18_fp16_beats_fp32_at_batch_256(runs_dir):
     assert fp32["precision"] == "fp32" and fp16["precision"] == "autocast float16 + GradScaler"
     assert fp16["speedup"] > 1.2, rows
     assert fp16["peak_mem"] < fp32["peak_mem"], rows
+
+
+FLOAT8_GPU = not torch.cuda.is_available() or torch.cuda.get_device_capability(0) < (8, 9)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(FLOAT8_GPU, reason="float8 GEMMs need compute capability 8.9+ (Ada, Hopper, Blackwell)")
+def test_ab_fp8_rowwise_beats_bf16_on_a_large_compiled_mlp(runs_dir):
+    """float8 where torchao says it wins: GEMMs of 8192 x 8192 x 8192 (the recipe MLP at width 8192,
+    batch 8192, six linears of which the four inner ones convert), compiled (uncompiled, the casts
+    eat the gain). Four fixed batches made on the GPU (2 GiB), reused over the epochs."""
+    pytest.importorskip("torchao", reason="amp.float8 needs torchao (pip install 'amptui[fp8]')")
+    proc = subprocess.run(
+        [sys.executable, "-m", "amptui", "ab", "mlp-recipe", "--variants", "bf16,fp8-rowwise", "--format", "json",
+         "--set", "run.device=cuda", "--set", "model.width=8192", "--set", "model.depth=6",
+         "--set", "data.batch_size=8192", "--set", "data.train_samples=32768", "--set", "run.epochs=15",
+         "--set", "run.max_steps=60", "--set", "run.compile=true", "--set", "log.every=5",
+         "--set", "log.checkpoint_every=0", "--set", "log.tensorboard=false"],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = json.loads(proc.stdout[proc.stdout.index("\n[\n"):])  # after the progress lines
+    bf16, fp8 = rows
+    assert bf16["precision"] == "autocast bfloat16" and fp8["precision"] == "autocast bfloat16 + float8 rowwise"
+    assert fp8["speedup"] > 1.0, rows  # float8 faster than bfloat16 on the same steps
+    runs = sorted(p for p in runs_dir.iterdir() if p.is_dir())
+    converted = events(runs[-1])[0]["precision"]["float8"]
+    assert converted["converted"] == 4 and converted["emulated"] is False, converted

@@ -75,6 +75,17 @@ def some_names(names: list[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + (f" +{len(names) - shown}" if len(names) > shown else "")
 
 
+def float8_cell(layer: Mapping[str, Any]) -> float | None:
+    """A float8 linear's SQNR in dB on one sample; -inf when its input, weight or grad-output held
+    inf/NaN (the record's amax is null then), None when nothing was measured."""
+    sqnr = layer.get("sqnr_db")
+    if isinstance(sqnr, (int, float)) and not isinstance(sqnr, bool):
+        return float(sqnr)
+    if any(isinstance(layer.get(t), dict) and layer[t].get("amax", 0) is None for t in ("input", "weight", "grad_output")):
+        return -math.inf
+    return None
+
+
 def layer_headroom(layer: Mapping[str, Any]) -> float | None:
     """A layer's narrowest headroom on one sample (forward or gradient); -inf when its forward
     output held inf/NaN. A gradient that held inf/NaN (on an overflowing step every layer's does,
@@ -117,6 +128,7 @@ class NumericsSummary:
     cap: int = 0                     # keep the last `cap` samples for the heat map (0: all)
     # float8 linears (amp.float8): layer -> its latest record entry, plus "lowest_sqnr_db" over the run
     float8: dict[str, dict[str, Any]] = field(default_factory=dict)
+    float8_rows: dict[str, list[float | None]] = field(default_factory=dict)  # layer -> SQNR per sampled step
 
     def _add_float8(self, layers: Any) -> None:
         """A record's float8 linears: the latest entry of each, and its lowest SQNR so far."""
@@ -126,6 +138,21 @@ class NumericsSummary:
             before = self.float8.get(layer["name"], {}).get("lowest_sqnr_db")
             lowest = min((v for v in (before, _num(layer.get("sqnr_db"))) if v is not None), default=None)
             self.float8[layer["name"]] = {**layer, "lowest_sqnr_db": lowest}
+
+    def _sample_float8(self, layers: Any) -> None:
+        """The heat map's float8 column for the step just appended: each layer's SQNR (-inf when
+        its input, weight or grad-output held inf/NaN)."""
+        for layer in layers if isinstance(layers, list) else []:
+            if isinstance(layer, dict) and isinstance(layer.get("name"), str):
+                row = self.float8_rows.setdefault(layer["name"], [None] * len(self.steps))
+                row[-1] = float8_cell(layer)
+
+    def lowest_float8(self, n: int = NARROWEST_SHOWN) -> list[tuple[str, float]]:
+        """(layer, lowest SQNR over its kept samples) of the float8 linears that lost the most,
+        lowest first (-inf: it held inf/NaN)."""
+        lows = [(name, min(values)) for name, row in self.float8_rows.items()
+                if (values := [v for v in row if v is not None])]
+        return sorted(lows, key=lambda pair: pair[1])[:n]
 
     def add(self, rec: Mapping[str, Any]) -> None:
         layers = rec.get("layers")
@@ -146,8 +173,9 @@ class NumericsSummary:
             self._count_first(first)  # a replay of a step that was not sampled
             return
         self.steps.append(step)
-        for row in self.rows.values():
+        for row in (*self.rows.values(), *self.float8_rows.values()):
             row.append(None)
+        self._sample_float8(rec.get("float8"))
         for layer in layers:
             if not isinstance(layer, dict) or not isinstance(layer.get("name"), str):
                 continue
@@ -170,7 +198,7 @@ class NumericsSummary:
         self._count_first(first)
         if self.cap and len(self.steps) > self.cap:
             del self.steps[0]
-            for row in self.rows.values():
+            for row in (*self.rows.values(), *self.float8_rows.values()):
                 del row[0]
         if self.cap and len(self.first_nonfinite) > self.cap:
             del self.first_nonfinite[0]

@@ -126,7 +126,8 @@ def _cpu_float16_advice(slow: Mapping[str, str] | None) -> str:
 
 
 def check_float8(cfg: cfgmod.Config) -> None:
-    """amp.float8 needs torchao (the fp8 extra) and amptui's own trainer on one process or DDP."""
+    """amp.float8 needs torchao (the fp8 extra) and amptui's own trainer on one process, DDP, or
+    FSDP with tensorwise scales (its weights all-gathered in float8)."""
     from amptui.core.config.precision import Precision
 
     recipe = cfg.amp.float8
@@ -135,9 +136,13 @@ def check_float8(cfg: cfgmod.Config) -> None:
     missing = Precision.from_config(cfg).mode.missing()
     if missing:
         raise UserError(f"amp.float8 = \"{recipe}\": {missing} (or --set amp.float8=off)")
-    if cfg.dist.mode in ("fsdp", "dp"):
-        raise UserError(f"amp.float8 with dist.mode = \"{cfg.dist.mode}\": amptui converts float8 linears for one "
-                        "process or DDP only; use dist.mode=ddp or none, or --set amp.float8=off")
+    if cfg.dist.mode == "dp":
+        raise UserError("amp.float8 with dist.mode = \"dp\": amptui converts float8 linears for one process, DDP "
+                        "or FSDP; use dist.mode=ddp, or --set amp.float8=off")
+    if cfg.dist.mode == "fsdp" and recipe != "tensorwise":
+        raise UserError(f"amp.float8 = \"{recipe}\" with dist.mode = \"fsdp\": amptui shards float8 linears with "
+                        "tensorwise scales only (FSDP2's float8 all-gather, torchtitan's recipe); use "
+                        "amp.float8=tensorwise, or dist.mode=ddp")
 
 
 def check_tensorboard(cfg: cfgmod.Config) -> None:

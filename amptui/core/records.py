@@ -168,6 +168,7 @@ class Numerics(Record):
     first_nonfinite: dict | None = None  # {module, where: forward|backward, value, text}
     traced: bool | None = None      # found by re-running the batch (numerics.trace_nonfinite)
     float8: list | None = None      # per float8 linear: {name, recipe, sqnr_db, input/weight/grad_output: {format, amax, scale, underflow}}
+    # (MXFP8's also underflow_worst_block, underflow_block_spread)
 
 
 @dataclass

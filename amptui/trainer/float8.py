@@ -77,10 +77,28 @@ def convert(model: nn.Module, precision: Precision, cfg: Config, device: torch.d
         else:
             from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
-            config = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=not hardware)
+            config = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=not hardware,
+                                         enable_fsdp_float8_all_gather=gathered(precision))
             convert_to_float8_training(model, module_filter_fn=chosen_only, config=config)
-    return {"recipe": recipe, "converted": len(chosen), "linears": len(chosen) + len(kept),
-            "layers": chosen, "kept": kept, "emulated": not hardware}
+    summary = {"recipe": recipe, "converted": len(chosen), "linears": len(chosen) + len(kept),
+               "layers": chosen, "kept": kept, "emulated": not hardware}
+    if gathered(precision):
+        summary["fsdp_float8_all_gather"] = bool(wanted)
+    return summary
+
+
+def gathered(precision: Precision) -> bool:
+    """torchtitan's first FSDP flag: under FSDP2 a tensorwise float8 weight is cast to float8 on its
+    shard and all-gathered in float8 (half the bytes of bfloat16), not all-gathered and then cast."""
+    return precision.fsdp_policy is not None and precision.float8 == "tensorwise"
+
+
+def precompute_scales(model: nn.Module) -> None:
+    """torchtitan's second flag, after each optimizer step of a float8 all-gather run: every
+    float8 weight's amax in one all-reduce (not one per weight in the next forward), on the device."""
+    from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
+
+    precompute_float8_dynamic_scale_for_fsdp(model)
 
 
 def _convert_mx(model: nn.Module, chosen: Any, hardware: bool) -> None:

@@ -178,6 +178,8 @@ class Trainer:
             s.scaler.unscale_(s.optimizer)  # no-op without a GradScaler
             grad_norm = fsdp.plain(nn.utils.clip_grad_norm_(s.model.parameters(), cfg.amp.clip_grad_norm))
         s.scaler.step(s.optimizer)
+        if s.converted and s.converted.get("fsdp_float8_all_gather"):
+            float8.precompute_scales(s.model)  # the weights' float8 scales for the next all-gather
         flags: list[tuple[int, bool]] = []
         if s.skips is not None:
             s.skips.record(p.step + 1, torch_amp.found_inf(s.scaler, s.optimizer))

@@ -237,7 +237,9 @@ class FsdpPolicy(PrecisionMode):
 
 class Float8(PrecisionMode):
     """torchao's float8 training on top of autocast (amp.float8): the linears chosen by the trainer
-    (trainer/float8.py) are swapped for float8 ones, with tensorwise or rowwise scales or MXFP8."""
+    (trainer/float8.py) are swapped for float8 ones, with tensorwise or rowwise scales or MXFP8.
+    Under dist.mode = "fsdp" (tensorwise: preflight refuses the others) it is on top of the FSDP
+    policy instead of autocast, as FsdpPolicy is: the policy's dtypes, float8 in the linears."""
 
     name = "float8"
     group = "float8"
@@ -256,7 +258,10 @@ class Float8(PrecisionMode):
         return p.float8 != "off"
 
     def autocast_dtype(self, p: Precision) -> str | None:
-        return p.dtype if p.autocast else None
+        return p.dtype if p.autocast and p.reduce is None else None
+
+    def fsdp_policy(self, p: Precision) -> dict[str, str] | None:
+        return FsdpPolicy().fsdp_policy(p) if p.reduce is not None else None
 
     def conversion(self, p: Precision) -> str | None:
         return "amptui.trainer.float8:convert"
@@ -271,18 +276,20 @@ class Float8(PrecisionMode):
 
     def short(self, p: Precision) -> str:
         name = FLOAT8_RECIPES.get(p.float8, f"float8-{p.float8}")
+        reduce = f"+{REDUCE}" if p.reduce not in (None, FULL) else ""
         if p.autocast and p.dtype == "bfloat16":
-            return name
-        return ((DTYPES[p.dtype].short if p.dtype in DTYPES else p.dtype) if p.autocast else "fp32") + "+" + name
+            return name + reduce
+        return ((DTYPES[p.dtype].short if p.dtype in DTYPES else p.dtype) if p.autocast else "fp32") + "+" + name + reduce
 
     def words(self, p: Precision) -> str:
-        return (f"autocast {p.dtype}" if p.autocast else "fp32") + f" + float8 {p.float8}"
+        base = FsdpPolicy().words(p) if p.reduce is not None else f"autocast {p.dtype}" if p.autocast else "fp32"
+        return base + f" + float8 {p.float8}"
 
     def record(self, p: Precision) -> dict[str, Any]:
-        return {"float8": {"recipe": p.float8}}
+        return {**(FsdpPolicy().record(p) if p.reduce is not None else {}), "float8": {"recipe": p.float8}}
 
     def overrides(self, p: Precision) -> dict[str, object]:
-        return {"amp.float8": p.float8}
+        return {**(FsdpPolicy().overrides(p) if p.reduce is not None else {}), "amp.float8": p.float8}
 
 
 # Every precision mode, in the order their variants are offered and a variant name is looked up.

@@ -1,7 +1,9 @@
 """The range-headroom heat map: one row per sampled layer, one column per sample (the newest on the
 right), each cell coloured by the layer's narrowest headroom on that sample (forward output or
-gradient, log2 bits to the dtype's largest finite value). Drawn from core.numerics.NumericsSummary:
-no torch, no telemetry."""
+gradient, log2 bits to the dtype's largest finite value). A run with float8 linears (amp.float8)
+draws its float8 view instead: one row per converted linear, each cell its GEMM's SQNR in dB on
+that sample, low SQNR hot as low headroom is. Drawn from core.numerics.NumericsSummary: no torch,
+no telemetry."""
 
 from __future__ import annotations
 
@@ -10,48 +12,83 @@ import math
 from rich.text import Text
 from textual.widget import Widget
 
-from amptui.core.numerics import NumericsSummary, fmt_bits, nonfinite_text, some_names
+from amptui.core.numerics import SQNR_ALARM_DB, NumericsSummary, fmt_bits, nonfinite_text, some_names
 
 # (below this many bits, colour, word): red has overflowed or is one doubling away
 BANDS = ((0.0, "bold red", "inf/NaN"), (1.0, "red", "<1"), (4.0, "dark_orange", "<4"),
          (8.0, "yellow", "<8"), (math.inf, "green", "8+"))
+# float8 SQNR in dB (below this, colour, word): red is under the alarm's line; torchao's float8
+# GEMMs sit at roughly 20-35 dB
+SQNR_BANDS = ((0.0, "bold red", "inf/NaN"), (SQNR_ALARM_DB, "red", f"<{SQNR_ALARM_DB:g}"),
+              (15.0, "dark_orange", "<15"), (20.0, "yellow", "<20"), (math.inf, "green", "20+"))
 CELL = "█"
 EMPTY = ("·", "grey42")  # not sampled on that step (or no value: all zeros)
 
 
-def band(bits: float | None) -> tuple[str, str]:
-    """(character, style) of one cell."""
-    if bits is None:
+def band(value: float | None, bands: tuple = BANDS) -> tuple[str, str]:
+    """(character, style) of one cell: headroom bits by BANDS, float8 SQNR by SQNR_BANDS."""
+    if value is None:
         return EMPTY
-    if bits == -math.inf:
-        return "✖", BANDS[0][1]
-    for limit, style, _ in BANDS[1:]:
-        if bits < limit:
+    if value == -math.inf:
+        return "✖", bands[0][1]
+    for limit, style, _ in bands[1:]:
+        if value < limit:
             return CELL, style
-    return CELL, BANDS[-1][1]
+    return CELL, bands[-1][1]
 
 
 def heat_map(summary: NumericsSummary, width: int, height: int) -> Text:
     """The map in `width` x `height` cells: layer names on the left, the newest samples right. With
     more layers than rows, the narrowest ones are kept (in the model's order)."""
-    names = list(summary.rows)
-    if not names or width < 8 or height < 1:
+    if not summary.rows or width < 8 or height < 1:
         return Text("no range samples yet", style="dim")
+    keep = {s.name for s in summary.narrowest(height)}
+    bold = {name for name in summary.rows if _is_narrow(summary, name)}
+    return _grid(summary.rows, keep, bold, BANDS, width, height)
+
+
+def sqnr_map(summary: NumericsSummary, width: int, height: int) -> Text:
+    """The float8 view in `width` x `height` cells: a row per float8 linear, its SQNR per sample.
+    With more layers than rows, the lowest ones are kept (in the model's order)."""
+    if not summary.float8_rows or width < 8 or height < 1:
+        return Text("no float8 samples yet", style="dim")
+    lowest = summary.lowest_float8(len(summary.float8_rows))
+    keep = {name for name, _ in lowest[:height]}
+    bold = {name for name, low in lowest if low < SQNR_ALARM_DB}
+    return _grid(summary.float8_rows, keep, bold, SQNR_BANDS, width, height)
+
+
+def _grid(rows: dict[str, list[float | None]], keep: set[str], bold: set[str], bands: tuple,
+          width: int, height: int) -> Text:
+    names = list(rows)
     if len(names) > height:
-        keep = {s.name for s in summary.narrowest(height)}
         names = [n for n in names if n in keep][:height]
-    label_w = min(max(len(n) for n in names), max(6, width * 2 // 5))
+    label_w = min(max(len(n) for n in names), max(6, width // 2))
+    shared = _shared_prefix(names) if max(len(n) for n in names) > label_w else ""
+    label_w = min(max(len(n) - len(shared) for n in names), label_w)
     cols = max(1, width - label_w - 1)
     lines = []
     for name in names:
-        row = summary.rows[name][-cols:]
-        label = name if len(name) <= label_w else "…" + name[-(label_w - 1):]
-        line = Text(label.rjust(label_w) + " ", style="bold" if _is_narrow(summary, name) else "")
-        for bits in row:
-            char, style = band(bits)
+        label = name[len(shared):]
+        label = label if len(label) <= label_w else "…" + label[-(label_w - 1):]
+        line = Text(label.rjust(label_w) + " ", style="bold" if name in bold else "")
+        for value in rows[name][-cols:]:
+            char, style = band(value, bands)
             line.append(char, style=style)
         lines.append(line)
     return Text("\n").join(lines)
+
+
+def _shared_prefix(names: list[str]) -> str:
+    """The dotted parts every name starts with ("blocks." of blocks.0.mlp.fc and blocks.1.attn.qkv):
+    left off the labels when they do not fit, so a cut keeps the block's number."""
+    parts = [n.split(".")[:-1] for n in names]
+    shared = []
+    for column in zip(*parts, strict=False):
+        if len(set(column)) > 1:
+            break
+        shared.append(column[0])
+    return "".join(p + "." for p in shared)
 
 
 def _is_narrow(summary: NumericsSummary, name: str) -> bool:
@@ -59,13 +96,35 @@ def _is_narrow(summary: NumericsSummary, name: str) -> bool:
     return stats is not None and stats.narrowest is not None and stats.narrowest < BANDS[1][0]
 
 
-def legend_and_narrowest(summary: NumericsSummary, shown: int = 3) -> Text:
-    """The colour key, the narrowest layers with their figures, and the latest first non-finite."""
+def _key(bands: tuple, unit: str) -> Text:
     text = Text()
-    for _, style, word in BANDS:
+    for _, style, word in bands:
         text.append(CELL if word != "inf/NaN" else "✖", style=style)
         text.append(f"{word} ")
-    text.append(f"bits to {summary.dtype or '?'} max", style="dim")
+    text.append(unit, style="dim")
+    return text
+
+
+def float8_legend(summary: NumericsSummary, shown: int = 3) -> Text:
+    """The float8 view's colour key, the recipe, the layers whose SQNR fell lowest, and the latest
+    first non-finite module."""
+    text = _key(SQNR_BANDS, "dB SQNR vs float32")
+    recipes = sorted({str(x.get("recipe")) for x in summary.float8.values()})
+    text.append(f"\nfloat8 {', '.join(recipes)}: {len(summary.float8)} linears")
+    last = summary.latest_first()
+    if last is not None:
+        text.append(f"\nstep {last['step']}: first non-finite: ", style="red")
+        text.append(nonfinite_text(last))
+    if lowest := summary.lowest_float8(shown):
+        text.append("\nlowest: ")
+        text.append(", ".join(f"{name} {'inf/NaN' if low == -math.inf else f'{low:.1f} dB'}" for name, low in lowest),
+                    style="bold")
+    return text
+
+
+def legend_and_narrowest(summary: NumericsSummary, shown: int = 3) -> Text:
+    """The colour key, the narrowest layers with their figures, and the latest first non-finite."""
+    text = _key(BANDS, f"bits to {summary.dtype or '?'} max")
     last = summary.latest_first()
     if last is not None:
         text.append(f"\nstep {last['step']}: first non-finite: ", style="red")
@@ -95,9 +154,13 @@ class HeatMapView(Widget):
         super().__init__(id=id)
         self.summary = NumericsSummary()
 
-    def show(self, summary: NumericsSummary) -> None:
-        self.summary = summary
+        self.float8 = False
+
+    def show(self, summary: NumericsSummary, float8: bool = False) -> None:
+        """Draw `summary`'s headroom, or (float8) its float8 linears' SQNR."""
+        self.summary, self.float8 = summary, float8
         self.refresh()
 
     def render(self) -> Text:
-        return heat_map(self.summary, self.size.width, self.size.height)
+        draw = sqnr_map if self.float8 else heat_map
+        return draw(self.summary, self.size.width, self.size.height)
