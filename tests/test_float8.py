@@ -18,7 +18,9 @@ from amptui.core.config import values as config
 from amptui.core.config import variants as ab
 from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError, UserError
+from amptui.core.lossgaps import noise_band
 from amptui.core.numerics import summarize
+from amptui.core.series import Series
 from amptui.telemetry.alarms import HeadroomAlarms
 from amptui.telemetry.float8_numerics import FLOAT8_MAX, add_blocks, block_spread, block_underflow, cast_masks
 from amptui.telemetry.numerics import RangeSampler
@@ -301,12 +303,23 @@ def test_gpt_text_trains_with_each_float8_recipe(recipe, runs_dir):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_ab_bf16_against_fp8_rowwise_prints_the_table_with_the_emulation_note(runs_dir):
-    proc = amptui("ab", "gpt-text", "--variants", "bf16,fp8-rowwise", *TINY, timeout=840)
+    """And every recipe's loss (tensorwise, rowwise, mxfp8) ends within the bf16 run's noise band."""
+    proc = amptui("ab", "gpt-text", "--variants", "bf16,fp8-rowwise,fp8,mxfp8", *TINY, timeout=840)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = " ".join(proc.stdout.split())  # sentences wrap at the terminal's width
     assert "fp8-rowwise" in out and "bf16" in out
     assert "float8 rowwise: 7 of 9 linears; emulated (no float8 GEMM on this device): numerics are real, " \
            "speed is not" in out, proc.stdout
+    # the same loss: float8's final loss within the bf16 run's noise band (core.lossgaps, as compare reads it)
+    runs = sorted((d for d in runs_dir.iterdir() if d.is_dir() and not d.name.startswith(".")),
+                  key=lambda d: events(d)[0]["t"])
+    bf16, *float8s = ([r for r in events(d) if r["kind"] == "step"] for d in runs)
+    baseline = Series()
+    for r in bf16:
+        baseline.add(r["step"], r["loss"])
+    assert len(float8s) == 3 and all(steps[-1]["step"] == 30 for steps in [bf16, *float8s])
+    assert all(abs(steps[-1]["loss"] - bf16[-1]["loss"]) <= noise_band(baseline) for steps in float8s), \
+        (noise_band(baseline), [steps[-1]["loss"] for steps in [bf16, *float8s]])
 
 
 @pytest.mark.slow
