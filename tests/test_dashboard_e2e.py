@@ -82,7 +82,7 @@ def test_tmux_run_detach_quit_reopen_and_reattach(tmp_path):
         home = tmux.wait_for(lambda s: "Presets" in s and "quickstart" in s and "built-in" in s, 60, "home")
         assert "Run" in home and "Compare" in home and "Quit" in home  # the footer keys
         # keep it short: max steps 70 (one epoch of quickstart and a bit), typed into its toggle
-        tmux.send(*["Tab"] * 10)
+        tmux.send(*["Tab"] * 11)  # the presets, then ten toggles before max steps (the last one)
         for attempt in range(5):
             time.sleep(0.3)
             tmux.send("C-u")
