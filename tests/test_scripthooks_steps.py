@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from conftest import amptui as amptui_cli
 from conftest import events, only_run
 from test_scripthooks import SCRIPTS, by_kind, record_script, warnings_by_code
@@ -146,6 +147,9 @@ def test_amptui_run_script_with_a_hand_written_update_says_so_on_the_terminal(ru
     assert by_kind(events(run_dir), "end")[-1]["steps"] == 0
 
 
+@pytest.mark.skipif(tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 14),
+                    reason="torch 2.13's Optimizer.zero_grad segfaults when two threads call it at once "
+                           "(the script's own race, not amptui's; torch 2.14 survives it)")
 def test_two_threads_stepping_one_optimizer_count_each_optimizer_step_once(runs_dir, capsys):
     """Issue 32 finding 10: 2 threads x 20 optimizer steps recorded 22 steps (or stopped recording on
     a race); each optimizer step is one training step, counted under one lock."""
