@@ -226,7 +226,7 @@ class FsdpPolicy(PrecisionMode):
         return name + (f"+{REDUCE}" if p.reduce != FULL else "")
 
     def words(self, p: Precision) -> str:
-        return f"FSDP {p.reduced} params, {p.reduce} reduce"
+        return f"FSDP {p.reduced} params, {p.reduce} reduce" + (" + TF32" if p.tf32 and not p.autocast else "")
 
     def record(self, p: Precision) -> dict[str, Any]:
         return {"fsdp": self.fsdp_policy(p)}
@@ -282,7 +282,8 @@ class Float8(PrecisionMode):
         return ((DTYPES[p.dtype].short if p.dtype in DTYPES else p.dtype) if p.autocast else "fp32") + "+" + name + reduce
 
     def words(self, p: Precision) -> str:
-        base = FsdpPolicy().words(p) if p.reduce is not None else f"autocast {p.dtype}" if p.autocast else "fp32"
+        base = FsdpPolicy().words(p) if p.reduce is not None else f"autocast {p.dtype}" if p.autocast else \
+            "fp32 + TF32" if p.tf32 else "fp32"
         return base + f" + float8 {p.float8}"
 
     def record(self, p: Precision) -> dict[str, Any]:

@@ -54,8 +54,11 @@ class Precision:
     float8: str = "off"  # amp.float8: torchao's recipe for the linears (on top of autocast), "off" without
 
     def _key(self) -> tuple:
-        """What tells two precisions apart: without autocast the dtype a preset still names is unused."""
-        return self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32, self.reduce
+        """What tells two precisions apart: every field, normalised here and only here. Without
+        autocast the dtype a preset still names is unused (float32 computes); TF32 applies only
+        without autocast."""
+        return (self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32 and not self.autocast,
+                self.reduce, self.float8)
 
     def __eq__(self, other: object) -> bool:  # a float32 run is the same whatever autocast dtype its preset names
         return isinstance(other, Precision) and self._key() == other._key()
@@ -107,21 +110,30 @@ class Precision:
             except KeyError:
                 return None
         if isinstance(value, str) and value:
-            base, _, rest = value.partition(" + ")
-            scaler = "GradScaler" in rest
-            recipe = rest.partition("float8 ")[2].split(" ")[0] if "float8 " in rest else ""
-            if recipe:  # Float8 mode's words: "autocast bfloat16 + float8 rowwise"
-                low = base.startswith("autocast ")
-                return cls(low, base.removeprefix("autocast ") if low else next(iter(DTYPES)), scaler, float8=recipe)
-            if base.startswith("FSDP ") and base.endswith(" reduce") and " params, " in base:  # self.words's
-                param, _, reduce = base.removeprefix("FSDP ").removesuffix(" reduce").partition(" params, ")
-                low = param != FULL
-                return cls(low, param if low else next(iter(DTYPES)), scaler, reduce=reduce)
-            if base.startswith("autocast "):
-                return cls(True, base.removeprefix("autocast "), scaler)
-            if base == "fp32":
-                return cls(False, next(iter(DTYPES)), scaler, tf32="TF32" in rest)
+            return cls._from_words(value)
         return None
+
+    @classmethod
+    def _from_words(cls, words: str) -> "Precision | None":
+        """`words` read back: "fp32", "autocast D" or "FSDP P params, R reduce", then any of
+        " + TF32", " + float8 RECIPE", " + GradScaler" (what older runs wrote instead of the dict)."""
+        base, *parts = words.split(" + ")
+        scaler, tf32, recipe = "GradScaler" in parts, "TF32" in parts, "off"
+        for part in parts:
+            if part.startswith("float8 "):
+                recipe = part.removeprefix("float8 ")
+            elif part not in ("GradScaler", "TF32"):
+                return None
+        low, dtype, reduce = False, next(iter(DTYPES)), None
+        if base.startswith("FSDP ") and base.endswith(" reduce") and " params, " in base:
+            param, _, reduce = base.removeprefix("FSDP ").removesuffix(" reduce").partition(" params, ")
+            low = param != FULL
+            dtype = param if low else dtype
+        elif base.startswith("autocast "):
+            low, dtype = True, base.removeprefix("autocast ")
+        elif base != "fp32":
+            return None
+        return cls(low, dtype, scaler, tf32=tf32 and not low, reduce=reduce, float8=recipe)
 
     # --- said as ... -------------------------------------------------------------------------
 
