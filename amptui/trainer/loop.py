@@ -97,7 +97,7 @@ class Trainer:
         self.emit_start(resumed_from)
         for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg)):
             self.warn(message)
-        if self.state.converted and "recipe" in self.state.converted:  # float8: what converted, and how
+        if self.state.converted is not None:  # float8: what converted, and how
             self.warn(float8.converted_note(self.state.converted, device), code="float8")
         if order := cluster.node_order_warning(self.dist.rank):
             self.warn(order)
@@ -110,7 +110,8 @@ class Trainer:
             steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
             step_flops=s.step_flops, peak_tflops=s.peak_tflops,
             sharded=fsdp.shard_bytes(*kept) if s.sharded else None,
-            replica=None if s.sharded else fsdp.replica_bytes(*kept), converted=s.converted)
+            replica=None if s.sharded else fsdp.replica_bytes(*kept), converted=s.converted.record() if s.converted is not None else None,
+            precision=s.precision, layer_modules=s.layers)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
                  f"{s.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
         if start.get("sharded"):
@@ -178,7 +179,7 @@ class Trainer:
             s.scaler.unscale_(s.optimizer)  # no-op without a GradScaler
             grad_norm = fsdp.plain(nn.utils.clip_grad_norm_(s.model.parameters(), cfg.amp.clip_grad_norm))
         s.scaler.step(s.optimizer)
-        if s.converted and s.converted.get("fsdp_float8_all_gather"):
+        if s.converted is not None and s.converted.all_gather:
             float8.precompute_scales(s.model)  # the weights' float8 scales for the next all-gather
         flags: list[tuple[int, bool]] = []
         if s.skips is not None:

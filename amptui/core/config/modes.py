@@ -88,6 +88,10 @@ class PrecisionMode(ABC):
     def words(self, p: Precision) -> str:
         """In words (without " + GradScaler")."""
 
+    def scope_word(self, p: Precision) -> str:
+        """Its name as one layer of a mixed run says it ("bf16 + 2 float8 rowwise layers")."""
+        return self.short(p)
+
     def record(self, p: Precision) -> dict[str, Any]:
         """What it adds to the `start` record's `precision`."""
         return {}
@@ -285,6 +289,9 @@ class Float8(PrecisionMode):
         base = FsdpPolicy().words(p) if p.reduce is not None else f"autocast {p.dtype}" if p.autocast else \
             "fp32 + TF32" if p.tf32 else "fp32"
         return base + f" + float8 {p.float8}"
+
+    def scope_word(self, p: Precision) -> str:
+        return f"float8 {p.float8}"
 
     def record(self, p: Precision) -> dict[str, Any]:
         return {**(FsdpPolicy().record(p) if p.reduce is not None else {}), "float8": {"recipe": p.float8}}

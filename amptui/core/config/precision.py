@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from amptui.core.config import modes
+from amptui.core.config import layers, modes
 from amptui.core.config.dtypes import (  # noqa: F401 - re-exported: the names every caller imports from here
     DTYPES,
     FULL,
@@ -52,13 +52,18 @@ class Precision:
     # MixedPrecisionPolicy's param_dtype (no autocast context); None: not an FSDP policy
     reduce: str | None = None
     float8: str = "off"  # amp.float8: torchao's recipe for the linears (on top of autocast), "off" without
+    # [amp.layers]: (module-name pattern, layer variant), first match wins (core/config/layers.py)
+    layers: tuple[tuple[str, str], ...] = ()
+    # what the rules did to a built model: (layer variant, how many layers run in it instead of the
+    # run's precision), in first-seen order; None: not known yet (no model built), or no rules
+    mix: tuple[tuple[str, int], ...] | None = None
 
     def _key(self) -> tuple:
         """What tells two precisions apart: every field, normalised here and only here. Without
         autocast the dtype a preset still names is unused (float32 computes); TF32 applies only
         without autocast."""
         return (self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32 and not self.autocast,
-                self.reduce, self.float8)
+                self.reduce, self.float8, self.layers, self.mix or None)
 
     def __eq__(self, other: object) -> bool:  # a float32 run is the same whatever autocast dtype its preset names
         return isinstance(other, Precision) and self._key() == other._key()
@@ -83,7 +88,7 @@ class Precision:
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
         reduce = getattr(amp, "reduce_dtype", FULL) if cfg.dist.mode == "fsdp" else None
         return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast, reduce=reduce,
-                   float8=getattr(amp, "float8", "off"))
+                   float8=getattr(amp, "float8", "off"), layers=tuple(getattr(amp, "layers", {}).items()))
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
@@ -105,9 +110,10 @@ class Precision:
                 reduce = str(fsdp["reduce_dtype"]) if isinstance(fsdp, Mapping) and "reduce_dtype" in fsdp else None
                 float8 = value.get("float8")
                 recipe = str(float8.get("recipe", "off")) if isinstance(float8, Mapping) else "off"
+                rules, mix = _layers_of(value.get("layers"))
                 return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]), bool(value.get("tf32", False)),
-                           reduce=reduce, float8=recipe)
-            except KeyError:
+                           reduce=reduce, float8=recipe, layers=rules, mix=mix)
+            except (KeyError, TypeError, ValueError):
                 return None
         if isinstance(value, str) and value:
             return cls._from_words(value)
@@ -119,8 +125,11 @@ class Precision:
         " + TF32", " + float8 RECIPE", " + GradScaler" (what older runs wrote instead of the dict)."""
         base, *parts = words.split(" + ")
         scaler, tf32, recipe = "GradScaler" in parts, "TF32" in parts, "off"
+        mix = []
         for part in parts:
-            if part.startswith("float8 "):
+            if (layer := layers.read_mix_part(part)) is not None:
+                mix.append(layer)
+            elif part.startswith("float8 "):
                 recipe = part.removeprefix("float8 ")
             elif part not in ("GradScaler", "TF32"):
                 return None
@@ -133,7 +142,7 @@ class Precision:
             low, dtype = True, base.removeprefix("autocast ")
         elif base != "fp32":
             return None
-        return cls(low, dtype, scaler, tf32=tf32 and not low, reduce=reduce, float8=recipe)
+        return cls(low, dtype, scaler, tf32=tf32 and not low, reduce=reduce, float8=recipe, mix=tuple(mix) or None)
 
     # --- said as ... -------------------------------------------------------------------------
 
@@ -149,14 +158,20 @@ class Precision:
 
     @property
     def short(self) -> str:
-        """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses)."""
-        return self.mode.short(self) + ("+scaler" if self.scaler else "")
+        """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses); with [amp.layers] the
+        layers in another precision follow: "bf16 + 2 float8 rowwise layers"."""
+        return layers.mixed_short(self, self.mode.short(self) + ("+scaler" if self.scaler else ""))
 
     @property
     def words(self) -> str:
         """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"; an FSDP
         policy: "FSDP bfloat16 params, float32 reduce" (the shards and the optimizer stay float32)."""
-        return self.mode.words(self) + (" + GradScaler" if self.scaler else "")
+        return layers.mixed_short(self, self.mode.words(self) + (" + GradScaler" if self.scaler else ""))
+
+    @property
+    def mixed(self) -> bool:
+        """Whether [amp.layers] puts some of the model's layers in another precision than the run's."""
+        return bool(self.layers)
 
     @property
     def autocast_dtype(self) -> str | None:
@@ -182,6 +197,9 @@ class Precision:
                                   "short": self.short, "words": self.words}
         if self.tf32:
             record["tf32"] = True
+        if self.layers:
+            record["layers"] = {"rules": [list(r) for r in self.layers],
+                                **({"mix": {v: n for v, n in self.mix}} if self.mix is not None else {})}
         return {**record, **self.mode.record(self)}
 
     def overrides(self) -> dict[str, object]:
@@ -190,7 +208,18 @@ class Precision:
         if self.autocast:
             keys["amp.dtype"] = self.dtype
         keys["amp.grad_scaler"] = self.scaler
+        if self.layers:
+            keys["amp.layers"] = dict(self.layers)
         return {**keys, **self.mode.overrides(self)}
+
+
+def _layers_of(said: Any) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...] | None]:
+    """A record's precision.layers: (rules, mix); ((), None) without one."""
+    if not isinstance(said, Mapping):
+        return (), None
+    rules = tuple((str(p), str(v)) for p, v in said.get("rules", ()))
+    mix = said.get("mix")
+    return rules, tuple((str(v), int(n)) for v, n in mix.items()) if isinstance(mix, Mapping) else None
 
 
 def variant_names() -> list[str]:

@@ -1,0 +1,109 @@
+"""`[amp.layers]`: per-module precision. A table of module-name patterns (fnmatch on the qualified
+name `model.named_modules()` gives, e.g. "blocks.*.mlp.fc") to a layer variant ("fp32", "bf16",
+"fp8-rowwise", ...); the first pattern that matches a module wins, and a module no pattern matches
+runs as its parent does (the model itself: the run's precision). No torch here: the trainer applies
+it (trainer/layers.py), this module checks the table and says a mixed run in words.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from amptui.core.config import modes
+from amptui.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from amptui.core.config.precision import Precision
+
+KEY = "amp.layers"
+Rules = tuple[tuple[str, str], ...]  # (pattern, variant), in the table's order
+
+
+def layer_variants() -> list[str]:
+    """The variants a layer can take: every mode's variant that is a compute precision of its own
+    (no GradScaler, FSDP reduction or TF32 switch: those are the run's): fp32, fp16, bf16, fp8, ..."""
+    from amptui.core.config.precision import Precision
+
+    out = []
+    for mode in modes.MODES:
+        for name in mode.variants():
+            p = Precision.from_variant(name)
+            if not p.scaler and p.reduce is None and not p.tf32:
+                out.append(name)
+    return out
+
+
+def check_rules(table: object, source: str) -> Rules:
+    """The table as rules; a ConfigError naming the key for a bad pattern or an unknown variant."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{source}: {KEY} must be a table of \"module-name pattern\" = \"variant\"")
+    known = layer_variants()
+    rules = []
+    for pattern, variant in table.items():
+        where = f"{source}: {KEY}.{_quoted(pattern)}"
+        why = _bad_pattern(pattern)
+        if why:
+            raise ConfigError(f"{where}: {why}")
+        if not isinstance(variant, str) or variant not in known:
+            raise ConfigError(f"{where} = {variant!r}: a layer's precision is one of {', '.join(known)}")
+        rules.append((pattern, variant))
+    return tuple(rules)
+
+
+def _quoted(pattern: object) -> str:
+    text = str(pattern)
+    return text if text.replace("_", "").isalnum() else '"' + text.encode("unicode_escape").decode() + '"'
+
+
+def _bad_pattern(pattern: str) -> str | None:
+    if not pattern:
+        return "an empty pattern matches no module (\"*\" matches every one)"
+    if not pattern.isprintable() or any(c.isspace() for c in pattern):
+        return "a module name has no spaces or control characters"
+    if pattern.count("[") != pattern.count("]"):
+        return "an unclosed [ ] in the pattern (fnmatch: [abc] is one of a, b, c)"
+    return None
+
+
+def rule_for(name: str, rules: Rules) -> str | None:
+    """The variant of the first pattern matching module `name`; None: no rule names it."""
+    return next((variant for pattern, variant in rules if fnmatch.fnmatchcase(name, pattern)), None)
+
+
+def unmatched(names: Iterable[str], rules: Rules) -> list[str]:
+    """The patterns that match none of `names` (a typo leaves its layers in the run's precision)."""
+    names = list(names)
+    return [pattern for pattern, _ in rules if not fnmatch.filter(names, pattern)]
+
+
+def scope_word(variant: str) -> str:
+    """A layer variant as a mixed run says it: "float8 rowwise", "fp32" (the mode's word)."""
+    from amptui.core.config.precision import Precision
+
+    p = Precision.from_variant(variant)
+    return p.mode.scope_word(p)
+
+
+def mix_words(mix: Iterable[tuple[str, int]]) -> str:
+    """" + 2 float8 rowwise layers + 1 fp32 layer": the layers [amp.layers] put in another precision."""
+    return "".join(f" + {n} {scope_word(v)} layer{'s' if n != 1 else ''}" for v, n in mix if n)
+
+
+def mixed_short(p: Precision, base: str) -> str:
+    """A run's name with its layers: "bf16 + 2 float8 rowwise layers"; before the model is built
+    (the rules known, not yet what they match): "bf16 + amp.layers"."""
+    if p.mix:
+        return base + mix_words(p.mix)
+    return f"{base} + {KEY}" if p.layers and p.mix is None else base
+
+
+def read_mix_part(part: str) -> tuple[str, int] | None:
+    """One " + " part of a mixed run's words back: "2 float8 rowwise layers" -> ("fp8-rowwise", 2)."""
+    count, _, rest = part.partition(" ")
+    word = rest.removesuffix("s").removesuffix(" layer")
+    if not count.isdigit() or not rest.startswith(word + " layer"):
+        return None
+    variant = next((v for v in layer_variants() if scope_word(v) == word), None)
+    return (variant, int(count)) if variant else None
