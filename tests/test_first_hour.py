@@ -4,7 +4,6 @@ first run), ... Each test asserts what a newcomer reads."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
