@@ -17,7 +17,7 @@ from test_scripthooks import SCRIPTS, by_kind, record_script, warnings_by_code
 
 from amptui.core.run import runs
 from amptui.dashboard.runmodel import RunModel
-from amptui.dashboard.screens.run_header import progress_line
+from amptui.dashboard.screens.run.header import progress_line
 from amptui.telemetry.alarms import ScaleAlarms
 
 pytestmark = pytest.mark.timeout(300)
