@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from conftest import amptui as amptui_cli
 from conftest import events, only_run
 from test_scripthooks import SCRIPTS, by_kind, record_script, record_script_process, warnings_by_code
