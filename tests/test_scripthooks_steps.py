@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from conftest import amptui as amptui_cli
 from conftest import events, only_run
 from test_scripthooks import SCRIPTS, by_kind, record_script, record_script_process, warnings_by_code
 
 from amptui.core.run import runs
 from amptui.dashboard.runmodel import RunModel
-from amptui.dashboard.screens.run_header import progress_line
+from amptui.dashboard.screens.run.header import progress_line
 from amptui.telemetry.alarms import ScaleAlarms
 
 pytestmark = pytest.mark.timeout(300)
