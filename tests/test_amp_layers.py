@@ -19,6 +19,7 @@ from amptui.telemetry.numerics import RangeSampler
 from amptui.trainer import state as trainer_state
 from amptui.trainer.gpt import GPT
 from amptui.trainer.layers import LayerScope, apply_autocast
+from amptui.trainer.runtime import runtimes_for
 
 CPU = torch.device("cpu")
 RULES = {"blocks.*.mlp.fc": "fp8-rowwise", "head": "fp32", "blocks.*": "bf16"}
@@ -100,8 +101,9 @@ def _built(rules, **amp):
     precision = Precision.from_config(cfg, "cpu")
     model = _gpt()
     scope = LayerScope.of(model, precision)
-    unruled = trainer_state.unruled_layers(model, precision, cfg, CPU, scope)
-    done = trainer_state.convert_model(model, precision, cfg, CPU, scope)
+    runtimes = runtimes_for(precision, scope)
+    unruled = trainer_state.unruled_layers(model, precision, cfg, CPU, scope, runtimes)
+    [done] = [r.convert(model, precision, cfg, CPU, scope) for r in runtimes] or [None]
     mix = scope.mix(model, unruled)
     apply_autocast(model, scope, CPU)
     return model, scope, done, mix

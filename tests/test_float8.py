@@ -48,8 +48,7 @@ def test_float8_variants_run_on_top_of_bf16_autocast():
     assert [got[v]["amp.float8"] for v in ("fp8", "mxfp8")] == ["tensorwise", "mxfp8"]
     for variant, recipe in zip(("fp8", "fp8-rowwise", "mxfp8"), RECIPES, strict=True):
         p = Precision.from_variant(variant)
-        assert (p.short, p.words, p.conversion) == (variant, f"autocast bfloat16 + float8 {recipe}",
-                                                    "amptui.trainer.float8:convert")
+        assert (p.short, p.words, p.mode.name) == (variant, f"autocast bfloat16 + float8 {recipe}", "float8")
         assert Precision.from_record(p.as_record()) == p and Precision.from_record(p.words) == p
         assert p.as_record()["float8"] == {"recipe": recipe}
         resolved = Precision.from_config(config.build_config({}, p.overrides()), "cpu")

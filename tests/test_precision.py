@@ -99,7 +99,8 @@ def test_from_record_reads_the_structured_and_the_old_string_forms(record, want)
 # --- a new precision mode is one MODES entry ------------------------------------------------------
 
 class HalfAndTf32(modes.PrecisionMode):
-    """A made-up mode: float16 autocast, float32 matmuls outside it on TF32, a module conversion."""
+    """A made-up mode: float16 autocast, float32 matmuls outside it on TF32 (its trainer side, a
+    runtime, is tests/test_fake_mode.py's subject)."""
 
     name = "fp16-tf32"
 
@@ -114,9 +115,6 @@ class HalfAndTf32(modes.PrecisionMode):
 
     def autocast_dtype(self, p):
         return p.dtype
-
-    def conversion(self, p):
-        return "mypackage.half:convert"
 
     def detect(self, facts):
         return {"amp.tf32": True} if facts.autocast == ("cuda", "float16") else {}
@@ -140,7 +138,7 @@ def test_a_new_precision_mode_is_one_entry(monkeypatch):
     p = Precision.from_variant("fp16-tf32")
     assert isinstance(p.mode, HalfAndTf32)
     assert (p.short, p.words) == ("fp16-tf32+scaler", "autocast float16, TF32 outside it + GradScaler")
-    assert (p.autocast_dtype, p.fsdp_policy, p.conversion) == ("float16", None, "mypackage.half:convert")
+    assert (p.autocast_dtype, p.fsdp_policy) == ("float16", None)
     assert p.as_record()["tf32_outside"] is True
     assert dict(ab.expand("fp32,fp16-tf32", "cuda"))["fp16-tf32"] == {
         "amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True, "amp.tf32": True}

@@ -15,8 +15,8 @@ from amptui.core.config.schema import RunConfig
 from amptui.telemetry import ddp
 from amptui.trainer import fsdp
 from amptui.trainer.amp import Autocast
-from amptui.trainer.models import compile_if_asked
 from amptui.trainer.layers import LayerScope
+from amptui.trainer.models import compile_if_asked
 
 
 class Dist:

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from amptui.core.config.dtypes import FLOAT8_RECIPES
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
+from amptui.trainer.runtime import Conversion, ModeRuntime, register
 
 if TYPE_CHECKING:
     from amptui.trainer.layers import LayerScope
@@ -47,7 +49,7 @@ def too_small(recipe: str, out_features: int, in_features: int) -> bool:
 
 
 @dataclass(frozen=True)
-class Float8Conversion:
+class Float8Conversion(Conversion):
     """What a float8 conversion did: the start record's precision.float8 (`record()`) and the run's
     warning line (`note`)."""
 
@@ -75,6 +77,9 @@ class Float8Conversion:
         """The linears float8 was asked for: converted or kept."""
         return len(self.layers) + len(self.kept)
 
+    def note(self, device: torch.device) -> str:
+        return converted_note(self, device)
+
     def record(self) -> dict[str, Any]:
         """recipe, converted, linears, layers (names), kept, emulated (+ recipes when [amp.layers]
         mixes them; fsdp_float8_all_gather under FSDP)."""
@@ -86,6 +91,28 @@ class Float8Conversion:
         if self.all_gather:
             out["fsdp_float8_all_gather"] = True
         return out
+
+
+@register("float8")
+class Float8Runtime(ModeRuntime):
+    """The float8 mode in the trainer: converts the linears (amp.float8 and [amp.layers]' float8
+    variants) and, under FSDP's float8 all-gather, precomputes the scales after each step."""
+
+    record_key = "float8"
+
+    def convert(self, model: nn.Module, precision: Precision, cfg: Config, device: torch.device,
+                scope: LayerScope | None) -> Float8Conversion:
+        return convert(model, precision, cfg, device, scope)
+
+    def converts(self, model: nn.Module, precision: Precision, cfg: Config, device: torch.device) -> dict[str, str]:
+        if precision.float8 == "off":
+            return {}
+        chosen, _ = choose(model, precision.float8, list(cfg.amp.float8_skip), native(precision.float8, device))
+        return {name: FLOAT8_RECIPES[recipe] for name, recipe in chosen.items()}
+
+    def after_optimizer_step(self, model: nn.Module, done: Conversion | None) -> None:
+        if isinstance(done, Float8Conversion) and done.all_gather:
+            precompute_scales(model)  # the weights' float8 scales for the next all-gather
 
 
 def choose(model: nn.Module, recipe: str, skip: list[str], hardware: bool,

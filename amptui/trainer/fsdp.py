@@ -25,12 +25,12 @@ from torch import nn
 
 from amptui.core.config.precision import Precision
 from amptui.core.errors import UserError
-from amptui.trainer.layers import LayerScope
 
 # the policy reader lives in telemetry, where the script hooks and the Monitor use it too
 from amptui.telemetry.fsdp_policy import is_sharded as is_sharded
 from amptui.telemetry.fsdp_policy import local
 from amptui.telemetry.fsdp_policy import policy_of as policy_of
+from amptui.trainer.layers import LayerScope
 
 BLOCK_ATTRS = ("blocks", "layers", "h")  # where a model keeps its transformer blocks (first found wins)
 

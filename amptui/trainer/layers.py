@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from amptui.core.config import layers as rules_of
-from amptui.core.config.dtypes import FLOAT8_RECIPES, FULL, DTYPES
+from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, FULL
 from amptui.core.config.precision import Precision
 from amptui.core.errors import UserError
 
@@ -86,11 +86,11 @@ class LayerScope:
             return self.run_dtype
         return Precision.from_variant(variant).autocast_dtype or FULL
 
-    def unruled_labels(self, model: nn.Module, run_float8: dict[str, str]) -> dict[str, str]:
-        """Each layer's variant without the rules: the run's float8 recipe for the linears it
-        converts (`run_float8`), else the run's compute dtype."""
+    def unruled_labels(self, model: nn.Module, converts: dict[str, str]) -> dict[str, str]:
+        """Each layer's variant without the rules: the variant the run's own conversion gives the
+        layers it converts (`converts`: float8's linears), else the run's compute dtype's."""
         base = _dtype_variant(self.run_dtype)
-        return {name: FLOAT8_RECIPES[run_float8[name]] if name in run_float8 else base
+        return {name: converts.get(name, base)
                 for name, module in model.named_modules() if any(True for _ in module.parameters(recurse=False))}
 
     @property
@@ -128,7 +128,7 @@ def apply_autocast(model: nn.Module, scope: LayerScope, device: torch.device) ->
         mine = scope.compute_dtype(name)
         theirs = scope.compute_dtype(name.rpartition(".")[0]) if name else scope.run_dtype
         if mine != theirs:
-            module.forward = _in_dtype(module.forward, device.type, mine)  # type: ignore[method-assign]
+            module.forward = _in_dtype(module.forward, device.type, mine)
             wrapped.append(name)
     return wrapped
 

@@ -22,16 +22,17 @@ from amptui.core.config.values import Config
 from amptui.core.errors import UserError
 from amptui.machine.peaks import peak_tflops
 from amptui.telemetry.scaler import SkipLedger
-from amptui.trainer import checkpoint, float8, host_memory
+from amptui.trainer import checkpoint, host_memory
+from amptui.trainer import float8 as float8  # noqa: F401 - registers the float8 mode's runtime (trainer/runtime.py)
 from amptui.trainer.amp import Autocast
 from amptui.trainer.data import BatchSource, build_train_val, choose_criterion
 from amptui.trainer.dist import Dist, parallelize
 from amptui.trainer.faults import Faults
-from amptui.trainer.float8 import Float8Conversion
 from amptui.trainer.flops import count_step_flops
 from amptui.trainer.layers import LayerScope, apply_autocast
 from amptui.trainer.models import CNNS, build_model
 from amptui.trainer.optim import Schedule, build_optimizer
+from amptui.trainer.runtime import Conversion, ModeRuntime, runtimes_for
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: it holds the model, not values
@@ -53,7 +54,8 @@ class TrainingState:
     step_flops: int | None            # of one optimizer step; None when it could not be counted
     peak_tflops: float | None         # measured on rank 0 only
     faults: Faults                    # debug.*: fault injection for demos and tests
-    converted: Float8Conversion | None = None  # the float8 conversion: which linears, in which recipe
+    # each precision mode's runtime this run uses (trainer/runtime.py), with what its conversion did
+    conversions: tuple[tuple[ModeRuntime, Conversion | None], ...] = ()
     layers: dict[str, str] | None = None  # [amp.layers]: each layer (a module with parameters) -> its variant
     layer_dtypes: dict[str, str] | None = None  # [amp.layers]: module -> its compute dtype, where not the run's
 
@@ -81,8 +83,10 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
     steps_per_epoch, total_steps = count_steps(cfg, train_data.batches_per_epoch)
     step_flops = count_flops(model, criterion, train_data, autocast, cfg.amp.accumulate, log)  # unsharded
     scope = LayerScope.of(model, precision) if precision.layers else None
-    unruled = unruled_layers(model, precision, cfg, device, scope)
-    converted = convert_model(model, precision, cfg, device, scope)  # after the count: the same GEMMs, fewer bits
+    runtimes = runtimes_for(precision, scope)
+    unruled = unruled_layers(model, precision, cfg, device, scope, runtimes)
+    # after the count: the same GEMMs, fewer bits
+    conversions = tuple((r, r.convert(model, precision, cfg, device, scope)) for r in runtimes)
     layer_labels = layer_dtypes = None
     if scope is not None:
         layer_labels, layer_dtypes = scope.labels(model), scope.dtypes(model)
@@ -102,29 +106,19 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
                          criterion=criterion, scaler=scaler, skips=skips, optimizer=optimizer, schedule=schedule,
                          train_data=train_data, val_data=val_data, steps_per_epoch=steps_per_epoch,
                          total_steps=total_steps, step_flops=step_flops, peak_tflops=peak_tflops,
-                         faults=Faults.of(cfg.debug, dist.rank), converted=converted, layers=layer_labels,
+                         faults=Faults.of(cfg.debug, dist.rank), conversions=conversions, layers=layer_labels,
                          layer_dtypes=layer_dtypes)
 
 
-def convert_model(model: nn.Module, precision: Precision, cfg: Config, device: torch.device,
-                  scope: LayerScope | None = None) -> Float8Conversion | None:
-    """float8's linears (amp.float8, and [amp.layers]' float8 variants), in place."""
-    ruled = scope is not None and any(scope.recipe_of(name) not in (None, "off") for name in scope.own)
-    if precision.float8 == "off" and not ruled:
-        return None
-    return float8.convert(model, precision, cfg, device, scope)
-
-
 def unruled_layers(model: nn.Module, precision: Precision, cfg: Config, device: torch.device,
-                   scope: LayerScope | None) -> dict[str, str]:
+                   scope: LayerScope | None, runtimes: list[ModeRuntime]) -> dict[str, str]:
     """Each layer's variant as the run alone would give it (what [amp.layers] is counted against)."""
     if scope is None:
         return {}
-    run_float8: dict[str, str] = {}
-    if precision.float8 != "off":
-        run_float8, _ = float8.choose(model, precision.float8, list(cfg.amp.float8_skip),
-                                      float8.native(precision.float8, device))
-    return scope.unruled_labels(model, run_float8)
+    converts: dict[str, str] = {}
+    for runtime in runtimes:
+        converts.update(runtime.converts(model, precision, cfg, device))
+    return scope.unruled_labels(model, converts)
 
 
 def choose_device(run_cfg: RunConfig, local_rank: int, log: Callable[[str], None]) -> torch.device:

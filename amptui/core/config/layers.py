@@ -9,30 +9,13 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
-from amptui.core.config import modes
+from amptui.core.config.precision import layer_variants as layer_variants  # re-exported: the table's choices
 from amptui.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from amptui.core.config.precision import Precision
 
 KEY = "amp.layers"
 Rules = tuple[tuple[str, str], ...]  # (pattern, variant), in the table's order
 
-
-def layer_variants() -> list[str]:
-    """The variants a layer can take: every mode's variant that is a compute precision of its own
-    (no GradScaler, FSDP reduction or TF32 switch: those are the run's): fp32, fp16, bf16, fp8, ..."""
-    from amptui.core.config.precision import Precision
-
-    out = []
-    for mode in modes.MODES:
-        for name in mode.variants():
-            p = Precision.from_variant(name)
-            if not p.scaler and p.reduce is None and not p.tf32:
-                out.append(name)
-    return out
 
 
 def check_rules(table: object, source: str) -> Rules:
@@ -76,34 +59,3 @@ def unmatched(names: Iterable[str], rules: Rules) -> list[str]:
     """The patterns that match none of `names` (a typo leaves its layers in the run's precision)."""
     names = list(names)
     return [pattern for pattern, _ in rules if not fnmatch.filter(names, pattern)]
-
-
-def scope_word(variant: str) -> str:
-    """A layer variant as a mixed run says it: "float8 rowwise", "fp32" (the mode's word)."""
-    from amptui.core.config.precision import Precision
-
-    p = Precision.from_variant(variant)
-    return p.mode.scope_word(p)
-
-
-def mix_words(mix: Iterable[tuple[str, int]]) -> str:
-    """" + 2 float8 rowwise layers + 1 fp32 layer": the layers [amp.layers] put in another precision."""
-    return "".join(f" + {n} {scope_word(v)} layer{'s' if n != 1 else ''}" for v, n in mix if n)
-
-
-def mixed_short(p: Precision, base: str) -> str:
-    """A run's name with its layers: "bf16 + 2 float8 rowwise layers"; before the model is built
-    (the rules known, not yet what they match): "bf16 + amp.layers"."""
-    if p.mix:
-        return base + mix_words(p.mix)
-    return f"{base} + {KEY}" if p.layers and p.mix is None else base
-
-
-def read_mix_part(part: str) -> tuple[str, int] | None:
-    """One " + " part of a mixed run's words back: "2 float8 rowwise layers" -> ("fp8-rowwise", 2)."""
-    count, _, rest = part.partition(" ")
-    word = rest.removesuffix("s").removesuffix(" layer")
-    if not count.isdigit() or not rest.startswith(word + " layer"):
-        return None
-    variant = next((v for v in layer_variants() if scope_word(v) == word), None)
-    return (variant, int(count)) if variant else None

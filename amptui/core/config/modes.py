@@ -4,8 +4,9 @@ an FSDP MixedPrecisionPolicy, a module conversion), how the script hooks recogni
 they watch, the variant names `amptui ab` and `amptui tune` take, and its words for the views.
 
 `Precision` (core/config/precision.py) is the value a run records; every question about it is
-answered by the mode that owns it (`mode_of`). No torch here: a conversion is named as
-"module:function" and imported by the trainer (docs/development.md, "Adding a precision mode").
+answered by the mode that owns it (`mode_of`). No torch here: what a mode does to the model in the
+trainer (a conversion, a step hook, its start notes) is its runtime, registered under the mode's
+name in amptui/trainer/runtime.py (docs/development.md, "Adding a precision mode").
 """
 
 from __future__ import annotations
@@ -60,10 +61,6 @@ class PrecisionMode(ABC):
 
     def fsdp_policy(self, p: Precision) -> dict[str, str] | None:
         """An FSDP run's MixedPrecisionPolicy in dtype names; None: not an FSDP policy."""
-        return None
-
-    def conversion(self, p: Precision) -> str | None:
-        """"module:function" the trainer calls on the model before training (a module swap); None: none."""
         return None
 
     def missing(self) -> str | None:
@@ -266,9 +263,6 @@ class Float8(PrecisionMode):
 
     def fsdp_policy(self, p: Precision) -> dict[str, str] | None:
         return FsdpPolicy().fsdp_policy(p) if p.reduce is not None else None
-
-    def conversion(self, p: Precision) -> str | None:
-        return "amptui.trainer.float8:convert"
 
     def missing(self) -> str | None:
         if importlib.util.find_spec("torchao") is None:

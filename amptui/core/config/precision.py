@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from amptui.core.config import layers, modes
+from amptui.core.config import modes
 from amptui.core.config.dtypes import (  # noqa: F401 - re-exported: the names every caller imports from here
     DTYPES,
     FULL,
@@ -127,7 +127,7 @@ class Precision:
         scaler, tf32, recipe = "GradScaler" in parts, "TF32" in parts, "off"
         mix = []
         for part in parts:
-            if (layer := layers.read_mix_part(part)) is not None:
+            if (layer := _read_mix_part(part)) is not None:
                 mix.append(layer)
             elif part.startswith("float8 "):
                 recipe = part.removeprefix("float8 ")
@@ -160,13 +160,13 @@ class Precision:
     def short(self) -> str:
         """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses); with [amp.layers] the
         layers in another precision follow: "bf16 + 2 float8 rowwise layers"."""
-        return layers.mixed_short(self, self.mode.short(self) + ("+scaler" if self.scaler else ""))
+        return _with_layers(self, self.mode.short(self) + ("+scaler" if self.scaler else ""))
 
     @property
     def words(self) -> str:
         """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"; an FSDP
         policy: "FSDP bfloat16 params, float32 reduce" (the shards and the optimizer stay float32)."""
-        return layers.mixed_short(self, self.mode.words(self) + (" + GradScaler" if self.scaler else ""))
+        return _with_layers(self, self.mode.words(self) + (" + GradScaler" if self.scaler else ""))
 
     @property
     def mixed(self) -> bool:
@@ -184,11 +184,6 @@ class Precision:
         """An FSDP run's MixedPrecisionPolicy in dtype names: param (all-gathered and computed in),
         reduce (gradients reduced in) and sharded (what each rank keeps: parameters, optimizer)."""
         return self.mode.fsdp_policy(self)
-
-    @property
-    def conversion(self) -> str | None:
-        """"module:function" the trainer applies to the model (a module swap); None: none."""
-        return self.mode.conversion(self)
 
     def as_record(self) -> dict[str, Any]:
         """The `start` record's `precision` field (`tf32` only when asked for; `fsdp`: an FSDP run's policy).
@@ -220,6 +215,39 @@ def _layers_of(said: Any) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str,
     rules = tuple((str(p), str(v)) for p, v in said.get("rules", ()))
     mix = said.get("mix")
     return rules, tuple((str(v), int(n)) for v, n in mix.items()) if isinstance(mix, Mapping) else None
+
+
+# --- [amp.layers] in words (the rules themselves: core/config/layers.py) ------------------------------
+
+def layer_variants() -> list[str]:
+    """The variants one layer can take: every mode's variant that is a compute precision of its own
+    (no GradScaler, FSDP reduction or TF32 switch: those stay the run's): fp32, fp16, bf16, fp8, ..."""
+    return [n for m in modes.MODES for n in m.variants()
+            if not (p := Precision.from_variant(n)).scaler and p.reduce is None and not p.tf32]
+
+
+def scope_word(variant: str) -> str:
+    """A layer variant as a mixed run says it: "float8 rowwise", "fp32" (its mode's word)."""
+    p = Precision.from_variant(variant)
+    return p.mode.scope_word(p)
+
+
+def _with_layers(p: Precision, base: str) -> str:
+    """A run's name with its layers: "bf16 + 2 float8 rowwise layers"; before the model is built
+    (the rules known, not yet what they match): "bf16 + amp.layers"."""
+    if p.mix:
+        return base + "".join(f" + {n} {scope_word(v)} layer{'s' if n != 1 else ''}" for v, n in p.mix if n)
+    return f"{base} + amp.layers" if p.layers and p.mix is None else base
+
+
+def _read_mix_part(part: str) -> tuple[str, int] | None:
+    """One " + " part of a mixed run's words back: "2 float8 rowwise layers" -> ("fp8-rowwise", 2)."""
+    count, _, rest = part.partition(" ")
+    word = rest.removesuffix("s").removesuffix(" layer")
+    if not count.isdigit() or not rest.startswith(word + " layer"):
+        return None
+    variant = next((v for v in layer_variants() if scope_word(v) == word), None)
+    return (variant, int(count)) if variant else None
 
 
 def variant_names() -> list[str]:
