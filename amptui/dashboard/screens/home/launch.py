@@ -18,7 +18,7 @@ from amptui.core.config.precision import PRECISION_KEYS
 from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
 from amptui.dashboard.screens.base import DashboardScreen
-from amptui.dashboard.screens.home_presets import HomePresets, toggle_values
+from amptui.dashboard.screens.home.presets import HomePresets, toggle_values
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import detached
@@ -132,7 +132,7 @@ class HomeLaunches:
         if found.get("error") or found.get("high_s", 0) <= LONG_AB_S:  # no estimate: advice, not a refusal
             self._start_ab(preset, overrides, f"estimate: {found.get('words', '')}")
             return
-        from amptui.dashboard.screens.ab_start import AbStartModal
+        from amptui.dashboard.screens.ab.start import AbStartModal
 
         def answered(answer: str | None) -> None:
             if answer == "shorter":
@@ -197,7 +197,7 @@ class HomeLaunches:
         if preset is None or overrides is None:
             return
         kept = {k: v for k, v in overrides.items() if k not in T.KEY_DIMENSIONS}
-        from amptui.dashboard.screens.tune_start import TuneStartModal
+        from amptui.dashboard.screens.tune.start import TuneStartModal
 
         def budget_given(minutes: float | None) -> None:  # first the budget (tune --budget), then the search
             if minutes is None:
@@ -209,7 +209,7 @@ class HomeLaunches:
         self.screen.app.push_screen(TuneStartModal(preset.name, kept), budget_given)
 
     def _script_tune(self) -> bool:
-        from amptui.dashboard.screens.tune_start import TuneStartModal
+        from amptui.dashboard.screens.tune.start import TuneStartModal
         from amptui.jobs.ab import script_ab_args
 
         table = self.screen.focused
@@ -244,7 +244,7 @@ class HomeLaunches:
         if error or not started:
             self.screen.notify(f"could not start the tune: {error}", severity="error", timeout=10)
             return
-        from amptui.dashboard.screens.tune import TuneScreen
+        from amptui.dashboard.screens.tune.screen import TuneScreen
 
         self.screen.app.push_screen(TuneScreen(Path(started["result"]), Path(started["log"]), preset_name, announce=True))
 
@@ -257,10 +257,13 @@ class HomeLaunches:
     def _child(self, args: list[str]) -> None:
         """Run `amptui ARGS` (a detached start) and open the run it started, or show why it was refused."""
         started, error = detached.start(args)
-        self.screen.app.from_thread(self._launched, args[0], started["run_id"] if started else None, error)
+        self.screen.app.from_thread(self._launched, args[0], started["run_id"] if started else None, error,
+                                    started["notes"] if started else [])
 
-    def _launched(self, verb: str, run_id: str | None, error: str | None) -> None:
+    def _launched(self, verb: str, run_id: str | None, error: str | None, notes: list[str] | None = None) -> None:
         self.launching = False
+        for note in notes or []:  # the CLI's `note:` lines (automatic precision's fallback, a CPU-only torch)
+            self.screen.notify(note, title="Note", timeout=20)
         if error or not run_id:
             error = error or "the run did not start"
             self.screen.notify(error, title=f"{verb.capitalize()} refused", severity="error", timeout=10)
