@@ -198,9 +198,11 @@ def predict(plan: Plan, linear_share: float) -> None:
         return
     plan.gemm_speedup = base / chosen
     plan.predicted_speedup = 1.0 / ((1.0 - linear_share) + linear_share / plan.gemm_speedup)
-    kept = [(x.lowest_sqnr(x.choice) if x.choice in FLOAT8 else (x.recipes.get("bf16") or {}).get("sqnr_db"), x)
-            for x in plan.layers if x.choice != "fp32"]
-    kept = [(v, x) for v, x in kept if isinstance(v, (int, float))]
+    kept: list[tuple[float, LayerPlan]] = []
+    for x in plan.layers:
+        value = x.lowest_sqnr(x.choice) if x.choice in FLOAT8 else (x.recipes.get("bf16") or {}).get("sqnr_db")
+        if x.choice != "fp32" and isinstance(value, (int, float)):
+            kept.append((float(value), x))
     if kept:
         value, layer = min(kept, key=lambda item: item[0])
         plan.risk = {"lowest_sqnr_db": value, "layer": layer.name, "recipe": layer.choice}

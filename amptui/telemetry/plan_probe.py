@@ -29,7 +29,7 @@ import copy
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
 from torch import nn
@@ -91,7 +91,7 @@ class PlanProbe:
                 return
             x = inputs[0].detach()
             entry = seen[name] = Captured(len(seen), x.reshape(-1, x.shape[-1]).clone(),
-                                          module.weight.detach().clone())
+                                          cast(torch.Tensor, module.weight).detach().clone())
             if output.requires_grad:
                 output.register_hook(lambda g: setattr(entry, "grad", g.detach().reshape(-1, g.shape[-1]).clone())
                                      if entry.grad is None else None)
@@ -225,10 +225,10 @@ def _native(recipe: str, device: torch.device) -> bool:
 
 
 def _plain_grad(module: nn.Module) -> torch.Tensor | None:
-    grad = module.weight.grad
+    grad = cast(torch.Tensor, module.weight).grad
     if grad is None:
         return None
-    return getattr(grad, "_data", grad).float()
+    return cast(torch.Tensor, getattr(grad, "_data", grad)).float()
 
 
 def _sqnr(reference: torch.Tensor, value: torch.Tensor) -> float | None:

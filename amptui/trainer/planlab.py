@@ -29,6 +29,8 @@ class PlanLab(nn.Module):
         channels = [i * width // OUTLIER_CHANNELS + 3 for i in range(OUTLIER_CHANNELS)]
         boost = torch.ones(width)
         boost[channels] = OUTLIER_GAIN
+        self.boost: torch.Tensor
+        self.keep: torch.Tensor
         self.register_buffer("boost", boost)
         keep = torch.ones(width, width)
         keep[:, channels] = 0.0
