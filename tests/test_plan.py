@@ -137,3 +137,17 @@ def test_amptui_plan_of_a_tiny_plan_lab_lists_every_layer_and_keeps_the_outlier_
     for x in doc["layers"]:
         assert set(x["recipes"]) == {"bf16", "fp16", "fp8", "fp8-rowwise", "mxfp8"}
         assert x["shape"] == {"m": 32, "k": 64, "n": 64} and 0 < x["flops_share"] <= 1
+
+
+def test_roofline_matches_a_hand_calculation_for_two_shapes():
+    h100 = roofline.roof_for("H100-SXM")
+    assert h100 is roofline.roof_for("h100") and h100.peak_tflops["bf16"] == 989.4 and h100.mem_gbs == 3350.0
+    # 8192^3 in bf16: compute-bound, 2 * 8192^3 FLOPs at 989.4 TFLOP/s
+    assert roofline.gemm_seconds(h100, 8192, 8192, 8192, "bf16") == pytest.approx(2 * 8192 ** 3 / 989.4e12)
+    # 64 x 4096 x 4096 in fp8: memory-bound, (64*4096 + 4096*4096) inputs at 1 byte + 3 bytes of cast each,
+    # the 64 x 4096 output at 2 bytes, over 3350 GB/s
+    moved = (64 * 4096 + 4096 * 4096) * 4 + 64 * 4096 * 2
+    assert roofline.gemm_seconds(h100, 64, 4096, 4096, "fp8") == pytest.approx(moved / 3350e9)
+    assert roofline.gemm_speedup(h100, 64, 4096, 4096, "fp8") < 1 < roofline.gemm_speedup(h100, 8192, 8192, 8192, "fp8")
+    with pytest.raises(Exception, match="unknown GPU 'H900'.*H100 SXM"):
+        roofline.roof_for("H900")
