@@ -53,7 +53,7 @@ def time_list_runs(root: Path, count: int) -> float:
 
 def time_home(root: Path, count: int) -> float:
     from amptui.dashboard.app import make_app
-    from amptui.dashboard.screens.home import HomeScreen
+    from amptui.dashboard.screens.home.screen import HomeScreen
     from amptui.dashboard.widgets.runtable import RunTable
 
     async def go() -> float:

@@ -49,10 +49,58 @@ def pytest_addoption(parser):
                           "float32, as on CPUs without AVX512-BF16/AMX) or computes it fast (twice float32)")
 
 
+# The caller's variables that change what amptui, torch or Python do: cleared for the whole session
+# (this process, xdist's workers and every process a test starts), so a CI image's PYTHONWARNINGS=ignore,
+# a training box's MLFLOW_TRACKING_URI or a shell inside a torchrun job (RANK, WORLD_SIZE) gives the same
+# results as a clean shell. Tests that need one set it themselves (monkeypatch / env=).
+# CUDA_VISIBLE_DEVICES stays (the `gpu` tests run on the GPUs the caller chose); every other test hides
+# the GPUs itself (pinned_to_cpu).
+CALLERS_VARIABLES = (
+    "PYTHONWARNINGS", "PYTHONINSPECT", "PYTHONBREAKPOINT", "PYTHONOPTIMIZE", "PYTHONDONTWRITEBYTECODE",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TORCH_NUM_THREADS",
+    "CUDA_LAUNCH_BLOCKING", "TORCH_LOGS", "TORCH_SHOW_CPP_STACKTRACES",
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME",
+    "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TERM_PROGRAM",
+    "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "WANDB_MODE",
+)
+CALLERS_PREFIXES = ("AMPTUI_", "TORCHELASTIC_", "TEXTUAL_", "SLURM_", "SKYPILOT_", "KUBEFLOW_TRAINER_")
+SESSION_CACHE = "AMPTUI_TEST_SESSION_CACHE"
+
+
+def isolate_from_callers_environment(worker: bool) -> list[str]:
+    """Clear CALLERS_VARIABLES and CALLERS_PREFIXES from os.environ and undo what -W/PYTHONWARNINGS did to
+    this interpreter's warning filters (Python read them before any test ran); returns the names cleared.
+    The peak-rate cache is the session's own (a user's cached rates would change tests' verdicts),
+    measured once per session and shared by every process the tests start."""
+    import tempfile
+    import warnings
+
+    kept = {PINNED_RATES, SESSION_CACHE} if worker else set()  # an xdist worker: its controller set them
+    cleared = [key for key in list(os.environ)
+               if key not in kept and (key in CALLERS_VARIABLES or key.startswith(CALLERS_PREFIXES))]
+    for key in cleared:
+        del os.environ[key]
+    if sys.warnoptions:  # -W / PYTHONWARNINGS: back to Python's documented default filters
+        sys.warnoptions.clear()
+        warnings.resetwarnings()
+        for action, category, module in (("ignore", ResourceWarning, ""), ("ignore", ImportWarning, ""),
+                                         ("ignore", PendingDeprecationWarning, ""),
+                                         ("ignore", DeprecationWarning, ""),
+                                         ("default", DeprecationWarning, "__main__")):
+            warnings.filterwarnings(action, category=category, module=module)
+    if not os.environ.get(SESSION_CACHE):
+        os.environ[SESSION_CACHE] = tempfile.mkdtemp(prefix="amptui-test-cache-")
+    os.environ["XDG_CACHE_HOME"] = os.environ[SESSION_CACHE]
+    return cleared
+
+
 def pytest_configure(config):
-    """--cpu-bfloat16 slow|fast: every test and every process it starts reads a peak cache of its
-    own (XDG_CACHE_HOME) that gives this CPU's float32 rate and the chosen bfloat16/float16 rates,
-    so the suite can be run as on either kind of CPU (both must pass)."""
+    """The caller's environment cleared (isolate_from_callers_environment). --cpu-bfloat16 slow|fast:
+    every test and every process it starts reads a peak cache of its own (XDG_CACHE_HOME) that gives
+    this CPU's float32 rate and the chosen bfloat16/float16 rates, so the suite can be run as on either
+    kind of CPU (both must pass)."""
+    isolate_from_callers_environment(worker=hasattr(config, "workerinput"))
     choice = config.getoption("--cpu-bfloat16")
     if choice == "measured" or hasattr(config, "workerinput"):  # xdist workers inherit the controller's env
         return
@@ -73,6 +121,13 @@ def pytest_configure(config):
     path = peaks.peak_cache_path()
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"format": peaks.PEAK_CACHE_FORMAT, "peak_tflops": rates}))
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput") and os.environ.get(SESSION_CACHE):  # the controller made it
+        import shutil
+
+        shutil.rmtree(os.environ.pop(SESSION_CACHE), ignore_errors=True)
 
 
 def cuda_available() -> bool:

@@ -82,7 +82,7 @@ def app_for(root, **kwargs):
 
 
 async def home_ready(pilot, rows: int = 1):
-    from amptui.dashboard.screens.home import HomeScreen
+    from amptui.dashboard.screens.home.screen import HomeScreen
     from amptui.dashboard.widgets.runtable import RunTable
 
     app = pilot.app

@@ -402,7 +402,7 @@ def test_a_50mb_line_is_read_in_bounded_memory(tmp_path):
 @async_test
 async def test_damaged_files_home_screen_lists_them(damaged_root):
     from amptui.dashboard.app import make_app
-    from amptui.dashboard.screens.home import HomeScreen
+    from amptui.dashboard.screens.home.screen import HomeScreen
     from amptui.dashboard.widgets.runtable import RunTable
 
     app = make_app(damaged_root)
@@ -511,7 +511,7 @@ def test_300_runs_are_listed_by_runs_and_the_home_screen(runs_dir, cli):
 
     async def home():
         from amptui.dashboard.app import make_app
-        from amptui.dashboard.screens.home import HomeScreen
+        from amptui.dashboard.screens.home.screen import HomeScreen
         from amptui.dashboard.widgets.runtable import RunTable
 
         app = make_app(runs_dir)

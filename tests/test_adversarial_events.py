@@ -170,7 +170,7 @@ def test_a_config_toml_that_is_not_a_file_lists_damaged_and_can_be_deleted(tmp_p
 def test_watch_svg_of_a_damaged_run_says_damaged_without_waiting_out_its_deadline(hostile_root, name):
     """Issue 32 finding 10: the picture waited its whole deadline (30 s) for records that never come."""
     from amptui.dashboard.app import headless_svg
-    from amptui.dashboard.screens.run import RunScreen
+    from amptui.dashboard.screens.run.screen import RunScreen
 
     run = hostile_root / f"20990101-000000-{name}"
     svg = headless_svg(lambda: RunScreen(run, standalone=True), hostile_root, (120, 40), timeout_s=600)

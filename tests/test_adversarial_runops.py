@@ -221,7 +221,7 @@ async def test_the_dashboard_asks_before_resuming_a_run_with_foreign_code(isolat
     from dashboard_support import QUICK, select_run
 
     from amptui.dashboard.app import make_app
-    from amptui.dashboard.screens.home import HomeScreen
+    from amptui.dashboard.screens.home.screen import HomeScreen
     from amptui.dashboard.screens.modals import ConfirmModal
     from amptui.dashboard.widgets.runtable import RunTable
 
@@ -463,7 +463,7 @@ def test_a_script_run_here_is_marked_code_not_foreign(isolated, runs_dir):
 async def test_the_run_screen_asks_before_resuming_a_run_with_foreign_code(isolated, runs_dir):
     from amptui.dashboard.app import make_app
     from amptui.dashboard.screens.modals import ConfirmModal
-    from amptui.dashboard.screens.run import RunScreen
+    from amptui.dashboard.screens.run.screen import RunScreen
 
     run_dir = foreign_stopped_run(runs_dir)
     before = tree(run_dir)

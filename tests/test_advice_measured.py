@@ -47,7 +47,7 @@ def test_the_tune_dialog_says_which_toggles_its_trials_keep(root):
     from dashboard_support import app_for, until
     from test_dashboard_fit import drawn_text
 
-    from amptui.dashboard.screens.tune_start import TuneStartModal
+    from amptui.dashboard.screens.tune.start import TuneStartModal
 
     async def scenario():
         app = app_for(root)

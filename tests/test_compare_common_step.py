@@ -97,7 +97,7 @@ def test_the_compare_screen_reads_the_same_common_step(runs_dir):
     from dashboard_support import app_for, until
     from textual.widgets import DataTable
 
-    from amptui.dashboard.screens.compare import CompareScreen
+    from amptui.dashboard.screens.compare.screen import CompareScreen
 
     two_variants(runs_dir)
 

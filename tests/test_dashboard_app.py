@@ -27,10 +27,10 @@ from dashboard_support import (
 
 from amptui.core.config import presets as presetmod
 from amptui.core.run.runs import load_run, read_launch_info
-from amptui.dashboard.screens.compare import CompareScreen
-from amptui.dashboard.screens.home import HomeScreen
+from amptui.dashboard.screens.compare.screen import CompareScreen
+from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.modals import ConfirmModal, SaveAsModal
-from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import groups
@@ -428,7 +428,7 @@ async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root, monkeyp
     """`a` starts a real A/B (fp32 and bf16 on this CPU) in the background: a second `a` of the same
     preset is refused while it runs; its runs are one group in Runs, each with its own output.log;
     the compare screen opens on them when the last one ends."""
-    from amptui.dashboard.screens import home_launch
+    from amptui.dashboard.screens.home import launch as home_launch
 
     monkeypatch.setattr(home_launch, "LONG_AB_S", float("inf"))  # a busy machine's estimate asks no question here
     before = {p.name for p in root.iterdir()}
@@ -463,7 +463,7 @@ async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root, monkeyp
 async def test_an_ab_whose_second_variant_fails_ends_failed_and_names_it_as_the_cli_does(root, monkeypatch):
     """`a` is `amptui ab --detach`: the CLI's loop and ending. Its second variant (bf16) dies: the
     group ends `failed` naming it, the notice says so, and the compare opens on what ran."""
-    from amptui.dashboard.screens import home_launch
+    from amptui.dashboard.screens.home import launch as home_launch
 
     monkeypatch.setattr(home_launch, "LONG_AB_S", float("inf"))  # a busy machine's estimate asks no question here
     def second_trainer() -> int | None:

@@ -202,7 +202,7 @@ def test_stop_from_the_run_screen_stops_a_real_run(tmp_path, monkeypatch):
 
     from amptui.dashboard.app import make_app
     from amptui.dashboard.screens.modals import ConfirmModal
-    from amptui.dashboard.screens.run import RunScreen
+    from amptui.dashboard.screens.run.screen import RunScreen
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))

@@ -134,7 +134,7 @@ async def test_the_help_overlay_scrolls_at_80x24_and_says_so(root):
 @async_test
 async def test_presets_saved_and_deleted_by_another_process_come_and_go(root):
     from amptui.core.config import presets as presetmod
-    from amptui.dashboard.screens.home_presets import PresetList
+    from amptui.dashboard.screens.home.presets import PresetList
 
     app = app_for(root)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -175,8 +175,8 @@ def drawn_text(widget) -> str:
 async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x24(root, monkeypatch):
     import subprocess
 
-    from amptui.dashboard.screens.tune import TuneScreen
-    from amptui.dashboard.screens.tune_start import TuneStartModal
+    from amptui.dashboard.screens.tune.screen import TuneScreen
+    from amptui.dashboard.screens.tune.start import TuneStartModal
 
     seen = {}
 
@@ -226,7 +226,7 @@ async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x
 
 @async_test
 async def test_the_tune_start_dialog_wraps_a_long_preset_name_at_80x24(root):
-    from amptui.dashboard.screens.tune_start import TuneStartModal
+    from amptui.dashboard.screens.tune.start import TuneStartModal
 
     app = app_for(root)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -244,7 +244,7 @@ async def test_the_tune_start_dialog_wraps_a_long_preset_name_at_80x24(root):
 async def test_the_compare_table_says_it_scrolls_sideways_at_80_columns(root):
     from dashboard_support import FAILED, SCALER
 
-    from amptui.dashboard.screens.compare import CompareScreen
+    from amptui.dashboard.screens.compare.screen import CompareScreen
 
     app = app_for(root)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -267,7 +267,7 @@ async def test_compare_shows_the_fp32_baselines_tf32_and_each_runs_narrowest_hea
     loss plots still on screen; the markdown export carries the same notes."""
     from picture_support import write_headroom_pair
 
-    from amptui.dashboard.screens.compare import CompareScreen
+    from amptui.dashboard.screens.compare.screen import CompareScreen
 
     baseline, sampled = write_headroom_pair(root)
     app = app_for(root)

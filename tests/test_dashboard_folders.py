@@ -13,7 +13,7 @@ from amptui.core.run import folders
 from amptui.core.run.runs import create_folder, launch_identity
 from amptui.dashboard import toggle_edits
 from amptui.dashboard.screens.folders import RunsFolderChooser
-from amptui.dashboard.screens.home import HomeScreen
+from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.jobs import groups as groupmod
 

@@ -16,8 +16,8 @@ from amptui.core import statedir, userconfig
 from amptui.core.config import presets as presetmod
 from amptui.dashboard.app import AmptuiApp, make_app
 from amptui.dashboard.screens.help import HelpScreen, key_rows
-from amptui.dashboard.screens.home import HomeScreen
-from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.screens.home.screen import HomeScreen
+from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 

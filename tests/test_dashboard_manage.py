@@ -26,11 +26,11 @@ from dashboard_support import (
 )
 
 from amptui.core.records import WarningRecord
-from amptui.dashboard.screens.compare import CompareScreen
+from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
-from amptui.dashboard.screens.home import HomeScreen
+from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.modals import ConfirmModal, RunInfoModal
-from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable, short_ids
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs.spawn import amptui_python

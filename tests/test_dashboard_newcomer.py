@@ -10,7 +10,7 @@ import threading
 from dashboard_support import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
 from textual.widgets import Footer, OptionList
 
-from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 
@@ -142,7 +142,7 @@ def _trial_copy(root, run_id: str, name: str):
 def test_a_tune_trial_is_not_offered_for_resume_and_shows_steps_not_a_bound_epoch_total(root):
     from amptui.core.run import runops
     from amptui.dashboard.runmodel import RunModel
-    from amptui.dashboard.screens.run_header import progress_line
+    from amptui.dashboard.screens.run.header import progress_line
 
     plain = _trial_copy(root, "20261121-231610-quickstart-aaaa", "quickstart")
     trial = _trial_copy(root, "20261121-231611-quickstart-tune-8a42-2-bbbb", "quickstart-tune-8a42-2")
@@ -183,7 +183,7 @@ def _long_estimate(high_s: float) -> dict:
 
 @async_test
 async def test_a_says_at_once_then_asks_before_a_long_ab_and_offers_fewer_steps(root, monkeypatch):
-    from amptui.dashboard.screens.ab_start import AbStartModal
+    from amptui.dashboard.screens.ab.start import AbStartModal
     from amptui.jobs import detached
 
     asked, started = [], []
@@ -219,7 +219,7 @@ async def test_a_says_at_once_then_asks_before_a_long_ab_and_offers_fewer_steps(
 
 @async_test
 async def test_a_short_ab_starts_without_a_dialog_and_says_its_estimate(root, monkeypatch):
-    from amptui.dashboard.screens.ab_start import AbStartModal
+    from amptui.dashboard.screens.ab.start import AbStartModal
     from amptui.jobs import detached
 
     started = []
@@ -327,7 +327,7 @@ def test_the_first_look_at_a_long_history_reads_its_two_ends(tmp_path):
 
     from dashboard_support import FIXTURES
 
-    from amptui.dashboard.screens.run_header import FIRST_LOOK_MAX_BYTES, first_look, header_line, progress_line
+    from amptui.dashboard.screens.run.header import FIRST_LOOK_MAX_BYTES, first_look, header_line, progress_line
 
     run = shutil.copytree(FIXTURES / "runs" / QUICK, tmp_path / QUICK)
     lines = (run / "events.jsonl").read_text().splitlines()

@@ -8,7 +8,7 @@ import subprocess
 from dashboard_support import LIVE, app_for, async_test, copy_runs, home_ready, until
 from textual.widgets import Input, Static
 
-from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.screens.script_modal import ScriptModal
 from amptui.jobs.spawn import amptui_python
 

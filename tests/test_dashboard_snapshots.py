@@ -11,10 +11,10 @@ from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_nume
 from textual.widgets import Input
 
 from amptui.dashboard.app import make_app
-from amptui.dashboard.screens.compare import CompareScreen
-from amptui.dashboard.screens.home import HomeScreen
+from amptui.dashboard.screens.compare.screen import CompareScreen
+from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.modals import SaveAsModal
-from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.machine import cpu as cpu_features
 
@@ -179,7 +179,7 @@ def test_snapshot_tune_refused_80x24(runs, snap_compare):
     """A tune that refused to start: the title stays, the error wraps to its fix, Why says what to do."""
     from pathlib import Path
 
-    from amptui.dashboard.screens.tune import TuneScreen
+    from amptui.dashboard.screens.tune.screen import TuneScreen
 
     log = Path("runs/quickstart-tune-0001.tune.log")
     log.write_text("amptui: error: model.pretrained: ImageNet weights for resnet18 are not in the torch hub folder "
@@ -203,7 +203,7 @@ def test_snapshot_tune_stopped_80x24(runs, snap_compare):
 
     from tune_support import reviewers_stop, write_tune
 
-    from amptui.dashboard.screens.tune import TuneScreen
+    from amptui.dashboard.screens.tune.screen import TuneScreen
 
     path = write_tune(Path("runs"), reviewers_stop(), interrupted=True)
 

@@ -146,7 +146,7 @@ def test_a_one_process_compare_keeps_its_table(root, cli):
 
 @async_test
 async def test_the_compare_screen_shows_the_state_saving_and_the_note(runs_dir):
-    from amptui.dashboard.screens.compare import CompareScreen
+    from amptui.dashboard.screens.compare.screen import CompareScreen
 
     copy_runs(runs_dir)
     ddp, fsdp = write_dist_run(runs_dir, "ddp"), write_dist_run(runs_dir, "fsdp")

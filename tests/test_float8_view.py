@@ -54,7 +54,7 @@ def test_with_more_float8_layers_than_rows_the_lowest_are_drawn_in_model_order()
 
 @async_test
 async def test_a_float8_run_shows_its_sqnr_per_layer_in_the_heat_maps_panel(root):
-    from amptui.dashboard.screens.run import RunScreen
+    from amptui.dashboard.screens.run.screen import RunScreen
     from amptui.dashboard.widgets.heatmap import HeatMapView
 
     run = write_float8_run(root)

@@ -92,7 +92,7 @@ async def test_the_run_screen_of_a_monitor_without_totals(untold_run):
     from textual.widgets import ProgressBar, Static
 
     from amptui.dashboard.app import make_app
-    from amptui.dashboard.screens.run import RunScreen
+    from amptui.dashboard.screens.run.screen import RunScreen
 
     killed = untold_run.with_name(untold_run.name + "-killed")
     shutil.copytree(untold_run, killed)

@@ -193,7 +193,7 @@ def test_watch_svg_draws_the_run_screen_headless_and_refuses_a_bad_size(tmp_path
 async def test_every_panel_shares_the_step_axis_and_t_switches_them_all_to_time(tmp_path, monkeypatch):
     from dashboard_support import app_for, until
 
-    from amptui.dashboard.screens.run import RunScreen
+    from amptui.dashboard.screens.run.screen import RunScreen
 
     monkeypatch.chdir(tmp_path)
     run = write_resumed_run(tmp_path / "runs")

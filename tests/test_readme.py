@@ -26,7 +26,7 @@ def test_the_readme_opens_with_what_it_is_the_two_commands_a_picture_and_the_key
 
 
 def test_the_key_tables_name_every_home_key():
-    from amptui.dashboard.screens.home import HomeScreen
+    from amptui.dashboard.screens.home.screen import HomeScreen
 
     keys = {b.key for b in HomeScreen.BINDINGS if len(b.key) == 1}
     readme_home = " ".join(line for line in README.splitlines() if line.startswith(("| home", "| any")))

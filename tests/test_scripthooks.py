@@ -49,6 +49,25 @@ def record_script(runs_dir: Path, script: str, *args: str, log_every: int = 5, s
     return run_dir, events(run_dir), error
 
 
+def record_script_process(runs_dir: Path, script: str, *args: str, log_every: int = 5, sets: dict | None = None,
+                          timeout: float = 180):
+    """Run tests/scripts/SCRIPT under the hooks in a process of its own, exactly as `amptui run --script`
+    starts it (`python -m amptui.trainer.scriptrun RUN_DIR SCRIPT ARGS`): for scripts that may crash, race
+    or hang (threads, signals), which must not take the test runner down with them. Returns (run folder,
+    its records, the finished process); a script killed by a signal fails the test naming the signal.
+    `record_script` runs the same bootstrap in this process, for scripts that cannot crash it."""
+    import signal
+    import subprocess
+
+    path = SCRIPTS / script
+    run_dir, _ = launch.create_run(None, {"run.script": str(path), "log.every": log_every, **(sets or {})}, runs_dir)
+    proc = subprocess.run([sys.executable, "-m", "amptui.trainer.scriptrun", str(run_dir), str(path), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=run_dir.parent)
+    if proc.returncode < 0:
+        raise AssertionError(f"{script} died of {signal.Signals(-proc.returncode).name}\n{proc.stderr[-3000:]}")
+    return run_dir, events(run_dir), proc
+
+
 def warnings_by_code(recs):
     return {r.get("code"): r["message"] for r in by_kind(recs, "warning")}
 

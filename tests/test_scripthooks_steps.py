@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from conftest import amptui as amptui_cli
 from conftest import events, only_run
-from test_scripthooks import SCRIPTS, by_kind, record_script, warnings_by_code
+from test_scripthooks import SCRIPTS, by_kind, record_script, record_script_process, warnings_by_code
 
 from amptui.core.run import runs
 from amptui.dashboard.runmodel import RunModel
-from amptui.dashboard.screens.run_header import progress_line
+from amptui.dashboard.screens.run.header import progress_line
 from amptui.telemetry.alarms import ScaleAlarms
 
 pytestmark = pytest.mark.timeout(300)
@@ -147,14 +146,14 @@ def test_amptui_run_script_with_a_hand_written_update_says_so_on_the_terminal(ru
     assert by_kind(events(run_dir), "end")[-1]["steps"] == 0
 
 
-@pytest.mark.skipif(tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 14),
-                    reason="torch 2.13's Optimizer.zero_grad segfaults when two threads call it at once "
-                           "(the script's own race, not amptui's; torch 2.14 survives it)")
-def test_two_threads_stepping_one_optimizer_count_each_optimizer_step_once(runs_dir, capsys):
+@pytest.mark.slow
+def test_two_threads_stepping_one_optimizer_count_each_optimizer_step_once(runs_dir):
     """Issue 32 finding 10: 2 threads x 20 optimizer steps recorded 22 steps (or stopped recording on
-    a race); each optimizer step is one training step, counted under one lock."""
+    a race); each optimizer step is one training step, counted under one lock. The script runs in a
+    process of its own: a crash there is the script's, reported with its signal, never the runner's."""
     for _ in range(3):  # a race shows on some tries, not all
-        _, recs, error = record_script(runs_dir, "threads_step.py", "20", log_every=1)
-        assert error is None and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 40, recs[-1]
+        _, recs, proc = record_script_process(runs_dir, "threads_step.py", "20", log_every=1)
+        assert proc.returncode == 0 and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 40, \
+            (recs[-1], proc.stderr[-2000:])
         assert [s["step"] for s in by_kind(recs, "step")] == list(range(1, 41))
-        assert "recording stopped" not in capsys.readouterr().err
+        assert "recording stopped" not in proc.stderr

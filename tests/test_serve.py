@@ -25,9 +25,9 @@ from dashboard_support import LIVE, QUICK, SCALER, Notes, app_for, async_test, c
 
 from amptui.cli import serve_guard
 from amptui.cli.serve import TOKEN_ENV, is_local, public_url
-from amptui.dashboard.screens.compare import CompareScreen
+from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.keys import READ_ONLY_ENV, READ_ONLY_WHY
-from amptui.dashboard.screens.run import RunScreen
+from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.jobs.spawn import SAFE_PATH, amptui_python
 
 ESCAPES = re.compile(r"\x1b\[[0-9;?$<>=]*[A-Za-z]|\x1b\][^\x07]*\x07")

@@ -317,7 +317,7 @@ def drawn(widget) -> str:
 async def open_tune(pilot, path: Path, announce: bool = False):
     from dashboard_support import home_ready, until
 
-    from amptui.dashboard.screens.tune import TuneScreen
+    from amptui.dashboard.screens.tune.screen import TuneScreen
 
     await home_ready(pilot, rows=3)
     screen = TuneScreen(path, None, "quickstart", announce=announce)
@@ -394,9 +394,9 @@ def test_dashboard_t_tunes_in_the_background_and_q_stops_it_with_no_winner(tmp_p
 
     from amptui.core.config import values as cfgmod
     from amptui.dashboard.app import make_app
-    from amptui.dashboard.screens.home import HomeScreen
-    from amptui.dashboard.screens.tune import TuneScreen
-    from amptui.dashboard.screens.tune_start import TuneStartModal
+    from amptui.dashboard.screens.home.screen import HomeScreen
+    from amptui.dashboard.screens.tune.screen import TuneScreen
+    from amptui.dashboard.screens.tune.start import TuneStartModal
 
     tiny = tiny_preset(tmp_path)
     presetmod.save_preset("tiny", cfgmod.build_config(cfgmod.read_toml(tiny)))

@@ -104,8 +104,8 @@ def test_dashboard_t_on_a_script_run_tunes_that_script_with_its_arguments(runs_d
 
     from dashboard_support import Notes, app_for, async_test, home_ready, select_run, until
 
-    from amptui.dashboard.screens.tune import TuneScreen
-    from amptui.dashboard.screens.tune_start import TuneStartModal
+    from amptui.dashboard.screens.tune.screen import TuneScreen
+    from amptui.dashboard.screens.tune.start import TuneStartModal
 
     amptui("run", "--script", str(SCRIPT), "--", "--steps", "8", check=True)
     (first,) = [p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]

@@ -23,7 +23,7 @@ def watch_svg(args, run_dir) -> int:
     """The run screen drawn headless at --size, written to --svg (nothing else changes on disk)."""
     from amptui.core.run import runs
     from amptui.dashboard.app import headless_svg
-    from amptui.dashboard.screens.run import RunScreen
+    from amptui.dashboard.screens.run.screen import RunScreen
 
     size = size_of(args.size)
     out = Path(args.svg)
@@ -38,7 +38,7 @@ def watch_svg(args, run_dir) -> int:
 def compare_svg(args, root: Path, dirs: list[Path]) -> int:
     """The compare screen (table, loss overlay, loss difference) as SVG on stdout."""
     from amptui.dashboard.app import headless_svg
-    from amptui.dashboard.screens.compare import CompareScreen
+    from amptui.dashboard.screens.compare.screen import CompareScreen
 
     size = size_of(args.size)
     sys.stdout.write(headless_svg(lambda: CompareScreen(dirs), root, size))

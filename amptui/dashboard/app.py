@@ -25,12 +25,12 @@ from amptui.core.run.runs import process_alive as _process_alive
 from amptui.core.run.runs import runs_root as _runs_root
 from amptui.dashboard.keymap import check_keymap, keys_of, named_bindings
 from amptui.dashboard.picture import SETTLE_S, screen_svg
-from amptui.dashboard.screens.compare import CompareScreen
+from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
-from amptui.dashboard.screens.home import HomeScreen
+from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.keys import READ_ONLY_ENV, named, why_off
-from amptui.dashboard.screens.run import RunScreen
-from amptui.dashboard.screens.tune import TuneScreen
+from amptui.dashboard.screens.run.screen import RunScreen
+from amptui.dashboard.screens.tune.screen import TuneScreen
 from amptui.dashboard.widgets.runtable import RunTable
 
 if TYPE_CHECKING:

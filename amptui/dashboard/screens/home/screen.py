@@ -1,8 +1,8 @@
 """Home: presets, their toggles, the run history (keys: see BINDINGS, or press ? / F1).
 
 The screen lists the runs and owns three parts it hands its keys to: the presets and their toggle
-edits (home_presets.HomePresets), the launches r, a, t, e (home_launch.HomeLaunches) and the actions
-on the highlighted run R, x, i, o (home_runs.HomeRunActions)."""
+edits (presets.HomePresets), the launches r, a, t, e (launch.HomeLaunches) and the actions
+on the highlighted run R, x, i, o (runs.HomeRunActions)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from amptui.core.run.runs import RunInfo
 from amptui.dashboard.filestamps import presets_stamp
 from amptui.dashboard.runscache import RunsCache
 from amptui.dashboard.screens.base import DashboardScreen, in_background
-from amptui.dashboard.screens.home_launch import HomeLaunches
-from amptui.dashboard.screens.home_presets import HomePresets, PresetList
-from amptui.dashboard.screens.home_runs import HomeRunActions
+from amptui.dashboard.screens.home.launch import HomeLaunches
+from amptui.dashboard.screens.home.presets import HomePresets, PresetList
+from amptui.dashboard.screens.home.runs import HomeRunActions
 from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.title import HomeTitle
@@ -260,7 +260,7 @@ class HomeScreen(DashboardScreen):
         self.app.open_run(Path(self.app.runs_root) / run_id)
 
     def action_cancel_ab(self) -> None:
-        from amptui.dashboard.screens.ab_cancel import cancel_ab_of
+        from amptui.dashboard.screens.ab.cancel import cancel_ab_of
 
         cancel_ab_of(self, self.query_one(RunTable).highlighted_run())
 

@@ -1,6 +1,6 @@
 """Tune: the table and the explanation of an `amptui tune`, live while it searches.
 
-`t` on the home screen starts `amptui tune PRESET --detach` (home_launch.py; like `a` for an A/B:
+`t` on the home screen starts `amptui tune PRESET --detach` (home/launch.py; like `a` for an A/B:
 quitting the dashboard does not stop it) and opens this screen on its result file,
 runs/<ID>.tune.json, which the tune rewrites after every trial. Keys: s saves the winner as
 <preset>-tuned (a search that ran to its end; one stopped early names no winner), enter opens the

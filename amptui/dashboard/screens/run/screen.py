@@ -1,5 +1,5 @@
-"""The run screen, attached to a run folder, live or finished: the header lines (run_header.py), the
-status panel and the keys that follow the status (run_controls.py), then the panels of the registry
+"""The run screen, attached to a run folder, live or finished: the header lines (header.py), the
+status panel and the keys that follow the status (controls.py), then the panels of the registry
 (amptui/dashboard/panels/: loss, lr, loss scale, memory, throughput, the output log, and for runs
 with range samples the heat map), drawn from a RunModel that a worker keeps reading. The panels'
 number keys, tabs, titles and help follow the registry."""
@@ -26,8 +26,8 @@ from amptui.dashboard.runmodel import RunModel
 from amptui.dashboard.runtail import RunTail
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import with_reasons
-from amptui.dashboard.screens.run_controls import RunStatusPanel
-from amptui.dashboard.screens.run_header import first_look, header_line, progress_fraction, progress_line, stats_line
+from amptui.dashboard.screens.run.controls import RunStatusPanel
+from amptui.dashboard.screens.run.header import first_look, header_line, progress_fraction, progress_line, stats_line
 
 FLUSH_HZ = 4
 PLOT_HZ = 2
@@ -349,6 +349,6 @@ class RunScreen(DashboardScreen):
         self.app.compare_with(self.run_dir)
 
     def action_cancel_ab(self) -> None:
-        from amptui.dashboard.screens.ab_cancel import cancel_ab_of
+        from amptui.dashboard.screens.ab.cancel import cancel_ab_of
 
         cancel_ab_of(self, self.run_dir.name)

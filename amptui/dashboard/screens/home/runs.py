@@ -12,7 +12,7 @@ from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
 from amptui.dashboard.screens.base import DashboardScreen
 from amptui.dashboard.screens.folders import folder_choices
-from amptui.dashboard.screens.home_launch import HomeLaunches
+from amptui.dashboard.screens.home.launch import HomeLaunches
 from amptui.dashboard.widgets.title import HomeTitle
 
 

@@ -18,7 +18,7 @@ from amptui.core.config.precision import PRECISION_KEYS
 from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
 from amptui.dashboard.screens.base import DashboardScreen
-from amptui.dashboard.screens.home_presets import HomePresets, toggle_values
+from amptui.dashboard.screens.home.presets import HomePresets, toggle_values
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 from amptui.jobs import detached
@@ -132,7 +132,7 @@ class HomeLaunches:
         if found.get("error") or found.get("high_s", 0) <= LONG_AB_S:  # no estimate: advice, not a refusal
             self._start_ab(preset, overrides, f"estimate: {found.get('words', '')}")
             return
-        from amptui.dashboard.screens.ab_start import AbStartModal
+        from amptui.dashboard.screens.ab.start import AbStartModal
 
         def answered(answer: str | None) -> None:
             if answer == "shorter":
@@ -197,7 +197,7 @@ class HomeLaunches:
         if preset is None or overrides is None:
             return
         kept = {k: v for k, v in overrides.items() if k not in T.KEY_DIMENSIONS}
-        from amptui.dashboard.screens.tune_start import TuneStartModal
+        from amptui.dashboard.screens.tune.start import TuneStartModal
 
         def budget_given(minutes: float | None) -> None:  # first the budget (tune --budget), then the search
             if minutes is None:
@@ -209,7 +209,7 @@ class HomeLaunches:
         self.screen.app.push_screen(TuneStartModal(preset.name, kept), budget_given)
 
     def _script_tune(self) -> bool:
-        from amptui.dashboard.screens.tune_start import TuneStartModal
+        from amptui.dashboard.screens.tune.start import TuneStartModal
         from amptui.jobs.ab import script_ab_args
 
         table = self.screen.focused
@@ -244,7 +244,7 @@ class HomeLaunches:
         if error or not started:
             self.screen.notify(f"could not start the tune: {error}", severity="error", timeout=10)
             return
-        from amptui.dashboard.screens.tune import TuneScreen
+        from amptui.dashboard.screens.tune.screen import TuneScreen
 
         self.screen.app.push_screen(TuneScreen(Path(started["result"]), Path(started["log"]), preset_name, announce=True))
 
