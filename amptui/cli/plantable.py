@@ -38,13 +38,16 @@ def row(layer: LayerPlan) -> list[str]:
             f"{max(gains):.2f}" if gains else "-", layer.choice]
 
 
+def cells_line(cells: list[str]) -> str:
+    """Layer name and choice left-aligned, the figures right-aligned, no trailing spaces."""
+    return "  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)
+                     for i, (c, w) in enumerate(zip(cells, WIDTHS, strict=True))).rstrip()
+
+
 def as_text(run_id: str, plan: Plan, where: Any = None) -> str:
     lines = [f"plan from run {run_id}: {plan.samples} sampled steps ({', '.join(map(str, plan.steps))})"]
-    lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(COLUMNS, WIDTHS))))
-    for layer in sorted(plan.layers, key=lambda x: -(x.flops_share or 0)):
-        cells = row(layer)
-        lines.append("  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(cells, WIDTHS))))
+    lines.append(cells_line(list(COLUMNS)))
+    lines += [cells_line(row(layer)) for layer in sorted(plan.layers, key=lambda x: -(x.flops_share or 0))]
     lines.append("")
     lines.append("bf16/fp8/row(wise)/mx(fp8): lowest SQNR in dB against float32 (output, grad input, grad "
                  "weight); fp16: range headroom in bits to 65,504; gain: the best float8 recipe's predicted "
