@@ -301,11 +301,13 @@ async def test_shift_s_on_a_tune_trial_stops_the_whole_tune(root):
     import subprocess
     import sys
 
+    from amptui.core.run.runs import launch_identity
+
     trial = _trial_copy(root, "20261121-231611-quickstart-tune-8a42-2-bbbb", "quickstart-tune-8a42-2")
     tune = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # stands in for `amptui tune`
     try:
         (root / "20261121-231600-quickstart-tune-8a42.tune.json").write_text(json.dumps({
-            "tune_id": "20261121-231600-quickstart-tune-8a42", "status": "running", "pid": tune.pid,
+            "tune_id": "20261121-231600-quickstart-tune-8a42", "status": "running", **launch_identity(tune.pid),
             "trials": [{"candidate": "bf16", "run_id": trial.name, "status": "running"}]}))
         app = app_for(root)
         async with app.run_test(size=(120, 40)) as pilot:

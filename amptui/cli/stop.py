@@ -31,12 +31,16 @@ def add_parser(sub) -> None:
     p.add_argument("--grace", type=positive_seconds, default=STOP_GRACE_S, metavar="SECONDS",
                    help=f"how long to wait for the run to stop at its next step before its processes are "
                         f"killed (SIGTERM, then SIGKILL; default {STOP_GRACE_S:g})")
+    p.add_argument("--force", action="store_true",
+                   help="signal the run's recorded process even when its record cannot prove it is the one "
+                        "amptui started (an old or copied run folder without a start time); its command "
+                        "line is shown first")
     runs_dir_option(p)
 
 
 def handle(args) -> int:
     from amptui.core.run import runs
-    from amptui.jobs import forcestop, groups, launch
+    from amptui.jobs import forcestop, groups, launch, signals
 
     root = runs.runs_root(args.runs_dir, writable=True)
     group = next((g for g in groups.groups(root) if args.run_id in (g.group_id, g.label)), None)
@@ -47,18 +51,59 @@ def handle(args) -> int:
         return 0
     run_dir = runs.run_dir(root, args.run_id)
     grace = args.grace
-    if runs.load_run(run_dir).status == "running":  # never a silent wait (a refusal says its own line)
+    running = runs.load_run(run_dir).status == "running"
+    leader = _writer(run_dir) if running else None  # proved now: the lock outlives a stopped leader
+    if running:  # never a silent wait (a refusal says its own line)
         print(f"run {run_dir.name}: stop requested; waiting up to {grace:g} s for it to stop "
               "(then its processes are killed)", file=sys.stderr, flush=True)
     info = launch.stop(run_dir, wait_s=grace)
     if info.status == "running":  # no answer: a deadlocked script, or one that ignores the stop
-        writer = forcestop.writer_process(run_dir)
-        if writer is None:
-            print(f"run {info.run_id}: stop requested; no answer after {grace:g} s and its process is not "
-                  "on this machine (check `amptui runs`)")
-            return 1
-        forcestop.end_processes(writer)
-        print(f"run {info.run_id}: stopped (killed after {grace:g} s without an answer)")
-        return 0
+        return _kill(run_dir, info.run_id, grace, args.force)
+    survivors = forcestop.leftovers(run_dir, leader.pid if isinstance(leader, signals.Handle) else None)
+    if survivors:
+        print(f"run {info.run_id}: {info.status} at step {info.step}, but processes it started outlived it "
+              f"and could not be ended: {_listed(survivors)}")
+        return 1
     print(f"run {info.run_id}: {info.status} at step {info.step}")
     return 0 if info.status == "stopped" else 1
+
+
+def _writer(run_dir):
+    from amptui.jobs import forcestop, signals
+
+    try:
+        return forcestop.writer(run_dir)
+    except signals.NotOurs as exc:
+        return exc
+
+
+def _kill(run_dir, run_id: str, grace: float, force: bool) -> int:
+    from amptui.jobs import forcestop, signals
+
+    found = _writer(run_dir)
+    if isinstance(found, signals.NotOurs):
+        pid = forcestop.recorded_pid(run_dir)
+        if not force or pid is None:
+            print(f"run {run_id}: no answer after {grace:g} s; its processes were not killed: {found}"
+                  + (f"\n  to signal it anyway: amptui stop {run_id} --force" if pid is not None and not force else ""),
+                  file=sys.stderr)
+            return 1
+        try:
+            handle = signals.forced(pid)
+        except signals.NotOurs as exc:
+            print(f"run {run_id}: {exc}", file=sys.stderr)
+            return 1
+        print(f"run {run_id}: --force: signalling pid {pid}: {signals.command_of(handle.proc)}", file=sys.stderr)
+        found = handle
+    survivors = found.end_family(forcestop.TERM_WAIT_S)
+    if survivors:
+        print(f"run {run_id}: killed after {grace:g} s without an answer, but these survived: {_listed(survivors)}")
+        return 1
+    print(f"run {run_id}: stopped (killed after {grace:g} s without an answer)")
+    return 0
+
+
+def _listed(procs) -> str:
+    from amptui.jobs import signals
+
+    return "; ".join(f"pid {p.pid} ({signals.command_of(p)})" for p in procs)

@@ -2,67 +2,62 @@
 
 A script that deadlocked after os.fork(), or one that ignores the stop's KeyboardInterrupt, never
 reaches its next step record; waiting for it would be waiting for ever. The writer is the process
-that holds the run's lock (its record names it), else run.json's pid; either is checked against
-the process's start time, so a reused pid is never signalled. Its process group is signalled when
-it leads one (amptui starts every run in a session of its own: a forked child is in it), and every
-descendant too (a torchrun supervisor's ranks live in sessions of their own).
+that holds the run's lock (its record names it), else run.json's pid; either must be proved to be
+the process amptui started (jobs/signals.py: pid, host, start time, user), so a reused pid or a
+pid a copied run folder names is never signalled.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 import psutil
 
 from amptui.core.run import runlock, runs
+from amptui.jobs import signals
 
 TERM_WAIT_S = 5.0   # after SIGTERM (amptui's trainer stops at its next record on it), before SIGKILL
 
 
-def writer_process(run_dir: Path) -> psutil.Process | None:
-    """The live process that writes the run, or None when none can be found (or it is elsewhere)."""
+def writer(run_dir: Path) -> signals.Handle:
+    """A handle on the live process that writes the run, or signals.NotOurs saying why there is
+    none that can be proved amptui's (the lock's record first: it names the process that holds it)."""
     try:
         record = runlock.holder(run_dir) or {}
     except OSError:
         record = {}
-    pid, since = record.get("pid"), record.get("since")
-    if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
+    refusal = None
+    if record:
         try:
-            proc = psutil.Process(pid)
-            if not isinstance(since, (int, float)) or proc.create_time() <= since + 1.0:
-                return proc  # created before it took the lock: the holder, not a reused pid
-        except psutil.Error:
-            pass
+            return signals.prove(record, f"run {run_dir.name}'s lock record")
+        except signals.NotOurs as exc:
+            refusal = exc
     launch = runs.read_launch_info(run_dir)
-    if launch.get("pid") and launch.get("host") in (None, os.uname().nodename) and runs.process_alive(launch):
-        try:
-            return psutil.Process(launch["pid"])
-        except psutil.Error:
-            return None
+    try:
+        return signals.prove(launch, f"run {run_dir.name}'s run.json")
+    except signals.NotOurs as exc:
+        raise refusal or exc from None
+
+
+def recorded_pid(run_dir: Path) -> int | None:
+    """The pid the run's records name (the lock's, else run.json's), for `--force`."""
+    try:
+        record = runlock.holder(run_dir) or {}
+    except OSError:
+        record = {}
+    for pid in (record.get("pid"), runs.read_launch_info(run_dir).get("pid")):
+        if signals.valid_pid(pid):
+            return pid
     return None
 
 
-def end_processes(leader: psutil.Process, term_wait_s: float = TERM_WAIT_S) -> None:
-    """SIGTERM the leader's group (or the leader) and its descendants; SIGKILL what is left after
-    `term_wait_s`; return once they are gone (or a last short wait has passed)."""
+def leftovers(run_dir: Path, leader_pid: int | None, term_wait_s: float = TERM_WAIT_S) -> list[psutil.Process]:
+    """After the run said it stopped: the processes of its group that still hold its lock (a child
+    the script forked) ended; returns those that survive. `leader_pid`: the writer proved before."""
     try:
-        family = [leader, *leader.children(recursive=True)]
-        group = leader.pid if os.getpgid(leader.pid) == leader.pid else None
-    except (psutil.Error, ProcessLookupError):
-        return
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        if group is not None:
-            try:
-                os.killpg(group, signum)
-            except OSError:
-                pass  # the group is empty already
-        for proc in family:
-            try:
-                proc.send_signal(signum)
-            except psutil.Error:
-                pass
-        _, family = psutil.wait_procs(family, timeout=term_wait_s if signum == signal.SIGTERM else 10.0)
-        if not family and group is None:
-            return
+        still_held = runlock.holder(run_dir) is not None
+    except OSError:
+        still_held = False
+    if not still_held or leader_pid is None:
+        return []
+    return signals.end_group_leftovers(leader_pid, term_wait_s)

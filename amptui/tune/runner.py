@@ -27,7 +27,8 @@ from amptui.core.errors import UserError
 from amptui.core.events import EventReader
 from amptui.core.records import STEP
 from amptui.core.run.runfiles import RunFolder
-from amptui.jobs import launch
+from amptui.core.run.runs import launch_identity
+from amptui.jobs import launch, signals
 from amptui.tune import partial as P
 from amptui.tune import plan as T
 from amptui.tune import verdict as V
@@ -70,7 +71,7 @@ class Search:
             "tune_id": tid, "preset": self.name,
             "preset_ref": "" if preset is None else preset.name if preset.builtin else str(preset.path),
             "overrides": overrides, "device_type": device_type, "device_name": device_name(device_type),
-            "budget_s": budget_s, "started": time.time(), "pid": os.getpid(), "status": "running",
+            "budget_s": budget_s, "started": time.time(), **launch_identity(os.getpid()), "status": "running",
             "always_on": T.ALWAYS_ON, "trials": []}
 
     # --- the plan ---------------------------------------------------------------------------------
@@ -282,13 +283,13 @@ class Search:
                         stop_sent = now
                 elif now - stop_sent > STOP_GRACE_S or (now > self.deadline - KILL_RESERVE_S
                                                        and t.reason == BUDGET_STOP):
-                    self.kill(proc)
+                    self.kill_trial(proc)
                     t.reason += "; killed: it did not stop in time"
                     break
                 time.sleep(0.2)
             except KeyboardInterrupt:
                 if self.interrupted or stop_sent is not None and t.reason == "interrupted":
-                    self.kill(proc)  # a second Ctrl-C: do not wait
+                    self.kill_trial(proc)  # a second Ctrl-C: do not wait
                     t.reason = "interrupted; killed"
                     break
                 self.interrupted = True
@@ -317,11 +318,8 @@ class Search:
         return ""
 
     @staticmethod
-    def kill(proc) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the trial runs in a session of its own
-        except (ProcessLookupError, PermissionError):
-            pass
+    def kill_trial(proc) -> None:
+        signals.kill_child_session(proc)  # the trial runs in a session of its own
 
     # --- the result -------------------------------------------------------------------------------
 

@@ -51,7 +51,8 @@ class RunLock:
 
     def describe(self, pid: int | None = None, command: list[str] | None = None) -> None:
         """Write who holds the lock into the lock file (for the message another command prints)."""
-        record = {"pid": pid or os.getpid(), "host": socket.gethostname(),
+        pid = pid or os.getpid()
+        record = {"pid": pid, "create_time": _create_time(pid), "host": socket.gethostname(),
                   "command": _short_command(command if command is not None else _own_command()),
                   "since": time.time()}
         data = json.dumps(record).encode()[:_RECORD_BYTES - 1]
@@ -70,6 +71,16 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _create_time(pid: int) -> float | None:
+    """The process's start time: what proves a later pid in the record is still this process."""
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:
+        return None
 
 
 def _short_command(command: list[str]) -> str:

@@ -147,8 +147,10 @@ def read_launch_info(path: Path) -> dict[str, Any]:
         return {}
     types: dict[str, type | tuple[type, ...]] = {"pid": int, "create_time": (int, float), "launched": (int, float),
                                                  "host": str, "command": list}
-    return {k: v for k, v in info.items()
-            if k not in types or (isinstance(v, types[k]) and not isinstance(v, bool))}
+    kept = {k: v for k, v in info.items() if k not in types or (isinstance(v, types[k]) and not isinstance(v, bool))}
+    if "pid" in kept and kept["pid"] <= 0:  # -1 or 0 name every process or a group to kill(2): no process
+        kept["damaged"] = f"run.json: pid {kept.pop('pid')} is not a process id"
+    return kept
 
 
 def launch_identity(pid: int) -> dict[str, Any]:
@@ -167,20 +169,21 @@ def _create_time(pid: int) -> float | None:
 
 def process_alive(info: dict[str, Any]) -> bool:
     """Is the launched process still there (and the same process, not a reused pid)?"""
-    pid = info.get("pid")
-    if not pid:
+    pid, created = info.get("pid"), info.get("create_time")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     if info.get("host") not in (None, socket.gethostname()):
         return True  # launched elsewhere: we cannot see it, do not call it dead
+    if not isinstance(created, (int, float)):
+        return False  # no start time recorded: a live pid may be anyone's (an old or copied folder)
     import psutil
 
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False
-        created = info.get("create_time")
-        return created is None or abs(proc.create_time() - created) < 1.0
-    except psutil.Error:
+        return abs(proc.create_time() - created) < 1.0
+    except (psutil.Error, ValueError):
         return False
 
 
@@ -273,6 +276,7 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
         info.error = str(exc)
     launch = read_launch_info(path)
     info.pid = launch.get("pid")
+    info.error = info.error or launch.get("damaged", "")
     # The lock first, then the events: a writer that ends while a long file is read has written its
     # end record before it let go of the lock, so it is read as ended, never as killed.
     alive, since = (False, None) if own_lock else writer_alive(path, launch)

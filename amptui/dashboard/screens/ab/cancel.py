@@ -4,15 +4,14 @@ whole tune a trial belongs to (SIGINT to `amptui tune`, as its screen's q and Ct
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 from pathlib import Path
 from typing import Any
 
 from amptui.core.errors import UserError
 from amptui.dashboard.screens.base import DashboardScreen
 from amptui.jobs import groups as groupmod
+from amptui.jobs import signals
 
 CANCEL_KEY = "S"
 
@@ -27,10 +26,10 @@ def cancel_ab_of(screen: DashboardScreen, run_id: str | None) -> None:
     group = next((g for g in found if run_id and run_id in g.runs and g.active), None)
     tune = running_tune_of(root, run_id) if group is None else None
     if tune is not None:
-        try:
-            os.kill(int(tune["pid"]), signal.SIGINT)
-        except (OSError, KeyError, ValueError) as exc:
-            screen.notify(f"the tune did not take the stop: {exc}", severity="error")
+        try:  # SIGINT, as Ctrl-C; only to the process the tune's file proves is `amptui tune`
+            signals.prove(tune, f"tune {tune.get('tune_id', '')}").interrupt()
+        except signals.NotOurs as exc:
+            screen.notify(str(exc), title="Tune not stopped", severity="error", timeout=8)
             return
         screen.notify(f"tune {tune.get('tune_id', '')} stopping: the running trial ends at its next record; "
                       "no further trial starts", timeout=8)

@@ -11,8 +11,6 @@ tune/report.py's, as `amptui tune` prints them.
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from amptui.core.errors import UserError
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.widgets.scrollhint import show_columns_hint, show_rows_hint
+from amptui.jobs import signals
 from amptui.tune import plan as T
 from amptui.tune import report
 
@@ -213,10 +212,10 @@ class TuneScreen(DashboardScreen):
         if self.stop_sent:
             self.notify("stopping: the running trial ends at its next record")
             return
-        try:
-            os.kill(int(self.result["pid"]), signal.SIGINT)  # what Ctrl-C does to `amptui tune`
-        except (OSError, KeyError, ValueError):
-            self.action_back()
+        try:  # what Ctrl-C does to `amptui tune`; only to the process the tune's file proves is it
+            signals.prove(self.result, f"tune {self.result.get('tune_id', '')}").interrupt()
+        except signals.NotOurs as exc:
+            self.notify(str(exc), title="Tune not stopped", severity="error", timeout=8)
             return
         self.stop_sent = True
         self.notify("stopping… the running trial ends at its next record; the table keeps what was measured")
