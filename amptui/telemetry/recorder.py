@@ -32,6 +32,7 @@ from amptui.core.records import (
     ErrorInfo,
     Mem,
     Numerics,
+    PlanSample,
     Record,
     Scaler,
     Start,
@@ -44,6 +45,7 @@ from amptui.telemetry.alarms import HeadroomAlarms, ScaleAlarms
 from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
 from amptui.telemetry.meter import StepMeter, TimedBatches
 from amptui.telemetry.numerics import RangeSampler
+from amptui.telemetry.plan_probe import PlanProbe
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
 from amptui.telemetry.tally import Counters, EpochTimes, loss_source, nonfinite_at, with_replays
@@ -66,6 +68,7 @@ class Recorder:
         self.alarms: ScaleAlarms | None = None
         self.numerics: RangeSampler | None = None      # per-layer range samples ([numerics] every > 0)
         self.headroom_alarms: HeadroomAlarms | None = None
+        self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
         self.traced: dict[int, Numerics] = {}          # step -> what a replay found (numerics.trace_nonfinite)
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
@@ -137,6 +140,18 @@ class Recorder:
         self.headroom_alarms = HeadroomAlarms(dtype)
         self.numerics.prepare(self.counters.step + 1, self._scale_now(device))
 
+    def sample_plan(self, model: torch.nn.Module, every: int) -> None:
+        """`amptui plan`'s probe of every linear every `every` optimizer steps (0: nothing hooked)."""
+        self.plan = PlanProbe(model, every) if model is not None and every > 0 else None
+        if self.plan is not None:
+            self._plan_prepare()
+
+    def _plan_prepare(self) -> None:
+        plan = self.plan
+        if plan is not None and plan.due(self.counters.step + 1):  # read the scale on sampled steps only
+            scale = self._scale_now(self.device or torch.device("cpu"))
+            plan.prepare(self.counters.step + 1, float(scale) if scale is not None else None)
+
     def _scale_now(self, device: torch.device) -> torch.Tensor | None:
         if not self.scaler_enabled:
             return None
@@ -203,6 +218,12 @@ class Recorder:
             self.numerics.step_done()
             self.numerics.armed = self.numerics.armed or trace  # a known backoff: sample the next step too
             self.numerics.prepare(self.counters.step + 1, scale)
+        if self.plan is not None:
+            with self.paused("plan"):  # a sampled step's probe is kept out of the step clock
+                layers = self.plan.step_done()
+            if layers:
+                self.write(PlanSample(step=self.counters.step, layers=layers))
+            self._plan_prepare()
         if samples is not None:
             self._window_samples += int(samples)
             self._have_samples = True
@@ -341,6 +362,8 @@ class Recorder:
     def close(self) -> None:
         if self.numerics is not None:
             self.numerics.cancel()  # a step prepared for sampling that never came: no hooks stay on the model
+        if self.plan is not None:
+            self.plan.cancel()
         if self.writer is not None:
             self.writer.close()
         for sink in self.sinks:

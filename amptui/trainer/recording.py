@@ -23,6 +23,7 @@ def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_d
     recorder.step_flops = state.step_flops
     recorder.watch_scale(cfg.amp.growth_interval, state.precision, cfg.amp.init_scale, cfg.amp.backoff_factor)
     recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced)
+    recorder.sample_plan(state.model, cfg.numerics.plan_every)
 
 
 def record_failure(exc: BaseException) -> None:

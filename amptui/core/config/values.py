@@ -206,10 +206,10 @@ def _check_combinations(cfg: Config, source: str) -> None:
                               "cannot take the name of a module built into Python or amptui; name your own module")
     if model.factory or data.factory:
         return  # the user's code decides what fits together
-    if data.name == "random" and model.name != "mlp":
+    if data.name == "random" and model.name not in ("mlp", "planlab"):
         raise ConfigError(f"{source}: data.name = \"random\" (regression tensors) needs model.name = \"mlp\"")
-    if model.name == "mlp" and data.name != "random":
-        raise ConfigError(f"{source}: model.name = \"mlp\" trains on data.name = \"random\"")
+    if model.name in ("mlp", "planlab") and data.name != "random":
+        raise ConfigError(f"{source}: model.name = \"{model.name}\" trains on data.name = \"random\"")
     if model.pretrained and model.name not in ("alexnet", "resnet18"):
         raise ConfigError(f"{source}: model.pretrained needs model.name alexnet or resnet18")
     if (data.name == "text") != (model.name == "gpt"):

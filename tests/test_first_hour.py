@@ -1,0 +1,68 @@
+"""Issue 45, a newcomer's first hour: the install note for a CPU-only torch (README, doctor, the
+first run), ... Each test asserts what a newcomer reads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import wait_for_end
+
+from amptui.cli import doctor
+from amptui.core.config import presets
+from amptui.core.preflight import GPU_DRIVER_PATHS
+from amptui.jobs import detached, launch
+from amptui.machine import cputorch
+
+REPO = Path(__file__).resolve().parent.parent
+CPU_LINE = "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+no_gpu_driver = pytest.mark.skipif(any(os.path.exists(p) for p in GPU_DRIVER_PATHS),
+                                   reason="asserts what a machine without a CUDA GPU is told")
+
+
+# --- install: a CPU-only torch ------------------------------------------------------------------
+
+def test_the_readme_gives_the_cpu_line_before_its_first_picture_and_keeps_the_first_command():
+    readme = (REPO / "README.md").read_text()
+    opening = readme[:readme.index("![")]
+    assert "```bash\npython3 -m venv .venv && . .venv/bin/activate && pip install -e . && amptui\n```" in opening
+    assert CPU_LINE in opening and opening.index(CPU_LINE) > opening.index("pip install -e . && amptui")
+
+
+def test_doctor_on_a_cuda_build_without_a_gpu_names_the_smaller_cpu_torch():
+    report = doctor.collect(bench=False)
+    report["gpus"], report["torch"]["cuda_available"] = [], False  # this machine's, as a GPU-less box sees it
+    report["torch"]["cuda"] = "12.8"
+    text = doctor.render_text(report)
+    assert "CPU-only torch is smaller" in text and CPU_LINE in text
+    report["torch"]["cuda"] = None  # a CPU build: nothing to say
+    assert CPU_LINE not in doctor.render_text(report)
+
+
+def test_the_installed_cuda_build_is_read_without_importing_torch():
+    assert cputorch.installed_cuda_build() == torch.version.cuda
+
+
+@no_gpu_driver
+def test_the_first_run_says_it_once():
+    expected = bool(torch.version.cuda)  # PyPI's Linux wheel: a CUDA build; the CPU wheel: nothing to say
+    preset = presets.find_preset("quickstart")
+    first: list[str] = []
+    launch.resolve_config(preset, {}, notes=first)
+    assert any(CPU_LINE in n for n in first) == expected, first
+    second: list[str] = []
+    launch.resolve_config(preset, {}, notes=second)
+    assert not any(CPU_LINE in n for n in second)
+
+
+@pytest.mark.slow  # a real detached `amptui run` (the dashboard's `r`)
+@no_gpu_driver
+@pytest.mark.skipif(not torch.version.cuda, reason="a CPU build of torch: nothing to say")
+def test_the_dashboards_first_run_gets_the_note(runs_dir):
+    started, error = detached.start(["run", "quickstart", detached.DETACH, "--runs-dir", str(runs_dir),
+                                     "--set", "run.max_steps=2", "--set", "amp.autocast=false"])
+    assert error is None and started is not None
+    assert any(CPU_LINE in n for n in started["notes"]), started
+    wait_for_end(runs_dir / started["run_id"])
