@@ -4,6 +4,7 @@ first run), ... Each test asserts what a newcomer reads."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,51 @@ def test_the_dashboards_first_run_gets_the_note(runs_dir):
     assert error is None and started is not None
     assert any(CPU_LINE in n for n in started["notes"]), started
     wait_for_end(runs_dir / started["run_id"])
+
+
+# --- help: every variant, from the precision modes ----------------------------------------------
+
+def _names_in(help_text: str) -> set[str]:
+    return set(re.findall(r"[\w.+-]+", " ".join(help_text.split())))
+
+
+def test_ab_help_lists_every_variant_it_takes_float8_included(cli):
+    from amptui.core.config.variants import known_variants
+
+    said = _names_in(cli("ab", "--help").stdout)
+    assert {"fp8", "fp8-rowwise", "mxfp8"} <= said
+    assert set(known_variants()) - said == set()
+
+
+def test_a_new_precision_mode_is_in_the_help_the_day_it_is_added(cli, monkeypatch):
+    from amptui.core.config import modes
+
+    class Fake(modes.PrecisionMode):  # stands in for a mode amptui does not have yet
+        name = "fake"
+
+        def variants(self):
+            return ["fake8"]
+
+        def parse(self, variant):
+            return None
+
+        def owns(self, p):
+            return False
+
+        def short(self, p):
+            return "fake8"
+
+        def words(self, p):
+            return "fake8"
+
+    monkeypatch.setattr(modes, "MODES", [*modes.MODES, Fake()])
+    assert "fake8" in _names_in(cli("ab", "--help").stdout)
+
+
+def test_tune_help_names_the_precisions_it_tries(cli):
+    from amptui.core.config.variants import known_variants
+    from amptui.tune.plan import FLOAT8_CANDIDATE, PRECISIONS
+
+    said = _names_in(cli("tune", "--help").stdout)
+    tried = {"fp32", *PRECISIONS, FLOAT8_CANDIDATE}
+    assert tried <= said and tried <= set(known_variants())
