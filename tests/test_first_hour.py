@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import wait_for_end
+from conftest import amptui, wait_for_end
 
 from amptui.cli import doctor
 from amptui.core.config import presets
@@ -115,3 +115,15 @@ def test_tune_help_names_the_precisions_it_tries(cli):
     said = _names_in(cli("tune", "--help").stdout)
     tried = {"fp32", *PRECISIONS, FLOAT8_CANDIDATE}
     assert tried <= said and tried <= set(known_variants())
+
+
+# --- the script A/B: the script's own output, the slow-dtype note -------------------------------
+
+@pytest.mark.slow  # two tiny runs of a real script
+def test_the_script_ab_shows_the_scripts_output_and_the_slow_float16_note(runs_dir):
+    script = Path(__file__).parent / "scripts" / "plain_fp32.py"
+    proc = amptui("ab", "--script", str(script), "--variants", "fp32,fp16+scaler", check=True)
+    said = proc.stdout + proc.stderr
+    assert proc.stdout.count("trained 6 steps") == 2, said  # each variant's own last line, as `run --script` shows it
+    # the note a preset's fp16 run on a CPU gives (float16 is slow on most CPUs, measured where it can be)
+    assert "note: fp16+scaler: float16 autocast on the CPU: " in said, said
