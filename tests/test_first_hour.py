@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import amptui, wait_for_end
+from conftest import wait_for_end
+from pty_support import amptui_on_pty
 
 from amptui.cli import doctor
 from amptui.core.config import presets
@@ -119,11 +120,11 @@ def test_tune_help_names_the_precisions_it_tries(cli):
 
 # --- the script A/B: the script's own output, the slow-dtype note -------------------------------
 
-@pytest.mark.slow  # two tiny runs of a real script
+@pytest.mark.slow  # two tiny runs of a real script, on a terminal
 def test_the_script_ab_shows_the_scripts_output_and_the_slow_float16_note(runs_dir):
     script = Path(__file__).parent / "scripts" / "plain_fp32.py"
-    proc = amptui("ab", "--script", str(script), "--variants", "fp32,fp16+scaler", check=True)
-    said = proc.stdout + proc.stderr
-    assert proc.stdout.count("trained 6 steps") == 2, said  # each variant's own last line, as `run --script` shows it
+    code, drawn = amptui_on_pty(["ab", "--script", str(script), "--variants", "fp32,fp16+scaler"], size=(160, 40))
+    assert code == 0, drawn
+    assert drawn.count("trained 6 steps") == 2, drawn  # each variant's own last line, as `run --script` shows it
     # the note a preset's fp16 run on a CPU gives (float16 is slow on most CPUs, measured where it can be)
-    assert "note: fp16+scaler: float16 autocast on the CPU: " in said, said
+    assert "fp16+scaler: float16 autocast on the CPU: " in " ".join(drawn.split()), drawn

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from pathlib import Path
 
 from amptui.core.errors import UserError
@@ -110,6 +111,9 @@ def cmd_ab_script(args) -> int:
     labels = variant_labels([name for name, _, _ in variants])
     for note in precision_notes(variants, overrides, preflight.device_type(overrides.get("run.device", "auto"))):
         say(f"note: {note}", hang=6)
+    # on a terminal the script's own output above the progress line, as `run --script` shows it; in
+    # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
+    echoed = 0 if sys.stdout.isatty() else None
     outcome = Outcome(total=len(variants))
     with group.recording():
         group.update(state="running", variants=[name for name, _, _ in variants])
@@ -118,7 +122,7 @@ def cmd_ab_script(args) -> int:
             outcome.run_dirs.append(run_dir)
             group.update(runs=group.runs + [run_dir.name])
             code = attach(run_dir, launch.start(run_dir, script_args=[*args.script_args, *extra]), False, 0,
-                          label=labels[i], output_from=0)  # the script's own output, as `run --script` shows it
+                          label=labels[i], output_from=echoed)
             if code == 130:
                 outcome.interrupted = True
                 break
