@@ -128,3 +128,59 @@ def test_the_script_ab_shows_the_scripts_output_and_the_slow_float16_note(runs_d
     assert drawn.count("trained 6 steps") == 2, drawn  # each variant's own last line, as `run --script` shows it
     # the note a preset's fp16 run on a CPU gives (float16 is slow on most CPUs, measured where it can be)
     assert "fp16+scaler: float16 autocast on the CPU: " in " ".join(drawn.split()), drawn
+
+
+# --- estimates: a range with its basis, that holds on a busy machine -----------------------------
+
+SMALL_AB = ["quickstart", "--variants", "fp32", "--set", "run.max_steps=24", "--set", "model.width=8",
+            "--set", "data.batch_size=16"]  # float32 only: no CPU's bfloat16 speed matters
+
+
+@pytest.mark.slow  # a real A/B (two tiny runs) with a busy loop beside it
+@pytest.mark.timeout(600)
+def test_the_ab_estimate_on_a_loaded_machine_contains_the_measured_time(runs_dir):
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from amptui.jobs.spawn import amptui_python
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        asked = subprocess.run([*amptui_python(), "-m", "amptui", "ab", *SMALL_AB, "--estimate", "--format", "json"],
+                               capture_output=True, text=True, timeout=300, check=True)
+        found = json.loads(asked.stdout.strip().splitlines()[-1])
+        proc = subprocess.Popen([*amptui_python(), "-m", "amptui", "ab", *SMALL_AB], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        said = ""
+        while "estimate:" not in said:  # the A/B's own estimate is said before its first run starts
+            line = proc.stdout.readline()
+            assert line, said
+            said += line
+        began = time.monotonic()
+        said += proc.stdout.read()
+        assert proc.wait(timeout=300) == 0, said
+        took = time.monotonic() - began
+    finally:
+        busy.kill()
+        busy.wait()
+    assert found["low_s"] <= took <= found["high_s"], (took, found["words"])
+    basis = found["basis"]
+    assert basis["steps"] >= 2 and f"from {basis['steps']} steps of each" in found["words"]
+    assert f"at load {basis['load']:.1f} on {basis['cores']} cores" in found["words"]
+
+
+def test_the_eta_follows_the_pace_of_the_last_minute():
+    """A run that slows to a third of its pace (the machine got busy) is told at its pace now: 40
+    steps left at 3 s a step, not at the whole session's 2 s."""
+    from amptui.core.run.runstate import RunState
+
+    state = RunState()
+    state.add({"kind": "start", "t": 0.0, "total_steps": 100, "run_id": "r", "preset": "p"})
+    for step in range(1, 31):
+        state.add({"kind": "step", "t": float(step), "step": step})
+    assert state.eta(30.0, session_t=0.0) == pytest.approx(70.0)
+    for step in range(31, 61):
+        state.add({"kind": "step", "t": 30.0 + 3 * (step - 30), "step": step})
+    assert state.eta(120.0, session_t=0.0) == pytest.approx(120.0)
