@@ -172,6 +172,17 @@ class Numerics(Record):
 
 
 @dataclass
+class PlanSample(Record):
+    """One step sampled by `amptui plan` (`numerics.plan_every`): per linear, its GEMM shape and
+    every recipe's figures on that step's tensors (docs/numerics.md#plan)."""
+
+    KIND: ClassVar[str] = "plan_sample"
+
+    step: int
+    layers: list                    # per linear: {name, order, m, k, n, calls, bf16, fp16, fp8, fp8-rowwise, mxfp8}
+
+
+@dataclass
 class ErrorInfo:
     """Why a run failed: the `end` record's `error`."""
 
@@ -206,7 +217,8 @@ class End(Record):
     error: dict | None = None       # ErrorInfo as a dict, when failed
 
 
-KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics)
+KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics,
+                                   PlanSample)
 BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}
 COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
 

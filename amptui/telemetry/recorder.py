@@ -17,7 +17,7 @@ import socket
 import time
 from dataclasses import asdict
 from dataclasses import fields as dataclass_fields
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import torch
 
@@ -32,6 +32,7 @@ from amptui.core.records import (
     ErrorInfo,
     Mem,
     Numerics,
+    PlanSample,
     Record,
     Scaler,
     Start,
@@ -44,6 +45,7 @@ from amptui.telemetry.alarms import HeadroomAlarms, ScaleAlarms
 from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
 from amptui.telemetry.meter import StepMeter, TimedBatches
 from amptui.telemetry.numerics import RangeSampler
+from amptui.telemetry.plan_probe import PlanProbe
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
 from amptui.telemetry.tally import Counters, EpochTimes, loss_source, nonfinite_at, with_replays
@@ -66,6 +68,7 @@ class Recorder:
         self.alarms: ScaleAlarms | None = None
         self.numerics: RangeSampler | None = None      # per-layer range samples ([numerics] every > 0)
         self.headroom_alarms: HeadroomAlarms | None = None
+        self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
         self.traced: dict[int, Numerics] = {}          # step -> what a replay found (numerics.trace_nonfinite)
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
@@ -126,16 +129,31 @@ class Recorder:
                                   init_scale=self.last_scale if init_scale is None else init_scale,
                                   backoff_factor=backoff_factor)
 
-    def sample_numerics(self, model: torch.nn.Module, every: int, depth: int, dtype: str) -> None:
+    def sample_numerics(self, model: torch.nn.Module, every: int, depth: int, dtype: str,
+                        layer_dtypes: Mapping[str, str] | None = None) -> None:
         """Per-layer range headroom every `every` optimizer steps (0: nothing is hooked, nothing
-        costs), for the modules `depth` levels down; `dtype`: what the forward computes in."""
+        costs), for the modules `depth` levels down; `dtype`: what the forward computes in
+        (`layer_dtypes`: the modules [amp.layers] computes in another)."""
         if model is None or every <= 0:
             self.numerics = None
             return
         device = self.device or torch.device("cpu")
-        self.numerics = RangeSampler(model, every=every, depth=depth, dtype=dtype, device=device)
+        self.numerics = RangeSampler(model, every=every, depth=depth, dtype=dtype, device=device,
+                                     layer_dtypes=layer_dtypes)
         self.headroom_alarms = HeadroomAlarms(dtype)
         self.numerics.prepare(self.counters.step + 1, self._scale_now(device))
+
+    def sample_plan(self, model: torch.nn.Module, every: int) -> None:
+        """`amptui plan`'s probe of every linear every `every` optimizer steps (0: nothing hooked)."""
+        self.plan = PlanProbe(model, every) if model is not None and every > 0 else None
+        if self.plan is not None:
+            self._plan_prepare()
+
+    def _plan_prepare(self) -> None:
+        plan = self.plan
+        if plan is not None and plan.due(self.counters.step + 1):  # read the scale on sampled steps only
+            scale = self._scale_now(self.device or torch.device("cpu"))
+            plan.prepare(self.counters.step + 1, float(scale) if scale is not None else None)
 
     def _scale_now(self, device: torch.device) -> torch.Tensor | None:
         if not self.scaler_enabled:
@@ -153,12 +171,17 @@ class Recorder:
         if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         shown = fields.pop("config_shown", None)  # what config.toml says, when it is not all of config
-        converted = fields.pop("converted", None)  # the precision mode's module conversion (float8's linears)
+        conversions = fields.pop("conversions", None) or {}  # each mode's conversion, by its record key (float8's linears)
+        resolved = fields.pop("precision", None)  # the trainer's, [amp.layers] resolved on its model
+        modules = fields.pop("layer_modules", None)  # [amp.layers]: each layer -> the variant it computes in
         if self.alarms is not None and fields.get("source") in OWN_LOOP_SOURCES:
             self.alarms.own_loop = True  # their advice names the loop's code: a script has no preset keys
-        precision = Precision.from_config(config, device.type).as_record() if seen else ""
-        if converted and isinstance(precision, dict) and isinstance(precision.get("float8"), dict):
-            precision["float8"].update(converted)
+        precision = (resolved or Precision.from_config(config, device.type)).as_record() if seen else ""
+        for key, done in conversions.items():  # [amp.layers]' float8 in a run without amp.float8 too
+            if isinstance(precision, dict):
+                precision.setdefault(key, {}).update(done)
+        if modules and isinstance(precision, dict) and isinstance(precision.get("layers"), dict):
+            precision["layers"]["modules"] = modules
         record = Start(config=shown if shown is not None else config.to_dict(), precision=precision,
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,
@@ -203,6 +226,12 @@ class Recorder:
             self.numerics.step_done()
             self.numerics.armed = self.numerics.armed or trace  # a known backoff: sample the next step too
             self.numerics.prepare(self.counters.step + 1, scale)
+        if self.plan is not None:
+            with self.paused("plan"):  # a sampled step's probe is kept out of the step clock
+                layers = self.plan.step_done()
+            if layers:
+                self.write(PlanSample(step=self.counters.step, layers=layers))
+            self._plan_prepare()
         if samples is not None:
             self._window_samples += int(samples)
             self._have_samples = True
@@ -341,6 +370,8 @@ class Recorder:
     def close(self) -> None:
         if self.numerics is not None:
             self.numerics.cancel()  # a step prepared for sampling that never came: no hooks stay on the model
+        if self.plan is not None:
+            self.plan.cancel()
         if self.writer is not None:
             self.writer.close()
         for sink in self.sinks:

@@ -65,6 +65,7 @@ class ScriptSession:
         self._next_stop_check = 0.0
         self.models: list[torch.nn.Module] = []
         self._model_hooks: list[Any] = []
+        self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
@@ -157,6 +158,7 @@ class ScriptSession:
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
+        self.plan_every = cfg.numerics.plan_every
 
     def finish_step(self) -> None:
         steps, loop = self.steps, self.loop
@@ -177,6 +179,8 @@ class ScriptSession:
         steps.grad_norm, loop.samples = None, 0
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
             recorder.sample_numerics(self.models[0], *self.sampling)
+        if first and self.plan_every and self.models:  # `amptui plan --script`: likewise
+            recorder.sample_plan(self.models[0], self.plan_every)
         loop.steps_in_epoch += 1
         step = recorder.counters.step
         if step % self.log_every == 0:
