@@ -18,7 +18,7 @@ from torch import nn
 from amptui.core.config import modes
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
-from amptui.core.config.precision import Precision, layer_variants
+from amptui.core.config.precision import Precision, layer_variants, listing
 from amptui.trainer import runtime
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +104,7 @@ def registered(monkeypatch):
 
 def test_ab_takes_and_lists_the_new_variant(registered):
     assert "fp16-norms" in ab.known_variants()
-    assert ("fp16-norms", "autocast float16, norms in float32 + GradScaler") in modes.listing()
+    assert ("fp16-norms", "autocast float16, norms in float32 + GradScaler") in listing()
     assert dict(ab.expand("fp32,fp16-norms", "cuda"))["fp16-norms"] == {
         "amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True, "amp.tf32": True}
     p = Precision.from_variant("fp16-norms")

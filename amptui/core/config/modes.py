@@ -326,16 +326,6 @@ def parse_variant(name: str) -> dict[str, Any] | None:
     return next((fields for m in MODES if (fields := m.parse(name)) is not None), None)
 
 
-def listing(group: str | None = None) -> list[tuple[str, str]]:
-    """Every variant the modes offer, with its words, in the order offered: [("fp32", "fp32"),
-    ("bf16", "autocast bfloat16"), ...]; `group` ("", "fsdp", "float8"): only that group's. What
-    help texts and docs list (a new mode's variants follow with no edit)."""
-    from amptui.core.config.precision import Precision
-
-    return [(n, Precision.from_variant(n).words) for m in MODES if group is None or m.group == group
-            for n in m.variants()]
-
-
 def tune_variants() -> list[str]:
     """What `amptui tune` tries after fp32, every mode's in MODES order (float8's: tried last)."""
     return [n for m in MODES for n in m.tune_variants()]

@@ -250,6 +250,14 @@ def _read_mix_part(part: str) -> tuple[str, int] | None:
     return (variant, int(count)) if variant else None
 
 
+def listing(group: str | None = None) -> list[tuple[str, str]]:
+    """Every variant the modes offer, with its words, in the order offered: [("fp32", "fp32"),
+    ("bf16", "autocast bfloat16"), ...]; `group` ("", "fsdp", "float8"): only that group's. What
+    help texts and docs list (a new mode's variants follow with no edit)."""
+    return [(n, Precision.from_variant(n).words) for m in modes.MODES if group is None or m.group == group
+            for n in m.variants()]
+
+
 def variant_names() -> list[str]:
     """fp32, tf32 (CUDA only), then each dtype without and with a GradScaler: the names `--variants`
     takes on any dist.mode (every mode's but the FSDP-only ones)."""
