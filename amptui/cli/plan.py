@@ -89,8 +89,8 @@ def handle(args) -> int:
 
         prose.say(plantable.as_text(run_dir.name, plan, where=start.get("device")))
         if saved:
-            prose.say(f"saved as preset {args.save!r} ({saved}); verify it: amptui ab "
-                      f"{args.save} --variants bf16,{args.save}")
+            prose.say(f"saved as preset {args.save!r} ({saved}); verify it against all-bf16: amptui ab "
+                      f"{cfg.run.name} --variants bf16,plan:{args.save}")
     return 0
 
 
