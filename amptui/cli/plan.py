@@ -13,6 +13,7 @@ import json
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from amptui.cli.parser import PRESET_HELP, runs_dir_option
 from amptui.core.errors import UserError
@@ -81,8 +82,8 @@ def handle(args) -> int:
     step_flops = start.get("step_flops") if isinstance(start.get("step_flops"), (int, float)) else None
     plan = planner.make_plan(samples, roof, step_flops=step_flops * cfg.amp.accumulate if step_flops else None)
     saved = save(args.save, preset, cfg, plan, args) if args.save else None
-    doc = {"run_id": run_dir.name, "preset": cfg.run.name, **planner.as_json(plan),
-           **({"saved": str(saved)} if saved else {})}
+    doc: dict[str, Any] = {"run_id": run_dir.name, "preset": cfg.run.name, **planner.as_json(plan),
+                           **({"saved": str(saved)} if saved else {})}
     if args.verify:
         from amptui.cli import planverify
 
