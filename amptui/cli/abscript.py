@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 
 from amptui.core.errors import UserError
@@ -116,6 +117,11 @@ def cmd_ab_script(args) -> int:
     group = groups.find(root, args.group) if args.group else groups.create(
         root, script, Path(script).stem, overrides, spec, lambda group: runs.launch_identity(os.getpid()))
     labels = variant_labels([name for name, _, _ in variants])
+    for note in precision_notes(variants, overrides, preflight.device_type(overrides.get("run.device", "auto"))):
+        say(f"note: {note}", hang=6)
+    # on a terminal the script's own output above the progress line, as `run --script` shows it; in
+    # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
+    echoed = 0 if sys.stdout.isatty() else None
     outcome = Outcome(total=len(variants))
     with group.recording():
         group.update(state="running", variants=[name for name, _, _ in variants])
@@ -124,7 +130,7 @@ def cmd_ab_script(args) -> int:
             outcome.run_dirs.append(run_dir)
             group.update(runs=group.runs + [run_dir.name])
             code = attach(run_dir, launch.start(run_dir, script_args=[*args.script_args, *extra]), False, 0,
-                          label=labels[i])
+                          label=labels[i], output_from=echoed)
             if code == 130:
                 outcome.interrupted = True
                 break
@@ -167,6 +173,27 @@ def refuse_early(script: str, script_args: list[str], overrides: dict, variants:
     if not seen.get("optimizer_step") and any(Precision.from_variant(v).scaler for v in applied):
         raise UserError(HAND_LOOP_REFUSAL.format(
             script=script, what=f"{seen.get('backward_calls', 0)} backward() calls and no optimizer.step()"))
+
+
+def precision_notes(variants: list[tuple[str, dict[str, object], list[str]]], overrides: dict[str, object],
+                    device_type: str) -> list[str]:
+    """What a preset's run says of its precision on this machine ("float16 autocast on the CPU:
+    float16 is slow on this CPU ..."), for each variant whose AMP amptui applies to the script:
+    said once before the A/B starts (a preset's trainer says it as each run starts)."""
+    from amptui.core import preflight
+    from amptui.core.config import values as config
+    from amptui.core.config.variants import VARIANTS
+    from amptui.machine.dtype_speed import slow_dtypes
+
+    slow = slow_dtypes("cpu") if device_type == "cpu" else None
+    notes = []
+    for name, variant, _ in variants:
+        if not variant.get("run.apply_amp") or name not in VARIANTS:
+            continue
+        settings = {k: v for k, v in overrides.items() if not k.startswith("amp.")}
+        cfg = config.build_config({}, {**settings, **VARIANTS[name], "run.device": device_type})
+        notes += [f"{name}: {said}" for said in preflight.odd_combinations(cfg, slow)]
+    return notes
 
 
 def variant_labels(names: list[str]) -> list[str]:

@@ -92,3 +92,14 @@ def check_overrides(overrides: dict[str, object]) -> None:
     clash = sorted(k for k in overrides if k in PRECISION_KEYS)
     if clash:
         raise UserError(f"--set {', '.join(clash)}: the variants set the precision; choose them with --variants")
+
+
+def variants_help() -> str:
+    """Every name --variants takes, for `amptui ab --help`: read from the precision modes, so a new
+    mode's variants are listed the day it is added."""
+    said = ", ".join(variant_names())
+    if fsdp := fsdp_variant_names():
+        said += f"; with dist.mode=fsdp also {', '.join(fsdp)}"
+    if float8 := float8_variant_names():
+        said += f"; with the fp8 extra (torchao) also {', '.join(float8)}"
+    return said
