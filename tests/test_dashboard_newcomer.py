@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from dashboard_support import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
+from support.dashboard import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
 from textual.widgets import Footer, OptionList
 
 from amptui.dashboard.screens.run.screen import RunScreen
@@ -126,7 +126,7 @@ def _trial_copy(root, run_id: str, name: str):
     """The failed canned run, with a checkpoint (so resumable), under another run name."""
     import shutil
 
-    from dashboard_support import FAILED
+    from support.dashboard import FAILED
 
     folder = shutil.copytree(root / FAILED, root / run_id)
     for file in ("config.toml", "events.jsonl"):
@@ -327,7 +327,7 @@ def test_the_first_look_at_a_long_history_reads_its_two_ends(tmp_path):
     import json
     import shutil
 
-    from dashboard_support import FIXTURES
+    from support.dashboard import FIXTURES
 
     from amptui.dashboard.screens.run.header import FIRST_LOOK_MAX_BYTES, first_look, header_line, progress_line
 

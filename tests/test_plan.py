@@ -151,3 +151,22 @@ def test_roofline_matches_a_hand_calculation_for_two_shapes():
     assert roofline.gemm_speedup(h100, 64, 4096, 4096, "fp8") < 1 < roofline.gemm_speedup(h100, 8192, 8192, 8192, "fp8")
     with pytest.raises(Exception, match="unknown GPU 'H900'.*H100 SXM"):
         roofline.roof_for("H900")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_amptui_plan_of_an_unmodified_gpt_script_gives_the_same_table(runs_dir):
+    from pathlib import Path
+
+    from conftest import amptui
+
+    script = Path(__file__).parent / "scripts" / "tiny_gpt.py"
+    proc = amptui("plan", "--script", str(script), "--for", "H100", "--format", "json", "--steps", "4",
+                  "--", "--steps", "6", timeout=280)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    names = [x["name"] for x in doc["layers"]]
+    assert names[0] == "blocks.0.qkv" and names[-1] == "head" and len(names) == 9 and doc["samples"] >= 2
+    for x in doc["layers"]:
+        assert set(x["recipes"]) == {"bf16", "fp16", "fp8", "fp8-rowwise", "mxfp8"} and x["choice"] and x["reason"]
+    assert doc["too_small"] == names  # width 64: nothing gains on an H100, and each is said so

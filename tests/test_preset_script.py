@@ -5,8 +5,8 @@ its model, data and precision keys silently ignored, so it is refused wherever a
 import shlex
 
 import pytest
-from conftest import amptui, one_clear_line
-from dashboard_support import Notes, app_for, async_test, home_ready, until
+from support.cli import amptui, one_clear_line
+from support.dashboard import Notes, app_for, async_test, home_ready, until
 
 from amptui.core.config import presets
 from amptui.core.config import values as cfgmod

@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events, one_clear_line
-from dashboard_support import Notes, app_for, async_test, home_ready, select_run, until
+from support.cli import amptui, one_clear_line
+from support.dashboard import Notes, app_for, async_test, home_ready, select_run, until
+from support.records import events
 
 from amptui.core import compare
 from amptui.core.lossgaps import noise_band

@@ -20,8 +20,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import one_clear_line, wait_for_end
-from dashboard_support import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
+from support.cli import one_clear_line
+from support.dashboard import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
+from support.records import wait_for_end
 
 from amptui.cli import serve_guard
 from amptui.cli.serve import TOKEN_ENV, is_local, public_url
@@ -350,7 +351,7 @@ def test_serving_from_a_folder_that_holds_an_amptui_of_its_own_never_imports_it(
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(cli, runs_dir, tmp_path):
-    browser = pytest.importorskip("browser_support")
+    browser = pytest.importorskip("support.browser")
     if browser.chromium() is None:
         pytest.skip("needs Chromium (Debian: apt-get install chromium); .ci/run installs it")
     # a saved preset of two steps, last in the list, that one tab will run

@@ -178,8 +178,10 @@ def float8_notes(summaries: list[RunSummary]) -> list[str]:
         float8 = precision.get("float8")
         if not isinstance(float8, dict) or "converted" not in float8:
             continue
-        said = f"{s.run_id} ({precision.get('short', '?')}): float8 {float8.get('recipe')}: " \
-               f"{float8.get('converted')} of {float8.get('linears')} linears"
+        headline = float8.get("headline")  # [amp.layers] may mix recipes: the run's own words for them
+        said = f"{s.run_id} ({precision.get('short', '?')}): " + (
+            str(headline) if isinstance(headline, str) else
+            f"float8 {float8.get('recipe')}: {float8.get('converted')} of {float8.get('linears')} linears")
         if float8.get("emulated"):
             said += "; emulated (no float8 GEMM on this device): numerics are real, speed is not"
         lines.append(said)

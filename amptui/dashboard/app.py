@@ -36,6 +36,8 @@ from amptui.dashboard.widgets.runtable import RunTable
 if TYPE_CHECKING:
     from textual.theme import Theme
 
+    from amptui.dashboard.shell import Dashboard
+
 
 STATE_LIMIT = 64 * 1024
 
@@ -130,6 +132,11 @@ class AmptuiApp(App):
     def home(self) -> HomeScreen | None:
         return next((s for s in self.screen_stack if isinstance(s, HomeScreen)), None)
 
+    def presets_changed(self) -> None:
+        home = self.home()
+        if home is not None:
+            home.load_presets()
+
     def open_run(self, run_dir: Path) -> None:
         self.push_screen(RunScreen(run_dir))
 
@@ -175,6 +182,10 @@ class AmptuiApp(App):
                 return
             dirs = [other.path]
         self.open_compare(dirs + [Path(run_dir)])
+
+
+if TYPE_CHECKING:  # the app is what the screens see of it (shell.py): the type checker holds it to that
+    _IS_A_DASHBOARD: type[Dashboard] = AmptuiApp
 
 
 def keymap_scopes() -> dict[str, type]:

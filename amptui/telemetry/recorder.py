@@ -17,7 +17,7 @@ import socket
 import time
 from dataclasses import asdict
 from dataclasses import fields as dataclass_fields
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import torch
 
@@ -132,14 +132,17 @@ class Recorder:
                                   init_scale=self.last_scale if init_scale is None else init_scale,
                                   backoff_factor=backoff_factor)
 
-    def sample_numerics(self, model: torch.nn.Module, every: int, depth: int, dtype: str) -> None:
+    def sample_numerics(self, model: torch.nn.Module, every: int, depth: int, dtype: str,
+                        layer_dtypes: Mapping[str, str] | None = None) -> None:
         """Per-layer range headroom every `every` optimizer steps (0: nothing is hooked, nothing
-        costs), for the modules `depth` levels down; `dtype`: what the forward computes in."""
+        costs), for the modules `depth` levels down; `dtype`: what the forward computes in
+        (`layer_dtypes`: the modules [amp.layers] computes in another)."""
         if model is None or every <= 0:
             self.numerics = None
             return
         device = self.device or torch.device("cpu")
-        self.numerics = RangeSampler(model, every=every, depth=depth, dtype=dtype, device=device)
+        self.numerics = RangeSampler(model, every=every, depth=depth, dtype=dtype, device=device,
+                                     layer_dtypes=layer_dtypes)
         self.headroom_alarms = HeadroomAlarms(dtype)
         self.numerics.prepare(self.counters.step + 1, self._scale_now(device))
 
@@ -171,12 +174,17 @@ class Recorder:
         if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         shown = fields.pop("config_shown", None)  # what config.toml says, when it is not all of config
-        converted = fields.pop("converted", None)  # the precision mode's module conversion (float8's linears)
+        conversions = fields.pop("conversions", None) or {}  # each mode's conversion, by its record key (float8's linears)
+        resolved = fields.pop("precision", None)  # the trainer's, [amp.layers] resolved on its model
+        modules = fields.pop("layer_modules", None)  # [amp.layers]: each layer -> the variant it computes in
         if self.alarms is not None and fields.get("source") in OWN_LOOP_SOURCES:
             self.alarms.own_loop = True  # their advice names the loop's code: a script has no preset keys
-        precision = Precision.from_config(config, device.type).as_record() if seen else ""
-        if converted and isinstance(precision, dict) and isinstance(precision.get("float8"), dict):
-            precision["float8"].update(converted)
+        precision = (resolved or Precision.from_config(config, device.type)).as_record() if seen else ""
+        for key, done in conversions.items():  # [amp.layers]' float8 in a run without amp.float8 too
+            if isinstance(precision, dict):
+                precision.setdefault(key, {}).update(done)
+        if modules and isinstance(precision, dict) and isinstance(precision.get("layers"), dict):
+            precision["layers"]["modules"] = modules
         record = Start(config=shown if shown is not None else config.to_dict(), precision=precision,
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,

@@ -42,7 +42,7 @@ from amptui.core.records import Checkpoint
 from amptui.core.run.runfiles import RunFolder
 from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
-from amptui.trainer import float8, fsdp
+from amptui.trainer import fsdp
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
 from amptui.trainer.replay import StepReplay
@@ -97,8 +97,9 @@ class Trainer:
         self.emit_start(resumed_from)
         for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg)):
             self.warn(message)
-        if self.state.converted and "recipe" in self.state.converted:  # float8: what converted, and how
-            self.warn(float8.converted_note(self.state.converted, device), code="float8")
+        for runtime, done in self.state.conversions:  # what each mode's conversion did, and how
+            if done is not None:
+                self.warn(done.note(device), code=runtime.record_key or "precision")
         if order := cluster.node_order_warning(self.dist.rank):
             self.warn(order)
 
@@ -110,7 +111,8 @@ class Trainer:
             steps_per_epoch=s.steps_per_epoch, epochs=cfg.run.epochs, resumed_from=resumed_from,
             step_flops=s.step_flops, peak_tflops=s.peak_tflops,
             sharded=fsdp.shard_bytes(*kept) if s.sharded else None,
-            replica=None if s.sharded else fsdp.replica_bytes(*kept), converted=s.converted)
+            replica=None if s.sharded else fsdp.replica_bytes(*kept), conversions={r.record_key: done.record() for r, done in s.conversions if done is not None and r.record_key},
+            precision=s.precision, layer_modules=s.layers)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
                  f"{s.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
         if start.get("sharded"):
@@ -178,8 +180,8 @@ class Trainer:
             s.scaler.unscale_(s.optimizer)  # no-op without a GradScaler
             grad_norm = fsdp.plain(nn.utils.clip_grad_norm_(s.model.parameters(), cfg.amp.clip_grad_norm))
         s.scaler.step(s.optimizer)
-        if s.converted and s.converted.get("fsdp_float8_all_gather"):
-            float8.precompute_scales(s.model)  # the weights' float8 scales for the next all-gather
+        for runtime, done in s.conversions:  # e.g. float8's scales for the next FSDP all-gather
+            runtime.after_optimizer_step(s.model, done)
         flags: list[tuple[int, bool]] = []
         if s.skips is not None:
             s.skips.record(p.step + 1, torch_amp.found_inf(s.scaler, s.optimizer))

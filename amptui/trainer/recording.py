@@ -22,7 +22,8 @@ def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_d
     recorder.sinks += mirror_sinks(cfg, run_dir, rank)
     recorder.step_flops = state.step_flops
     recorder.watch_scale(cfg.amp.growth_interval, state.precision, cfg.amp.init_scale, cfg.amp.backoff_factor)
-    recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced)
+    recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced,
+                             state.layer_dtypes)
     recorder.sample_plan(state.model, cfg.numerics.plan_every)
 
 

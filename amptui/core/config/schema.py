@@ -189,6 +189,10 @@ class AmpConfig:
                       ("off", *FLOAT8_RECIPES))
     float8_skip: list[str] = key([], "amp.float8: names of linears kept in high precision (a name matches every "
                                  "module whose dotted name contains it, e.g. \"attn.proj\").")
+    layers: Mapping[str, str] = key({}, "[amp.layers]: per-module precision, \"module-name pattern\" = \"variant\" "
+                                    "(fnmatch on the names model.named_modules() gives; first match wins; a module no "
+                                    "pattern matches runs as its parent, the model as the rest of [amp] says). Variants: "
+                                    "fp32, fp16, bf16, fp8, fp8-rowwise, mxfp8. amptui's trainer only (not scripts).")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ SCRIPT_KEYS = {
     "amp": ("autocast", "dtype", "grad_scaler", "init_scale", "growth_factor", "backoff_factor", "growth_interval"),
     "dist": None,  # all of it
     "log": ("every", "tensorboard", "mlflow"),
-    "numerics": ("every", "depth"),  # only when sampling is on (trace_nonfinite is the trainer's)
+    "numerics": ("every", "depth", "plan_every"),  # only when sampling is on (trace_nonfinite is the trainer's)
 }
 
 
@@ -45,7 +45,9 @@ def script_sections(cfg: "Config", precision_seen: bool = True) -> dict[str, dic
         out["run"].pop("apply_amp", None)
     if not out["log"].get("mlflow"):  # said only when on, as apply_amp
         out["log"].pop("mlflow", None)
-    if not out["numerics"].get("every"):
+    if not out["numerics"].get("plan_every"):
+        out["numerics"].pop("plan_every", None)
+    if not out["numerics"].get("every") and not out["numerics"].get("plan_every"):
         del out["numerics"]
     if out["dist"].get("mode") == "fsdp" and "reduce_dtype" in values.get("amp", {}):
         out["amp"]["reduce_dtype"] = values["amp"]["reduce_dtype"]

@@ -287,7 +287,8 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
     if script_run:  # the loop's own epochs, as its start record said them (none: it did not say)
         said = (state.start or {}).get("epochs")
         info.epochs = said if isinstance(said, int) and not isinstance(said, bool) else None
-    if not info.precision and state.precision is not None:  # its start record said it (config.toml not rewritten)
+    # its start record said it (config.toml not rewritten), or said more: what [amp.layers] did to the model
+    if state.precision is not None and (not info.precision or state.precision.mix):
         info.precision, info.precision_words = state.precision.short, state.precision.words
     if not own_lock and not alive and not state.ended:
         alive, since = writer_alive(path, launch)  # a session that began while the events were read
