@@ -44,7 +44,7 @@ def test_a_quickstart_run_leaves_every_logged_step_in_mlflow(runs_dir, tmp_path)
         assert [(m.step, pytest.approx(m.value)) for m in history] == [(s["step"], s[field]) for s in steps], metric
     assert {"samples_per_s", "memory_rss_mib", "epoch_train_loss", "numerics_min_headroom_log2"} <= set(run.data.metrics)
     assert run.data.params["amp.dtype"] == "float16" and run.data.params["run.max_steps"] == "6"
-    assert run.data.tags["amptui.run_id"] == run_dir.name and "float16" in run.data.tags["amptui.precision"]
+    assert run.data.tags["amptui_run_id"] == run_dir.name and "float16" in run.data.tags["amptui_precision"]
 
 
 @pytest.mark.slow

@@ -52,7 +52,7 @@ class MLflowSeries(Sink):
         experiment_id = experiment.experiment_id if experiment is not None else (
             self.client.create_experiment(name) if name else "0")
         run = self.client.create_run(experiment_id, run_name=Path(run_dir).name,
-                                     tags={"amptui.run_id": Path(run_dir).name, "amptui.preset": cfg.run.name})
+                                     tags={"amptui_run_id": Path(run_dir).name, "amptui_preset": cfg.run.name})
         self.run_id = run.info.run_id
         self.ended = "FINISHED"
         self.broken = False
@@ -102,10 +102,10 @@ class MLflowSeries(Sink):
         from mlflow.entities import Param, RunTag
 
         precision = record.precision
-        tags = [RunTag("amptui.precision", json.dumps(precision, sort_keys=True) if isinstance(precision, dict)
-                       else str(precision)), RunTag("amptui.world_size", str(record.world_size))]
+        tags = [RunTag("amptui_precision", json.dumps(precision, sort_keys=True) if isinstance(precision, dict)
+                       else str(precision)), RunTag("amptui_world_size", str(record.world_size))]
         if record.resumed_from is not None:  # a resumed run logs into a new MLflow run: say from where
-            tags.append(RunTag("amptui.resumed_from_step", str(record.resumed_from)))
+            tags.append(RunTag("amptui_resumed_from_step", str(record.resumed_from)))
         params = [Param(k, v) for k, v in flat_params(record.config).items()]
         if isinstance(precision, dict):
             params += [Param(f"precision.{k}", str(v)) for k, v in precision.items() if not isinstance(v, (dict, list))]
