@@ -74,3 +74,51 @@ def test_a_run_too_short_to_time_prints_no_speed_up(cli, runs_dir):
     row = speedups(cli, "20261127-100000-qs-a", "20261127-100001-qs-b")[1]
     assert "too short to tell" in row["speed_unresolved"]
     assert "2.00x" not in cli("compare", "20261127-100000-qs-a", "20261127-100001-qs-b", check=True).stdout
+
+
+def write_precision_run(root, run_id, precision: dict, step_ms: float, step_flops: float, peak_tflops: float):
+    run = root / run_id
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text('[run]\nname = "quickstart"\n')
+    t, steps = 1_000.0, 100
+    recs = [record(Start(run_id=run_id, preset="quickstart", config={}, precision=precision, world_size=1,
+                         device={"type": "cpu", "name": "Test CPU", "count": 1}, torch="2.x", host="test", pid=1,
+                         total_steps=steps, steps_per_epoch=steps, epochs=1, step_flops=step_flops,
+                         peak_tflops=peak_tflops), t)]
+    for i in range(10):
+        ms = step_ms * (1 + 0.005 * (i % 3))
+        t += 10 * ms / 1000
+        recs.append(record(Step(step=10 * (i + 1), epoch=1, loss=1.0, lr=None, scale=None, skipped=0, skipped_total=0,
+                                samples_per_s=64 * 1000 / ms, step_time_ms=ms, data_wait_ms=0.0, mem={"rss": 1e9}), t))
+    recs.append(record(End(status="completed", total_time_s=t - 1_000.0, steps=steps, final_loss=1.0), t))
+    write_records(run / "events.jsonl", recs)
+
+
+FP32 = {"autocast": False, "dtype": "float32", "grad_scaler": False, "short": "fp32", "words": "float32"}
+BF16 = {"autocast": True, "dtype": "bfloat16", "grad_scaler": False, "short": "bf16", "words": "autocast bfloat16"}
+
+
+def test_an_ab_of_a_small_model_says_why_bf16_is_not_faster(cli, runs_dir):
+    """Issue 43 finding 3: doctor measured bfloat16 14x float32 on large matmuls, the A/B said "same speed",
+    nothing said why. 2 MFLOP a step at 0.1 TFLOP/s is 0.02 ms of a 2 ms step: nothing for bf16 to speed up."""
+    write_precision_run(runs_dir, "20261127-100000-qs-fp32", FP32, 2.0, step_flops=2e6, peak_tflops=0.1)
+    write_precision_run(runs_dir, "20261127-100001-qs-bf16", BF16, 1.98, step_flops=2e6, peak_tflops=1.4)
+    out = cli("compare", "20261127-100000-qs-fp32", "20261127-100001-qs-bf16", check=True).stdout
+    why = [line for line in out.splitlines() if line.startswith("why bf16")]
+    assert len(why) == 1, out
+    assert "matmuls are 1% of the 2.01 ms fp32 step" in why[0] and "too small for AMP to help" in why[0], why[0]
+
+
+def test_an_ab_that_helped_needs_no_why(cli, runs_dir):
+    write_precision_run(runs_dir, "20261127-100000-qs-fp32", FP32, 2.0, step_flops=2e8, peak_tflops=0.1)
+    write_precision_run(runs_dir, "20261127-100001-qs-bf16", BF16, 0.5, step_flops=2e8, peak_tflops=1.4)
+    out = cli("compare", "20261127-100000-qs-fp32", "20261127-100001-qs-bf16", check=True).stdout
+    assert "why bf16" not in out
+
+
+def test_doctor_says_its_rates_are_of_large_matmuls():
+    from amptui.machine import hardware
+
+    _, _, reason = hardware.recommend({"cpu": {"flags": {"amx_bf16": True}}},
+                                      {"cpu": {"bfloat16": 1.4, "float16": 0.01, "float32": 0.1}})
+    assert "large square matmuls" in reason and "amptui ab" in reason

@@ -16,6 +16,7 @@ from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfini
 from amptui.core.rankmemory import note as rank_memory_note
 from amptui.core.tf32note import baseline_line
 from amptui.core.tunenames import source_preset
+from amptui.core.whyamp import why_lines
 
 if TYPE_CHECKING:
     from amptui.core.compare import RunSummary
@@ -158,6 +159,7 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     lines += float8_notes(summaries)
     load = load_differs(summaries)
     lines += [load] if load else []
+    lines += why_lines(summaries)
     tf32_line = tf32_baseline_note(summaries)
     lines += [tf32_line] if tf32_line else []
     headroom = headroom_note(summaries)
