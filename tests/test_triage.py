@@ -87,3 +87,18 @@ def test_a_healthy_run_looks_for_no_cause(runs_dir):
     run_dir, _ = launch.create_run(presets.find_preset("scaler-lab"), {**TINY, "data.train_samples": 64}, runs_dir)
     train(run_dir)
     assert causes(run_dir) == []
+
+
+def test_an_unmodified_scripts_float16_overflow_names_its_module(runs_dir):
+    """Issue 43 finding 1: 29 of 30 steps skipped and "check the data"; now the module is named, unasked."""
+    from test_scripthooks import record_script
+
+    run_dir, recs, error = record_script(runs_dir, "fp16_overflow.py", log_every=2)
+    assert error is None
+    found = causes(run_dir)
+    assert len(found) == 1, [r for r in recs if r["kind"] == "warning"]
+    assert found[0] | {"value": None, "step": None} == {"cause": "precision_overflow", "module": "2.lin", "where": "forward",
+                                                         "dtype": "float16", "value": None, "step": None}
+    said = [r["message"] for r in recs if r.get("code") == "nonfinite_cause"][0]
+    assert "keep 2.lin out of float16" in said
+    assert not [r for r in recs if r["kind"] == "numerics" and r["step"] > found[0]["step"] + 8]  # sampling ended

@@ -72,6 +72,9 @@ class Recorder:
         self.headroom_alarms: HeadroomAlarms | None = None
         self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
         self.traced: dict[int, Numerics] = {}          # step -> what a replay found (numerics.trace_nonfinite)
+        self.cause_said = False                          # a nonfinite_cause warning was written
+        self.triage_left: int | None = None              # triage_by_sampling's samples still to take
+        self.triage_model: torch.nn.Module | None = None  # the model it samples
         self.trouble_step: int | None = None            # the last step record's first non-finite step (trainer/triage.py)
         self.machine_load = MachineLoad()               # the load each step record's window ran under
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
@@ -150,6 +153,37 @@ class Recorder:
         self.headroom_alarms = HeadroomAlarms(dtype)
         self.numerics.prepare(self.counters.step + 1, self._scale_now(device))
 
+    def triage_by_sampling(self, model: torch.nn.Module, dtype: str) -> None:
+        """After the first non-finite loss or backoff streak of a loop amptui cannot replay (a script's): sample
+        the layers' ranges on the next TRIAGE_SAMPLES steps (nothing was hooked before) so the first module past
+        the dtype's range is named with a `nonfinite_cause` (see _say_cause). Once per run."""
+        if self.triage_left is not None or self.numerics is not None or self.cause_said:
+            return
+        self.triage_left, self.triage_model = TRIAGE_SAMPLES, model
+        self.sample_numerics(model, 1, TRIAGE_DEPTH, dtype)
+
+    def _say_cause(self, samples: list[Numerics]) -> None:
+        """The first sample that names a module whose float32 value passed the dtype's range: a precision
+        overflow (a NaN/inf that float32 holds too is not said to be one). Ends triage sampling."""
+        if self.triage_left is not None:
+            self.triage_left -= len(samples)
+        for sample in samples:
+            first = sample.first_nonfinite or {}
+            value, module, where = first.get("value"), first.get("module", "?"), first.get("where")
+            # the first module whose forward output left the range, its inputs (the modules before it) finite:
+            # unless its own weights hold inf/NaN, the dtype's range is what it exceeded
+            past = value is None or (isinstance(value, (int, float)) and abs(value) > sample.max_finite)
+            if self.cause_said or where != "forward" or not past or not _finite_params(self.triage_model, module):
+                continue
+            said = f" ({value:.3g} in float32)" if isinstance(value, (int, float)) else ""
+            self.warn(f"step {sample.step}: module {module}'s forward output{said} exceeds {sample.dtype}'s range "
+                      f"(max {sample.max_finite:.4g}) with finite inputs and weights: keep {module} out of "
+                      f"{sample.dtype} (run it in float32, or use bfloat16)", code="nonfinite_cause",
+                      cause={"cause": "precision_overflow", "step": sample.step, "module": module, "where": where,
+                             "dtype": sample.dtype, "value": value})
+        if self.triage_left is not None and (self.cause_said or self.triage_left <= 0):
+            self.numerics, self.triage_left = None, 0  # unhooked: sampling was for the triage only
+
     def sample_plan(self, model: torch.nn.Module, every: int) -> None:
         """`amptui plan`'s probe of every linear every `every` optimizer steps (0: nothing hooked)."""
         self.plan = PlanProbe(model, every) if model is not None and every > 0 else None
@@ -198,6 +232,7 @@ class Recorder:
 
     def warn(self, message: str, code: str = "config", cause: dict | None = None) -> None:
         self.write(WarningRecord(message=message, code=code, cause=cause))
+        self.cause_said = self.cause_said or cause is not None
         if self.echo is not None:
             self.echo(f"warning: {message}")
 
@@ -280,6 +315,8 @@ class Recorder:
             events, self.last_scale = scaler_events(first, self.last_scale, window.scales,
                                                     self.tracer.named(first, window.overflow_counts))
             samples = self._numerics_records(window.riders)
+            if samples and self.triage_left:
+                self._say_cause(samples)
             firsts = {r.step: r.first_nonfinite for r in samples if r.first_nonfinite}
             for event in events:
                 if event["event"] == "backoff" and firsts.get(event["step"]):
@@ -396,7 +433,7 @@ class Recorder:
         self.sinks = []
 
 
-STREAK = 3  # a window whose every step (at least this many) the GradScaler skipped is a streak, not a calibration
+TRIAGE_SAMPLES, TRIAGE_DEPTH = 4, 3  # a script's triage: range samples taken, module depth hooked
 
 
 def _trouble_step(window, first: int, skipped: int, scale: float | None) -> int | None:
@@ -405,6 +442,12 @@ def _trouble_step(window, first: int, skipped: int, scale: float | None) -> int 
     scale are the scaler's to calibrate); None for a healthy window."""
     if window.loss is not None and not math.isfinite(window.loss):
         return first_bad_step(window, first) or first + window.steps - 1
-    if skipped >= max(STREAK, window.steps) and scale is not None and scale <= 1:
+    if window.steps and skipped >= window.steps and scale is not None and scale <= 1:
         return first + window.steps - 1
     return None
+
+
+def _finite_params(model: torch.nn.Module | None, name: str) -> bool:
+    """Whether module `name` of `model` holds only finite parameters (read once, after an overflow)."""
+    module = dict(model.named_modules()).get(name) if model is not None else None
+    return module is not None and all(bool(torch.isfinite(p).all()) for p in module.parameters())

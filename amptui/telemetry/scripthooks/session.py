@@ -67,6 +67,7 @@ class ScriptSession:
         self._model_hooks: list[Any] = []
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
+        self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
         self.underflow_checks = 0
@@ -159,6 +160,7 @@ class ScriptSession:
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
+        self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
 
     def finish_step(self) -> None:
@@ -204,6 +206,8 @@ class ScriptSession:
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
         self.recorder.write_step()
+        if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
+            self.recorder.triage_by_sampling(self.models[0], self.reduced)
 
     def _check_underflow(self, step: int) -> None:
         if self.scaling.on or self.underflow_checks >= UNDERFLOW_CHECKS or ("cuda", "float16") not in self.seen.entered \
