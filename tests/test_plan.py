@@ -170,3 +170,19 @@ def test_amptui_plan_of_an_unmodified_gpt_script_gives_the_same_table(runs_dir):
     for x in doc["layers"]:
         assert set(x["recipes"]) == {"bf16", "fp16", "fp8", "fp8-rowwise", "mxfp8"} and x["choice"] and x["reason"]
     assert doc["too_small"] == names  # width 64: nothing gains on an H100, and each is said so
+
+
+def test_ab_variant_plan_name_runs_a_saved_plans_layers_beside_all_bf16():
+    from amptui.core.config import presets
+    from amptui.core.config.variants import expand
+    from amptui.core.errors import UserError
+
+    base = presets.find_preset("plan-lab").config()
+    presets.save_preset("lab-planned", base.with_overrides({"amp.layers": {"hidden.0": "fp8-rowwise",
+                                                                             "outlier": "bf16"}}))
+    (bf16, plain), (planned, layers) = expand("bf16,plan:lab-planned", "cpu")
+    assert (bf16, planned) == ("bf16", "plan:lab-planned")
+    assert plain["amp.layers"] == {} and plain["amp.dtype"] == "bfloat16"
+    assert layers["amp.layers"] == {"hidden.0": "fp8-rowwise", "outlier": "bf16"} and layers["amp.dtype"] == "bfloat16"
+    with pytest.raises(UserError, match=r"plan:plan-lab: preset 'plan-lab' has no \[amp.layers\]"):
+        expand("bf16,plan:plan-lab", "cpu")

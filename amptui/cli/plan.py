@@ -77,16 +77,20 @@ def handle(args) -> int:
     step_flops = start.get("step_flops") if isinstance(start.get("step_flops"), (int, float)) else None
     plan = planner.make_plan(samples, roof, step_flops=step_flops * cfg.amp.accumulate if step_flops else None)
     saved = save(args.save, preset, cfg, plan, args) if args.save else None
+    doc = {"run_id": run_dir.name, "preset": cfg.run.name, **planner.as_json(plan),
+           **({"saved": str(saved)} if saved else {})}
+    from amptui.core.safefile import atomic_write_text
+
+    atomic_write_text(run_dir / planner.PLAN_FILE, json.dumps(doc, indent=2))  # for the dashboard's plan screen
     if args.format == "json":
-        print(json.dumps({"run_id": run_dir.name, **planner.as_json(plan),
-                          **({"saved": str(saved)} if saved else {})}, indent=2))
+        print(json.dumps(doc, indent=2))
     else:
         from amptui.cli import plantable, prose
 
         prose.say(plantable.as_text(run_dir.name, plan, where=start.get("device")))
         if saved:
-            prose.say(f"saved as preset {args.save!r} ({saved}); verify it: amptui ab "
-                      f"{args.save} --variants bf16,{args.save}")
+            prose.say(f"saved as preset {args.save!r} ({saved}); verify it against all-bf16: amptui ab "
+                      f"{cfg.run.name} --variants bf16,plan:{args.save}")
     return 0
 
 

@@ -8,7 +8,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution
-from amptui.core.comparestep import common_step, stopped_early
+from amptui.core.comparestep import common_step, load_differs, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, SCALER_KEYS
 from amptui.core.inputbound import notice
@@ -156,6 +156,8 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     lines += [f"{s.run_id} ({precision_or_unseen(s.precision_words)}): {bound}; its speed-up measures the input pipeline, not AMP"
               for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
     lines += float8_notes(summaries)
+    load = load_differs(summaries)
+    lines += [load] if load else []
     tf32_line = tf32_baseline_note(summaries)
     lines += [tf32_line] if tf32_line else []
     headroom = headroom_note(summaries)

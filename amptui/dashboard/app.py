@@ -29,6 +29,7 @@ from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
 from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.keys import READ_ONLY_ENV, named, why_off
+from amptui.dashboard.screens.plan.screen import PlanScreen
 from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.screens.tune.screen import TuneScreen
 from amptui.dashboard.widgets.runtable import RunTable
@@ -190,7 +191,8 @@ if TYPE_CHECKING:  # the app is what the screens see of it (shell.py): the type 
 
 def keymap_scopes() -> dict[str, type]:
     """The app and the screens a keymap names actions of, by scope ("home": HomeScreen)."""
-    return {"app": AmptuiApp, "home": HomeScreen, "run": RunScreen, "compare": CompareScreen, "tune": TuneScreen}
+    return {"app": AmptuiApp, "home": HomeScreen, "run": RunScreen, "compare": CompareScreen, "tune": TuneScreen,
+            "plan": PlanScreen}
 
 
 def make_app(runs_dir: Path | str | None = None, watch: str | Path | None = None, *,

@@ -43,6 +43,7 @@ from amptui.machine import tf32
 from amptui.telemetry import torch_amp
 from amptui.telemetry.alarms import HeadroomAlarms, ScaleAlarms
 from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
+from amptui.telemetry.machineload import MachineLoad
 from amptui.telemetry.meter import StepMeter, TimedBatches
 from amptui.telemetry.numerics import RangeSampler
 from amptui.telemetry.plan_probe import PlanProbe
@@ -70,6 +71,7 @@ class Recorder:
         self.headroom_alarms: HeadroomAlarms | None = None
         self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
         self.traced: dict[int, Numerics] = {}          # step -> what a replay found (numerics.trace_nonfinite)
+        self.machine_load = MachineLoad()               # the load each step record's window ran under
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
         self.last_scale: float | None = None
@@ -256,6 +258,11 @@ class Recorder:
 
     # --- records ------------------------------------------------------------------------------------
 
+    def _load(self) -> dict[str, float | None]:
+        """The machine's load over the window just ended (telemetry/machineload.py)."""
+        load, others = self.machine_load.window()
+        return {"load": load, "others_cpu": others}
+
     def write_step(self, reduce: bool = True) -> Step | None:
         """Read the window back (one sync) and write its step record; None when it was empty."""
         meter, c = self.meter, self.counters
@@ -289,7 +296,7 @@ class Recorder:
                 step_time_ms=1000 * window.seconds / window.steps, data_wait_ms=self._data_wait_ms(window.steps),
                 mem=step_memory(meter.device), grad_norm=window.grad_norm,
                 tflops=self.step_flops * window.steps / window.seconds / 1e12
-                if self.step_flops and window.seconds > 0 else None)
+                if self.step_flops and window.seconds > 0 else None, **self._load())
             for sink in self.sinks:
                 sink.step(record)
             for sample in samples:

@@ -56,6 +56,14 @@ _WHY = {
 APPLY_REFUSAL = ("{script}: this script sets its own precision ({what}), so amptui applies none on top; A/B it "
                  "by its own flags instead: amptui ab --script {script} --variant NAME='ARGS' ...")
 
+HAND_LOOP_REFUSAL = ("{script}: no torch.optim optimizer step amptui can see ({what}), so fp16+scaler cannot be "
+                     "applied: its GradScaler unscales and steps through the optimizer, and a loop that updates "
+                     "its parameters by hand would train on scaled gradients. Use a torch.optim optimizer, or "
+                     "A/B fp32,bf16 (no scaler)")
+# `amptui ab --script` probes the script before any variant runs (jobs/scriptprobe.py): the hooks
+# write what they saw to the file this variable names, at the first optimizer step, then end it.
+PROBE_ENV = "AMPTUI_SCRIPT_PROBE"
+
 
 def script_set_refusal(overrides: Mapping[str, Any]) -> str | None:
     """The one line refusing the first `--set` key (dotted, as parsed) a script run cannot honour,

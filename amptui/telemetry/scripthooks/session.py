@@ -33,7 +33,7 @@ from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
-from amptui.telemetry.scripthooks import mistakes
+from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
 from amptui.telemetry.scripthooks.guard import StopRequested, guarded
 from amptui.telemetry.scripthooks.loopshape import LoopShape
@@ -77,6 +77,7 @@ class ScriptSession:
         applying = str(getattr(self.base.run, "apply_amp", "") or "")
         self.applied = AppliedAmp(applying).install() if applying else None  # run.apply_amp (applyamp.py)
         self.patches = Patches(self, self.applied).install()
+        self.probe = probe.probing()  # `ab --script`'s probe: ended at the first step (probe.py)
 
     @property
     def entered(self) -> dict[tuple[str, str], int]:
@@ -165,6 +166,8 @@ class ScriptSession:
         steps.pending = False
         first = not self.started
         if first:
+            if self.probe:
+                probe.report(self, self.probe, stepped=True)
             self.begin()
         loop.leave_eval()
         if loop.feeding != loop.epoch_pass:  # a new pass of the training loader fed this step
