@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
                    "(python -m MODULE), from the current folder")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key, e.g. --set amp.dtype=bfloat16 (repeatable); a script run takes "
-                        "run.name, log.every, log.tensorboard, numerics.every/depth and torchrun's dist.* keys")
+                        "run.name, log.every, log.tensorboard, log.mlflow, numerics.every/depth and torchrun's dist.* keys")
     p.add_argument("--detach", action="store_true",
                    help="start in the background and print one JSON line with the run id")
     p.add_argument("--print-launch", action="store_true",

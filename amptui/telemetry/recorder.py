@@ -118,7 +118,10 @@ class Recorder:
             self.meter.clock = clock
 
     def write(self, record: Record) -> dict | None:
-        return self.writer.write(record) if self.writer is not None else None
+        written = self.writer.write(record) if self.writer is not None else None
+        for sink in self.sinks:  # e.g. the numerics summaries MLflow keeps, the TrainJob's progress
+            sink.note(record)
+        return written
 
     def watch_scale(self, growth_interval: int, precision: Precision, init_scale: float | None = None,
                     backoff_factor: float | None = None) -> None:
