@@ -4,21 +4,51 @@ for tests marked `slow`)."""
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from dashboard_support import root  # noqa: F401 - the dashboard tests' fixture: canned runs in ./runs
+from support.cli import amptui, one_clear_line, started  # noqa: F401 - re-exported, see below
+from support.dashboard import root  # noqa: F401 - the dashboard tests' fixture: canned runs in ./runs
+from support.machine import DEVICE_READS, count_device_reads, cpu_rates_here  # noqa: F401
+from support.paths import FIXTURES, REPO  # noqa: F401
+from support.records import (  # noqa: F401
+    events,
+    events_so_far,
+    only_run,
+    record,
+    wait_for_end,
+    wait_for_step,
+    write_records,
+)
+from support.waits import wait_until  # noqa: F401
 
-from amptui.core.events import VERSION
-from amptui.core.records import Record
+# The shared helpers live in tests/support/ (issue 42). Until the tests other branches add are moved
+# over, `from conftest import X` still answers (re-exported above) and so do the old flat module
+# names (`from dashboard_support import X`: the moved module itself, imported when first asked for).
+MOVED = {"dashboard_support": "support.dashboard", "browser_support": "support.browser",
+         "dist_support": "support.dist", "picture_support": "support.pictures",
+         "pty_support": "support.terminal", "tune_support": "support.tune"}
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+class _MovedHelpers(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        return importlib.util.spec_from_loader(name, self) if name in MOVED else None
+
+    def create_module(self, spec):
+        return importlib.import_module(MOVED[spec.name])
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.append(_MovedHelpers())
+
 PINNED_RATES = "AMPTUI_TEST_PINNED_RATES"  # --cpu-bfloat16 slow|fast: the folder of the pinned peak cache
 
 
@@ -190,126 +220,3 @@ def cli(capsys, monkeypatch):
         return proc
 
     return run
-
-
-def amptui(*args: str, timeout: float = 240, check: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the real CLI (`python -m amptui ...`) and capture its output."""
-    proc = subprocess.run([sys.executable, "-m", "amptui", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
-    if check and proc.returncode != 0:
-        raise AssertionError(f"amptui {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def record(rec: Record, t: float, rank: int = 0) -> dict:
-    """The dict a writer puts on one line of events.jsonl for `rec` (a core/records.py class) at
-    time `t`: what `EventWriter.write` writes, with a time the test chooses."""
-    return {"v": VERSION, "kind": rec.KIND, "t": t, "rank": rank, **rec.fields()}
-
-
-def write_records(path: Path, records: list[dict]) -> None:
-    """An event file of whole lines, as a finished run leaves it."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
-
-
-def events(run_dir: Path, name: str = "events.jsonl") -> list[dict]:
-    return [json.loads(line) for line in (run_dir / name).read_text().splitlines() if line.strip()]
-
-
-def one_clear_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
-    """A refusal as users must see it: exit `code`, one `amptui: error:` line, no traceback."""
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("amptui: error: "), proc.stderr
-    return lines[0]
-
-
-def events_so_far(run_dir: Path, name: str = "events.jsonl") -> list[dict]:
-    """What a live run has written so far: nothing yet while a detached trainer is still
-    starting, and only whole lines (the trainer may be mid-write)."""
-    try:
-        text = (run_dir / name).read_text()
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
-
-
-def wait_for_step(run_dir: Path, n: int = 1, timeout: float = 90) -> int:
-    """Wait until a live run has written a step record for step `n` or later; return that step."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        steps = [r["step"] for r in events_so_far(run_dir) if r["kind"] == "step"]
-        if steps and steps[-1] >= n:
-            return steps[-1]
-        time.sleep(0.2)
-    log = run_dir / "output.log"
-    raise AssertionError(f"{run_dir.name}: no step {n} in {timeout:.0f} s\n" + (log.read_text() if log.exists() else ""))
-
-
-def wait_for_end(run_dir: Path, timeout: float = 120) -> list[dict]:
-    """Wait until the run's `end` record is written; return all records."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        recs = events_so_far(run_dir)
-        if any(r["kind"] == "end" for r in recs):
-            return recs
-        time.sleep(0.2)
-    raise AssertionError(f"{run_dir.name} wrote no end record in {timeout:.0f} s")
-
-
-def started(stdout: str) -> dict:
-    """What `amptui ... --detach` started: its one JSON line on stdout (docs/commands.md)."""
-    return json.loads(stdout)
-
-
-def only_run(runs_dir: Path) -> Path:
-    found = [p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    assert len(found) == 1, found
-    return found[0]
-
-
-# Every Python-level device-to-host read of a tensor: what a CPU run can count in place of CUDA's
-# sync-debug mode (the `gpu` tests use that).
-DEVICE_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "numpy")
-
-
-def count_device_reads(monkeypatch) -> dict:
-    """Wrap each read in DEVICE_READS so `counts["n"]` counts them (the mock stands in only for
-    CUDA's sync-debug mode, which needs a GPU)."""
-    import torch
-
-    counts = {"n": 0}
-    for name in DEVICE_READS:
-        original = getattr(torch.Tensor, name)
-
-        def counted(self, *a, _original=original, **k):
-            counts["n"] += 1
-            return _original(self, *a, **k)
-        monkeypatch.setattr(torch.Tensor, name, counted)
-    return counts
-
-
-def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:
-    """Poll `condition` until it holds; a generous deadline only a broken build reaches."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
-        time.sleep(step)
-
-
-def cpu_rates_here(tmp_path: Path, monkeypatch, bfloat16: float, float16: float = 0.001,
-                   float32: float = 0.085) -> None:
-    """This CPU's measured matmul rates (TFLOP/s), as the launcher caches them (this torch, this
-    thread count: nothing is measured again), for this test and the processes it starts."""
-    from amptui.machine import peaks
-
-    cache = tmp_path / "cache" / "amptui" / "peak_tflops.json"
-    cache.parent.mkdir(parents=True)
-    cache.write_text(json.dumps({"format": peaks.PEAK_CACHE_FORMAT, "peak_tflops": {
-        peaks.peak_cache_key("cpu", dtype): rate
-        for dtype, rate in (("bfloat16", bfloat16), ("float16", float16), ("float32", float32))}}))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    peaks.forget_measured_peaks()

@@ -6,8 +6,9 @@ import io
 import json
 
 import pytest
-from conftest import amptui, events, events_so_far, only_run, record, write_records
 from PIL import Image
+from support.cli import amptui
+from support.records import events, events_so_far, only_run, record, write_records
 
 from amptui.core import compare, comparenotes
 from amptui.core.config import values as cfgmod

@@ -18,8 +18,11 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from conftest import REPO, amptui, events_so_far, one_clear_line, started, wait_until
-from dashboard_support import async_test, until
+from support.cli import amptui, one_clear_line, started
+from support.dashboard import async_test, until
+from support.paths import REPO
+from support.records import events_so_far
+from support.waits import wait_until
 
 from amptui.cli import main as cli
 from amptui.core.events import EventReader, EventWriter, parse_line

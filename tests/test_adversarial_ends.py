@@ -11,7 +11,8 @@ import time
 
 import psutil
 import pytest
-from conftest import amptui, one_clear_line, started, wait_until
+from support.cli import amptui, one_clear_line, started
+from support.waits import wait_until
 
 from amptui.core.run import runs
 

@@ -12,8 +12,8 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from conftest import amptui
-from dashboard_support import FIXTURES, QUICK, app_for, async_test, until
+from support.cli import amptui
+from support.dashboard import FIXTURES, QUICK, app_for, async_test, until
 
 from amptui.core.events import EventWriter
 

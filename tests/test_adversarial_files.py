@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, amptui, one_clear_line
-from dashboard_support import QUICK, app_for, async_test, home_ready, until
+from support.cli import amptui, one_clear_line
+from support.dashboard import QUICK, app_for, async_test, home_ready, until
+from support.paths import FIXTURES
 
 TINY = ["--set", "run.device=cpu", "--set", "data.batch_size=8", "--set", "data.img_size=8",
         "--set", "model.width=4", "--set", "data.train_samples=400", "--set", "data.val_samples=16",

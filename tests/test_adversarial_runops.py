@@ -16,9 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events_so_far, one_clear_line, started, wait_for_step, wait_until
-from dashboard_support import Notes, async_test, until
-from pty_support import amptui_on_pty
+from support.cli import amptui, one_clear_line, started
+from support.dashboard import Notes, async_test, until
+from support.records import events_so_far, wait_for_step
+from support.terminal import amptui_on_pty
+from support.waits import wait_until
 
 from amptui.core import trust
 from amptui.core.config import values as cfgmod
@@ -200,7 +202,7 @@ def test_resume_of_a_copied_run_folder_naming_code_asks_first(isolated, runs_dir
 
 def foreign_stopped_run(runs_dir: Path) -> Path:
     """A stopped run with a checkpoint file, copied in from elsewhere, whose config names a factory."""
-    from dashboard_support import FIXTURES, QUICK
+    from support.dashboard import FIXTURES, QUICK
 
     run_dir = runs_dir / QUICK
     shutil.copytree(FIXTURES / "runs" / QUICK, run_dir)
@@ -218,7 +220,7 @@ def foreign_stopped_run(runs_dir: Path) -> Path:
 @async_test
 async def test_the_dashboard_asks_before_resuming_a_run_with_foreign_code(isolated, runs_dir):
     """R on a copied run naming code opens a question; no says nothing ran, nothing changed."""
-    from dashboard_support import QUICK, select_run
+    from support.dashboard import QUICK, select_run
 
     from amptui.dashboard.app import make_app
     from amptui.dashboard.screens.home.screen import HomeScreen
@@ -278,7 +280,7 @@ def test_a_running_run_with_damaged_run_json_is_never_deleted(runs_dir):
 @async_test
 async def test_the_dashboards_delete_refuses_a_run_that_started_after_the_question(runs_dir):
     """The list said stopped when x asked; by the yes a writer holds the lock: nothing is removed."""
-    from dashboard_support import FAILED, FIXTURES, home_ready, select_run
+    from support.dashboard import FAILED, FIXTURES, home_ready, select_run
 
     from amptui.dashboard.app import make_app
     from amptui.dashboard.screens.modals import ConfirmModal

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import cpu_rates_here, events
+from support.machine import cpu_rates_here
+from support.records import events
 
 from amptui.tune import plan as T
 
@@ -44,7 +45,7 @@ def test_float16_on_a_cpu_is_advised_against_by_what_was_measured(cli, runs_dir,
 
 
 def test_the_tune_dialog_says_which_toggles_its_trials_keep(root):
-    from dashboard_support import app_for, until
+    from support.dashboard import app_for, until
     from test_dashboard_fit import drawn_text
 
     from amptui.dashboard.screens.tune.start import TuneStartModal

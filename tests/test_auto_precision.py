@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dashboard_support import async_test, until
+from support.dashboard import async_test, until
 
 from amptui.core.config.presets import find_preset
 from amptui.core.config.resolve import auto_fallback_note, auto_overrides

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURES, amptui
+from support.cli import amptui
+from support.paths import FIXTURES
 
 
 def assert_clean_refusal(proc, runs_dir, *words):

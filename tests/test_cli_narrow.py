@@ -4,7 +4,7 @@ and never cut a run id, a count or a status. Real CLI on a pseudo-terminal (slow
 from __future__ import annotations
 
 import pytest
-from pty_support import amptui_on_pty
+from support.terminal import amptui_on_pty
 from test_ab_compare import canned_run
 from test_cli_terminal import screen_lines
 from test_compare_common_step import BF16, FP32, two_variants

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import cpu_rates_here
-from pty_support import amptui_on_pty
+from support.machine import cpu_rates_here
+from support.terminal import amptui_on_pty
 from test_cli_terminal import screen_lines
 
 from amptui.core.numerics import describe_nonfinite

@@ -9,8 +9,9 @@ import json
 import re
 
 import pytest
-from conftest import amptui, record
-from pty_support import amptui_on_pty
+from support.cli import amptui
+from support.records import record
+from support.terminal import amptui_on_pty
 from test_ab_compare import canned_run
 
 from amptui.core.records import End, Start, Step

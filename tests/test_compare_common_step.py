@@ -10,7 +10,7 @@ import csv
 import io
 import json
 
-from conftest import record, write_records
+from support.records import record, write_records
 
 from amptui.core.records import End, Start, Step
 
@@ -94,7 +94,7 @@ def test_a_real_speed_up_beyond_the_noise_keeps_its_figure_and_its_noise(cli, ru
 def test_the_compare_screen_reads_the_same_common_step(runs_dir):
     import asyncio
 
-    from dashboard_support import app_for, until
+    from support.dashboard import app_for, until
     from textual.widgets import DataTable
 
     from amptui.dashboard.screens.compare.screen import CompareScreen

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import record, write_records
+from support.records import record, write_records
 
 from amptui.core.records import End, Epoch, Start, Step
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from support.paths import FIXTURES
 
 from amptui.core.config import values as config
 from amptui.core.config.keychecks import check_value

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from dashboard_support import (
+from support.dashboard import (
     FAILED,
     LIVE,
     QUICK,

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from dashboard_support import until
+from support.dashboard import until
 
 pytestmark = pytest.mark.slow
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

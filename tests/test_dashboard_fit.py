@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from dashboard_support import FIXTURES, LIVE, QUICK, Notes, app_for, async_test, copy_runs, home_ready, until
 from rich.cells import cell_len
 from rich.text import Text
+from support.dashboard import FIXTURES, LIVE, QUICK, Notes, app_for, async_test, copy_runs, home_ready, until
 
 from amptui.dashboard.screens.help import HelpScreen
 from amptui.dashboard.widgets.runtable import COLUMNS, RunTable
@@ -242,7 +242,7 @@ async def test_the_tune_start_dialog_wraps_a_long_preset_name_at_80x24(root):
 
 @async_test
 async def test_the_compare_table_says_it_scrolls_sideways_at_80_columns(root):
-    from dashboard_support import FAILED, SCALER
+    from support.dashboard import FAILED, SCALER
 
     from amptui.dashboard.screens.compare.screen import CompareScreen
 
@@ -265,7 +265,7 @@ async def test_compare_shows_the_fp32_baselines_tf32_and_each_runs_narrowest_hea
     """An fp32 baseline on an A100 (numerics off) against float16 with range samples: under the
     table, the baseline's TF32 and one headroom line per run in `amptui compare`'s words, with the
     loss plots still on screen; the markdown export carries the same notes."""
-    from picture_support import write_headroom_pair
+    from support.pictures import write_headroom_pair
 
     from amptui.dashboard.screens.compare.screen import CompareScreen
 

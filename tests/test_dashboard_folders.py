@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from dashboard_support import app_for, async_test, copy_runs, home_ready, until
+from support.dashboard import app_for, async_test, copy_runs, home_ready, until
 
 from amptui.core.run import folders
 from amptui.core.run.runs import create_folder, launch_identity

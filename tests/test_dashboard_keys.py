@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dashboard_support import QUICK, SCALER, Notes, app_for, async_test, home_ready, select_run, until
+from support.dashboard import QUICK, SCALER, Notes, app_for, async_test, home_ready, select_run, until
 from textual.app import App
 from textual.command import CommandList, CommandPalette
 

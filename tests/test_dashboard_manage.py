@@ -9,8 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import record
-from dashboard_support import (
+from support.dashboard import (
     FAILED,
     FROZEN_NOW,
     LIVE,
@@ -24,6 +23,7 @@ from dashboard_support import (
     select_run,
     until,
 )
+from support.records import record
 
 from amptui.core.records import WarningRecord
 from amptui.dashboard.screens.compare.screen import CompareScreen

@@ -8,8 +8,8 @@ import time
 import tracemalloc
 
 import pytest
-from conftest import record
-from dashboard_support import FAILED, QUICK, SCALER, copy_runs
+from support.dashboard import FAILED, QUICK, SCALER, copy_runs
+from support.records import record
 
 from amptui.core import compare as cmp
 from amptui.core.records import Mem, Scaler, Start, Step
@@ -257,7 +257,7 @@ def test_the_no_finite_loss_panel_names_the_first_non_finite_module():
 def test_the_heat_map_names_the_layer_where_inf_came_first_and_counts_the_rest_downstream():
     """numerics-lab in float16 (the fixture): blocks.3 overflows, ln_f and head only pass its inf
     on. The heat map's legend names blocks.3 and counts the two after it, not three findings."""
-    from dashboard_support import FIXTURES, NUMERICS
+    from support.dashboard import FIXTURES, NUMERICS
 
     from amptui.core.events import read_events
     from amptui.core.numerics import summarize

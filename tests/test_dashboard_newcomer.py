@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from dashboard_support import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
+from support.dashboard import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
 from textual.widgets import Footer, OptionList
 
 from amptui.dashboard.screens.run.screen import RunScreen
@@ -126,7 +126,7 @@ def _trial_copy(root, run_id: str, name: str):
     """The failed canned run, with a checkpoint (so resumable), under another run name."""
     import shutil
 
-    from dashboard_support import FAILED
+    from support.dashboard import FAILED
 
     folder = shutil.copytree(root / FAILED, root / run_id)
     for file in ("config.toml", "events.jsonl"):
@@ -289,7 +289,7 @@ def test_the_estimate_is_advice_a_step_that_cannot_be_timed_gives_none_with_why(
     def fails(cfg):
         raise RuntimeError("no kernel for this op")
 
-    monkeypatch.setattr(steptime, "time_step", fails)
+    monkeypatch.setattr(steptime, "time_steps", fails)
     found = estimate.ab_estimate_or_why(presets.find_preset("quickstart"), {}, [("fp32", {"amp.autocast": False})])
     assert found["error"] and "no kernel for this op" in found["words"]
     assert estimate.span(40, 100) == "40 s-2 min" and estimate.span(600, 1800) == "10-30 min"
@@ -327,7 +327,7 @@ def test_the_first_look_at_a_long_history_reads_its_two_ends(tmp_path):
     import json
     import shutil
 
-    from dashboard_support import FIXTURES
+    from support.dashboard import FIXTURES
 
     from amptui.dashboard.screens.run.header import FIRST_LOOK_MAX_BYTES, first_look, header_line, progress_line
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from dashboard_support import LIVE, app_for, async_test, copy_runs, home_ready, until
+from support.dashboard import LIVE, app_for, async_test, copy_runs, home_ready, until
 from textual.widgets import Input, Static
 
 from amptui.dashboard.screens.run.screen import RunScreen

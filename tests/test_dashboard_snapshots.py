@@ -7,7 +7,7 @@ Update after an intended visual change with:
 from __future__ import annotations
 
 import pytest
-from dashboard_support import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_numerics_run, copy_runs, until
+from support.dashboard import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_numerics_run, copy_runs, until
 from textual.widgets import Input
 
 from amptui.dashboard.app import make_app
@@ -132,14 +132,14 @@ def test_snapshot_run_info(runs, snap_compare):
     assert snap_compare(app_for(), terminal_size=(110, 34), run_before=before)
 
 
-# --- every panel at 80x24 and 160x50, on canned shapes (tests/picture_support.py): a flat lr and
+# --- every panel at 80x24 and 160x50, on canned shapes (tests/support/pictures.py): a flat lr and
 # RSS, one throughput outlier, a run resumed from an earlier checkpoint (its steps rewind), and
 # two identical loss curves in compare.
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
 @pytest.mark.parametrize("panel", ["1", "2", "3", "4", "5", "6"],
                          ids=["loss", "lr", "scale", "memory", "throughput", "log"])
 def test_snapshot_panel(runs, snap_compare, panel, size):
-    from picture_support import RESUMED, write_resumed_run
+    from support.pictures import RESUMED, write_resumed_run
 
     write_resumed_run(runs)
 
@@ -153,7 +153,7 @@ def test_snapshot_panel(runs, snap_compare, panel, size):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
 def test_snapshot_compare_identical_curves(runs, snap_compare, size):
-    from picture_support import write_twin_runs
+    from support.pictures import write_twin_runs
 
     first, second = write_twin_runs(runs)
 
@@ -201,7 +201,7 @@ def test_snapshot_tune_stopped_80x24(runs, snap_compare):
     and what a verdict needs, and that it scrolls."""
     from pathlib import Path
 
-    from tune_support import reviewers_stop, write_tune
+    from support.tune import reviewers_stop, write_tune
 
     from amptui.dashboard.screens.tune.screen import TuneScreen
 
@@ -236,7 +236,7 @@ def test_snapshot_run_heat_map_80x24(runs, snap_compare):
 def test_snapshot_run_float8_sqnr_heat_map(runs, snap_compare):
     """A float8 rowwise run (emulated): the heat map's float8 view, each converted linear's SQNR over
     the samples, blocks.1.mlp.proj sinking under the alarm's 10 dB (red) and named under the map."""
-    from picture_support import write_float8_run
+    from support.pictures import write_float8_run
 
     run = write_float8_run(runs)
     assert snap_compare(app_for(watch=run), terminal_size=(120, 40), run_before=run_loaded)
@@ -246,7 +246,7 @@ def test_snapshot_run_float8_sqnr_heat_map(runs, snap_compare):
 def test_snapshot_compare_tf32_and_headroom(runs, snap_compare, size):
     """An fp32 baseline on an A100 against float16 with range samples: its TF32 and each run's
     narrowest headroom under the table."""
-    from picture_support import write_headroom_pair
+    from support.pictures import write_headroom_pair
 
     baseline, sampled = write_headroom_pair(runs)
 

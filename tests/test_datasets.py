@@ -5,8 +5,9 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import amptui, events, only_run
 from PIL import Image
+from support.cli import amptui
+from support.records import events, only_run
 
 from amptui.trainer.data import SKIP_CIFAR_MD5_ENV
 

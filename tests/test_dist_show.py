@@ -2,7 +2,7 @@
 DDP and FSDP beside the precision; `compare` (CLI table, JSON, csv, the dashboard's compare screen)
 has memory per rank: each rank's kept state from its start record, and each rank's peak from its
 own events file, with what was measured said honestly; `ab`'s +reduce refusal and progress lines.
-All on canned runs (tests/dist_support.py), in this process."""
+All on canned runs (tests/support/dist.py), in this process."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import re
 from io import StringIO
 
 import pytest
-from conftest import one_clear_line
-from dashboard_support import QUICK, app_for, async_test, copy_runs, home_ready, until
-from dist_support import DDP_RUN, FSDP_RUN, MIB, PEAKS, write_dist_run
 from rich.text import Text
+from support.cli import one_clear_line
+from support.dashboard import QUICK, app_for, async_test, copy_runs, home_ready, until
+from support.dist import DDP_RUN, FSDP_RUN, MIB, PEAKS, write_dist_run
 
 from amptui.core import compare
 from amptui.core.run import runs
@@ -137,7 +137,7 @@ def test_compare_cli_shows_memory_per_rank_and_says_what_was_measured(pair, cli)
 
 
 def test_a_one_process_compare_keeps_its_table(root, cli):
-    from dashboard_support import SCALER
+    from support.dashboard import SCALER
 
     text = cli("compare", QUICK, SCALER, "--runs-dir", str(root), check=True).stdout
     header = text.splitlines()[0]

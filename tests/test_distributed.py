@@ -10,7 +10,8 @@ import sys
 import time
 
 import pytest
-from conftest import amptui, events, only_run, started, wait_for_step
+from support.cli import amptui, started
+from support.records import events, only_run, wait_for_step
 
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder

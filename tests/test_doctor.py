@@ -18,7 +18,7 @@ import types
 
 import pytest
 import torch
-from conftest import amptui
+from support.cli import amptui
 
 from amptui.cli import doctor
 from amptui.machine import busy as busy_mod

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from dashboard_support import async_test, until
+from support.dashboard import async_test, until
 
 from amptui.dashboard.app import make_app
 from amptui.dashboard.widgets.toggles import TogglesPanel

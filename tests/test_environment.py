@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from support.paths import REPO
 
 # Each: a hostile value a CI image, a training box or a shell inside a job may hold, and a test whose
 # verdict it would change if the suite read it.

@@ -9,7 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events, only_run
+from support.cli import amptui
+from support.records import events, only_run
 
 from amptui.core import usercode
 from amptui.core.config import values as cfgmod

@@ -10,7 +10,8 @@ import json
 
 import pytest
 import torch
-from conftest import amptui, events, one_clear_line, only_run
+from support.cli import amptui, one_clear_line
+from support.records import events, only_run
 from torch import nn
 
 from amptui.core.config import modes
@@ -48,8 +49,7 @@ def test_float8_variants_run_on_top_of_bf16_autocast():
     assert [got[v]["amp.float8"] for v in ("fp8", "mxfp8")] == ["tensorwise", "mxfp8"]
     for variant, recipe in zip(("fp8", "fp8-rowwise", "mxfp8"), RECIPES, strict=True):
         p = Precision.from_variant(variant)
-        assert (p.short, p.words, p.conversion) == (variant, f"autocast bfloat16 + float8 {recipe}",
-                                                    "amptui.trainer.float8:convert")
+        assert (p.short, p.words, p.mode.name) == (variant, f"autocast bfloat16 + float8 {recipe}", "float8")
         assert Precision.from_record(p.as_record()) == p and Precision.from_record(p.words) == p
         assert p.as_record()["float8"] == {"recipe": recipe}
         resolved = Precision.from_config(config.build_config({}, p.overrides()), "cpu")
@@ -94,15 +94,15 @@ class Stack(nn.Module):
 
 def test_which_linears_convert_follows_torchtitans_rules():
     chosen, kept = float8.choose(Stack(), "rowwise", ["attn_proj"], hardware=False)
-    assert chosen == ["a"]
+    assert list(chosen) == ["a"]
     assert kept == {"inp": "first linear", "odd": "features not divisible by 16", "b": "features not divisible by 16",
                     "attn_proj": "amp.float8_skip", "out": "last linear"}
     chosen, kept = float8.choose(Stack(), "mxfp8", [], hardware=False)
-    assert chosen == ["a"] and kept["attn_proj"] == "features not divisible by 32"
-    assert float8.choose(Stack(), "tensorwise", [], hardware=False)[0] == ["a", "attn_proj"]
+    assert list(chosen) == ["a"] and kept["attn_proj"] == "features not divisible by 32"
+    assert float8.choose(Stack(), "tensorwise", [], hardware=False)[0] == {"a": "tensorwise", "attn_proj": "tensorwise"}
     # on float8 hardware, GEMMs too small to gain stay in high precision (torchao's thresholds)
     assert float8.choose(Stack(), "tensorwise", [], hardware=True) == (
-        [], {"inp": "first linear", "a": "GEMM too small to gain", "odd": "features not divisible by 16",
+        {}, {"inp": "first linear", "a": "GEMM too small to gain", "odd": "features not divisible by 16",
              "b": "features not divisible by 16", "attn_proj": "GEMM too small to gain", "out": "last linear"})
 
 
@@ -131,12 +131,12 @@ def _trained_sample(recipe: str, poison: str | None = None):
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_each_converted_linear_gets_its_sqnr_amax_scale_and_underflow(recipe):
     summary, record = _trained_sample(recipe)
-    assert summary["recipe"] == recipe and summary["emulated"] is True
-    assert (summary["converted"], summary["linears"]) == (7, 9)  # the first linear and the tied head stay
+    assert summary.recipe == recipe and summary.emulated is True
+    assert (summary.converted, summary.linears) == (7, 9)  # the first linear and the tied head stay
     assert float8.summary_words(summary).startswith(f"float8 {recipe}: 7 of 9 linears (kept in high precision: "
                                                     "blocks.0.attn.qkv (first linear), head (last linear))")
     layers = {layer["name"]: layer for layer in record.float8}
-    assert list(layers) == summary["layers"]
+    assert list(layers) == list(summary.layers)
     for layer in layers.values():
         assert layer["recipe"] == recipe
         assert 15 <= layer["sqnr_db"] <= 45, layer  # torchao's own tests: float8 GEMMs at roughly 15-35 dB
@@ -222,7 +222,7 @@ def test_fsdp_takes_tensorwise_float8_and_names_both_and_refuses_the_other_recip
     assert p.fsdp_policy == {"param_dtype": "bfloat16", "reduce_dtype": "float32", "sharded_dtype": "float32"}
     assert p.autocast_dtype is None  # the policy computes in bfloat16, as without float8
     assert p.as_record()["float8"] == {"recipe": "tensorwise"} and Precision.from_record(p.as_record()) == p
-    assert float8.gathered(p) and not float8.gathered(Precision.from_variant("fp8"))
+    assert p.fsdp_policy is not None and p.float8 == "tensorwise"  # the all-gather in float8: convert says so
     for recipe in ("rowwise", "mxfp8"):
         line = one_clear_line(cli("run", "gpt-text", "--set", "dist.mode=fsdp", "--set", f"amp.float8={recipe}"))
         assert f'amp.float8 = "{recipe}" with dist.mode = "fsdp"' in line and "amp.float8=tensorwise" in line
@@ -245,7 +245,7 @@ def test_under_fsdp_float8_all_gather_sqnr_is_measured_against_the_high_precisio
         cfg = config.build_config({}, {"amp.float8": "tensorwise", "amp.dtype": "bfloat16", "dist.mode": "fsdp"})
         precision = Precision.from_config(cfg, "cpu")
         summary = float8.convert(model, precision, cfg, torch.device("cpu"))
-        assert summary["fsdp_float8_all_gather"] is True
+        assert summary.all_gather is True and summary.record()["fsdp_float8_all_gather"] is True
         fsdp.shard(model, torch.device("cpu"), 1, precision)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         sampler = RangeSampler(model, every=1, depth=2, dtype="bfloat16", device=torch.device("cpu"))
@@ -260,7 +260,7 @@ def test_under_fsdp_float8_all_gather_sqnr_is_measured_against_the_high_precisio
             float8.precompute_scales(model)  # torchtitan's second flag: the next all-gather's scales
             records += sampler.records([b.flatten().tolist() for b in sampler.riders()])
         for record in records:
-            assert {layer["name"] for layer in record.float8} == set(summary["layers"])
+            assert {layer["name"] for layer in record.float8} == set(summary.layers)
             for layer in record.float8:
                 assert 15 <= layer["sqnr_db"] <= 45, layer
                 assert 0 < layer["weight"]["amax"] < 1, layer  # the float32 weight's, not float8's 448

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from dashboard_support import app_for, async_test, until
-from picture_support import FLOAT8_LAYERS, float8_sqnr, write_float8_run
+from support.dashboard import app_for, async_test, until
+from support.pictures import FLOAT8_LAYERS, float8_sqnr, write_float8_run
 
 from amptui.core.numerics import NumericsSummary, summarize
 from amptui.dashboard.widgets.heatmap import SQNR_BANDS, band, sqnr_map

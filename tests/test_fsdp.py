@@ -9,7 +9,8 @@ import textwrap
 
 import psutil
 import pytest
-from conftest import amptui, events, events_so_far, one_clear_line, only_run, started
+from support.cli import amptui, one_clear_line, started
+from support.records import events, events_so_far, only_run
 
 from amptui.core import compare
 from amptui.core.config.precision import Precision

@@ -9,7 +9,8 @@ import math
 
 import pytest
 import torch
-from conftest import amptui, events, one_clear_line, only_run
+from support.cli import amptui, one_clear_line
+from support.records import events, only_run
 
 from amptui.core import textcorpus
 from amptui.core.config.presets import find_preset

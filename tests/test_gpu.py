@@ -10,7 +10,8 @@ import sys
 
 import pytest
 import torch
-from conftest import amptui, events, only_run
+from support.cli import amptui
+from support.records import events, only_run
 
 SHORT = ["--set", "run.max_steps=30", "--set", "log.every=5", "--set", "log.tensorboard=false"]
 

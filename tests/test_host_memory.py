@@ -15,7 +15,8 @@ import textwrap
 import time
 
 import pytest
-from conftest import amptui, events_so_far, started
+from support.cli import amptui, started
+from support.records import events_so_far
 
 from amptui.trainer import host_memory
 

@@ -91,3 +91,15 @@ def test_the_check_sees_a_circle_made_by_an_import_inside_a_function(tmp_path, m
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = grimp.build_graph("circled", exclude_type_checking_imports=True, cache_dir=None)
     assert _circles(graph) == [["circled.a", "circled.b", "circled.c"]]
+
+
+def test_no_screen_or_widget_imports_the_app_even_for_its_types():
+    """The screens reach the app through dashboard/shell.py's protocol (issue 42): app.py imports the
+    screens, and an import back, even one under TYPE_CHECKING, made a circle of eleven files."""
+    graph = grimp.build_graph("amptui", exclude_type_checking_imports=False, cache_dir=None)
+    importers = sorted(graph.find_modules_that_directly_import("amptui.dashboard.app"))
+    inside = [m for m in importers if m.startswith("amptui.dashboard.")]
+    assert not inside, "dashboard modules that import app.py: " + ", ".join(
+        _where(graph, m, "amptui.dashboard.app") for m in inside)
+    circles = [group for group in _circles(graph) if any(m.startswith("amptui.dashboard") for m in group)]
+    assert not circles, "dashboard modules around a circle (type-checking imports counted): " + repr(circles)

@@ -28,7 +28,7 @@ def test_the_detach_line_is_one_json_object_on_stdout_and_words_on_stderr(capsys
 
 
 def test_start_reads_the_line_or_the_refusal(monkeypatch):
-    replies = iter([(0, '{"kind": "ab", "group_id": "g1"}\n', ""), (2, "", "amptui: error: an A/B of x is already running\n"),
+    replies = iter([(0, '{"kind": "ab", "group_id": "g1"}\n', "note: float32 here\nstarted\n"), (2, "", "amptui: error: an A/B of x is already running\n"),
                     (0, "not json\n", "")])
 
     def fake_run(command, **kwargs):
@@ -36,7 +36,8 @@ def test_start_reads_the_line_or_the_refusal(monkeypatch):
         return subprocess.CompletedProcess(command, code, stdout=out, stderr=err)
 
     monkeypatch.setattr("amptui.jobs.detached.subprocess.run", fake_run)
-    assert detached.start(["ab", "x", "--detach"]) == ({"kind": "ab", "group_id": "g1"}, None)
+    # with the `note:` lines it wrote for a person (the dashboard shows them)
+    assert detached.start(["ab", "x", "--detach"]) == ({"kind": "ab", "group_id": "g1", "notes": ["float32 here"]}, None)
     assert detached.start(["ab", "x", "--detach"]) == (None, "an A/B of x is already running")
     assert detached.start(["ab", "x", "--detach"]) == (None, "amptui ab printed no start line")
     with pytest.raises(ValueError):

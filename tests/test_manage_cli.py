@@ -10,7 +10,8 @@ import json
 import os
 
 import pytest
-from conftest import one_clear_line, record, write_records
+from support.cli import one_clear_line
+from support.records import record, write_records
 from test_ab_compare import canned_run
 
 from amptui.core.config import presets

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, count_device_reads, events, only_run, started, wait_for_step
-from conftest import amptui as amptui_cli
+from support.cli import amptui as amptui_cli
+from support.cli import started
+from support.machine import count_device_reads
+from support.paths import REPO
+from support.records import events, only_run, wait_for_step
 from torch import nn
 
 import amptui

@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 import torch
-from conftest import only_run
-from dashboard_support import async_test, until
 from rich.console import Console
+from support.dashboard import async_test, until
+from support.records import only_run
 from test_cli_terminal import screen_lines
 from torch import nn
 

@@ -42,7 +42,7 @@ def test_run_detach_answers_without_importing_torch_on_a_machine_without_a_gpu(t
 
 @pytest.mark.slow
 def test_ab_estimate_times_each_variant_says_a_range_and_starts_nothing(tmp_path):
-    from conftest import amptui
+    from support.cli import amptui
 
     root = tmp_path / "runs"
     proc = amptui("ab", "quickstart", "--estimate", "--format", "json", "--runs-dir", str(root),
@@ -57,7 +57,7 @@ def test_ab_estimate_times_each_variant_says_a_range_and_starts_nothing(tmp_path
 
 @pytest.mark.slow
 def test_ab_prints_its_estimate_before_the_first_variant_starts(tmp_path):
-    from conftest import amptui
+    from support.cli import amptui
 
     proc = amptui("ab", "quickstart", "--runs-dir", str(tmp_path / "runs"), "--set", "run.max_steps=2",
                   "--variants", "fp32,bf16")

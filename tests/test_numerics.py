@@ -9,8 +9,9 @@ import math
 
 import pytest
 import torch
-from conftest import amptui as amptui_cli
-from conftest import events, one_clear_line, only_run
+from support.cli import amptui as amptui_cli
+from support.cli import one_clear_line
+from support.records import events, only_run
 from torch import nn
 
 import amptui
@@ -339,7 +340,7 @@ def test_a_backoff_streak_after_growth_is_told_from_calibration_and_blamed_on_th
 
 def test_compare_names_each_runs_narrowest_layer():
     """The numerics-lab float16 run of the dashboard fixtures: blocks.3's output held inf/NaN."""
-    from dashboard_support import FIXTURES, NUMERICS, QUICK
+    from support.dashboard import FIXTURES, NUMERICS, QUICK
 
     from amptui.core import compare, comparenotes
 
@@ -448,7 +449,7 @@ def test_the_numerics_table_counts_forward_and_gradient_inf_apart_and_fits_80_co
     """numerics-lab in float16 (the dashboard fixture): blocks.3 overflows in its forward on every
     step, ln_f and head pass its inf on, and every gradient upstream (tok_emb's too) is inf. The
     table says which layer overflows: tok_emb's 40 are gradient inf only, blocks.3 is `first`."""
-    from dashboard_support import FIXTURES, NUMERICS
+    from support.dashboard import FIXTURES, NUMERICS
 
     from amptui.cli.numerics import as_json, as_table
     from amptui.core.events import read_events
@@ -478,7 +479,7 @@ def test_the_numerics_table_counts_forward_and_gradient_inf_apart_and_fits_80_co
 def test_the_numerics_command_fits_an_80_column_terminal(runs_dir):
     """The real command on a terminal: the table's rows fit; its sentences (the legend, the first
     non-finite line) wrap at words instead of running past the edge."""
-    from dashboard_support import NUMERICS, copy_numerics_run
+    from support.dashboard import NUMERICS, copy_numerics_run
     from test_cli_terminal import amptui_on_terminal, screen_lines
 
     copy_numerics_run(runs_dir)

@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from dashboard_support import async_test
-from picture_support import RESUMED, write_resumed_run, write_twin_runs
+from support.dashboard import async_test
+from support.pictures import RESUMED, write_resumed_run, write_twin_runs
 from textual.app import App
 
 from amptui.core import axis
@@ -191,7 +191,7 @@ def test_watch_svg_draws_the_run_screen_headless_and_refuses_a_bad_size(tmp_path
 # --- the run screen: one x axis for every panel, steps or time ------------------------------------------
 @async_test
 async def test_every_panel_shares_the_step_axis_and_t_switches_them_all_to_time(tmp_path, monkeypatch):
-    from dashboard_support import app_for, until
+    from support.dashboard import app_for, until
 
     from amptui.dashboard.screens.run.screen import RunScreen
 

@@ -8,7 +8,8 @@ import time
 
 import pytest
 import torch
-from conftest import amptui, events, only_run
+from support.cli import amptui
+from support.records import events, only_run
 from torch.utils.data import Dataset
 
 from amptui.core.config import values as cfgmod

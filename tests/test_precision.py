@@ -99,7 +99,8 @@ def test_from_record_reads_the_structured_and_the_old_string_forms(record, want)
 # --- a new precision mode is one MODES entry ------------------------------------------------------
 
 class HalfAndTf32(modes.PrecisionMode):
-    """A made-up mode: float16 autocast, float32 matmuls outside it on TF32, a module conversion."""
+    """A made-up mode: float16 autocast, float32 matmuls outside it on TF32 (its trainer side, a
+    runtime, is tests/test_fake_mode.py's subject)."""
 
     name = "fp16-tf32"
 
@@ -114,9 +115,6 @@ class HalfAndTf32(modes.PrecisionMode):
 
     def autocast_dtype(self, p):
         return p.dtype
-
-    def conversion(self, p):
-        return "mypackage.half:convert"
 
     def detect(self, facts):
         return {"amp.tf32": True} if facts.autocast == ("cuda", "float16") else {}
@@ -140,7 +138,7 @@ def test_a_new_precision_mode_is_one_entry(monkeypatch):
     p = Precision.from_variant("fp16-tf32")
     assert isinstance(p.mode, HalfAndTf32)
     assert (p.short, p.words) == ("fp16-tf32+scaler", "autocast float16, TF32 outside it + GradScaler")
-    assert (p.autocast_dtype, p.fsdp_policy, p.conversion) == ("float16", None, "mypackage.half:convert")
+    assert (p.autocast_dtype, p.fsdp_policy) == ("float16", None)
     assert p.as_record()["tf32_outside"] is True
     assert dict(ab.expand("fp32,fp16-tf32", "cuda"))["fp16-tf32"] == {
         "amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True, "amp.tf32": True}
@@ -195,3 +193,46 @@ def test_a_new_dtype_is_one_entry(with_fp8, monkeypatch):
     assert notice and notice.startswith("float8_e4m3fn is emulated on this CPU (no AMX-FP8 instructions)")
     monkeypatch.setattr(cpu_features, "read_cpuinfo", lambda path="/proc/cpuinfo": ("Fake CPU", {"sse2", "amx_fp8"}))
     assert dtype_speed.emulated_dtype_notice("cpu", True, "float8_e4m3fn") is None
+
+
+# --- identity: every field counts, every variant is its own ------------------------------------------
+
+def test_every_variant_is_a_distinct_precision_with_its_own_name():
+    names = ab.known_variants()
+    precisions = [Precision.from_variant(n) for n in names]
+    assert len(set(precisions)) == len(names)  # bf16, fp8, fp8-rowwise and mxfp8 no longer collapse into one
+    assert [p.short for p in precisions] == names
+    assert Precision.from_variant("bf16") != Precision.from_variant("fp8") != Precision.from_variant("mxfp8")
+
+
+def test_equality_ignores_only_what_a_run_does_not_use():
+    # without autocast the preset's dtype computes nothing: one float32 run whatever it names
+    assert Precision(False, "float16", False) == Precision(False, "bfloat16", False)
+    assert hash(Precision(False, "float16", False)) == hash(Precision(False, "bfloat16", False))
+    # every other field tells two precisions apart
+    base = Precision(True, "bfloat16", False, reduce="float32", float8="tensorwise")
+    for changed in ({"dtype": "float16"}, {"scaler": True}, {"reduce": "bfloat16"}, {"reduce": None},
+                    {"float8": "rowwise"}, {"float8": "off"}):
+        other = Precision(**{**base.__dict__, **changed})
+        assert other != base and len({other, base}) == 2, changed
+
+
+ALL_PRECISIONS = [Precision(autocast, dtype, scaler, tf32, reduce, recipe)
+                  for autocast, dtype, scaler, tf32, reduce, recipe in itertools.product(
+                      [True, False], DTYPES, [True, False], [False, True], [None, "float32", *DTYPES],
+                      ["off", "tensorwise", "rowwise", "mxfp8"]) if not (tf32 and autocast)]
+
+
+@pytest.mark.parametrize("p", ALL_PRECISIONS, ids=lambda p: p.words)
+def test_every_precision_round_trips_through_its_record_and_its_words(p):
+    """Compared on the records, not with ==: a lost recipe or FSDP policy shows as a differing field."""
+    record = p.as_record()
+    assert Precision.from_record(record).as_record() == record
+    assert Precision.from_record(p.words).as_record() == record  # the string form older runs wrote
+
+
+def test_fsdp_with_float8_keeps_its_policy_when_read_back():
+    words = "FSDP bfloat16 params, float32 reduce + float8 tensorwise"
+    p = Precision.from_record(words)
+    assert p.fsdp_policy == {"param_dtype": "bfloat16", "reduce_dtype": "float32", "sharded_dtype": "float32"}
+    assert (p.float8, p.words) == ("tensorwise", words)

@@ -11,9 +11,10 @@ import time
 
 import pytest
 import torch
-from conftest import amptui, events, events_so_far, only_run, started, wait_for_end, wait_for_step
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.cli import amptui, started
+from support.records import events, events_so_far, only_run, wait_for_end, wait_for_step
 
 from amptui.core.config import values as config
 from amptui.core.errors import ConfigError

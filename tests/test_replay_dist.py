@@ -9,7 +9,8 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import amptui, events
+from support.cli import amptui
+from support.records import events
 
 from amptui.core.run import runs
 

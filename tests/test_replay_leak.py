@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import events
+from support.records import events
 from test_numerics import FP16, KNOWN, module, of_kind, trainer_for
 from torch import nn
 

@@ -8,8 +8,8 @@ import json
 import time
 
 import pytest
-from conftest import one_clear_line
-from dashboard_support import copy_runs
+from support.cli import one_clear_line
+from support.dashboard import copy_runs
 
 from amptui.core.errors import UserError
 from amptui.core.run import folders

@@ -2,7 +2,8 @@
 do not advance, and achieved FLOP/s in the step records."""
 
 import pytest
-from conftest import amptui, events, only_run
+from support.cli import amptui
+from support.records import events, only_run
 
 from amptui.telemetry.alarms import CALIBRATION_STREAK, ScaleAlarms, calibration_streak
 

@@ -11,7 +11,9 @@ import re
 import sys
 
 import pytest
-from conftest import REPO, amptui, events, one_clear_line, only_run
+from support.cli import amptui, one_clear_line
+from support.paths import REPO
+from support.records import events, only_run
 
 from amptui.core.config.values import read_toml
 from amptui.core.run import runs

@@ -14,7 +14,7 @@ import sys
 import textwrap
 
 import pytest
-from pty_support import amptui_on_pty
+from support.terminal import amptui_on_pty
 from test_scripthooks import by_kind, record_script, warnings_by_code
 
 from amptui.cli.outputecho import OutputEcho

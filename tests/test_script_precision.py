@@ -11,8 +11,10 @@ import json
 import time
 
 import pytest
-from conftest import REPO, amptui, one_clear_line, only_run, record, started, write_records
-from dashboard_support import app_for, async_test, home_ready
+from support.cli import amptui, one_clear_line, started
+from support.dashboard import app_for, async_test, home_ready
+from support.paths import REPO
+from support.records import only_run, record, write_records
 
 from amptui.core import compare
 from amptui.core.config import values as cfgmod

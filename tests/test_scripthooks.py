@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, count_device_reads, events, only_run, started, wait_for_step
-from conftest import amptui as amptui_cli
+from support.cli import amptui as amptui_cli
+from support.cli import started
+from support.machine import count_device_reads
+from support.paths import REPO
+from support.records import events, only_run, wait_for_step
 from torch import nn
 
 import amptui
@@ -545,3 +548,21 @@ def test_a_failing_end_of_the_hooks_never_breaks_the_script(runs_dir, tmp_path, 
         sys.argv[:], sys.path[:] = saved
     assert "[amptui] recording stopped: OSError: No space left on device" in capsys.readouterr().err
     assert by_kind(events(run_dir), "end")[-1]["status"] == "completed"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("applied", ["", "bf16"])
+def test_a_script_saves_and_copies_its_hooked_model_and_optimizer(runs_dir, tmp_path, applied):
+    """The hooks leave nothing unpicklable on the user's objects (issue 41.1): `torch.save` of a
+    whole model, `pickle` and `copy.deepcopy` of a hooked model and optimizer work as without amptui,
+    and the saved file loads where amptui is not (no reference to amptui in it)."""
+    sets = {"run.apply_amp": applied} if applied else {}
+    run_dir, recs, proc = record_script_process(runs_dir, "saves_model.py", str(tmp_path), sets=sets)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "saved" in proc.stdout
+    assert recs[-1]["kind"] == "end" and recs[-1]["status"] == "completed"
+    assert recs[-1]["steps"] == 4  # the copies are not counted: their hooks are inert
+    saved = (tmp_path / "model.pt").read_bytes()
+    assert b"amptui" not in saved
+    model = torch.load(tmp_path / "model.pt", weights_only=False)
+    assert not model._forward_pre_hooks and not model._forward_hooks

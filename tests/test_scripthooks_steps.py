@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import amptui as amptui_cli
-from conftest import events, only_run
+from support.cli import amptui as amptui_cli
+from support.records import events, only_run
 from test_scripthooks import SCRIPTS, by_kind, record_script, record_script_process, warnings_by_code
 
 from amptui.core.run import runs

@@ -20,8 +20,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import one_clear_line, wait_for_end
-from dashboard_support import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
+from support.cli import one_clear_line
+from support.dashboard import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
+from support.records import wait_for_end
 
 from amptui.cli import serve_guard
 from amptui.cli.serve import TOKEN_ENV, is_local, public_url
@@ -105,7 +106,8 @@ def test_each_serve_prints_an_address_with_a_new_secret(cli, served, monkeypatch
     port = free_port()
     first, second = (cli("serve", "--port", str(port), check=True) for _ in range(2))
     secret = printed_secret(first.stdout)
-    assert f"at http://localhost:{port}/?token={secret}\n" in first.stdout
+    assert first.stdout.splitlines()[-1] == f"http://localhost:{port}/?token={secret}"  # last, a line of its own
+    assert len(first.stdout.splitlines()[-1]) <= 80  # an 80-column terminal never wraps inside the secret
     assert len(secret) >= 43 and secret != printed_secret(second.stdout)  # 256 random bits each time
     assert served[0].secret == secret
     # a script's own secret, from the environment (not seen in the process list) or --token
@@ -127,8 +129,9 @@ def test_the_tunnel_line_names_the_served_address(cli, served):
     port = free_port()
     out = cli("serve", "--host", "127.0.0.2", "--port", str(port), check=True).stdout
     secret = printed_secret(out)
-    assert f"ssh -L 127.0.0.2:{port}:127.0.0.2:{port} {socket.gethostname()}, then open " \
-           f"http://127.0.0.2:{port}/?token={secret}\n" in out, out
+    assert f"ssh -L 127.0.0.2:{port}:127.0.0.2:{port} {socket.gethostname()}, then open the address below" \
+        in out, out
+    assert out.splitlines()[-1] == f"http://127.0.0.2:{port}/?token={secret}"
     out = cli("serve", "--host", "127.0.0.2", "--port", str(port), "--public-url", "http://localhost:9000",
               check=True).stdout
     assert f"ssh -L 9000:127.0.0.2:{port} " in out, out
@@ -170,19 +173,21 @@ def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 60)
     raise AssertionError(f"amptui serve did not listen on {port} within {timeout:g} s")
 
 
-def start_serve(runs_dir: Path, port: int, *args: str, cwd: Path | None = None) -> tuple[subprocess.Popen, str, str]:
+def start_serve(runs_dir: Path, port: int, *args: str, cwd: Path | None = None,
+                stdin: int | None = None) -> tuple[subprocess.Popen, str, str]:
     """`amptui serve` as a user starts it (the `amptui` command: its own folder first on the path,
     not the working folder); (the process, the address it printed, what it printed up to there)."""
     proc = subprocess.Popen([*amptui_python(), "-m", "amptui", "--runs-dir", str(runs_dir), "serve", "--port", str(port),
-                             *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
+                             *args], cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
                             start_new_session=True)
     said = ""
-    while "amptui dashboard for" not in said:
+    while not said.endswith("(whoever has it acts as you):\n"):
         # unbuffered, a byte at a time: communicate() later reads the pipe itself, past any buffer
         line = proc.stdout.readline().decode()
         assert line, f"amptui serve ended, saying:\n{said}"
         said += line
-    address = re.search(r" at (http\S+)\n", said).group(1)
+    address = proc.stdout.readline().decode().strip()  # the address: the last line, on its own
+    said += address + "\n"
     wait_until_listening(proc, port)
     return proc, address, said
 
@@ -260,7 +265,7 @@ def read_until(sock: socket.socket, text: str, timeout: float = 90) -> str:
 def test_no_page_file_or_websocket_without_the_secret_and_no_websocket_from_another_site(runs_dir):
     """What another user on the machine, or a page the user visits while a tunnel is open, can send."""
     port = free_port()
-    server, address, _ = start_serve(runs_dir, port)
+    server, address, _ = start_serve(runs_dir, port, "--access-log")
     try:
         secret = address.split("?token=")[1]
         cookie_name = f"amptui-serve-{port}"
@@ -290,9 +295,33 @@ def test_no_page_file_or_websocket_without_the_secret_and_no_websocket_from_anot
         assert status == 101
     finally:
         output = stop_serve(server)
-    # its request log names no secret (once only: the tunnel line's address), however it wraps lines
+    # its request log (asked for) never names the secret (printed before it, in the address), however it wraps
     logged = re.sub(r"\s+", "", output)
-    assert logged.count(secret) == 1 and "GET/?token=...HTTP/1.1" in logged, output
+    assert secret not in logged and "GET/?token=...HTTP/1.1" in logged, output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_serving_logs_no_request_unless_asked_and_says_the_address_again_for_a_question_mark(runs_dir):
+    """The printed address stays the last thing on the screen: no line per browser request (issue
+    45); `?` then Enter on the console prints it again, last."""
+    port = free_port()
+    server, address, said = start_serve(runs_dir, port, stdin=subprocess.PIPE)
+    try:
+        secret = address.split("?token=")[1]
+        for path in (f"/?token={secret}", "/static/css/xterm.css", "/nowhere"):
+            get(port, path)
+        server.stdin.write(b"?\n")
+        server.stdin.flush()
+        again = ""
+        while address not in again:
+            line = server.stdout.readline().decode()
+            assert line, f"amptui serve ended, saying:\n{said + again}"
+            again += line
+    finally:
+        output = said + again + stop_serve(server)
+    assert "GET" not in output and "HTTP/1.1" not in output, output
+    assert again.rstrip("\n").splitlines()[-1] == address
 
 
 @pytest.mark.slow
@@ -322,7 +351,7 @@ def test_serving_from_a_folder_that_holds_an_amptui_of_its_own_never_imports_it(
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(cli, runs_dir, tmp_path):
-    browser = pytest.importorskip("browser_support")
+    browser = pytest.importorskip("support.browser")
     if browser.chromium() is None:
         pytest.skip("needs Chromium (Debian: apt-get install chromium); .ci/run installs it")
     # a saved preset of two steps, last in the list, that one tab will run
@@ -386,7 +415,7 @@ def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(cli, runs_dir,
             browser.stop_chromium(chrome)
         output = said + stop_serve(server)
     assert f"ssh -L {tunnel_port}:localhost:{port} " in output, output
-    assert f"then open {address}\n" in output, output
+    assert "then open the address below" in output and f"\n{address}\n" in output, output
 
 
 # --- serve --read-only: the dashboard each tab runs ------------------------------------------------------

@@ -13,7 +13,8 @@ import subprocess
 import textwrap
 
 import pytest
-from conftest import amptui, events, one_clear_line
+from support.cli import amptui, one_clear_line
+from support.records import events
 
 from amptui.core import cluster
 from amptui.jobs import slurm

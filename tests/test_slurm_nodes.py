@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from conftest import cpu_rates_here
+from support.machine import cpu_rates_here
 
 from amptui.core.config import values as cfgmod
 from amptui.jobs import slurm

@@ -9,8 +9,8 @@ import time
 
 import pytest
 import torch
-from conftest import amptui as amptui_cli
-from conftest import events, only_run
+from support.cli import amptui as amptui_cli
+from support.records import events, only_run
 from torch import nn
 
 import amptui

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import amptui, events, one_clear_line, only_run, record, write_records
+from support.cli import amptui, one_clear_line
+from support.records import events, only_run, record, write_records
 
 from amptui.cli.doctor import render_text
 from amptui.core import compare, comparenotes

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from support.paths import REPO
 
 
 def declared_lower_bound() -> str:

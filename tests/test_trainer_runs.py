@@ -8,7 +8,8 @@ import time
 
 import pytest
 import torch
-from conftest import amptui, events, events_so_far, only_run, started, wait_for_step
+from support.cli import amptui, started
+from support.records import events, events_so_far, only_run, wait_for_step
 
 from amptui.core.run import runs
 

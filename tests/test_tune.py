@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events
+from support.cli import amptui
+from support.records import events
 
 from amptui.core.config import presets as presetmod
 from amptui.core.errors import UserError
@@ -127,7 +128,7 @@ def test_every_speed_up_is_read_against_the_fp32_reference_run():
 
 def test_the_reviewers_stop_names_no_winner_and_says_what_was_measured_and_what_is_missing():
     """q while fp16+scaler ran, after fp32, bf16 (stopped early: far slower) and fp32's second seed."""
-    from tune_support import DIMS, reviewers_stop
+    from support.tune import DIMS, reviewers_stop
 
     trials = reviewers_stop()
     winner, _, _, partial = P.settle(trials, interrupted=True, dims=DIMS)
@@ -197,7 +198,7 @@ def test_the_budget_leaves_a_verdict_only_when_the_precision_search_was_whole():
 def test_the_report_of_a_stopped_tune_shows_no_winner_even_from_an_older_result(tmp_path):
     """What the CLI and the dashboard both read (tune/report.py): a result an older amptui wrote for
     the reviewer's stop (status interrupted, yet winner fp32 and a WINNER row) names no winner."""
-    from tune_support import finished_search, write_old_stopped_tune, write_tune
+    from support.tune import finished_search, write_old_stopped_tune, write_tune
 
     old = T.read_result(write_old_stopped_tune(tmp_path))
     assert T.winner_of(old) is None and report.save_hint(old, "s") == ""
@@ -315,7 +316,7 @@ def drawn(widget) -> str:
 
 
 async def open_tune(pilot, path: Path, announce: bool = False):
-    from dashboard_support import home_ready, until
+    from support.dashboard import home_ready, until
 
     from amptui.dashboard.screens.tune.screen import TuneScreen
 
@@ -337,8 +338,8 @@ def table_text(screen) -> str:
 def test_the_tune_screen_of_a_stopped_search_names_no_winner_and_offers_no_save(root):
     """Issue 25: after q the screen said "stopped (partial result)" beside "WINNER (stay in fp32)" and
     "s saves the winner". Both the result this amptui writes and the one an older one wrote."""
-    from dashboard_support import Notes, app_for, async_test, until
-    from tune_support import reviewers_stop, write_old_stopped_tune, write_tune
+    from support.dashboard import Notes, app_for, async_test, until
+    from support.tune import reviewers_stop, write_old_stopped_tune, write_tune
 
     @async_test
     async def check(path: Path) -> tuple[str, str]:
@@ -366,8 +367,8 @@ def test_the_tune_screen_of_a_stopped_search_names_no_winner_and_offers_no_save(
 
 
 def test_the_tune_screen_of_a_finished_search_announces_it_and_saves_the_winner(root):
-    from dashboard_support import Notes, app_for, async_test, until
-    from tune_support import finished_search, write_tune
+    from support.dashboard import Notes, app_for, async_test, until
+    from support.tune import finished_search, write_tune
 
     @async_test
     async def check() -> None:
@@ -389,7 +390,7 @@ def test_the_tune_screen_of_a_finished_search_announces_it_and_saves_the_winner(
 def test_dashboard_t_tunes_in_the_background_and_q_stops_it_with_no_winner(tmp_path, runs_dir):
     """The real search behind the canned ones above: q stops it at once; a stopped search names no
     winner and s saves nothing (issue 25)."""
-    from dashboard_support import Notes, async_test, until
+    from support.dashboard import Notes, async_test, until
     from textual.widgets import DataTable, OptionList
 
     from amptui.core.config import values as cfgmod

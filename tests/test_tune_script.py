@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events, one_clear_line
+from support.cli import amptui, one_clear_line
+from support.records import events
 
 from amptui.tune import plan as T
 from amptui.tune.scriptsearch import BF16_SCALER, use_command
@@ -102,7 +103,7 @@ def test_dashboard_t_on_a_script_run_tunes_that_script_with_its_arguments(runs_d
     import os
     import signal
 
-    from dashboard_support import Notes, app_for, async_test, home_ready, select_run, until
+    from support.dashboard import Notes, app_for, async_test, home_ready, select_run, until
 
     from amptui.dashboard.screens.tune.screen import TuneScreen
     from amptui.dashboard.screens.tune.start import TuneStartModal
@@ -157,7 +158,7 @@ def result_of(runs_dir: Path) -> dict:
 def test_a_stopped_script_search_names_what_it_lacks_in_the_scripts_words():
     """Stopped (Ctrl-C, q) after fp32 and part of bf16: no winner; what is missing is the script's plan
     (fp32 again, fp16+scaler, ...), and a stopped trial's step is not "of 20" (a script runs its own length)."""
-    from tune_support import measured
+    from support.tune import measured
 
     from amptui.tune import partial as P
     from amptui.tune.scriptsearch import SCRIPT_PRECISIONS, candidate

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import only_run, wait_for_end
+from support.records import only_run, wait_for_end
 
 from amptui.jobs.spawn import amptui_python
 

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from amptui.core.config.precision import FULL
 from amptui.core.fmt import flops_unit, fmt_flops
-from amptui.machine import hardware, peaks
+from amptui.machine import cputorch, hardware, peaks
 
 
 def add_parser(sub) -> None:
@@ -82,6 +82,9 @@ def render_text(r: dict[str, Any]) -> str:
     else:
         lines.append("  none" + ("" if t["cuda"] else " (this torch build has no CUDA)")
                      + ("" if t["cuda_available"] or not t["cuda"] else " (no usable CUDA device or driver)"))
+        note = cputorch.note_words(t["cuda"], t["cuda_available"])
+        if note:
+            lines.append(f"  {note[0].upper()}{note[1:]}")
     lines += ["", "NVML (GPU telemetry)"]
     if nvml["available"]:
         lines.append(f"  available: driver {nvml.get('driver')}, {nvml.get('devices')} device(s)")

@@ -21,11 +21,13 @@ from amptui.cli import (
     export,
     keys,
     numerics,
+    plan,
     presets,
     resume,
     run,
     runs,
     serve,
+    sky,
     slurm,
     stop,
     tune,
@@ -34,8 +36,8 @@ from amptui.cli import (
 from amptui.cli.parser import build_parser
 from amptui.core.errors import UserError
 
-COMMANDS = (run, stop, resume, watch, ab, tune, numerics, serve, slurm, compare, runs, export, doctor, keys,
-            presets)
+COMMANDS = (run, stop, resume, watch, ab, tune, numerics, plan, serve, slurm, sky, compare, runs, export, doctor,
+            keys, presets)
 BY_NAME = {command.__name__.rpartition(".")[2]: command for command in COMMANDS}  # the module is the command's name
 
 

@@ -50,6 +50,9 @@ def add_parser(sub) -> None:
                         f"{TOKEN_ENV} instead, which other users cannot see in the process list)")
     p.add_argument("--read-only", action="store_true",
                    help="a dashboard that watches and compares but starts, stops, resumes and deletes nothing")
+    p.add_argument("--access-log", action="store_true",
+                   help="print a line for each browser request (the secret masked); off by default, so the "
+                        "printed address stays on the screen")
     runs_dir_option(p)
 
 
@@ -164,21 +167,31 @@ def handle(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("amptui serve needs textual-serve: pip install textual-serve") from None
 
-    if not local:
-        print(f"WARNING: serving on {args.host}:{args.port}, reachable from other machines: whoever reaches this "
-              "port with the address below can start and stop runs.", file=sys.stderr, flush=True)
     address = f"{url}/?{TOKEN_PARAM}={secret}"
-    mode = ", read-only" if args.read_only else ""
-    print(f"amptui dashboard for {root.resolve()}{mode} at {address}", flush=True)
     tunnel = tunnel_line(args.host, args.port, url) if local else None
-    if tunnel:
-        print(f"from another machine: {tunnel}, then open {address}", flush=True)
-    print("the address carries the secret: whoever has it acts as you; each browser tab is a dashboard of its own; "
-          "Ctrl+C stops serving (runs go on)", flush=True)
+
+    def say_address() -> None:
+        """What serving says at the start, and again for `?` on the console: the address last, on a
+        line of its own (a terminal wraps it only where it is wider than the screen itself)."""
+        from amptui.cli.prose import say
+
+        if not local:
+            say(f"WARNING: serving on {args.host}:{args.port}, reachable from other machines: whoever reaches "
+                "this port with the address below can start and stop runs.", sys.stderr)
+        say(f"amptui dashboard for {root.resolve()}{', read-only' if args.read_only else ''}; each browser tab "
+            "is a dashboard of its own; Ctrl+C stops serving (runs go on); ? then Enter prints the address "
+            "again")
+        if tunnel:
+            say(f"from another machine: {tunnel}, then open the address below")
+        say("open this address; it carries the secret (whoever has it acts as you):")
+        print(address, flush=True)
+
+    say_address()
     served = urlsplit(public_url(None, args.host, args.port))  # the address itself, when no --public-url
     server = GuardedServer(served_command(root, args.read_only), secret=secret,
                            origins=[url, f"{served.scheme}://{served.netloc}"],
-                           host=args.host, port=args.port, title="amptui", public_url=url)
+                           host=args.host, port=args.port, title="amptui", public_url=url,
+                           access_log=args.access_log, on_console=say_address)
     server.serve()
     return 0
 

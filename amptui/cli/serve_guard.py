@@ -11,9 +11,13 @@ textual-serve itself is not changed: its aiohttp application gets one more middl
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+import os
 import re
+import sys
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -58,9 +62,12 @@ class GuardedServer(Server):
     """textual-serve's Server, answering only requests that carry `secret`, and websockets only
     from `origins` (the served address and the public URL's, as URLs)."""
 
-    def __init__(self, command: str, *, secret: str, origins: list[str], **kwargs):
+    def __init__(self, command: str, *, secret: str, origins: list[str], access_log: bool = False,
+                 on_console: Callable[[], None] | None = None, **kwargs):
         super().__init__(command, **kwargs)
         self.secret = secret
+        self.access_log = access_log  # a line per request would scroll the printed address away
+        self.on_console = on_console  # `?` then Enter on the console: say the address again
         self.origins = {o for o in (origin_of(url) for url in origins) if o is not None}
         public = urlsplit(self.public_url)
         # one cookie per public port: two dashboards served on one host keep their own
@@ -69,7 +76,9 @@ class GuardedServer(Server):
 
     def initialize_logging(self) -> None:
         super().initialize_logging()
-        logging.getLogger("aiohttp.access").addFilter(HideSecret())
+        access = logging.getLogger("aiohttp.access")
+        access.addFilter(HideSecret())
+        access.disabled = not self.access_log
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
@@ -77,7 +86,25 @@ class GuardedServer(Server):
         return app
 
     async def on_startup(self, app: web.Application) -> None:
-        """Quiet: textual-serve would print its address without the secret; cmd_serve said it."""
+        """Quiet: textual-serve would print its address without the secret; cli/serve.py said it.
+        Listens to the console for `?` (nothing where stdin is closed or cannot be watched)."""
+        if self.on_console is None or sys.stdin is None:
+            return
+        try:
+            fd = sys.stdin.fileno()
+            asyncio.get_running_loop().add_reader(fd, self._console_input, fd)
+        except (OSError, ValueError, NotImplementedError):  # a regular file, /dev/null: no console
+            pass
+
+    def _console_input(self, fd: int) -> None:
+        try:
+            typed = os.read(fd, 4096)
+        except OSError:
+            typed = b""
+        if not typed:  # end of input: stop watching (an idle reader would fire forever)
+            asyncio.get_running_loop().remove_reader(fd)
+        elif b"?" in typed and self.on_console is not None:
+            self.on_console()
 
     @web.middleware
     async def _guard(self, request: web.Request, handler) -> web.StreamResponse:

@@ -8,7 +8,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution
-from amptui.core.comparestep import common_step, stopped_early
+from amptui.core.comparestep import common_step, load_differs, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, SCALER_KEYS
 from amptui.core.inputbound import notice
@@ -156,6 +156,8 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     lines += [f"{s.run_id} ({precision_or_unseen(s.precision_words)}): {bound}; its speed-up measures the input pipeline, not AMP"
               for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
     lines += float8_notes(summaries)
+    load = load_differs(summaries)
+    lines += [load] if load else []
     tf32_line = tf32_baseline_note(summaries)
     lines += [tf32_line] if tf32_line else []
     headroom = headroom_note(summaries)
@@ -178,8 +180,10 @@ def float8_notes(summaries: list[RunSummary]) -> list[str]:
         float8 = precision.get("float8")
         if not isinstance(float8, dict) or "converted" not in float8:
             continue
-        said = f"{s.run_id} ({precision.get('short', '?')}): float8 {float8.get('recipe')}: " \
-               f"{float8.get('converted')} of {float8.get('linears')} linears"
+        headline = float8.get("headline")  # [amp.layers] may mix recipes: the run's own words for them
+        said = f"{s.run_id} ({precision.get('short', '?')}): " + (
+            str(headline) if isinstance(headline, str) else
+            f"float8 {float8.get('recipe')}: {float8.get('converted')} of {float8.get('linears')} linears")
         if float8.get("emulated"):
             said += "; emulated (no float8 GEMM on this device): numerics are real, speed is not"
         lines.append(said)

@@ -84,6 +84,7 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     check_float8(cfg)
     check_factories(cfg)
     check_tensorboard(cfg)
+    check_mlflow(cfg)
     check_weights(cfg)
     check_epoch_size(cfg)
     check_data(cfg)  # last: it may download
@@ -97,6 +98,9 @@ def odd_combinations(cfg: cfgmod.Config, slow: Mapping[str, str] | None = None) 
     amp = cfg.amp
     dev = cfg.run.device
     notes = []
+    if amp.layers and cfg.run.script:
+        notes.append("[amp.layers] applies to amptui's trainer only: a script's loop (its hooks, or the AMP amptui "
+                     "applies to it) runs every module in the script's precision")
     if amp.grad_scaler is True and not amp.autocast:
         notes.append("GradScaler without autocast: gradients are float32 and cannot overflow, so the scaler "
                      "only adds work")
@@ -126,23 +130,28 @@ def _cpu_float16_advice(slow: Mapping[str, str] | None) -> str:
 
 
 def check_float8(cfg: cfgmod.Config) -> None:
-    """amp.float8 needs torchao (the fp8 extra) and amptui's own trainer on one process, DDP, or
-    FSDP with tensorwise scales (its weights all-gathered in float8)."""
+    """amp.float8 (and [amp.layers]' float8 variants) need torchao (the fp8 extra) and amptui's own
+    trainer on one process, DDP, or FSDP with tensorwise scales (its weights all-gathered in float8)."""
     from amptui.core.config.precision import Precision
 
-    recipe = cfg.amp.float8
-    if recipe == "off" or cfg.run.script:  # a script converts its own model: the hooks only watch it
+    if cfg.run.script:  # a script converts its own model: the hooks only watch it
         return
-    missing = Precision.from_config(cfg).mode.missing()
-    if missing:
-        raise UserError(f"amp.float8 = \"{recipe}\": {missing} (or --set amp.float8=off)")
-    if cfg.dist.mode == "dp":
-        raise UserError("amp.float8 with dist.mode = \"dp\": amptui converts float8 linears for one process, DDP "
-                        "or FSDP; use dist.mode=ddp, or --set amp.float8=off")
-    if cfg.dist.mode == "fsdp" and recipe != "tensorwise":
-        raise UserError(f"amp.float8 = \"{recipe}\" with dist.mode = \"fsdp\": amptui shards float8 linears with "
-                        "tensorwise scales only (FSDP2's float8 all-gather, torchtitan's recipe); use "
-                        "amp.float8=tensorwise, or dist.mode=ddp")
+    asked = [(f"amp.float8 = \"{cfg.amp.float8}\"", cfg.amp.float8, "--set amp.float8=off", "amp.float8=tensorwise")] \
+        if cfg.amp.float8 != "off" else []
+    for pattern, variant in cfg.amp.layers.items():
+        if (recipe := Precision.from_variant(variant).float8) != "off":
+            asked.append((f"amp.layers.\"{pattern}\" = \"{variant}\"", recipe, "drop that rule", "fp8 (tensorwise)"))
+    missing = Precision.from_variant("fp8").mode.missing() if asked else None
+    for said, recipe, fix, sharded in asked:
+        if missing:
+            raise UserError(f"{said}: {missing} (or {fix})")
+        if cfg.dist.mode == "dp":
+            raise UserError(f"{said} with dist.mode = \"dp\": amptui converts float8 linears for one process, DDP "
+                            f"or FSDP; use dist.mode=ddp, or {fix}")
+        if cfg.dist.mode == "fsdp" and recipe != "tensorwise":
+            raise UserError(f"{said} with dist.mode = \"fsdp\": amptui shards float8 linears with "
+                            f"tensorwise scales only (FSDP2's float8 all-gather, torchtitan's recipe); use "
+                            f"{sharded}, or dist.mode=ddp")
 
 
 def check_tensorboard(cfg: cfgmod.Config) -> None:
@@ -151,6 +160,14 @@ def check_tensorboard(cfg: cfgmod.Config) -> None:
     if cfg.log.tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise UserError("log.tensorboard = true needs TensorBoard, which is not installed: "
                         "pip install 'amptui[tensorboard]' (or --set log.tensorboard=false)")
+
+
+def check_mlflow(cfg: cfgmod.Config) -> None:
+    import importlib.util
+
+    if cfg.log.mlflow and importlib.util.find_spec("mlflow") is None:
+        raise UserError("log.mlflow = true needs MLflow, which is not installed: pip install 'amptui[mlflow]' "
+                        "(or --set log.mlflow=false)")
 
 
 def check_epoch_size(cfg: cfgmod.Config) -> None:

@@ -67,7 +67,7 @@ class Start(Record):
 @dataclass
 class Step(Record):
     KIND: ClassVar[str] = "step"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("grad_norm", "tflops", "epoch")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("grad_norm", "tflops", "epoch", "load", "others_cpu")
 
     step: int
     epoch: int | None               # absent when unknown (a script whose loop iterates no DataLoader)
@@ -82,6 +82,8 @@ class Step(Record):
     mem: dict                       # allocated/reserved/peak_allocated (CUDA) or rss/peak_rss (CPU), bytes
     grad_norm: float | None = None  # optional: written only when known
     tflops: float | None = None     # achieved
+    load: float | None = None       # the machine's 1-minute load average at the record
+    others_cpu: float | None = None  # share (0..1) of all CPUs' time other processes used in the window
 
     def fields(self) -> dict[str, Any]:
         """As Record.fields, without asdict's deep copy: a step record holds numbers and the plain
@@ -146,10 +148,11 @@ class Checkpoint(Record):
 @dataclass
 class WarningRecord(Record):
     KIND: ClassVar[str] = "warning"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("code",)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("code", "cause")
 
     message: str
     code: str | None = None
+    cause: dict | None = None  # code "nonfinite_cause": {cause: input|precision_overflow|float32_too, step, ...}
 
 
 @dataclass
@@ -169,6 +172,17 @@ class Numerics(Record):
     traced: bool | None = None      # found by re-running the batch (numerics.trace_nonfinite)
     float8: list | None = None      # per float8 linear: {name, recipe, sqnr_db, input/weight/grad_output: {format, amax, scale, underflow}}
     # (MXFP8's also underflow_worst_block, underflow_block_spread)
+
+
+@dataclass
+class PlanSample(Record):
+    """One step sampled by `amptui plan` (`numerics.plan_every`): per linear, its GEMM shape and
+    every recipe's figures on that step's tensors (docs/numerics.md#plan)."""
+
+    KIND: ClassVar[str] = "plan_sample"
+
+    step: int
+    layers: list                    # per linear: {name, order, m, k, n, calls, bf16, fp16, fp8, fp8-rowwise, mxfp8}
 
 
 @dataclass
@@ -206,7 +220,8 @@ class End(Record):
     error: dict | None = None       # ErrorInfo as a dict, when failed
 
 
-KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics)
+KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics,
+                                   PlanSample)
 BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}
 COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
 

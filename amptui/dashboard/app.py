@@ -29,12 +29,15 @@ from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
 from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.keys import READ_ONLY_ENV, named, why_off
+from amptui.dashboard.screens.plan.screen import PlanScreen
 from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.screens.tune.screen import TuneScreen
 from amptui.dashboard.widgets.runtable import RunTable
 
 if TYPE_CHECKING:
     from textual.theme import Theme
+
+    from amptui.dashboard.shell import Dashboard
 
 
 STATE_LIMIT = 64 * 1024
@@ -135,6 +138,11 @@ class AmptuiApp(App):
     def home(self) -> HomeScreen | None:
         return next((s for s in self.screen_stack if isinstance(s, HomeScreen)), None)
 
+    def presets_changed(self) -> None:
+        home = self.home()
+        if home is not None:
+            home.load_presets()
+
     def open_run(self, run_dir: Path) -> None:
         self.push_screen(RunScreen(run_dir))
 
@@ -182,9 +190,14 @@ class AmptuiApp(App):
         self.open_compare(dirs + [Path(run_dir)])
 
 
+if TYPE_CHECKING:  # the app is what the screens see of it (shell.py): the type checker holds it to that
+    _IS_A_DASHBOARD: type[Dashboard] = AmptuiApp
+
+
 def keymap_scopes() -> dict[str, type]:
     """The app and the screens a keymap names actions of, by scope ("home": HomeScreen)."""
-    return {"app": AmptuiApp, "home": HomeScreen, "run": RunScreen, "compare": CompareScreen, "tune": TuneScreen}
+    return {"app": AmptuiApp, "home": HomeScreen, "run": RunScreen, "compare": CompareScreen, "tune": TuneScreen,
+            "plan": PlanScreen}
 
 
 def make_app(runs_dir: Path | str | None = None, watch: str | Path | None = None, *,

@@ -45,6 +45,11 @@ def read_announcement(stdout: str) -> dict[str, Any] | None:
     return None
 
 
+def read_notes(stderr: str) -> list[str]:
+    """The `note: ...` lines a detached start wrote for a person (the dashboard shows them)."""
+    return [line.removeprefix("note: ").strip() for line in stderr.splitlines() if line.startswith("note: ")]
+
+
 def relaunch(argv: Sequence[str], extra: Sequence[str], log: Path) -> subprocess.Popen:
     """This very `amptui` command line, less --detach, plus `extra`, started in the background."""
     args = [a for a in argv if a != DETACH]
@@ -93,7 +98,7 @@ def start(args: Sequence[str], timeout: float = 180) -> tuple[dict[str, Any] | N
         started = read_announcement(proc.stdout)
         if started is None:
             return None, f"amptui {args[0]} printed no start line"
-        return started, None
+        return {**started, "notes": read_notes(proc.stderr)}, None
     lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     message = lines[-1] if lines else f"amptui {args[0]} exited with {proc.returncode}"
     return None, message.removeprefix("amptui: error: ")

@@ -25,6 +25,7 @@ from amptui.core.safefile import atomic_write_text
 from amptui.jobs.modulefind import module_missing
 from amptui.jobs.spawn import amptui_python, spawn
 from amptui.jobs.startchecks import CheckpointCheck, check_resumable, check_run_files, refuse_resume_early
+from amptui.machine import cputorch
 from amptui.machine.dtype_speed import slow_dtypes
 
 
@@ -165,7 +166,10 @@ def resolve_config(preset: Preset | None, overrides: dict | None = None,
         cfg = preset.config(overrides)
     if cfg.run.script:
         check_script(cfg.run.script)
-    return preflight.resolve(cfg, slow_dtypes=measured_slow_dtypes, notes=notes)
+    resolved = preflight.resolve(cfg, slow_dtypes=measured_slow_dtypes, notes=notes)
+    if notes is not None and (note := cputorch.first_run_note()):
+        notes.append(note)
+    return resolved
 
 
 def measured_slow_dtypes(device_type: str):

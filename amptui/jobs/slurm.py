@@ -220,16 +220,19 @@ def prepare(runs_dir: Path, preset_toml: str) -> Path:
     return folder.path
 
 
-def finish(run_dir: Path, status: int) -> None:
-    """After srun: a failed job whose ranks wrote no `end` (torchrun failed, a node vanished) ends
-    `failed` here, so the run does not stay `running`."""
+def finish(run_dir: Path, status: int, job: str | None = None) -> None:
+    """After srun (or a SkyPilot task's torchrun, `job` naming it): a failed job whose ranks wrote
+    no `end` (torchrun failed, a node vanished) ends `failed` here, so the run does not stay
+    `running`."""
     path = primary_events_file(run_dir)
     session = fold(EventReader(path).read()) if path.exists() else None
     if status == 0 or (session is not None and session.ended):
         return
     started = session.session_t if session is not None else None
-    error = ErrorInfo("SlurmJobFailed", f"srun/torchrun exited with status {status} before the run ended "
-                      f"(SLURM job {os.environ.get('SLURM_JOB_ID', '?')}; see output.log)", None)
+    launcher = "torchrun" if job else "srun/torchrun"
+    job = job or f"SLURM job {os.environ.get('SLURM_JOB_ID', '?')}"
+    error = ErrorInfo("SlurmJobFailed" if launcher == "srun/torchrun" else "JobFailed",
+                      f"{launcher} exited with status {status} before the run ended ({job}; see output.log)", None)
     with EventWriter(path, rank=0) as writer:
         writer.write(End(status="failed", total_time_s=(time.time() - started) if started else None,
                          steps=max(session.step, session.session_step) if session is not None else 0,

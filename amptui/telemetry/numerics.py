@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -90,11 +90,15 @@ class Sample:
 class RangeSampler:
     """See the module doc. `dtype`: the dtype the forward computes in (headroom is to its range)."""
 
-    def __init__(self, model: nn.Module, *, every: int, depth: int, dtype: str, device: torch.device):
+    def __init__(self, model: nn.Module, *, every: int, depth: int, dtype: str, device: torch.device,
+                 layer_dtypes: Mapping[str, str] | None = None):
         self.every = int(every)
         self.dtype = dtype_range(dtype)
         self.device = torch.device(device)
         self.modules = modules_at_depth(model, depth)
+        # [amp.layers]: a module computing in another dtype has its headroom measured to that one's range
+        self.own_dtypes = {name: dtype_range(d) for name, _ in self.modules
+                           if (d := (layer_dtypes or {}).get(name)) is not None and d != self.dtype.name}
         self.params = [[p for p in m.parameters() if p.requires_grad] for _, m in self.modules]
         layers = float8_layers(unwrap(model))
         self.float8 = Float8Probe(layers) if layers else None  # torchao's float8 linears: their own rows
@@ -172,7 +176,7 @@ class RangeSampler:
         return hook
 
     def _param_hook(self, sample: Sample, row: int):
-        tiny = self.dtype.smallest_normal
+        tiny = self.own_dtypes.get(self.modules[row][0], self.dtype).smallest_normal
 
         def hook(grad: torch.Tensor) -> None:
             if self.quiet:
@@ -225,13 +229,17 @@ class RangeSampler:
         layers = []
         for (name, _), seen, row in zip(self.modules, sample.seen, rows, strict=False):
             forward, backward, grad, small = row
-            layer: dict[str, Any] = {"name": name, "forward": headroom_bits(forward, top),
-                                     "grad": headroom_bits(grad, top) if seen else None,
+            own = self.own_dtypes.get(name)
+            mine = own.max_finite if own is not None else top
+            layer: dict[str, Any] = {"name": name, "forward": headroom_bits(forward, mine),
+                                     "grad": headroom_bits(grad, mine) if seen else None,
                                      "underflow": round(small / seen, 6) if seen and math.isfinite(grad) else None}
             where = "forward" if not math.isfinite(forward) else (
                 "backward" if not (math.isfinite(backward) and math.isfinite(grad)) else None)
             if where:
                 layer["nonfinite"] = where
+            if own is not None:
+                layer["dtype"] = own.name
             layers.append(layer)
         first = self._first_nonfinite(sample, rows, scale)
         float8 = None

@@ -12,12 +12,13 @@ device-to-host copy and writes the step record, scaler events, alarms and memory
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import time
 from dataclasses import asdict
 from dataclasses import fields as dataclass_fields
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import torch
 
@@ -32,6 +33,7 @@ from amptui.core.records import (
     ErrorInfo,
     Mem,
     Numerics,
+    PlanSample,
     Record,
     Scaler,
     Start,
@@ -42,11 +44,13 @@ from amptui.machine import tf32
 from amptui.telemetry import torch_amp
 from amptui.telemetry.alarms import HeadroomAlarms, ScaleAlarms
 from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
+from amptui.telemetry.machineload import MachineLoad
 from amptui.telemetry.meter import StepMeter, TimedBatches
 from amptui.telemetry.numerics import RangeSampler
+from amptui.telemetry.plan_probe import PlanProbe
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
-from amptui.telemetry.tally import Counters, EpochTimes, loss_source, nonfinite_at, with_replays
+from amptui.telemetry.tally import Counters, EpochTimes, first_bad_step, loss_source, nonfinite_at, with_replays
 
 OWN_LOOP_SOURCES = ("script", "monitor")  # start records' `source` for a run of the user's own loop
 
@@ -66,7 +70,10 @@ class Recorder:
         self.alarms: ScaleAlarms | None = None
         self.numerics: RangeSampler | None = None      # per-layer range samples ([numerics] every > 0)
         self.headroom_alarms: HeadroomAlarms | None = None
+        self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
         self.traced: dict[int, Numerics] = {}          # step -> what a replay found (numerics.trace_nonfinite)
+        self.trouble_step: int | None = None            # the last step record's first non-finite step (trainer/triage.py)
+        self.machine_load = MachineLoad()               # the load each step record's window ran under
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
         self.last_scale: float | None = None
@@ -113,7 +120,10 @@ class Recorder:
             self.meter.clock = clock
 
     def write(self, record: Record) -> dict | None:
-        return self.writer.write(record) if self.writer is not None else None
+        written = self.writer.write(record) if self.writer is not None else None
+        for sink in self.sinks:  # e.g. the numerics summaries MLflow keeps, the TrainJob's progress
+            sink.note(record)
+        return written
 
     def watch_scale(self, growth_interval: int, precision: Precision, init_scale: float | None = None,
                     backoff_factor: float | None = None) -> None:
@@ -126,16 +136,31 @@ class Recorder:
                                   init_scale=self.last_scale if init_scale is None else init_scale,
                                   backoff_factor=backoff_factor)
 
-    def sample_numerics(self, model: torch.nn.Module, every: int, depth: int, dtype: str) -> None:
+    def sample_numerics(self, model: torch.nn.Module, every: int, depth: int, dtype: str,
+                        layer_dtypes: Mapping[str, str] | None = None) -> None:
         """Per-layer range headroom every `every` optimizer steps (0: nothing is hooked, nothing
-        costs), for the modules `depth` levels down; `dtype`: what the forward computes in."""
+        costs), for the modules `depth` levels down; `dtype`: what the forward computes in
+        (`layer_dtypes`: the modules [amp.layers] computes in another)."""
         if model is None or every <= 0:
             self.numerics = None
             return
         device = self.device or torch.device("cpu")
-        self.numerics = RangeSampler(model, every=every, depth=depth, dtype=dtype, device=device)
+        self.numerics = RangeSampler(model, every=every, depth=depth, dtype=dtype, device=device,
+                                     layer_dtypes=layer_dtypes)
         self.headroom_alarms = HeadroomAlarms(dtype)
         self.numerics.prepare(self.counters.step + 1, self._scale_now(device))
+
+    def sample_plan(self, model: torch.nn.Module, every: int) -> None:
+        """`amptui plan`'s probe of every linear every `every` optimizer steps (0: nothing hooked)."""
+        self.plan = PlanProbe(model, every) if model is not None and every > 0 else None
+        if self.plan is not None:
+            self._plan_prepare()
+
+    def _plan_prepare(self) -> None:
+        plan = self.plan
+        if plan is not None and plan.due(self.counters.step + 1):  # read the scale on sampled steps only
+            scale = self._scale_now(self.device or torch.device("cpu"))
+            plan.prepare(self.counters.step + 1, float(scale) if scale is not None else None)
 
     def _scale_now(self, device: torch.device) -> torch.Tensor | None:
         if not self.scaler_enabled:
@@ -153,12 +178,17 @@ class Recorder:
         if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         shown = fields.pop("config_shown", None)  # what config.toml says, when it is not all of config
-        converted = fields.pop("converted", None)  # the precision mode's module conversion (float8's linears)
+        conversions = fields.pop("conversions", None) or {}  # each mode's conversion, by its record key (float8's linears)
+        resolved = fields.pop("precision", None)  # the trainer's, [amp.layers] resolved on its model
+        modules = fields.pop("layer_modules", None)  # [amp.layers]: each layer -> the variant it computes in
         if self.alarms is not None and fields.get("source") in OWN_LOOP_SOURCES:
             self.alarms.own_loop = True  # their advice names the loop's code: a script has no preset keys
-        precision = Precision.from_config(config, device.type).as_record() if seen else ""
-        if converted and isinstance(precision, dict) and isinstance(precision.get("float8"), dict):
-            precision["float8"].update(converted)
+        precision = (resolved or Precision.from_config(config, device.type)).as_record() if seen else ""
+        for key, done in conversions.items():  # [amp.layers]' float8 in a run without amp.float8 too
+            if isinstance(precision, dict):
+                precision.setdefault(key, {}).update(done)
+        if modules and isinstance(precision, dict) and isinstance(precision.get("layers"), dict):
+            precision["layers"]["modules"] = modules
         record = Start(config=shown if shown is not None else config.to_dict(), precision=precision,
                        world_size=self.world_size, device=device_info(device), torch=torch.__version__,
                        host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,
@@ -166,8 +196,8 @@ class Recorder:
         self.write(record)
         return record.fields()
 
-    def warn(self, message: str, code: str = "config") -> None:
-        self.write(WarningRecord(message=message, code=code))
+    def warn(self, message: str, code: str = "config", cause: dict | None = None) -> None:
+        self.write(WarningRecord(message=message, code=code, cause=cause))
         if self.echo is not None:
             self.echo(f"warning: {message}")
 
@@ -203,6 +233,12 @@ class Recorder:
             self.numerics.step_done()
             self.numerics.armed = self.numerics.armed or trace  # a known backoff: sample the next step too
             self.numerics.prepare(self.counters.step + 1, scale)
+        if self.plan is not None:
+            with self.paused("plan"):  # a sampled step's probe is kept out of the step clock
+                layers = self.plan.step_done()
+            if layers:
+                self.write(PlanSample(step=self.counters.step, layers=layers))
+            self._plan_prepare()
         if samples is not None:
             self._window_samples += int(samples)
             self._have_samples = True
@@ -227,6 +263,11 @@ class Recorder:
 
     # --- records ------------------------------------------------------------------------------------
 
+    def _load(self) -> dict[str, float | None]:
+        """The machine's load over the window just ended (telemetry/machineload.py)."""
+        load, others = self.machine_load.window()
+        return {"load": load, "others_cpu": others}
+
     def write_step(self, reduce: bool = True) -> Step | None:
         """Read the window back (one sync) and write its step record; None when it was empty."""
         meter, c = self.meter, self.counters
@@ -248,6 +289,7 @@ class Recorder:
             for event in events:
                 self.write(Scaler(**event))
             c.skipped_total += skipped
+            self.trouble_step = _trouble_step(window, first, skipped, self.last_scale)
             self.last_loss = window.loss
             if window.loss is not None:
                 c.epoch_loss_sum += window.loss * window.micro_batches
@@ -260,7 +302,7 @@ class Recorder:
                 step_time_ms=1000 * window.seconds / window.steps, data_wait_ms=self._data_wait_ms(window.steps),
                 mem=step_memory(meter.device), grad_norm=window.grad_norm,
                 tflops=self.step_flops * window.steps / window.seconds / 1e12
-                if self.step_flops and window.seconds > 0 else None)
+                if self.step_flops and window.seconds > 0 else None, **self._load())
             for sink in self.sinks:
                 sink.step(record)
             for sample in samples:
@@ -331,6 +373,10 @@ class Recorder:
         if self.alarms is not None:  # a run too short for the live alarm that never trained still hears it
             for alarm in self.alarms.no_step_trained(c.step, c.skipped_total, self.last_scale, ended=True):
                 self.warn(alarm.message, code=alarm.code)
+        if status == "completed" and 0 < c.skipped_total < c.step and c.step - c.skipped_total < c.step / 2:
+            self.warn(f"trained only {c.step - c.skipped_total} of its {c.step} optimizer steps: the GradScaler "
+                      f"skipped {c.skipped_total}, so this run's loss and speed describe few real updates",
+                      code="few_steps_trained")
         self.write(End(status=status, total_time_s=time.time() - self.t_start, steps=c.step,
                        final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=c.skipped_total,
                        peak_mem=peak_memory(self.device) if self.device is not None else None,
@@ -341,8 +387,24 @@ class Recorder:
     def close(self) -> None:
         if self.numerics is not None:
             self.numerics.cancel()  # a step prepared for sampling that never came: no hooks stay on the model
+        if self.plan is not None:
+            self.plan.cancel()
         if self.writer is not None:
             self.writer.close()
         for sink in self.sinks:
             sink.close()
         self.sinks = []
+
+
+STREAK = 3  # a window whose every step (at least this many) the GradScaler skipped is a streak, not a calibration
+
+
+def _trouble_step(window, first: int, skipped: int, scale: float | None) -> int | None:
+    """The step a window first went wrong at: its first non-finite loss, or the last step of a window the
+    GradScaler skipped whole with its scale already down to 1 or less (gradients that overflow at a higher
+    scale are the scaler's to calibrate); None for a healthy window."""
+    if window.loss is not None and not math.isfinite(window.loss):
+        return first_bad_step(window, first) or first + window.steps - 1
+    if skipped >= max(STREAK, window.steps) and scale is not None and scale <= 1:
+        return first + window.steps - 1
+    return None

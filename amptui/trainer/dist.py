@@ -15,6 +15,7 @@ from amptui.core.config.schema import RunConfig
 from amptui.telemetry import ddp
 from amptui.trainer import fsdp
 from amptui.trainer.amp import Autocast
+from amptui.trainer.layers import LayerScope
 from amptui.trainer.models import compile_if_asked
 
 
@@ -65,14 +66,14 @@ def no_sync(forward: nn.Module) -> contextlib.AbstractContextManager:
 
 
 def parallelize(model: nn.Module, dist: Dist, device: torch.device, autocast: Autocast, run_cfg: RunConfig,
-                mode: str, precision: Precision | None = None) -> nn.Module:
+                mode: str, precision: Precision | None = None, scope: LayerScope | None = None) -> nn.Module:
     """The module the loop calls: DDP across ranks, DataParallel across this host's GPUs (`mode`
     "dp"), or the model itself; compiled when `run.compile` asks. Checkpoints keep the plain model.
     FSDP (`mode` "fsdp", with the run's `precision` as its policy) shards the model itself, in place."""
     forward = model
     if mode == "fsdp":  # in place: the model itself becomes the sharded module
         assert precision is not None and precision.fsdp_policy is not None, "FSDP needs its policy"
-        return fsdp.shard(model, device, dist.world_size, precision)
+        return fsdp.shard(model, device, dist.world_size, precision, scope)
     if dist.enabled:
         ids = [device.index] if device.type == "cuda" else None
         forward = nn.parallel.DistributedDataParallel(model, device_ids=ids)

@@ -13,13 +13,19 @@ matmul runs in high precision. Numerics are real, speed is not; every linear tha
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from amptui.core.config.dtypes import FLOAT8_RECIPES
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
+from amptui.trainer.runtime import Conversion, ModeRuntime, register
+
+if TYPE_CHECKING:
+    from amptui.trainer.layers import LayerScope
 
 EMULATED_NOTE = "emulated: numerics are real, speed is not"
 ALIGN = {"tensorwise": 16, "rowwise": 16, "mxfp8": 32}
@@ -42,55 +48,126 @@ def too_small(recipe: str, out_features: int, in_features: int) -> bool:
     return k <= 4096 and n <= 1024
 
 
-def choose(model: nn.Module, recipe: str, skip: list[str], hardware: bool) -> tuple[list[str], dict[str, str]]:
-    """(the linears to convert, {kept linear: why}), in module order."""
+@dataclass(frozen=True)
+class Float8Conversion(Conversion):
+    """What a float8 conversion did: the start record's precision.float8 (`record()`) and the run's
+    warning line (`note`)."""
+
+    recipe: str                  # the run's amp.float8 ("off": only [amp.layers] asked for float8)
+    layers: dict[str, str]       # converted linear -> its recipe, in module order
+    kept: dict[str, str]         # a linear float8 was asked for but kept in high precision -> why
+    emulated: bool               # no float8 GEMM on this device: torchao emulates (numerics real, speed not)
+    all_gather: bool = False     # FSDP2 all-gathers tensorwise weights in float8: scales precomputed each step
+
+    @property
+    def converted(self) -> int:
+        return len(self.layers)
+
+    @property
+    def headline(self) -> str:
+        """"float8 rowwise: 12 of 14 linears"; with [amp.layers]' recipes "float8 (2 rowwise, 1 mxfp8): ..."."""
+        recipes = list(dict.fromkeys(self.layers.values()))
+        if recipes and recipes != [self.recipe]:
+            counts = ", ".join(f"{sum(1 for r in self.layers.values() if r == each)} {each}" for each in recipes)
+            return f"float8 ({counts}): {self.converted} of {self.linears} linears"
+        return f"float8 {self.recipe}: {self.converted} of {self.linears} linears"
+
+    @property
+    def linears(self) -> int:
+        """The linears float8 was asked for: converted or kept."""
+        return len(self.layers) + len(self.kept)
+
+    def note(self, device: torch.device) -> str:
+        return converted_note(self, device)
+
+    def record(self) -> dict[str, Any]:
+        """recipe, converted, linears, layers (names), kept, emulated (+ recipes when [amp.layers]
+        mixes them; fsdp_float8_all_gather under FSDP)."""
+        out: dict[str, Any] = {"recipe": self.recipe, "converted": self.converted, "linears": self.linears,
+                               "layers": list(self.layers), "kept": dict(self.kept), "emulated": self.emulated,
+                               "headline": self.headline}
+        if set(self.layers.values()) != {self.recipe} and self.layers:
+            out["recipes"] = dict(self.layers)
+        if self.all_gather:
+            out["fsdp_float8_all_gather"] = True
+        return out
+
+
+@register("float8")
+class Float8Runtime(ModeRuntime):
+    """The float8 mode in the trainer: converts the linears (amp.float8 and [amp.layers]' float8
+    variants) and, under FSDP's float8 all-gather, precomputes the scales after each step."""
+
+    record_key = "float8"
+
+    def convert(self, model: nn.Module, precision: Precision, cfg: Config, device: torch.device,
+                scope: LayerScope | None) -> Float8Conversion:
+        return convert(model, precision, cfg, device, scope)
+
+    def converts(self, model: nn.Module, precision: Precision, cfg: Config, device: torch.device) -> dict[str, str]:
+        if precision.float8 == "off":
+            return {}
+        chosen, _ = choose(model, precision.float8, list(cfg.amp.float8_skip), native(precision.float8, device))
+        return {name: FLOAT8_RECIPES[recipe] for name, recipe in chosen.items()}
+
+    def after_optimizer_step(self, model: nn.Module, done: Conversion | None) -> None:
+        if isinstance(done, Float8Conversion) and done.all_gather:
+            precompute_scales(model)  # the weights' float8 scales for the next all-gather
+
+
+def choose(model: nn.Module, recipe: str, skip: list[str], hardware: bool,
+           scope: LayerScope | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """({linear to convert: its recipe}, {kept linear: why}), in module order. A linear an
+    [amp.layers] rule names takes the rule's recipe (chosen by the user: only the alignment can keep
+    it); the others the run's `recipe` ("off": none) by torchtitan's rules."""
     linears = [(name, m) for name, m in model.named_modules() if type(m) is nn.Linear]
-    chosen, kept = [], {}
+    chosen: dict[str, str] = {}
+    kept: dict[str, str] = {}
     for i, (name, m) in enumerate(linears):
-        if i == 0 or i == len(linears) - 1:
+        ruled = scope.recipe_of(name) if scope is not None else None
+        wanted = ruled if ruled is not None else recipe
+        if wanted == "off":
+            if recipe != "off" and ruled is not None:
+                kept[name] = f"amp.layers: {scope.variant_of(name)}" if scope is not None else "amp.layers"
+            continue
+        if ruled is None and (i == 0 or i == len(linears) - 1):
             kept[name] = "first linear" if i == 0 else "last linear"
-        elif any(s and s in name for s in skip):
+        elif ruled is None and any(s and s in name for s in skip):
             kept[name] = "amp.float8_skip"
-        elif m.in_features % ALIGN[recipe] or m.out_features % ALIGN[recipe]:
-            kept[name] = f"features not divisible by {ALIGN[recipe]}"
-        elif hardware and too_small(recipe, m.out_features, m.in_features):
+        elif m.in_features % ALIGN[wanted] or m.out_features % ALIGN[wanted]:
+            kept[name] = f"features not divisible by {ALIGN[wanted]}"
+        elif ruled is None and hardware and too_small(wanted, m.out_features, m.in_features):
             kept[name] = "GEMM too small to gain"
         else:
-            chosen.append(name)
+            chosen[name] = wanted
     return chosen, kept
 
 
-def convert(model: nn.Module, precision: Precision, cfg: Config, device: torch.device) -> dict[str, Any]:
-    """Swap the chosen linears for torchao's float8 ones, in place; returns what converted, for the
-    start record's precision.float8 (recipe, converted, linears, kept, emulated)."""
+def convert(model: nn.Module, precision: Precision, cfg: Config, device: torch.device,
+            scope: LayerScope | None = None) -> Float8Conversion:
+    """Swap the chosen linears for torchao's float8 ones, each with its recipe, in place."""
     recipe = precision.float8
-    hardware = native(recipe, device)
-    chosen, kept = choose(model, recipe, list(cfg.amp.float8_skip), hardware)
-    wanted = set(chosen)
+    natives = {r: native(r, device) for r in ALIGN}
+    chosen, kept = choose(model, recipe, list(cfg.amp.float8_skip), natives.get(recipe, False), scope)
+    sharded = precision.fsdp_policy is not None
+    for r in dict.fromkeys(chosen.values()):
+        wanted = {name for name, each in chosen.items() if each == r}
+        hardware = natives[r]
 
-    def chosen_only(module: nn.Module, fqn: str) -> bool:
-        return fqn in wanted
+        def only(module: nn.Module, fqn: str, wanted: set[str] = wanted) -> bool:
+            return fqn in wanted
 
-    if wanted:
-        if recipe == "mxfp8":
-            _convert_mx(model, chosen_only, hardware)
+        if r == "mxfp8":
+            _convert_mx(model, only, hardware)
         else:
             from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
-            config = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=not hardware,
-                                         enable_fsdp_float8_all_gather=gathered(precision))
-            convert_to_float8_training(model, module_filter_fn=chosen_only, config=config)
-    summary = {"recipe": recipe, "converted": len(chosen), "linears": len(chosen) + len(kept),
-               "layers": chosen, "kept": kept, "emulated": not hardware}
-    if gathered(precision):
-        summary["fsdp_float8_all_gather"] = bool(wanted)
-    return summary
-
-
-def gathered(precision: Precision) -> bool:
-    """torchtitan's first FSDP flag: under FSDP2 a tensorwise float8 weight is cast to float8 on its
-    shard and all-gathered in float8 (half the bytes of bfloat16), not all-gathered and then cast."""
-    return precision.fsdp_policy is not None and precision.float8 == "tensorwise"
+            config = dataclasses.replace(Float8LinearConfig.from_recipe_name(r), emulate=not hardware,
+                                         enable_fsdp_float8_all_gather=sharded and r == "tensorwise")
+            convert_to_float8_training(model, module_filter_fn=only, config=config)
+    emulated = not all(natives[r] for r in set(chosen.values()) | ({recipe} - {"off"}))
+    return Float8Conversion(recipe, chosen, kept, emulated,
+                            all_gather=sharded and "tensorwise" in chosen.values())
 
 
 def precompute_scales(model: nn.Module) -> None:
@@ -119,18 +196,18 @@ def _input_like_weight(module: nn.Module, args: tuple) -> tuple:
     return (x.to(module.weight.dtype), *rest)
 
 
-def summary_words(summary: dict[str, Any]) -> str:
-    """"float8 rowwise: 12 of 14 linears" (+ the ones kept, + emulated)."""
-    words = f"float8 {summary['recipe']}: {summary['converted']} of {summary['linears']} linears"
-    if summary["kept"]:
-        words += " (kept in high precision: " + ", ".join(f"{n} ({why})" for n, why in summary["kept"].items()) + ")"
+def summary_words(done: Float8Conversion) -> str:
+    """"float8 rowwise: 12 of 14 linears" (+ the ones kept); with [amp.layers]' recipes, each's count."""
+    words = done.headline
+    if done.kept:
+        words += " (kept in high precision: " + ", ".join(f"{n} ({why})" for n, why in done.kept.items()) + ")"
     return words
 
 
-def converted_note(summary: dict[str, Any], device: torch.device) -> str:
+def converted_note(done: Float8Conversion, device: torch.device) -> str:
     """The run's warning line: what converted, and, emulated, that its speed means nothing."""
-    words = summary_words(summary)
-    if not summary["emulated"]:
+    words = summary_words(done)
+    if not done.emulated:
         return words
     where = "this CPU" if device.type == "cpu" else f"this GPU (compute capability {'.'.join(map(str, torch.cuda.get_device_capability(device)))})"
     return f"{words}; {EMULATED_NOTE} ({where} has no float8 GEMM, so torchao emulates it)"

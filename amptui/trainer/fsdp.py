@@ -30,6 +30,7 @@ from amptui.core.errors import UserError
 from amptui.telemetry.fsdp_policy import is_sharded as is_sharded
 from amptui.telemetry.fsdp_policy import local
 from amptui.telemetry.fsdp_policy import policy_of as policy_of
+from amptui.trainer.layers import LayerScope
 
 BLOCK_ATTRS = ("blocks", "layers", "h")  # where a model keeps its transformer blocks (first found wins)
 
@@ -71,10 +72,12 @@ def mp_policies(precision: Precision) -> tuple[Any, Any]:
     return MixedPrecisionPolicy(**kwargs), MixedPrecisionPolicy(**kwargs, output_dtype=torch.float32)
 
 
-def shard(model: nn.Module, device: torch.device, world_size: int, precision: Precision) -> nn.Module:
+def shard(model: nn.Module, device: torch.device, world_size: int, precision: Precision,
+          scope: LayerScope | None = None) -> nn.Module:
     """fully_shard each block, then the root, on a 1-D mesh of the run's device type (made
     explicitly: left to itself FSDP picks the accelerator, even for a CPU run). In place; returns
-    the model (now an FSDPModule, its parameters DTensor shards)."""
+    the model (now an FSDPModule, its parameters DTensor shards). [amp.layers]: each module a rule
+    puts in another compute dtype is sharded first, with that dtype as its policy's param_dtype."""
     fully_shard, _, init_device_mesh = _api()
     blocks = find_blocks(model)
     if not blocks:
@@ -82,10 +85,28 @@ def shard(model: nn.Module, device: torch.device, world_size: int, precision: Pr
                         f"`{'`, `'.join(BLOCK_ATTRS)}` ModuleList); give it one, or use dist.mode=ddp")
     mesh = init_device_mesh(device.type, (world_size,))
     block_policy, root_policy = mp_policies(precision)
+    _, MixedPrecisionPolicy, _ = _api()
+    for module, dtype in _ruled_modules(model, scope):  # float32 named too: its inputs are cast up to it
+        own = MixedPrecisionPolicy(param_dtype=_dtype(dtype), reduce_dtype=_dtype(precision.reduce or dtype))
+        fully_shard(module, mesh=mesh, mp_policy=own)
     for block in blocks:
         fully_shard(block, mesh=mesh, mp_policy=block_policy)
     fully_shard(model, mesh=mesh, mp_policy=root_policy)
     return model
+
+
+def _ruled_modules(model: nn.Module, scope: LayerScope | None) -> list[tuple[nn.Module, str]]:
+    """The modules [amp.layers] puts in another compute dtype than their parent's, deepest first
+    (fully_shard goes bottom-up), each with its dtype."""
+    if scope is None:
+        return []
+    found = []
+    for name, module in model.named_modules():
+        if name in scope.own and name and any(True for _ in module.parameters()):
+            mine = scope.compute_dtype(name)
+            if mine != scope.compute_dtype(name.rpartition(".")[0]):
+                found.append((name, module, mine))
+    return [(m, dtype) for name, m, dtype in sorted(found, key=lambda f: -f[0].count("."))]
 
 
 @contextlib.contextmanager

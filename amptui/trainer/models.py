@@ -51,6 +51,10 @@ def build_model(model_cfg: ModelConfig) -> nn.Module:
         return SmallCNN(model_cfg.num_classes, model_cfg.width)
     if name == "mlp":
         return recipe_mlp(model_cfg.width, model_cfg.depth)
+    if name == "planlab":
+        from amptui.trainer.planlab import PlanLab
+
+        return PlanLab(model_cfg.width, model_cfg.depth)
     if name == "gpt":
         return GPT(model_cfg.n_layer, model_cfg.n_head, model_cfg.n_embd, model_cfg.block_size,
                    ffn_gain=model_cfg.ffn_gain)

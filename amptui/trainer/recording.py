@@ -10,7 +10,7 @@ from pathlib import Path
 
 from amptui.core.config.values import Config
 from amptui.telemetry import Recorder
-from amptui.telemetry.tensorboard import mirror_sinks
+from amptui.telemetry.mirrors import mirror_sinks
 from amptui.trainer.state import TrainingState
 
 
@@ -22,7 +22,9 @@ def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_d
     recorder.sinks += mirror_sinks(cfg, run_dir, rank)
     recorder.step_flops = state.step_flops
     recorder.watch_scale(cfg.amp.growth_interval, state.precision, cfg.amp.init_scale, cfg.amp.backoff_factor)
-    recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced)
+    recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced,
+                             state.layer_dtypes)
+    recorder.sample_plan(state.model, cfg.numerics.plan_every)
 
 
 def record_failure(exc: BaseException) -> None:

@@ -9,6 +9,7 @@ counters, and what a checkpoint restores is loaded into these objects in place.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,13 +23,16 @@ from amptui.core.errors import UserError
 from amptui.machine.peaks import peak_tflops
 from amptui.telemetry.scaler import SkipLedger
 from amptui.trainer import checkpoint, host_memory
+from amptui.trainer import float8 as float8  # noqa: F401 - registers the float8 mode's runtime (trainer/runtime.py)
 from amptui.trainer.amp import Autocast
 from amptui.trainer.data import BatchSource, build_train_val, choose_criterion
 from amptui.trainer.dist import Dist, parallelize
 from amptui.trainer.faults import Faults
 from amptui.trainer.flops import count_step_flops
+from amptui.trainer.layers import LayerScope, apply_autocast
 from amptui.trainer.models import CNNS, build_model
 from amptui.trainer.optim import Schedule, build_optimizer
+from amptui.trainer.runtime import Conversion, ModeRuntime, runtimes_for
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: it holds the model, not values
@@ -50,7 +54,10 @@ class TrainingState:
     step_flops: int | None            # of one optimizer step; None when it could not be counted
     peak_tflops: float | None         # measured on rank 0 only
     faults: Faults                    # debug.*: fault injection for demos and tests
-    converted: dict | None = None     # the precision mode's module conversion: what it did (float8: which linears)
+    # each precision mode's runtime this run uses (trainer/runtime.py), with what its conversion did
+    conversions: tuple[tuple[ModeRuntime, Conversion | None], ...] = ()
+    layers: dict[str, str] | None = None  # [amp.layers]: each layer (a module with parameters) -> its variant
+    layer_dtypes: dict[str, str] | None = None  # [amp.layers]: module -> its compute dtype, where not the run's
 
     @property
     def sharded(self) -> bool:
@@ -75,8 +82,18 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
     criterion = choose_criterion(cfg, train_data)
     steps_per_epoch, total_steps = count_steps(cfg, train_data.batches_per_epoch)
     step_flops = count_flops(model, criterion, train_data, autocast, cfg.amp.accumulate, log)  # unsharded
-    converted = convert_model(model, precision, cfg, device)  # after the count: the same GEMMs, fewer bits
-    forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode, precision)
+    scope = LayerScope.of(model, precision) if precision.layers else None
+    runtimes = runtimes_for(precision, scope)
+    unruled = unruled_layers(model, precision, cfg, device, scope, runtimes)
+    # after the count: the same GEMMs, fewer bits
+    conversions = tuple((r, r.convert(model, precision, cfg, device, scope)) for r in runtimes)
+    layer_labels = layer_dtypes = None
+    if scope is not None:
+        layer_labels, layer_dtypes = scope.labels(model), scope.dtypes(model)
+        precision = dataclasses.replace(precision, mix=scope.mix(model, unruled))
+        if precision.fsdp_policy is None:  # under FSDP each ruled module gets a policy of its own instead
+            apply_autocast(model, scope, device)
+    forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode, precision, scope)
     # after FSDP: its parameters are the shards
     optimizer = build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
     schedule = Schedule(cfg, optimizer, steps_per_epoch, total_steps)
@@ -89,17 +106,19 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
                          criterion=criterion, scaler=scaler, skips=skips, optimizer=optimizer, schedule=schedule,
                          train_data=train_data, val_data=val_data, steps_per_epoch=steps_per_epoch,
                          total_steps=total_steps, step_flops=step_flops, peak_tflops=peak_tflops,
-                         faults=Faults.of(cfg.debug, dist.rank), converted=converted)
+                         faults=Faults.of(cfg.debug, dist.rank), conversions=conversions, layers=layer_labels,
+                         layer_dtypes=layer_dtypes)
 
 
-def convert_model(model: nn.Module, precision: Precision, cfg: Config, device: torch.device) -> dict | None:
-    """The precision mode's module conversion ("module:function", e.g. float8's linears), in place."""
-    if precision.conversion is None:
-        return None
-    import importlib
-
-    module, _, function = precision.conversion.partition(":")
-    return getattr(importlib.import_module(module), function)(model, precision, cfg, device)
+def unruled_layers(model: nn.Module, precision: Precision, cfg: Config, device: torch.device,
+                   scope: LayerScope | None, runtimes: list[ModeRuntime]) -> dict[str, str]:
+    """Each layer's variant as the run alone would give it (what [amp.layers] is counted against)."""
+    if scope is None:
+        return {}
+    converts: dict[str, str] = {}
+    for runtime in runtimes:
+        converts.update(runtime.converts(model, precision, cfg, device))
+    return scope.unruled_labels(model, converts)
 
 
 def choose_device(run_cfg: RunConfig, local_rank: int, log: Callable[[str], None]) -> torch.device:

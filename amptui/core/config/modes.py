@@ -4,8 +4,9 @@ an FSDP MixedPrecisionPolicy, a module conversion), how the script hooks recogni
 they watch, the variant names `amptui ab` and `amptui tune` take, and its words for the views.
 
 `Precision` (core/config/precision.py) is the value a run records; every question about it is
-answered by the mode that owns it (`mode_of`). No torch here: a conversion is named as
-"module:function" and imported by the trainer (docs/development.md, "Adding a precision mode").
+answered by the mode that owns it (`mode_of`). No torch here: what a mode does to the model in the
+trainer (a conversion, a step hook, its start notes) is its runtime, registered under the mode's
+name in amptui/trainer/runtime.py (docs/development.md, "Adding a precision mode").
 """
 
 from __future__ import annotations
@@ -62,10 +63,6 @@ class PrecisionMode(ABC):
         """An FSDP run's MixedPrecisionPolicy in dtype names; None: not an FSDP policy."""
         return None
 
-    def conversion(self, p: Precision) -> str | None:
-        """"module:function" the trainer calls on the model before training (a module swap); None: none."""
-        return None
-
     def missing(self) -> str | None:
         """What this mode needs that is not installed, as the line that refuses it; None: nothing."""
         return None
@@ -87,6 +84,10 @@ class PrecisionMode(ABC):
     @abstractmethod
     def words(self, p: Precision) -> str:
         """In words (without " + GradScaler")."""
+
+    def scope_word(self, p: Precision) -> str:
+        """Its name as one layer of a mixed run says it ("bf16 + 2 float8 rowwise layers")."""
+        return self.short(p)
 
     def record(self, p: Precision) -> dict[str, Any]:
         """What it adds to the `start` record's `precision`."""
@@ -226,7 +227,7 @@ class FsdpPolicy(PrecisionMode):
         return name + (f"+{REDUCE}" if p.reduce != FULL else "")
 
     def words(self, p: Precision) -> str:
-        return f"FSDP {p.reduced} params, {p.reduce} reduce"
+        return f"FSDP {p.reduced} params, {p.reduce} reduce" + (" + TF32" if p.tf32 and not p.autocast else "")
 
     def record(self, p: Precision) -> dict[str, Any]:
         return {"fsdp": self.fsdp_policy(p)}
@@ -263,9 +264,6 @@ class Float8(PrecisionMode):
     def fsdp_policy(self, p: Precision) -> dict[str, str] | None:
         return FsdpPolicy().fsdp_policy(p) if p.reduce is not None else None
 
-    def conversion(self, p: Precision) -> str | None:
-        return "amptui.trainer.float8:convert"
-
     def missing(self) -> str | None:
         if importlib.util.find_spec("torchao") is None:
             return f"float8 training needs torchao, which is not installed: {self.EXTRA}"
@@ -282,8 +280,12 @@ class Float8(PrecisionMode):
         return ((DTYPES[p.dtype].short if p.dtype in DTYPES else p.dtype) if p.autocast else "fp32") + "+" + name + reduce
 
     def words(self, p: Precision) -> str:
-        base = FsdpPolicy().words(p) if p.reduce is not None else f"autocast {p.dtype}" if p.autocast else "fp32"
+        base = FsdpPolicy().words(p) if p.reduce is not None else f"autocast {p.dtype}" if p.autocast else \
+            "fp32 + TF32" if p.tf32 else "fp32"
         return base + f" + float8 {p.float8}"
+
+    def scope_word(self, p: Precision) -> str:
+        return f"float8 {p.float8}"
 
     def record(self, p: Precision) -> dict[str, Any]:
         return {**(FsdpPolicy().record(p) if p.reduce is not None else {}), "float8": {"recipe": p.float8}}

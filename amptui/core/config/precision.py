@@ -52,10 +52,18 @@ class Precision:
     # MixedPrecisionPolicy's param_dtype (no autocast context); None: not an FSDP policy
     reduce: str | None = None
     float8: str = "off"  # amp.float8: torchao's recipe for the linears (on top of autocast), "off" without
+    # [amp.layers]: (module-name pattern, layer variant), first match wins (core/config/layers.py)
+    layers: tuple[tuple[str, str], ...] = ()
+    # what the rules did to a built model: (layer variant, how many layers run in it instead of the
+    # run's precision), in first-seen order; None: not known yet (no model built), or no rules
+    mix: tuple[tuple[str, int], ...] | None = None
 
     def _key(self) -> tuple:
-        """What tells two precisions apart: without autocast the dtype a preset still names is unused."""
-        return self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32, self.reduce
+        """What tells two precisions apart: every field, normalised here and only here. Without
+        autocast the dtype a preset still names is unused (float32 computes); TF32 applies only
+        without autocast."""
+        return (self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32 and not self.autocast,
+                self.reduce, self.float8, self.layers, self.mix or None)
 
     def __eq__(self, other: object) -> bool:  # a float32 run is the same whatever autocast dtype its preset names
         return isinstance(other, Precision) and self._key() == other._key()
@@ -80,7 +88,7 @@ class Precision:
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
         reduce = getattr(amp, "reduce_dtype", FULL) if cfg.dist.mode == "fsdp" else None
         return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast, reduce=reduce,
-                   float8=getattr(amp, "float8", "off"))
+                   float8=getattr(amp, "float8", "off"), layers=tuple(getattr(amp, "layers", {}).items()))
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
@@ -102,26 +110,39 @@ class Precision:
                 reduce = str(fsdp["reduce_dtype"]) if isinstance(fsdp, Mapping) and "reduce_dtype" in fsdp else None
                 float8 = value.get("float8")
                 recipe = str(float8.get("recipe", "off")) if isinstance(float8, Mapping) else "off"
+                rules, mix = _layers_of(value.get("layers"))
                 return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]), bool(value.get("tf32", False)),
-                           reduce=reduce, float8=recipe)
-            except KeyError:
+                           reduce=reduce, float8=recipe, layers=rules, mix=mix)
+            except (KeyError, TypeError, ValueError):
                 return None
         if isinstance(value, str) and value:
-            base, _, rest = value.partition(" + ")
-            scaler = "GradScaler" in rest
-            recipe = rest.partition("float8 ")[2].split(" ")[0] if "float8 " in rest else ""
-            if recipe:  # Float8 mode's words: "autocast bfloat16 + float8 rowwise"
-                low = base.startswith("autocast ")
-                return cls(low, base.removeprefix("autocast ") if low else next(iter(DTYPES)), scaler, float8=recipe)
-            if base.startswith("FSDP ") and base.endswith(" reduce") and " params, " in base:  # self.words's
-                param, _, reduce = base.removeprefix("FSDP ").removesuffix(" reduce").partition(" params, ")
-                low = param != FULL
-                return cls(low, param if low else next(iter(DTYPES)), scaler, reduce=reduce)
-            if base.startswith("autocast "):
-                return cls(True, base.removeprefix("autocast "), scaler)
-            if base == "fp32":
-                return cls(False, next(iter(DTYPES)), scaler, tf32="TF32" in rest)
+            return cls._from_words(value)
         return None
+
+    @classmethod
+    def _from_words(cls, words: str) -> "Precision | None":
+        """`words` read back: "fp32", "autocast D" or "FSDP P params, R reduce", then any of
+        " + TF32", " + float8 RECIPE", " + GradScaler" (what older runs wrote instead of the dict)."""
+        base, *parts = words.split(" + ")
+        scaler, tf32, recipe = "GradScaler" in parts, "TF32" in parts, "off"
+        mix = []
+        for part in parts:
+            if (layer := _read_mix_part(part)) is not None:
+                mix.append(layer)
+            elif part.startswith("float8 "):
+                recipe = part.removeprefix("float8 ")
+            elif part not in ("GradScaler", "TF32"):
+                return None
+        low, dtype, reduce = False, next(iter(DTYPES)), None
+        if base.startswith("FSDP ") and base.endswith(" reduce") and " params, " in base:
+            param, _, reduce = base.removeprefix("FSDP ").removesuffix(" reduce").partition(" params, ")
+            low = param != FULL
+            dtype = param if low else dtype
+        elif base.startswith("autocast "):
+            low, dtype = True, base.removeprefix("autocast ")
+        elif base != "fp32":
+            return None
+        return cls(low, dtype, scaler, tf32=tf32 and not low, reduce=reduce, float8=recipe, mix=tuple(mix) or None)
 
     # --- said as ... -------------------------------------------------------------------------
 
@@ -137,14 +158,20 @@ class Precision:
 
     @property
     def short(self) -> str:
-        """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses)."""
-        return self.mode.short(self) + ("+scaler" if self.scaler else "")
+        """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses); with [amp.layers] the
+        layers in another precision follow: "bf16 + 2 float8 rowwise layers"."""
+        return _with_layers(self, self.mode.short(self) + ("+scaler" if self.scaler else ""))
 
     @property
     def words(self) -> str:
         """"fp32", "autocast bfloat16", "autocast float16 + GradScaler", "fp32 + GradScaler"; an FSDP
         policy: "FSDP bfloat16 params, float32 reduce" (the shards and the optimizer stay float32)."""
-        return self.mode.words(self) + (" + GradScaler" if self.scaler else "")
+        return _with_layers(self, self.mode.words(self) + (" + GradScaler" if self.scaler else ""))
+
+    @property
+    def mixed(self) -> bool:
+        """Whether [amp.layers] puts some of the model's layers in another precision than the run's."""
+        return bool(self.layers)
 
     @property
     def autocast_dtype(self) -> str | None:
@@ -158,11 +185,6 @@ class Precision:
         reduce (gradients reduced in) and sharded (what each rank keeps: parameters, optimizer)."""
         return self.mode.fsdp_policy(self)
 
-    @property
-    def conversion(self) -> str | None:
-        """"module:function" the trainer applies to the model (a module swap); None: none."""
-        return self.mode.conversion(self)
-
     def as_record(self) -> dict[str, Any]:
         """The `start` record's `precision` field (`tf32` only when asked for; `fsdp`: an FSDP run's policy).
         Its dtype is what the forward computes in: float32 without autocast (never the preset's unused one)."""
@@ -170,6 +192,9 @@ class Precision:
                                   "short": self.short, "words": self.words}
         if self.tf32:
             record["tf32"] = True
+        if self.layers:
+            record["layers"] = {"rules": [list(r) for r in self.layers],
+                                **({"mix": {v: n for v, n in self.mix}} if self.mix is not None else {})}
         return {**record, **self.mode.record(self)}
 
     def overrides(self) -> dict[str, object]:
@@ -178,7 +203,51 @@ class Precision:
         if self.autocast:
             keys["amp.dtype"] = self.dtype
         keys["amp.grad_scaler"] = self.scaler
+        if self.layers:
+            keys["amp.layers"] = dict(self.layers)
         return {**keys, **self.mode.overrides(self)}
+
+
+def _layers_of(said: Any) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...] | None]:
+    """A record's precision.layers: (rules, mix); ((), None) without one."""
+    if not isinstance(said, Mapping):
+        return (), None
+    rules = tuple((str(p), str(v)) for p, v in said.get("rules", ()))
+    mix = said.get("mix")
+    return rules, tuple((str(v), int(n)) for v, n in mix.items()) if isinstance(mix, Mapping) else None
+
+
+# --- [amp.layers] in words (the rules themselves: core/config/layers.py) ------------------------------
+
+def layer_variants() -> list[str]:
+    """The variants one layer can take: every mode's variant that is a compute precision of its own
+    (no GradScaler, FSDP reduction or TF32 switch: those stay the run's): fp32, fp16, bf16, fp8, ..."""
+    return [n for m in modes.MODES for n in m.variants()
+            if not (p := Precision.from_variant(n)).scaler and p.reduce is None and not p.tf32]
+
+
+def scope_word(variant: str) -> str:
+    """A layer variant as a mixed run says it: "float8 rowwise", "fp32" (its mode's word)."""
+    p = Precision.from_variant(variant)
+    return p.mode.scope_word(p)
+
+
+def _with_layers(p: Precision, base: str) -> str:
+    """A run's name with its layers: "bf16 + 2 float8 rowwise layers"; before the model is built
+    (the rules known, not yet what they match): "bf16 + amp.layers"."""
+    if p.mix:
+        return base + "".join(f" + {n} {scope_word(v)} layer{'s' if n != 1 else ''}" for v, n in p.mix if n)
+    return f"{base} + amp.layers" if p.layers and p.mix is None else base
+
+
+def _read_mix_part(part: str) -> tuple[str, int] | None:
+    """One " + " part of a mixed run's words back: "2 float8 rowwise layers" -> ("fp8-rowwise", 2)."""
+    count, _, rest = part.partition(" ")
+    word = rest.removesuffix("s").removesuffix(" layer")
+    if not count.isdigit() or not rest.startswith(word + " layer"):
+        return None
+    variant = next((v for v in layer_variants() if scope_word(v) == word), None)
+    return (variant, int(count)) if variant else None
 
 
 def variant_names() -> list[str]:

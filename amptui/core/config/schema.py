@@ -94,12 +94,13 @@ class ModelConfig:
     """[model]: the network. With model.factory set, keys of [model] that amptui does not know are
     the factory's keyword arguments: they are collected into `args`."""
 
-    name: str = key("smallcnn", "Architecture (gpt: a small decoder-only transformer, for data.name = \"text\").",
-                    ("alexnet", "resnet18", "mlp", "smallcnn", "gpt"))
+    name: str = key("smallcnn", "Architecture (gpt: a small decoder-only transformer, for data.name = \"text\"; "
+                    "planlab: an MLP with one linear fed outlier channels, for amptui plan).",
+                    ("alexnet", "resnet18", "mlp", "smallcnn", "gpt", "planlab"))
     num_classes: int = key(10, "Output classes of a classifier.", minimum=1)
     pretrained: bool = key(False, "Start from ImageNet weights found locally (alexnet, resnet18).")
-    width: int = key(32, "smallcnn: channels of the first conv; mlp: features of every Linear.", minimum=1)
-    depth: int = key(3, "mlp: number of Linear layers.", minimum=1)
+    width: int = key(32, "smallcnn: channels of the first conv; mlp, planlab: features of every Linear.", minimum=1)
+    depth: int = key(3, "mlp, planlab: number of Linear layers.", minimum=1)
     n_layer: int = key(4, "gpt: transformer blocks.", minimum=1)
     n_head: int = key(4, "gpt: attention heads (n_embd must be a multiple).", minimum=1)
     n_embd: int = key(64, "gpt: embedding width.", minimum=1)
@@ -188,6 +189,10 @@ class AmpConfig:
                       ("off", *FLOAT8_RECIPES))
     float8_skip: list[str] = key([], "amp.float8: names of linears kept in high precision (a name matches every "
                                  "module whose dotted name contains it, e.g. \"attn.proj\").")
+    layers: Mapping[str, str] = key({}, "[amp.layers]: per-module precision, \"module-name pattern\" = \"variant\" "
+                                    "(fnmatch on the names model.named_modules() gives; first match wins; a module no "
+                                    "pattern matches runs as its parent, the model as the rest of [amp] says). Variants: "
+                                    "fp32, fp16, bf16, fp8, fp8-rowwise, mxfp8. amptui's trainer only (not scripts).")
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,9 @@ class NumericsConfig:
                                 "re-run that batch once with hooks on every module (same RNG state) to name the first "
                                 "module whose forward output or gradient held inf/NaN. Needs a GradScaler (without "
                                 "one a step is not skipped, so not replayed: numerics.every names it when sampled).")
+    plan_every: int = key(0, "Optimizer steps between `amptui plan`'s per-layer probes (every linear's GEMM on the "
+                          "same tensors in float32, bf16, fp16 and each float8 recipe); 0 = off, nothing hooked. "
+                          "Set by `amptui plan`.", minimum=0)
 
 
 @dataclass(frozen=True)
@@ -231,6 +239,8 @@ class LogConfig:
     eval_every: int = key(1, "Epochs between evaluations on the validation set (0 = never).", minimum=0)
     tensorboard: bool = key(False, "Also write TensorBoard scalars to RUN_DIR/tensorboard (needs the "
                             "amptui[tensorboard] extra).")
+    mlflow: bool = key(False, "Also log the step and epoch series, precision and config to MLflow (the tracking "
+                       "URI MLFLOW_TRACKING_URI names; needs the amptui[mlflow] extra).")
 
 
 @dataclass(frozen=True)

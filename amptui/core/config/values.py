@@ -21,6 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from amptui.core import safefile
+from amptui.core.config import layers
 from amptui.core.config.keychecks import check_range, check_value, schema_key, shown_name
 from amptui.core.config.schema import (
     SCHEMA,
@@ -190,6 +191,7 @@ def build_config(base: Config | Mapping[str, Mapping[str, Any]] | None = None,
 def _check_combinations(cfg: Config, source: str) -> None:
     """Rules across keys that need no hardware knowledge (those live in launch.preflight)."""
     model, data, dist, debug = cfg.model, cfg.data, cfg.dist, cfg.debug
+    layers.check_rules(cfg.amp.layers, source)
     if model.name == "alexnet" and data.img_size < 63 and not model.factory:
         raise ConfigError(f"{source}: model.name = \"alexnet\" needs data.img_size >= 63 (its feature maps vanish "
                           f"below that), got {data.img_size}")
@@ -206,10 +208,10 @@ def _check_combinations(cfg: Config, source: str) -> None:
                               "cannot take the name of a module built into Python or amptui; name your own module")
     if model.factory or data.factory:
         return  # the user's code decides what fits together
-    if data.name == "random" and model.name != "mlp":
+    if data.name == "random" and model.name not in ("mlp", "planlab"):
         raise ConfigError(f"{source}: data.name = \"random\" (regression tensors) needs model.name = \"mlp\"")
-    if model.name == "mlp" and data.name != "random":
-        raise ConfigError(f"{source}: model.name = \"mlp\" trains on data.name = \"random\"")
+    if model.name in ("mlp", "planlab") and data.name != "random":
+        raise ConfigError(f"{source}: model.name = \"{model.name}\" trains on data.name = \"random\"")
     if model.pretrained and model.name not in ("alexnet", "resnet18"):
         raise ConfigError(f"{source}: model.pretrained needs model.name alexnet or resnet18")
     if (data.name == "text") != (model.name == "gpt"):

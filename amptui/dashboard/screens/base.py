@@ -16,10 +16,10 @@ from textual.worker import Worker, WorkerState
 
 from amptui.dashboard.screens.keys import why_off
 
-if TYPE_CHECKING:  # the app imports the screens: a runtime import here would close a circle
+if TYPE_CHECKING:
     from textual.widget import Widget
 
-    from amptui.dashboard.app import AmptuiApp
+    from amptui.dashboard.shell import DashboardApp
 
 
 def in_background(group: str, name: str):
@@ -45,7 +45,7 @@ class DashboardScreen(Screen):
     """Every dashboard screen: failed workers said (above), and keys shown only where they apply
     (screens/keys.py): a screen says in `refusal(action)` why an action does not apply now."""
     if TYPE_CHECKING:
-        app: AmptuiApp  # self.app is the dashboard's app (runs_root, from_thread, ...)
+        app: DashboardApp  # self.app is the dashboard's app (runs_root, from_thread, ...)
     _failure_said: tuple[str, str] | None = None  # the last failure shown (worker name, error)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -28,6 +28,7 @@ from torch.nn.modules.module import register_module_forward_hook, register_modul
 
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptsets import APPLY_REFUSAL
+from amptui.telemetry.scripthooks.patches import ModuleHook
 
 REFUSAL = APPLY_REFUSAL  # "{script}: this script sets its own precision ({what}), ... --variant NAME='ARGS' ..."
 
@@ -64,8 +65,8 @@ class AppliedAmp:
             return
         self.remove()
         for model in models:
-            self._handles += [model.register_forward_pre_hook(self._pre),
-                              model.register_forward_hook(self._post, always_call=True)]
+            self._handles += [model.register_forward_pre_hook(ModuleHook(self._pre)),
+                              model.register_forward_hook(ModuleHook(self._post), always_call=True)]
 
     def remove(self) -> None:
         for handle in self._handles:

@@ -9,10 +9,14 @@ for, before each has stepped), `GradScaler.scale/unscale_/step/update`,
 `torch.autocast.__enter__` (which precision the loop really uses), `torch.autograd.backward`
 (the loss of a loop without a scaler; `Tensor.backward` goes through it), the DataLoader's
 `__iter__` and its iterators' `__next__` (passes and data wait), `clip_grad_norm_`, and
-`warnings.showwarning` (to explain torch's lr_scheduler warning). Each wrapper calls the original
+`warnings.showwarning` (to explain torch's lr_scheduler warning), and `torch.save` (amptui's hooks
+taken off the modules it saves, so the file loads where amptui is not). Each wrapper calls the original
 and tells a `listener` (scripthooks.session.ScriptSession): nothing here reads a device tensor.
 With AMP applied by amptui (applyamp.py) the optimizer, backward and clip wrappers also hand the
 call to it: its GradScaler scales the loss, takes over the step and unscales before a clip.
+
+Hooks put on a user's module are `ModuleHook`s, a module-level class: the module pickles and
+deep-copies as it does without amptui (a copy's hook does nothing).
 
 Tested on every torch CI runs (tests/test_scripthooks.py is in .ci/run's OLDEST_TORCH_TESTS):
 if a torch release renames one of these, this module is the one to mend.
@@ -20,6 +24,7 @@ if a torch release renames one of these, this module is the one to mend.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import warnings
@@ -28,6 +33,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.utils
 import torch.nn.utils.clip_grad
+import torch.serialization
 import torch.utils.data.dataloader as dataloader_module
 from torch.amp.autocast_mode import autocast
 from torch.amp.grad_scaler import GradScaler
@@ -81,6 +87,7 @@ class Patches:
         self._patch_loader()
         self._patch_clip()
         self._patch_warnings()
+        self._patch_save()
         return self
 
     def _patch_autocast(self) -> None:
@@ -212,7 +219,65 @@ class Patches:
         self._replace(warnings, "showwarning", make)
 
 
+    def _patch_save(self) -> None:
+        def make(original):
+            def save(obj, *args, **kwargs):
+                with without_module_hooks(obj):
+                    return original(obj, *args, **kwargs)
+            return save
+        self._replace(torch.serialization, "save", make)
+        wrapped = torch.serialization.save
+        original = torch.save
+        torch.save = wrapped  # the name scripts call, re-exported
+        self._undo.append(lambda: setattr(torch, "save", original))
+
+
+class ModuleHook:
+    """A hook amptui puts on a user's module. Module-level, so `pickle` and `copy.deepcopy` of the
+    module work as without amptui: a copy or an unpickled module gets an inert hook, holding none of
+    amptui's state (its session, files and autocast stack stay with the module amptui watches)."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: Callable[..., Any] | None = None):
+        self.call = call
+
+    def __call__(self, *args: Any) -> Any:
+        return None if self.call is None else self.call(*args)
+
+    def __reduce__(self):
+        return (ModuleHook, ())
+
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")
+_HOOK_FLAGS = ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+
+
+@contextlib.contextmanager
+def without_module_hooks(obj: Any):
+    """amptui's ModuleHooks off the modules in `obj` (a module, or a dict/list/tuple of them, as
+    checkpoints hold them) while it is saved, then back in their order."""
+    found = [obj] if isinstance(obj, torch.nn.Module) else \
+        list(obj.values()) if isinstance(obj, dict) else list(obj) if isinstance(obj, (list, tuple)) else []
+    saved: list[tuple[dict, dict]] = []
+    for top in found:
+        for module in top.modules() if isinstance(top, torch.nn.Module) else ():
+            ours = {k for name in _HOOK_DICTS for k, hook in getattr(module, name, {}).items()
+                    if isinstance(hook, ModuleHook)}
+            for name in (_HOOK_DICTS + _HOOK_FLAGS) if ours else ():
+                table = getattr(module, name, None)
+                if isinstance(table, dict):
+                    saved.append((table, dict(table)))
+                    for key in ours & table.keys():
+                        del table[key]
+    try:
+        yield
+    finally:
+        for table, before in saved:
+            table.clear()
+            table.update(before)
+
+
 def model_forward_hook(module: torch.nn.Module, listener: Any):
     """A per-model forward pre-hook (with keyword arguments): the batch size and evaluation."""
-    return module.register_forward_pre_hook(lambda mod, args, kwargs: listener.model_forward(mod, args, kwargs),
-                                            with_kwargs=True)
+    return module.register_forward_pre_hook(ModuleHook(listener.model_forward), with_kwargs=True)

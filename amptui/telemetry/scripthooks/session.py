@@ -33,7 +33,8 @@ from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
-from amptui.telemetry.scripthooks import mistakes
+from amptui.telemetry.mirrors import mirror_sinks
+from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
 from amptui.telemetry.scripthooks.guard import StopRequested, guarded
 from amptui.telemetry.scripthooks.loopshape import LoopShape
@@ -42,7 +43,6 @@ from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 from amptui.telemetry.scripthooks.scalerhooks import ScalerWatch
 from amptui.telemetry.scripthooks.stephooks import StepWatch
-from amptui.telemetry.tensorboard import mirror_sinks
 
 STOP_CHECK_S = 0.25       # how often a single-process run looks for `amptui stop`'s file (a stat each time)
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
@@ -65,6 +65,7 @@ class ScriptSession:
         self._next_stop_check = 0.0
         self.models: list[torch.nn.Module] = []
         self._model_hooks: list[Any] = []
+        self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
@@ -76,6 +77,7 @@ class ScriptSession:
         applying = str(getattr(self.base.run, "apply_amp", "") or "")
         self.applied = AppliedAmp(applying).install() if applying else None  # run.apply_amp (applyamp.py)
         self.patches = Patches(self, self.applied).install()
+        self.probe = probe.probing()  # `ab --script`'s probe: ended at the first step (probe.py)
 
     @property
     def entered(self) -> dict[tuple[str, str], int]:
@@ -157,12 +159,15 @@ class ScriptSession:
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
+        self.plan_every = cfg.numerics.plan_every
 
     def finish_step(self) -> None:
         steps, loop = self.steps, self.loop
         steps.pending = False
         first = not self.started
         if first:
+            if self.probe:
+                probe.report(self, self.probe, stepped=True)
             self.begin()
         loop.leave_eval()
         if loop.feeding != loop.epoch_pass:  # a new pass of the training loader fed this step
@@ -177,6 +182,8 @@ class ScriptSession:
         steps.grad_norm, loop.samples = None, 0
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
             recorder.sample_numerics(self.models[0], *self.sampling)
+        if first and self.plan_every and self.models:  # `amptui plan --script`: likewise
+            recorder.sample_plan(self.models[0], self.plan_every)
         loop.steps_in_epoch += 1
         step = recorder.counters.step
         if step % self.log_every == 0:

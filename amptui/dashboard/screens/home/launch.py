@@ -257,10 +257,13 @@ class HomeLaunches:
     def _child(self, args: list[str]) -> None:
         """Run `amptui ARGS` (a detached start) and open the run it started, or show why it was refused."""
         started, error = detached.start(args)
-        self.screen.app.from_thread(self._launched, args[0], started["run_id"] if started else None, error)
+        self.screen.app.from_thread(self._launched, args[0], started["run_id"] if started else None, error,
+                                    started["notes"] if started else [])
 
-    def _launched(self, verb: str, run_id: str | None, error: str | None) -> None:
+    def _launched(self, verb: str, run_id: str | None, error: str | None, notes: list[str] | None = None) -> None:
         self.launching = False
+        for note in notes or []:  # the CLI's `note:` lines (automatic precision's fallback, a CPU-only torch)
+            self.screen.notify(note, title="Note", timeout=20)
         if error or not run_id:
             error = error or "the run did not start"
             self.screen.notify(error, title=f"{verb.capitalize()} refused", severity="error", timeout=10)

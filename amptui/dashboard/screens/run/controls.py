@@ -24,15 +24,15 @@ from amptui.dashboard.screens.base import in_background, say_failure
 from amptui.dashboard.screens.modals import ConfirmModal, RunInfoModal
 from amptui.jobs import detached, launch
 
-if TYPE_CHECKING:  # the app imports the screens: a runtime import here would close a circle
-    from amptui.dashboard.app import AmptuiApp
+if TYPE_CHECKING:
+    from amptui.dashboard.shell import DashboardApp
 
 TRACEBACK_LINES = 6  # of a failed run's traceback, under its error (2 in the compact layout)
 
 
 class RunStatusPanel(Static):
     if TYPE_CHECKING:
-        app: AmptuiApp  # self.app is the dashboard's app (from_thread, runs_display)
+        app: DashboardApp  # self.app is the dashboard's app (from_thread, runs_display)
 
     class KeysChanged(Message):
         """Which of s / R apply has changed: the screen refreshes its footer."""

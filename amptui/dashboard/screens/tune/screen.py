@@ -202,9 +202,7 @@ class TuneScreen(DashboardScreen):
             self.notify(str(exc), title="Not saved", severity="error", timeout=8)
             return
         self.notify(f"saved preset {result['preset']}-tuned to {path}", timeout=8)
-        home = self.app.home()
-        if home is not None:
-            home.load_presets()
+        self.app.presets_changed()
 
     def action_stop_or_back(self) -> None:
         if not self.running or self.result is None:

@@ -12,7 +12,7 @@ import math
 import shutil
 from pathlib import Path
 
-from dashboard_support import FIXTURES, SCALER
+from support.dashboard import FIXTURES, SCALER
 
 RESUMED = "20261122-100000-scaler-lab-res1"
 TWIN = "20261122-100500-scaler-lab-twin"  # the same records under another id: two identical curves
@@ -147,13 +147,12 @@ def float8_sqnr(name: str, step: int) -> float:
 def write_float8_run(root: Path) -> Path:
     """A completed 120-step gpt-text run, float8 rowwise on 7 of its 9 linears (emulated), written
     with the record classes as the trainer writes them."""
-    from conftest import record, write_records
-
     from amptui.core.config import presets
     from amptui.core.config.precision import Precision
     from amptui.core.config.values import to_toml
     from amptui.core.records import End, Numerics, Start, Step, WarningRecord
     from amptui.telemetry.alarms import HeadroomAlarms
+    from support.records import record, write_records
 
     alarms = HeadroomAlarms("bfloat16")
     cfg = presets.find_preset("gpt-text").config({"model.n_layer": 2, "amp.float8": "rowwise", "numerics.every": 4,

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import record, write_records
-
 from amptui.core.config import presets
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import to_toml
 from amptui.core.records import End, Start, Step
+from support.records import record, write_records
 
 MIB = 2 ** 20
 DDP_RUN = "20261124-100000-gpt-text-dd01"

@@ -1,0 +1,157 @@
+"""[amp.layers] on a built model: which precision each module runs in (`LayerScope`), and the
+autocast each module whose precision differs from its parent's enters around its own forward.
+
+A module a rule matches runs in the rule's variant, its children with it unless a rule matches
+them too; the rest runs in the run's precision (core/config/layers.py). A layer variant's autocast
+dtype ("fp32": none, the module's inputs cast to float32) is entered in that module's forward; its
+float8 recipe converts the linears inside it (trainer/float8.py reads `LayerScope.recipe_of`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from amptui.core.config import layers as rules_of
+from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, FULL
+from amptui.core.config.precision import Precision
+from amptui.core.errors import UserError
+
+
+@dataclass(frozen=True)
+class LayerScope:
+    """What [amp.layers] decided for one model, by qualified module name."""
+
+    run: Precision
+    own: dict[str, str] = field(default_factory=dict)     # modules a rule matched -> its variant
+    inherited: dict[str, str] = field(default_factory=dict)  # every module under a rule -> the variant in effect
+
+    @classmethod
+    def of(cls, model: nn.Module, run: Precision) -> "LayerScope":
+        """The rules matched against `model.named_modules()`; a UserError for a pattern that
+        matches no module (a typo would leave its layers in the run's precision unsaid)."""
+        names = [name for name, _ in model.named_modules()]
+        missed = rules_of.unmatched(names, run.layers)
+        if missed:
+            shown = ", ".join(n for n in names[1:9] if n) + (", ..." if len(names) > 9 else "")
+            raise UserError(f"{rules_of.KEY}: {', '.join(repr(p) for p in missed)} matches no module of this model "
+                            f"({type(model).__name__}: {shown}); patterns match names as model.named_modules() gives "
+                            f"them (fnmatch: \"blocks.*.mlp.fc\")")
+        own: dict[str, str] = {}
+        inherited: dict[str, str] = {}
+        for name in names:  # parents before children
+            variant = rules_of.rule_for(name, run.layers)
+            if variant is not None:
+                own[name] = variant
+            parent = name.rpartition(".")[0] if name else None
+            effective = variant or (inherited.get(parent) if parent is not None else None)
+            if effective is not None:
+                inherited[name] = effective
+        return cls(run, own, inherited)
+
+    def variant_of(self, name: str) -> str | None:
+        """The layer variant module `name` runs in; None: the run's precision."""
+        return self.inherited.get(name)
+
+    def recipe_of(self, name: str) -> str | None:
+        """A linear's float8 recipe by its rule: "off" when a rule keeps it out of float8, None when
+        no rule names it (the run's amp.float8 decides)."""
+        variant = self.variant_of(name)
+        return None if variant is None else Precision.from_variant(variant).float8
+
+    def labels(self, model: nn.Module) -> dict[str, str]:
+        """Each layer (a module holding parameters of its own) -> the variant it computes in:
+        a converted linear's float8 variant, else its autocast dtype's ("fp32", "bf16")."""
+        out = {}
+        for name, module in model.named_modules():
+            if not any(True for _ in module.parameters(recurse=False)):
+                continue
+            recipe = _float8_recipe(module)
+            out[name] = FLOAT8_RECIPES[recipe] if recipe else _dtype_variant(self.compute_dtype(name))
+        return out
+
+    def dtypes(self, model: nn.Module) -> dict[str, str]:
+        """Module -> the dtype it computes in, for every module where that is not the run's."""
+        return {name: dtype for name, _ in model.named_modules()
+                if (dtype := self.compute_dtype(name)) != self.run_dtype}
+
+    def compute_dtype(self, name: str) -> str:
+        variant = self.variant_of(name)
+        if variant is None:
+            return self.run_dtype
+        return Precision.from_variant(variant).autocast_dtype or FULL
+
+    def unruled_labels(self, model: nn.Module, converts: dict[str, str]) -> dict[str, str]:
+        """Each layer's variant without the rules: the variant the run's own conversion gives the
+        layers it converts (`converts`: float8's linears), else the run's compute dtype's."""
+        base = _dtype_variant(self.run_dtype)
+        return {name: converts.get(name, base)
+                for name, module in model.named_modules() if any(True for _ in module.parameters(recurse=False))}
+
+    @property
+    def run_dtype(self) -> str:
+        p = self.run
+        return p.autocast_dtype or (p.fsdp_policy or {}).get("param_dtype") or FULL
+
+    def mix(self, model: nn.Module, unruled: dict[str, str]) -> tuple[tuple[str, int], ...]:
+        """(variant, layers) for the layers a rule put in another precision than `unruled` (each
+        layer's variant without the rules), in model order."""
+        counts: Counter[str] = Counter()
+        for name, label in self.labels(model).items():
+            if name in self.inherited and label != unruled.get(name):
+                counts[label] += 1
+        return tuple(counts.items())
+
+
+def _dtype_variant(dtype: str) -> str:
+    return DTYPES[dtype].short if dtype in DTYPES else "fp32"
+
+
+def _float8_recipe(module: nn.Module) -> str | None:
+    from amptui.telemetry.float8_numerics import recipe_of
+
+    return recipe_of(module)
+
+
+def apply_autocast(model: nn.Module, scope: LayerScope, device: torch.device) -> list[str]:
+    """Wrap the forward of each module whose compute dtype differs from its parent's in an
+    autocast of its own (in place); returns their names."""
+    wrapped = []
+    for name, module in model.named_modules():
+        if name not in scope.own:
+            continue
+        mine = scope.compute_dtype(name)
+        theirs = scope.compute_dtype(name.rpartition(".")[0]) if name else scope.run_dtype
+        if mine != theirs:
+            module.forward = _in_dtype(module.forward, device.type, mine)
+            wrapped.append(name)
+    return wrapped
+
+
+def _in_dtype(forward: Any, device_type: str, dtype: str) -> Any:
+    """`forward` under autocast to `dtype`; float32: autocast off inside, floating inputs cast up
+    (an op outside autocast does not mix a bfloat16 input with float32 weights)."""
+    full = dtype == FULL
+
+    @functools.wraps(forward)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if full:
+            args = tuple(_up(a) for a in args)
+            kwargs = {k: _up(v) for k, v in kwargs.items()}
+            with torch.autocast(device_type, enabled=False):
+                return forward(*args, **kwargs)
+        with torch.autocast(device_type, dtype=getattr(torch, dtype)):
+            return forward(*args, **kwargs)
+
+    return run
+
+
+def _up(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != torch.float32:
+        return value.float()
+    return value
