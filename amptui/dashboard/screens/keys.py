@@ -30,7 +30,7 @@ READ_ONLY_WHY = "read-only: served with --read-only"
 # or writes a file (a picture, an export), or leaves the runs folder the tab was served.
 WATCH = frozenset({"answer", "back", "cancel", "close", "command_palette", "compare", "detach", "done", "filter",
                    "first_run", "focus_presets", "help", "info", "last_run", "leave", "next_panel", "pane",
-                   "panel", "previous_widget", "quit", "restore", "toggle_mark", "watch", "why_not", "x_axis"})
+                   "panel", "plan", "previous_widget", "quit", "restore", "toggle_mark", "watch", "why_not", "x_axis"})
 CHANGES = frozenset({"ab", "cancel_ab", "cancel_tune", "delete", "export", "picture", "resume", "run",
                      "runs_folders", "save_as", "save_winner", "script", "stop", "stop_or_back", "tune"})
 
