@@ -4,9 +4,8 @@ own loops, with no change to the script file:
 
 - autocast around the forward of each of the script's models, its outputs cast back to float32
   where they leave it (a loss built outside the model runs as in the fp32 loop): before its first
-  step, around every
-  outermost module call that has parameters (the models are not known yet; a loss module has
-  none); from then on around the models the hooks found (models.py), by per-model hooks, so their
+  step, around every outermost module call that has parameters (the models are not known yet; a
+  loss module has none); from then on around the models the hooks found (models.py), by per-model hooks, so their
   submodules keep torch's fast path;
 - with a GradScaler ("+scaler"): the loss `backward()` runs on scaled (scaler.scale), each
   optimizer's gradients unscaled before any `clip_grad_norm_` over its parameters (unscale_), and
