@@ -4,8 +4,8 @@ A script brings its own model, data, optimizer, schedule, precision and loop; am
 it, records it and names the run. So a script run takes the keys that say how amptui does that:
 
 - run.name, run.description: the run's name in `amptui runs` and the dashboard;
-- log.every (steps between step records), log.tensorboard (the records mirrored as TensorBoard
-  scalars);
+- log.every (steps between step records), log.tensorboard, log.mlflow (the records mirrored as
+  TensorBoard scalars, into MLflow);
 - numerics.every, numerics.depth: range headroom sampled on the script's model; numerics.plan_every:
   `amptui plan --script`'s per-linear probes;
 - run.apply_amp: the precision amptui applies to the script's fp32 loop (`amptui ab --script
@@ -25,11 +25,11 @@ from typing import Any, Mapping
 
 from amptui.core.errors import UserError
 
-SCRIPT_SETTABLE = ("run.name", "run.description", "log.every", "log.tensorboard", "numerics.every",
+SCRIPT_SETTABLE = ("run.name", "run.description", "log.every", "log.tensorboard", "log.mlflow", "numerics.every",
                    "numerics.depth", "numerics.plan_every", "run.apply_amp", "dist.mode", "dist.nproc_per_node", "dist.nnodes", "dist.node_rank",
                    "dist.rdzv_endpoint", "dist.max_restarts")
 SCRIPT_DIST_MODES = ("none", "ddp", "fsdp")  # ddp and fsdp both mean: under torchrun
-SETTABLE_WORDS = ("run.name, run.description, log.every, log.tensorboard, numerics.every, numerics.depth, "
+SETTABLE_WORDS = ("run.name, run.description, log.every, log.tensorboard, log.mlflow, numerics.every, numerics.depth, "
                   "run.apply_amp, dist.*")
 
 # Why a key is not a script run's, by key and then by section; each says what to do instead.

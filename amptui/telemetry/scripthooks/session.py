@@ -33,6 +33,7 @@ from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
 from amptui.telemetry.scripthooks.guard import StopRequested, guarded
@@ -42,7 +43,6 @@ from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 from amptui.telemetry.scripthooks.scalerhooks import ScalerWatch
 from amptui.telemetry.scripthooks.stephooks import StepWatch
-from amptui.telemetry.tensorboard import mirror_sinks
 
 STOP_CHECK_S = 0.25       # how often a single-process run looks for `amptui stop`'s file (a stat each time)
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
