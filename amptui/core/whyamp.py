@@ -26,8 +26,9 @@ SMALL_SHARE = 0.25   # matmuls under this share of the fp32 step: too little of 
 def _rates(s: RunSummary) -> tuple[float | None, float | None]:
     start = s.start or {}
     flops, peak = start.get("step_flops"), start.get("peak_tflops")
-    good = isinstance(flops, (int, float)) and isinstance(peak, (int, float)) and flops > 0 and peak > 0
-    return (float(flops), float(peak)) if good else (None, None)
+    if isinstance(flops, (int, float)) and isinstance(peak, (int, float)) and flops > 0 and peak > 0:
+        return float(flops), float(peak)
+    return None, None
 
 
 def why_line(base: RunSummary, amp: RunSummary) -> str | None:

@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 import torch
+from torch.utils.data import DistributedSampler
 
 from amptui.core.config.precision import dtype_range
 from amptui.telemetry.nonfinite import trace_first_nonfinite
@@ -59,7 +60,7 @@ class Triage:
         if isinstance(data, TrainData):  # read the items by index: the training loop's iterator stays untouched
             sampler, saved = data.sampler, data.sampler.epoch
             sampler.set_epoch(epoch)
-            order = list(type(sampler).__mro__[1].__iter__(sampler))  # DistributedSampler's full order
+            order = list(DistributedSampler.__iter__(sampler))  # the epoch's whole order (no mid-epoch start)
             sampler.set_epoch(saved)
             bs, batches, items = data.batch_size, [], []
             for micro in range(self.accumulate):
