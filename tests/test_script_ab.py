@@ -124,7 +124,8 @@ def test_a_script_run_without_recorded_arguments_says_so(tmp_path):
     from amptui.core.config import values as cfgmod
     from amptui.core.run import runs
     from amptui.core.run.runfiles import RunFolder
-    from amptui.jobs.ab import recorded_script_args, script_ab_args
+    from amptui.core.run.runs import recorded_script_args
+    from amptui.jobs.ab import script_ab_args
 
     run_dir = tmp_path / "runs" / "r1"
     run_dir.mkdir(parents=True)

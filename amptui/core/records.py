@@ -148,10 +148,11 @@ class Checkpoint(Record):
 @dataclass
 class WarningRecord(Record):
     KIND: ClassVar[str] = "warning"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("code",)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("code", "cause")
 
     message: str
     code: str | None = None
+    cause: dict | None = None  # code "nonfinite_cause": {cause: input|precision_overflow|float32_too, step, ...}
 
 
 @dataclass

@@ -12,6 +12,7 @@ device-to-host copy and writes the step record, scaler events, alarms and memory
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import time
@@ -49,7 +50,7 @@ from amptui.telemetry.numerics import RangeSampler
 from amptui.telemetry.plan_probe import PlanProbe
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
-from amptui.telemetry.tally import Counters, EpochTimes, loss_source, nonfinite_at, with_replays
+from amptui.telemetry.tally import Counters, EpochTimes, first_bad_step, loss_source, nonfinite_at, with_replays
 
 OWN_LOOP_SOURCES = ("script", "monitor")  # start records' `source` for a run of the user's own loop
 
@@ -71,6 +72,7 @@ class Recorder:
         self.headroom_alarms: HeadroomAlarms | None = None
         self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
         self.traced: dict[int, Numerics] = {}          # step -> what a replay found (numerics.trace_nonfinite)
+        self.trouble_step: int | None = None            # the last step record's first non-finite step (trainer/triage.py)
         self.machine_load = MachineLoad()               # the load each step record's window ran under
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
@@ -194,8 +196,8 @@ class Recorder:
         self.write(record)
         return record.fields()
 
-    def warn(self, message: str, code: str = "config") -> None:
-        self.write(WarningRecord(message=message, code=code))
+    def warn(self, message: str, code: str = "config", cause: dict | None = None) -> None:
+        self.write(WarningRecord(message=message, code=code, cause=cause))
         if self.echo is not None:
             self.echo(f"warning: {message}")
 
@@ -287,6 +289,7 @@ class Recorder:
             for event in events:
                 self.write(Scaler(**event))
             c.skipped_total += skipped
+            self.trouble_step = _trouble_step(window, first, skipped, self.last_scale)
             self.last_loss = window.loss
             if window.loss is not None:
                 c.epoch_loss_sum += window.loss * window.micro_batches
@@ -370,6 +373,10 @@ class Recorder:
         if self.alarms is not None:  # a run too short for the live alarm that never trained still hears it
             for alarm in self.alarms.no_step_trained(c.step, c.skipped_total, self.last_scale, ended=True):
                 self.warn(alarm.message, code=alarm.code)
+        if status == "completed" and 0 < c.skipped_total < c.step and c.step - c.skipped_total < c.step / 2:
+            self.warn(f"trained only {c.step - c.skipped_total} of its {c.step} optimizer steps: the GradScaler "
+                      f"skipped {c.skipped_total}, so this run's loss and speed describe few real updates",
+                      code="few_steps_trained")
         self.write(End(status=status, total_time_s=time.time() - self.t_start, steps=c.step,
                        final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=c.skipped_total,
                        peak_mem=peak_memory(self.device) if self.device is not None else None,
@@ -387,3 +394,17 @@ class Recorder:
         for sink in self.sinks:
             sink.close()
         self.sinks = []
+
+
+STREAK = 3  # a window whose every step (at least this many) the GradScaler skipped is a streak, not a calibration
+
+
+def _trouble_step(window, first: int, skipped: int, scale: float | None) -> int | None:
+    """The step a window first went wrong at: its first non-finite loss, or the last step of a window the
+    GradScaler skipped whole with its scale already down to 1 or less (gradients that overflow at a higher
+    scale are the scaler's to calibrate); None for a healthy window."""
+    if window.loss is not None and not math.isfinite(window.loss):
+        return first_bad_step(window, first) or first + window.steps - 1
+    if skipped >= max(STREAK, window.steps) and scale is not None and scale <= 1:
+        return first + window.steps - 1
+    return None
