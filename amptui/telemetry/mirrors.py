@@ -1,5 +1,6 @@
 """Which sinks mirror a run's records beyond its event stream (sinks.py), on rank 0: TensorBoard
-scalars (log.tensorboard) and MLflow (log.mlflow). Used alike by amptui's trainer, a script under
+scalars (log.tensorboard), MLflow (log.mlflow) and, inside a Kubeflow TrainJob (its status
+variables set), the TrainJob's status (trainjob.py). Used alike by amptui's trainer, a script under
 the hooks (`amptui run --script`) and an `amptui.Monitor`."""
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ def mirror_sinks(cfg: Config, run_dir: Path, rank: int) -> list[Sink]:
             say(f"log.mlflow: MLflow is not installed ({exc}): pip install 'amptui[mlflow]'")
         except Exception as exc:  # noqa: BLE001 - the tracking server's failure is not the run's
             say(f"log.mlflow: MLflow refused the run ({type(exc).__name__}: {exc}); the run goes on without it")
+    from amptui.telemetry import trainjob
+
+    status = trainjob.from_env()
+    if status is not None:
+        sinks.append(status)
     return sinks
 
 
