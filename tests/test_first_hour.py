@@ -184,3 +184,22 @@ def test_the_eta_follows_the_pace_of_the_last_minute():
     for step in range(31, 61):
         state.add({"kind": "step", "t": 30.0 + 3 * (step - 30), "step": step})
     assert state.eta(120.0, session_t=0.0) == pytest.approx(120.0)
+
+
+# --- 80 columns: two script runs told apart -----------------------------------------------------
+
+@pytest.mark.slow  # two tiny runs of a real script
+def test_two_runs_of_one_script_are_named_by_its_file_and_arguments(runs_dir):
+    from conftest import amptui, only_run
+
+    from amptui.core.run.runs import load_run
+    from amptui.dashboard.widgets.runtable import preset_cell
+
+    script = Path(__file__).parent / "scripts" / "plain_fp32.py"
+    names = []
+    for steps in ("2", "3"):
+        amptui("run", "--script", str(script), "--", "--steps", steps, check=True)
+        run_dir = only_run(runs_dir)
+        names.append(preset_cell(load_run(run_dir)).plain)
+        run_dir.rename(runs_dir.parent / run_dir.name)  # out of the folder: the next is the only run
+    assert names == ["plain_fp32.py --steps 2 [code]", "plain_fp32.py --steps 3 [code]"], names
