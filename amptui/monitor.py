@@ -60,9 +60,9 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.monitor_folder import Opening
 from amptui.telemetry import Recorder, ddp, scripthooks
+from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks.patches import Patches
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
-from amptui.telemetry.tensorboard import mirror_sinks
 
 
 class Monitor:

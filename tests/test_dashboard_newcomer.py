@@ -301,7 +301,7 @@ def test_the_estimate_is_advice_a_step_that_cannot_be_timed_gives_none_with_why(
     def fails(cfg):
         raise RuntimeError("no kernel for this op")
 
-    monkeypatch.setattr(steptime, "time_step", fails)
+    monkeypatch.setattr(steptime, "time_steps", fails)
     found = estimate.ab_estimate_or_why(presets.find_preset("quickstart"), {}, [("fp32", {"amp.autocast": False})])
     assert found["error"] and "no kernel for this op" in found["words"]
     assert estimate.span(40, 100) == "40 s-2 min" and estimate.span(600, 1800) == "10-30 min"

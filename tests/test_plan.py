@@ -124,8 +124,9 @@ def test_probe_finds_the_outlier_linear_and_hooks_nothing_between_sampled_steps(
 def test_amptui_plan_of_a_tiny_plan_lab_lists_every_layer_and_keeps_the_outlier_out_of_float8(runs_dir):
     from conftest import amptui
 
-    proc = amptui("plan", "plan-lab", "--for", "H100", "--format", "json", "--steps", "4",
-                  "--set", "model.width=64", "--set", "model.depth=4", "--set", "data.batch_size=32", timeout=280)
+    proc = amptui("plan", "plan-lab", "--for", "H100", "--format", "json", "--steps", "4", "--save", "tiny-lab",
+                  "--verify", "--set", "model.width=64", "--set", "model.depth=4", "--set", "data.batch_size=32",
+                  timeout=280)
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     names = [x["name"] for x in doc["layers"]]
@@ -137,6 +138,13 @@ def test_amptui_plan_of_a_tiny_plan_lab_lists_every_layer_and_keeps_the_outlier_
     for x in doc["layers"]:
         assert set(x["recipes"]) == {"bf16", "fp16", "fp8", "fp8-rowwise", "mxfp8"}
         assert x["shape"] == {"m": 32, "k": 64, "n": 64} and 0 < x["flops_share"] <= 1
+    # --save: the plan as [amp.layers]; --verify: its A/B against all-bf16, loss beside the prediction
+    from amptui.core.config import presets
+
+    assert dict(presets.find_preset("tiny-lab").config().amp.layers) == {x["name"]: x["choice"] for x in doc["layers"]}
+    check = doc["verify"]
+    assert check["predicted_speedup"] == doc["predicted_speedup"] and len(check["runs"]) == 2
+    assert check["loss"]["bf16"] is not None and check["loss"]["plan"] is not None and check["device"] == "cpu"
 
 
 def test_roofline_matches_a_hand_calculation_for_two_shapes():
@@ -170,3 +178,19 @@ def test_amptui_plan_of_an_unmodified_gpt_script_gives_the_same_table(runs_dir):
     for x in doc["layers"]:
         assert set(x["recipes"]) == {"bf16", "fp16", "fp8", "fp8-rowwise", "mxfp8"} and x["choice"] and x["reason"]
     assert doc["too_small"] == names  # width 64: nothing gains on an H100, and each is said so
+
+
+def test_ab_variant_plan_name_runs_a_saved_plans_layers_beside_all_bf16():
+    from amptui.core.config import presets
+    from amptui.core.config.variants import expand
+    from amptui.core.errors import UserError
+
+    base = presets.find_preset("plan-lab").config()
+    presets.save_preset("lab-planned", base.with_overrides({"amp.layers": {"hidden.0": "fp8-rowwise",
+                                                                             "outlier": "bf16"}}))
+    (bf16, plain), (planned, layers) = expand("bf16,plan:lab-planned", "cpu")
+    assert (bf16, planned) == ("bf16", "plan:lab-planned")
+    assert plain["amp.layers"] == {} and plain["amp.dtype"] == "bfloat16"
+    assert layers["amp.layers"] == {"hidden.0": "fp8-rowwise", "outlier": "bf16"} and layers["amp.dtype"] == "bfloat16"
+    with pytest.raises(UserError, match=r"plan:plan-lab: preset 'plan-lab' has no \[amp.layers\]"):
+        expand("bf16,plan:plan-lab", "cpu")

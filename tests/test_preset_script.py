@@ -122,7 +122,7 @@ def test_amptui_run_of_a_preset_naming_a_script_is_one_line_exit_2_and_nothing_w
     assert line == ("amptui: error: s.toml: run.script = 'train.py': a preset names no script: the script's own "
                     "loop decides its model, data and precision, so the preset's other keys would be ignored; "
                     "remove run.script, or run the script as `amptui run --script train.py` (a script run takes "
-                    "run.name, run.description, log.every, log.tensorboard, numerics.every, numerics.depth, "
+                    "run.name, run.description, log.every, log.tensorboard, log.mlflow, numerics.every, numerics.depth, "
                     "run.apply_amp, dist.*)"), line
     line = one_clear_line(amptui("run", "scripted", timeout=90))
     assert "scripted.toml: run.script = '-m pkg.train'" in line and "`amptui run -m pkg.train`" in line

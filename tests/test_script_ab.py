@@ -27,6 +27,11 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _nothing_left(runs_dir: Path) -> bool:
+    """No run folder and no A/B group (the probe's own folder is a temporary one)."""
+    return not runs_dir.exists() or (groups.groups(runs_dir) == [] and not [d for d in runs_dir.iterdir() if d.is_dir()])
+
+
 def _group_runs(runs_dir: Path) -> list[Path]:
     (group,) = groups.groups(runs_dir)
     assert group.state == "done", group
@@ -81,15 +86,16 @@ def test_variants_chosen_by_the_scripts_own_flags(runs_dir):
 
 @pytest.mark.slow
 def test_a_script_that_sets_its_own_precision_is_refused_for_applied_amp(runs_dir):
-    """Caught by the hooks at the script's own autocast (no fp32 run first), and after the script
-    as written turns out not to be a float32 loop: one line that says to use --variant."""
+    """Found by a short probe of the script as written (up to its first step) before any variant
+    runs (issue 45.2): one line that says to use --variant, and no run or A/B group left behind."""
     line = one_clear_line(amptui("ab", "--script", str(SCRIPT), "--variants", "bf16", "--", "--dtype", "bfloat16"),
                           code=2)
     assert "sets its own precision" in line and "--variant NAME='ARGS'" in line, line
     line = one_clear_line(amptui("ab", "--script", str(SCRIPT), "--variants", "fp32,fp16+scaler", "--",
                                  "--dtype", "float16"), code=2)
-    assert "sets its own precision (autocast float16 + GradScaler)" in line and "--variant" in line, line
-    assert [g.state for g in groups.groups(runs_dir)] == ["failed", "failed"]
+    assert "sets its own precision (torch.autocast('cpu', dtype=torch.float16), a GradScaler of its own)" in line \
+        and "--variant" in line, line
+    assert _nothing_left(runs_dir)
 
 
 @pytest.mark.slow
@@ -118,7 +124,8 @@ def test_a_script_run_without_recorded_arguments_says_so(tmp_path):
     from amptui.core.config import values as cfgmod
     from amptui.core.run import runs
     from amptui.core.run.runfiles import RunFolder
-    from amptui.jobs.ab import recorded_script_args, script_ab_args
+    from amptui.core.run.runs import recorded_script_args
+    from amptui.jobs.ab import script_ab_args
 
     run_dir = tmp_path / "runs" / "r1"
     run_dir.mkdir(parents=True)
@@ -141,3 +148,27 @@ def test_ab_script_refusals_are_one_line_and_leave_nothing(cli, runs_dir, extra,
     line = one_clear_line(cli("ab", "--script", str(SCRIPT), *extra))
     assert said in line, line
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+@pytest.mark.slow
+def test_a_loop_that_updates_its_parameters_by_hand_is_refused_for_fp16_scaler_before_running(runs_dir):
+    """A GradScaler applied to a loop with no optimizer step amptui can see would train on scaled
+    gradients (issue 41.3): refused in one line by the probe, before any variant runs."""
+    hand = Path(__file__).parent / "scripts" / "manual_sgd.py"
+    line = one_clear_line(amptui("ab", "--script", str(hand), "--variants", "fp32,fp16+scaler"), code=2)
+    assert "no torch.optim optimizer step amptui can see" in line and "fp16+scaler" in line, line
+    assert _nothing_left(runs_dir)
+
+
+def test_ab_script_estimate_starts_nothing(runs_dir, tmp_path):
+    """`ab --script ... --estimate` starts nothing, as with a preset (issue 45.1): the script is not
+    run only to time it, and says so."""
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    proc = amptui("ab", "--script", str(script), "--variants", "fp32,bf16", "--estimate", check=True)
+    assert proc.stdout.strip() == "estimate: none (a script of your own is not run just to time a step)", proc.stdout
+    assert not marker.exists()
+    assert _nothing_left(runs_dir)
+    found = json.loads(amptui("ab", "--script", str(script), "--estimate", "--format", "json", check=True).stdout)
+    assert found["kind"] == "estimate" and "error" in found and not marker.exists()

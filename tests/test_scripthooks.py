@@ -566,3 +566,18 @@ def test_a_script_saves_and_copies_its_hooked_model_and_optimizer(runs_dir, tmp_
     assert b"amptui" not in saved
     model = torch.load(tmp_path / "model.pt", weights_only=False)
     assert not model._forward_pre_hooks and not model._forward_hooks
+
+
+@pytest.mark.slow
+def test_applied_bf16_reaches_a_loss_computed_outside_the_forward(runs_dir):
+    """Applied autocast ends where the model's forward does: its outputs leave in float32, so a loss
+    built outside it (sigmoid + BCE, as VAEs do) runs as in the fp32 loop (issue 41.2), with losses
+    within bfloat16's noise of the fp32 run's."""
+    _, fp32, proc = record_script_process(runs_dir, "loss_outside.py", log_every=1)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _, bf16, proc = record_script_process(runs_dir, "loss_outside.py", log_every=1, sets={"run.apply_amp": "bf16"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert bf16[-1]["status"] == "completed" and by_kind(bf16, "start")[0]["precision"]["dtype"] == "bfloat16"
+    a, b = [s["loss"] for s in by_kind(fp32, "step")], [s["loss"] for s in by_kind(bf16, "step")]
+    assert len(a) == len(b) == 6
+    assert all(abs(x - y) <= 0.05 * abs(x) for x, y in zip(a, b)), (a, b)

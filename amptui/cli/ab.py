@@ -15,6 +15,7 @@ from amptui.cli.abscript import variant_labels
 from amptui.cli.compare import print_emulation_notes
 from amptui.cli.parser import PRESET_HELP, runs_dir_option
 from amptui.cli.run_commands import attach
+from amptui.core.config.variants import variants_help
 from amptui.core.errors import UserError
 from amptui.jobs.detached import announce
 
@@ -26,9 +27,9 @@ def add_parser(sub) -> None:
                              "       amptui ab --script FILE --variant N=ARGS... [-- ARGS]")
     p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)
     p.add_argument("--variants", metavar="V,V,...",
-                   help="from fp32, tf32 (CUDA), fp16, fp16+scaler, bf16, bf16+scaler (default: fp32,fp16,fp16+scaler on "
-                        "CUDA, fp32,bf16 on CPU); with --script: fp32 runs the script as written, the others with "
-                        "AMP applied by amptui to its unmodified fp32 loop")
+                   help=f"from {variants_help()} (tf32: CUDA only; default: fp32,fp16,fp16+scaler on CUDA, "
+                        "fp32,bf16 on CPU); with --script: fp32 runs the script as written, the others with AMP "
+                        "applied by amptui to its unmodified fp32 loop")
     p.add_argument("--script", metavar="FILE", help="A/B your own training script (see docs/your-own-code.md)")
     p.add_argument("--variant", dest="script_variants", action="append", default=[], metavar="NAME='ARGS'",
                    help="with --script: a variant chosen by the script's own flags, ARGS appended to its "

@@ -12,8 +12,10 @@ Both make one A/B group (jobs/groups.py) and end with the compare table a preset
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import sys
 from pathlib import Path
 
 from amptui.core.errors import UserError
@@ -97,7 +99,14 @@ def cmd_ab_script(args) -> int:
         raise UserError("--set run.apply_amp: the variants set it; choose them with --variants")
     launch.check_script(script)
     variants = script_variants(args, preflight.device_type(overrides.get("run.device", "auto")))
+    if args.estimate:  # as for a preset with a model of its own: nothing started, and why
+        why = "a script of your own is not run just to time a step"
+        found = {"kind": "estimate", "error": why, "words": f"none ({why})"}
+        print(json.dumps(found) if args.format == "json" else f"estimate: {found['words']}")
+        return 0
     root = runs.runs_root(args.runs_dir, writable=True)
+    if not args.group:  # before any variant runs or a group exists: a refusal leaves nothing behind
+        refuse_early(script, args.script_args, overrides, variants)
     spec = ",".join(name for name, _, _ in variants)
     if args.detach:  # this same command line drives the group in the background (the dashboard's `a`)
         group, pid = _start_detached(args, root, overrides, spec)
@@ -108,6 +117,11 @@ def cmd_ab_script(args) -> int:
     group = groups.find(root, args.group) if args.group else groups.create(
         root, script, Path(script).stem, overrides, spec, lambda group: runs.launch_identity(os.getpid()))
     labels = variant_labels([name for name, _, _ in variants])
+    for note in precision_notes(variants, overrides, preflight.device_type(overrides.get("run.device", "auto"))):
+        say(f"note: {note}", hang=6)
+    # on a terminal the script's own output above the progress line, as `run --script` shows it; in
+    # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
+    echoed = 0 if sys.stdout.isatty() else None
     outcome = Outcome(total=len(variants))
     with group.recording():
         group.update(state="running", variants=[name for name, _, _ in variants])
@@ -116,7 +130,7 @@ def cmd_ab_script(args) -> int:
             outcome.run_dirs.append(run_dir)
             group.update(runs=group.runs + [run_dir.name])
             code = attach(run_dir, launch.start(run_dir, script_args=[*args.script_args, *extra]), False, 0,
-                          label=labels[i])
+                          label=labels[i], output_from=echoed)
             if code == 130:
                 outcome.interrupted = True
                 break
@@ -137,6 +151,49 @@ def cmd_ab_script(args) -> int:
     if outcome.error:
         error(outcome.error)
     return outcome.exit_code
+
+
+def refuse_early(script: str, script_args: list[str], overrides: dict, variants: list) -> None:
+    """AMP applied to a script that sets its own precision, or a GradScaler applied to a loop with
+    no optimizer step amptui can see, is refused in one line before any variant runs: the script's
+    own precision is found by a short probe (jobs/scriptprobe.py) up to its first step."""
+    from amptui.core.config.precision import Precision
+    from amptui.core.config.scriptsets import APPLY_REFUSAL, HAND_LOOP_REFUSAL
+    from amptui.jobs.scriptprobe import probe_script
+
+    applied = [str(v["run.apply_amp"]) for _, v, _ in variants if v.get("run.apply_amp")]
+    if not applied:
+        return
+    seen = probe_script(script, script_args, overrides)
+    if seen is None:  # not at its first step in time: the variants' hooks still refuse what they see
+        return
+    own = [*seen.get("autocast", []), *(["a GradScaler of its own"] if seen.get("scaler") else [])]
+    if own:
+        raise UserError(APPLY_REFUSAL.format(script=script, what=", ".join(own)))
+    if not seen.get("optimizer_step") and any(Precision.from_variant(v).scaler for v in applied):
+        raise UserError(HAND_LOOP_REFUSAL.format(
+            script=script, what=f"{seen.get('backward_calls', 0)} backward() calls and no optimizer.step()"))
+
+
+def precision_notes(variants: list[tuple[str, dict[str, object], list[str]]], overrides: dict[str, object],
+                    device_type: str) -> list[str]:
+    """What a preset's run says of its precision on this machine ("float16 autocast on the CPU:
+    float16 is slow on this CPU ..."), for each variant whose AMP amptui applies to the script:
+    said once before the A/B starts (a preset's trainer says it as each run starts)."""
+    from amptui.core import preflight
+    from amptui.core.config import values as config
+    from amptui.core.config.variants import VARIANTS
+    from amptui.machine.dtype_speed import slow_dtypes
+
+    slow = slow_dtypes("cpu") if device_type == "cpu" else None
+    notes = []
+    for name, variant, _ in variants:
+        if not variant.get("run.apply_amp") or name not in VARIANTS:
+            continue
+        settings = {k: v for k, v in overrides.items() if not k.startswith("amp.")}
+        cfg = config.build_config({}, {**settings, **VARIANTS[name], "run.device": device_type})
+        notes += [f"{name}: {said}" for said in preflight.odd_combinations(cfg, slow)]
+    return notes
 
 
 def variant_labels(names: list[str]) -> list[str]:

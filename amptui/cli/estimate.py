@@ -1,35 +1,81 @@
 """How long an A/B will take, said before it starts (`amptui ab` prints it; `amptui ab --estimate`
 prints only it, which is how the dashboard's `a` asks before it starts anything).
 
-The basis is one training step of each variant, timed here just now (trainer/steptime.py), times
-the run's steps. Given as a range: the timed step may be slower than the steady ones (first-step
-set-up) or faster than the real ones (evaluation and checkpoints are not timed, the machine may
-get busier), so from half to one and a half times the product.
+The basis is each variant timed here just now (trainer/steptime.py): a few steady steps after a
+warm-up one, one validation batch, building the model and data, and this process's own start-up
+(each run of the A/B is a process that imports torch again). Said as a range with its basis
+("from 5 steps of each at load 6.1 on 2 cores"): the spread of the timed steps widens it, and so
+does a busy machine (timings taken at a load above the cores change as the load does).
 """
 
 from __future__ import annotations
 
+import os
+import statistics
+import time
 from typing import Any
 
 from amptui.core.fmt import fmt_duration
 from amptui.jobs.ab import LONG_AB_S as LONG_S
 
 SHORTER_TARGET_S = 120  # the shorter setting offered: run.max_steps so that it ends within this
-LOW, HIGH = 0.5, 1.5
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (its interpreter and imports: what each run of the A/B
+    spends before its first step too); 0 where /proc cannot say."""
+    try:
+        with open("/proc/self/stat") as fh:
+            started_ticks = int(fh.read().rpartition(")")[2].split()[19])
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - started_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def load_now() -> tuple[float | None, int]:
+    from amptui.machine.busy import usable_cores
+
+    try:
+        return os.getloadavg()[0], usable_cores()
+    except (OSError, AttributeError):
+        return None, usable_cores()
+
+
+def margins(spread: float, load: float | None, cores: int) -> tuple[float, float]:
+    """(share below, share above) the point estimate: the timed steps' spread, and on a machine
+    loaded beyond its cores, room for the load to change (more above: a busy machine slows)."""
+    excess = max(0.0, (load or 0.0) / cores - 1.0)
+    return min(0.6, 0.25 + spread / 2 + 0.15 * excess), 0.35 + spread + 0.5 * excess
 
 
 def ab_estimate(preset, overrides: dict[str, Any], variants: list[tuple[str, dict[str, object]]]) -> dict[str, Any]:
-    """{"kind": "estimate", "low_s", "high_s", "variants": [{"variant", "step_s", "steps"}], "words"}."""
+    """{"kind": "estimate", "low_s", "high_s", "variants": [{"variant", "step_s", "steps", "timed"}],
+    "basis": {"steps", "load", "cores"}, "shorter_steps", "words"}."""
     from amptui.jobs import launch
-    from amptui.trainer.steptime import time_step
+    from amptui.trainer.steptime import time_steps
 
+    start_up = process_age_s()
+    load, cores = load_now()
     timed: list[dict[str, Any]] = []
-    total = 0.0
+    total = overhead = 0.0
+    spreads = []
     for name, variant in variants:
-        step_s, steps = time_step(launch.resolve_config(preset, {**overrides, **variant}))
-        timed.append({"variant": name, "step_s": step_s, "steps": steps})
-        total += step_s * steps
-    found: dict[str, Any] = {"kind": "estimate", "low_s": LOW * total, "high_s": HIGH * total, "variants": timed}
+        began = time.perf_counter()
+        t = time_steps(launch.resolve_config(preset, {**overrides, **variant}))
+        median = statistics.median(t.step_s)
+        spreads.append((max(t.step_s) - min(t.step_s)) / median if median > 0 else 0.0)
+        fixed = start_up + t.setup_s + t.first_s + t.evals * t.eval_s
+        overhead += fixed
+        total += fixed + max(0, t.steps - 1) * median
+        timed.append({"variant": name, "step_s": median, "steps": t.steps, "timed": len(t.step_s),
+                      "measured_s": round(time.perf_counter() - began, 3)})
+    below, above = margins(max(spreads, default=0.0), load, cores)
+    found: dict[str, Any] = {"kind": "estimate", "low_s": total * (1 - below), "high_s": total * (1 + above),
+                             "variants": timed, "basis": {"steps": min(t["timed"] for t in timed),
+                                                          "load": load, "cores": cores},
+                             "overhead_s": overhead, "above": above}
     found["shorter_steps"] = shorter_steps(found)
     found["words"] = estimate_words(found)
     return found
@@ -37,8 +83,9 @@ def ab_estimate(preset, overrides: dict[str, Any], variants: list[tuple[str, dic
 
 def shorter_steps(found: dict[str, Any]) -> int:
     """run.max_steps for an A/B that ends within about SHORTER_TARGET_S (at least 10 steps)."""
-    per_step = sum(t["step_s"] for t in found["variants"]) * HIGH
-    return max(10, int(SHORTER_TARGET_S / per_step)) if per_step > 0 else 10
+    per_step = sum(t["step_s"] for t in found["variants"]) * (1 + found.get("above", 0.5))
+    left = SHORTER_TARGET_S - found.get("overhead_s", 0.0)
+    return max(10, int(left / per_step)) if per_step > 0 else 10
 
 
 def estimate_words(found: dict[str, Any]) -> str:
@@ -46,8 +93,11 @@ def estimate_words(found: dict[str, Any]) -> str:
     steps = sorted({t["steps"] for t in timed})
     each = " or ".join(str(s) for s in steps)
     rates = ", ".join(f"{t['variant']} {t['step_s']:.2g} s" for t in timed)
-    return (f"about {span(found['low_s'], found['high_s'])} for {len(timed)} variants x {each} steps "
-            f"(one step of each timed here just now: {rates}; evaluation and checkpoints not counted)")
+    basis = found["basis"]
+    load = "" if basis["load"] is None else f" at load {basis['load']:.1f} on {basis['cores']} cores"
+    return (f"about {span(found['low_s'], found['high_s'])} for {len(timed)} variant{'s' if len(timed) > 1 else ''} x {each} steps "
+            f"(from {basis['steps']} step{'s' if basis['steps'] > 1 else ''} of each timed here just now{load}: {rates} a step; start-up and "
+            "evaluation counted; a busier machine takes longer)")
 
 
 def span(low: float, high: float) -> str:

@@ -13,6 +13,7 @@ import json
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from amptui.cli.parser import PRESET_HELP, runs_dir_option
 from amptui.core.errors import UserError
@@ -35,6 +36,8 @@ def add_parser(sub) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     p.add_argument("--save", metavar="NAME", help="save the plan as a preset NAME: the preset with [amp.layers] "
                    "giving each linear its planned precision")
+    p.add_argument("--verify", action="store_true", help="with --save: then run the A/B of all-bf16 against the "
+                   "saved plan (--steps steps each) and put the measured speed-up and loss beside the prediction")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key for the sampled run (repeatable)")
     runs_dir_option(p)
@@ -57,6 +60,8 @@ def handle(args) -> int:
     preset = presets.find_preset(args.preset) if args.preset else None
     if args.save:
         presets.check_name(args.save)
+    if args.verify and not args.save:
+        raise UserError("--verify runs the A/B of a saved plan: add --save NAME")
     every = max(1, args.steps // SAMPLES)
     overrides = config.parse_set(args.sets)
     overrides["numerics.plan_every"] = every
@@ -77,16 +82,29 @@ def handle(args) -> int:
     step_flops = start.get("step_flops") if isinstance(start.get("step_flops"), (int, float)) else None
     plan = planner.make_plan(samples, roof, step_flops=step_flops * cfg.amp.accumulate if step_flops else None)
     saved = save(args.save, preset, cfg, plan, args) if args.save else None
+    doc: dict[str, Any] = {"run_id": run_dir.name, "preset": cfg.run.name, **planner.as_json(plan),
+                           **({"saved": str(saved)} if saved else {})}
+    if args.verify:
+        from amptui.cli import planverify
+
+        with contextlib.redirect_stdout(sys.stderr if args.format == "json" else sys.stdout):
+            doc["verify"] = planverify.verify(args, preset, plan, args.save, root)
+    from amptui.core.safefile import atomic_write_text
+
+    atomic_write_text(run_dir / planner.PLAN_FILE, json.dumps(doc, indent=2))  # for the dashboard's plan screen
     if args.format == "json":
-        print(json.dumps({"run_id": run_dir.name, **planner.as_json(plan),
-                          **({"saved": str(saved)} if saved else {})}, indent=2))
+        print(json.dumps(doc, indent=2))
     else:
         from amptui.cli import plantable, prose
 
         prose.say(plantable.as_text(run_dir.name, plan, where=start.get("device")))
         if saved:
-            prose.say(f"saved as preset {args.save!r} ({saved}); verify it: amptui ab "
-                      f"{args.save} --variants bf16,{args.save}")
+            prose.say(f"saved as preset {args.save!r} ({saved}); verify it against all-bf16: amptui ab "
+                      f"{cfg.run.name} --variants bf16,plan:{args.save}")
+        if "verify" in doc:
+            from amptui.cli import planverify
+
+            prose.say(planverify.words(doc["verify"]))
     return 0
 
 

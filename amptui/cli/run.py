@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
                    "(python -m MODULE), from the current folder")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key, e.g. --set amp.dtype=bfloat16 (repeatable); a script run takes "
-                        "run.name, log.every, log.tensorboard, numerics.every/depth and torchrun's dist.* keys")
+                        "run.name, log.every, log.tensorboard, log.mlflow, numerics.every/depth and torchrun's dist.* keys")
     p.add_argument("--detach", action="store_true",
                    help="start in the background and print one JSON line with the run id")
     p.add_argument("--print-launch", action="store_true",
@@ -68,8 +68,8 @@ def handle(args) -> int:
         return _print_launch(args, preset, overrides)
     notes: list[str] = []
     run_dir, cfg = launch.create_run(preset, overrides, root, notes=notes)
-    for note in notes:  # detached: stdout is the JSON line's; on a terminal wrapped at word boundaries
-        say(f"note: {note}", sys.stderr if args.detach else sys.stdout, hang=6)
+    for note in notes:  # detached: stdout is the JSON line's, a script's: the script's; on a terminal wrapped
+        say(f"note: {note}", sys.stderr if args.detach or cfg.run.script else sys.stdout, hang=6)
     proc = launch.start(run_dir, script_args=args.script_args)
     return attach(run_dir, proc, args.detach, offset=0, kind="run", output_from=0 if cfg.run.script else None)
 

@@ -14,7 +14,7 @@ from amptui.core.errors import UserError
 
 
 def add_parser(sub) -> None:
-    from amptui.tune.plan import DEFAULT_BUDGET_MIN, DEFAULT_KEYS
+    from amptui.tune.plan import DEFAULT_BUDGET_MIN, DEFAULT_KEYS, FLOAT8_CANDIDATE, PRECISIONS
 
     p = sub.add_parser("tune", help="search precision, compile and batch size for the fastest setup that keeps "
                        "fp32's accuracy; save the winner as PRESET-tuned",
@@ -29,7 +29,9 @@ def add_parser(sub) -> None:
                    help=f"time for the whole search (default {DEFAULT_BUDGET_MIN:g}); trials stop when it is spent")
     p.add_argument("--keys", metavar="K,K,...", default=None,
                    help=f"what may vary (default {DEFAULT_KEYS}; amp.autocast/amp.dtype/amp.grad_scaler all "
-                        "mean the precision setup; with --script the precision only)")
+                        f"mean the precision setup, whose variants tried are fp32 (the reference), "
+                        f"{', '.join(PRECISIONS)}, then {FLOAT8_CANDIDATE} (torchao's float8, the fp8 extra); "
+                        "with --script the precision only)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--no-save", action="store_true", help="do not save the winner as PRESET-tuned")
     p.add_argument("--detach", action="store_true", help="search in the background (its output in "

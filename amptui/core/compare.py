@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from amptui.core import distribution
 from amptui.core.comparenotes import short_precision
-from amptui.core.comparestep import common_step, losses_at, speed_noise, stopped_early
+from amptui.core.comparestep import common_step, losses_at, speed_verdict, stopped_early
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, keys_said
@@ -66,6 +66,8 @@ class RunSummary(RunState):
     steady_samples_per_s: float | None = None   # after warm-up; see WARMUP_FRACTION
     steady_step_ms: float | None = None
     step_ms_spread: float | None = None         # relative spread (stdev / mean) of the steady windows' ms/step
+    others_cpu: float | None = None             # median share of the CPUs other processes used in its windows
+    load_seen: list[float] = field(default_factory=list)  # each step record's others_cpu (after the first)
     run_dir: Path | None = None                  # where the events were read (for the loss at a common step)
     data_wait_share: float | None = None        # sum of data_wait_ms / sum of step_time_ms (see inputbound)
     loss_curve: Series = field(default_factory=lambda: Series(cap=400))
@@ -104,6 +106,8 @@ class RunSummary(RunState):
             seconds = rec[STEP.step_time_ms] / 1000 * (step - self.window_from)
             rate = rec.get(STEP.samples_per_s)
             self.windows.append((step, step - self.window_from, seconds, rate * seconds if rate else 0.0))
+            if isinstance(rec.get(STEP.others_cpu), (int, float)) and len(self.windows) > 1:
+                self.load_seen.append(float(rec[STEP.others_cpu]))
         self.window_from = step
 
     def _take_peak(self, peak: float | None) -> None:
@@ -115,6 +119,7 @@ class RunSummary(RunState):
         self.total_time_s = self.clock.seconds()
         self.data_wait_share = self.data_wait.share
         _steady_rates(self, self.windows)
+        self.others_cpu = statistics.median(self.load_seen) if self.load_seen else None
         if self.epoch_times:
             self.time_per_epoch_s = sum(self.epoch_times) / len(self.epoch_times)
         return self
@@ -200,7 +205,8 @@ class CompareRow:
     loss_at_common: float | None = None  # this run's loss there (the loss column: runs compared at one step)
     loss_step: int | None = None         # the step that loss was recorded at (common_step, or the record before it)
     speedup_noise: float | None = None   # +- on the speed-up (absolute, see SPEED_NOISE_FLOOR); None: not measurable
-    same_speed: bool | None = None       # the speed-up is within its noise of 1.0
+    same_speed: bool | None = None       # the speed-up is within its noise of 1.0 (comparestep.speed_verdict)
+    speed_unresolved: str | None = None  # why the speed-up cannot be told (too short, too noisy, different load)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -227,8 +233,7 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
         speedup = _ratio(s.steady_samples_per_s, base.steady_samples_per_s) if base else None
         if speedup is None and base:  # no throughput recorded (e.g. a Monitor without batch sizes)
             speedup = _ratio(base.steady_step_ms, s.steady_step_ms)
-        noise = speed_noise(s, base) if base is not None and s is not base and speedup is not None else None
-        plus = speedup * noise if noise is not None and speedup is not None else None  # +- on the speed-up
+        verdict = speed_verdict(s, base, speedup) if base is not None else None
         peak, base_peak = _rank_peak(s), _rank_peak(base) if base else None
         ratio = _ratio(peak, base_peak)
         state, base_state = s.ranks.state_per_rank(), base.ranks.state_per_rank() if base else None
@@ -244,7 +249,8 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
             state_saving=None if state_ratio is None else 1.0 - state_ratio, rank_peaks=s.ranks.peaks_by_rank(),
             peak_measure=s.ranks.measure, total_steps=s.total_steps, stopped_early=stopped_early(s),
             common_step=common, loss_at_common=at[1] if at else None, loss_step=at[0] if at else None,
-            speedup_noise=plus, same_speed=None if plus is None or speedup is None else abs(speedup - 1.0) <= plus,
+            speedup_noise=verdict.plus if verdict else None, same_speed=verdict.same if verdict else None,
+            speed_unresolved=verdict.unresolved if verdict else None,
             **_narrowest(s)))
     return rows
 
@@ -278,7 +284,10 @@ class Column:
 
 
 def _speedup(r: CompareRow, terminal: bool = False) -> str:
-    """"2.00x ±0.05"; within its noise "same speed (1.17x ±0.21)" ("same speed" on a terminal)."""
+    """"2.00x ±0.05"; within its noise "same speed (1.17x ±0.21)" ("same speed" on a terminal); one that
+    cannot be told says why in a few words ("too short to tell"; "can't tell" on a terminal)."""
+    if r.speed_unresolved:  # "too short to tell", "too noisy to tell", "ran under different load" (json: why)
+        return "can't tell" if terminal else r.speed_unresolved.split(" (")[0]
     if r.speedup_noise is None:
         return fmt_ratio(r.speedup)
     said = f"{fmt_ratio(r.speedup)} ±{r.speedup_noise:.2f}"

@@ -8,7 +8,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution
-from amptui.core.comparestep import common_step, stopped_early
+from amptui.core.comparestep import common_step, load_differs, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, SCALER_KEYS
 from amptui.core.inputbound import notice
@@ -16,6 +16,7 @@ from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfini
 from amptui.core.rankmemory import note as rank_memory_note
 from amptui.core.tf32note import baseline_line
 from amptui.core.tunenames import source_preset
+from amptui.core.whyamp import why_lines
 
 if TYPE_CHECKING:
     from amptui.core.compare import RunSummary
@@ -156,6 +157,9 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     lines += [f"{s.run_id} ({precision_or_unseen(s.precision_words)}): {bound}; its speed-up measures the input pipeline, not AMP"
               for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
     lines += float8_notes(summaries)
+    load = load_differs(summaries)
+    lines += [load] if load else []
+    lines += why_lines(summaries)
     tf32_line = tf32_baseline_note(summaries)
     lines += [tf32_line] if tf32_line else []
     headroom = headroom_note(summaries)

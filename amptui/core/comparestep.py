@@ -5,6 +5,7 @@ early, and the noise on a speed-up from the runs' step-time spread."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,11 @@ _CHUNK = 8 * 1024 * 1024
 # each, relative, combined), never below SPEED_NOISE_FLOOR: one machine's run-to-run wobble.
 # A speed-up within 1 +- its noise reads "same speed".
 SPEED_NOISE_FLOOR = 0.02
+# Beyond this relative noise a speed-up is not a figure ("too noisy to tell").
+NOISE_TOO_LARGE = 0.5
+# Runs whose windows saw other processes take shares of the CPUs this far apart ran under different
+# load: their speed-up measures the machine, not the precision.
+LOAD_GAP = 0.2
 
 
 def loss_at(run_dir: Path | None, step: int) -> tuple[int, float] | None:
@@ -64,3 +70,42 @@ def speed_noise(s: RunSummary, base: RunSummary) -> float | None:
 def stopped_early(s: RunSummary) -> bool:
     """Ended (stopped, killed, failed) before the steps it was set to run."""
     return s.ended and s.status != "completed" and bool(s.total_steps) and s.step < (s.total_steps or 0)
+
+
+@dataclass(frozen=True)
+class SpeedVerdict:
+    """What a speed-up of `s` against `base` may be said as: plus (the +- shown), same (within its
+    noise of 1.0: symmetric, |ln speed-up| <= ln(1 + noise), so A against B and B against A agree)
+    and why it cannot be told at all (None when it can)."""
+
+    plus: float | None = None
+    same: bool | None = None
+    unresolved: str | None = None
+
+
+def speed_verdict(s: RunSummary, base: RunSummary, speedup: float | None) -> SpeedVerdict:
+    if s is base or speedup is None or speedup <= 0:
+        return SpeedVerdict()
+    noise = speed_noise(s, base)
+    plus = speedup * noise if noise is not None else None
+    if s.others_cpu is not None and base.others_cpu is not None and abs(s.others_cpu - base.others_cpu) > LOAD_GAP:
+        return SpeedVerdict(plus, None, f"ran under different load (other processes used {base.others_cpu:.0%} "
+                                        f"and {s.others_cpu:.0%} of the CPUs)")
+    if noise is None:
+        return SpeedVerdict(None, None, "too short to tell (fewer than two timed windows after warm-up)")
+    if noise > NOISE_TOO_LARGE:
+        return SpeedVerdict(plus, None, f"too noisy to tell (step times vary ±{noise:.0%})")
+    return SpeedVerdict(plus, abs(math.log(speedup)) <= math.log1p(noise), None)
+
+
+def load_differs(summaries: list[RunSummary]) -> str | None:
+    """A warning when the runs ran under different load (see LOAD_GAP), None otherwise."""
+    seen = [(s.run_id, s.others_cpu) for s in summaries if s.others_cpu is not None]
+    if len(seen) < 2:
+        return None
+    low, high = min(seen, key=lambda x: x[1]), max(seen, key=lambda x: x[1])
+    if high[1] - low[1] <= LOAD_GAP:
+        return None
+    return (f"warning: the runs ran under different load (other processes used {low[1]:.0%} of the CPUs during "
+            f"{low[0]}, {high[1]:.0%} during {high[0]}): their speed-ups measure the machine, not the precision; "
+            "rerun them on a quiet machine")

@@ -242,3 +242,26 @@ def escape(name: str) -> str:
 
 def _r(value: float | None) -> float | None:
     return round(value, 4) if isinstance(value, float) and math.isfinite(value) else value
+
+
+PLAN_FILE = "plan.json"  # `amptui plan` leaves its JSON in the run folder it sampled: the dashboard's plan screen
+PLAN_FILE_LIMIT = 4 * 1024 * 1024
+
+
+def latest_plan(root: Any, preset: str) -> dict[str, Any] | None:
+    """The newest plan made of `preset` in the runs folder `root` (its plan.json, a bounded read of
+    a regular file), or None."""
+    from amptui.core.run import runs
+    from amptui.core.safefile import load_json
+
+    for info in runs.list_runs(root):
+        if info.preset != preset:
+            continue
+        path = info.path / PLAN_FILE
+        try:
+            doc = load_json(path, PLAN_FILE_LIMIT, within=info.path)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("layers"), list):
+            return doc
+    return None

@@ -84,6 +84,7 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     check_float8(cfg)
     check_factories(cfg)
     check_tensorboard(cfg)
+    check_mlflow(cfg)
     check_weights(cfg)
     check_epoch_size(cfg)
     check_data(cfg)  # last: it may download
@@ -159,6 +160,14 @@ def check_tensorboard(cfg: cfgmod.Config) -> None:
     if cfg.log.tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise UserError("log.tensorboard = true needs TensorBoard, which is not installed: "
                         "pip install 'amptui[tensorboard]' (or --set log.tensorboard=false)")
+
+
+def check_mlflow(cfg: cfgmod.Config) -> None:
+    import importlib.util
+
+    if cfg.log.mlflow and importlib.util.find_spec("mlflow") is None:
+        raise UserError("log.mlflow = true needs MLflow, which is not installed: pip install 'amptui[mlflow]' "
+                        "(or --set log.mlflow=false)")
 
 
 def check_epoch_size(cfg: cfgmod.Config) -> None:

@@ -67,7 +67,7 @@ class Start(Record):
 @dataclass
 class Step(Record):
     KIND: ClassVar[str] = "step"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("grad_norm", "tflops", "epoch")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("grad_norm", "tflops", "epoch", "load", "others_cpu")
 
     step: int
     epoch: int | None               # absent when unknown (a script whose loop iterates no DataLoader)
@@ -82,6 +82,8 @@ class Step(Record):
     mem: dict                       # allocated/reserved/peak_allocated (CUDA) or rss/peak_rss (CPU), bytes
     grad_norm: float | None = None  # optional: written only when known
     tflops: float | None = None     # achieved
+    load: float | None = None       # the machine's 1-minute load average at the record
+    others_cpu: float | None = None  # share (0..1) of all CPUs' time other processes used in the window
 
     def fields(self) -> dict[str, Any]:
         """As Record.fields, without asdict's deep copy: a step record holds numbers and the plain
@@ -146,10 +148,11 @@ class Checkpoint(Record):
 @dataclass
 class WarningRecord(Record):
     KIND: ClassVar[str] = "warning"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("code",)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("code", "cause")
 
     message: str
     code: str | None = None
+    cause: dict | None = None  # code "nonfinite_cause": {cause: input|precision_overflow|float32_too, step, ...}
 
 
 @dataclass

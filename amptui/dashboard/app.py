@@ -29,6 +29,7 @@ from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
 from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.keys import READ_ONLY_ENV, named, why_off
+from amptui.dashboard.screens.plan.screen import PlanScreen
 from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.screens.tune.screen import TuneScreen
 from amptui.dashboard.widgets.runtable import RunTable
@@ -48,6 +49,7 @@ class AmptuiApp(App):
     BINDINGS = named("app", [Binding("f1", "help", "Help"), Binding("question_mark", "help", "Help", show=False)])
     STATE = "dashboard.json"  # what the dashboard remembers between sessions (the theme), in the state dir
     PALETTE_SKIP = frozenset({"home.focus_presets", "run.restore"})  # escape's jobs: nothing to pick
+    READ_ONLY_SYSTEM = frozenset({"Theme", "Quit", "Keys", "Maximize", "Minimize"})  # Textual's, writing nothing
 
     def __init__(self, runs_root: Path | str | None = None, *, watch: Path | None = None,
                  clock: Callable[[], float] = time.time,
@@ -74,6 +76,8 @@ class AmptuiApp(App):
         self.push_screen(self.first_screen())
 
     def _remember_theme(self, theme: Theme) -> None:
+        if self.read_only:
+            return  # a read-only viewer writes nothing, not even its theme
         statedir.update_json(self.STATE, lambda old: {**(old if isinstance(old, dict) else {}), "theme": theme.name})
 
     def first_screen(self) -> Screen:
@@ -114,8 +118,10 @@ class AmptuiApp(App):
             yield SystemCommand(binding.description or binding.action, f"key: {keys}",
                                 partial(self._palette_run, screen, binding.action))
         yield SystemCommand("Keys of this screen", "every key of the current screen (key: ? or F1)", self.action_help)
-        # Textual's own (themes, screenshot, ...), less those the screen already lists (its Quit)
-        yield from (c for c in super().get_system_commands(screen) if c.title not in titles)
+        # Textual's own (themes, screenshot, ...), less those the screen already lists (its Quit); a
+        # read-only dashboard keeps only those that write nothing (a screenshot is a file)
+        yield from (c for c in super().get_system_commands(screen) if c.title not in titles
+                    and (not self.read_only or c.title in self.READ_ONLY_SYSTEM))
 
     async def _palette_run(self, screen: Screen, action: str) -> None:
         refusal = why_off(screen, action.split("(")[0])
@@ -190,7 +196,8 @@ if TYPE_CHECKING:  # the app is what the screens see of it (shell.py): the type 
 
 def keymap_scopes() -> dict[str, type]:
     """The app and the screens a keymap names actions of, by scope ("home": HomeScreen)."""
-    return {"app": AmptuiApp, "home": HomeScreen, "run": RunScreen, "compare": CompareScreen, "tune": TuneScreen}
+    return {"app": AmptuiApp, "home": HomeScreen, "run": RunScreen, "compare": CompareScreen, "tune": TuneScreen,
+            "plan": PlanScreen}
 
 
 def make_app(runs_dir: Path | str | None = None, watch: str | Path | None = None, *,

@@ -108,18 +108,6 @@ def run_variants(group: groupmod.Group, preset: Preset, overrides: dict[str, Any
 
 
 
-def recorded_script_args(command: object) -> list[str] | None:
-    """A script run's own arguments, from the command its run.json records (`python -u -m
-    amptui.trainer.scriptrun RUN_DIR SCRIPT ARGS...`); None where they are not recorded there
-    (a torchrun launch, a run its own launcher started)."""
-    if not isinstance(command, list) or not all(isinstance(w, str) for w in command):
-        return None
-    for i, word in enumerate(command):
-        if word.endswith(".scriptrun") and i > 0 and command[i - 1] == "-m" and len(command) >= i + 3:
-            return command[i + 3:]
-    return None
-
-
 def script_ab_args(run_dir: Path, runs_root: Path, verb: str = "ab", *options: str) -> tuple[list[str] | None, str]:
     """The dashboard's `a` on a script run: (`ab --script FILE --detach --runs-dir ROOT -- ARGS`,
     what it says) with the arguments the run recorded, or (None, why not) when the run names no
@@ -128,7 +116,7 @@ def script_ab_args(run_dir: Path, runs_root: Path, verb: str = "ab", *options: s
     from amptui.core.config import values as cfgmod
     from amptui.core.errors import ConfigError
     from amptui.core.run.runfiles import RunFolder
-    from amptui.core.run.runs import read_launch_info
+    from amptui.core.run.runs import read_launch_info, recorded_script_args
     from amptui.jobs.detached import DETACH
 
     try:

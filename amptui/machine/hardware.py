@@ -178,4 +178,10 @@ def _recommend_cpu(cpu: dict[str, Any], measured: dict[str, float | None]) -> tu
         lead = "this CPU has no bfloat16 instructions (expect memory savings more than speed)"
     return ("bfloat16", False,
             f"bfloat16 without a GradScaler: {lead}, {speed}, and bfloat16 keeps float32's exponent range, "
-            "so gradients do not underflow and no loss scaling is needed.")
+            "so gradients do not underflow and no loss scaling is needed. " + LARGE_MATMUL_CAVEAT)
+
+
+# What doctor's rates are, so a small model's "same speed" in an A/B does not read as a contradiction.
+LARGE_MATMUL_CAVEAT = ("These rates are of large square matmuls: a model whose step is mostly small matmuls, "
+                       "elementwise work, the optimizer or data loading gains less or nothing; `amptui ab` "
+                       "measures your model and says why.")

@@ -12,6 +12,7 @@ device-to-host copy and writes the step record, scaler events, alarms and memory
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import time
@@ -43,12 +44,13 @@ from amptui.machine import tf32
 from amptui.telemetry import torch_amp
 from amptui.telemetry.alarms import HeadroomAlarms, ScaleAlarms
 from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
+from amptui.telemetry.machineload import MachineLoad
 from amptui.telemetry.meter import StepMeter, TimedBatches
 from amptui.telemetry.numerics import RangeSampler
 from amptui.telemetry.plan_probe import PlanProbe
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
-from amptui.telemetry.tally import Counters, EpochTimes, loss_source, nonfinite_at, with_replays
+from amptui.telemetry.tally import Counters, EpochTimes, first_bad_step, loss_source, nonfinite_at, with_replays
 
 OWN_LOOP_SOURCES = ("script", "monitor")  # start records' `source` for a run of the user's own loop
 
@@ -70,6 +72,11 @@ class Recorder:
         self.headroom_alarms: HeadroomAlarms | None = None
         self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
         self.traced: dict[int, Numerics] = {}          # step -> what a replay found (numerics.trace_nonfinite)
+        self.cause_said = False                          # a nonfinite_cause warning was written
+        self.triage_left: int | None = None              # triage_by_sampling's samples still to take
+        self.triage_model: torch.nn.Module | None = None  # the model it samples
+        self.trouble_step: int | None = None            # the last step record's first non-finite step (trainer/triage.py)
+        self.machine_load = MachineLoad()               # the load each step record's window ran under
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
         self.last_scale: float | None = None
@@ -116,7 +123,10 @@ class Recorder:
             self.meter.clock = clock
 
     def write(self, record: Record) -> dict | None:
-        return self.writer.write(record) if self.writer is not None else None
+        written = self.writer.write(record) if self.writer is not None else None
+        for sink in self.sinks:  # e.g. the numerics summaries MLflow keeps, the TrainJob's progress
+            sink.note(record)
+        return written
 
     def watch_scale(self, growth_interval: int, precision: Precision, init_scale: float | None = None,
                     backoff_factor: float | None = None) -> None:
@@ -142,6 +152,37 @@ class Recorder:
                                      layer_dtypes=layer_dtypes)
         self.headroom_alarms = HeadroomAlarms(dtype)
         self.numerics.prepare(self.counters.step + 1, self._scale_now(device))
+
+    def triage_by_sampling(self, model: torch.nn.Module, dtype: str) -> None:
+        """After the first non-finite loss or backoff streak of a loop amptui cannot replay (a script's): sample
+        the layers' ranges on the next TRIAGE_SAMPLES steps (nothing was hooked before) so the first module past
+        the dtype's range is named with a `nonfinite_cause` (see _say_cause). Once per run."""
+        if self.triage_left is not None or self.numerics is not None or self.cause_said:
+            return
+        self.triage_left, self.triage_model = TRIAGE_SAMPLES, model
+        self.sample_numerics(model, 1, TRIAGE_DEPTH, dtype)
+
+    def _say_cause(self, samples: list[Numerics]) -> None:
+        """The first sample that names a module whose float32 value passed the dtype's range: a precision
+        overflow (a NaN/inf that float32 holds too is not said to be one). Ends triage sampling."""
+        if self.triage_left is not None:
+            self.triage_left -= len(samples)
+        for sample in samples:
+            first = sample.first_nonfinite or {}
+            value, module, where = first.get("value"), first.get("module", "?"), first.get("where")
+            # the first module whose forward output left the range, its inputs (the modules before it) finite:
+            # unless its own weights hold inf/NaN, the dtype's range is what it exceeded
+            past = value is None or (isinstance(value, (int, float)) and abs(value) > sample.max_finite)
+            if self.cause_said or where != "forward" or not past or not _finite_params(self.triage_model, module):
+                continue
+            said = f" ({value:.3g} in float32)" if isinstance(value, (int, float)) else ""
+            self.warn(f"step {sample.step}: module {module}'s forward output{said} exceeds {sample.dtype}'s range "
+                      f"(max {sample.max_finite:.4g}) with finite inputs and weights: keep {module} out of "
+                      f"{sample.dtype} (run it in float32, or use bfloat16)", code="nonfinite_cause",
+                      cause={"cause": "precision_overflow", "step": sample.step, "module": module, "where": where,
+                             "dtype": sample.dtype, "value": value})
+        if self.triage_left is not None and (self.cause_said or self.triage_left <= 0):
+            self.numerics, self.triage_left = None, 0  # unhooked: sampling was for the triage only
 
     def sample_plan(self, model: torch.nn.Module, every: int) -> None:
         """`amptui plan`'s probe of every linear every `every` optimizer steps (0: nothing hooked)."""
@@ -189,8 +230,9 @@ class Recorder:
         self.write(record)
         return record.fields()
 
-    def warn(self, message: str, code: str = "config") -> None:
-        self.write(WarningRecord(message=message, code=code))
+    def warn(self, message: str, code: str = "config", cause: dict | None = None) -> None:
+        self.write(WarningRecord(message=message, code=code, cause=cause))
+        self.cause_said = self.cause_said or cause is not None
         if self.echo is not None:
             self.echo(f"warning: {message}")
 
@@ -256,6 +298,11 @@ class Recorder:
 
     # --- records ------------------------------------------------------------------------------------
 
+    def _load(self) -> dict[str, float | None]:
+        """The machine's load over the window just ended (telemetry/machineload.py)."""
+        load, others = self.machine_load.window()
+        return {"load": load, "others_cpu": others}
+
     def write_step(self, reduce: bool = True) -> Step | None:
         """Read the window back (one sync) and write its step record; None when it was empty."""
         meter, c = self.meter, self.counters
@@ -268,6 +315,8 @@ class Recorder:
             events, self.last_scale = scaler_events(first, self.last_scale, window.scales,
                                                     self.tracer.named(first, window.overflow_counts))
             samples = self._numerics_records(window.riders)
+            if samples and self.triage_left:
+                self._say_cause(samples)
             firsts = {r.step: r.first_nonfinite for r in samples if r.first_nonfinite}
             for event in events:
                 if event["event"] == "backoff" and firsts.get(event["step"]):
@@ -277,6 +326,7 @@ class Recorder:
             for event in events:
                 self.write(Scaler(**event))
             c.skipped_total += skipped
+            self.trouble_step = _trouble_step(window, first, skipped, self.last_scale)
             self.last_loss = window.loss
             if window.loss is not None:
                 c.epoch_loss_sum += window.loss * window.micro_batches
@@ -289,7 +339,7 @@ class Recorder:
                 step_time_ms=1000 * window.seconds / window.steps, data_wait_ms=self._data_wait_ms(window.steps),
                 mem=step_memory(meter.device), grad_norm=window.grad_norm,
                 tflops=self.step_flops * window.steps / window.seconds / 1e12
-                if self.step_flops and window.seconds > 0 else None)
+                if self.step_flops and window.seconds > 0 else None, **self._load())
             for sink in self.sinks:
                 sink.step(record)
             for sample in samples:
@@ -360,6 +410,10 @@ class Recorder:
         if self.alarms is not None:  # a run too short for the live alarm that never trained still hears it
             for alarm in self.alarms.no_step_trained(c.step, c.skipped_total, self.last_scale, ended=True):
                 self.warn(alarm.message, code=alarm.code)
+        if status == "completed" and 0 < c.skipped_total < c.step and c.step - c.skipped_total < c.step / 2:
+            self.warn(f"trained only {c.step - c.skipped_total} of its {c.step} optimizer steps: the GradScaler "
+                      f"skipped {c.skipped_total}, so this run's loss and speed describe few real updates",
+                      code="few_steps_trained")
         self.write(End(status=status, total_time_s=time.time() - self.t_start, steps=c.step,
                        final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=c.skipped_total,
                        peak_mem=peak_memory(self.device) if self.device is not None else None,
@@ -377,3 +431,23 @@ class Recorder:
         for sink in self.sinks:
             sink.close()
         self.sinks = []
+
+
+TRIAGE_SAMPLES, TRIAGE_DEPTH = 4, 3  # a script's triage: range samples taken, module depth hooked
+
+
+def _trouble_step(window, first: int, skipped: int, scale: float | None) -> int | None:
+    """The step a window first went wrong at: its first non-finite loss, or the last step of a window the
+    GradScaler skipped whole with its scale already down to 1 or less (gradients that overflow at a higher
+    scale are the scaler's to calibrate); None for a healthy window."""
+    if window.loss is not None and not math.isfinite(window.loss):
+        return first_bad_step(window, first) or first + window.steps - 1
+    if window.steps and skipped >= window.steps and scale is not None and scale <= 1:
+        return first + window.steps - 1
+    return None
+
+
+def _finite_params(model: torch.nn.Module | None, name: str) -> bool:
+    """Whether module `name` of `model` holds only finite parameters (read once, after an overflow)."""
+    module = dict(model.named_modules()).get(name) if model is not None else None
+    return module is not None and all(bool(torch.isfinite(p).all()) for p in module.parameters())

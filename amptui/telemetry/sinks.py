@@ -2,8 +2,8 @@
 
 The Recorder hands each record (a `core.records` dataclass) to every sink in its `sinks` list, in
 order: the run's event stream first (`EventStream`), then any mirror of it (the trainer's
-TensorBoard scalars). A new destination is one class with these three methods, appended to
-`Recorder.sinks`.
+TensorBoard scalars, MLflow, a Kubeflow TrainJob's status). A new destination is one class with
+these methods, appended to `Recorder.sinks` (mirrors.py says which a run gets).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from amptui.core.events import EventWriter
-from amptui.core.records import Epoch, Step
+from amptui.core.records import Epoch, Numerics, Record, Step
 
 
 class Sink(Protocol):
@@ -24,9 +24,15 @@ class Sink(Protocol):
     def close(self) -> None:
         """The run has ended: flush and let go of files."""
 
+    def note(self, record: Record) -> None:
+        """Every other record the run writes (start, numerics, scaler, warning, end), in order;
+        most sinks need none of them."""
+        return None
 
-class EventStream:
-    """The run's event stream (events.jsonl): step and epoch records appended as lines."""
+
+class EventStream(Sink):
+    """The run's event stream (events.jsonl): step and epoch records appended as lines (the
+    Recorder writes the other records to it itself)."""
 
     def __init__(self, writer: EventWriter):
         self.writer = writer
@@ -39,3 +45,23 @@ class EventStream:
 
     def close(self) -> None:
         self.writer.close()
+
+
+def numerics_summary(record: Numerics) -> dict[str, float]:
+    """A sampled step's per-layer numerics in three figures: the narrowest range headroom (log2 bits
+    to the dtype's largest finite value, forward or gradient), the largest gradient underflow share
+    and, with float8, the lowest SQNR (dB)."""
+    fields = record.fields()
+    headroom = [v for layer in fields.get("layers") or [] for v in (layer.get("forward"), layer.get("grad"))
+                if isinstance(v, (int, float))]
+    underflow = [layer["underflow"] for layer in fields.get("layers") or []
+                 if isinstance(layer.get("underflow"), (int, float))]
+    sqnr = [layer["sqnr_db"] for layer in fields.get("float8") or [] if isinstance(layer.get("sqnr_db"), (int, float))]
+    out = {}
+    if headroom:
+        out["min_headroom_log2"] = float(min(headroom))
+    if underflow:
+        out["max_grad_underflow"] = float(max(underflow))
+    if sqnr:
+        out["min_float8_sqnr_db"] = float(min(sqnr))
+    return out

@@ -43,7 +43,7 @@ def with_replays(samples: list[Numerics], traced: dict[int, Numerics]) -> list[N
     return sorted(samples, key=lambda r: r.step)
 
 
-def _first_bad_step(window: Any, first: int) -> int | None:
+def first_bad_step(window: Any, first: int) -> int | None:
     """The first step of the window whose own loss was not finite, when its losses were kept apart
     (`step_losses`: window step index -> that step's loss; steps without a loss are absent)."""
     return next((first + i for i, v in sorted(window.step_losses.items()) if not math.isfinite(v)), None)
@@ -54,7 +54,7 @@ def nonfinite_at(window: Any, first: int) -> str | None:
     apart (the first non-finite one), else the window's span; None when the loss is finite."""
     if window.loss is not None and math.isfinite(window.loss):
         return None
-    bad = _first_bad_step(window, first)
+    bad = first_bad_step(window, first)
     if bad is not None:
         return f"at step {bad}"
     last = first + window.steps - 1
@@ -67,5 +67,5 @@ def loss_source(window: Any, first: int, firsts: dict[int, dict]) -> dict | None
     non-finite, else the window's earliest; None when the loss is finite or nothing was found."""
     if window.loss is None or math.isfinite(window.loss) or not firsts:
         return None
-    bad = _first_bad_step(window, first)
+    bad = first_bad_step(window, first)
     return firsts[bad] if bad is not None and bad in firsts else firsts[min(firsts)]

@@ -6,10 +6,8 @@ sink (sinks.py), by every writer of the event stream: amptui's trainer, a script
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
-from amptui.core.config.values import Config
 from amptui.core.records import EPOCH, STEP, Epoch, Step
 from amptui.telemetry.sinks import Sink
 
@@ -43,16 +41,3 @@ class TensorBoardScalars(Sink):
     def close(self) -> None:
         self.writer.close()
 
-
-def mirror_sinks(cfg: Config, run_dir: Path, rank: int) -> list[Sink]:
-    """The sinks `cfg` asks for after the event stream: TensorBoard scalars on rank 0 with
-    log.tensorboard. Preflight checked that TensorBoard is installed; should its import still fail
-    (a Monitor in a loop amptui did not start), the line says so once and training goes on."""
-    if not (cfg.log.tensorboard and rank == 0):
-        return []
-    try:
-        return [TensorBoardScalars(Path(run_dir))]
-    except ImportError as exc:
-        print(f"[amptui] log.tensorboard: TensorBoard is not installed ({exc}): pip install "
-              "'amptui[tensorboard]'", file=sys.stderr, flush=True)
-        return []

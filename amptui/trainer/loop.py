@@ -26,6 +26,7 @@ skipped step. On CUDA the optimizer is fused, so scaler.step() does not sync eit
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import sys
 import traceback
@@ -48,6 +49,7 @@ from amptui.trainer.recording import attach_recorder, record_failure
 from amptui.trainer.replay import StepReplay
 from amptui.trainer.resume import Progress, gather_sharded, restore, write_checkpoint
 from amptui.trainer.state import TrainingState, build_state, choose_device
+from amptui.trainer.triage import Triage
 
 
 class StopRequested(Exception):
@@ -74,6 +76,7 @@ class Trainer:
         self.checkpointed_step = -1
         self.state: TrainingState  # built by setup(); until then the run can only fail
         self.replay: StepReplay | None = None  # numerics.trace_nonfinite with a GradScaler
+        self.triage: Triage | None = None      # why the first non-finite step was not finite
 
     # --- setup -------------------------------------------------------------------------------------
 
@@ -91,6 +94,8 @@ class Trainer:
         attach_recorder(self.recorder, cfg, self.state, self.run_dir, self.dist.rank)
         if cfg.numerics.trace_nonfinite and self.state.skips is not None:
             self.replay = StepReplay(self.state, self.dist, self.recorder)
+        if not self.dist.enabled:  # the cause of a first non-finite step (one process: see trainer/triage.py)
+            self.triage = Triage(self.state, cfg.amp.accumulate)
         resumed_from = None
         if self.resume:
             resumed_from = restore(self.run_dir, cfg, self.state, self.progress, self.warn)
@@ -220,6 +225,12 @@ class Trainer:
         self.recorder.write_step()
         if self.replay is not None:
             self.replay.window_done()
+        step = self.recorder.trouble_step
+        if step is not None and self.triage is not None and not self.triage.done:
+            with self.recorder.paused("replay"):
+                found = self.triage.find(step)
+            if found is not None:
+                self.warn(f"{found['text']}: {found['advice']}", code="nonfinite_cause", cause=found)
 
     def end_epoch(self, finished: bool, partial: bool) -> None:
         """Evaluation, plateau schedule, the epoch checkpoint, then the epoch record (which times them)."""
@@ -279,6 +290,13 @@ class Trainer:
         self.write_step_record()
         if p.step == self.checkpointed_step or (self.dist.rank != 0 and not self.state.sharded):
             return
+        loss = self.recorder.last_loss
+        if self.state.skips is None and loss is not None and not math.isfinite(loss):
+            # no GradScaler skipped the non-finite step: the weights may hold NaN; keep the last good checkpoint
+            self.warn(f"no checkpoint at step {p.step}: its loss is not finite and no GradScaler skipped the step, "
+                      "so the weights may hold NaN; the last checkpoint is kept", code="checkpoint_skipped")
+            self.checkpointed_step = p.step
+            return
         with self.recorder.paused("checkpoint"):
             gathered = gather_sharded(self.state)
             if self.dist.rank != 0:
@@ -290,8 +308,8 @@ class Trainer:
 
     # --- reporting ----------------------------------------------------------------------------------
 
-    def warn(self, message: str, code: str = "config") -> None:
-        self.recorder.warn(message, code=code)  # echoed to the log by the Recorder
+    def warn(self, message: str, code: str = "config", cause: dict | None = None) -> None:
+        self.recorder.warn(message, code=code, cause=cause)  # echoed to the log by the Recorder
 
     def log(self, line: str) -> None:
         print(line, flush=True)  # under torchrun, each line gets its "[rank N]" prefix from torchrun

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from amptui.core.config.values import Config
 from amptui.telemetry import Recorder
-from amptui.telemetry.tensorboard import mirror_sinks
+from amptui.telemetry.mirrors import mirror_sinks
 from amptui.trainer.state import TrainingState
 
 

@@ -239,6 +239,8 @@ class LogConfig:
     eval_every: int = key(1, "Epochs between evaluations on the validation set (0 = never).", minimum=0)
     tensorboard: bool = key(False, "Also write TensorBoard scalars to RUN_DIR/tensorboard (needs the "
                             "amptui[tensorboard] extra).")
+    mlflow: bool = key(False, "Also log the step and epoch series, precision and config to MLflow (the tracking "
+                       "URI MLFLOW_TRACKING_URI names; needs the amptui[mlflow] extra).")
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ A script brings its own model, data, optimizer, schedule, precision and loop; am
 it, records it and names the run. So a script run takes the keys that say how amptui does that:
 
 - run.name, run.description: the run's name in `amptui runs` and the dashboard;
-- log.every (steps between step records), log.tensorboard (the records mirrored as TensorBoard
-  scalars);
+- log.every (steps between step records), log.tensorboard, log.mlflow (the records mirrored as
+  TensorBoard scalars, into MLflow);
 - numerics.every, numerics.depth: range headroom sampled on the script's model; numerics.plan_every:
   `amptui plan --script`'s per-linear probes;
 - run.apply_amp: the precision amptui applies to the script's fp32 loop (`amptui ab --script
@@ -25,11 +25,11 @@ from typing import Any, Mapping
 
 from amptui.core.errors import UserError
 
-SCRIPT_SETTABLE = ("run.name", "run.description", "log.every", "log.tensorboard", "numerics.every",
+SCRIPT_SETTABLE = ("run.name", "run.description", "log.every", "log.tensorboard", "log.mlflow", "numerics.every",
                    "numerics.depth", "numerics.plan_every", "run.apply_amp", "dist.mode", "dist.nproc_per_node", "dist.nnodes", "dist.node_rank",
                    "dist.rdzv_endpoint", "dist.max_restarts")
 SCRIPT_DIST_MODES = ("none", "ddp", "fsdp")  # ddp and fsdp both mean: under torchrun
-SETTABLE_WORDS = ("run.name, run.description, log.every, log.tensorboard, numerics.every, numerics.depth, "
+SETTABLE_WORDS = ("run.name, run.description, log.every, log.tensorboard, log.mlflow, numerics.every, numerics.depth, "
                   "run.apply_amp, dist.*")
 
 # Why a key is not a script run's, by key and then by section; each says what to do instead.
@@ -55,6 +55,14 @@ _WHY = {
 # it when the script enters its own autocast or GradScaler; `amptui ab --script` after its fp32 run).
 APPLY_REFUSAL = ("{script}: this script sets its own precision ({what}), so amptui applies none on top; A/B it "
                  "by its own flags instead: amptui ab --script {script} --variant NAME='ARGS' ...")
+
+HAND_LOOP_REFUSAL = ("{script}: no torch.optim optimizer step amptui can see ({what}), so fp16+scaler cannot be "
+                     "applied: its GradScaler unscales and steps through the optimizer, and a loop that updates "
+                     "its parameters by hand would train on scaled gradients. Use a torch.optim optimizer, or "
+                     "A/B fp32,bf16 (no scaler)")
+# `amptui ab --script` probes the script before any variant runs (jobs/scriptprobe.py): the hooks
+# write what they saw to the file this variable names, at the first optimizer step, then end it.
+PROBE_ENV = "AMPTUI_SCRIPT_PROBE"
 
 
 def script_set_refusal(overrides: Mapping[str, Any]) -> str | None:

@@ -27,7 +27,7 @@ SCRIPT_KEYS = {
     "run": ("name", "description", "device", "script", "apply_amp"),  # apply_amp only when set
     "amp": ("autocast", "dtype", "grad_scaler", "init_scale", "growth_factor", "backoff_factor", "growth_interval"),
     "dist": None,  # all of it
-    "log": ("every", "tensorboard"),
+    "log": ("every", "tensorboard", "mlflow"),
     "numerics": ("every", "depth", "plan_every"),  # only when sampling is on (trace_nonfinite is the trainer's)
 }
 
@@ -43,6 +43,8 @@ def script_sections(cfg: "Config", precision_seen: bool = True) -> dict[str, dic
     _loop_amp(out["amp"])
     if not out["run"].get("apply_amp"):  # the script's own precision: nothing amptui applied to say
         out["run"].pop("apply_amp", None)
+    if not out["log"].get("mlflow"):  # said only when on, as apply_amp
+        out["log"].pop("mlflow", None)
     if not out["numerics"].get("plan_every"):
         out["numerics"].pop("plan_every", None)
     if not out["numerics"].get("every") and not out["numerics"].get("plan_every"):

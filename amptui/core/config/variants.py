@@ -59,7 +59,7 @@ def expand(spec: str | None, device_type: str, dist_mode: str | None = None) -> 
     known = known_variants()  # the "+reduce" ones: dist.mode = "fsdp" only
     if not names:
         raise UserError("--variants: name at least one of " + ", ".join(known))
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if n not in known and not n.startswith(PLAN_PREFIX)]
     if unknown:
         raise UserError(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     if len(set(names)) != len(names):
@@ -68,13 +68,33 @@ def expand(spec: str | None, device_type: str, dist_mode: str | None = None) -> 
         raise UserError(f"--variants {TF32}: TF32 runs float32 matmuls on CUDA tensor cores (Ampere or later); "
                         f"on the {device_type.upper()} float32 has no TF32 mode, so drop {TF32} from --variants")
     _check_reduce_variants(names, dist_mode)
+    planned = {n: plan_overrides(n) for n in names if n.startswith(PLAN_PREFIX)}
     for n in names:
+        if n in planned:
+            continue
         missing = Precision.from_variant(n).mode.missing()
         if missing:
             raise UserError(f"--variants {n}: {missing}")
     # Next to tf32, fp32 means IEEE float32 (torch's default leaves cuDNN convolutions on TF32).
     strict = {"amp.tf32": False} if TF32 in names else {}
+    if planned:  # beside a plan, every other variant is the model as a whole: no [amp.layers] of the preset's
+        return [(n, planned[n] if n in planned else {**VARIANTS[n], "amp.layers": {}}) for n in names]
     return [(n, {**VARIANTS[n], **(strict if n == "fp32" else {})}) for n in names]
+
+
+PLAN_PREFIX = "plan:"  # `--variants bf16,plan:NAME`: the [amp.layers] of saved preset NAME (`amptui plan --save NAME`)
+
+
+def plan_overrides(name: str) -> dict[str, object]:
+    """A `plan:NAME` variant: bf16 autocast with the per-layer precision saved in preset NAME."""
+    from amptui.core.config import presets
+
+    preset = presets.find_preset(name[len(PLAN_PREFIX):])
+    table = dict(preset.config().amp.layers)
+    if not table:
+        raise UserError(f"--variants {name}: preset {preset.name!r} has no [amp.layers]; make one with "
+                        f"`amptui plan PRESET --for GPU --save {preset.name}`")
+    return {**VARIANTS["bf16"], "amp.layers": table}
 
 
 def _check_reduce_variants(names: list[str], dist_mode: str | None) -> None:
@@ -92,3 +112,14 @@ def check_overrides(overrides: dict[str, object]) -> None:
     clash = sorted(k for k in overrides if k in PRECISION_KEYS)
     if clash:
         raise UserError(f"--set {', '.join(clash)}: the variants set the precision; choose them with --variants")
+
+
+def variants_help() -> str:
+    """Every name --variants takes, for `amptui ab --help`: read from the precision modes, so a new
+    mode's variants are listed the day it is added."""
+    said = ", ".join(variant_names())
+    if fsdp := fsdp_variant_names():
+        said += f"; with dist.mode=fsdp also {', '.join(fsdp)}"
+    if float8 := float8_variant_names():
+        said += f"; with the fp8 extra (torchao) also {', '.join(float8)}"
+    return said

@@ -153,6 +153,18 @@ def read_launch_info(path: Path) -> dict[str, Any]:
     return kept
 
 
+def recorded_script_args(command: object) -> list[str] | None:
+    """A script run's own arguments, from the command its run.json records (`python -u -m
+    amptui.trainer.scriptrun RUN_DIR SCRIPT ARGS...`); None where they are not recorded there
+    (a torchrun launch, a run its own launcher started)."""
+    if not isinstance(command, list) or not all(isinstance(w, str) for w in command):
+        return None
+    for i, word in enumerate(command):
+        if word.endswith(".scriptrun") and i > 0 and command[i - 1] == "-m" and len(command) >= i + 3:
+            return command[i + 3:]
+    return None
+
+
 def launch_identity(pid: int) -> dict[str, Any]:
     """What tells this process apart from a later one that reuses its pid (see process_alive)."""
     return {"pid": pid, "create_time": _create_time(pid), "host": socket.gethostname()}
@@ -212,6 +224,7 @@ class RunInfo:
     code_given_here: bool = True                   # ... given on this machine (False: resume asks)
     extra: dict[str, Any] = field(default_factory=dict)
     dist: dict[str, Any] | None = None             # mode, world_size, FSDP policy (core/distribution.py)
+    script_line: str = ""                          # a script run: its file and arguments ("train.py --lr 0.1")
 
     @property
     def precision_label(self) -> str:
@@ -276,6 +289,9 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
         info.error = str(exc)
     launch = read_launch_info(path)
     info.pid = launch.get("pid")
+    if script_run and not info.error:
+        args = recorded_script_args(launch.get("command"))
+        info.script_line = " ".join([Path(cfg.run.script).name, *(args or [])])
     info.error = info.error or launch.get("damaged", "")
     # The lock first, then the events: a writer that ends while a long file is read has written its
     # end record before it let go of the lock, so it is read as ended, never as killed.

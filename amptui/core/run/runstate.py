@@ -75,6 +75,9 @@ def eta_s(elapsed_s: float, done_steps: int, step: int, total_steps: int | None)
     return elapsed_s / done_steps * (total_steps - step)
 
 
+ETA_WINDOW_S = 60.0  # the ETA's pace: the step records of the last minute
+
+
 @dataclass
 class RunState:
     """A run folded from its records. `primary_rank`: the rank whose records speak for the run
@@ -115,6 +118,7 @@ class RunState:
     warnings: deque[str] = field(default_factory=lambda: deque(maxlen=WARNINGS_KEPT))
     data_wait: DataWait = field(default_factory=DataWait)
     clock: RunClock = field(default_factory=RunClock)
+    recent: deque[tuple[float, int]] = field(default_factory=deque)  # (t, step) of the last ETA_WINDOW_S
 
     # --- what it says -------------------------------------------------------------------------
 
@@ -163,7 +167,13 @@ class RunState:
         return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
 
     def eta(self, now: float, session_t: float | None = None) -> float | None:
-        """Seconds left at this session's pace (`session_t`: when it began on `now`'s clock)."""
+        """Seconds left at the pace of the last minute's step records (a run that slows down as the
+        machine gets busier, or speeds up after its start, is told at its pace now); before two
+        records, at this session's pace (`session_t`: when it began on `now`'s clock)."""
+        if len(self.recent) >= 2 and self.total_steps:
+            (t0, s0), (t1, s1) = self.recent[0], self.recent[-1]
+            if t1 > t0 and s1 > s0:
+                return None if self.step >= self.total_steps else (self.total_steps - self.step) * (t1 - t0) / (s1 - s0)
         since = self.session_t if session_t is None else session_t
         if since is None:
             return None
@@ -216,6 +226,7 @@ class RunState:
             self.start, self.started = rec, _number(get("t"))
         self.session_t = _number(get("t"))
         self.session_step = int(get(START.resumed_from) or 0)
+        self.recent.clear()  # a new session's pace is its own
         self.end = None  # a resumed session: the run goes on
 
     def _on_step(self, rec: dict[str, Any]) -> None:
@@ -225,6 +236,11 @@ class RunState:
             return  # not a step record we can place
         self.last_step = rec
         self.step = int(step)
+        t = _number(get("t"))
+        if t is not None:
+            self.recent.append((t, self.step))
+            while len(self.recent) > 2 and self.recent[0][0] < t - ETA_WINDOW_S:
+                self.recent.popleft()
         self.epoch = int(get(STEP.epoch) or self.epoch)
         self.loss = get(STEP.loss)
         self.lr = get(STEP.lr)

@@ -24,14 +24,22 @@ from textual.screen import Screen
 
 READ_ONLY_ENV = "AMPTUI_READ_ONLY"  # "1" in the dashboards `amptui serve --read-only` starts
 READ_ONLY_WHY = "read-only: served with --read-only"
-# What a read-only dashboard leaves off: the actions that start, stop, resume, delete, or write a preset.
-CHANGES = frozenset({"run", "ab", "tune", "script", "save_as", "resume", "delete", "stop", "save_winner"})
+# Every action of the dashboard's screens, classed once (tests/test_read_only.py fails on one that is
+# not). A read-only dashboard allows WATCH only: an action in neither set is off there (default-deny).
+# WATCH looks, moves, compares and explains; CHANGES starts, stops, cancels, resumes, deletes, saves
+# or writes a file (a picture, an export), or leaves the runs folder the tab was served.
+WATCH = frozenset({"answer", "back", "cancel", "close", "command_palette", "compare", "detach", "done", "filter",
+                   "first_run", "focus_presets", "help", "info", "last_run", "leave", "next_panel", "pane",
+                   "panel", "plan", "previous_widget", "quit", "restore", "toggle_mark", "watch", "why_not", "x_axis"})
+CHANGES = frozenset({"ab", "cancel_ab", "cancel_tune", "delete", "export", "picture", "resume", "run",
+                     "runs_folders", "save_as", "save_winner", "script", "stop", "stop_or_back", "tune"})
 
 
 def why_off(screen: Screen, action: str) -> str | None:
-    """Why `action` does not apply on `screen` now (None: it does): off in a read-only dashboard,
-    else the screen's own `refusal`. The footer, a key's fallback, the help and the palette ask here."""
-    if action in CHANGES and getattr(screen.app, "read_only", False):
+    """Why `action` does not apply on `screen` now (None: it does): off in a read-only dashboard
+    unless it only watches, else the screen's own `refusal`. The footer, a key's fallback, the help
+    and the palette ask here."""
+    if getattr(screen.app, "read_only", False) and action not in WATCH:
         return READ_ONLY_WHY
     refusal = getattr(screen, "refusal", None)
     return refusal(action) if refusal is not None else None
@@ -66,6 +74,6 @@ def with_reasons(bindings: list[Binding], actions: tuple[str, ...], scope: str) 
     bindings = _named(scope, bindings)
     out: list[BindingType] = list(bindings)
     for b in bindings:
-        if b.action in actions or b.action in CHANGES:
+        if b.action in actions or b.action.split("(")[0] not in WATCH:
             out.append(Binding(b.key, f"why_not('{b.action}')", b.description, show=False, id=b.id))
     return out

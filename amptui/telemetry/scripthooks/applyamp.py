@@ -2,9 +2,10 @@
 --script --variants` sets), as Lightning's and accelerate's precision plugins apply it to their
 own loops, with no change to the script file:
 
-- autocast around the forward of each of the script's models: before its first step, around every
-  outermost module call that has parameters (the models are not known yet; a loss module has
-  none); from then on around the models the hooks found (models.py), by per-model hooks, so their
+- autocast around the forward of each of the script's models, its outputs cast back to float32
+  where they leave it (a loss built outside the model runs as in the fp32 loop): before its first
+  step, around every outermost module call that has parameters (the models are not known yet; a
+  loss module has none); from then on around the models the hooks found (models.py), by per-model hooks, so their
   submodules keep torch's fast path;
 - with a GradScaler ("+scaler"): the loss `backward()` runs on scaled (scaler.scale), each
   optimizer's gradients unscaled before any `clip_grad_norm_` over its parameters (unscale_), and
@@ -18,6 +19,7 @@ picks per op (docs/your-own-code.md).
 
 from __future__ import annotations
 
+import copy
 import sys
 import types
 import weakref
@@ -86,10 +88,34 @@ class AppliedAmp:
                     self.own = False
         self._stack.append(context)
 
-    def _post(self, module, args, output) -> None:
+    def _post(self, module, args, output) -> Any:
         context = self._stack.pop() if self._stack else None
         if context is not None:
             context.__exit__(None, None, None)
+            return self._as_float32(output)  # the autocast ends here: so does its dtype
+        return None
+
+    def _as_float32(self, output: Any) -> Any:
+        """The model's outputs in float32 where they leave its forward (accelerate's
+        convert_outputs_to_fp32 does the same): a loss the script builds outside the model (sigmoid
+        + binary cross-entropy, as VAEs do) then runs as in its fp32 loop. Tensors, tuples, lists
+        and dicts of them; anything else as it is (None: the output unchanged)."""
+        if isinstance(output, torch.Tensor):
+            return output.float() if output.dtype == self.dtype else None
+        if isinstance(output, (tuple, list, dict)):
+            items = output.items() if isinstance(output, dict) else enumerate(output)
+            cast = {k: self._as_float32(v) for k, v in items}
+            if all(v is None for v in cast.values()):
+                return None
+            values = {k: (output[k] if v is None else v) for k, v in cast.items()}
+            if isinstance(output, dict):  # a copy of the same class (a ModelOutput stays one)
+                out = copy.copy(output)
+                for key, value in values.items():
+                    out[key] = value
+                return out
+            seq = [values[i] for i in range(len(output))]
+            return type(output)(*seq) if hasattr(output, "_fields") else type(output)(seq)
+        return None
 
     # --- the GradScaler around backward, clip and step -----------------------------------------
 

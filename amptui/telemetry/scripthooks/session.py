@@ -33,7 +33,8 @@ from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.telemetry import Recorder, ddp
-from amptui.telemetry.scripthooks import mistakes
+from amptui.telemetry.mirrors import mirror_sinks
+from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
 from amptui.telemetry.scripthooks.guard import StopRequested, guarded
 from amptui.telemetry.scripthooks.loopshape import LoopShape
@@ -42,7 +43,6 @@ from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 from amptui.telemetry.scripthooks.scalerhooks import ScalerWatch
 from amptui.telemetry.scripthooks.stephooks import StepWatch
-from amptui.telemetry.tensorboard import mirror_sinks
 
 STOP_CHECK_S = 0.25       # how often a single-process run looks for `amptui stop`'s file (a stat each time)
 UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
@@ -67,6 +67,7 @@ class ScriptSession:
         self._model_hooks: list[Any] = []
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
+        self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
         self.underflow_checks = 0
@@ -77,6 +78,7 @@ class ScriptSession:
         applying = str(getattr(self.base.run, "apply_amp", "") or "")
         self.applied = AppliedAmp(applying).install() if applying else None  # run.apply_amp (applyamp.py)
         self.patches = Patches(self, self.applied).install()
+        self.probe = probe.probing()  # `ab --script`'s probe: ended at the first step (probe.py)
 
     @property
     def entered(self) -> dict[tuple[str, str], int]:
@@ -158,6 +160,7 @@ class ScriptSession:
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
+        self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
 
     def finish_step(self) -> None:
@@ -165,6 +168,8 @@ class ScriptSession:
         steps.pending = False
         first = not self.started
         if first:
+            if self.probe:
+                probe.report(self, self.probe, stepped=True)
             self.begin()
         loop.leave_eval()
         if loop.feeding != loop.epoch_pass:  # a new pass of the training loader fed this step
@@ -201,6 +206,8 @@ class ScriptSession:
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
         self.recorder.write_step()
+        if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
+            self.recorder.triage_by_sampling(self.models[0], self.reduced)
 
     def _check_underflow(self, step: int) -> None:
         if self.scaling.on or self.underflow_checks >= UNDERFLOW_CHECKS or ("cuda", "float16") not in self.seen.entered \

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from amptui.core.fmt import fmt_scale
-from amptui.telemetry.scripthooks import mistakes
+from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.stepclock import StepClock, StepLr
 
 if TYPE_CHECKING:
@@ -64,6 +64,8 @@ class StepWatch:
             self.clock.add_loss(loss if loss.dim() == 0 else loss.reshape(()))
             if not session.started:
                 self.losses_seen += 1
+                if self.losses_seen == NO_OPTIMIZER_AFTER and session.probe:  # stepped by hand, or never
+                    probe.report(session, session.probe, stepped=False)
                 if self.losses_seen == NO_OPTIMIZER_AFTER and not self.clock.knows_optimizers:
                     self.no_optimizer()
 

@@ -21,6 +21,7 @@ from amptui.core.config.precision import precision_or_unseen
 from amptui.core.distribution import dist_label
 from amptui.core.fmt import fmt_accuracy as fmt_acc
 from amptui.core.fmt import fmt_duration, fmt_loss, shown
+from amptui.core.plan import latest_plan
 from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
 from amptui.dashboard.filestamps import presets_stamp
@@ -30,6 +31,7 @@ from amptui.dashboard.screens.home.launch import HomeLaunches
 from amptui.dashboard.screens.home.presets import HomePresets, PresetList
 from amptui.dashboard.screens.home.runs import HomeRunActions
 from amptui.dashboard.screens.keys import with_reasons
+from amptui.dashboard.screens.plan.screen import PlanScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.title import HomeTitle
 from amptui.dashboard.widgets.toggles import TogglesPanel
@@ -65,6 +67,7 @@ class HomeScreen(DashboardScreen):
         Binding("o", "runs_folders", "Runs folders", show=False),  # in help (? / F1); the footer fits 80 columns
         Binding("e", "script", "Script", show=False),  # run a script of your own, by path, with arguments
         Binding("c", "compare", "Compare"),
+        Binding("P", "plan", "Plan", show=False),  # the highlighted preset's newest `amptui plan`
         Binding("S", "cancel_ab", "Cancel A/B", show=False),  # the whole A/B of the highlighted run
         Binding("q", "quit", "Quit"),
         Binding("escape", "focus_presets", "Presets", show=False),
@@ -263,6 +266,18 @@ class HomeScreen(DashboardScreen):
         from amptui.dashboard.screens.ab.cancel import cancel_ab_of
 
         cancel_ab_of(self, self.query_one(RunTable).highlighted_run())
+
+    def action_plan(self) -> None:
+        preset = self.preset_picker.preset
+        if preset is None:
+            self.notify("no preset highlighted", severity="warning")
+            return
+        doc = latest_plan(Path(self.app.runs_root), preset.name)
+        if doc is None:
+            self.notify(f"no plan of {preset.name} in this runs folder yet: run `amptui plan {preset.name} "
+                        "--for H100` (or your GPU), then press P again", severity="warning", timeout=8)
+            return
+        self.app.push_screen(PlanScreen(doc))
 
     def action_compare(self) -> None:
         table = self.query_one(RunTable)

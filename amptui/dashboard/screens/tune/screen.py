@@ -61,6 +61,7 @@ class TuneScreen(DashboardScreen):
         Binding("q", "stop_or_back", "Stop / Back"),
         Binding("S", "cancel_tune", "Cancel tune", show=False),  # as S cancels an A/B: the whole search
         Binding("escape", "back", "Back", show=False),
+        Binding("q", "back", "Back", show=False),  # q where stop_or_back is off (a read-only dashboard)
     ], ("save_winner",), "tune")
 
     def __init__(self, result_path: Path, log: Path | None = None, preset: str = "", announce: bool = False):

@@ -1,0 +1,111 @@
+"""Plan (P on a preset): the newest `amptui plan` of that preset, read from its run folder's
+plan.json: the table (largest share of FLOPs first: shape, each recipe's lowest SQNR, fp16
+headroom, predicted gain, the choice), a layers x recipes heat map of SQNR, and each choice's reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Footer, Static
+
+from amptui.core.plan import FLOAT8, RECIPES, SQNR_FIELDS
+from amptui.dashboard.screens.base import DashboardScreen
+from amptui.dashboard.screens.keys import named
+
+HEAT = ((10.0, "white on red"), (15.0, "black on dark_orange"), (20.0, "black on yellow"))  # as the float8 heat map
+COOL = "black on green"
+
+
+def lowest(figures: Any) -> float | None:
+    """A recipe's lowest SQNR on a layer (output and gradients), from the plan's JSON."""
+    if not isinstance(figures, dict):
+        return None
+    values = [figures[f] for f in SQNR_FIELDS if isinstance(figures.get(f), (int, float))]
+    return min(values) if values else None
+
+
+def cell(value: float | None) -> Text:
+    if value is None:
+        return Text("   -  ", style="dim")
+    style = next((s for limit, s in HEAT if value < limit), COOL)
+    return Text(f" {value:4.0f} " if value < 100 else "  99+ ", style=style)
+
+
+def heat_map(layers: list[dict[str, Any]]) -> Text:
+    """One row per layer, one column per recipe: its lowest SQNR in dB, coloured low hot."""
+    width = max([len(str(x.get("name", ""))) for x in layers] + [5])
+    text = Text("SQNR (dB) against float32, lowest of output and gradients\n", style="bold")
+    text.append(" " * (width + 1) + "".join(f"{r[:6]:^6}" for r in RECIPES) + "\n")
+    for layer in layers:
+        text.append(f"{str(layer.get('name', ''))[:width]:<{width}} ")
+        for recipe in RECIPES:
+            text.append_text(cell(lowest((layer.get("recipes") or {}).get(recipe))))
+        text.append(f"  {layer.get('choice', '')}\n")
+    return text
+
+
+class PlanScreen(DashboardScreen):
+    BINDINGS = named("plan", [Binding("q", "back", "Back"), Binding("escape", "back", "Back", show=False)])
+
+    def __init__(self, doc: dict[str, Any]):
+        super().__init__(id="plan")
+        self.doc = doc
+
+    def compose(self) -> ComposeResult:
+        doc = self.doc
+        device = (doc.get("device") or {}).get("name", "?")
+        yield Static(Text(f"plan of {doc.get('preset', '?')} for {device} (run {doc.get('run_id', '?')}, "
+                          f"{doc.get('samples', 0)} sampled steps)", style="bold"), id="plan-title")
+        with VerticalScroll():
+            yield DataTable(id="plan-table", cursor_type="row", zebra_stripes=True)
+            yield Static(heat_map(self.plan_layers()), id="plan-heat")
+            yield Static(self.words(), id="plan-words")
+        yield Footer()
+
+    def plan_layers(self) -> list[dict[str, Any]]:
+        layers = [x for x in self.doc.get("layers") or [] if isinstance(x, dict)]
+        return sorted(layers, key=lambda x: -(x.get("flops_share") or 0))
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("layer", "FLOPs", "M x K x N", *(r for r in RECIPES), "gain", "choice")
+        for layer in self.plan_layers():
+            recipes = layer.get("recipes") or {}
+            shape = layer.get("shape") or {}
+            fp16 = recipes.get("fp16") or {}
+            heads = [h for h in (fp16.get("headroom_forward"), fp16.get("headroom_grad")) if isinstance(h, (int, float))]
+            gains = [g for r in FLOAT8 if isinstance(g := (recipes.get(r) or {}).get("predicted_speedup"), (int, float))]
+            share = layer.get("flops_share")
+            table.add_row(str(layer.get("name", "")), f"{100 * share:.0f}%" if isinstance(share, (int, float)) else "-",
+                          f"{shape.get('m')}x{shape.get('k')}x{shape.get('n')}",
+                          _db((recipes.get("bf16") or {}).get("sqnr_db")), f"{min(heads):.0f}b" if heads else "-",
+                          *(_db(lowest(recipes.get(r))) for r in FLOAT8),
+                          f"{max(gains):.2f}x" if gains else "-", str(layer.get("choice", "")))
+
+    def words(self) -> Text:
+        doc = self.doc
+        text = Text()
+        for layer in self.plan_layers():
+            text.append(f"{layer.get('name')}: ", style="bold")
+            text.append(f"{layer.get('reason', '')}\n")
+        speedup, risk = doc.get("predicted_speedup"), doc.get("risk") or {}
+        float8 = doc.get("float8_layers", 0)
+        line = f"\n{float8} of {len(self.plan_layers())} linears in float8"
+        if isinstance(speedup, (int, float)):
+            line += f"; the step predicted {speedup:.2f}x as fast as all-bf16"
+        if isinstance(risk.get("lowest_sqnr_db"), (int, float)):
+            line += f"; risk: lowest kept SQNR {risk['lowest_sqnr_db']:.1f} dB ({risk.get('layer')})"
+        text.append(line + ". Speed-ups are predictions from the GPU's roofline; numerics measured on the "
+                    "machine that ran the plan.")
+        return text
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+def _db(value: Any) -> str:
+    return f"{value:.0f}" if isinstance(value, (int, float)) else "-"

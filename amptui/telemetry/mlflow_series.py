@@ -1,0 +1,125 @@
+"""`log.mlflow = true`: the step and epoch series mirrored into MLflow, beside TensorBoard: one
+MLflow run per amptui run, in the tracking server MLFLOW_TRACKING_URI names (experiment:
+MLFLOW_EXPERIMENT_NAME, else MLflow's default), written by rank 0 as one more Recorder sink
+(sinks.py). Its params are the resolved config (dotted keys) and its tags the precision, preset
+and amptui run id; its metrics are loss, lr, loss scale, skipped steps, samples/s, step time,
+memory, the epoch figures and the numerics summaries (narrowest headroom, float8's lowest SQNR).
+
+Through `MlflowClient`, never MLflow's global "active run": a script under `amptui run --script`
+that logs to MLflow itself keeps its own run. Batches go out asynchronously where MLflow can
+(`synchronous=False`), so a slow tracking server does not stall the loop; `close` waits for them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from amptui.core.config.values import Config
+from amptui.core.records import EPOCH, STEP, End, Epoch, Numerics, Record, Start, Step
+from amptui.telemetry.sinks import Sink, numerics_summary
+
+STEP_METRICS = {STEP.loss: "loss", STEP.lr: "lr", STEP.scale: "loss_scale", STEP.skipped: "skipped",
+                STEP.skipped_total: "skipped_total", STEP.samples_per_s: "samples_per_s",
+                STEP.step_time_ms: "step_time_ms", STEP.data_wait_ms: "data_wait_ms", STEP.grad_norm: "grad_norm",
+                STEP.tflops: "tflops"}
+EPOCH_METRICS = (EPOCH.train_loss, EPOCH.val_loss, EPOCH.val_acc, EPOCH.epoch_time_s)
+END_STATUS = {"completed": "FINISHED", "stopped": "KILLED", "failed": "FAILED"}
+BATCH = 100  # params per call (MLflow's limit per log_batch)
+
+
+def flat_params(config: dict[str, Any]) -> dict[str, str]:
+    """{section: {key: value}} -> {"section.key": "value"} (lists and tables as JSON)."""
+    out = {}
+    for section, keys in config.items():
+        for key, value in (keys or {}).items():
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+            out[f"{section}.{key}"] = text[:6000]  # MLflow's longest param value
+    return out
+
+
+class MLflowSeries(Sink):
+    def __init__(self, run_dir: Path, cfg: Config):
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient()  # MLFLOW_TRACKING_URI, as every MLflow user sets it
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
+        experiment = self.client.get_experiment_by_name(name) if name else None
+        experiment_id = experiment.experiment_id if experiment is not None else (
+            self.client.create_experiment(name) if name else "0")
+        run = self.client.create_run(experiment_id, run_name=Path(run_dir).name,
+                                     tags={"amptui_run_id": Path(run_dir).name, "amptui_preset": cfg.run.name})
+        self.run_id = run.info.run_id
+        self.ended = "FINISHED"
+        self.broken = False
+
+    def _log(self, metrics=(), params=(), tags=()) -> None:
+        """One batch; a tracking server that fails is said once, and training goes on without it."""
+        if self.broken or not (metrics or params or tags):
+            return
+        try:
+            try:
+                self.client.log_batch(self.run_id, metrics=metrics, params=params, tags=tags, synchronous=False)
+            except TypeError:  # an MLflow without asynchronous logging
+                self.client.log_batch(self.run_id, metrics=metrics, params=params, tags=tags)
+        except Exception as exc:  # noqa: BLE001 - a mirror's failure never fails the run
+            self.broken = True
+            print(f"[amptui] log.mlflow: logging to MLflow failed ({type(exc).__name__}: {exc}); the run goes on "
+                  "without it", file=sys.stderr, flush=True)
+
+    def _metrics(self, values: dict[str, Any], step: int):
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        return [Metric(key, float(value), now, step) for key, value in values.items()
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value]
+
+    def step(self, step_record: Step) -> None:
+        record = step_record.fields()
+        values = {name: record.get(key) for key, name in STEP_METRICS.items()}
+        values.update({f"memory_{key}_mib": value / 2**20 for key, value in (record.get(STEP.mem) or {}).items()
+                       if isinstance(value, (int, float))})
+        self._log(metrics=self._metrics(values, record[STEP.step]))
+
+    def epoch(self, epoch_record: Epoch, step: int) -> None:
+        record = epoch_record.fields()
+        self._log(metrics=self._metrics({f"epoch_{key}": record.get(key) for key in EPOCH_METRICS}, step))
+
+    def note(self, record: Record) -> None:
+        if isinstance(record, Start):
+            self._start(record)
+        elif isinstance(record, Numerics):
+            summary = numerics_summary(record)
+            self._log(metrics=self._metrics({f"numerics_{k}": v for k, v in summary.items()}, record.step))
+        elif isinstance(record, End):
+            self.ended = END_STATUS.get(record.status, "FINISHED")
+
+    def _start(self, record: Start) -> None:
+        from mlflow.entities import Param, RunTag
+
+        precision = record.precision
+        tags = [RunTag("amptui_precision", json.dumps(precision, sort_keys=True) if isinstance(precision, dict)
+                       else str(precision)), RunTag("amptui_world_size", str(record.world_size))]
+        if record.resumed_from is not None:  # a resumed run logs into a new MLflow run: say from where
+            tags.append(RunTag("amptui_resumed_from_step", str(record.resumed_from)))
+        params = [Param(k, v) for k, v in flat_params(record.config).items()]
+        if isinstance(precision, dict):
+            params += [Param(f"precision.{k}", str(v)) for k, v in precision.items() if not isinstance(v, (dict, list))]
+        self._log(tags=tags)
+        for first in range(0, len(params), BATCH):
+            self._log(params=params[first:first + BATCH])
+
+    def close(self) -> None:
+        import mlflow
+
+        try:
+            getattr(mlflow, "flush_async_logging", lambda: None)()  # the batches still queued
+            self.client.set_terminated(self.run_id, self.ended)
+        except Exception as exc:  # noqa: BLE001 - as _log
+            if not self.broken:
+                print(f"[amptui] log.mlflow: closing the MLflow run failed ({type(exc).__name__}: {exc})",
+                      file=sys.stderr, flush=True)

@@ -1,0 +1,149 @@
+"""Inside a Kubeflow Trainer TrainJob (KEP-2779): rank 0 posts the run's `trainerStatus` --
+progressPercentage, estimatedRemainingSeconds and metrics as name/value pairs (loss, lr, loss
+scale, skipped steps, the narrowest headroom and, with float8, the lowest SQNR) -- to the status
+URL the Trainer's status plugin injects, over HTTPS with its CA and bearer token:
+
+    KUBEFLOW_TRAINER_STATUS_URL      the endpoint (POST)
+    KUBEFLOW_TRAINER_STATUS_TOKEN    a file holding the projected service-account token (re-read each post: it rotates)
+    KUBEFLOW_TRAINER_STATUS_CA_CERT  a file holding the CA that signed the endpoint's certificate
+
+One more Recorder sink (sinks.py), so amptui's trainer, a script under `amptui run --script` and a
+Monitor all post. Standard library only. On the log cadence, at most every MIN_INTERVAL_S (the
+Trainer rate-limits), and once at the end; a background thread posts, so a slow endpoint never
+stalls training; a failed post is one warning, never a failed run. Nothing without the variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import sys
+import threading
+import time
+import urllib.request
+from datetime import datetime, timezone
+
+from amptui.core.records import STEP, End, Epoch, Numerics, Record, Start, Step
+from amptui.telemetry.sinks import Sink, numerics_summary
+
+URL_ENV, TOKEN_ENV, CA_ENV = ("KUBEFLOW_TRAINER_STATUS_URL", "KUBEFLOW_TRAINER_STATUS_TOKEN",
+                              "KUBEFLOW_TRAINER_STATUS_CA_CERT")
+MIN_INTERVAL_S = 5.0
+TIMEOUT_S = 5.0
+
+
+def from_env(env=os.environ) -> TrainJobStatus | None:
+    url = env.get(URL_ENV)
+    return TrainJobStatus(url, env.get(TOKEN_ENV), env.get(CA_ENV)) if url else None
+
+
+class TrainJobStatus(Sink):
+    def __init__(self, url: str, token_file: str | None, ca_file: str | None):
+        self.url, self.token_file = url, token_file
+        self.context = ssl.create_default_context(cafile=ca_file or None)
+        self.total_steps: int | None = None
+        self.first_step = 0
+        self.started = time.monotonic()
+        self.metrics: dict[str, str] = {}
+        self.progress: int | None = None
+        self.remaining: int | None = None
+        self.last_sent = float("-inf")
+        self.warned = False
+        self._latest: dict | None = None
+        self._closed = False
+        self._wake = threading.Condition()
+        self._thread = threading.Thread(target=self._post_loop, name="amptui-trainjob-status", daemon=True)
+        self._thread.start()
+
+    # --- what the run says ------------------------------------------------------------------------
+
+    def note(self, record: Record) -> None:
+        if isinstance(record, Start):
+            self.total_steps = record.total_steps
+            self.first_step = record.resumed_from or 0
+        elif isinstance(record, Numerics):
+            summary = numerics_summary(record)
+            for key in ("min_headroom_log2", "min_float8_sqnr_db"):
+                if key in summary:
+                    self.metrics[key] = f"{summary[key]:.4g}"
+        elif isinstance(record, End):
+            if record.status == "completed":
+                self.progress, self.remaining = 100, 0
+            self._send(self.status(), force=True)
+
+    def step(self, step_record: Step) -> None:
+        record = step_record.fields()
+        step = record[STEP.step]
+        for key, name in ((STEP.loss, "loss"), (STEP.lr, "lr"), (STEP.scale, "loss_scale"),
+                          (STEP.skipped_total, "skipped_steps"), (STEP.samples_per_s, "samples_per_s")):
+            value = record.get(key)
+            if isinstance(value, (int, float)) and value == value:
+                self.metrics[name] = str(value) if isinstance(value, int) else f"{value:.6g}"
+        self.metrics["step"] = str(step)
+        if self.total_steps:
+            self.progress = max(0, min(100, int(100 * step / self.total_steps)))
+            done = step - self.first_step
+            if done > 0:
+                per_step = (time.monotonic() - self.started) / done
+                self.remaining = max(0, int(per_step * (self.total_steps - step)))
+        self._send(self.status(), force=self.last_sent == float("-inf"))
+
+    def epoch(self, epoch_record: Epoch, step: int) -> None:
+        record = epoch_record.fields()
+        for key in ("val_loss", "val_acc"):
+            value = record.get(key)
+            if isinstance(value, (int, float)) and value == value:
+                self.metrics[key] = f"{value:.6g}"
+
+    def status(self) -> dict:
+        status: dict = {"lastUpdatedTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        "metrics": [{"name": k, "value": v} for k, v in self.metrics.items()]}
+        if self.progress is not None:
+            status["progressPercentage"] = self.progress
+        if self.remaining is not None:
+            status["estimatedRemainingSeconds"] = self.remaining
+        return {"trainerStatus": status}
+
+    # --- posting, off the training loop ----------------------------------------------------------------
+
+    def _send(self, payload: dict, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last_sent < MIN_INTERVAL_S:
+            return
+        self.last_sent = now
+        with self._wake:
+            self._latest = payload  # a newer status replaces one not yet posted
+            self._wake.notify()
+
+    def _post_loop(self) -> None:
+        while True:
+            with self._wake:
+                while self._latest is None and not self._closed:
+                    self._wake.wait()
+                payload, self._latest = self._latest, None
+                if payload is None:
+                    return
+            self._post(payload)
+
+    def _post(self, payload: dict) -> None:
+        try:
+            headers = {"Content-Type": "application/json"}
+            if self.token_file:
+                with open(self.token_file) as fh:
+                    headers["Authorization"] = f"Bearer {fh.read(64 * 1024).strip()}"
+            request = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=headers,
+                                             method="POST")
+            with urllib.request.urlopen(request, context=self.context, timeout=TIMEOUT_S) as answer:
+                answer.read(64 * 1024)
+        except Exception as exc:  # noqa: BLE001 - the TrainJob's status is a mirror: never the run's failure
+            if not self.warned:
+                self.warned = True
+                print(f"[amptui] warning: posting the TrainJob status to {self.url} failed ({type(exc).__name__}: "
+                      f"{exc}); training goes on", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(2 * TIMEOUT_S + 1)  # the last status, bounded
