@@ -214,10 +214,11 @@ def mx_drops_bias() -> bool:
     from torchao.prototype.moe_training.config import MXFP8TrainingOpConfig, MXFP8TrainingRecipe
     from torchao.quantization import quantize_
 
-    holder = nn.Sequential(nn.Linear(32, 32))
+    linear = nn.Linear(32, 32)
     with torch.no_grad():
-        holder[0].weight.zero_()
-        holder[0].bias.fill_(1.0)
+        linear.weight.zero_()
+        linear.bias.fill_(1.0)
+    holder = nn.Sequential(linear)
     quantize_(holder, MXFP8TrainingOpConfig.from_recipe(MXFP8TrainingRecipe.MXFP8_EMULATED_RCEIL),
               filter_fn=lambda mod, _: isinstance(mod, nn.Linear))
     with torch.no_grad():
@@ -226,7 +227,9 @@ def mx_drops_bias() -> bool:
 
 
 def _add_bias(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
-    return output + module.bias.to(output.dtype)
+    bias = module.bias
+    assert isinstance(bias, torch.Tensor)
+    return output + bias.to(output.dtype)
 
 
 def _input_like_weight(module: nn.Module, args: tuple) -> tuple:
