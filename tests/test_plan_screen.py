@@ -9,8 +9,8 @@ import json
 from support.dashboard import Notes, app_for, async_test, home_ready, select_run, until
 
 from amptui.core.events import EventWriter
-from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.help import key_rows
+from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.plan.screen import PlanScreen
 from amptui.dashboard.screens.run.screen import RunScreen
 
