@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # config imports this module (its schema names the dtypes)
     from amptui.core.config.values import Config
 
 
-PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype", "amp.float8")  # the keys a Precision decides
+# the keys a Precision decides ([amp.layers]: per-module precision, what a plan A/B varies)
+PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype", "amp.float8", "amp.layers")
 # A run whose precision nobody has seen: a script before its loop's first step (or run with its hooks
 # off): never a config default. Runs lists, JSON and the dashboard say it through `precision_or_unseen`.
 UNSEEN = "not seen"

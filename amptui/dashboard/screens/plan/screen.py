@@ -1,5 +1,5 @@
-"""Plan (P on a preset): the newest `amptui plan` of that preset, read from its run folder's
-plan.json: the table (largest share of FLOPs first: shape, each recipe's lowest SQNR, fp16
+"""Plan (P on a preset, or P on a run: that plan run's own, else its preset's newest): an
+`amptui plan`, read from its run folder's plan.json: the table (largest share of FLOPs first: shape, each recipe's lowest SQNR, fp16
 headroom, predicted gain, the choice), a layers x recipes heat map of SQNR, and each choice's reason."""
 
 from __future__ import annotations
@@ -105,6 +105,15 @@ class PlanScreen(DashboardScreen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+
+def show_plan(screen: DashboardScreen, preset: str, doc: dict[str, Any] | None) -> None:
+    """Open the plan screen on `doc`; without one, say the command that makes it."""
+    if doc is None:
+        screen.notify(f"no plan of {preset or 'this run'} in this runs folder yet: run `amptui plan "
+                      f"{preset or 'PRESET'} --for H100` (or your GPU), then press P again", severity="warning", timeout=8)
+        return
+    screen.app.push_screen(PlanScreen(doc))
 
 
 def _db(value: Any) -> str:
