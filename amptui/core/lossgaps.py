@@ -68,10 +68,10 @@ def too_short(band: float, loss: float | None, points: int) -> str | None:
 
 def agreement_words(band: float, gaps: list[LossGap], loss: float | None) -> str:
     """The compare screen's read: "2: 100%, 3: 87% in ±0.0912", or why there is none to make."""
-    judged = [(i, g) for i, g in enumerate(gaps, start=2) if g.inside is not None]
+    judged = [(i, g.inside, len(g.steps)) for i, g in enumerate(gaps, start=2) if g.inside is not None]
     if not judged:
         return ""
-    why = too_short(band, loss, min(len(g.steps) for _, g in judged))
+    why = too_short(band, loss, min(n for _, _, n in judged))
     if why is not None:
         return why
-    return ", ".join(f"{i}: {100 * g.inside:.0f}%" for i, g in judged) + f" in ±{band:.3g}"
+    return ", ".join(f"{i}: {100 * inside:.0f}%" for i, inside, _ in judged) + f" in ±{band:.3g}"
