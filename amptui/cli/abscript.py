@@ -139,8 +139,12 @@ def cmd_ab_script(args) -> int:
             refused = (info.error or "").partition("SystemExit: ")[2]
             if "so amptui applies none on top" in refused:  # the hooks saw the script's own precision
                 raise UserError(refused)
+            turned = nan_where_baseline_finite(outcome.run_dirs[0], run_dir) if variant.get("run.apply_amp") else None
             if code != 0:
                 outcome.failed.append(name)
+            elif turned is not None:  # "completed" with a NaN loss is no result: the A/B says it failed
+                outcome.failed.append(f"{name} (its loss turned non-finite at step {turned}, where "
+                                      f"{variants[0][0]}'s was finite)")
             elif variant and not variant["run.apply_amp"] and info.precision not in ("", AS_WRITTEN) \
                     and len(variants) > 1:  # the script as written is not a float32 loop
                 raise UserError(APPLY_REFUSAL.format(script=script, what=info.precision_words))
@@ -201,6 +205,26 @@ def precision_notes(variants: list[tuple[str, dict[str, object], list[str]]], ov
         cfg = config.build_config({}, {**settings, **VARIANTS[name], "run.device": device_type})
         notes += [f"{name}: {said}" for said in preflight.odd_combinations(cfg, slow)]
     return notes
+
+
+def nan_where_baseline_finite(baseline: Path, run_dir: Path) -> int | None:
+    """The first step at which `run_dir`'s loss was not finite (a step record's loss null) while
+    `baseline`'s at that step was finite; None when there is none (or it is the baseline)."""
+    from amptui.core.events import EventReader, primary_events_file
+
+    def losses(path: Path) -> dict[int, float | None]:
+        out: dict[int, float | None] = {}
+        reader = EventReader(primary_events_file(path))
+        while batch := reader.read(8 * 1024 * 1024):
+            out.update((r["step"], r.get("loss")) for r in batch
+                       if r.get("kind") == "step" and isinstance(r.get("step"), int) and "loss" in r)
+        return out
+
+    if baseline == run_dir:
+        return None
+    base = losses(baseline)
+    return next((step for step, loss in sorted(losses(run_dir).items())
+                 if loss is None and isinstance(base.get(step), (int, float))), None)
 
 
 RAN_AS_FP32 = ": ran as fp32"
