@@ -3,6 +3,8 @@ guard, the out-of-memory path, the tuned preset, Ctrl-C, and the dashboard's tun
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import json
 import os
 import signal
@@ -109,6 +111,21 @@ def test_judge_picks_fastest_accurate_candidate_and_stays_in_fp32_within_noise()
     assert winner.role == "reference" and winner.verdict == "WINNER (stay in fp32)"
     assert slow[2].verdict == "accurate, within timing noise"
     assert V.explain(slow, winner, needed, "cpu")[0].startswith("Stay in fp32")
+
+
+def test_a_search_whose_every_trial_failed_crowns_nothing_not_fp32():
+    """Issue 40 item 10: fp32 measured, every candidate that ran failed: "stay in fp32" would be a
+    verdict nothing measured; no winner, and the CLI's reason names each failure."""
+    failed = [T.Trial(name, {}, run_id=f"run-{name}", status="failed", reason="SystemExit: exit code 3")
+              for name in ("bf16", "fp16")]
+    trials = [trial("fp32", "reference"), trial("fp32 seed 2", "band"), *failed,
+              T.Trial("fp16+scaler", {}, status="skipped", reason="slow here")]
+    winner, _, _ = V.judge(trials)
+    assert winner is None and not any(t.verdict.startswith("WINNER") for t in trials)
+    result = {"status": "done", "trials": [asdict(t) for t in trials]}
+    assert T.failed_search(result) == "every trial failed (bf16: SystemExit: exit code 3; fp16: SystemExit: exit code 3)"
+    one_ran = [trials[0], failed[0], trial("fp16")]  # one candidate measured: a verdict stands
+    assert T.failed_search({"status": "done", "trials": [asdict(t) for t in one_ran]}) is None
 
 
 def test_every_speed_up_is_read_against_the_fp32_reference_run():

@@ -61,6 +61,20 @@ def test_tune_script_searches_the_applied_precisions_and_names_the_command(runs_
 
 
 @pytest.mark.slow
+def test_tune_script_whose_script_fails_crowns_nothing_saves_nothing_and_exits_non_zero(runs_dir, isolated):
+    """Issue 40 item 10: the script exits 3 in every trial: it printed "WINNER (stay in fp32)" and exited 0."""
+    (isolated / "fails.py").write_text("import sys\nsys.exit(3)\n")
+    proc = amptui("tune", "--script", "fails.py", "--budget", "3", "--format", "json", timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    result = json.loads(proc.stdout)
+    assert T.winner_of(result) is None and "use" not in result and "saved_preset" not in result
+    assert not any(t["verdict"].startswith("WINNER") for t in result["trials"]), result["trials"]
+    told = [line for line in proc.stderr.splitlines() if "no winner" in line]
+    assert told == [f"amptui: error: tune {result['tune_id']}: no winner: the fp32 reference measured nothing "
+                    "(SystemExit: exit code 3)"], proc.stderr
+
+
+@pytest.mark.slow
 def test_tune_script_refuses_a_script_that_sets_its_own_precision(runs_dir):
     """The script as written trains in bfloat16 (its own --dtype flag): one line, as `ab --script`
     says it, and no tune result left behind (its one trial run stays, as an A/B's runs do)."""

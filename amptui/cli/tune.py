@@ -97,7 +97,17 @@ def _report(args, search, result: dict) -> int:
         print(json.dumps(result, indent=2, default=str))
     else:
         print_report(result)
-    return 130 if search.interrupted else 0
+    if search.interrupted:
+        return 130
+    from amptui.tune import plan as T
+
+    failed = T.failed_search(result)
+    if failed:  # nothing crowned, nothing saved: a search of failures is not a verdict
+        from amptui.cli.prose import error
+
+        error(f"tune {result.get('tune_id')}: no winner: {failed}")
+        return 1
+    return 0
 
 
 def _detach(args, preset_name: str) -> int:

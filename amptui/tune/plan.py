@@ -280,6 +280,26 @@ def winner_of(result: dict[str, Any]) -> str | None:
     return result.get("winner") or None
 
 
+FAILED = ("failed", "killed")  # a trial that crashed: it says nothing of its precision (an OOM does)
+
+
+def failed_search(result: dict[str, Any]) -> str | None:
+    """Why a search that ended on its own crowns nothing because it failed: its fp32 reference (the
+    setup as written) measured nothing, or every trial that ran failed. None otherwise."""
+    if result.get("status") != "done":
+        return None
+    ran = [t for t in result.get("trials", []) if t.get("run_id")]
+    reference = next((t for t in ran if t.get("role") == "reference"), None)
+    if reference is None or reference.get("ms_per_step") is None:
+        said = (reference or {}).get("reason") or (reference or {}).get("status") or "it never ran"
+        return f"the fp32 reference measured nothing ({said})"
+    trials = [t for t in ran if t.get("role") not in ("reference", "band")]
+    if trials and all(t.get("status") in FAILED for t in trials):
+        return "every trial failed (" + "; ".join(f"{t['candidate']}: {t.get('reason') or t.get('status')}"
+                                                  for t in trials) + ")"
+    return None
+
+
 def no_winner_words(result: dict[str, Any]) -> str:
     if result.get("status") == "running":
         return "the search is still running"

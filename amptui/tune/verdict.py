@@ -12,7 +12,7 @@ import statistics
 from typing import Any
 
 from amptui.core.inputbound import input_bound
-from amptui.tune.plan import BAND_FLOOR, MIN_GAIN, STORM_FRACTION, Trial, of_steps
+from amptui.tune.plan import BAND_FLOOR, FAILED, MIN_GAIN, STORM_FRACTION, Trial, of_steps
 
 # --- the accuracy guard -------------------------------------------------------------------------
 
@@ -120,6 +120,9 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
             t.verdict = "accurate, faster"
             if (t_rate or 0.0) > (best_rate or 0.0):
                 best, best_rate = t, t_rate
+    ran = [t for t in trials if t.role not in ("reference", "band") and t.run_id]
+    if ran and all(t.status in FAILED for t in ran):  # every trial crashed: fp32 won nothing (plan.failed_search)
+        return None, band, needed
     best.verdict = "WINNER" + (" (stay in fp32)" if best is reference else "")
     return best, band, needed
 
