@@ -49,7 +49,7 @@ import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from amptui.core import compare  # noqa: E402
+from amptui.core import compare, figures  # noqa: E402
 from amptui.core.config import presets  # noqa: E402
 from amptui.core.config.precision import Precision  # noqa: E402
 from amptui.core.config.variants import VARIANTS  # noqa: E402
@@ -101,7 +101,7 @@ def run_sets(model: Model, device: str) -> dict:
 def warmup_steps(cfg, steps: int) -> int:
     """The steps compare leaves out: the first record and the first 10% (see WARMUP_FRACTION)."""
     every = cfg.log.every
-    warm = max(1, int(compare.WARMUP_FRACTION * steps))
+    warm = max(1, int(figures.WARMUP_FRACTION * steps))
     first_counted = max(every, -(-warm // every) * every)  # windows ending before `warm` do not count
     return min(first_counted, steps - every)
 

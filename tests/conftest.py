@@ -60,6 +60,11 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.setenv("AMPTUI_RUNS_DIR", str(tmp_path / "runs"))
+    # the once-per-machine note on a CUDA build of torch without a GPU counts as said: whether a test
+    # sees it would depend on which torch this machine has (tests/test_first_hour.py unsays it)
+    said = tmp_path / "xdg-state" / "amptui" / "cpu-torch-note.json"
+    said.parent.mkdir(parents=True, exist_ok=True)
+    said.write_text('{"said": true}')
     if os.environ.get(PINNED_RATES):
         import shutil
 
@@ -106,9 +111,10 @@ def isolate_from_callers_environment(worker: bool) -> list[str]:
     import tempfile
     import warnings
 
-    kept = {PINNED_RATES, SESSION_CACHE} if worker else set()  # an xdist worker: its controller set them
-    cleared = [key for key in list(os.environ)
-               if key not in kept and (key in CALLERS_VARIABLES or key.startswith(CALLERS_PREFIXES))]
+    # an xdist worker inherits its controller's environment, cleared already and then added to by
+    # plugins (pytest-textual-snapshot's TEXTUAL_SNAPSHOT_TEMPDIR): a worker clears nothing
+    cleared = [] if worker else [key for key in list(os.environ)
+                                 if key in CALLERS_VARIABLES or key.startswith(CALLERS_PREFIXES)]
     for key in cleared:
         del os.environ[key]
     if sys.warnoptions:  # -W / PYTHONWARNINGS: back to Python's documented default filters

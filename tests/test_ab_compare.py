@@ -175,6 +175,21 @@ def test_compare_of_a_script_run_beside_preset_runs_counts_only_what_the_script_
     assert set(differ) == {"log.every", "run.script"} and differ["log.every"] == [10, 10, 5], differ
 
 
+def test_compare_of_a_plan_ab_does_not_call_amp_layers_a_difference(cli, runs_dir):
+    """`ab PRESET --variants bf16,plan:NAME`: the plan's [amp.layers] is its precision, what the A/B
+    varies on purpose; anything else that differs is still said."""
+    canned_run(runs_dir, "bf16", 12.0, 64, 2**29, 0.9, precision="bf16",
+               config=PRESET_CONFIG.replace("autocast = false", "autocast = true"))
+    planned = PRESET_CONFIG.replace("autocast = false", "autocast = true") + '[amp.layers]\nhidden = "fp8-rowwise"\n'
+    canned_run(runs_dir, "plan", 10.0, 64, 2**29, 0.9, precision="bf16", config=planned)
+    out = cli("compare", "bf16", "plan", check=True).stdout
+    assert "differ in more than precision" not in out, out
+    canned_run(runs_dir, "plan-log", 10.0, 64, 2**29, 0.9, precision="bf16",
+               config=planned.replace("[amp.layers]", "[log]\nevery = 5\n[amp.layers]"))
+    out = cli("compare", "bf16", "plan-log", check=True).stdout
+    assert "warning: these runs differ in more than precision: log.every (10 / 5)\n" in out, out
+
+
 def test_compare_of_trials_of_one_tune_does_not_warn_about_presets(cli, runs_dir):
     """Each trial of a tune is named '<preset>-tune-<hex>-<k>': they share the tuned preset (issue 25)."""
     for k, (name, dtype) in enumerate((("t-fp32", "float32"), ("t-bf16", "bfloat16"), ("t-fp16", "float16")), 1):

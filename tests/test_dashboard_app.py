@@ -22,6 +22,7 @@ from support.dashboard import (
     copy_runs,
     home_ready,
     select_run,
+    settled,
     until,
 )
 
@@ -284,7 +285,7 @@ async def test_finished_run_fills_every_panel(root):
         screen = app.screen
         await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
         await until(pilot, screen.drawn)  # the screen renders the model on a timer
-        await pilot.pause(0.4)
+        await settled(pilot)
         m = screen.model
         assert m.step == 256 and m.n_backoff == 37 and m.skipped_total == 37 and m.n_growth > 0
         assert "skipped 37" in str(screen.query_one("#scale-info").render())
@@ -318,7 +319,7 @@ async def test_live_run_stop_confirm_and_detach(root, monkeypatch):
         screen = app.screen
         await until(pilot, lambda: screen.model.status == "running" and screen.model.step == 120)
         await until(pilot, screen.drawn)  # the screen renders the model on a timer
-        await pilot.pause(0.3)
+        await settled(pilot)
         header = str(screen.query_one("#run-header").render())
         assert "running" in header and "ETA" in header and "elapsed 0:07" in header
         await pilot.press("s")
@@ -349,7 +350,7 @@ async def test_panel_keys_at_80x24(root):
         # the warning bar appears once the run's records are in; click after that layout change
         await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
         await until(pilot, screen.drawn)  # the screen renders the model (and the bar) on a timer
-        await pilot.pause(0.5)
+        await settled(pilot)
         await pilot.click("#panel-tabs", offset=(3, 0))  # the mouse: " 1 loss "
         await pilot.pause()
         assert screen.query_one("#p-loss").display and not screen.query_one("#p-mem").display
@@ -410,13 +411,13 @@ async def test_torn_and_garbage_lines_do_not_crash(root):
     async with app.run_test(size=(110, 34)) as pilot:
         screen = app.screen
         await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
-        await pilot.pause(0.3)
+        await settled(pilot)
         assert screen.model.step == 320
         await until(pilot, lambda: "unreadable" in notes.text())
         with open(path, "a") as fh:  # the torn record completes; another bad line arrives
             fh.write('ep"}\nmore garbage\n')
         await until(pilot, lambda: screen.model.bad_lines == 3)  # a record of the wrong types counts too
-        await pilot.pause(0.5)
+        await settled(pilot)
     reports = [m for m, _ in notes if "unreadable" in m]
     assert reports == ["skipped 2 unreadable line(s) in the event files; everything else was read"], \
         "reported once"

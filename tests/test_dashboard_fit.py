@@ -12,7 +12,7 @@ import sys
 import pytest
 from rich.cells import cell_len
 from rich.text import Text
-from support.dashboard import FIXTURES, LIVE, QUICK, Notes, app_for, async_test, copy_runs, home_ready, until
+from support.dashboard import FIXTURES, LIVE, QUICK, Notes, app_for, async_test, copy_runs, home_ready, settled, until
 
 from amptui.dashboard.screens.help import HelpScreen
 from amptui.dashboard.widgets.runtable import COLUMNS, RunTable
@@ -53,7 +53,7 @@ async def test_the_run_list_widens_its_columns_as_a_run_goes_on(tmp_path, monkey
             f.write(json.dumps({"v": 1, "kind": "end", "t": last["t"] + 8, "rank": 0, "status": "completed",
                                 "total_time_s": 8.0, "steps": 256, "final_loss": 1.5}) + "\n")
         await until(pilot, lambda: cells_of(table, LIVE)[3] == "completed")
-        await pilot.pause(0.2)
+        await settled(pilot)
         now = cells_of(table, LIVE)
         for (key, _), cell in zip(COLUMNS, now, strict=True):
             assert table.columns[key].width >= cell_len(cell), (key, cell)  # type: ignore[index]
@@ -72,7 +72,7 @@ async def test_a_long_run_name_is_cut_in_the_middle_and_the_duration_stays_at_80
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await home_ready(pilot, rows=4)
         table = screen.query_one(RunTable)
-        await pilot.pause(0.3)
+        await settled(pilot)
         row = table.run_ids.index(target.name) + RUN_LIST_ROWS
         line = drawn_line(table, row)
         assert "…" in line and line.rstrip().endswith("0:06"), line
@@ -97,7 +97,7 @@ async def test_a_long_runs_path_gives_way_in_the_middle_and_the_o_hint_stays_at_
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await home_ready(pilot, rows=3)
         title = screen.query_one("#home-title")
-        await pilot.pause(0.1)
+        await settled(pilot)
         line = title.render_line(0).text.rstrip()
         assert line.endswith("· o: 2 other folders"), line       # the hint, whole, at the end of the line
         assert "…" in line and str(tmp_path)[:4] in line and "amp-sweep/runs ·" in line, line  # start and end
@@ -117,7 +117,7 @@ async def test_the_help_overlay_scrolls_at_80x24_and_says_so(root):
         await home_ready(pilot, rows=3)
         await pilot.press("f1")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        await pilot.pause(0.3)
+        await settled(pilot)
         help_screen = app.screen
         hint = help_screen.query_one("#help-hint")
         assert "more keys" in str(hint.render())
@@ -127,7 +127,7 @@ async def test_the_help_overlay_scrolls_at_80x24_and_says_so(root):
         assert dialog.region.bottom <= 24  # the whole dialog, hint included, is on screen
         await pilot.press("end")
         await until(pilot, lambda: keys.scroll_y == keys.max_scroll_y)
-        await pilot.pause(0.1)
+        await settled(pilot)
         assert "▲" in str(hint.render())  # at the bottom: the hint says the rest is above
 
 
@@ -202,9 +202,9 @@ async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x
         field = modal.query_one("#tune-budget")
         assert field.value == "10"  # the CLI's default
         field.value = "0"
-        await pilot.pause(0.1)
+        await settled(pilot)
         await pilot.press("enter")
-        await pilot.pause(0.1)
+        await settled(pilot)
         assert app.screen is modal and "a number > 0" in str(modal.query_one("#tune-budget-msg").render())
         field.value = "2.5"
         await pilot.press("enter")
@@ -213,7 +213,7 @@ async def test_t_asks_the_budget_and_a_refused_tune_shows_its_whole_error_at_80x
         assert command[4:6] == ["tune", "quickstart"] and command[command.index("--budget") + 1] == "2.5"
         screen = app.screen
         await until(pilot, lambda: screen.error)
-        await pilot.pause(0.2)
+        await settled(pilot)
         title = drawn_text(screen.query_one("#tune-title"))
         assert title.startswith("tune quickstart") and "did not start" in title
         error = drawn_text(screen.query_one("#tune-error"))
@@ -234,7 +234,7 @@ async def test_the_tune_start_dialog_wraps_a_long_preset_name_at_80x24(root):
         modal = TuneStartModal("resnet18-intel", {"run.device": "cpu"})
         app.push_screen(modal)
         await until(pilot, lambda: app.screen is modal)
-        await pilot.pause(0.1)
+        await settled(pilot)
         title = modal.query_one("#tune-start-title")
         assert title.size.height == 2  # wrapped at a word, not cut ("…keeps fp32's accurac")
         assert " ".join(drawn_text(title).split()) == "Tune resnet18-intel: the fastest setup that keeps fp32's accuracy"
@@ -284,7 +284,7 @@ async def test_compare_shows_the_fp32_baselines_tf32_and_each_runs_narrowest_hea
         await home_ready(pilot, rows=3)
         app.open_compare([baseline, sampled])
         await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.drawn())
-        await pilot.pause(0.3)
+        await settled(pilot)
         screen = app.screen
         assert not screen.query_one("#compare-warning").display  # numerics.every is measuring, not training
         notes = screen.query_one("#compare-notes")

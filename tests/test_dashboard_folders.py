@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from support.dashboard import app_for, async_test, copy_runs, home_ready, until
+from support.dashboard import app_for, async_test, copy_runs, home_ready, settled, until
 
 from amptui.core.run import folders
 from amptui.core.run.runs import create_folder, launch_identity
@@ -101,7 +101,7 @@ async def test_toggle_edits_survive_a_restart(root):
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:
         home = await home_ready(pilot)
-        await pilot.pause(0.2)
+        await settled(pilot)
         assert "your edits" not in str(home.query_one("#preset-desc").render())
 
 

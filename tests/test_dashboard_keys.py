@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.dashboard import QUICK, SCALER, Notes, app_for, async_test, home_ready, select_run, until
+from support.dashboard import QUICK, SCALER, Notes, app_for, async_test, home_ready, select_run, settled, until
 from textual.app import App
 from textual.command import CommandList, CommandPalette
 
@@ -44,7 +44,7 @@ async def palette_pick(pilot, words: str) -> None:
     # machine it can take longer than any fixed pause)
     await until(pilot, lambda: palette.query_one(CommandList).highlighted is not None
                 and not any(w.node is palette and not w.is_finished for w in pilot.app.workers))
-    await pilot.pause(0.5)
+    await settled(pilot)
     await pilot.press("enter")
 
 
@@ -104,7 +104,7 @@ async def test_a_remapped_key_runs_the_action_and_shows_in_footer_and_help(root)
         assert rows["Watch"] == "^o" and rows["Compare"] == "^k"
         assert rows["Help"] == "f2, ?"  # ? is help's fixed second key
         await pilot.press("w")  # the old key no longer watches
-        await pilot.pause(0.2)
+        await settled(pilot)
         assert isinstance(app.screen, HomeScreen)
         await pilot.press("ctrl+o")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
@@ -133,7 +133,7 @@ async def test_the_theme_chosen_is_remembered(root):
     async with app.run_test(size=(120, 40)) as pilot:
         await home_ready(pilot, 3)
         app.theme = "nord"
-        await pilot.pause(0.2)
+        await settled(pilot)
     assert statedir.read_json(app.STATE, 4096)["theme"] == "nord"
     again = app_for(root)
     async with again.run_test(size=(120, 40)) as pilot:

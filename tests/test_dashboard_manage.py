@@ -21,6 +21,7 @@ from support.dashboard import (
     copy_runs,
     home_ready,
     select_run,
+    settled,
     until,
 )
 from support.records import record
@@ -99,7 +100,7 @@ async def test_resume_refused_with_the_reason_and_never_suggested_for_a_script_r
         notes = Notes().install(app)
         await until(pilot, lambda: screen.model.status == "stopped" and not screen.model.loading)
         await until(pilot, screen.drawn)  # the screen renders the model on a timer
-        await pilot.pause(0.3)
+        await settled(pilot)
         assert not {"s", "R"} & shown_keys(app)
         panel = str(screen.query_one("#error-panel").render())
         assert "amptui resume" not in panel and "your own script" in panel
@@ -247,7 +248,7 @@ async def test_run_ids_are_told_apart_at_80x24(root):
     app = app_for(root)
     async with app.run_test(size=(80, 24)) as pilot:
         home = await home_ready(pilot, 6)
-        await pilot.pause(0.3)
+        await settled(pilot)
         table = home.query_one(RunTable)
         shown = [str(table.get_row(rid)[1]) for rid in table.run_ids]
         assert len(set(shown)) == len(shown)
@@ -391,7 +392,7 @@ async def test_long_alarm_and_log_lines_wrap_at_120_columns(root):
         screen = app.screen
         await until(pilot, lambda: not screen.model.loading and screen.model.end is not None)
         await until(pilot, lambda: screen.drawn() and screen.model.log_seq > 0)
-        await pilot.pause(0.5)
+        await settled(pilot)
         bar = screen.query_one("#warning-bar")
         assert "END-OF-ALARM" in str(bar.render()) and bar.size.height >= 2
         log = screen.query_one("#log")
@@ -453,7 +454,7 @@ async def test_a_figure_reads_the_same_on_the_run_screen_the_list_and_compare(ro
         screen = app.screen
         await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
         await until(pilot, screen.drawn)  # the screen renders the model on a timer
-        await pilot.pause(0.3)
+        await settled(pilot)
         stats = str(screen.query_one("#stats").render())
         app.open_compare([root / SCALER, root / QUICK])
         await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows)

@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import threading
 
-from support.dashboard import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
+from support.dashboard import (
+    LIVE,
+    QUICK,
+    SCALER,
+    Notes,
+    app_for,
+    async_test,
+    copy_runs,
+    home_ready,
+    select_run,
+    settled,
+    until,
+)
 from textual.widgets import Footer, OptionList
 
 from amptui.dashboard.screens.run.screen import RunScreen
@@ -23,7 +35,7 @@ async def test_the_home_footer_fits_80_columns_with_quit_and_help_on_every_run(r
         table = home.query_one(RunTable)
         for run_id in list(table.run_ids):
             await select_run(pilot, run_id)
-            await pilot.pause(0.2)
+            await settled(pilot)
             footer = home.query_one(Footer)
             keys = {getattr(k, "key_display", "") for k in footer.children}
             assert {"q", "f1", "r", "a", "t"} <= keys, (run_id, keys)
@@ -81,7 +93,7 @@ async def test_a_filter_that_hides_every_preset_empties_the_toggles_and_r_a_t_re
             await pilot.press(key)
             await until(pilot, lambda: any("hides them all" in m for m, _ in notes))
             notes.clear()
-        await pilot.pause(0.5)
+        await settled(pilot)
         assert started == []  # nothing launched
         home.query_one("#runs-filter").value = ""  # the filter cleared: a preset and its toggles again
         await until(pilot, lambda: home.preset is not None and not toggles.invalid_preset)
@@ -107,7 +119,7 @@ async def test_the_run_screen_opens_at_what_the_runs_files_say_before_the_first_
             app.open_run(root / QUICK)
             await until(pilot, lambda: isinstance(app.screen, RunScreen))
             screen = app.screen
-            await pilot.pause(0.3)
+            await settled(pilot)
             header = str(screen.query_one("#run-header").render())
             progress = str(screen.query_one("#progress-text").render())
             assert "quickstart" in header and "completed" in header, header
@@ -115,7 +127,7 @@ async def test_the_run_screen_opens_at_what_the_runs_files_say_before_the_first_
             assert "320" in progress, progress
             gate.set()
             await until(pilot, lambda: not screen.model.loading)
-            await pilot.pause(0.5)
+            await settled(pilot)
             assert "completed" in str(screen.query_one("#run-header").render())
     finally:
         gate.set()

@@ -256,3 +256,38 @@ def test_snapshot_compare_tf32_and_headroom(runs, snap_compare, size):
         await pilot.pause(0.6)  # the plots draw on the next refresh
 
     assert snap_compare(app_for(watch=runs / QUICK), terminal_size=size, run_before=before)
+
+
+def _plan_layer(name: str, k: int, share: float, db: tuple[float, float, float], choice: str, reason: str) -> dict:
+    def fp8(sqnr: float, gain: float) -> dict:
+        return {"runs": True, "sqnr_db": sqnr, "grad_input_sqnr_db": sqnr + 0.5, "grad_weight_sqnr_db": sqnr + 1.0,
+                "predicted_speedup": gain}
+    return {"name": name, "shape": {"m": 2048, "k": k, "n": 2048}, "flops_share": share,
+            "recipes": {"bf16": {"sqnr_db": 52.3}, "fp16": {"sqnr_db": 55.1, "headroom_forward": 4.1, "headroom_grad": 11.0},
+                        "fp8": fp8(db[0], 1.52), "fp8-rowwise": fp8(db[1], 1.39), "mxfp8": {"runs": False, "why": "-"}
+                        if db[2] < 0 else fp8(db[2], 1.0)},
+            "choice": choice, "reason": reason}
+
+
+CANNED_PLAN = {  # plan-lab's plan on an H100, as `amptui plan plan-lab --for H100` measured it on a CPU
+    "run_id": "20261127-201500-plan-lab-ab12", "preset": "plan-lab", "device": {"name": "H100 SXM"}, "samples": 4,
+    "layers": [_plan_layer("inp", 2048, 0.2, (28.4, 29.1, 28.9), "fp8-rowwise", "fastest recipe above the floor"),
+               _plan_layer("hidden.0", 2048, 0.2, (28.6, 29.0, 28.8), "fp8-rowwise", "fastest recipe above the floor"),
+               _plan_layer("outlier", 2048, 0.2, (7.8, 15.2, 27.0), "bf16", "float8 under the 20 dB SQNR floor"),
+               _plan_layer("hidden.1", 2048, 0.2, (28.5, 29.2, -1), "fp8-rowwise", "fastest recipe above the floor"),
+               _plan_layer("head", 2048, 0.2, (28.1, 28.3, 28.2), "fp8-rowwise", "last linear: measured safe")],
+    "predicted_speedup": 1.29, "risk": {"lowest_sqnr_db": 28.1, "layer": "head"}, "float8_layers": 4}
+
+
+def test_snapshot_plan_screen(runs, snap_compare):
+    """The plan screen on a canned plan: the table, the SQNR heat map (the outlier red under
+    tensorwise float8), the reasons and the step's prediction."""
+    from amptui.dashboard.screens.plan.screen import PlanScreen
+
+    async def before(pilot):
+        await home_loaded(pilot)
+        pilot.app.push_screen(PlanScreen(CANNED_PLAN))
+        await until(pilot, lambda: isinstance(pilot.app.screen, PlanScreen))
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(), terminal_size=(110, 34), run_before=before)

@@ -15,7 +15,7 @@ from io import StringIO
 import pytest
 from rich.text import Text
 from support.cli import one_clear_line
-from support.dashboard import QUICK, app_for, async_test, copy_runs, home_ready, until
+from support.dashboard import QUICK, app_for, async_test, copy_runs, home_ready, settled, until
 from support.dist import DDP_RUN, FSDP_RUN, MIB, PEAKS, write_dist_run
 
 from amptui.core import compare
@@ -62,7 +62,7 @@ async def test_the_dashboards_run_list_shows_the_same_at_80_columns_and_filters_
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await home_ready(pilot, rows=5)
         table = screen.query_one(RunTable)
-        await pilot.pause(0.3)
+        await settled(pilot)
         for run_id, said in ((FSDP_RUN, "bf16 FSDP x2"), (DDP_RUN, "bf16 DDP x2")):
             line = table.render_line(table.run_ids.index(run_id) + 1).text
             assert said in line and line.rstrip().endswith("0:01"), line  # the duration stays in sight
@@ -84,7 +84,7 @@ async def test_an_fsdp_abs_long_labels_give_way_before_the_duration_does(root):
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await home_ready(pilot, rows=7)
         table = screen.query_one(RunTable)
-        await pilot.pause(0.3)
+        await settled(pilot)
         lines = {i: table.render_line(table.run_ids.index(f"20261124-10{i}000-gpt-text-ab{i}") + 1).text
                  for i in range(4)}
         assert all(line.rstrip().endswith("0:01") for line in lines.values()), lines

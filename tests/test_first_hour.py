@@ -47,8 +47,14 @@ def test_the_installed_cuda_build_is_read_without_importing_torch():
     assert cputorch.installed_cuda_build() == torch.version.cuda
 
 
+@pytest.fixture
+def note_unsaid(isolated):
+    """The state folder as on a machine amptui never ran on (conftest's `isolated` counts the note as said)."""
+    (isolated / "xdg-state" / "amptui" / cputorch.SAID).unlink()
+
+
 @no_gpu_driver
-def test_the_first_run_says_it_once():
+def test_the_first_run_says_it_once(note_unsaid):
     expected = bool(torch.version.cuda)  # PyPI's Linux wheel: a CUDA build; the CPU wheel: nothing to say
     preset = presets.find_preset("quickstart")
     first: list[str] = []
@@ -62,7 +68,7 @@ def test_the_first_run_says_it_once():
 @pytest.mark.slow  # a real detached `amptui run` (the dashboard's `r`)
 @no_gpu_driver
 @pytest.mark.skipif(not torch.version.cuda, reason="a CPU build of torch: nothing to say")
-def test_the_dashboards_first_run_gets_the_note(runs_dir):
+def test_the_dashboards_first_run_gets_the_note(runs_dir, note_unsaid):
     started, error = detached.start(["run", "quickstart", detached.DETACH, "--runs-dir", str(runs_dir),
                                      "--set", "run.max_steps=2", "--set", "amp.autocast=false"])
     assert error is None and started is not None

@@ -10,7 +10,7 @@ import shutil
 import pytest
 import torch
 from rich.console import Console
-from support.dashboard import async_test, until
+from support.dashboard import async_test, settled, until
 from support.records import only_run
 from test_cli_terminal import screen_lines
 from torch import nn
@@ -108,7 +108,7 @@ async def test_the_run_screen_of_a_monitor_without_totals(untold_run):
                         and app.screen.model.status != "running")
             screen = app.screen
             await until(pilot, screen.drawn)  # the screen renders the model on a timer
-            await pilot.pause(0.3)
+            await settled(pilot)
             progress = str(screen.query_one("#progress-text", Static).render())
             assert words in progress, progress
             bar = screen.query_one("#progress", ProgressBar)

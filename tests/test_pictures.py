@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from support.dashboard import async_test
+from support.dashboard import async_test, settled
 from support.pictures import RESUMED, write_resumed_run, write_twin_runs
 from textual.app import App
 
@@ -105,7 +105,7 @@ async def test_plots_stay_inside_their_frame_at_every_size_and_after_a_resize():
         plot.update_figure(fig)
         for size in [(100, 30), (40, 10), (160, 50), (24, 8), (80, 24)]:
             await pilot.resize_terminal(*size)
-            await pilot.pause(0.1)
+            await settled(pilot)
             assert plot.size.width == size[0]
             rendered = plot.render().plain
             assert all(len(line) <= size[0] for line in rendered.splitlines())
@@ -206,13 +206,13 @@ async def test_every_panel_shares_the_step_axis_and_t_switches_them_all_to_time(
         xs = plots[0].figure.lines[0].xs
         assert list(xs) == sorted(set(xs))  # the rewound steps 81..120 are not drawn twice
         await pilot.press("t")
-        await pilot.pause(0.2)
+        await settled(pilot)
         assert {p.figure.x_unit for p in plots} == {"seconds"}
         (span,) = {p.figure.x_range for p in plots}
         assert span[0] == 0 and 10 < span[1] < 13  # 6 s before the stop, 4 s after the resume
         assert "0:10" in plots[0].render().plain
         await pilot.press("t")
-        await pilot.pause(0.2)
+        await settled(pilot)
         assert {p.figure.x_unit for p in plots} == {"step"}
         await pilot.press("p")  # the screen as drawn, saved as SVG into the runs folder
         await until(pilot, lambda: list((tmp_path / "runs").glob("*.svg")))

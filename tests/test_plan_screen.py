@@ -6,16 +6,30 @@ from __future__ import annotations
 
 import json
 
-from support.dashboard import Notes, app_for, async_test, home_ready, until
+from support.dashboard import Notes, app_for, async_test, home_ready, select_run, until
 
 from amptui.core.events import EventWriter
+from amptui.dashboard.screens.help import key_rows
 from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.plan.screen import PlanScreen
+from amptui.dashboard.screens.run.screen import RunScreen
 
 
 def figures(db: float) -> dict:
     return {"runs": True, "sqnr_db": db, "grad_input_sqnr_db": db + 1, "grad_weight_sqnr_db": db + 2,
             "predicted_speedup": 1.39}
+
+
+def plan_run(root, run_id: str, preset: str, plan: dict | None) -> None:
+    """A finished run of `preset` in the runs folder; with `plan`, an `amptui plan` run (its plan.json)."""
+    run = root / run_id
+    run.mkdir()
+    (run / "config.toml").write_text(f'[run]\nname = "{preset}"\n')
+    with EventWriter(run / "events.jsonl") as w:
+        w.emit("start", total_steps=24)
+        w.emit("end", status="completed", steps=24)
+    if plan is not None:
+        (run / "plan.json").write_text(json.dumps(plan))
 
 
 def plan_doc(preset: str) -> dict:
@@ -38,13 +52,7 @@ async def test_p_on_a_preset_shows_its_newest_plan_and_says_how_to_make_one_when
         preset = home.preset_picker.preset.name
         await pilot.press("P")  # no plan of it yet: the command to make one
         assert isinstance(app.screen, HomeScreen) and f"amptui plan {preset}" in notes.text()
-        run = root / "20261127-200000-x-abcd"
-        run.mkdir()
-        (run / "config.toml").write_text(f'[run]\nname = "{preset}"\n')
-        with EventWriter(run / "events.jsonl") as w:
-            w.emit("start", total_steps=24)
-            w.emit("end", status="completed", steps=24)
-        (run / "plan.json").write_text(json.dumps(plan_doc(preset)))
+        plan_run(root, "20261127-200000-x-abcd", preset, plan_doc(preset))
         await pilot.press("P")
         await until(pilot, lambda: isinstance(app.screen, PlanScreen))
         table = app.screen.query_one("#plan-table")
@@ -55,3 +63,45 @@ async def test_p_on_a_preset_shows_its_newest_plan_and_says_how_to_make_one_when
         assert "risk: lowest kept SQNR 28.1 dB" in str(app.screen.query_one("#plan-words").render())
         await pilot.press("q")
         await until(pilot, lambda: isinstance(app.screen, HomeScreen))
+
+
+@async_test
+async def test_p_on_the_run_screen_shows_that_plan_run_s_plan_or_its_presets_newest(root):
+    """The run screen's P: an `amptui plan` run shows its own plan; any other run of the preset
+    the preset's newest plan; a run of a preset never planned names the command. The help lists P."""
+    plan_run(root, "20261127-190000-lab-aaaa", "lab", {**plan_doc("lab"), "predicted_speedup": 1.11})
+    plan_run(root, "20261127-200000-lab-bbbb", "lab", plan_doc("lab"))  # the newest plan of lab
+    plan_run(root, "20261127-210000-lab-cccc", "lab", None)             # a training run of lab
+    plan_run(root, "20261127-210000-solo-dddd", "solo", None)           # never planned
+    app = app_for(root)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await home_ready(pilot)
+        notes = Notes().install(app)
+
+        async def plan_from_run(run_id: str) -> None:
+            await select_run(pilot, run_id)
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.preset != "")
+            await pilot.press("P")
+
+        await plan_from_run("20261127-190000-lab-aaaa")
+        await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+        assert app.screen.doc["predicted_speedup"] == 1.11  # its own plan, not the newer one
+        assert "1.11x as fast" in str(app.screen.query_one("#plan-words").render())
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        assert any(key == "P" and what == "Plan" for key, what, _ in key_rows(app.screen))
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, HomeScreen))
+
+        await plan_from_run("20261127-210000-lab-cccc")
+        await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+        assert app.screen.doc["run_id"] == "20261127-200000-x-abcd" and app.screen.doc["predicted_speedup"] == 1.29
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, HomeScreen))
+
+        await plan_from_run("20261127-210000-solo-dddd")
+        await until(pilot, lambda: "amptui plan solo" in notes.text())
+        assert isinstance(app.screen, RunScreen)

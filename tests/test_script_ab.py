@@ -172,3 +172,16 @@ def test_ab_script_estimate_starts_nothing(runs_dir, tmp_path):
     assert _nothing_left(runs_dir)
     found = json.loads(amptui("ab", "--script", str(script), "--estimate", "--format", "json", check=True).stdout)
     assert found["kind"] == "estimate" and "error" in found and not marker.exists()
+
+
+@pytest.mark.slow
+def test_an_applied_variant_whose_loss_turns_nan_where_the_baselines_did_not_fails(runs_dir):
+    """Issue 41.3: fp16 applied to a float32 loop whose activations are beyond float16's range: the
+    fp16+scaler run's loss is NaN from its first step while fp32's is finite. It used to say
+    `completed`, exit 0; the A/B now ends failed and says why."""
+    script = Path(__file__).parent / "scripts" / "fp16_range_fp32.py"
+    proc = amptui("ab", "--script", str(script), "--variants", "fp32,fp16+scaler", "--set", "log.every=1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "fp16+scaler (its loss turned non-finite at step 1, where fp32's was finite)" in proc.stderr
+    (group,) = groups.groups(runs_dir)
+    assert group.state == "failed" and "non-finite" in group.error

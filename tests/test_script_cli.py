@@ -114,6 +114,20 @@ def test_a_bad_script_argument_fails_with_the_scripts_own_words(runs_dir, isolat
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_script_that_removes_its_own_run_folder_ends_with_its_own_exit_code_and_one_line(runs_dir, isolated, code):
+    (isolated / "vanish.py").write_text("import os, shutil, sys\n"
+                                        "shutil.rmtree(os.environ['AMPTUI_RUN_DIR'])\n"
+                                        f"sys.exit({code})\n")
+    proc = amptui("run", "--script", "vanish.py")
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == code and "Traceback" not in said, said
+    told = [line for line in said.splitlines() if "vanished" in line]
+    assert len(told) == 1 and "run folder" in told[0] and str(runs_dir) in told[0], said
+    assert not any(runs_dir.iterdir()), "nothing written back into the runs folder"
+
+
+@pytest.mark.slow
 def test_a_float16_script_gets_advice_for_its_loop_and_a_config_naming_its_scaler(runs_dir):
     """The AMP recipe with a layer whose float16 output overflows at every scale: the backoff
     streak's advice says what to change in the loop, not a preset key the script lacks."""

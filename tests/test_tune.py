@@ -316,7 +316,7 @@ def drawn(widget) -> str:
 
 
 async def open_tune(pilot, path: Path, announce: bool = False):
-    from support.dashboard import home_ready, until
+    from support.dashboard import home_ready, settled, until
 
     from amptui.dashboard.screens.tune.screen import TuneScreen
 
@@ -324,7 +324,7 @@ async def open_tune(pilot, path: Path, announce: bool = False):
     screen = TuneScreen(path, None, "quickstart", announce=announce)
     pilot.app.push_screen(screen)
     await until(pilot, lambda: screen.result is not None)
-    await pilot.pause(0.2)
+    await settled(pilot)
     return screen
 
 

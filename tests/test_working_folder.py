@@ -6,14 +6,16 @@ model.factory is imported from the working folder, a script's own folder is on i
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from support.records import only_run, wait_for_end
 
-from amptui.jobs.spawn import amptui_python
+from amptui.jobs.spawn import amptui_python, forget_working_folder
 
 FACTORY = """
 from torch import nn
@@ -41,11 +43,12 @@ checkpoint_every = 0
 
 
 def plant(folder: Path) -> Path:
-    """An `amptui/` package in `folder` that leaves a file behind if it is ever imported."""
+    """An `amptui/` package and a `sitecustomize.py` (which every Python that finds it on its path
+    runs as it starts) in `folder` that leave a file behind if they are ever imported."""
     marker = folder / "planted-amptui-ran"
     (folder / "amptui").mkdir()
-    for name in ("__init__.py", "__main__.py"):
-        (folder / "amptui" / name).write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    for path in (folder / "amptui" / "__init__.py", folder / "amptui" / "__main__.py", folder / "sitecustomize.py"):
+        path.write_text(f"open({str(marker)!r}, 'a').write({path.name!r} + '\\n')\n")
     return marker
 
 
@@ -84,3 +87,34 @@ def test_a_script_run_from_a_folder_holding_an_amptui_imports_its_own_modules_no
     assert proc.returncode == 0, proc.stderr
     assert only_run(runs_dir) and (isolated / "helper-ran").exists()
     assert not marker.exists(), proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_an_empty_pythonpath_entry_does_not_put_the_working_folder_back(isolated, runs_dir):
+    """`export PYTHONPATH=$PYTHONPATH:/x` with nothing before leaves an empty entry, which Python
+    reads as the working folder, -P or not: the detached CLI and the trainer it starts found the
+    planted amptui/ and sitecustomize.py there. (The command the user typed starts without it here:
+    what the shell's own Python imports is beyond amptui; what amptui starts is not.)"""
+    marker = plant(isolated)
+    (isolated / "tiny_model.py").write_text(textwrap.dedent(FACTORY))
+    (isolated / "custom.toml").write_text(textwrap.dedent(PRESET))
+    start = ("import os, sys; os.environ['PYTHONPATH'] = os.pathsep + '/x'; "
+             "from amptui.cli.main import main; sys.exit(main())")
+    proc = subprocess.run([sys.executable, "-P", "-c", start, "run", "custom.toml", "--detach"], cwd=isolated,
+                          capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = only_run(runs_dir)
+    end = wait_for_end(run_dir, timeout=240)[-1]
+    assert end["status"] == "completed", (end, (run_dir / "output.log").read_text()[-3000:])
+    assert not marker.exists(), marker.read_text()
+
+
+def test_pythonpath_keeps_the_folders_it_names_and_loses_the_working_folder(isolated, monkeypatch):
+    monkeypatch.chdir(isolated)
+    env = {"PYTHONPATH": os.pathsep.join(["", "/x", ".", "examples", str(isolated), "/x"])}
+    forget_working_folder(env)
+    assert env["PYTHONPATH"] == os.pathsep.join(["/x", str(isolated / "examples")])
+    env = {"PYTHONPATH": os.pathsep}
+    forget_working_folder(env)
+    assert env == {}

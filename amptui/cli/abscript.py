@@ -123,6 +123,7 @@ def cmd_ab_script(args) -> int:
     # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
     echoed = 0 if sys.stdout.isatty() else None
     outcome = Outcome(total=len(variants))
+    names: list[str] = []
     with group.recording():
         group.update(state="running", variants=[name for name, _, _ in variants])
         for i, (name, variant, extra) in enumerate(variants):
@@ -138,14 +139,24 @@ def cmd_ab_script(args) -> int:
             refused = (info.error or "").partition("SystemExit: ")[2]
             if "so amptui applies none on top" in refused:  # the hooks saw the script's own precision
                 raise UserError(refused)
+            turned = nan_where_baseline_finite(outcome.run_dirs[0], run_dir) if variant.get("run.apply_amp") else None
             if code != 0:
                 outcome.failed.append(name)
+            elif turned is not None:  # "completed" with a NaN loss is no result: the A/B says it failed
+                outcome.failed.append(f"{name} (its loss turned non-finite at step {turned}, where "
+                                      f"{variants[0][0]}'s was finite)")
             elif variant and not variant["run.apply_amp"] and info.precision not in ("", AS_WRITTEN) \
                     and len(variants) > 1:  # the script as written is not a float32 loop
                 raise UserError(APPLY_REFUSAL.format(script=script, what=info.precision_words))
+            if not variant:  # --variant NAME='ARGS': the name in the table, and a name its run belies
+                names.append(chosen_label(name, info.precision))
         group.update(state=outcome.state, error=outcome.error)
     print()
-    print_comparison(outcome.run_dirs, args.format)
+    print_comparison(outcome.run_dirs, args.format, names=names or None)
+    for label in names:
+        if label.endswith(RAN_AS_FP32):
+            say(f"warning: {label} (the script's own flag did nothing here: amptui's hooks saw no autocast)",
+                hang=9)
     if args.format in ("table", "markdown"):
         say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
     if outcome.error:
@@ -194,6 +205,41 @@ def precision_notes(variants: list[tuple[str, dict[str, object], list[str]]], ov
         cfg = config.build_config({}, {**settings, **VARIANTS[name], "run.device": device_type})
         notes += [f"{name}: {said}" for said in preflight.odd_combinations(cfg, slow)]
     return notes
+
+
+def nan_where_baseline_finite(baseline: Path, run_dir: Path) -> int | None:
+    """The first step at which `run_dir`'s loss was not finite (a step record's loss null) while
+    `baseline`'s at that step was finite; None when there is none (or it is the baseline)."""
+    from amptui.core.events import EventReader, primary_events_file
+
+    def losses(path: Path) -> dict[int, float | None]:
+        out: dict[int, float | None] = {}
+        reader = EventReader(primary_events_file(path))
+        while batch := reader.read(8 * 1024 * 1024):
+            out.update((r["step"], r.get("loss")) for r in batch
+                       if r.get("kind") == "step" and isinstance(r.get("step"), int) and "loss" in r)
+        return out
+
+    if baseline == run_dir:
+        return None
+    base = losses(baseline)
+    return next((step for step, loss in sorted(losses(run_dir).items())
+                 if loss is None and isinstance(base.get(step), (int, float))), None)
+
+
+RAN_AS_FP32 = ": ran as fp32"
+
+
+def chosen_label(name: str, seen: str) -> str:
+    """A `--variant NAME='ARGS'` run as the A/B table names it: "--variant bf16", or "--variant
+    bf16: ran as fp32" where NAME is a reduced precision the hooks never saw (its flag did nothing)."""
+    from amptui.core.config.precision import Precision
+
+    try:
+        meant = Precision.from_variant(name)
+    except ValueError:  # a name of the user's own ("fast", "baseline"): nothing to hold it to
+        return f"--variant {name}"
+    return f"--variant {name}" + (RAN_AS_FP32 if meant.autocast and seen == AS_WRITTEN else "")
 
 
 def variant_labels(names: list[str]) -> list[str]:

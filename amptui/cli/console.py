@@ -56,6 +56,14 @@ def step_memory_words(mem: dict[str, Any] | None) -> str:
     return ""
 
 
+def steady_words(run: RunState) -> str:
+    """", 1,234 samples/s, 5.2 ms/step (steady)": after warm-up (core.figures), as compare shows them."""
+    rate, ms = run.steady_samples_per_s, run.steady_step_ms
+    if not ms:
+        return ""
+    return (f", {fmt_rate(rate)} samples/s" if rate else "") + f", {ms:,.1f} ms/step (steady)"
+
+
 def step_fields(rec: dict[str, Any], epochs: int | None) -> list[str]:
     """A step record's figures, most wanted first (a narrow terminal shows the first few)."""
     # a loop that iterates no DataLoader has no epochs: its step records leave the field out
@@ -258,9 +266,10 @@ class ProgressPrinter:
         acc = rec.get(END.val_acc)
         skipped = run.skipped_total if run.last_step else rec.get(END.skipped_total, 0)
         self._say(f"{self.label}{run.status}: {run.step} steps in {fmt_duration(duration_s)}, "
-                  f"final loss {fmt_loss(rec.get(END.final_loss))}"
+                  f"final loss {fmt_loss(run.final_loss)}"
                   + (f", val acc {fmt_accuracy(acc)}" if acc is not None else "")
-                  + f", peak memory {fmt_bytes(rec.get(END.peak_mem))}, skipped steps {skipped or 0}")
+                  + f", peak memory {fmt_bytes(rec.get(END.peak_mem))}, skipped steps {skipped or 0}"
+                  + steady_words(run))
         bound = notice(run.data_wait.share, run.device.get("type"))
         if bound:
             self._say(f"{self.label}{bound} (a speed-up measured here is the input pipeline's, not AMP's)")

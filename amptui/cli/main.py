@@ -35,6 +35,7 @@ from amptui.cli import (
 )
 from amptui.cli.parser import build_parser
 from amptui.core.errors import UserError
+from amptui.jobs.spawn import forget_working_folder
 
 COMMANDS = (run, stop, resume, watch, ab, tune, numerics, plan, serve, slurm, sky, compare, runs, export, doctor,
             keys, presets)
@@ -43,6 +44,7 @@ BY_NAME = {command.__name__.rpartition(".")[2]: command for command in COMMANDS}
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    forget_working_folder()  # before anything is started: whatever it starts inherits this environment
     # Everything after a bare "--" belongs to the user's script (`amptui run --script x.py -- ARGS`).
     script_args = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv

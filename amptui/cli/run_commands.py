@@ -78,6 +78,12 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
     finally:
         if echo is not None:
             echo.close()
+    if not run_dir.is_dir():  # removed while it ran (by the script itself, say): nothing left to report on
+        printer.close()
+        if echo is None:  # a script's own output (echoed) already holds its trainer's line saying so
+            print(f"run {run_dir.name}: its run folder vanished while it ran; nothing of the run was kept",
+                  file=sys.stderr)
+        return scriptexit.shell_code(proc.returncode) if proc.returncode is not None else 1
     info = runs.load_run(run_dir)
     printer.finish(info.duration_s)
     if label:

@@ -43,16 +43,12 @@ from amptui.core.fmt import (
 from amptui.core.inputbound import notice
 from amptui.core.numerics import NumericsSummary
 from amptui.core.rankmemory import RankMemory, peak_of, read_other_ranks
-from amptui.core.records import END, EPOCH, STEP, End, Epoch, Numerics, Start, Step
+from amptui.core.records import END, EPOCH, STEP, End, Epoch, Numerics, Step
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
 from amptui.core.series import Series
 
 _CHUNK = 8 * 1024 * 1024
-# Timings leave out start-up and warm-up: step records whose window ends in the first 10% of the
-# run's steps (at least the first record) do not count. Each window is timed between two reads of
-# the device, so it is a synchronised device timing.
-WARMUP_FRACTION = 0.1
 
 @dataclass
 class RunSummary(RunState):
@@ -63,8 +59,6 @@ class RunSummary(RunState):
     peak_mem: float | None = None
     total_time_s: float | None = None            # the run's duration (see runstate.RunClock)
     time_per_epoch_s: float | None = None
-    steady_samples_per_s: float | None = None   # after warm-up; see WARMUP_FRACTION
-    steady_step_ms: float | None = None
     step_ms_spread: float | None = None         # relative spread (stdev / mean) of the steady windows' ms/step
     others_cpu: float | None = None             # median share of the CPUs other processes used in its windows
     load_seen: list[float] = field(default_factory=list)  # each step record's others_cpu (after the first)
@@ -72,8 +66,6 @@ class RunSummary(RunState):
     data_wait_share: float | None = None        # sum of data_wait_ms / sum of step_time_ms (see inputbound)
     loss_curve: Series = field(default_factory=lambda: Series(cap=400))
     epoch_times: list[float] = field(default_factory=list)  # whole epochs' training-step seconds
-    windows: list[tuple[int, int, float, float]] = field(default_factory=list)  # (last step, steps, s, samples)
-    window_from: int = 0                         # the step the next step record's window starts after
     numerics: NumericsSummary = field(default_factory=lambda: NumericsSummary(cap=1))  # range headroom per layer
     ranks: RankMemory = field(default_factory=RankMemory)  # what each rank keeps, and its peak (all ranks' files)
 
@@ -83,13 +75,13 @@ class RunSummary(RunState):
         return distribution.of_run(self.flat_config.get("dist.mode"), self.config, self.world_size, self.start)
 
     def add(self, rec: dict[str, Any]) -> None:
-        super().add(rec)
+        timed = len(self.timed.windows)
+        super().add(rec)  # the step windows too (core.figures: the steady rates every view shows)
         self.ranks.add(rec)
         kind = rec.get("kind")
-        if kind == Start.KIND:
-            self.window_from = self.session_step
-        elif kind == Step.KIND:
-            self._take_window(rec)
+        if kind == Step.KIND:
+            if len(self.timed.windows) > max(1, timed) and isinstance(rec.get(STEP.others_cpu), (int, float)):
+                self.load_seen.append(float(rec[STEP.others_cpu]))  # after the first window, as the rates
             self.loss_curve.add(rec.get(STEP.step, 0), rec.get(STEP.loss))
             self._take_peak(peak_of(rec.get(STEP.mem)))
         elif kind == Epoch.KIND:
@@ -100,16 +92,6 @@ class RunSummary(RunState):
         elif kind == Numerics.KIND and self.speaks(rec):
             self.numerics.add(rec)
 
-    def _take_window(self, rec: dict[str, Any]) -> None:
-        step = rec.get(STEP.step, 0)
-        if rec.get(STEP.step_time_ms) is not None and step > self.window_from:
-            seconds = rec[STEP.step_time_ms] / 1000 * (step - self.window_from)
-            rate = rec.get(STEP.samples_per_s)
-            self.windows.append((step, step - self.window_from, seconds, rate * seconds if rate else 0.0))
-            if isinstance(rec.get(STEP.others_cpu), (int, float)) and len(self.windows) > 1:
-                self.load_seen.append(float(rec[STEP.others_cpu]))
-        self.window_from = step
-
     def _take_peak(self, peak: float | None) -> None:
         if peak is not None:
             self.peak_mem = peak if self.peak_mem is None else max(self.peak_mem, peak)
@@ -118,7 +100,7 @@ class RunSummary(RunState):
         """The figures over the whole run, once every record is in."""
         self.total_time_s = self.clock.seconds()
         self.data_wait_share = self.data_wait.share
-        _steady_rates(self, self.windows)
+        self.step_ms_spread = self.timed.steady(self.total_steps).spread
         self.others_cpu = statistics.median(self.load_seen) if self.load_seen else None
         if self.epoch_times:
             self.time_per_epoch_s = sum(self.epoch_times) / len(self.epoch_times)
@@ -157,22 +139,6 @@ def precision_said(s: RunSummary) -> str:
     return words + APPLIED_BY if s.flat_config.get("run.apply_amp") and words.startswith("autocast ") else words
 
 
-def _steady_rates(summary: RunSummary, windows: list[tuple[int, int, float, float]]) -> None:
-    """Samples/s and ms/step over the step records after warm-up (see WARMUP_FRACTION)."""
-    total = summary.total_steps or (windows[-1][0] if windows else 0)
-    warm = max(1, int(WARMUP_FRACTION * total))
-    steady = [w for w in windows[1:] if w[0] - w[1] >= warm] or windows[-1:]
-    steps = sum(w[1] for w in steady)
-    seconds = sum(w[2] for w in steady)
-    if seconds > 0 and steps:
-        summary.steady_step_ms = 1000 * seconds / steps
-        samples = sum(w[3] for w in steady)
-        summary.steady_samples_per_s = samples / seconds if samples else None
-    per_step = [w[2] / w[1] for w in steady if w[1]]
-    if len(per_step) >= 2 and statistics.fmean(per_step) > 0:
-        summary.step_ms_spread = statistics.pstdev(per_step) / statistics.fmean(per_step)
-
-
 @dataclass
 class CompareRow:
     run_id: str
@@ -185,7 +151,7 @@ class CompareRow:
     peak_mem: float | None
     total_time_s: float | None
     time_per_epoch_s: float | None
-    samples_per_s: float | None  # steady state (see WARMUP_FRACTION)
+    samples_per_s: float | None  # steady state (core.figures)
     speedup: float | None        # steady samples/s against the first run (1.0 for the first)
     memory_saving: float | None  # 1 - this peak / first peak (0.0 for the first)
     skipped: int

@@ -8,7 +8,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution
-from amptui.core.comparestep import common_step, load_differs, stopped_early
+from amptui.core.comparestep import common_step, load_differs, never_stepped, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, SCALER_KEYS
 from amptui.core.inputbound import notice
@@ -132,7 +132,8 @@ def steps_note(summaries: list[RunSummary]) -> str | None:
     which runs stopped early ("stopped at step 10 of 20")."""
     if len({s.step for s in summaries}) < 2:
         return None
-    early = [f"{s.run_id} {s.status} at step {s.step} of {s.total_steps}" for s in summaries if stopped_early(s)]
+    early = [f"{s.run_id} {s.status} before its first step" if never_stepped(s)
+             else f"{s.run_id} {s.status} at step {s.step} of {s.total_steps}" for s in summaries if stopped_early(s)]
     return (f"warning: the runs stopped at different steps ({', '.join(str(s.step) for s in summaries)}): the loss "
             f"column compares them at step {common_step(summaries)}, the last step every run reached; final loss "
             "is each run's own last" + (f" ({'; '.join(early)})" if early else ""))

@@ -44,9 +44,15 @@ def loss_at(run_dir: Path | None, step: int) -> tuple[int, float] | None:
     return found
 
 
+def never_stepped(s: RunSummary) -> bool:
+    """Ended without a step record (a variant that failed at step 0): listed, left out of the common step."""
+    return s.ended and s.step <= 0
+
+
 def common_step(summaries: list[RunSummary]) -> int | None:
-    """The last step every run reached (None when a run has no step yet)."""
-    steps = [s.step for s in summaries]
+    """The last step every run that trained reached (None when a run still going has no step yet,
+    or none trained); a run that ended before its first step does not hold the others at None."""
+    steps = [s.step for s in summaries if not never_stepped(s)]
     return min(steps) if steps and min(steps) > 0 else None
 
 
@@ -55,7 +61,7 @@ def losses_at(summaries: list[RunSummary], step: int | None) -> list[tuple[int, 
     read again from its events."""
     if step is None:
         return [None for _ in summaries]
-    return [(s.step, float(s.loss)) if s.step == step and isinstance(s.loss, (int, float)) else loss_at(s.run_dir, step)
+    return [None if never_stepped(s) else (s.step, float(s.loss)) if s.step == step and isinstance(s.loss, (int, float)) else loss_at(s.run_dir, step)
             for s in summaries]
 
 

@@ -11,6 +11,11 @@ from amptui.core.series import Series, interpolate
 # The baseline's own noise: twice the median change of its loss curve from one point to the next
 # (the fallback of tune's accuracy guard), at least NOISE_FLOOR of its final loss.
 NOISE_FLOOR = 0.005
+# A check that means something: a band no wider than this share of the loss it is read on (a short
+# run whose loss still falls fast has a band as wide as the loss itself: "100% inside" is then true
+# and useless), over at least MIN_POINTS steps both runs recorded.
+WIDE_BAND = 0.10
+MIN_POINTS = 5
 
 
 @dataclass
@@ -47,3 +52,26 @@ def loss_gaps(summaries: list[RunSummary]) -> tuple[float, list[LossGap]]:
         inside = sum(1 for _, g in pairs if abs(g) <= band) / len(pairs) if pairs else None
         out.append(LossGap([x for x, _ in pairs], [g for _, g in pairs], inside))
     return band, out
+
+
+def too_short(band: float, loss: float | None, points: int) -> str | None:
+    """Why a loss-agreement check on this band cannot judge accuracy, or None when it can; the
+    verdict first, so a narrow box that cuts the line keeps it."""
+    if points < MIN_POINTS:
+        return f"too few steps to judge ({points} shared)"
+    if not loss:
+        return f"nothing to judge by (±{band:.3g} on a loss of 0)"
+    if band > WIDE_BAND * abs(loss):
+        return f"too short to judge (±{band:.3g} = {100 * band / abs(loss):.0f}% of loss {abs(loss):.3g})"
+    return None
+
+
+def agreement_words(band: float, gaps: list[LossGap], loss: float | None) -> str:
+    """The compare screen's read: "2: 100%, 3: 87% in ±0.0912", or why there is none to make."""
+    judged = [(i, g.inside, len(g.steps)) for i, g in enumerate(gaps, start=2) if g.inside is not None]
+    if not judged:
+        return ""
+    why = too_short(band, loss, min(n for _, _, n in judged))
+    if why is not None:
+        return why
+    return ", ".join(f"{i}: {100 * inside:.0f}%" for i, inside, _ in judged) + f" in ±{band:.3g}"

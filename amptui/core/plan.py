@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from amptui.core import roofline
@@ -249,19 +250,26 @@ PLAN_FILE_LIMIT = 4 * 1024 * 1024
 
 
 def latest_plan(root: Any, preset: str) -> dict[str, Any] | None:
-    """The newest plan made of `preset` in the runs folder `root` (its plan.json, a bounded read of
-    a regular file), or None."""
+    """The newest plan made of `preset` in the runs folder `root`, or None."""
     from amptui.core.run import runs
-    from amptui.core.safefile import load_json
 
     for info in runs.list_runs(root):
-        if info.preset != preset:
-            continue
-        path = info.path / PLAN_FILE
-        try:
-            doc = load_json(path, PLAN_FILE_LIMIT, within=info.path)
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("layers"), list):
+        if info.preset == preset and (doc := read_plan(info.path)) is not None:
             return doc
     return None
+
+
+def plan_for_run(root: Any, run_dir: Any, preset: str) -> dict[str, Any] | None:
+    """The run screen's plan: the run's own (it is an `amptui plan` run), else its preset's newest."""
+    return read_plan(run_dir) or (latest_plan(root, preset) if preset else None)
+
+
+def read_plan(run_dir: Any) -> dict[str, Any] | None:
+    """A run folder's plan.json (a bounded read of a regular file inside it), or None."""
+    from amptui.core.safefile import load_json
+
+    try:
+        doc = load_json(Path(run_dir) / PLAN_FILE, PLAN_FILE_LIMIT, within=Path(run_dir))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("layers"), list) else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from amptui.core.comparestep import speed_verdict
 from amptui.core.fmt import fmt_flops, fmt_ratio
 
 if TYPE_CHECKING:
@@ -39,7 +40,9 @@ def why_line(base: RunSummary, amp: RunSummary) -> str | None:
     if not base.steady_step_ms or not amp.steady_step_ms:
         return None
     measured = base.steady_step_ms / amp.steady_step_ms
-    if measured >= HELPED:
+    verdict = speed_verdict(amp, base, measured)
+    unclear = bool(verdict.same or verdict.unresolved)  # "same speed" or not resolved: no gain shown either
+    if measured >= HELPED and not unclear:
         return None
     flops, peak32 = _rates(base)
     _, peak_low = _rates(amp)
@@ -50,14 +53,20 @@ def why_line(base: RunSummary, amp: RunSummary) -> str | None:
     share = min(1.0, gemm / t32)
     best = t32 / max(1e-12, t32 - min(gemm, t32) + min(gemm, t32) * peak32 / peak_low)
     dtype, label = amp.precision.reduced, amp.precision.short
-    head = (f"why {label} is {'not faster' if measured < 1.05 else 'only ' + fmt_ratio(measured)}: the model's "
-            f"matmuls are {share:.0%} of the {t32 * 1000:.3g} ms fp32 step ({flops / 1e9:.3g} GFLOP at the measured "
+    said = "not measurably faster" if unclear else "not faster" if measured < 1.05 else "only " + fmt_ratio(measured)
+    head = (f"why {label} is {said}: the model's "
+            f"matmuls are {share:.0%} of the {_ms(t32)} fp32 step ({flops / 1e9:.3g} GFLOP at the measured "
             f"{fmt_flops(peak32)})")
     if share < SMALL_SHARE:
         return (head + f"; {dtype} speeds up only those, so this step can gain at most {fmt_ratio(best)} here: "
                 "the model is too small for AMP to help (memory may still drop)")
     return (head + f"; at {dtype}'s large-matmul rate ({fmt_flops(peak_low)}) it could reach {fmt_ratio(best)}: "
             "its matmuls are too small for fast kernels, or autocast's casts cost what they saved")
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
 
 
 def why_lines(summaries: list[RunSummary]) -> list[str]:

@@ -23,9 +23,29 @@ from amptui.core import safefile
 SAFE_PATH = "-P" if sys.version_info >= (3, 11) else "-I"
 
 
+def forget_working_folder(env: dict[str, str] | os._Environ[str] = os.environ) -> None:
+    """Drop the entries of PYTHONPATH that name the working folder from `env` (in place): an empty
+    one (`export PYTHONPATH=$PYTHONPATH:/x` with nothing before) or `.` puts it back on the path of
+    every Python amptui starts, -P or not, and a `sitecustomize.py` there runs before any of amptui.
+    Other entries stay, relative ones made absolute (`PYTHONPATH=examples` names a folder on purpose;
+    the same folder for every child, which starts in this working folder)."""
+    entries = env.get("PYTHONPATH")
+    if entries is None:
+        return
+    here = os.path.realpath(os.getcwd())
+    kept = [os.path.abspath(entry) for entry in entries.split(os.pathsep)
+            if entry and os.path.realpath(entry) != here]
+    if kept:
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(kept))
+    else:
+        del env["PYTHONPATH"]
+
+
 def amptui_python(*flags: str) -> list[str]:
     """This Python with `flags`, started so that nothing is imported from the working folder:
-    what every `python -m amptui...` amptui starts begins with."""
+    what every `python -m amptui...` amptui starts begins with. (The CLI calls forget_working_folder
+    as it starts, so the environment every child inherits is already clean; this is for the rest.)"""
+    forget_working_folder()
     return [sys.executable, *flags, SAFE_PATH]
 
 

@@ -18,7 +18,8 @@ flowing back. After the optimizer step (`step_done`) the hooks come out and, per
   zero at the recipe's scale granularity (telemetry/float8_numerics.py's masks), for MXFP8 also its
   worst 32-value block.
 
-Biases are left out of every GEMM (each recipe adds them in high precision). A step that is not
+Biases are left out of every GEMM: each recipe adds them in high precision after its GEMM
+(MXFP8's by amptui, trainer/float8.py, as torchao 0.18's MXFP8 linear drops them), so all compare alike. A step that is not
 sampled runs no hook. The sampled step's work is paid on that step only (the Recorder keeps it
 out of the step clock); the figures are read back once, as a `plan_sample` record.
 """

@@ -13,6 +13,7 @@ matmul runs in high precision. Numerics are real, speed is not; every linear tha
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,7 @@ class Float8Conversion(Conversion):
     kept: dict[str, str]         # a linear float8 was asked for but kept in high precision -> why
     emulated: bool               # no float8 GEMM on this device: torchao emulates (numerics real, speed not)
     all_gather: bool = False     # FSDP2 all-gathers tensorwise weights in float8: scales precomputed each step
+    bias_after: tuple[str, ...] = ()  # MXFP8 linears whose bias amptui adds after torchao's GEMM (which drops it)
 
     @property
     def converted(self) -> int:
@@ -90,6 +92,8 @@ class Float8Conversion(Conversion):
             out["recipes"] = dict(self.layers)
         if self.all_gather:
             out["fsdp_float8_all_gather"] = True
+        if self.bias_after:
+            out["bias_added_after_gemm"] = {"layers": list(self.bias_after), "why": MX_BIAS_WHY}
         return out
 
 
@@ -150,6 +154,7 @@ def convert(model: nn.Module, precision: Precision, cfg: Config, device: torch.d
     natives = {r: native(r, device) for r in ALIGN}
     chosen, kept = choose(model, recipe, list(cfg.amp.float8_skip), natives.get(recipe, False), scope)
     sharded = precision.fsdp_policy is not None
+    bias_after: list[str] = []
     for r in dict.fromkeys(chosen.values()):
         wanted = {name for name, each in chosen.items() if each == r}
         hardware = natives[r]
@@ -158,7 +163,7 @@ def convert(model: nn.Module, precision: Precision, cfg: Config, device: torch.d
             return fqn in wanted
 
         if r == "mxfp8":
-            _convert_mx(model, only, hardware)
+            bias_after += _convert_mx(model, only, hardware)
         else:
             from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
@@ -167,7 +172,7 @@ def convert(model: nn.Module, precision: Precision, cfg: Config, device: torch.d
             convert_to_float8_training(model, module_filter_fn=only, config=config)
     emulated = not all(natives[r] for r in set(chosen.values()) | ({recipe} - {"off"}))
     return Float8Conversion(recipe, chosen, kept, emulated,
-                            all_gather=sharded and "tensorwise" in chosen.values())
+                            all_gather=sharded and "tensorwise" in chosen.values(), bias_after=tuple(bias_after))
 
 
 def precompute_scales(model: nn.Module) -> None:
@@ -178,17 +183,53 @@ def precompute_scales(model: nn.Module) -> None:
     precompute_float8_dynamic_scale_for_fsdp(model)
 
 
-def _convert_mx(model: nn.Module, chosen: Any, hardware: bool) -> None:
+def _convert_mx(model: nn.Module, chosen: Any, hardware: bool) -> list[str]:
+    """Convert the chosen linears to MXFP8; the names of those whose bias is added after the GEMM."""
     from torchao.prototype.moe_training.config import MXFP8TrainingOpConfig, MXFP8TrainingRecipe
     from torchao.quantization import quantize_
 
     recipe = MXFP8TrainingRecipe.MXFP8_RCEIL if hardware else MXFP8TrainingRecipe.MXFP8_EMULATED_RCEIL
     quantize_(model, MXFP8TrainingOpConfig.from_recipe(recipe), filter_fn=chosen)
+    biased = []
     for name, module in model.named_modules():
         if chosen(module, name):
             # torchao's MX linear sees the weight before autocast casts it: give it the input in the
             # weight's dtype (its own casts to MXFP8 follow), or the two differ under autocast
             module.register_forward_pre_hook(_input_like_weight)
+            if getattr(module, "bias", None) is not None and mx_drops_bias():
+                module.register_forward_hook(_add_bias)
+                biased.append(name)
+    return biased
+
+
+MX_BIAS_WHY = ("torchao's MXFP8 training linear computes x @ W.T and ignores the bias; amptui adds it "
+               "after the GEMM in the output's dtype, as torchao's float8 linears do")
+
+
+@functools.cache
+def mx_drops_bias() -> bool:
+    """Whether torchao's MXFP8 linear leaves the bias out (0.18 does: its F.linear override calls
+    the scaled GEMM on input and weight only). Asked once, on a 32 x 32 linear on the CPU, so a
+    torchao that adds it is not given the bias twice."""
+    from torchao.prototype.moe_training.config import MXFP8TrainingOpConfig, MXFP8TrainingRecipe
+    from torchao.quantization import quantize_
+
+    linear = nn.Linear(32, 32)
+    with torch.no_grad():
+        linear.weight.zero_()
+        linear.bias.fill_(1.0)
+    holder = nn.Sequential(linear)
+    quantize_(holder, MXFP8TrainingOpConfig.from_recipe(MXFP8TrainingRecipe.MXFP8_EMULATED_RCEIL),
+              filter_fn=lambda mod, _: isinstance(mod, nn.Linear))
+    with torch.no_grad():
+        out = holder(torch.ones(32, 32))
+    return bool(out.abs().max().item() < 0.5)
+
+
+def _add_bias(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
+    bias = module.bias
+    assert isinstance(bias, torch.Tensor)
+    return output + bias.to(output.dtype)
 
 
 def _input_like_weight(module: nn.Module, args: tuple) -> tuple:

@@ -75,6 +75,16 @@ def _status(exc: BaseException | None, said: str = "") -> tuple[str, ErrorInfo |
     return ("failed" if error else "completed"), error
 
 
+def folder_vanished(run_dir: Path) -> bool:
+    """The run folder is gone (the script removed it, or someone did): one line says so, and
+    nothing more is recorded; the script still ends with its own exit code."""
+    if run_dir.is_dir():
+        return False
+    print(f"[amptui] the run folder {run_dir} vanished while the script ran: nothing of the run was kept",
+          file=sys.stderr, flush=True)
+    return True
+
+
 def end_if_silent(run_dir: Path, offset: int, started: float, exc: BaseException | None, rank: int = 0,
                   said: str = "") -> None:
     """Write the run's `end` record unless the script's Monitor (or the hooks) wrote records this
@@ -160,16 +170,18 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
         if sys.stderr is tail:
             sys.stderr = stderr
         said = " ".join(tail.last_lines(1))
-        _end_hooks(session, exc, said)
-        end_if_silent(run_dir, offset, started, exc, rank, said)
+        if not folder_vanished(run_dir):
+            _end_hooks(session, exc, said)
+            end_if_silent(run_dir, offset, started, exc, rank, said)
         if isinstance(exc, KeyboardInterrupt) and session is not None and session.stop_sent:
             sys.exit(0)  # `amptui stop` asked for it: a clean stop, not a crash
         raise
     finally:
         if sys.stderr is tail:
             sys.stderr = stderr
-    _end_hooks(session, None)
-    end_if_silent(run_dir, offset, started, None, rank)
+    if not folder_vanished(run_dir):
+        _end_hooks(session, None)
+        end_if_silent(run_dir, offset, started, None, rank)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from amptui.core import safefile, tunenames
+from amptui.core.config import modes
 from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import Precision
 from amptui.core.config.presets import find_preset, save_preset
 from amptui.core.config.variants import VARIANTS
 from amptui.core.errors import UserError
@@ -30,8 +32,16 @@ from amptui.core.safefile import atomic_write_text
 
 # --- the search space -------------------------------------------------------------------------
 
-PRECISIONS = ("bf16", "fp16+scaler")  # tried after fp32 (the reference) and in this order
-FLOAT8_CANDIDATE = "fp8-rowwise"  # torchao's float8, tried last (needs the fp8 extra; see runner.try_float8)
+
+
+def precisions() -> tuple[str, ...]:
+    """Tried after fp32 (the reference), in this order: what the precision modes offer tune
+    (core/config/modes.py, `tune_variants`), torchao's float8 apart (tried last: runner.try_float8)."""
+    return tuple(n for n in modes.tune_variants() if Precision.from_variant(n).float8 == "off")
+
+
+PRECISIONS = precisions()  # ("bf16", "fp16+scaler") with amptui's own modes
+FLOAT8_CANDIDATE = next(n for n in modes.tune_variants() if Precision.from_variant(n).float8 != "off")
 # --keys names what may vary; the three amp keys all mean "the precision setup".
 KEY_DIMENSIONS = {"amp.autocast": "precision", "amp.dtype": "precision", "amp.grad_scaler": "precision",
                   "run.compile": "compile", "data.batch_size": "batch"}

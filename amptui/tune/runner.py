@@ -118,7 +118,8 @@ class Search:
     def _plan(self) -> None:
         first = [T.precision_candidate("fp32")]
         if "precision" in self.dims:
-            first += [T.precision_candidate(name) for name in T.PRECISIONS]
+            self.planned = T.precisions()  # asked now: the modes registered when the search starts
+            first += [T.precision_candidate(name) for name in self.planned]
         else:
             own = Precision.from_config(self.preset_config(), self.device_type).short
             if own != "fp32":

@@ -39,6 +39,14 @@ async def until(pilot, condition, timeout: float = 30.0, step: float = 0.05) -> 
         await pilot.pause(step)
 
 
+async def settled(pilot) -> None:
+    """Wait until the app has nothing left to do: every widget's messages handled (a layout, a
+    refresh), animations done, the loop idle. A condition, not a fixed pause: it ends as soon as that
+    holds, however loaded the machine."""
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
 class Notes(list):
     """Records app.notify calls: (message, severity)."""
 

@@ -11,6 +11,7 @@ name in amptui/trainer/runtime.py (docs/development.md, "Adding a precision mode
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -46,12 +47,21 @@ class PrecisionMode(ABC):
     def variants(self) -> list[str]:
         """Its variant names, in the order they are offered."""
 
+    def tune_variants(self) -> list[str]:
+        """The variants `amptui tune` tries after fp32 (the reference), in order; [] none."""
+        return []
+
     @abstractmethod
     def parse(self, variant: str) -> dict[str, Any] | None:
         """A variant's Precision fields (autocast, dtype, scaler, ...), or None: not one of its names."""
 
     @abstractmethod
     def owns(self, p: Precision) -> bool: ...
+
+    def normalise(self, p: Precision) -> Precision:
+        """`p` as a config gives it, with what this mode ignores dropped: by default TF32 under
+        autocast (the autocast dtype computes; TF32 is a float32-without-autocast switch)."""
+        return dataclasses.replace(p, tf32=False) if p.autocast and p.tf32 else p
 
     # --- what the trainer applies -----------------------------------------------------------------
 
@@ -162,6 +172,11 @@ class Autocast(PrecisionMode):
     def variants(self) -> list[str]:
         return [n for d in DTYPES.values() for n in (d.short, f"{d.short}+{SCALER}")]
 
+    def tune_variants(self) -> list[str]:
+        """Each dtype as it is meant to run (a GradScaler where its range needs one), wide ones first."""
+        return [d.short + (f"+{SCALER}" if d.needs_scaler else "") for d in sorted(DTYPES.values(),
+                                                                                key=lambda d: d.needs_scaler)]
+
     def parse(self, variant: str) -> dict[str, Any] | None:
         split = _scaler_split(variant)
         d = dtype_by_short(split[0]) if split else None
@@ -249,6 +264,9 @@ class Float8(PrecisionMode):
     def variants(self) -> list[str]:
         return list(FLOAT8_RECIPES.values())
 
+    def tune_variants(self) -> list[str]:
+        return [FLOAT8_RECIPES["rowwise"]]  # torchtitan's accurate recipe (tune tries it last, compiled)
+
     def parse(self, variant: str) -> dict[str, Any] | None:
         recipe = next((r for r, v in FLOAT8_RECIPES.items() if v == variant), None)
         if recipe is None:
@@ -306,6 +324,11 @@ def mode_of(p: Precision) -> PrecisionMode:
 def parse_variant(name: str) -> dict[str, Any] | None:
     """A variant name's Precision fields, from the first mode that knows it; None: no mode does."""
     return next((fields for m in MODES if (fields := m.parse(name)) is not None), None)
+
+
+def tune_variants() -> list[str]:
+    """What `amptui tune` tries after fp32, every mode's in MODES order (float8's: tried last)."""
+    return [n for m in MODES for n in m.tune_variants()]
 
 
 def detect(facts: LoopFacts) -> dict[str, Any]:

@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # config imports this module (its schema names the dtypes)
     from amptui.core.config.values import Config
 
 
-PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype", "amp.float8")  # the keys a Precision decides
+# the keys a Precision decides ([amp.layers]: per-module precision, what a plan A/B varies)
+PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype", "amp.float8", "amp.layers")
 # A run whose precision nobody has seen: a script before its loop's first step (or run with its hooks
 # off): never a config default. Runs lists, JSON and the dashboard say it through `precision_or_unseen`.
 UNSEEN = "not seen"
@@ -59,10 +60,9 @@ class Precision:
     mix: tuple[tuple[str, int], ...] | None = None
 
     def _key(self) -> tuple:
-        """What tells two precisions apart: every field, normalised here and only here. Without
-        autocast the dtype a preset still names is unused (float32 computes); TF32 applies only
-        without autocast."""
-        return (self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32 and not self.autocast,
+        """What tells two precisions apart: every field, normalised here and only here: without
+        autocast the dtype a preset still names is unused (float32 computes)."""
+        return (self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32,
                 self.reduce, self.float8, self.layers, self.mix or None)
 
     def __eq__(self, other: object) -> bool:  # a float32 run is the same whatever autocast dtype its preset names
@@ -87,8 +87,9 @@ class Precision:
         if scaler == "auto":
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
         reduce = getattr(amp, "reduce_dtype", FULL) if cfg.dist.mode == "fsdp" else None
-        return cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True and not amp.autocast, reduce=reduce,
+        said = cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True, reduce=reduce,
                    float8=getattr(amp, "float8", "off"), layers=tuple(getattr(amp, "layers", {}).items()))
+        return said.mode.normalise(said)  # what the mode that owns it ignores, dropped
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
@@ -248,6 +249,14 @@ def _read_mix_part(part: str) -> tuple[str, int] | None:
         return None
     variant = next((v for v in layer_variants() if scope_word(v) == word), None)
     return (variant, int(count)) if variant else None
+
+
+def listing(group: str | None = None) -> list[tuple[str, str]]:
+    """Every variant the modes offer, with its words, in the order offered: [("fp32", "fp32"),
+    ("bf16", "autocast bfloat16"), ...]; `group` ("", "fsdp", "float8"): only that group's. What
+    help texts and docs list (a new mode's variants follow with no edit)."""
+    return [(n, Precision.from_variant(n).words) for m in modes.MODES if group is None or m.group == group
+            for n in m.variants()]
 
 
 def variant_names() -> list[str]:

@@ -268,7 +268,7 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
     that lists runs again and again keeps what was read of big event files there."""
     path = Path(path)
     info = RunInfo(run_id=path.name, path=path)
-    seen, script_run = True, False
+    seen, script_run, applied = True, False, False
     try:
         raw = cfgmod.read_toml(RunFolder(path).config)
         cfg = cfgmod.build_config(raw, source=str(RunFolder(path).config))
@@ -279,6 +279,7 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
             info.precision, info.precision_words = precision.short, precision.words
             if cfg.run.apply_amp and precision.autocast:  # `amptui ab --script --variants`: not the script's own
                 info.precision_words += APPLIED_BY
+        applied = bool(cfg.run.apply_amp)
         info.epochs = cfg.run.epochs
         script_run = bool(cfg.run.script)  # a script's own loop (`run --script` / `-m`): its epochs are its own
         info.world_size = cfgmod.world_size(cfg)
@@ -306,6 +307,8 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
     # its start record said it (config.toml not rewritten), or said more: what [amp.layers] did to the model
     if state.precision is not None and (not info.precision or state.precision.mix):
         info.precision, info.precision_words = state.precision.short, state.precision.words
+    if applied and info.precision not in ("", "fp32"):  # who chose it: amptui, not the script ("bf16 applied")
+        info.precision += " applied"
     if not own_lock and not alive and not state.ended:
         alive, since = writer_alive(path, launch)  # a session that began while the events were read
     end_t = (state.end or {}).get("t") or 0

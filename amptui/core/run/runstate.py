@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from amptui.core.config.precision import Precision
+from amptui.core.figures import StepWindows, final_loss
 from amptui.core.inputbound import DataWait
 from amptui.core.records import END, EPOCH, START, STEP, WARNING, End, Epoch, Scaler, Start, Step, WarningRecord
 
@@ -119,6 +120,7 @@ class RunState:
     data_wait: DataWait = field(default_factory=DataWait)
     clock: RunClock = field(default_factory=RunClock)
     recent: deque[tuple[float, int]] = field(default_factory=deque)  # (t, step) of the last ETA_WINDOW_S
+    timed: StepWindows = field(default_factory=StepWindows)  # the step records' windows (core.figures)
 
     # --- what it says -------------------------------------------------------------------------
 
@@ -141,8 +143,17 @@ class RunState:
 
     @property
     def final_loss(self) -> float | None:
-        said = (self.end or {}).get(END.final_loss)
-        return said if said is not None else self.loss
+        """See core.figures: the one definition every view shows."""
+        return final_loss(self.end, self.loss)
+
+    @property
+    def steady_samples_per_s(self) -> float | None:
+        """Samples/s after warm-up (core.figures): the header, the throughput panel, the summary, compare."""
+        return self.timed.steady(self.total_steps).samples_per_s
+
+    @property
+    def steady_step_ms(self) -> float | None:
+        return self.timed.steady(self.total_steps).step_ms
 
     @property
     def error(self) -> dict[str, Any] | None:
@@ -227,6 +238,7 @@ class RunState:
         self.session_t = _number(get("t"))
         self.session_step = int(get(START.resumed_from) or 0)
         self.recent.clear()  # a new session's pace is its own
+        self.timed.session(self.session_step)
         self.end = None  # a resumed session: the run goes on
 
     def _on_step(self, rec: dict[str, Any]) -> None:
@@ -236,6 +248,7 @@ class RunState:
             return  # not a step record we can place
         self.last_step = rec
         self.step = int(step)
+        self.timed.take(rec)
         t = _number(get("t"))
         if t is not None:
             self.recent.append((t, self.step))

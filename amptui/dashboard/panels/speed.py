@@ -33,7 +33,8 @@ class ThroughputPanel(RunPanel):
         lines = [Line(xs, ys, label="windows", color=RAW_SPEED),
                  Line(xs, median, label=f"median of {MEDIAN_WINDOW}", color="orange")]
         self.query_one(MetricPlot).update_figure(view.figure(lines))
-        self.border_subtitle = f"median {median[-1]:,.0f} samples/s" if median else "-"
+        steady = m.steady_samples_per_s  # after warm-up (core.figures): the header's, compare's, the summary's
+        self.border_subtitle = f"steady {steady:,.0f} samples/s" if steady else "-"
         ms = m.step_time_ms
         parts = [f"now {m.samples_per_s:,.0f} samples/s" if m.samples_per_s else "",
                  (f"{ms:,.0f} ms/step" if ms >= 100 else f"{ms:.1f} ms/step") if ms else ""]  # 1,360 ms, 27.6 ms

@@ -17,7 +17,7 @@ from amptui.core import compare as cmp
 from amptui.core import comparenotes
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import UserError
-from amptui.core.lossgaps import loss_gaps
+from amptui.core.lossgaps import agreement_words, loss_gaps
 from amptui.core.narrow import columns_that_fit
 from amptui.core.run import runops
 from amptui.dashboard.picture import save_screen
@@ -219,18 +219,16 @@ class CompareScreen(DashboardScreen):
             edge = [x_range[0], x_range[1]]
             gap_lines += [Line(edge, [band, band], color=BAND), Line(edge, [-band, -band], color=BAND),
                           Line(edge, [0.0, 0.0], color=COLORS[0])]
-        verdicts = []
         for i, gap in enumerate(gaps, start=1):
             gap_lines.append(Line(gap.steps, gap.gaps, label=str(i + 1), color=COLORS[i % len(COLORS)]))
-            if gap.inside is not None:
-                verdicts.append(f"{i + 1}: {100 * gap.inside:.0f}%")
         top = max([band, *(abs(g) for gap in gaps for g in gap.gaps)], default=band) or 1.0
         self.query_one("#compare-gap", MetricPlot).update_figure(
             Figure(gap_lines, empty="one run: nothing to set against", x_range=x_range, legend=False,
                    y_range=(-top, top)))
         box = self.query_one("#compare-gap-box")
-        # each run's share of steps inside the band, then the band: "2: 100%, 3: 87% in ±0.0912"
-        box.border_subtitle = (", ".join(verdicts) + f" in ±{band:.3g}") if verdicts else ""
+        # each run's share of steps inside the band, then the band: "2: 100%, 3: 87% in ±0.0912";
+        # a band too wide for the loss (a short run) says so instead of a true, useless 100%
+        box.border_subtitle = agreement_words(band, gaps, summaries[0].final_loss if summaries else None)
         self._curves_drawn = True
 
     def drawn(self) -> bool:

@@ -31,7 +31,7 @@ from amptui.dashboard.screens.home.launch import HomeLaunches
 from amptui.dashboard.screens.home.presets import HomePresets, PresetList
 from amptui.dashboard.screens.home.runs import HomeRunActions
 from amptui.dashboard.screens.keys import with_reasons
-from amptui.dashboard.screens.plan.screen import PlanScreen
+from amptui.dashboard.screens.plan.screen import show_plan
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.title import HomeTitle
 from amptui.dashboard.widgets.toggles import TogglesPanel
@@ -276,12 +276,7 @@ class HomeScreen(DashboardScreen):
         if preset is None:
             self.notify("no preset highlighted", severity="warning")
             return
-        doc = latest_plan(Path(self.app.runs_root), preset.name)
-        if doc is None:
-            self.notify(f"no plan of {preset.name} in this runs folder yet: run `amptui plan {preset.name} "
-                        "--for H100` (or your GPU), then press P again", severity="warning", timeout=8)
-            return
-        self.app.push_screen(PlanScreen(doc))
+        show_plan(self, preset.name, latest_plan(Path(self.app.runs_root), preset.name))
 
     def action_compare(self) -> None:
         table = self.query_one(RunTable)

@@ -1,5 +1,5 @@
-"""Plan (P on a preset): the newest `amptui plan` of that preset, read from its run folder's
-plan.json: the table (largest share of FLOPs first: shape, each recipe's lowest SQNR, fp16
+"""Plan (P on a preset, or P on a run: that plan run's own, else its preset's newest): an
+`amptui plan`, read from its run folder's plan.json: the table (largest share of FLOPs first: shape, each recipe's lowest SQNR, fp16
 headroom, predicted gain, the choice), a layers x recipes heat map of SQNR, and each choice's reason."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from amptui.dashboard.screens.keys import named
 
 HEAT = ((10.0, "white on red"), (15.0, "black on dark_orange"), (20.0, "black on yellow"))  # as the float8 heat map
 COOL = "black on green"
+HEAT_NAMES = {"fp8-rowwise": "fp8-row"}  # the heat map's 8-wide columns: a name that fits
 
 
 def lowest(figures: Any) -> float | None:
@@ -30,16 +31,16 @@ def lowest(figures: Any) -> float | None:
 
 def cell(value: float | None) -> Text:
     if value is None:
-        return Text("   -  ", style="dim")
+        return Text("    -   ", style="dim")
     style = next((s for limit, s in HEAT if value < limit), COOL)
-    return Text(f" {value:4.0f} " if value < 100 else "  99+ ", style=style)
+    return Text(f"  {value:4.0f}  " if value < 100 else "   99+  ", style=style)
 
 
 def heat_map(layers: list[dict[str, Any]]) -> Text:
     """One row per layer, one column per recipe: its lowest SQNR in dB, coloured low hot."""
     width = max([len(str(x.get("name", ""))) for x in layers] + [5])
     text = Text("SQNR (dB) against float32, lowest of output and gradients\n", style="bold")
-    text.append(" " * (width + 1) + "".join(f"{r[:6]:^6}" for r in RECIPES) + "\n")
+    text.append(" " * (width + 1) + "".join(f"{HEAT_NAMES.get(r, r):^8}" for r in RECIPES) + "\n")
     for layer in layers:
         text.append(f"{str(layer.get('name', ''))[:width]:<{width}} ")
         for recipe in RECIPES:
@@ -105,6 +106,15 @@ class PlanScreen(DashboardScreen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+
+def show_plan(screen: DashboardScreen, preset: str, doc: dict[str, Any] | None) -> None:
+    """Open the plan screen on `doc`; without one, say the command that makes it."""
+    if doc is None:
+        screen.notify(f"no plan of {preset or 'this run'} in this runs folder yet: run `amptui plan "
+                      f"{preset or 'PRESET'} --for H100` (or your GPU), then press P again", severity="warning", timeout=8)
+        return
+    screen.app.push_screen(PlanScreen(doc))
 
 
 def _db(value: Any) -> str:

@@ -127,8 +127,8 @@ def stats_line(m: RunModel) -> Text:
     mem = next(iter(m.mem_now.items()), None)
     if mem:
         add(mem[0].split(" ", 1)[-1], fmt_bytes(mem[1][0]))
-    if m.samples_per_s:
-        add("samples/s", f"{m.samples_per_s:,.0f}")
+    if m.steady_samples_per_s:  # after warm-up (core.figures), the figure compare and the summary show
+        add("samples/s", f"{m.steady_samples_per_s:,.0f}")
     ep = m.epochs_seen[-1] if m.epochs_seen else None
     if ep and ep.get("val_acc") is not None:
         add("val acc", fmt_accuracy(ep["val_acc"]))

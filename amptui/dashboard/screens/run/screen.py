@@ -19,6 +19,7 @@ from textual.worker import get_current_worker
 
 from amptui.core.fmt import shown
 from amptui.core.inputbound import notice
+from amptui.core.plan import plan_for_run
 from amptui.dashboard.panels import PanelView, RunPanel, registry
 from amptui.dashboard.panels.base import shared_x_range
 from amptui.dashboard.picture import save_screen
@@ -26,6 +27,7 @@ from amptui.dashboard.runmodel import RunModel
 from amptui.dashboard.runtail import RunTail
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import with_reasons
+from amptui.dashboard.screens.plan.screen import show_plan
 from amptui.dashboard.screens.run.controls import RunStatusPanel
 from amptui.dashboard.screens.run.header import first_look, header_line, progress_fraction, progress_line, stats_line
 from amptui.dashboard.widgets.wordline import WordLine
@@ -73,6 +75,7 @@ class RunScreen(DashboardScreen):
         Binding("n", "next_panel", "Next panel"),
         Binding("t", "x_axis", "Time axis"),
         Binding("p", "picture", "SVG"),
+        Binding("P", "plan", "Plan", show=False),  # this plan run's plan, else its preset's newest
         Binding("S", "cancel_ab", "Cancel A/B", show=False),  # the whole A/B this run is part of
         Binding("escape", "restore", "Restore", show=False),
     ], ("stop", "resume"), "run") + [_panel_binding(i, cls) for i, cls in enumerate(NUMBERED)]
@@ -348,6 +351,9 @@ class RunScreen(DashboardScreen):
 
     def action_compare(self) -> None:
         self.app.compare_with(self.run_dir)
+
+    def action_plan(self) -> None:
+        show_plan(self, self.model.preset, plan_for_run(self.app.runs_root, self.run_dir, self.model.preset))
 
     def action_cancel_ab(self) -> None:
         from amptui.dashboard.screens.ab.cancel import cancel_ab_of

@@ -1,0 +1,99 @@
+"""A run's headline figures, one definition each, read by every view (the run screen's header and
+throughput panel, the summary `amptui run` prints at its end, `compare`, and what `export` rows add
+up to), so one run never shows three throughputs (issue 43).
+
+- samples/s: steady-state, after warm-up: the samples of the step records whose window ends past the
+  first WARMUP_FRACTION of the run's steps (never the first record) divided by those windows' seconds;
+  a time-weighted mean of the records' own samples/s. Before a window past warm-up: the last window's.
+- step time: the same windows' seconds / their steps, in ms.
+- final loss: the end record's `final_loss` (the recorder writes its last step record's loss), else
+  the last step record's loss. A step record's loss is the mean over its window of `log.every` steps,
+  so a script's own print of its last batch's loss can differ by that batch's noise.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from amptui.core.records import END, STEP
+
+# Timings leave out start-up and warm-up: step records whose window ends in the first 10% of the
+# run's steps (at least the first record) do not count. Each window is timed between two reads of
+# the device, so it is a synchronised device timing.
+WARMUP_FRACTION = 0.1
+
+
+@dataclass
+class Steady:
+    samples_per_s: float | None = None
+    step_ms: float | None = None
+    spread: float | None = None  # relative spread (stdev / mean) of the windows' ms/step
+
+
+@dataclass
+class StepWindows:
+    """The timed windows of a run's step records: (last step, steps, seconds, samples) each."""
+
+    windows: list[tuple[int, int, float, float]] = field(default_factory=list)
+    window_from: int = 0  # the step the next step record's window starts after
+    _cache: tuple[int, int, Steady] | None = None
+
+    def session(self, resumed_from: int) -> None:
+        """A start record: the next window starts at the step this session resumed from."""
+        self.window_from = resumed_from
+
+    def take(self, rec: dict[str, Any]) -> bool:
+        """Fold one step record; True when it added a timed window."""
+        step, ms = rec.get(STEP.step, 0), rec.get(STEP.step_time_ms)
+        added = False
+        if not isinstance(step, (int, float)) or isinstance(step, bool):
+            return False
+        step = int(step)
+        if isinstance(ms, (int, float)) and step > self.window_from:
+            seconds = ms / 1000 * (step - self.window_from)
+            rate = rec.get(STEP.samples_per_s)
+            samples = rate * seconds if isinstance(rate, (int, float)) else 0.0
+            self.windows.append((step, step - self.window_from, seconds, samples))
+            added = True
+        self.window_from = step
+        return added
+
+    def steady(self, total_steps: int | None) -> Steady:
+        """The steady-state figures (see the module's definitions); cached until a window arrives."""
+        if self._cache is not None and self._cache[:2] == (len(self.windows), total_steps or 0):
+            return self._cache[2]
+        found = steady_of(self.windows, total_steps)
+        self._cache = (len(self.windows), total_steps or 0, found)
+        return found
+
+
+def steady_of(windows: list[tuple[int, int, float, float]], total_steps: int | None) -> Steady:
+    """Samples/s and ms/step over the windows after warm-up (see WARMUP_FRACTION)."""
+    total = total_steps or (windows[-1][0] if windows else 0)
+    warm = max(1, int(WARMUP_FRACTION * total))
+    steady = [w for w in windows[1:] if w[0] - w[1] >= warm] or windows[-1:]
+    found = Steady()
+    steps, seconds = sum(w[1] for w in steady), sum(w[2] for w in steady)
+    if seconds > 0 and steps:
+        found.step_ms = 1000 * seconds / steps
+        samples = sum(w[3] for w in steady)
+        found.samples_per_s = samples / seconds if samples else None
+    per_step = [w[2] / w[1] for w in steady if w[1]]
+    if len(per_step) >= 2 and statistics.fmean(per_step) > 0:
+        found.spread = statistics.pstdev(per_step) / statistics.fmean(per_step)
+    return found
+
+
+def steady_of_rows(rows: list[dict[str, Any]], total_steps: int | None = None) -> Steady:
+    """The same figures from `amptui export` rows (one per step record, in order)."""
+    windows = StepWindows()
+    for row in rows:
+        windows.take(row)
+    return windows.steady(total_steps)
+
+
+def final_loss(end: dict[str, Any] | None, last_step_loss: float | None) -> float | None:
+    said = (end or {}).get(END.final_loss)
+    return said if said is not None else last_step_loss

@@ -1,0 +1,153 @@
+"""A new precision mode is one file: its `PrecisionMode` (core, no torch) and its trainer-side
+`ModeRuntime`, registered by the mode's name. This file is that file for a made-up mode, "fp16
+with float32 norms" (autocast float16 plus a conversion that keeps every LayerNorm's weight in
+float32 and counts them), and shows the rest of amptui offering it with no other change: the
+variant names `ab` takes and lists, the tune plan, the trainer (its conversion, its after-step
+hook, its start note and record), the layer variants of [amp.layers], and the docs' recipe."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from amptui.core.config import modes
+from amptui.core.config import values as config
+from amptui.core.config import variants as ab
+from amptui.core.config.precision import Precision, layer_variants, listing
+from amptui.trainer import runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- the one file a new mode takes: its mode ... -------------------------------------------------
+
+class NormsFp32(modes.PrecisionMode):
+    """float16 autocast with a GradScaler, the norms kept in float32 (the field it owns: tf32 on
+    under autocast, which no built-in mode uses)."""
+
+    name = "fp16-norms"
+
+    def variants(self):
+        return ["fp16-norms"]
+
+    def tune_variants(self):
+        return ["fp16-norms"]
+
+    def parse(self, variant):
+        return {"autocast": True, "dtype": "float16", "scaler": True, "tf32": True} if variant == "fp16-norms" else None
+
+    def owns(self, p):
+        return p.autocast and p.tf32
+
+    def normalise(self, p):
+        return p  # it is the mode that keeps amp.tf32 under autocast
+
+    def autocast_dtype(self, p):
+        return p.dtype
+
+    def short(self, p):
+        return "fp16-norms"
+
+    def words(self, p):
+        return "autocast float16, norms in float32"
+
+    def record(self, p):
+        return {"norms": {"dtype": "float32"}}
+
+    def overrides(self, p):
+        return {"amp.tf32": True}
+
+
+# --- ... and its runtime ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NormsKept(runtime.Conversion):
+    norms: list[str]
+
+    def record(self):
+        return {"kept": list(self.norms)}
+
+    def note(self, device):
+        return f"{len(self.norms)} norms kept in float32"
+
+
+class NormsRuntime(runtime.ModeRuntime):
+    record_key = "norms"
+    steps = 0
+
+    def convert(self, model, precision, cfg, device, scope):
+        norms = [name for name, m in model.named_modules() if isinstance(m, nn.LayerNorm)]
+        for name in norms:
+            model.get_submodule(name).float()
+        return NormsKept(norms)
+
+    def after_optimizer_step(self, model, done):
+        NormsRuntime.steps += 1
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """What importing the mode's file does in a real package: MODES gets the mode, RUNTIMES its runtime."""
+    monkeypatch.setattr(modes, "MODES", [*modes.MODES, NormsFp32()])
+    monkeypatch.setitem(runtime.RUNTIMES, "fp16-norms", NormsRuntime())
+    runtime.register("fp16-norms")(NormsRuntime)  # the decorator form a mode's file uses
+    yield
+    runtime.RUNTIMES.pop("fp16-norms", None)
+
+
+# --- offered everywhere ---------------------------------------------------------------------------
+
+def test_ab_takes_and_lists_the_new_variant(registered):
+    assert "fp16-norms" in ab.known_variants()
+    assert ("fp16-norms", "autocast float16, norms in float32 + GradScaler") in listing()
+    assert dict(ab.expand("fp32,fp16-norms", "cuda"))["fp16-norms"] == {
+        "amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True, "amp.tf32": True}
+    p = Precision.from_variant("fp16-norms")
+    assert isinstance(p.mode, NormsFp32) and p.short == "fp16-norms+scaler"
+    assert p != Precision.from_variant("fp16+scaler") and Precision.from_record(p.as_record()) == p
+    assert p.as_record()["norms"] == {"dtype": "float32"}
+
+
+def test_tune_plans_it_after_the_built_in_precisions(registered):
+    from amptui.tune import plan as T
+
+    assert T.precisions() == ("bf16", "fp16+scaler", "fp16-norms")
+    assert T.precision_candidate("fp16-norms").knobs["amp.tf32"] is True
+
+
+def test_the_trainer_runs_its_runtime(registered):
+    """build_state picks the runtime by the mode's name, converts with it; the loop's hooks call it."""
+    from amptui.trainer.state import build_state
+
+    class Dist:
+        rank, local_rank, world_size, enabled = 0, 0, 1, False
+
+    cfg = config.build_config({"model": {"name": "gpt", "n_layer": 1, "n_embd": 32, "n_head": 2, "block_size": 16},
+                               "data": {"name": "text", "batch_size": 2, "train_samples": 8, "val_samples": 0},
+                               "run": {"device": "cpu"}}, Precision.from_variant("fp16-norms").overrides())
+    state = build_state(cfg, Dist(), torch.device("cpu"), lambda line: None)  # type: ignore[arg-type]
+    [(used, done)] = state.conversions
+    assert isinstance(used, NormsRuntime) and isinstance(done, NormsKept)
+    assert done.norms == ["blocks.0.ln_1", "blocks.0.ln_2", "ln_f"] and done.note(state.device) == "3 norms kept in float32"
+    assert state.model.get_submodule("ln_f").weight.dtype == torch.float32
+    assert state.precision.mode.name == "fp16-norms" and state.autocast.dtype == torch.float16
+
+
+def test_a_layer_can_take_it_when_it_is_a_compute_precision_of_its_own(registered):
+    assert "fp16-norms" not in layer_variants()  # it needs a GradScaler: the run's, not a layer's
+
+
+def test_the_docs_recipe_names_every_hook_a_mode_and_its_runtime_have():
+    """docs/development.md's "Adding a precision mode" names what this file had to write."""
+    text = (ROOT / "docs/development.md").read_text()
+    section = text.split("## Adding a precision mode", 1)[1].split("\n## ", 1)[0]
+    hooks = [n for n in vars(modes.PrecisionMode) if not n.startswith("_") and callable(getattr(modes.PrecisionMode, n))]
+    hooks += [n for n in vars(runtime.ModeRuntime) if not n.startswith("_") and callable(getattr(runtime.ModeRuntime, n))]
+    missing = [n for n in hooks if not re.search(rf"`{n}`", section)]
+    assert not missing, missing
+    assert "tests/test_fake_mode.py" in section and "module:function" not in section
