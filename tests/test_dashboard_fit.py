@@ -241,7 +241,10 @@ async def test_the_tune_start_dialog_wraps_a_long_preset_name_at_80x24(root):
 
 
 @async_test
-async def test_the_compare_table_says_it_scrolls_sideways_at_80_columns(root):
+async def test_the_compare_table_drops_whole_columns_at_80_columns_loss_and_verdict_first(root):
+    """At 80 columns the table fits without scrolling sideways: the terminal's short forms, the
+    least wanted columns left out whole (Column.priority, as `amptui compare` does), loss and the
+    speed-up first; a wider screen (resized) gets every figure back."""
     from support.dashboard import FAILED, SCALER
 
     from amptui.dashboard.screens.compare.screen import CompareScreen
@@ -251,12 +254,18 @@ async def test_the_compare_table_says_it_scrolls_sideways_at_80_columns(root):
         await home_ready(pilot, rows=3)
         app.open_compare([root / QUICK, root / SCALER, root / FAILED])
         await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.drawn())
+        await pilot.pause()
         box = app.screen.query_one("#compare-table-box")
-        await until(pilot, lambda: box.border_subtitle == "more columns → · ← → scroll")
         table = app.screen.query_one("#compare-table")
-        while table.scroll_x < table.max_scroll_x:
-            await pilot.press("right")  # the table has the focus: the arrow keys scroll it
-        await until(pilot, lambda: box.border_subtitle == "← more columns · ← → scroll")
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels[:4] == ["#", "precision", "loss @ step 20", "speed-up"] and "val acc" in labels, labels
+        assert "run" not in labels and "samples/s" not in labels  # left out whole, never cut
+        assert table.max_scroll_x == 0 and not box.border_subtitle
+        assert [str(c) for c in table.get_row(SCALER)][1:2] == ["fp16+scaler"]
+        await pilot.resize_terminal(200, 40)
+        await until(pilot, lambda: "samples/s" in [str(c.label) for c in table.columns.values()])
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels[-3:] == ["samples/s", "skipped", "data wait"] and "final loss" in labels  # every figure back
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])

@@ -158,7 +158,8 @@ async def test_the_compare_screen_shows_the_state_saving_and_the_note(runs_dir):
         screen = app.screen
         table = screen.query_one("#compare-table")
         headers = [str(c.label) for c in table.columns.values()]
-        assert headers[:7] == ["#", "precision", "dist", "preset", "speed-up", "mem saving", "state saving"]
+        assert headers[:8] == ["#", "precision", "dist", "loss @ step 8", "speed-up", "val acc", "mem saving",
+                           "state saving"], headers
         fsdp_row = [c.plain if isinstance(c, Text) else str(c) for c in table.get_row(FSDP_RUN)]
         assert "FSDP x2" in fsdp_row and "+50.0%" in fsdp_row
         notes = screen.query_one("#compare-notes").render()

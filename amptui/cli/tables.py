@@ -14,6 +14,7 @@ from amptui.cli.console import terminal
 from amptui.core import trust
 from amptui.core.distribution import precision_labels
 from amptui.core.fmt import fmt_duration, fmt_time, shown
+from amptui.core.narrow import columns_that_fit
 from amptui.core.run.runs import RunInfo
 
 
@@ -32,11 +33,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str | Text]], ou
         return
     texts = [[Text(shown(cell)) if isinstance(cell, str) else cell for cell in row] for row in rows]
     least = {h: _least_width(h, [row[i] for row in texts], h in no_wrap) for i, h in enumerate(headers)}
-    columns = list(headers)
-    for header in drop:
-        if sum(least[h] for h in columns) + 2 * (len(columns) - 1) <= console.width:
-            break
-        columns.remove(header)
+    columns = columns_that_fit(least, drop, console.width)
     needed = sum(least[h] for h in columns) + 2 * (len(columns) - 1)
     table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
     for h in columns:
@@ -119,10 +116,9 @@ def print_compare(rows, out: TextIO | None = None) -> None:
     columns = [c for c in compare.shown_columns(rows) if c.key != "run"]
     headers = ["#", *(c.short for c in columns)]
     cells = [[str(i), *(c.terminal(r) for c in columns)] for i, r in enumerate(rows, 1)]
-    by_priority = sorted(columns, key=lambda c: c.priority)
     print_table(headers, cells, out, no_wrap=[h for h in headers if h not in ("preset",)],
                 right=["#", *(c.short for c in columns if c.key not in ("preset", "precision", "dist", "status"))],
-                drop=[c.short for c in by_priority if c.priority < 9])
+                drop=[c.short for c in compare.drop_order(columns)])
 
 
 def print_comparison(run_dirs, fmt: str, out: TextIO | None = None, names: list[str] | None = None) -> None:

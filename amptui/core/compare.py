@@ -19,7 +19,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from amptui.core import distribution
 from amptui.core.comparenotes import short_precision
@@ -310,6 +310,12 @@ def shown_columns(rows: list[CompareRow]) -> list[Column]:
     shown = [c for c in COLUMNS if (spread or not c.spread_only) and (uneven or not c.uneven_only)]
     at = f"step {common}" if common is not None else "step -"
     return [replace(c, header=f"loss @ {at}", short=f"loss @\n{at}") if c.key == "loss" else c for c in shown]
+
+
+def drop_order(columns: Sequence[Column]) -> list[Column]:
+    """The columns a narrow table leaves out, first to last, until the rest fit (core/narrow.py): the
+    lowest priority first, equal ones in the order given; those of priority 9 never."""
+    return [c for c in sorted(columns, key=lambda c: c.priority) if c.priority < 9]
 
 
 def cells(row: CompareRow) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from amptui.core.config import values as cfgmod
 from amptui.core.config.keychecks import check_value
 from amptui.core.errors import ConfigError
 from amptui.core.run.runops import gpu_count_guess
+from amptui.dashboard.widgets.wordline import WordLine
 from amptui.machine.dtype_speed import summary_note
 
 if sys.version_info >= (3, 11):
@@ -157,7 +158,7 @@ class TogglesPanel(Vertical):
                 else:
                     yield ToggleInput(id=t.wid, compact=True, classes="toggle", validators=[KeyValidator(t.key)],
                                       validate_on=["changed", "submitted"])
-        yield Static(id="toggle-summary")
+        yield WordLine(id="toggle-summary")
         yield Static(id="toggle-speed")  # a slow precision here, or auto falling back to float32
         yield Static(id="toggle-error")
 

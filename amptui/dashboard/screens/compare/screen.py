@@ -18,6 +18,7 @@ from amptui.core import comparenotes
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import UserError
 from amptui.core.lossgaps import agreement_words, loss_gaps
+from amptui.core.narrow import columns_that_fit
 from amptui.core.run import runops
 from amptui.dashboard.picture import save_screen
 from amptui.dashboard.screens.base import DashboardScreen, in_background
@@ -72,6 +73,7 @@ class CompareScreen(DashboardScreen):
         self.summaries: list[cmp.RunSummary] = []
         self.differ: list[str] = []
         self._curves_drawn = False
+        self._fitted_width = 0
 
     def compose(self) -> ComposeResult:
         yield Static(f"comparing {len(self.run_dirs)} runs · speed-up and memory saving against run 1 "
@@ -103,14 +105,36 @@ class CompareScreen(DashboardScreen):
 
     @staticmethod
     def _order(rows: Sequence[cmp.CompareRow] = ()) -> list[str]:
-        """The columns' keys: the headline numbers first, the long run id last, so what matters
-        shows at 80 columns; the per-rank columns (dist, state saving) only when a run ran on
-        several processes, the final loss only when the runs stopped at different steps."""
+        """The columns' keys: the headline numbers first (loss and the verdict, speed-up), the long
+        run id last; the per-rank columns (dist, state saving) only when a run ran on several
+        processes, the final loss only when the runs stopped at different steps."""
         shown = [c.key for c in cmp.shown_columns(list(rows))]
-        first = [h for h in ("precision", "dist", "preset", "speed-up", "mem saving", "state saving", "steps", "status",
-                             "loss", "final loss", "val acc") if h in shown]
+        first = [h for h in ("precision", "dist", "loss", "speed-up", "val acc", "mem saving", "state saving",
+                             "preset", "steps", "status", "final loss") if h in shown]
         rest = [h for h in shown if h not in first and h != "run"]
         return first + rest + ["run"]
+
+    def _fitted(self, rows: Sequence[cmp.CompareRow], width: int) -> tuple[list[str], list[dict[str, str]]]:
+        """The columns shown in `width` cells and each row's cells: every column in full when they
+        fit, else the terminal's short forms ("fp16+scaler", "can't tell") and whole columns left out
+        by priority (core/narrow.py, as `amptui compare` does on a narrow terminal; the run id
+        first: the legend names each run), never a cell cut."""
+        order, labels = self._order(rows), self._labels(rows)
+        full = [self.row_cells(row) for row in rows]
+        columns = {c.key: c for c in cmp.shown_columns(list(rows))}
+
+        def widths(texts: list[dict[str, str]]) -> dict[str, int]:
+            return {"n": len(str(len(rows))),
+                    **{h: max([cell_len(labels.get(h, h)), *(cell_len(t[h]) for t in texts)]) for h in order}}
+
+        gap = 2  # a DataTable cell's padding, both sides
+        if sum(widths(full).values()) + gap * len(order) + gap <= width:
+            return order, full
+        short = [{c.key: c.terminal(row) for c in columns.values()} for row in rows]
+        later_first = [columns[h] for h in reversed(order)]
+        drop = ["run", *(c.key for c in cmp.drop_order(later_first))]
+        kept = columns_that_fit(widths(short), drop, width - gap, gap)
+        return [h for h in order if h in kept], short
 
     @staticmethod
     def _labels(rows: Sequence[cmp.CompareRow] = ()) -> dict[str, str]:
@@ -139,26 +163,40 @@ class CompareScreen(DashboardScreen):
             warning.update(Text.assemble(("⚠ runs differ in more than precision: ", "bold"), shown,
                                          (" — speed-up and memory saving compare more than AMP", "")))
         warning.display = bool(differ)
+        self._fill_table()
+        notes = self.query_one("#compare-notes", Static)
+        notes_text = numerics_notes(summaries)
+        notes.update(notes_text)
+        notes.display = bool(notes_text)
+        self._curves(summaries)
+
+    def _fill_table(self) -> None:
+        rows = self.rows
         table = self.query_one("#compare-table", DataTable)
-        texts = [self.row_cells(row) for row in rows]
+        box = self.query_one("#compare-table-box")
+        width = box.content_size.width or self.app.size.width - 2
+        order, texts = self._fitted(rows, width)
+        labels = self._labels(rows)
         # Columns as wide as their widest cell, set here: widths the table measured itself as rows
         # arrived raced its first draw (at 80 columns a row stayed drawn at the headers' widths).
         table.clear(columns=True)
         table.add_column("#", key="n", width=len(str(len(rows))))
-        order, labels = self._order(rows), self._labels(rows)
         for h in order:
             label = labels.get(h, h)
             table.add_column(label, key=h, width=max([cell_len(label), *(cell_len(t[h]) for t in texts)]))
         for i, (row, cells_of) in enumerate(zip(rows, texts, strict=True)):
             color = COLORS[i % len(COLORS)]
             by_header: dict[str, str | Text] = {**cells_of, "run": Text(cells_of["run"], style=color)}
-            cells = [by_header[h] for h in order]
-            table.add_row(Text(str(i + 1), style=f"bold {color}"), *cells, key=row.run_id)
-        notes = self.query_one("#compare-notes", Static)
-        notes_text = numerics_notes(summaries)
-        notes.update(notes_text)
-        notes.display = bool(notes_text)
-        self._curves(summaries)
+            table.add_row(Text(str(i + 1), style=f"bold {color}"), *(by_header[h] for h in order), key=row.run_id)
+        self._fitted_width = width
+
+    def on_resize(self) -> None:
+        """A wider or narrower screen: the columns chosen again for it, once it is laid out."""
+        self.call_after_refresh(self._refit)
+
+    def _refit(self) -> None:
+        if self.rows and self.query_one("#compare-table-box").content_size.width != self._fitted_width:
+            self._fill_table()
 
     def _curves(self, summaries: list[cmp.RunSummary]) -> None:
         """The overlay on one step axis for all runs (the baseline a line, the others markers on

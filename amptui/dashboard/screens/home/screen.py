@@ -35,6 +35,7 @@ from amptui.dashboard.screens.plan.screen import show_plan
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.title import HomeTitle
 from amptui.dashboard.widgets.toggles import TogglesPanel
+from amptui.dashboard.widgets.wordline import WordLine
 from amptui.jobs import groups as groupmod
 from amptui.jobs.groups import Group
 
@@ -106,14 +107,14 @@ class HomeScreen(DashboardScreen):
             with Vertical(id="presets-box"):
                 yield PresetList(id="presets")
             with Vertical(id="toggles-box"):
-                yield Static(id="preset-desc")
+                yield WordLine(id="preset-desc")
                 yield TogglesPanel(id="toggles")
         with Vertical(id="runs-box"):
             yield FilterInput(placeholder="filter presets and runs: words in name, status, precision, A/B group, id",
                               id="runs-filter", compact=True)
             yield RunTable(id="runs")
             yield Static("no runs yet: pick a preset and press r", id="runs-empty")
-            yield Static(id="run-detail")
+            yield WordLine(id="run-detail")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -181,7 +182,7 @@ class HomeScreen(DashboardScreen):
         return table.runs.get(table.highlighted_run() or "")
 
     def _show_detail(self) -> None:
-        detail = self.query_one("#run-detail", Static)
+        detail = self.query_one("#run-detail", WordLine)
         info = self._highlighted_info()
         self._resume_refusal = runops.resume_refusal(info.path, info) if info is not None else "no run highlighted"
         keys = (info is None, self._resume_refusal)
@@ -201,9 +202,12 @@ class HomeScreen(DashboardScreen):
             spread = dist_label(info.dist)  # "DDP x2": how it ran; an FSDP policy's words already say FSDP
             if spread and (info.precision_words or "").startswith("FSDP"):
                 spread = f"{info.world_size} ranks"
-            detail.update(Text.assemble((info.run_id, "bold"), f" · {shown(precision_or_unseen(info.precision_words or info.precision))}"
-                                        + (f" · {spread}" if spread else "")
-                                        + f" · {fmt_duration(info.duration_s)}{extra}", style="dim"))
+            how = (f"{shown(precision_or_unseen(info.precision_words or info.precision))}"
+                   + (f" · {spread}" if spread else "") + f" · {fmt_duration(info.duration_s)}")
+            # narrower: the run id left out (the list shows it), then the figures before the precision
+            figures_first = [Text(f"{extra.removeprefix(' · ')} · {how}", style="dim")] if extra else []
+            detail.show_forms(Text.assemble((info.run_id, "bold"), f" · {how}{extra}", style="dim"),
+                              Text(f"{how}{extra}", style="dim"), *figures_first)
 
     @on(DataTable.RowSelected, "#runs")
     def _run_selected(self, event: DataTable.RowSelected) -> None:

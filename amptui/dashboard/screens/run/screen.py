@@ -30,6 +30,7 @@ from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.screens.plan.screen import show_plan
 from amptui.dashboard.screens.run.controls import RunStatusPanel
 from amptui.dashboard.screens.run.header import first_look, header_line, progress_fraction, progress_line, stats_line
+from amptui.dashboard.widgets.wordline import WordLine
 
 FLUSH_HZ = 4
 PLOT_HZ = 2
@@ -101,11 +102,11 @@ class RunScreen(DashboardScreen):
 
     # --- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(id="run-header")
+        yield WordLine(id="run-header")
         with Horizontal(id="progress-row"):
             yield ProgressBar(total=1.0, show_eta=False, id="progress")
-            yield Static(id="progress-text")
-        yield Static(id="stats")
+            yield WordLine(id="progress-text")
+        yield WordLine(id="stats")
         yield Static(id="warning-bar")
         yield RunStatusPanel(self.run_dir, self.model)
         yield PanelTabs(id="panel-tabs")
