@@ -3,14 +3,13 @@ guard, the out-of-memory path, the tuned preset, Ctrl-C, and the dashboard's tun
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
