@@ -58,11 +58,13 @@ def isolated(tmp_path, monkeypatch):
     --cpu-bfloat16 each test reads a copy of the pinned rates (doctor measures afresh and keeps the
     higher rate: one test's measurement must not change what the next one sees)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    # the state folder beside tmp_path, not in it: tests list what they write there
+    state = tmp_path.parent / f"{tmp_path.name}-xdg-state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
     monkeypatch.setenv("AMPTUI_RUNS_DIR", str(tmp_path / "runs"))
     # the once-per-machine note on a CUDA build of torch without a GPU counts as said: whether a test
     # sees it would depend on which torch this machine has (tests/test_first_hour.py unsays it)
-    said = tmp_path / "xdg-state" / "amptui" / "cpu-torch-note.json"
+    said = state / "amptui" / "cpu-torch-note.json"
     said.parent.mkdir(parents=True, exist_ok=True)
     said.write_text('{"said": true}')
     if os.environ.get(PINNED_RATES):
