@@ -70,8 +70,8 @@ def main() -> int:
 
     from amptui.dashboard.app import make_app
     from amptui.dashboard.picture import screen_svg
-    from amptui.dashboard.screens.compare import CompareScreen
-    from amptui.dashboard.screens.run import RunScreen
+    from amptui.dashboard.screens.compare.screen import CompareScreen
+    from amptui.dashboard.screens.run.screen import RunScreen
     from amptui.dashboard.widgets.runtable import RunTable
 
     def save(app, name: str) -> None:
