@@ -86,12 +86,7 @@ class Handle:
                     os.killpg(group, signum)
                 except OSError:
                     pass  # the group is empty already
-            for proc in family:
-                try:
-                    proc.send_signal(signum)
-                except psutil.Error:
-                    pass
-            _, family = psutil.wait_procs(family, timeout=term_wait_s if signum == signal.SIGTERM else 10.0)
+            family = _send_and_wait(family, signum, term_wait_s)
             if not family:
                 return []
         return family
@@ -117,12 +112,7 @@ def end_group_leftovers(pgid: int, term_wait_s: float) -> list[psutil.Process]:
         return []
     members = group_members(pgid)
     for signum in (signal.SIGTERM, signal.SIGKILL):
-        for proc in members:
-            try:
-                proc.send_signal(signum)
-            except psutil.Error:
-                pass
-        _, members = psutil.wait_procs(members, timeout=term_wait_s if signum == signal.SIGTERM else 10.0)
+        members = _send_and_wait(members, signum, term_wait_s)
         if not members:
             return []
     return members
@@ -190,3 +180,15 @@ def kill_child_session(popen) -> None:
             proc.kill()
         except psutil.Error:
             pass
+
+
+def _send_and_wait(procs: list[psutil.Process], signum: int, term_wait_s: float) -> list[psutil.Process]:
+    """Send `signum` to each process (gone ones skipped) and wait for them: SIGTERM `term_wait_s`,
+    SIGKILL 10 s; returns those still alive."""
+    for proc in procs:
+        try:
+            proc.send_signal(signum)
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=term_wait_s if signum == signal.SIGTERM else 10.0)
+    return alive
