@@ -71,7 +71,8 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
         except Exception:
             pass
         script = scriptexit.lone_script(run_dir)
-        if end is None and script and proc.returncode is not None:  # os._exit, a signal: we write its end
+        # os._exit, a signal, a trainer that died before its first record: we write its end
+        if end is None and proc.returncode is not None and scriptexit.launcher_writes_end(run_dir, offset, proc.returncode):
             end = scriptexit.record_exit(run_dir, offset, began, proc.returncode)
         if echo is not None:
             echo.poll(final=True)  # the script's last words (its traceback) before amptui's

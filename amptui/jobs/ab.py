@@ -33,6 +33,7 @@ class Outcome:
     total: int
     run_dirs: list[Path] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)  # a failed variant's error, as its run recorded it
     interrupted: bool = False
     cancelled: bool = False  # `S` / `amptui stop GROUP`: no further variant started
 
@@ -48,8 +49,12 @@ class Outcome:
             return f"cancelled after {len(self.run_dirs)} of {self.total} variants"
         if self.interrupted:
             return f"interrupted after {len(self.run_dirs)} of {self.total} variants"
-        if self.failed:
-            return f"variant(s) {', '.join(self.failed)} did not complete"
+        if self.failed:  # each reason once, with the variants that ended with it
+            by_reason: dict[str, list[str]] = {}
+            for name in self.failed:
+                by_reason.setdefault(self.why.get(name, ""), []).append(name)
+            return "; ".join(f"variant(s) {', '.join(names)} " + (f"failed: {reason}" if reason else "did not complete")
+                             for reason, names in by_reason.items())
         return ""
 
     @property
@@ -103,9 +108,18 @@ def run_variants(group: groupmod.Group, preset: Preset, overrides: dict[str, Any
             break
         if code != 0:
             outcome.failed.append(name)
+            outcome.why[name] = failure_words(run_dir)
     group.update(state=outcome.state, error=outcome.error)
     return outcome
 
+
+def failure_words(run_dir: Path) -> str:
+    """Why a variant failed, as its run's end record says it ("ModuleNotFoundError: ..."), or ""
+    (killed, stopped: it did not complete)."""
+    from amptui.core.run.runs import load_run
+
+    info = load_run(run_dir)
+    return info.error if info.status == "failed" else ""
 
 
 def script_ab_args(run_dir: Path, runs_root: Path, verb: str = "ab", *options: str) -> tuple[list[str] | None, str]:

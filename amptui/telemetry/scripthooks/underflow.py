@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from amptui.core.config.dtypes import dtype_range
+from amptui.core.config.precision import narrow
 from amptui.telemetry.scripthooks import mistakes
 from amptui.telemetry.scripthooks.models import optimizer_params
 
@@ -71,7 +71,7 @@ class FlushCheck:
             return False
         # an autocast to a dtype that needs loss scaling (float16) without an enabled GradScaler, in one
         # process (an extra backward in DDP would start its gradient all-reduce)
-        return s.world_size == 1 and not s.scaling.on and any(dtype_range(d).needs_scaler for _, d in s.seen.entered)
+        return s.world_size == 1 and not s.scaling.on and any(narrow(d) for _, d in s.seen.entered)
 
     def backward(self, loss) -> None:
         step = self.session.recorder.counters.step + 1
