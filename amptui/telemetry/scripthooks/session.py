@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.precision import Precision, narrow, wide
+from amptui.core.config.modefacts import SCALER_UNNEEDED, RunFacts
+from amptui.core.config.precision import Precision, narrow
 from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
 from amptui.core.records import ErrorInfo, WarningRecord
@@ -156,7 +157,8 @@ class ScriptSession:
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
-        if recorder.scaler_enabled and precision.autocast and wide(precision.dtype):
+        if recorder.scaler_enabled and any(note.code == SCALER_UNNEEDED for note in  # the mode's rule, the hooks' words
+                                           precision.mode.warnings(precision, RunFacts(script=True))):
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
