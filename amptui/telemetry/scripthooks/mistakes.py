@@ -19,7 +19,8 @@ FP16_UNDERFLOW = ("autocast float16 without a GradScaler: {share:.1%} of gradien
                   "float16's normal range (2**-14) at step {step}; small gradients underflow to zero in the "
                   "float16 backward. Add torch.amp.GradScaler (scaler.scale(loss).backward(), scaler.step, "
                   "scaler.update) or use bfloat16")
-SCHED_SKIPPED = ("about torch's 'lr_scheduler.step() before optimizer.step()' warning: the GradScaler skipped the "
+SCHED_SKIPPED = ("lr_scheduler.step() ran before its optimizer's first step (torch warns 'Detected call of "
+                 "lr_scheduler.step() before optimizer.step()' unless warnings are off): the GradScaler skipped the "
                  "first optimizer step(s) (inf/NaN gradients while the loss scale calibrated from its initial "
                  "value), so optimizer.step() had not run yet. The schedule's first value was skipped: harmless "
                  "once the scale settles and steps train (if none does, amptui says so); a lower init_scale avoids it")

@@ -243,6 +243,7 @@ class ScriptSession:
                     self.finish_step()
             except (StopRequested, KeyboardInterrupt):
                 pass
+            self.steps.check_schedulers()
             if not self.started:  # no step finished: what precision the loop would train in is unknown
                 self.begin(seen=False)
             if not self.recorder.counters.step and status == "completed":  # a stop or a failure says why itself
@@ -295,8 +296,8 @@ class ScriptSession:
         self.steps.clipped(norm)
 
     @guarded
-    def python_warning(self, message: str) -> None:
-        self.steps.python_warning(message)
+    def scheduler_made(self, scheduler) -> None:
+        self.steps.scheduler_made(scheduler)
 
     @guarded
     def scaler_scale(self, scaler, outputs) -> None:
