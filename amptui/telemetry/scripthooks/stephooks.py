@@ -8,6 +8,7 @@ calls show. It owns the step clock (stepclock.py) and the step's own state; the 
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +32,18 @@ class StepWatch:
         self.optimizers: list[torch.optim.Optimizer] = []
         self._optimizer_ids: set[int] = set()
         self.trained: set[int] = set()              # optimizers whose step() really ran (ids)
+        self.stepping_threads: set[int] = set()     # the threads optimizers stepped on (idents)
         self.schedulers: list[tuple[weakref.ref, int]] = []  # LR schedulers made, with their first last_epoch
         self.pending = False                        # a scaler step waiting for its update()
         self.grad_norm: torch.Tensor | None = None
         self.losses_seen = 0
 
     def optimizer(self, opt) -> None:
+        """An optimizer steps (the post hook, or entering scaler.step()) on the calling thread."""
+        if len(self.stepping_threads) < 2:
+            self.stepping_threads.add(threading.get_ident())
+        if len(self.stepping_threads) > 1 and len(self._optimizer_ids | {id(opt)}) > 1:
+            self.threaded()
         if id(opt) not in self._optimizer_ids:
             self._optimizer_ids.add(id(opt))
             self.optimizers.append(opt)
@@ -58,6 +65,11 @@ class StepWatch:
                 self.pending = True
             else:
                 self.session.finish_step()
+
+    def threaded(self) -> None:
+        """Several optimizers stepped from several threads: no one loop's order to count steps by
+        (one optimizer stepped from any thread is counted exactly: each of its steps is one)."""
+        self.session.warn("threaded_steps", mistakes.THREADED_STEPS)
 
     def add_loss(self, loss) -> None:
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
