@@ -15,6 +15,7 @@ import torch
 
 from amptui.core import safefile, trust
 from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import narrow_dtype
 from amptui.core.config.resolve import auto_overrides
 from amptui.core.run import runlock, runs
 from amptui.core.run.folders import remember as remember_runs_folder
@@ -107,7 +108,7 @@ class Opening:
         if "amp.grad_scaler" not in user:
             told["amp.grad_scaler"] = self.scaler_enabled
             if self.scaler_enabled and "amp.dtype" not in user and base is None:
-                told["amp.dtype"] = "float16"  # a GradScaler is what float16 needs
+                told["amp.dtype"] = narrow_dtype()  # a GradScaler is what float16 needs
         if "run.epochs" not in user and self.epochs:
             told["run.epochs"] = int(self.epochs)
         if "log.every" not in user and self.log_every is not None:

@@ -7,6 +7,12 @@ Prints one JSON line: the mean milliseconds per optimizer step after `--warmup` 
 (with `--alternate N`: medians of N interleaved window pairs without / with amptui.Monitor).
 Same model (depth x Linear(width) with ReLU), data (fixed random batches made up front and
 reused, as the recipe does), SGD lr 1e-3, MSELoss, autocast + GradScaler spelled as the recipe.
+
+The loop details that move a CPU's answer (benchmarks/loop_details.py times each): `--optimizer`
+(torch's default foreach SGD, the fused kernel amptui's trainer takes, the per-parameter for-loop),
+`--keep-grads` (zero_grad(set_to_none=False): gradients zeroed in place, not re-allocated),
+`--no-scaler-calls` (plain backward/step instead of the disabled GradScaler's calls) and
+`--reuse-host-memory` (the trainer's glibc settings, amptui/trainer/host_memory.py).
 """
 
 import argparse
@@ -36,6 +42,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--optimizer", choices=("foreach", "fused", "forloop"), default="foreach",
+                        help="SGD's implementation: torch's default (foreach), fused (amptui's), for-loop")
+    parser.add_argument("--keep-grads", action="store_true", help="zero_grad(set_to_none=False)")
+    parser.add_argument("--no-scaler-calls", action="store_true",
+                        help="loss.backward(); opt.step() instead of the (disabled) GradScaler's calls")
+    parser.add_argument("--reuse-host-memory", action="store_true",
+                        help="the trainer's glibc settings: freed blocks kept for reuse")
     parser.add_argument("--monitor", action="store_true", help="add amptui.Monitor to the loop (its overhead)")
     parser.add_argument("--alternate", type=int, default=0, metavar="WINDOWS",
                         help="after --warmup, time WINDOWS pairs of --steps-step windows in this one process, "
@@ -43,12 +56,17 @@ def main() -> None:
     args = parser.parse_args()
 
     device = torch.device(args.device)
+    if args.reuse_host_memory:
+        from amptui.trainer.host_memory import keep_freed_memory
+
+        keep_freed_memory()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     data = [(torch.randn(args.batch, args.width, generator=g).to(device),
              torch.randn(args.batch, args.width, generator=g).to(device)) for _ in range(args.batches)]
     net = make_model(args.width, args.depth).to(device)
-    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    implementation = {"foreach": {"foreach": True}, "fused": {"fused": True}, "forloop": {"foreach": False}}
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3, **implementation[args.optimizer])
     loss_fn = nn.MSELoss()
     use_amp = args.dtype != "fp32"
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
@@ -75,10 +93,14 @@ def main() -> None:
         with torch.autocast(device_type=device.type, dtype=dtype, enabled=use_amp):
             output = net(x)
             loss = loss_fn(output, y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
+        if args.no_scaler_calls:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        opt.zero_grad(set_to_none=not args.keep_grads)
         if monitor is not None:
             monitor.step(loss, batch_size=args.batch)
     sync()
@@ -87,6 +109,8 @@ def main() -> None:
     if monitor is not None:
         monitor.close()
     print(json.dumps({"dtype": args.dtype, "ms_per_step": ms, "samples_per_s": args.batch * 1000 / ms,
+                      "optimizer": args.optimizer, "keep_grads": args.keep_grads,
+                      "no_scaler_calls": args.no_scaler_calls, "reuse_host_memory": args.reuse_host_memory,
                       "steps": measured, "width": args.width, "batch": args.batch, "device": device.type}))
 
 

@@ -179,8 +179,10 @@ def amptui_ab(model: Model, variants: list[str], device: str, runs_dir: Path) ->
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"amptui ab {model.preset} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    # the A/B's runs, in the order it ran them (run ids are time-ordered); the rows `ab` printed
-    summaries = [compare.summarize(d) for d in sorted(p for p in runs_dir.iterdir() if p.is_dir())]
+    # the A/B's runs, in the order it ran them (run ids are time-ordered; dot-folders hold the A/B
+    # group's own records); the rows `ab` printed
+    runs = sorted(p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    summaries = [compare.summarize(d) for d in runs]
     rows = compare.compare_rows(summaries)
     return {v: (s.steady_step_ms, row.speedup) for v, s, row in zip(variants, summaries, rows)}
 

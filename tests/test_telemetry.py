@@ -344,3 +344,16 @@ def test_telemetry_sits_below_the_trainer_and_the_monitor():
                                                                             "textual"))}
         assert not crossed, f"{path.name} imports {crossed}"
     assert not {m for m in imports(package.parent / "monitor.py") if "trainer" in m}
+
+
+def test_the_run_log_says_which_optimizer_kernel_and_gradient_reset_the_loop_takes():
+    """A hand loop with torch's defaults (foreach SGD) answers a CPU A/B differently (docs/ab-results.md):
+    the trainer's log names the kernel it took, so the difference has a name."""
+    from amptui.trainer.optim import implementation_line
+
+    opt = build_optimizer(_optim_cfg("sgd"), nn.Linear(2, 2).parameters())
+    kernel = "fused kernel (torch's default is foreach)" if opt.defaults.get("fused") else "torch's default implementation"
+    assert implementation_line(opt) == f"optimizer: SGD, {kernel}; gradients set to None after each step " \
+                                       "(allocated again by the next backward)"
+    plain = build_optimizer(_optim_cfg("adamw"), nn.Linear(2, 2).parameters(), fused=False)
+    assert implementation_line(plain).startswith("optimizer: AdamW, torch's default implementation;")

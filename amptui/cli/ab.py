@@ -14,10 +14,16 @@ from pathlib import Path
 from amptui.cli.abscript import variant_labels
 from amptui.cli.compare import print_emulation_notes
 from amptui.cli.parser import PRESET_HELP, runs_dir_option
-from amptui.cli.run_commands import attach
+from amptui.cli.run_commands import attach, attach_all
 from amptui.core.config.variants import variants_help
 from amptui.core.errors import UserError
 from amptui.jobs.detached import announce
+
+INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
+               "one whose turn it is trains, the others wait off their step clocks")
+INTERLEAVED_RESULT = ("speed-up from windows measured alternately (--interleave): each variant's timed windows "
+                      "took turns with the others', so a drift of the machine's speed fell on all alike; total "
+                      "time includes the turns spent waiting")
 
 
 def add_parser(sub) -> None:
@@ -37,6 +43,11 @@ def add_parser(sub) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key in every variant, e.g. --set run.max_steps=200 (repeatable; "
                         "not the amp.* keys the variants set)")
+    p.add_argument("--interleave", action="store_true",
+                   help="run the variants side by side, taking turns one step record (log.every steps) at a time, "
+                        "so their timed windows alternate and a slow drift of the machine's speed falls on all "
+                        "alike; the speed-up then comes from windows measured alternately. Both models are in "
+                        "memory at once; one process per variant (not dist.mode dp/ddp/fsdp), presets only")
     p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
                    help="how to print the comparison at the end (default: table)")
     p.add_argument("--detach", action="store_true", help="run the A/B in the background (its output in "
@@ -66,6 +77,8 @@ def handle(args) -> int:
     if args.script or args.script_variants:
         from amptui.cli.abscript import cmd_ab_script
 
+        if args.interleave:
+            raise UserError(abjob.interleave_refusal("none", script=True) or "")
         return cmd_ab_script(args)
     if not args.preset:
         raise UserError("ab: name a preset (see `amptui presets list`) or your own script with --script FILE")
@@ -77,6 +90,9 @@ def handle(args) -> int:
         planned = preset.config(overrides)
         check_no_script("ab", planned.run.script)
         expanded = ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
+        refusal = abjob.interleave_refusal(planned.dist.mode, script=False) if args.interleave else None
+        if refusal:
+            raise UserError(refusal)
         if args.estimate:  # how long it would take, and nothing started (the dashboard asks this first)
             from amptui.cli.estimate import ab_estimate_or_why
 
@@ -109,14 +125,21 @@ def handle(args) -> int:
             say(said_before_start(preset, overrides, variants))
         labels = variant_labels([name for name, _ in variants])
 
-        def follow(run_dir: Path, proc, index: int, name: str) -> int:
-            return attach(run_dir, proc, False, 0, label=labels[index - 1])
+        if args.interleave:
+            say(INTERLEAVED)
+            outcome = abjob.run_interleaved(group, preset, overrides, variants, root,
+                                            lambda dirs, procs, tick: attach_all(dirs, procs, labels, tick))
+        else:
+            def follow(run_dir: Path, proc, index: int, name: str) -> int:
+                return attach(run_dir, proc, False, 0, label=labels[index - 1])
 
-        outcome = abjob.run_variants(group, preset, overrides, variants, root, follow)
+            outcome = abjob.run_variants(group, preset, overrides, variants, root, follow)
     print()
     print_comparison(outcome.run_dirs, args.format)
     if args.format in ("table", "markdown"):
         print_emulation_notes([compare.summarize(d) for d in outcome.run_dirs])
+        if args.interleave:
+            say(INTERLEAVED_RESULT)
         say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
     if outcome.error:
         error(outcome.error)

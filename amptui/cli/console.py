@@ -125,11 +125,13 @@ class ProgressPrinter:
 
     BAR_WIDTH = 12
 
-    def __init__(self, out: TextIO | None = None, label: str = "", console: Console | None = None):
+    def __init__(self, out: TextIO | None = None, label: str = "", console: Console | None = None,
+                 plain: bool = False):
         out = out if out is not None else sys.stdout
         self.out = out
         self.label = label
-        self.console = console if console is not None else terminal(out)
+        # plain: lines only, also on a terminal (several runs followed at once share it)
+        self.console = None if plain else console if console is not None else terminal(out)
         self.run = RunState()
         self.started = time.monotonic()  # this session's start record arrived (the ETA's clock)
         self._last_plain = 0.0

@@ -71,8 +71,7 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
         except Exception:
             pass
         script = scriptexit.lone_script(run_dir)
-        if end is None and script and proc.returncode is not None:  # os._exit, a signal: we write its end
-            end = scriptexit.record_exit(run_dir, offset, began, proc.returncode)
+        end = _settled_end(run_dir, proc, end, offset, began)
         if echo is not None:
             echo.poll(final=True)  # the script's last words (its traceback) before amptui's
     finally:
@@ -94,6 +93,59 @@ def attach(run_dir: Path, proc, detach: bool, offset: int, label: str = "", kind
     if script and code == 1 and proc.returncode:  # the script's own exit code (a signal: 128+N)
         return scriptexit.shell_code(proc.returncode)
     return code
+
+
+def _settled_end(run_dir: Path, proc, end: dict | None, offset: int, began: float) -> dict | None:
+    """The run's end record; written here for a process that ended without one when the launcher
+    writes it (os._exit, a signal, a trainer that died before its first record: jobs/scriptexit.py)."""
+    from amptui.jobs import scriptexit
+
+    if end is None and proc.returncode is not None and scriptexit.launcher_writes_end(run_dir, offset, proc.returncode):
+        end = scriptexit.record_exit(run_dir, offset, began, proc.returncode)
+    return end
+
+
+def attach_all(run_dirs: list[Path], procs: list, labels: list[str], tick) -> list[int]:
+    """Follow several trainers at once (`ab --interleave`): a plain progress line per run (several
+    live lines cannot share a terminal), `tick()` at each look; Ctrl-C asks them all to stop, a
+    second leaves them running. One code per run: 0 completed, 130 stopped by Ctrl-C or left
+    running, 1 otherwise."""
+    from amptui.cli.console import ProgressPrinter
+    from amptui.core.events import EventReader
+    from amptui.core.run import runs
+    from amptui.jobs import launch
+
+    began = time.time()
+    printers = [ProgressPrinter(label=label, plain=True) for label in labels]
+    readers = [EventReader(RunFolder(d).events) for d in run_dirs]
+    ends: list[dict | None] = [None] * len(run_dirs)
+    stopping = False
+    while True:
+        try:
+            tick()
+            for i, (reader, printer) in enumerate(zip(readers, printers, strict=True)):
+                if ends[i] is None:
+                    gone = procs[i].poll() is not None  # before the read: its last records are in it
+                    ends[i] = _feed(reader, printer) or ({} if gone else None)
+            if all(end is not None for end in ends):
+                break
+            time.sleep(0.1)
+        except KeyboardInterrupt:
+            if stopping:
+                print(f"left running in the background: amptui watch {run_dirs[0].name}", file=sys.stderr)
+                return [130] * len(run_dirs)
+            stopping = True
+            print("stopping every variant (checkpoint first); Ctrl-C again to leave them running", file=sys.stderr)
+            for run_dir in run_dirs:
+                launch.request_stop(run_dir)
+    tick()
+    codes = []
+    for run_dir, proc, printer, end in zip(run_dirs, procs, printers, ends, strict=True):
+        proc.wait()
+        end = _settled_end(run_dir, proc, end or None, 0, began)
+        printer.finish(runs.load_run(run_dir).duration_s)
+        codes.append(130 if stopping else (0 if end is not None and end.get("status") == "completed" else 1))
+    return codes
 
 
 def _is_terminal(stream) -> bool:

@@ -27,6 +27,7 @@ Where things live:
     comparenotes  the lines under compare's table (warnings, TF32, headroom, what was measured)
     distribution  how a run was spread ("bf16 FSDP x2"); rankmemory: its memory per rank
     lossgaps      each run's loss against the baseline's noise band (the compare screen)
+    turns         the turn file of `ab --interleave`: one variant trains at a time, in turn
     export        a run's step series as CSV or JSON (`amptui export`)
     preflight     checks before a run folder exists (device, data, weights); usercode: factories
     checkpoints   last.json, what a resume check knows of last.pt without torch

@@ -54,24 +54,41 @@ def loss_gaps(summaries: list[RunSummary]) -> tuple[float, list[LossGap]]:
     return band, out
 
 
-def too_short(band: float, loss: float | None, points: int) -> str | None:
-    """Why a loss-agreement check on this band cannot judge accuracy, or None when it can; the
+def still_falling(curve: Series) -> bool:
+    """Is the loss still falling from one point to the next (a run too short for its curve to have
+    settled), rather than wandering about a level? Most steps down: the median change is downward
+    and at least half as large as the median size of a change."""
+    import statistics
+
+    _, ys = curve.points()
+    diffs = [b - a for a, b in zip(ys, ys[1:], strict=False)]
+    if not diffs:
+        return True
+    return statistics.median(diffs) < 0 and abs(statistics.median(diffs)) >= 0.5 * statistics.median(map(abs, diffs))
+
+
+def too_short(band: float, loss: float | None, points: int, falling: bool = True) -> str | None:
+    """Why a loss-agreement check on this band cannot judge accuracy, or None when it can: the run
+    is too short (too few shared steps, or its loss still falls so fast that one step's change is a
+    large share of the loss), or its band is too wide (a noisy loss, however long the run). The
     verdict first, so a narrow box that cuts the line keeps it."""
     if points < MIN_POINTS:
-        return f"too few steps to judge ({points} shared)"
+        return f"too short to judge ({points} steps shared)"
     if not loss:
         return f"nothing to judge by (±{band:.3g} on a loss of 0)"
     if band > WIDE_BAND * abs(loss):
-        return f"too short to judge (±{band:.3g} = {100 * band / abs(loss):.0f}% of loss {abs(loss):.3g})"
+        share = f"±{band:.3g} = {100 * band / abs(loss):.0f}% of loss {abs(loss):.3g}"
+        return f"too short to judge (still falling: {share})" if falling else f"band too wide to judge (noisy: {share})"
     return None
 
 
-def agreement_words(band: float, gaps: list[LossGap], loss: float | None) -> str:
-    """The compare screen's read: "2: 100%, 3: 87% in ±0.0912", or why there is none to make."""
+def agreement_words(band: float, gaps: list[LossGap], loss: float | None, falling: bool = True) -> str:
+    """The compare screen's read: "2: 100%, 3: 87% in ±0.0912", or why there is none to make
+    (`falling`: the baseline's loss still falls, still_falling)."""
     judged = [(i, g.inside, len(g.steps)) for i, g in enumerate(gaps, start=2) if g.inside is not None]
     if not judged:
         return ""
-    why = too_short(band, loss, min(n for _, _, n in judged))
+    why = too_short(band, loss, min(n for _, _, n in judged), falling)
     if why is not None:
         return why
     return ", ".join(f"{i}: {100 * inside:.0f}%" for i, inside, _ in judged) + f" in ±{band:.3g}"

@@ -14,6 +14,7 @@ from typing import Callable, Mapping
 
 from amptui.core import textcorpus
 from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import narrow, wide, wide_dtype
 from amptui.core.config.resolve import auto_fallback_note, auto_overrides, wants_speed_facts
 from amptui.core.errors import UserError
 from amptui.core.fsdp_checks import check_fsdp
@@ -104,29 +105,29 @@ def odd_combinations(cfg: cfgmod.Config, slow: Mapping[str, str] | None = None) 
     if amp.grad_scaler is True and not amp.autocast:
         notes.append("GradScaler without autocast: gradients are float32 and cannot overflow, so the scaler "
                      "only adds work")
-    elif amp.grad_scaler is True and amp.dtype == "bfloat16":
-        notes.append("GradScaler with bfloat16: bfloat16 has float32's range, so loss scaling is not needed")
-    if amp.autocast and amp.dtype == "float16" and amp.grad_scaler is False:
-        notes.append("float16 autocast without a GradScaler: small gradients may underflow to zero")
+    elif amp.grad_scaler is True and wide(amp.dtype):
+        notes.append(f"GradScaler with {amp.dtype}: {amp.dtype} has float32's range, so loss scaling is not needed")
+    if amp.autocast and narrow(amp.dtype) and amp.grad_scaler is False:
+        notes.append(f"{amp.dtype} autocast without a GradScaler: small gradients may underflow to zero")
     if cfg.debug.inject_inf_every and not amp.grad_scaler:
         notes.append("debug.inject_inf_every without a GradScaler: nothing skips the poisoned steps, so the "
                      "weights turn inf/NaN; add --set amp.grad_scaler=true to watch the scaler handle it")
     if amp.tf32 is True and dev == "cpu":
         notes.append("amp.tf32 = true on the CPU: TF32 is a CUDA tensor-core mode, so float32 runs as usual here")
-    if amp.autocast and amp.dtype == "float16" and dev == "cpu":
-        notes.append("float16 autocast on the CPU: " + _cpu_float16_advice(slow))
+    if amp.autocast and narrow(amp.dtype) and dev == "cpu":
+        notes.append(f"{amp.dtype} autocast on the CPU: " + _cpu_narrow_advice(amp.dtype, slow))
     return notes
 
 
-def _cpu_float16_advice(slow: Mapping[str, str] | None) -> str:
+def _cpu_narrow_advice(dtype: str, slow: Mapping[str, str] | None) -> str:
     """Which format is fast on this CPU, as measured (see odd_combinations)."""
+    wide = wide_dtype()
     if slow is None:
-        return "most CPUs compute float16 slowly; bfloat16 is usually a CPU's fast format (`amptui doctor` measures it)"
-    said = f"float16 is slow on this CPU ({slow['float16']})" if "float16" in slow else \
-        "most CPUs compute float16 slowly"
-    if "bfloat16" in slow:
-        return f"{said}, and so is bfloat16 ({slow['bfloat16']}): float32 (amp.autocast=false) is its fast format"
-    return f"{said}; bfloat16 is this CPU's fast format"
+        return f"most CPUs compute {dtype} slowly; {wide} is usually a CPU's fast format (`amptui doctor` measures it)"
+    said = f"{dtype} is slow on this CPU ({slow[dtype]})" if dtype in slow else f"most CPUs compute {dtype} slowly"
+    if wide in slow:
+        return f"{said}, and so is {wide} ({slow[wide]}): float32 (amp.autocast=false) is its fast format"
+    return f"{said}; {wide} is this CPU's fast format"
 
 
 def check_float8(cfg: cfgmod.Config) -> None:

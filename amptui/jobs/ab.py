@@ -33,6 +33,7 @@ class Outcome:
     total: int
     run_dirs: list[Path] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)  # a failed variant's error, as its run recorded it
     interrupted: bool = False
     cancelled: bool = False  # `S` / `amptui stop GROUP`: no further variant started
 
@@ -48,8 +49,12 @@ class Outcome:
             return f"cancelled after {len(self.run_dirs)} of {self.total} variants"
         if self.interrupted:
             return f"interrupted after {len(self.run_dirs)} of {self.total} variants"
-        if self.failed:
-            return f"variant(s) {', '.join(self.failed)} did not complete"
+        if self.failed:  # each reason once, with the variants that ended with it
+            by_reason: dict[str, list[str]] = {}
+            for name in self.failed:
+                by_reason.setdefault(self.why.get(name, ""), []).append(name)
+            return "; ".join(f"variant(s) {', '.join(names)} " + (f"failed: {reason}" if reason else "did not complete")
+                             for reason, names in by_reason.items())
         return ""
 
     @property
@@ -103,9 +108,75 @@ def run_variants(group: groupmod.Group, preset: Preset, overrides: dict[str, Any
             break
         if code != 0:
             outcome.failed.append(name)
+            outcome.why[name] = failure_words(run_dir)
     group.update(state=outcome.state, error=outcome.error)
     return outcome
 
+
+# How interleaved variants are followed until all have ended: (run folders, their trainers, a tick
+# to call as often as the follower looks) -> one code per variant, as Follow's.
+FollowAll = Callable[[list[Path], list[subprocess.Popen], Callable[[], None]], list[int]]
+
+
+def run_interleaved(group: groupmod.Group, preset: Preset, overrides: dict[str, Any],
+                    variants: list[tuple[str, dict[str, object]]], root: Path, follow_all: FollowAll) -> Outcome:
+    """`ab --interleave`: every variant's trainer started at once, taking turns one step record at
+    a time (core/turns.py), so their timed windows alternate. The tick retires a variant whose
+    trainer has ended, so a crash never leaves the others waiting for its turn."""
+    from amptui.core import turns
+
+    group.update(state="running", variants=[name for name, _ in variants])
+    outcome = Outcome(total=len(variants))
+    run_dirs = []
+    for _, variant in variants:  # every folder made (and checked) before the first trainer starts
+        run_dir, _ = launch.create_run(preset, {**overrides, **variant}, root)
+        run_dirs.append(run_dir)
+        outcome.run_dirs.append(run_dir)
+        group.update(runs=group.runs + [run_dir.name])
+    turn_file = group.path.with_suffix(".turn")
+    turns.start(turn_file, len(variants))
+    procs: list[subprocess.Popen] = []
+    try:
+        for i, run_dir in enumerate(run_dirs):
+            procs.append(launch.start(run_dir, extra_env={turns.TURN_ENV: f"{i} {turn_file.resolve()}"}))
+
+        def tick() -> None:
+            for i, proc in enumerate(procs):
+                if proc.poll() is not None:
+                    turns.retire(turn_file, i)
+
+        codes = follow_all(run_dirs, procs, tick)
+    finally:
+        turn_file.unlink(missing_ok=True)  # a trainer still waiting trains on alone rather than for ever
+    for (name, _), run_dir, code in zip(variants, run_dirs, codes, strict=True):
+        if code == 130:
+            outcome.interrupted = True
+        elif code != 0:
+            outcome.failed.append(name)
+            outcome.why[name] = failure_words(run_dir)
+    outcome.cancelled = group.cancel_requested
+    group.update(state=outcome.state, error=outcome.error)
+    return outcome
+
+
+def interleave_refusal(dist_mode: str, script: bool) -> str | None:
+    """Why `ab --interleave` cannot apply, in one line, or None."""
+    if script:
+        return ("ab --interleave: not for scripts (a script's own loop takes no turns); A/B a preset with "
+                "--interleave, or drop --interleave")
+    if dist_mode != "none":
+        return (f"ab --interleave: one process per variant only, and dist.mode = {dist_mode} runs several "
+                "(several GPUs or ranks); drop --interleave")
+    return None
+
+
+def failure_words(run_dir: Path) -> str:
+    """Why a variant failed, as its run's end record says it ("ModuleNotFoundError: ..."), or ""
+    (killed, stopped: it did not complete)."""
+    from amptui.core.run.runs import load_run
+
+    info = load_run(run_dir)
+    return info.error if info.status == "failed" else ""
 
 
 def script_ab_args(run_dir: Path, runs_root: Path, verb: str = "ab", *options: str) -> tuple[list[str] | None, str]:

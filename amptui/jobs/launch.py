@@ -191,7 +191,8 @@ def create_run(preset: Preset | None, overrides: dict | None = None,
 
 
 def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = None,
-          check_checkpoint: CheckpointCheck | None = None, trust_code: bool = False) -> subprocess.Popen:
+          check_checkpoint: CheckpointCheck | None = None, trust_code: bool = False,
+          extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start the trainer for `run_dir` in the background (jobs.spawn); returns at once.
 
     One writer per run folder: the run's lock is taken first (RunLocked, naming the holder, when
@@ -199,6 +200,7 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
     (core/runlock.py says why a handed-down descriptor leaves no gap for a second command).
     A resume of a folder whose config names code not given on this machine is refused before
     anything is touched, unless `trust_code` (the user said yes; remembered for this folder).
+    `extra_env`: variables for the trainer alone (an interleaved A/B's turn file).
     """
     began = time.time()
     check_run_files(run_dir)
@@ -218,7 +220,7 @@ def start(run_dir: Path, resume: bool = False, script_args: list[str] | None = N
         clear_old_stop(run_dir, began)
         command = trainer_command(cfg, run_dir, resume, script_args)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   **{RUN_DIR_ENV: str(run_dir.resolve()), runlock.FD_ENV: str(lock.fd)})
+                   **{RUN_DIR_ENV: str(run_dir.resolve()), runlock.FD_ENV: str(lock.fd)}, **(extra_env or {}))
         try:
             proc = spawn(command, RunFolder(run_dir).output_log, env=env, pass_fds=(lock.fd,))
         except OSError as exc:

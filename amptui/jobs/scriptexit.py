@@ -1,9 +1,11 @@
-"""A script run's exit, as its launcher saw it: the exit code amptui passes on, and the `end` record
-the launcher writes when the script's process ended without one.
+"""A run's exit, as its launcher saw it: the exit code amptui passes on, and the `end` record
+the launcher writes when the process it started ended without one.
 
 `sys.exit(3)` is seen by the script's own process (jobs/scriptrun.py writes `failed`, "exit code
-3"); `os._exit(5)` and a signal end the process before anything of it runs, so the launcher that
-waited on it writes the end record instead (under the run's lock, which the dead process let go).
+3"); `os._exit(5)` and a signal end the process before anything of it runs, and a trainer that
+cannot even import amptui (a Python that finds it only in the working folder) dies before its
+first record: the launcher that waited on it writes the end record instead (under the run's lock,
+which the dead process let go), `failed` with the last lines of the run's own output.log.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from amptui.core import safefile
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import ConfigError, UserError
 from amptui.core.events import EventReader, EventWriter
@@ -33,6 +36,30 @@ def lone_script(run_dir: Path) -> bool:
     return isinstance(run, dict) and bool(run.get("script")) and mode not in cfgmod.TORCHRUN_MODES
 
 
+def launcher_writes_end(run_dir: Path, offset: int, returncode: int) -> bool:
+    """Does the launcher write the end of a process that ended (`returncode`) without one? For a
+    lone script, always (os._exit, a signal); for amptui's trainer (or torchrun's supervisor) when
+    it exited by itself having recorded nothing: it died before its first record (a signal's
+    death stays `killed`, as `amptui runs` says it)."""
+    if lone_script(run_dir):
+        return True
+    return returncode > 0 and not EventReader(RunFolder(run_dir).events, offset=offset).read()
+
+
+OUTPUT_TAIL_BYTES = 4000  # of output.log, read for its last lines (however long the log grew)
+
+
+def output_tail(run_dir: Path, lines: int = 3) -> list[str]:
+    """The last non-empty lines of the run's output.log (its own words: a traceback's last line,
+    Python's "No module named ..."), [] when there is none to read."""
+    try:
+        text = safefile.read_tail(RunFolder(run_dir).output_log, OUTPUT_TAIL_BYTES,
+                                  within=run_dir).decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+
+
 def shell_code(returncode: int) -> int:
     """The exit code as a shell reports it: a death by signal N is 128+N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -49,13 +76,17 @@ def exit_words(returncode: int) -> str:
 
 
 def record_exit(run_dir: Path, offset: int, started: float, returncode: int) -> dict[str, Any] | None:
-    """Write the `end` record of a script whose process ended (`returncode`, as Popen says it)
-    without one: `failed` with its exit code or signal. None when it could not be written (another
+    """Write the `end` record of a process that ended (`returncode`, as Popen says it) without one:
+    `failed` with its exit code or signal, and, when it recorded nothing at all, the last lines of
+    its output (why it died before its first record). None when it could not be written (another
     process has taken the run since, or the disk refuses)."""
     path = RunFolder(run_dir).events
     seen = EventReader(path, offset=offset).read()
     steps = [r["step"] for r in seen if r.get("kind") == "step" and isinstance(r.get("step"), int)]
-    error = ErrorInfo("Exit" if returncode >= 0 else "Signal", exit_words(returncode), 0)
+    words, tail = exit_words(returncode), [] if seen else output_tail(run_dir)
+    if tail:
+        words += f" before its first record: {' / '.join(tail)}"
+    error = ErrorInfo("Exit" if returncode >= 0 else "Signal", words, 0, "\n".join(tail))
     try:
         with runlock.acquire(run_dir), EventWriter(path) as writer:
             return writer.write(End(status="failed", total_time_s=time.time() - started,

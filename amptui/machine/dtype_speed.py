@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from amptui.core.config.precision import DTYPES, FULL, Dtype, Precision
+from amptui.core.config.precision import DTYPES, FULL, Dtype, Precision, wide_dtype
 from amptui.core.config.resolve import auto_fallback_note, falls_back
 from amptui.core.config.values import Config
 from amptui.core.fmt import flops_unit, fmt_flops
@@ -19,9 +19,6 @@ from amptui.machine import cpu as cpu_features
 from amptui.machine import peaks
 
 SLOW_RATIO = 0.9   # the doctor's rule: a dtype measured under 0.9x float32's rate costs time
-# Flags that compute float16 natively on x86 (DTYPES names the bfloat16 ones).
-FP16_CPU_FLAGS = ("avx512_fp16", "amx_fp16")
-FP16_CPU_ISA = "AVX512-FP16 or AMX-FP16"
 
 
 def cached_cpu_rates() -> dict[str, float]:
@@ -59,11 +56,9 @@ def slow_reason(dtype: str, rates: Mapping[str, float], flags: set[str]) -> str 
     if not flags or "sse2" not in flags:   # unreadable, or not x86: no claim
         return None
     known = DTYPES.get(dtype)
-    wanted, isa = (FP16_CPU_FLAGS, FP16_CPU_ISA) if dtype == "float16" else \
-        ((known.cpu_flags, known.cpu_isa) if known else ((), ""))
-    if not wanted or any(flag in flags for flag in wanted):
+    if known is None or not known.cpu_flags or any(flag in flags for flag in known.cpu_flags):
         return None
-    return f"no {isa} instructions"
+    return f"no {known.cpu_isa} instructions"
 
 
 def slow_dtypes(device_type: str, measured: bool = False, dtypes: tuple[str, ...] | None = None
@@ -112,7 +107,7 @@ def emulated_notice(dtype: Dtype) -> str:
             "float32 (float32 is faster here; `amptui doctor` measures it)")
 
 
-EMULATED_BF16_NOTICE = emulated_notice(DTYPES["bfloat16"])
+EMULATED_BF16_NOTICE = emulated_notice(DTYPES[wide_dtype()])
 
 
 def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str | None:
@@ -121,7 +116,7 @@ def emulated_dtype_notice(device_type: str, autocast: bool, dtype: str) -> str |
     slower than float32. None where the dtype is native, makes no claim (no `cpu_flags`), or where
     the CPU's flags cannot be read."""
     known = DTYPES.get(dtype)
-    if device_type != "cpu" or not autocast or known is None or not known.cpu_flags:
+    if device_type != "cpu" or not autocast or known is None or not known.cpu_flags or not known.cpu_notice:
         return None
     rates = cached_cpu_rates()
     if dtype in rates and FULL in rates:  # a measurement outranks the flags (which may claim too much)

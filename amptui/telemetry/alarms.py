@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from amptui.core.config.precision import DTYPES
+from amptui.core.config.precision import narrow, wide_dtype
 from amptui.core.fmt import fmt_scale
 from amptui.core.numerics import LOW_HEADROOM_BITS, SQNR_ALARM_DB, layer_headroom, nonfinite_text
 
@@ -43,16 +43,16 @@ class Alarm:
 # What to change, said two ways: a preset's key for amptui's trainer, or the code to change for a
 # run of the user's own loop (a script under the hooks, a Monitor), which has no preset keys.
 FIXES = {
-    "bfloat16": ("use amp.dtype=bfloat16", "autocast to torch.bfloat16 in your loop (torch.autocast(..., "
-                 "dtype=torch.bfloat16), no GradScaler needed)"),
+    "wide": ("use amp.dtype={wide}", "autocast to torch.{wide} in your loop (torch.autocast(..., "
+             "dtype=torch.{wide}), no GradScaler needed)"),
     "lr": ("lower optim.lr", "lower your optimizer's learning rate"),
     "clip": ("enable amp.clip_grad_norm", "clip the gradients (scaler.unscale_(optimizer), then "
              "torch.nn.utils.clip_grad_norm_)"),
     "no_autocast": ("try amp.autocast=false", "run your loop once without torch.autocast"),
     "init_scale": ("lower amp.init_scale (the default is 65536, 2**16)", "give the GradScaler a lower init_scale "
                    "(torch's default is 65536, 2**16)"),
-    "try_bfloat16": ("try --set amp.dtype=bfloat16", "try torch.autocast(..., dtype=torch.bfloat16) in your "
-                     "loop, without the GradScaler"),
+    "try_wide": ("try --set amp.dtype={wide}", "try torch.autocast(..., dtype=torch.{wide}) in your "
+                 "loop, without the GradScaler"),
 }
 
 
@@ -77,8 +77,8 @@ class ScaleAlarms:
     def fix(self, what: str) -> str:
         """FIXES[what], phrased for this run: a preset key, or the change in the user's loop."""
         preset, loop = FIXES[what]
-        said = loop if self.own_loop else preset
-        if what == "bfloat16" and not self.bf16_available:  # still the range fix, but never sold as fast
+        said = (loop if self.own_loop else preset).format(wide=wide_dtype())
+        if what == "wide" and not self.bf16_available:  # still the range fix, but never sold as fast
             said += " (slow on this device, as `amptui doctor` measures it)"
         return said
 
@@ -94,12 +94,11 @@ class ScaleAlarms:
     @property
     def _narrow_range(self) -> bool:
         """A dtype that needs loss scaling (float16): its overflows are what bfloat16's range avoids."""
-        known = DTYPES.get(self.dtype)
-        return known is not None and known.needs_scaler
+        return narrow(self.dtype)
 
     def _range_advice(self) -> str:
         """What fixes an activation out of the dtype's range: the wider dtype, or that layer's scale."""
-        return f"{self.fix('bfloat16')}, or scale that layer's init/output"
+        return f"{self.fix('wide')}, or scale that layer's init/output"
 
     def _forward_overflow(self, where: Any) -> bool:
         """A module's forward output went past a narrow dtype's range (float16): no loss scale
@@ -114,7 +113,7 @@ class ScaleAlarms:
                     f"{self._range_advice()}")
         # the streak outlasted calibration: the scale went as low as init_scale allows, so a lower
         # init_scale cannot help; what overflows is the model's numbers
-        return f"Check those layers' inputs and weights, {self.fix('lr')}, or {self.fix('bfloat16')}"
+        return f"Check those layers' inputs and weights, {self.fix('lr')}, or {self.fix('wide')}"
 
     def _once(self, code: str, message: str, out: list[Alarm]) -> None:
         if code not in self.raised:
@@ -201,7 +200,7 @@ class ScaleAlarms:
                              f"{self.source}), which no loss scale can fix: {self._range_advice()}")
                 else:
                     said += (f", so scaling cannot fix them. Look for NaN in the loss or inputs, {self.fix('lr')}, "
-                             f"or {self.fix('bfloat16')}")
+                             f"or {self.fix('wide')}")
                 self._once("scale_below_one", said, out)
         if scale is not None and self.backoffs_since_growth and \
                 last_step - self.last_growth_step >= max(3 * self.growth_interval, STUCK_STEPS):
@@ -210,8 +209,8 @@ class ScaleAlarms:
                        f"({self.growth_interval}) completes", out)
         if self._narrow_range and self.bf16_available and self.backoffs_after_growth >= REPEATED_OVERFLOWS:
             self._once("use_bfloat16", f"{self.dtype} overflowed {self.backoffs_after_growth} times after the scale "
-                       "settled: bfloat16 runs fast on this device (as `amptui doctor` measures it) and has "
-                       f"float32's range, so it needs no loss scaling; {self.fix('try_bfloat16')}", out)
+                       f"settled: {wide_dtype()} runs fast on this device (as `amptui doctor` measures it) and has "
+                       f"float32's range, so it needs no loss scaling; {self.fix('try_wide')}", out)
         return out
 
 
@@ -271,7 +270,7 @@ class HeadroomAlarms:
         return out
 
     def _advice(self, name: str, bits: float, step: int) -> str:
-        wide = next((d.name for d in DTYPES.values() if not d.needs_scaler), "bfloat16")
+        wide = wide_dtype()
         runs = f"{LOW_HEADROOM_SAMPLES} samples in a row under {LOW_HEADROOM_BITS:g}, up to step {step}"
         if bits == -math.inf:  # the latest sample overflowed: the narrow samples before it said so
             said = f"{name} has no range headroom left ({runs}, the last one inf/NaN): keeps overflowing {self.dtype}"

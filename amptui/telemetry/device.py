@@ -12,6 +12,7 @@ from types import ModuleType
 
 import torch
 
+from amptui.core.config.precision import wide_dtype
 from amptui.machine.cpu import cpu_name
 
 
@@ -119,5 +120,6 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cpu":
         from amptui.machine.dtype_speed import slow_dtypes
 
-        return "bfloat16" not in slow_dtypes("cpu", dtypes=("bfloat16",))
+        wide = wide_dtype()
+        return wide not in slow_dtypes("cpu", dtypes=(wide,))
     return True

@@ -41,6 +41,10 @@ class MachineLoad:
         except (psutil.Error, OSError):
             return None
 
+    def restart(self) -> None:
+        """The next window starts now (what ran before, e.g. another variant's turn, is not counted)."""
+        self.last = self._read()
+
     def window(self) -> tuple[float | None, float | None]:
         """(1-minute load average, share 0..1 of all CPUs' time used by other processes since the last call)."""
         try:

@@ -35,7 +35,7 @@ from typing import Any, Callable, cast
 import torch
 from torch import nn
 
-from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES
+from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, wide_dtype
 from amptui.core.numerics import headroom_bits
 from amptui.machine.dtype_speed import slow_dtypes
 from amptui.telemetry.float8_numerics import GRAD_FORMAT, block_spread, block_underflow, cast_masks, sqnr_db
@@ -106,7 +106,8 @@ class PlanProbe:
         if not seen:
             return None
         device = next(iter(seen.values())).x.device
-        high = torch.float32 if "bfloat16" in slow_dtypes(device.type) else torch.bfloat16
+        wide = wide_dtype()  # the figures' high-precision reference: bfloat16 unless it is slow here
+        high = torch.float32 if wide in slow_dtypes(device.type) else getattr(torch, wide)
         with torch.autocast(device.type, enabled=False):
             return [dict(name=name, **figures(c, self.scale, high)) for name, c in
                     sorted(seen.items(), key=lambda item: item[1].order)]

@@ -41,6 +41,7 @@ from amptui.core.events import EventWriter, events_file
 from amptui.core.fmt import fmt_accuracy, fmt_loss
 from amptui.core.records import Checkpoint
 from amptui.core.run.runfiles import RunFolder
+from amptui.core.turns import Turns
 from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer import fsdp
@@ -77,6 +78,8 @@ class Trainer:
         self.state: TrainingState  # built by setup(); until then the run can only fail
         self.replay: StepReplay | None = None  # numerics.trace_nonfinite with a GradScaler
         self.triage: Triage | None = None      # why the first non-finite step was not finite
+        # `amptui ab --interleave`: train only in this variant's turn (core/turns.py); one process only
+        self.turns = None if self.dist.enabled else Turns.from_env()
 
     # --- setup -------------------------------------------------------------------------------------
 
@@ -84,6 +87,7 @@ class Trainer:
         """Checks, device and process group, the TrainingState, the Recorder's attachments; the
         checkpoint when resuming; then the start record."""
         cfg = self.cfg
+        self.wait_turn()  # building and measuring (the start record's rates) never overlap another variant's steps
         preflight.check_data(cfg)
         preflight.check_weights(cfg)
         device = choose_device(cfg.run, self.dist.local_rank, self.log)
@@ -140,6 +144,9 @@ class Trainer:
                 self.train_step(batches)
                 if p.step % cfg.log.every == 0 or p.step == s.total_steps:
                     self.write_step_record()
+                    if self.turns is not None and p.step < s.total_steps:
+                        self.turns.pass_on()  # the next variant's window, then this one's again
+                        self.wait_turn()
                     stop = self.stop_requested or self.stop_file.exists()
                     # the last step finishes the run instead (final evaluation included)
                     if p.step < s.total_steps and self.dist.any(stop, s.device):
@@ -152,6 +159,15 @@ class Trainer:
             finished_epoch = p.batch_in_epoch >= s.steps_per_epoch * cfg.amp.accumulate
             self.end_epoch(finished_epoch, partial=resumed_mid_epoch or not finished_epoch)
         return "completed"
+
+    def wait_turn(self) -> None:
+        """Wait for this variant's turn (ab --interleave), off the step clock and out of the
+        machine-load window: the time the other variants train is not this run's."""
+        if self.turns is None:
+            return
+        with self.recorder.paused("turn"):
+            self.turns.wait(lambda: self.stop_requested or self.stop_file.exists())
+        self.recorder.machine_load.restart()
 
     def train_step(self, batches) -> None:
         """One optimizer step over `amp.accumulate` micro-batches. Reads nothing from the device."""
@@ -367,4 +383,6 @@ def run(run_dir: Path, resume: bool) -> int:
             traceback.print_exc()
         return 1
     finally:
+        if trainer.turns is not None:
+            trainer.turns.retire()  # the other variants go on taking turns without this one
         trainer.dist.close()

@@ -37,6 +37,15 @@ def build_optimizer(cfg: Config, params, fused: bool = True) -> torch.optim.Opti
     return optimizer
 
 
+def implementation_line(optimizer: torch.optim.Optimizer) -> str:
+    """One line for the run's log: which kernel steps the parameters, and how gradients are reset.
+    Both move a CPU's A/B answer (docs/ab-results.md): a hand loop with torch's defaults differs."""
+    name = type(optimizer).__name__
+    kernel = ("fused kernel (torch's default is foreach)" if optimizer.defaults.get("fused")
+              else "torch's default implementation")
+    return f"optimizer: {name}, {kernel}; gradients set to None after each step (allocated again by the next backward)"
+
+
 def init_momentum_buffers(optimizer: torch.optim.Optimizer) -> None:
     """Fused SGD allocates its momentum buffers with empty_like on its first step and lets the kernel
     fill them; a first step skipped by the GradScaler would leave them uninitialised. Zeros give the

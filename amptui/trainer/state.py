@@ -31,7 +31,7 @@ from amptui.trainer.faults import Faults
 from amptui.trainer.flops import count_step_flops
 from amptui.trainer.layers import LayerScope, apply_autocast
 from amptui.trainer.models import CNNS, build_model
-from amptui.trainer.optim import Schedule, build_optimizer
+from amptui.trainer.optim import Schedule, build_optimizer, implementation_line
 from amptui.trainer.runtime import Conversion, ModeRuntime, runtimes_for
 
 
@@ -96,6 +96,7 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
     forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode, precision, scope)
     # after FSDP: its parameters are the shards
     optimizer = build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
+    log(implementation_line(optimizer))
     schedule = Schedule(cfg, optimizer, steps_per_epoch, total_steps)
     skips = SkipLedger(device, capacity=cfg.log.every + 1) if precision.scaler else None
     peak_tflops = measure_peak(device, getattr(torch, precision.reduced)) if dist.rank == 0 else None

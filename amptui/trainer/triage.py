@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.utils.data import DistributedSampler
 
-from amptui.core.config.precision import dtype_range
+from amptui.core.config.precision import dtype_range, wide_dtype
 from amptui.telemetry.nonfinite import trace_first_nonfinite
 from amptui.trainer.data import TrainData
 from amptui.trainer.state import TrainingState
@@ -143,4 +143,4 @@ class Triage:
                         f"{'output' if where == 'forward' else 'gradient'} exceeds its range (max "
                         f"{info.max_finite:.4g}){said_value}",
                 "advice": f"keep {module} out of {info.name}: [amp.layers] \"{module}\" = \"fp32\""
-                          + (", or use bfloat16 (float32's range)" if info.name == "float16" else "")}
+                          + (f", or use {wide_dtype()} (float32's range)" if info.needs_scaler else "")}

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from amptui.core.config.precision import Precision
+from amptui.core.config.precision import Precision, wide
 from amptui.core.config.presets import Preset
 from amptui.core.errors import UserError
 from amptui.core.events import EventReader
@@ -195,7 +195,7 @@ class Search:
         return self.interrupted or time.monotonic() >= self.deadline - REPORT_RESERVE_S
 
     def cannot_apply(self, cand: T.Candidate) -> str:
-        if cand.knobs.get("amp.dtype") == "bfloat16" and self.device_type == "cuda":
+        if wide(str(cand.knobs.get("amp.dtype"))) and self.device_type == "cuda":  # bfloat16: Ampere's
             import torch
 
             if not torch.cuda.is_bf16_supported(including_emulation=False):

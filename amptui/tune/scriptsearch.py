@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
-from amptui.core.config.precision import Precision
+from amptui.core.config.precision import Precision, narrow, wide
 from amptui.core.config.scriptsets import APPLY_REFUSAL
 from amptui.core.errors import UserError
 from amptui.jobs import launch
@@ -129,16 +129,16 @@ class ScriptSearch(Search):
         bfloat16 anywhere (BF16_SCALER)."""
         precision = Precision.from_variant(str(cand.knobs["run.apply_amp"]))
         dtype = precision.dtype
-        if dtype == "bfloat16" and precision.scaler:
+        if wide(dtype) and precision.scaler:
             return BF16_SCALER
-        if self.device_type == "cuda" and dtype == "bfloat16":
+        if self.device_type == "cuda" and wide(dtype):
             return super().cannot_apply(T.Candidate(cand.name, {"amp.dtype": dtype}))
-        if self.device_type == "cpu" and dtype == "float16":
+        if self.device_type == "cpu" and narrow(dtype):
             from amptui.machine.dtype_speed import slow_dtypes
 
-            why = slow_dtypes("cpu", dtypes=("float16",)).get("float16")
+            why = slow_dtypes("cpu", dtypes=(dtype,)).get(dtype)
             if why:
-                return f"float16 is slow on this CPU ({why}): it cannot win"
+                return f"{dtype} is slow on this CPU ({why}): it cannot win"
         return ""
 
     def create(self, cand: T.Candidate, k: int) -> Path:

@@ -11,6 +11,8 @@ import math
 import statistics
 from typing import Any
 
+from amptui.core.config.modes import parse_variant
+from amptui.core.config.precision import narrow, narrow_dtype, wide
 from amptui.core.inputbound import input_bound
 from amptui.tune.plan import BAND_FLOOR, FAILED, MIN_GAIN, STORM_FRACTION, Trial, of_steps
 
@@ -191,16 +193,17 @@ def explain(trials: list[Trial], winner: Trial | None, needed: float, device_typ
     else:
         parts = []
         applied = str(winner.knobs.get("run.apply_amp") or "")  # a script's tune: AMP applied by amptui
-        dtype = winner.knobs.get("amp.dtype") or ("bfloat16" if applied.startswith("bf16") else "float16")
+        applied_as = (parse_variant(applied) if applied else None) or {}  # its Precision fields
+        dtype = str(winner.knobs.get("amp.dtype") or applied_as.get("dtype") or narrow_dtype())
         if winner.knobs.get("amp.autocast") or applied:
-            if applied and not applied.endswith("+scaler") and dtype == "float16":
-                parts.append("float16 autocast without a GradScaler: fast half-precision math, and no small "
+            if applied_as and not applied_as["scaler"] and narrow(dtype):
+                parts.append(f"{dtype} autocast without a GradScaler: fast half-precision math, and no small "
                              "gradient underflowed far enough to leave fp32's noise band")
-            elif dtype == "bfloat16":
-                parts.append("bfloat16 autocast: " + (hardware_note or "lower-precision math is faster here") +
-                             "; bfloat16 keeps float32's range, so no loss scaling is needed")
+            elif wide(dtype):
+                parts.append(f"{dtype} autocast: " + (hardware_note or "lower-precision math is faster here") +
+                             f"; {dtype} keeps float32's range, so no loss scaling is needed")
             else:
-                parts.append("float16 autocast with a GradScaler: fast half-precision math, the scaler keeps "
+                parts.append(f"{dtype} autocast with a GradScaler: fast half-precision math, the scaler keeps "
                              "small gradients from underflowing")
         if winner.knobs.get("run.compile"):
             parts.append("torch.compile fuses kernels and removes per-op launch overhead")

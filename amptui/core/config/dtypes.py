@@ -15,13 +15,16 @@ class Dtype:
     auto_on: tuple[str, ...] = ()  # device types where amp.dtype = "auto" picks it
     cpu_flags: tuple[str, ...] = ()  # x86 /proc/cpuinfo flags, any of which computes it natively (else emulated)
     cpu_isa: str = ""              # those instructions in words, for the "emulated on this CPU" notice
+    cpu_notice: bool = True        # a launch warns when this CPU emulates it (float16: the autocast mode's
+                                   # own CPU advice says so instead, see modes.Autocast.warnings)
     max_finite: float = 0.0        # the largest finite value (range headroom is measured to it)
     smallest_normal: float = 0.0   # below it values lose precision, then underflow to zero
 
 
 # The reduced-precision dtypes amptui can autocast to. Order: how they are offered.
 DTYPES: dict[str, Dtype] = {d.name: d for d in (
-    Dtype("float16", "fp16", needs_scaler=True, auto_on=("cuda",), max_finite=65504.0, smallest_normal=2.0 ** -14),
+    Dtype("float16", "fp16", needs_scaler=True, auto_on=("cuda",), cpu_flags=("avx512_fp16", "amx_fp16"),
+          cpu_isa="AVX512-FP16 or AMX-FP16", cpu_notice=False, max_finite=65504.0, smallest_normal=2.0 ** -14),
     Dtype("bfloat16", "bf16", needs_scaler=False, auto_on=("cpu",),
           cpu_flags=("amx_bf16", "avx512_bf16"), cpu_isa="AVX512-BF16 or AMX",
           max_finite=3.3895313892515355e38, smallest_normal=2.0 ** -126),
@@ -31,6 +34,7 @@ FULL_DTYPE = Dtype(FULL, "fp32", needs_scaler=False, max_finite=3.40282346638528
 REDUCE = "reduce"  # variant suffix: an FSDP policy that reduces gradients in its compute dtype ("bf16+reduce")
 # amp.float8's recipes (torchao), each with its variant name; every one runs on top of bfloat16 autocast
 FLOAT8_RECIPES: dict[str, str] = {"tensorwise": "fp8", "rowwise": "fp8-rowwise", "mxfp8": "mxfp8"}
+FLOAT8_AUTOCAST = "bfloat16"  # the autocast dtype amp.float8's recipes run on top of
 TF32 = "tf32"  # the variant: float32 without autocast, CUDA matmuls and convolutions on TF32 tensor cores
 
 
@@ -49,3 +53,28 @@ def auto_dtype(device_type: str) -> str:
 
 def dtype_by_short(short: str) -> Dtype | None:
     return next((d for d in DTYPES.values() if d.short == short), None)
+
+
+# --- the questions the rest of amptui asks about a dtype name (never `== "bfloat16"` elsewhere:
+# tests/test_dtype_literals.py holds every other module to that) --------------------------------
+
+def narrow(name: str) -> bool:
+    """A reduced dtype whose range needs loss scaling (float16): small gradients underflow without a GradScaler."""
+    known = DTYPES.get(name)
+    return known is not None and known.needs_scaler
+
+
+def wide(name: str) -> bool:
+    """A reduced dtype with float32's range (bfloat16): a GradScaler buys it nothing."""
+    known = DTYPES.get(name)
+    return known is not None and not known.needs_scaler
+
+
+def wide_dtype() -> str:
+    """The reduced dtype advice names as the range fix ("use bfloat16"): the first wide one."""
+    return next(d.name for d in DTYPES.values() if not d.needs_scaler)
+
+
+def narrow_dtype() -> str:
+    """The reduced dtype a GradScaler is for (float16): the first narrow one."""
+    return next(d.name for d in DTYPES.values() if d.needs_scaler)

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, FULL, REDUCE, TF32, dtype_by_short
+from amptui.core.config.dtypes import DTYPES, FLOAT8_AUTOCAST, FLOAT8_RECIPES, FULL, REDUCE, TF32, dtype_by_short
 
 if TYPE_CHECKING:  # precision.py imports this module: the value is only named in annotations
     from amptui.core.config.precision import Precision
@@ -271,7 +271,7 @@ class Float8(PrecisionMode):
         recipe = next((r for r, v in FLOAT8_RECIPES.items() if v == variant), None)
         if recipe is None:
             return None
-        return {"autocast": True, "dtype": "bfloat16", "scaler": False, "float8": recipe}
+        return {"autocast": True, "dtype": FLOAT8_AUTOCAST, "scaler": False, "float8": recipe}
 
     def owns(self, p: Precision) -> bool:
         return p.float8 != "off"
@@ -293,7 +293,7 @@ class Float8(PrecisionMode):
     def short(self, p: Precision) -> str:
         name = FLOAT8_RECIPES.get(p.float8, f"float8-{p.float8}")
         reduce = f"+{REDUCE}" if p.reduce not in (None, FULL) else ""
-        if p.autocast and p.dtype == "bfloat16":
+        if p.autocast and p.dtype == FLOAT8_AUTOCAST:
             return name + reduce
         return ((DTYPES[p.dtype].short if p.dtype in DTYPES else p.dtype) if p.autocast else "fp32") + "+" + name + reduce
 

@@ -25,6 +25,10 @@ from amptui.core.config.dtypes import (  # noqa: F401 - re-exported: the names e
     auto_dtype,
     dtype_by_short,
     dtype_range,
+    narrow,
+    narrow_dtype,
+    wide,
+    wide_dtype,
 )
 
 if TYPE_CHECKING:  # config imports this module (its schema names the dtypes)

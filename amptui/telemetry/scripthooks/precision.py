@@ -27,7 +27,9 @@ class AutocastSeen:
         if key is not None:  # every step enters the same autocast: no string work each time
             self.entered[key] += 1
             return
-        name = str(dtype).removeprefix("torch.") if dtype is not None else "float16"
+        if dtype is None:  # torch.autocast's own default for the device (float16 on CUDA, bfloat16 on the CPU)
+            dtype = torch.get_autocast_dtype(device_type)
+        name = str(dtype).removeprefix("torch.")
         key = (str(device_type), name)
         self.entered[key] = self.entered.get(key, 0) + 1
         self._counted[(device_type, dtype)] = key

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.precision import Precision
+from amptui.core.config.precision import Precision, narrow, wide
 from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
 from amptui.core.records import ErrorInfo, WarningRecord
@@ -159,7 +159,7 @@ class ScriptSession:
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
-        if recorder.scaler_enabled and precision.autocast and precision.dtype == "bfloat16":
+        if recorder.scaler_enabled and precision.autocast and wide(precision.dtype):
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
@@ -213,8 +213,8 @@ class ScriptSession:
             self.recorder.triage_by_sampling(self.models[0], self.reduced)
 
     def _check_underflow(self, step: int) -> None:
-        if self.scaling.on or self.underflow_checks >= UNDERFLOW_CHECKS or ("cuda", "float16") not in self.seen.entered \
-                and ("cpu", "float16") not in self.seen.entered:
+        if self.scaling.on or self.underflow_checks >= UNDERFLOW_CHECKS or \
+                not any(narrow(dtype) for _, dtype in self.seen.entered):  # no float16 autocast: nothing underflows
             return
         self.underflow_checks += 1
         share = mistakes.underflow_share(self.steps.optimizers)

@@ -17,7 +17,7 @@ from amptui.core import compare as cmp
 from amptui.core import comparenotes
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import UserError
-from amptui.core.lossgaps import agreement_words, loss_gaps
+from amptui.core.lossgaps import agreement_words, loss_gaps, still_falling
 from amptui.core.narrow import columns_that_fit
 from amptui.core.run import runops
 from amptui.dashboard.picture import save_screen
@@ -227,8 +227,10 @@ class CompareScreen(DashboardScreen):
                    y_range=(-top, top)))
         box = self.query_one("#compare-gap-box")
         # each run's share of steps inside the band, then the band: "2: 100%, 3: 87% in ±0.0912";
-        # a band too wide for the loss (a short run) says so instead of a true, useless 100%
-        box.border_subtitle = agreement_words(band, gaps, summaries[0].final_loss if summaries else None)
+        # a band too wide for the loss says why instead of a true, useless 100%: a short run's still
+        # falling loss, or a noisy one
+        box.border_subtitle = agreement_words(band, gaps, summaries[0].final_loss if summaries else None,
+                                              still_falling(summaries[0].loss_curve) if summaries else True)
         self._curves_drawn = True
 
     def drawn(self) -> bool:

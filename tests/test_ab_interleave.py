@@ -1,0 +1,100 @@
+"""`amptui ab --interleave` (issue 43): the variants' trainers run side by side and take turns, one step
+record at a time, so their timed windows alternate and a drift of the machine falls on all alike.
+The turn file's rules in process; the A/B itself with real trainers (slow); refusals in one line."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from amptui.core import turns
+from amptui.core.run.runs import list_runs
+
+
+def test_the_turn_passes_round_and_skips_a_variant_that_ended(tmp_path):
+    path = tmp_path / "g.turn"
+    turns.start(path, 3)
+    a, b, c = (turns.Turns(path, i) for i in range(3))
+    assert turns.read(path) == (0, [0, 1, 2])
+    a.pass_on()
+    assert turns.read(path)[0] == 1
+    a.pass_on()  # not its turn: the holder keeps it
+    assert turns.read(path)[0] == 1
+    turns.retire(path, 2)  # the driver, for a variant that died while it waited
+    b.pass_on()
+    assert turns.read(path) == (0, [0, 1])
+    a.retire()  # the holder ends: the turn goes on to the one left
+    assert turns.read(path) == (1, [1])
+    assert c.on
+
+
+def test_a_waiting_variant_trains_when_its_turn_comes_and_never_waits_on_a_missing_file(tmp_path):
+    path = tmp_path / "g.turn"
+    turns.start(path, 2)
+    first, second = turns.Turns(path, 0), turns.Turns(path, 1)
+    done = threading.Event()
+
+    def wait() -> None:
+        second.wait(lambda: False)
+        done.set()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert not done.wait(0.05)  # its turn has not come: still waiting
+    first.pass_on()
+    assert done.wait(30)
+    waiter.join()
+    path.unlink()  # the A/B's driver is gone: train on alone rather than wait for ever
+    first.wait(lambda: False)
+    assert not first.on
+    turns.start(path, 2)
+    stopped = turns.Turns(path, 1)
+    stopped.wait(lambda: True)  # a stop asked while waiting ends the wait
+    assert stopped.on
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--set", "dist.mode=ddp"], "one process per variant only, and dist.mode = ddp"),
+    (["--set", "dist.mode=dp"], "one process per variant only, and dist.mode = dp"),
+])
+def test_interleave_is_refused_in_one_line_where_it_cannot_apply(cli, runs_dir, extra, words):
+    done = cli("ab", "quickstart", "--interleave", "--variants", "fp32,bf16", *extra)
+    assert done.returncode != 0
+    assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not list_runs(runs_dir)
+
+
+def test_interleave_refuses_a_script_in_one_line(cli, runs_dir, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print('never run')\n")
+    done = cli("ab", "--script", str(script), "--variants", "fp32,bf16", "--interleave")
+    assert done.returncode != 0 and "ab --interleave: not for scripts" in done.stderr
+    assert not list_runs(runs_dir)
+
+
+TINY = ["--set", "model.width=32", "--set", "data.batch_size=16", "--set", "data.train_samples=256",
+        "--set", "run.max_steps=12", "--set", "log.every=2"]
+
+
+@pytest.mark.slow
+def test_an_interleaved_ab_alternates_the_variants_windows_and_computes_the_speedup(cli, runs_dir):
+    done = cli("ab", "mlp-recipe", "--interleave", "--variants", "fp32,bf16", *TINY)
+    assert done.returncode == 0, done.stderr
+    assert "speed-up from windows measured alternately (--interleave)" in done.stdout + done.stderr
+    runs = list_runs(runs_dir)
+    assert [info.status for info in runs] == ["completed", "completed"]
+    steps = []  # (time, variant) of every step record
+    for variant, info in enumerate(runs):
+        for line in (info.path / "events.jsonl").read_text().splitlines():
+            rec = json.loads(line)
+            if rec.get("kind") == "step":
+                steps.append((rec["t"], variant))
+    order = [variant for _, variant in sorted(steps)]
+    assert len(order) == 12  # 6 windows each, one record per turn
+    assert order in ([0, 1] * 6, [1, 0] * 6), order  # strictly in turn: never two windows of one variant in a row
+    rows = json.loads(cli("compare", "--last-ab", "--format", "json", check=True).stdout)
+    assert [r["precision"].split()[-1] for r in rows] == ["fp32", "bfloat16"]  # the A/B's order: fp32 first
+    assert order[0] == [info.run_id for info in runs].index(rows[0]["run_id"])  # ... and first to train
+    assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 0
