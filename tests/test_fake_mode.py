@@ -3,7 +3,8 @@
 with float32 norms" (autocast float16 plus a conversion that keeps every LayerNorm's weight in
 float32 and counts them), and shows the rest of amptui offering it with no other change: the
 variant names `ab` takes and lists, the tune plan, the trainer (its conversion, its after-step
-hook, its start note and record), the layer variants of [amp.layers], and the docs' recipe."""
+hook, its start note and record), preflight (its refusals and warnings), the layer variants of
+[amp.layers], and the docs' recipe."""
 
 from __future__ import annotations
 
@@ -61,6 +62,16 @@ class NormsFp32(modes.PrecisionMode):
 
     def overrides(self, p):
         return {"amp.tf32": True}
+
+    def refusal(self, p, run, asked=None):
+        if run.dist == "dp":
+            return "fp16-norms keeps each replica's norms in float32 itself: not under DataParallel (use dist.mode=ddp)"
+        return None
+
+    def warnings(self, p, run):
+        said = [modes.Note("norms_cpu", "fp16-norms on the CPU: the float32 norms cast every step")] \
+            if run.device == "cpu" else []
+        return [*super().warnings(p, run), *said]  # and the dtype rules every float16 mode shares
 
 
 # --- ... and its runtime ---------------------------------------------------------------------------
@@ -136,6 +147,21 @@ def test_the_trainer_runs_its_runtime(registered):
     assert done.norms == ["blocks.0.ln_1", "blocks.0.ln_2", "ln_f"] and done.note(state.device) == "3 norms kept in float32"
     assert state.model.get_submodule("ln_f").weight.dtype == torch.float32
     assert state.precision.mode.name == "fp16-norms" and state.autocast.dtype == torch.float16
+
+
+def test_preflight_asks_the_mode_for_its_refusals_and_warnings(registered):
+    """The launch's checks are the mode's: its refusal stops a launch, its warnings (its own, and the
+    shared dtype rules it inherits) are the run's odd-combination warnings."""
+    from amptui.core import preflight
+    from amptui.core.errors import UserError
+
+    cfg = config.build_config({"run": {"device": "cpu"}}, Precision.from_variant("fp16-norms").overrides())
+    notes = preflight.odd_combinations(cfg)
+    assert "fp16-norms on the CPU: the float32 norms cast every step" in notes
+    assert any(n.startswith("float16 autocast on the CPU: ") for n in notes)
+    preflight.check_precision(cfg)
+    with pytest.raises(UserError, match="fp16-norms keeps each replica's norms in float32 itself"):
+        preflight.check_precision(cfg.with_overrides({"dist.mode": "dp"}))
 
 
 def test_a_layer_can_take_it_when_it_is_a_compute_precision_of_its_own(registered):

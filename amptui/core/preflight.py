@@ -14,7 +14,8 @@ from typing import Callable, Mapping
 
 from amptui.core import textcorpus
 from amptui.core.config import values as cfgmod
-from amptui.core.config.precision import narrow, wide, wide_dtype
+from amptui.core.config.modefacts import Asked, RunFacts
+from amptui.core.config.precision import Precision
 from amptui.core.config.resolve import auto_fallback_note, auto_overrides, wants_speed_facts
 from amptui.core.errors import UserError
 from amptui.core.fsdp_checks import check_fsdp
@@ -82,7 +83,7 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     if script_loop:
         overrides["run.device"] = "auto"  # until its hooks see the device (and precision: not in config.toml yet)
     check_fsdp(cfg)
-    check_float8(cfg)
+    check_precision(cfg)
     check_factories(cfg)
     check_tensorboard(cfg)
     check_mlflow(cfg)
@@ -102,57 +103,32 @@ def odd_combinations(cfg: cfgmod.Config, slow: Mapping[str, str] | None = None) 
     if amp.layers and cfg.run.script:
         notes.append("[amp.layers] applies to amptui's trainer only: a script's loop (its hooks, or the AMP amptui "
                      "applies to it) runs every module in the script's precision")
-    if amp.grad_scaler is True and not amp.autocast:
-        notes.append("GradScaler without autocast: gradients are float32 and cannot overflow, so the scaler "
-                     "only adds work")
-    elif amp.grad_scaler is True and wide(amp.dtype):
-        notes.append(f"GradScaler with {amp.dtype}: {amp.dtype} has float32's range, so loss scaling is not needed")
-    if amp.autocast and narrow(amp.dtype) and amp.grad_scaler is False:
-        notes.append(f"{amp.dtype} autocast without a GradScaler: small gradients may underflow to zero")
+    precision = Precision.from_config(cfg)
+    notes += [note.text for note in precision.mode.warnings(precision, run_facts(cfg, slow))]  # the mode's rules
     if cfg.debug.inject_inf_every and not amp.grad_scaler:
         notes.append("debug.inject_inf_every without a GradScaler: nothing skips the poisoned steps, so the "
                      "weights turn inf/NaN; add --set amp.grad_scaler=true to watch the scaler handle it")
     if amp.tf32 is True and dev == "cpu":
         notes.append("amp.tf32 = true on the CPU: TF32 is a CUDA tensor-core mode, so float32 runs as usual here")
-    if amp.autocast and narrow(amp.dtype) and dev == "cpu":
-        notes.append(f"{amp.dtype} autocast on the CPU: " + _cpu_narrow_advice(amp.dtype, slow))
     return notes
 
 
-def _cpu_narrow_advice(dtype: str, slow: Mapping[str, str] | None) -> str:
-    """Which format is fast on this CPU, as measured (see odd_combinations)."""
-    wide = wide_dtype()
-    if slow is None:
-        return f"most CPUs compute {dtype} slowly; {wide} is usually a CPU's fast format (`amptui doctor` measures it)"
-    said = f"{dtype} is slow on this CPU ({slow[dtype]})" if dtype in slow else f"most CPUs compute {dtype} slowly"
-    if wide in slow:
-        return f"{said}, and so is {wide} ({slow[wide]}): float32 (amp.autocast=false) is its fast format"
-    return f"{said}; {wide} is this CPU's fast format"
+def run_facts(cfg: cfgmod.Config, slow: Mapping[str, str] | None = None) -> RunFacts:
+    """What a precision mode is told of a run beyond its precision (its warnings and refusals)."""
+    return RunFacts(device=cfg.run.device, dist=cfg.dist.mode, script=bool(cfg.run.script), slow=slow)
 
 
-def check_float8(cfg: cfgmod.Config) -> None:
-    """amp.float8 (and [amp.layers]' float8 variants) need torchao (the fp8 extra) and amptui's own
-    trainer on one process, DDP, or FSDP with tensorwise scales (its weights all-gathered in float8)."""
-    from amptui.core.config.precision import Precision
-
-    if cfg.run.script:  # a script converts its own model: the hooks only watch it
-        return
-    asked = [(f"amp.float8 = \"{cfg.amp.float8}\"", cfg.amp.float8, "--set amp.float8=off", "amp.float8=tensorwise")] \
-        if cfg.amp.float8 != "off" else []
-    for pattern, variant in cfg.amp.layers.items():
-        if (recipe := Precision.from_variant(variant).float8) != "off":
-            asked.append((f"amp.layers.\"{pattern}\" = \"{variant}\"", recipe, "drop that rule", "fp8 (tensorwise)"))
-    missing = Precision.from_variant("fp8").mode.missing() if asked else None
-    for said, recipe, fix, sharded in asked:
-        if missing:
-            raise UserError(f"{said}: {missing} (or {fix})")
-        if cfg.dist.mode == "dp":
-            raise UserError(f"{said} with dist.mode = \"dp\": amptui converts float8 linears for one process, DDP "
-                            f"or FSDP; use dist.mode=ddp, or {fix}")
-        if cfg.dist.mode == "fsdp" and recipe != "tensorwise":
-            raise UserError(f"{said} with dist.mode = \"fsdp\": amptui shards float8 linears with "
-                            f"tensorwise scales only (FSDP2's float8 all-gather, torchtitan's recipe); use "
-                            f"{sharded}, or dist.mode=ddp")
+def check_precision(cfg: cfgmod.Config) -> None:
+    """What the run's precision mode, and each [amp.layers] rule's, refuses of this run (float8's:
+    torchao missing, DataParallel, a rowwise or MXFP8 recipe under FSDP)."""
+    run = run_facts(cfg)
+    precision = Precision.from_config(cfg)
+    asked: list[tuple[Precision, Asked | None]] = [(precision, None)]
+    asked += [(Precision.from_variant(variant), Asked(f"amp.layers.\"{pattern}\" = \"{variant}\""))
+              for pattern, variant in cfg.amp.layers.items()]
+    for p, rule in asked:
+        if why := p.mode.refusal(p, run, rule):
+            raise UserError(why)
 
 
 def check_tensorboard(cfg: cfgmod.Config) -> None:

@@ -16,6 +16,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
+from amptui.core.config.modefacts import SCALER_UNNEEDED, RunFacts
 from amptui.core.config.precision import Precision, narrow, wide
 from amptui.core.config.scriptsets import APPLY_REFUSAL
 from amptui.core.errors import UserError
@@ -129,8 +130,8 @@ class ScriptSearch(Search):
         bfloat16 anywhere (BF16_SCALER)."""
         precision = Precision.from_variant(str(cand.knobs["run.apply_amp"]))
         dtype = precision.dtype
-        if wide(dtype) and precision.scaler:
-            return BF16_SCALER
+        if any(note.code == SCALER_UNNEEDED for note in precision.mode.warnings(precision, RunFacts(script=True))):
+            return BF16_SCALER  # the mode's rule, in tune's words
         if self.device_type == "cuda" and wide(dtype):
             return super().cannot_apply(T.Candidate(cand.name, {"amp.dtype": dtype}))
         if self.device_type == "cpu" and narrow(dtype):

@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from amptui.core.config.dtypes import DTYPES, FLOAT8_AUTOCAST, FLOAT8_RECIPES, FULL, REDUCE, TF32, dtype_by_short
+from amptui.core.config.modefacts import Asked, LoopFacts, Note, RunFacts, dtype_notes
 
 if TYPE_CHECKING:  # precision.py imports this module: the value is only named in annotations
     from amptui.core.config.precision import Precision
@@ -25,13 +25,7 @@ if TYPE_CHECKING:  # precision.py imports this module: the value is only named i
 SCALER = "scaler"  # the variant suffix that adds a GradScaler ("fp16+scaler")
 
 
-@dataclass(frozen=True)
-class LoopFacts:
-    """What the script hooks saw a loop do, as plain values (telemetry gathers them with torch)."""
-
-    autocast: tuple[str, str] | None = None      # the first enabled autocast with gradients on: (device, dtype)
-    fsdp_policy: dict[str, str] | None = None    # an FSDP2-sharded model's policy (telemetry/fsdp_policy.py)
-    float8: str | None = None                    # the recipe of the float8 linears found in its models
+__all__ = ["Asked", "LoopFacts", "Note", "RunFacts"]  # with the modes: what a mode is asked about (modefacts.py)
 
 
 class PrecisionMode(ABC):
@@ -78,6 +72,18 @@ class PrecisionMode(ABC):
         return None
 
     # (the GradScaler is `p.scaler` in every mode: "+scaler" in a variant, " + GradScaler" in words)
+
+    # --- what it refuses and warns of (preflight, tune and the script hooks ask; none keeps a copy) --
+
+    def refusal(self, p: Precision, run: RunFacts, asked: Asked | None = None) -> str | None:
+        """Why a run set up as `run` cannot train in `p`, as the one line that refuses its launch;
+        None: it can. `asked`: an [amp.layers] rule asks for `p` (None: the run's own keys do)."""
+        return None
+
+    def warnings(self, p: Precision, run: RunFacts) -> list[Note]:
+        """Legal but surprising in `p` on `run`: the run goes on, with a warning for each. By default
+        the GradScaler and dtype rules every mode that computes in `p.dtype` shares."""
+        return dtype_notes(p.autocast, p.dtype, p.scaler, run)
 
     # --- how the script hooks recognise it ----------------------------------------------------------
 
@@ -285,6 +291,23 @@ class Float8(PrecisionMode):
     def missing(self) -> str | None:
         if importlib.util.find_spec("torchao") is None:
             return f"float8 training needs torchao, which is not installed: {self.EXTRA}"
+        return None
+
+    def refusal(self, p: Precision, run: RunFacts, asked: Asked | None = None) -> str | None:
+        """torchao (the fp8 extra) and amptui's own trainer on one process, DDP, or FSDP with tensorwise
+        scales (its weights all-gathered in float8, torchtitan's recipe)."""
+        if run.script:  # a script converts its own model: the hooks only watch it
+            return None
+        said, off = (asked.said, asked.off) if asked else (f"amp.float8 = \"{p.float8}\"", "--set amp.float8=off")
+        tensorwise = f"{FLOAT8_RECIPES['tensorwise']} (tensorwise)" if asked else "amp.float8=tensorwise"
+        if missing := self.missing():
+            return f"{said}: {missing} (or {off})"
+        if run.dist == "dp":
+            return (f"{said} with dist.mode = \"dp\": amptui converts float8 linears for one process, DDP "
+                    f"or FSDP; use dist.mode=ddp, or {off}")
+        if run.dist == "fsdp" and p.float8 != "tensorwise":
+            return (f"{said} with dist.mode = \"fsdp\": amptui shards float8 linears with tensorwise scales "
+                    f"only (FSDP2's float8 all-gather, torchtitan's recipe); use {tensorwise}, or dist.mode=ddp")
         return None
 
     def detect(self, facts: LoopFacts) -> dict[str, Any]:
