@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import record, write_records
 from support.cli import amptui
+from support.records import record, write_records
 
 from amptui.core.config import values as config
 from amptui.core.config.precision import Precision

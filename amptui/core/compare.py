@@ -100,7 +100,7 @@ class RunSummary(RunState):
         """The figures over the whole run, once every record is in."""
         self.total_time_s = self.clock.seconds()
         self.data_wait_share = self.data_wait.share
-        self.step_ms_spread = self.timed.steady(self.total_steps).spread
+        self.step_ms_spread = self.timed.steady(self.total_steps, self.compiled).spread
         self.others_cpu = statistics.median(self.load_seen) if self.load_seen else None
         if self.epoch_times:
             self.time_per_epoch_s = sum(self.epoch_times) / len(self.epoch_times)
