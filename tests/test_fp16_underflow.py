@@ -35,6 +35,18 @@ def test_a_float16_backward_that_flushes_small_gradients_is_counted_against_the_
     assert flushed32 == 0 and kept32 >= kept  # a float32 backward flushes none: nothing to say
 
 
+def test_a_float16_loss_gets_a_reference_its_dtype_can_hold():
+    """A loss computed in float16 (pow and mean under CPU autocast): its gradient seed is float16, so the
+    reference is scaled by 2**15, not 2**16 (inf): the flushed gradients are still counted."""
+    model = _mlp()
+    x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = ((model(x) * 1e-4 - 5e-5) ** 2).mean()
+    assert loss.dtype == torch.float16
+    flushed, kept = flushed_counts(loss, list(model.parameters())).tolist()
+    assert kept > 0 and flushed / kept > 0.9
+
+
 def test_exact_zeros_float32_gives_too_are_not_underflow():
     model = _mlp(zero_norm=True)
     params = list(model.parameters())

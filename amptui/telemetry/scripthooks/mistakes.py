@@ -17,7 +17,7 @@ SCALER_BF16 = ("a GradScaler with autocast bfloat16: it works, but bfloat16 has 
                "buys nothing and costs a little time each step; drop the GradScaler (or use float16 with it)")
 FP16_UNDERFLOW = ("autocast float16 without a GradScaler: at step {step} the float16 backward flushed to zero "
                   "{share:.1%} of the gradient values float32 keeps ({flushed} of {kept} non-zero in the same "
-                  "step's backward with the loss scaled by 2**16, divided back in float32). Add "
+                  "step's backward with the loss scaled by 2**{bits}, as a GradScaler would). Add "
                   "torch.amp.GradScaler (scaler.scale(loss).backward(), scaler.step, scaler.update) or use bfloat16")
 SCHED_SKIPPED = ("lr_scheduler.step() ran before its optimizer's first step (torch warns 'Detected call of "
                  "lr_scheduler.step() before optimizer.step()' unless warnings are off): the GradScaler skipped the "

@@ -4,7 +4,7 @@ Counting small or zero gradients says nothing by itself: a zero-initialised laye
 in float32 too, and in a float16 backward the gradients that did underflow are already exact zeros.
 So a few sampled steps get a reference: before the loop's own backward() of such a step, the same
 graph is differentiated twice (`flushed_counts`), as the loop would (the gradients it gets) and with
-the loss scaled by REFERENCE_SCALE, as a GradScaler would, divided back in float32. Scaling moves
+the loss scaled by 2**REFERENCE_BITS, as a GradScaler would (only zero or not is compared). Scaling moves
 float16's range down by that factor, so a value that is zero in the loop's backward and non-zero in
 the scaled one is one float16 flushed that float32 keeps (down to about 2**-40). The share of the
 reference's non-zero values that the loop's backward zeroed is what the warning says.
@@ -16,6 +16,7 @@ loop's backward then runs as always). Steps that are not sampled cost one intege
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Sequence
 
 import torch
@@ -27,9 +28,15 @@ from amptui.telemetry.scripthooks.models import optimizer_params
 if TYPE_CHECKING:
     from amptui.telemetry.scripthooks.session import ScriptSession
 
-REFERENCE_SCALE = 2.0 ** 16   # a GradScaler's initial scale
+REFERENCE_BITS = 16          # the reference's loss scale, 2**16: a GradScaler's initial scale
 CHECKS = 3                    # sampled steps per run: the 2nd, then each log.every-th
 FLUSHED_SHARE = 0.05          # warn above this share of float32's non-zero gradient values
+
+
+def reference_bits(loss: torch.Tensor) -> int:
+    """The reference's scale, 2**bits: REFERENCE_BITS, less where the loss's own dtype cannot hold it
+    (a float16 loss: 2**15; its gradient seed is in that dtype)."""
+    return min(REFERENCE_BITS, int(math.log2(torch.finfo(loss.dtype).max)))
 
 
 def flushed_counts(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor | None:
@@ -41,7 +48,7 @@ def flushed_counts(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.
         return None
     try:
         plain = torch.autograd.grad(loss, wanted, retain_graph=True, allow_unused=True)
-        scaled = torch.autograd.grad(loss, wanted, grad_outputs=torch.full_like(loss, REFERENCE_SCALE),
+        scaled = torch.autograd.grad(loss, wanted, grad_outputs=torch.full_like(loss, 2.0 ** reference_bits(loss)),
                                      retain_graph=True, allow_unused=True)
     except RuntimeError:
         return None
@@ -63,7 +70,7 @@ class FlushCheck:
         self.session = session
         self.checks = 0
         self.checked_step = 0
-        self.pending: tuple[int, torch.Tensor] | None = None  # the sampled step and its counts, not read yet
+        self.pending: tuple[int, int, torch.Tensor] | None = None  # the sampled step, its scale's bits, its counts
 
     def due(self, step: int) -> bool:
         s = self.session
@@ -84,14 +91,14 @@ class FlushCheck:
         self.checks += 1
         with self.session.recorder.paused("underflow check"):  # out of the step's time and range sample
             counts = flushed_counts(loss, params)
-        self.pending = (step, counts) if counts is not None else None
+        self.pending = (step, reference_bits(loss), counts) if counts is not None else None
 
     def say(self) -> None:
         """At a step record: the sampled step's counts, read (one small copy), warned above FLUSHED_SHARE."""
         if self.pending is None:
             return
-        (step, counts), self.pending = self.pending, None
+        (step, bits, counts), self.pending = self.pending, None
         flushed, kept = (int(v) for v in counts.tolist())
         if kept and flushed / kept > FLUSHED_SHARE:
             self.session.warn("fp16_underflow", mistakes.FP16_UNDERFLOW.format(
-                share=flushed / kept, flushed=flushed, kept=kept, step=step))
+                share=flushed / kept, flushed=flushed, kept=kept, step=step, bits=bits))
