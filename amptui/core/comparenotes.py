@@ -15,6 +15,7 @@ from amptui.core.config.variants import RAN_AS_FP32, chosen_label
 from amptui.core.inputbound import notice
 from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfinite_text, some_names
 from amptui.core.rankmemory import note as rank_memory_note
+from amptui.core.records import START
 from amptui.core.scriptcode import changed_files
 from amptui.core.tf32note import baseline_line
 from amptui.core.tunenames import source_preset
@@ -142,7 +143,7 @@ def code_note(summaries: list[RunSummary]) -> str | None:
     """When script runs ran different code (the script, or a module it imports from its folder,
     changed between them: a script that edits itself between an A/B's variants): which files, and
     each run's code hash."""
-    recorded = [(s.run_id, code) for s in summaries if isinstance(code := (s.start or {}).get("code"), dict)]
+    recorded = [(s.run_id, code) for s in summaries if isinstance(code := (s.start or {}).get(START.code), dict)]
     files = changed_files([code for _, code in recorded])
     if not files:
         return None
@@ -167,6 +168,17 @@ def steps_note(summaries: list[RunSummary]) -> str | None:
     return (f"warning: the runs stopped at different steps ({', '.join(str(s.step) for s in summaries)}): the loss "
             f"column compares them at step {common_step(summaries)}, the last step every run reached; final loss "
             "is each run's own last" + (f" ({'; '.join(early)})" if early else ""))
+
+
+def interleaved_note(summaries: list[RunSummary]) -> str | None:
+    """How the speed-up was measured when runs took turns (`ab --interleave`, their start records)."""
+    took = [s for s in summaries if (s.start or {}).get(START.interleaved)]
+    if not took:
+        return None
+    which = "" if len(took) == len(summaries) else f" ({', '.join(s.run_id for s in took)} only)"
+    return (f"speed-up from windows measured alternately (ab --interleave){which}: the runs took turns one step "
+            "record at a time, so a drift of the machine's speed fell on all alike; their total time includes "
+            "the turns spent waiting")
 
 
 def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
@@ -197,6 +209,8 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     load = load_differs(summaries)
     lines += [load] if load else []
     lines += why_lines(summaries)
+    turns = interleaved_note(summaries)
+    lines += [turns] if turns else []
     tf32_line = tf32_baseline_note(summaries)
     lines += [tf32_line] if tf32_line else []
     headroom = headroom_note(summaries)
