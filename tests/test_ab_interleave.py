@@ -105,3 +105,15 @@ def test_an_interleaved_ab_alternates_the_variants_windows_and_computes_the_spee
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 0
     later = cli("compare", "--last-ab", check=True).stdout  # recorded in the runs: compare says it too
     assert "speed-up from windows measured alternately (ab --interleave): " in later
+
+
+@pytest.mark.slow
+def test_an_interleaved_variant_that_fails_hands_on_its_turn_and_the_ab_ends(cli, runs_dir):
+    """A trainer that raises while holding the turn retires itself: the other variant trains on,
+    and the A/B ends naming both failures instead of waiting for ever (pytest-timeout would say so)."""
+    done = cli("ab", "mlp-recipe", "--interleave", "--variants", "fp32,bf16", *TINY, "--set", "debug.fail_at_step=3")
+    assert done.returncode == 1
+    assert "variant(s) fp32, bf16 failed: " in done.stderr
+    runs = list_runs(runs_dir)
+    assert sorted(info.status for info in runs) == ["failed", "failed"]
+    assert [info.step for info in runs] == [3, 3]  # each failed once step 3, in its second turn, was done
