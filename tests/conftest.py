@@ -4,8 +4,6 @@ for tests marked `slow`)."""
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,41 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.cli import amptui, one_clear_line, started  # noqa: F401 - re-exported, see below
 from support.dashboard import root  # noqa: F401 - the dashboard tests' fixture: canned runs in ./runs
-from support.machine import DEVICE_READS, count_device_reads, cpu_rates_here  # noqa: F401
-from support.paths import FIXTURES, REPO  # noqa: F401
-from support.records import (  # noqa: F401
-    events,
-    events_so_far,
-    only_run,
-    record,
-    wait_for_end,
-    wait_for_step,
-    write_records,
-)
-from support.waits import wait_until  # noqa: F401
 
-# The shared helpers live in tests/support/ (issue 42). Until the tests other branches add are moved
-# over, `from conftest import X` still answers (re-exported above) and so do the old flat module
-# names (`from dashboard_support import X`: the moved module itself, imported when first asked for).
-MOVED = {"dashboard_support": "support.dashboard", "browser_support": "support.browser",
-         "dist_support": "support.dist", "picture_support": "support.pictures",
-         "pty_support": "support.terminal", "tune_support": "support.tune"}
-
-
-class _MovedHelpers(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path=None, target=None):
-        return importlib.util.spec_from_loader(name, self) if name in MOVED else None
-
-    def create_module(self, spec):
-        return importlib.import_module(MOVED[spec.name])
-
-    def exec_module(self, module):
-        pass
-
-
-sys.meta_path.append(_MovedHelpers())
+# The shared helpers live in the tests/support/ package (issue 42): import them from there.
 
 PINNED_RATES = "AMPTUI_TEST_PINNED_RATES"  # --cpu-bfloat16 slow|fast: the folder of the pinned peak cache
 

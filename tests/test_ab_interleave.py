@@ -85,12 +85,17 @@ def test_an_interleaved_ab_alternates_the_variants_windows_and_computes_the_spee
     assert "speed-up from windows measured alternately (--interleave)" in done.stdout + done.stderr
     runs = list_runs(runs_dir)
     assert [info.status for info in runs] == ["completed", "completed"]
-    steps = []  # (time, variant) of every step record
+    steps, timed_s, times = [], 0.0, []  # (time, variant) of every step record; the windows' timed seconds
     for variant, info in enumerate(runs):
         for line in (info.path / "events.jsonl").read_text().splitlines():
             rec = json.loads(line)
+            times.append(rec["t"])
             if rec.get("kind") == "step":
                 steps.append((rec["t"], variant))
+                timed_s += rec["step_time_ms"] / 1000 * 2  # log.every = 2 steps a window
+    # the turns spent waiting are off the step clocks: both runs' timed windows fit in the time
+    # both took (counted, the waiting would double it)
+    assert timed_s <= max(times) - min(times)
     order = [variant for _, variant in sorted(steps)]
     assert len(order) == 12  # 6 windows each, one record per turn
     assert order in ([0, 1] * 6, [1, 0] * 6), order  # strictly in turn: never two windows of one variant in a row

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import amptui, events, one_clear_line, only_run
+from support.cli import amptui, one_clear_line
+from support.records import events, only_run
 from torch import nn
 
 from amptui.core.config import layers

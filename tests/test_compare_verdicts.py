@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import record, write_records
+from support.records import record, write_records
 
 from amptui.core.records import End, Start, Step
 

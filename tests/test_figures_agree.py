@@ -54,3 +54,23 @@ def test_one_recorded_run_shows_the_same_figures_in_every_view(tmp_path):
     text = said.getvalue()
     assert f"final loss {fmt_loss(loss)}" in text
     assert f"{fmt_rate(steady)} samples/s, {ms:,.1f} ms/step (steady)" in text
+
+
+def test_a_tune_trial_and_compare_of_the_same_run_agree(tmp_path):
+    """`amptui tune` reads its trials with the same definition (it used the median of its windows)."""
+    from amptui.tune import plan as T
+
+    run_dir = copy_runs(tmp_path / "runs") / QUICK
+    records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    summary = cmp.summarize(run_dir)
+    trial = T.measure(T.Trial("fp32", {}, "reference", run_id=QUICK), records)
+    assert trial.samples_per_s == pytest.approx(summary.steady_samples_per_s)
+    assert trial.ms_per_step == pytest.approx(summary.steady_step_ms)
+    rates = [r["samples_per_s"] for r in records if r["kind"] == "step"][1:]
+    import statistics
+
+    assert f"{statistics.median(rates):,.0f}" != f"{trial.samples_per_s:,.0f}"  # the old median disagreed
+    compiled = T.measure(T.Trial("fp32", {"run.compile": True}, "reference", run_id=QUICK), records)
+    state = cmp.summarize(run_dir)
+    state.config = {"run": {"compile": True}}  # a compiled run: both leave its first two windows out
+    assert compiled.ms_per_step == pytest.approx(state.steady_step_ms)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import wait_for_end
-from pty_support import amptui_on_pty
+from support.records import wait_for_end
+from support.terminal import amptui_on_pty
 
 from amptui.cli import doctor
 from amptui.core.config import presets
@@ -196,7 +196,8 @@ def test_the_eta_follows_the_pace_of_the_last_minute():
 
 @pytest.mark.slow  # two tiny runs of a real script
 def test_two_runs_of_one_script_are_named_by_its_file_and_arguments(runs_dir):
-    from conftest import amptui, only_run
+    from support.cli import amptui
+    from support.records import only_run
 
     from amptui.core.run.runs import load_run
     from amptui.dashboard.widgets.runtable import preset_cell

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import amptui
-from dashboard_support import FAILED, FIXTURES, QUICK, Notes, app_for, async_test, home_ready, select_run, until
+from support.cli import amptui
+from support.dashboard import FAILED, FIXTURES, QUICK, Notes, app_for, async_test, home_ready, select_run, until
 
 from amptui.core.run import runlock
 from amptui.core.run.runs import launch_identity

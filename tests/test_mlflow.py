@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events, one_clear_line, only_run
+from support.cli import amptui, one_clear_line
+from support.records import events, only_run
 
 from amptui.core.config import values as config
 from amptui.core.errors import UserError

@@ -122,7 +122,7 @@ def test_probe_finds_the_outlier_linear_and_hooks_nothing_between_sampled_steps(
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_amptui_plan_of_a_tiny_plan_lab_lists_every_layer_and_keeps_the_outlier_out_of_float8(runs_dir):
-    from conftest import amptui
+    from support.cli import amptui
 
     proc = amptui("plan", "plan-lab", "--for", "H100", "--format", "json", "--steps", "4", "--save", "tiny-lab",
                   "--verify", "--set", "model.width=64", "--set", "model.depth=4", "--set", "data.batch_size=32",
@@ -166,7 +166,7 @@ def test_roofline_matches_a_hand_calculation_for_two_shapes():
 def test_amptui_plan_of_an_unmodified_gpt_script_gives_the_same_table(runs_dir):
     from pathlib import Path
 
-    from conftest import amptui
+    from support.cli import amptui
 
     script = Path(__file__).parent / "scripts" / "tiny_gpt.py"
     proc = amptui("plan", "--script", str(script), "--for", "H100", "--format", "json", "--steps", "4",

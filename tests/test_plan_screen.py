@@ -49,7 +49,7 @@ async def test_p_on_a_preset_shows_its_newest_plan_and_says_how_to_make_one_when
     async with app.run_test(size=(110, 40)) as pilot:
         home = await home_ready(pilot)
         notes = Notes().install(app)
-        preset = home.preset_picker.preset.name
+        preset = home.preset.name
         await pilot.press("P")  # no plan of it yet: the command to make one
         assert isinstance(app.screen, HomeScreen) and f"amptui plan {preset}" in notes.text()
         plan_run(root, "20261127-200000-x-abcd", preset, plan_doc(preset))

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dashboard_support import LIVE, QUICK, SCALER, app_for, async_test, copy_runs, home_ready, select_run, until
+from support.dashboard import LIVE, QUICK, SCALER, app_for, async_test, copy_runs, home_ready, select_run, until
 
 from amptui.core.run.runs import launch_identity
 from amptui.dashboard.app import keymap_scopes

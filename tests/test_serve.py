@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import http.client
 import os
 import re
-import signal
 import socket
 import subprocess
 import time
@@ -23,6 +21,7 @@ import pytest
 from support.cli import one_clear_line
 from support.dashboard import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
 from support.records import wait_for_end
+from support.serve import free_port, get, secret_of, start_serve, stop_serve
 
 from amptui.cli import serve_guard
 from amptui.cli.serve import TOKEN_ENV, is_local, public_url
@@ -31,13 +30,9 @@ from amptui.dashboard.screens.keys import READ_ONLY_ENV, READ_ONLY_WHY
 from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.jobs.spawn import SAFE_PATH, amptui_python
 
+SECRET = "a-script-chose-this-secret-0123456789"  # 32 characters or more
+
 ESCAPES = re.compile(r"\x1b\[[0-9;?$<>=]*[A-Za-z]|\x1b\][^\x07]*\x07")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("host, local", [("localhost", True), ("127.0.0.1", True), ("::1", True),
@@ -67,8 +62,10 @@ def test_serve_says_a_bad_keymap_once_before_serving(cli):
 @pytest.mark.parametrize("args, says", [
     (["--host", "0.0.0.0"], "--allow-remote"),
     (["--host", "10.1.2.3", "--port", "8001"], "whoever does with its address can start and stop runs"),
-    (["--token", "short"], "--token: expected 16 or more"),
-    (["--token", "sixteen chars and spaces"], "--token: expected 16 or more"),
+    (["--token", "short"], "--token: expected 32 or more"),
+    (["--token", "x" * 31], "--token: expected 32 or more"),
+    (["--token", "thirty-two characters and spaces"], "--token: expected 32 or more"),
+    (["--max-tabs", "0"], "--max-tabs 0: expected a number of tabs from 1"),
     (["--public-url", "localhost:9000"], "--public-url"),
     (["--public-url", "http://localhost:9000/amptui"], "without a path"),
     (["--public-url", "http://localhost:99999"], "port"),
@@ -111,15 +108,15 @@ def test_each_serve_prints_an_address_with_a_new_secret(cli, served, monkeypatch
     assert len(secret) >= 43 and secret != printed_secret(second.stdout)  # 256 random bits each time
     assert served[0].secret == secret
     # a script's own secret, from the environment (not seen in the process list) or --token
-    monkeypatch.setenv(TOKEN_ENV, "from-the-environment-0123")
-    assert printed_secret(cli("serve", "--port", str(port), check=True).stdout) == "from-the-environment-0123"
+    monkeypatch.setenv(TOKEN_ENV, SECRET)
+    assert printed_secret(cli("serve", "--port", str(port), check=True).stdout) == SECRET
     assert TOKEN_ENV not in os.environ  # not handed on to the tabs' dashboards and the runs they start
-    given = cli("serve", "--port", str(port), "--token", "given-on-the-command-line", check=True)
-    assert served[-1].secret == printed_secret(given.stdout) == "given-on-the-command-line"
+    given = cli("serve", "--port", str(port), "--token", "x" * 32, check=True)
+    assert served[-1].secret == printed_secret(given.stdout) == "x" * 32
 
 
 def test_a_bad_secret_in_the_environment_is_one_line(cli, served):
-    assert f"{TOKEN_ENV}: expected 16 or more" in one_clear_line(cli("serve", env={TOKEN_ENV: "x y"}))
+    assert f"{TOKEN_ENV}: expected 32 or more" in one_clear_line(cli("serve", env={TOKEN_ENV: "x y"}))
     assert not served
 
 
@@ -161,53 +158,7 @@ def wait_for_run_folder(runs_dir: Path, timeout: float = 60) -> Path:
     raise AssertionError(f"no run folder appeared in {runs_dir} within {timeout:g} s")
 
 
-def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[0]
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"amptui serve did not listen on {port} within {timeout:g} s")
-
-
-def start_serve(runs_dir: Path, port: int, *args: str, cwd: Path | None = None,
-                stdin: int | None = None) -> tuple[subprocess.Popen, str, str]:
-    """`amptui serve` as a user starts it (the `amptui` command: its own folder first on the path,
-    not the working folder); (the process, the address it printed, what it printed up to there)."""
-    proc = subprocess.Popen([*amptui_python(), "-m", "amptui", "--runs-dir", str(runs_dir), "serve", "--port", str(port),
-                             *args], cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
-                            start_new_session=True)
-    said = ""
-    while not said.endswith("(whoever has it acts as you):\n"):
-        # unbuffered, a byte at a time: communicate() later reads the pipe itself, past any buffer
-        line = proc.stdout.readline().decode()
-        assert line, f"amptui serve ended, saying:\n{said}"
-        said += line
-    address = proc.stdout.readline().decode().strip()  # the address: the last line, on its own
-    said += address + "\n"
-    wait_until_listening(proc, port)
-    return proc, address, said
-
-
-def stop_serve(proc: subprocess.Popen) -> str:
-    os.killpg(proc.pid, signal.SIGTERM)  # the server and the dashboards it started for the tabs
-    return proc.communicate(timeout=30)[0].decode(errors="replace")
-
-
-def get(port: int, path: str, cookie: str | None = None) -> tuple[int, http.client.HTTPResponse, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", path, headers={"Host": f"localhost:{port}", **({"Cookie": cookie} if cookie else {})})
-    answer = conn.getresponse()
-    body = answer.read()
-    conn.close()
-    return answer.status, answer, body
-
-
-def handshake(port: int, origin: str | None, cookie: str | None = None,
-              path: str = "/ws?width=160&height=40") -> tuple[int, socket.socket]:
+def handshake(port: int, origin: str | None, path: str, cookie: str | None = None) -> tuple[int, socket.socket]:
     """A websocket opening handshake as any program can send it: (the status, the open socket)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     lines = [f"GET {path} HTTP/1.1", f"Host: localhost:{port}", "Upgrade: websocket", "Connection: Upgrade",
@@ -261,36 +212,35 @@ def read_until(sock: socket.socket, text: str, timeout: float = 90) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_no_page_file_or_websocket_without_the_secret_and_no_websocket_from_another_site(runs_dir):
-    """What another user on the machine, or a page the user visits while a tunnel is open, can send."""
+    """What another user on the machine, or a page the user visits while a tunnel is open, can send.
+    The page's own requests carry the secret in their path (no cookie: every port of localhost
+    would receive it)."""
     port = free_port()
     server, address, _ = start_serve(runs_dir, port, "--access-log")
     try:
-        secret = address.split("?token=")[1]
-        cookie_name = f"amptui-serve-{port}"
-        for path in ("/", "/static/js/textual.js", "/static/css/xterm.css", "/download/x", "/?fontsize=20"):
+        secret = secret_of(address)
+        for path in ("/", "/static/js/textual.js", "/ws", "/download/x", "/?fontsize=20", "/favicon.ico"):
             assert get(port, path)[0] == 401, path
-        for wrong in ("A" * len(secret), secret[:-1], secret + "x", "%C3%BC" * 8):
+        for wrong in ("A" * len(secret), secret[:-1]):  # a few (more are answered ever more slowly)
             assert get(port, f"/?token={wrong}")[0] == 403, wrong
-            assert get(port, "/static/js/textual.js", f"{cookie_name}={wrong}")[0] == 403, wrong
+            assert get(port, f"/{wrong}/static/js/textual.js")[0] == 403, wrong
         status, answer, page = get(port, f"/?token={secret}")
-        assert status == 200 and b"data-session-websocket-url" in page
-        cookie = answer.headers["Set-Cookie"]
-        assert cookie.startswith(f"{cookie_name}={secret};") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
-        assert "Path=/" in cookie and answer.headers["Referrer-Policy"] == "no-referrer"
-        cookie = f"{cookie_name}={secret}"
-        assert get(port, "/static/js/textual.js", cookie)[0] == 200  # after the first visit the cookie carries it
-        served_origin = f"http://localhost:{port}"
-        refused = [(served_origin, None, "/ws"), (served_origin, f"{cookie_name}=guess-{secret}", "/ws"),
-                   ("http://evil.example", cookie, "/ws"), ("http://evil.example", None, f"/ws?token={secret}"),
-                   (f"http://localhost:{port % 65535 + 1}", cookie, "/ws"), ("null", cookie, "/ws"),
-                   (f"https://localhost:{port}", cookie, "/ws")]
-        for origin, given, path in refused:
-            status, sock = handshake(port, origin, given, path)
+        assert status == 200 and f'data-session-websocket-url="ws://localhost:{port}/{secret}/ws"'.encode() in page
+        assert "Set-Cookie" not in answer.headers and answer.headers["Referrer-Policy"] == "no-referrer"
+        assert f'href="http://localhost:{port}/{secret}/static/css/xterm.css"'.encode() in page
+        assert get(port, f"/{secret}/static/js/textual.js")[0] == 200  # the page's files: the secret in their path
+        assert get(port, "/static/js/textual.js", f"amptui-serve-{port}={secret}")[0] == 401  # no cookie opens a door
+        served_origin, ws = f"http://localhost:{port}", f"/{secret}/ws"
+        refused = [(served_origin, "/ws"), (served_origin, f"/guess-{secret}/ws"), ("http://evil.example", ws),
+                   ("http://evil.example", f"/ws?token={secret}"), (f"http://localhost:{port % 65535 + 1}", ws),
+                   ("null", ws), (f"https://localhost:{port}", ws)]
+        for origin, path in refused:
+            status, sock = handshake(port, origin, path=path)
             sock.close()
-            assert status in (401, 403), (origin, given, path, status)
-        status, sock = handshake(port, served_origin, cookie)
+            assert status in (401, 403), (origin, path, status)
+        status, sock = handshake(port, served_origin, path=ws)
         sock.close()
         assert status == 101
     finally:
@@ -298,6 +248,7 @@ def test_no_page_file_or_websocket_without_the_secret_and_no_websocket_from_anot
     # its request log (asked for) never names the secret (printed before it, in the address), however it wraps
     logged = re.sub(r"\s+", "", output)
     assert secret not in logged and "GET/?token=...HTTP/1.1" in logged, output
+    assert "GET/.../static/js/textual.jsHTTP/1.1" in logged, output
 
 
 @pytest.mark.slow
@@ -336,8 +287,7 @@ def test_serving_from_a_folder_that_holds_an_amptui_of_its_own_never_imports_it(
     port = free_port()
     server, address, _ = start_serve(runs_dir, port, cwd=planted)
     try:
-        secret = address.split("?token=")[1]
-        status, sock = handshake(port, f"http://localhost:{port}", f"amptui-serve-{port}={secret}")
+        status, sock = handshake(port, f"http://localhost:{port}", f"/{secret_of(address)}/ws?width=160&height=40")
         assert status == 101
         with sock:
             drawn = read_until(sock, "scaler-lab")  # the home screen's presets: the real dashboard
@@ -367,7 +317,7 @@ def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(cli, runs_dir,
         # the page's websocket address is the public one (the tunnel's port), not the server's own
         secret = address.split("?token=")[1]
         page_html = urllib.request.urlopen(f"http://127.0.0.1:{port}/?token={secret}", timeout=30).read().decode()
-        assert f'data-session-websocket-url="ws://localhost:{tunnel_port}/ws"' in page_html
+        assert f'data-session-websocket-url="ws://localhost:{tunnel_port}/{secret}/ws"' in page_html
         chrome, devtools = browser.start_chromium(tmp_path / "chromium-profile")
 
         async def drive() -> Path:
@@ -394,9 +344,9 @@ def test_the_served_dashboard_works_in_a_browser_through_a_tunnel(cli, runs_dir,
                 await asyncio.sleep(0.5)
 
                 # a second tab is a dashboard of its own over the same runs folder: a run started in the
-                # first appears in its Runs list. Its address has no secret: the first visit's cookie carries it
+                # first appears in its Runs list (opened at the same address: no cookie carries the secret)
                 other = await browser.new_page(session, devtools)
-                await other.open(url + "/")
+                await other.open(address)
                 await other.wait_for_text("no runs yet", timeout=60)
                 mark = await page.mark()
                 await page.press("End", "End", 35)  # the last preset: tiny

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import events, one_clear_line
+from support.cli import one_clear_line
+from support.records import events
 
 from amptui.jobs import sky, skynode
 

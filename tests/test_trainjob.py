@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import amptui, events, only_run
+from support.cli import amptui
+from support.records import events, only_run
 
 from amptui.core.config import values as config
 from amptui.telemetry import trainjob

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import torch
-from conftest import events
+from support.records import events
 
 from amptui.core.config import presets
 from amptui.jobs import launch

@@ -112,6 +112,25 @@ def test_judge_picks_fastest_accurate_candidate_and_stays_in_fp32_within_noise()
     assert V.explain(slow, winner, needed, "cpu")[0].startswith("Stay in fp32")
 
 
+@pytest.mark.parametrize("fp32_losses, said", [
+    ((4.0, 3.5, 3.0, 2.5, 2.0), "(its loss against fp32's: too short to judge (still falling: ±1 = 50% of loss 2); "
+                                "a longer run judges accuracy)"),
+    ((2.0, 2.4, 2.0, 2.4, 2.0), "(its loss against fp32's: band too wide to judge (noisy: ±0.8 = 40% of loss 2); "
+                                "a longer run judges accuracy)"),
+    ((2.3, 2.29, 2.28, 2.27, 2.26), "with its loss inside fp32's noise band"),
+])
+def test_tunes_winner_says_why_fp32s_band_cannot_judge_its_loss(fp32_losses, said):
+    """Issue 43: "its loss inside fp32's noise band" is said only where the band can judge; the same
+    words as the compare screen's otherwise (core/lossgaps.py), and in the timing line's reason."""
+    from amptui.tune import partial
+
+    trials = [trial("fp32", "reference", losses=fp32_losses, ms=10.0), trial("bf16", losses=fp32_losses, ms=5.0)]
+    result = partial.conclude(trials, False, {"precision"}, "cpu", planned=("bf16",))
+    assert result["winner"] == "bf16"
+    assert f"bf16 wins at 2.00x fp32's samples/s {said}: " in " ".join(result["explanation"])
+    assert (result["band_unjudged"] is None) == said.startswith("with its loss")
+
+
 def test_a_search_whose_every_trial_failed_crowns_nothing_not_fp32():
     """Issue 40 item 10: fp32 measured, every candidate that ran failed: "stay in fp32" would be a
     verdict nothing measured; no winner, and the CLI's reason names each failure."""

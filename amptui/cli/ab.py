@@ -29,6 +29,7 @@ INTERLEAVED_RESULT = ("speed-up from windows measured alternately (--interleave)
 def add_parser(sub) -> None:
     p = sub.add_parser("ab", help="run a preset (or your own script) once per precision variant, then compare them",
                        usage="amptui ab PRESET [--variants V,...] [--set K=V]...\n"
+                             "       amptui ab PRESET --interleave [--variants V,...]\n"
                              "       amptui ab --script FILE --variants V,... [-- ARGS...]\n"
                              "       amptui ab --script FILE --variant N=ARGS... [-- ARGS]")
     p.add_argument("preset", nargs="?", metavar="PRESET", help=PRESET_HELP)

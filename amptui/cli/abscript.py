@@ -7,7 +7,8 @@
   telemetry/scripthooks/applyamp.py). A script that sets its own precision is refused in one line
   (APPLY_REFUSAL): after its fp32 run, or by the hooks at its first autocast or scaled loss.
 
-Both make one A/B group (jobs/groups.py) and end with the compare table a preset's A/B prints.
+Both make one A/B group (jobs/groups.py) and end with the compare table a preset's A/B prints. A
+`--variant` run keeps its NAME (config run.variant), so `amptui compare` names it later as the A/B did.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def script_variants(args, device_type: str) -> list[tuple[str, dict[str, object]
                 words = shlex.split(extra)
             except ValueError as exc:
                 raise UserError(f"--variant {given!r}: {exc}") from None
-            out.append((name.strip(), {}, words))
+            out.append((name.strip(), {"run.variant": name.strip()}, words))  # saved: compare names the run
     else:
         names = [n.strip() for n in args.variants.split(",") if n.strip()] if args.variants \
             else default_variants(device_type)
@@ -123,7 +124,6 @@ def cmd_ab_script(args) -> int:
     # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
     echoed = 0 if sys.stdout.isatty() else None
     outcome = Outcome(total=len(variants))
-    names: list[str] = []
     with group.recording():
         group.update(state="running", variants=[name for name, _, _ in variants])
         for i, (name, variant, extra) in enumerate(variants):
@@ -145,18 +145,12 @@ def cmd_ab_script(args) -> int:
             elif turned is not None:  # "completed" with a NaN loss is no result: the A/B says it failed
                 outcome.failed.append(f"{name} (its loss turned non-finite at step {turned}, where "
                                       f"{variants[0][0]}'s was finite)")
-            elif variant and not variant["run.apply_amp"] and info.precision not in ("", AS_WRITTEN) \
+            elif variant.get("run.apply_amp") == "" and info.precision not in ("", AS_WRITTEN) \
                     and len(variants) > 1:  # the script as written is not a float32 loop
                 raise UserError(APPLY_REFUSAL.format(script=script, what=info.precision_words))
-            if not variant:  # --variant NAME='ARGS': the name in the table, and a name its run belies
-                names.append(chosen_label(name, info.precision))
         group.update(state=outcome.state, error=outcome.error)
     print()
-    print_comparison(outcome.run_dirs, args.format, names=names or None)
-    for label in names:
-        if label.endswith(RAN_AS_FP32):
-            say(f"warning: {label} (the script's own flag did nothing here: amptui's hooks saw no autocast)",
-                hang=9)
+    print_comparison(outcome.run_dirs, args.format)  # a --variant run named by its run.variant (comparenotes)
     if args.format in ("table", "markdown"):
         say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
     if outcome.error:
@@ -225,21 +219,6 @@ def nan_where_baseline_finite(baseline: Path, run_dir: Path) -> int | None:
     base = losses(baseline)
     return next((step for step, loss in sorted(losses(run_dir).items())
                  if loss is None and isinstance(base.get(step), (int, float))), None)
-
-
-RAN_AS_FP32 = ": ran as fp32"
-
-
-def chosen_label(name: str, seen: str) -> str:
-    """A `--variant NAME='ARGS'` run as the A/B table names it: "--variant bf16", or "--variant
-    bf16: ran as fp32" where NAME is a reduced precision the hooks never saw (its flag did nothing)."""
-    from amptui.core.config.precision import Precision
-
-    try:
-        meant = Precision.from_variant(name)
-    except ValueError:  # a name of the user's own ("fast", "baseline"): nothing to hold it to
-        return f"--variant {name}"
-    return f"--variant {name}" + (RAN_AS_FP32 if meant.autocast and seen == AS_WRITTEN else "")
 
 
 def variant_labels(names: list[str]) -> list[str]:

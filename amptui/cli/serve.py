@@ -2,7 +2,8 @@
 
 textual-serve starts the served command once per browser tab (each tab is a dashboard of its own
 over the same runs folder). Whoever drives a tab acts as the user who served it, so the address
-carries a secret and websockets must come from the served origin (serve_guard.py); it binds
+carries a secret and websockets must come from the served origin (serve_guard.py), and a tab's
+dashboard ends with its websocket, at most --max-tabs at once (serve_tabs.py); it binds
 localhost unless told otherwise with --allow-remote, and says how to reach it through an SSH
 tunnel. Its page embeds an absolute websocket address built from the public URL, so a tunnel to
 another local port needs --public-url naming that port. Each tab's dashboard is this Python with
@@ -26,11 +27,14 @@ from urllib.parse import urlsplit
 from amptui.cli.parser import runs_dir_option
 from amptui.core.errors import UserError
 
+DEFAULT_MAX_TABS = 8  # each tab is a dashboard process (~100 MB)
+MOST_MAX_TABS = 1000
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "ip6-localhost")
 # What textual-serve sets in the environment of the process it serves (its app_service.py).
 WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
 TOKEN_ENV = "AMPTUI_SERVE_TOKEN"  # the secret, for scripts (not on the command line, where `ps` shows it)
-TOKEN_SHAPE = re.compile(r"[A-Za-z0-9._~-]{16,}")  # as it goes into a URL and a cookie, unescaped
+SHORTEST_TOKEN = 32  # 190 bits or more of letters, digits and ._~-: never guessed, even at full speed
+TOKEN_SHAPE = re.compile(rf"[A-Za-z0-9._~-]{{{SHORTEST_TOKEN},}}")  # as it goes into a URL and a path, unescaped
 
 
 def add_parser(sub) -> None:
@@ -46,8 +50,12 @@ def add_parser(sub) -> None:
                    help="listen on an address other machines can reach; whoever reaches the port and has the "
                         "printed address (its secret) can start and stop runs")
     p.add_argument("--token", metavar="TOKEN",
-                   help=f"the secret the address carries (default: a new random one per serve; scripts can set "
-                        f"{TOKEN_ENV} instead, which other users cannot see in the process list)")
+                   help=f"the secret the address carries, {SHORTEST_TOKEN} or more letters, digits or ._~- (default: "
+                        f"a new random one per serve; scripts can set {TOKEN_ENV} instead, which other users cannot "
+                        "see in the process list). Wrong ones are answered ever more slowly")
+    p.add_argument("--max-tabs", type=int, default=DEFAULT_MAX_TABS, metavar="N",
+                   help=f"the most browser tabs served at once, each a dashboard process of its own (default "
+                        f"{DEFAULT_MAX_TABS}); one more is told so. A tab's dashboard ends with its websocket")
     p.add_argument("--read-only", action="store_true",
                    help="a dashboard that watches and compares but starts, stops, resumes and deletes nothing")
     p.add_argument("--access-log", action="store_true",
@@ -106,8 +114,8 @@ def the_secret(given: str | None) -> str:
     else:
         return secrets.token_urlsafe(32)
     if not TOKEN_SHAPE.fullmatch(token):
-        raise UserError(f"{where}: expected 16 or more letters, digits or ._~- (e.g. python -c "
-                        "'import secrets; print(secrets.token_urlsafe(32))')")
+        raise UserError(f"{where}: expected {SHORTEST_TOKEN} or more letters, digits or ._~- (got {len(token)} "
+                        "characters; e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
     return token
 
 
@@ -145,6 +153,8 @@ def handle(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise UserError(f"--port {args.port}: expected a port from 1 to 65535")
+    if not 0 < args.max_tabs <= MOST_MAX_TABS:
+        raise UserError(f"--max-tabs {args.max_tabs}: expected a number of tabs from 1 to {MOST_MAX_TABS}")
     local = is_local(args.host)
     if not local and not args.allow_remote:
         raise UserError(f"--host {args.host}: other machines could reach the dashboard, and whoever does with its "
@@ -191,7 +201,7 @@ def handle(args: argparse.Namespace) -> int:
     server = GuardedServer(served_command(root, args.read_only), secret=secret,
                            origins=[url, f"{served.scheme}://{served.netloc}"],
                            host=args.host, port=args.port, title="amptui", public_url=url,
-                           access_log=args.access_log, on_console=say_address)
+                           access_log=args.access_log, max_tabs=args.max_tabs, on_console=say_address)
     server.serve()
     return 0
 

@@ -121,19 +121,15 @@ def print_compare(rows, out: TextIO | None = None) -> None:
                 drop=[c.short for c in compare.drop_order(columns)])
 
 
-def print_comparison(run_dirs, fmt: str, out: TextIO | None = None, names: list[str] | None = None) -> None:
+def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
     """`amptui compare` / `ab`: the table, then its notes (warnings when the runs differ in more
     than precision, how it is measured). csv and json stay machine-readable: warnings go to stderr.
-    `names`: each run's variant as `ab --script --variant` named it, said in the preset column."""
+    An `ab --script --variant NAME` run is named by its NAME in the preset column (core/compare.py)."""
     out = out if out is not None else sys.stdout
-    from dataclasses import replace
-
     from amptui.core import compare, comparenotes
 
     summaries = [compare.summarize(d) for d in run_dirs]
     rows = compare.compare_rows(summaries)
-    if names and len(names) == len(rows) and fmt in ("table", "markdown"):
-        rows = [replace(r, preset=name) for r, name in zip(rows, names, strict=True)]
     if fmt == "table":
         print_compare(rows, out)
     else:

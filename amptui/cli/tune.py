@@ -151,10 +151,11 @@ def print_report(result: dict) -> None:
         console.print(line, markup=False)
     for knob, how in result.get("always_on", {}).items():
         console.print(f"[dim]{knob}: {how}[/dim]")
-    console.print(f"[dim]timing: median of the step windows after the first {T.WARMUP_WINDOWS} (warm-up"
-                  + ("" if result.get("script") else f"; {T.COMPILE_WARMUP_WINDOWS} with compilation")
+    console.print(f"[dim]timing: steady step windows, time-weighted, as compare shows them (warm-up left out: "
+                  f"the first 10% of steps, at least {T.WARMUP_WINDOWS} window"
+                  + ("" if result.get("script") else f", {T.COMPILE_WARMUP_WINDOWS} with compilation")
                   + f"); speed-up in samples/s against the fp32 reference run; noise band ± {result.get('band') or 0:.4f} "
-                  "loss[/dim]")
+                  "loss" + (f": {result['band_unjudged']}" if result.get("band_unjudged") else "") + "[/dim]")
     console.print()
     for line in report.explanation(result):
         console.print(line, markup=False)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from amptui.core import distribution
-from amptui.core.comparenotes import short_precision
+from amptui.core.comparenotes import short_precision, variant_label
 from amptui.core.comparestep import common_step, losses_at, speed_verdict, stopped_early
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import precision_or_unseen
@@ -100,7 +100,7 @@ class RunSummary(RunState):
         """The figures over the whole run, once every record is in."""
         self.total_time_s = self.clock.seconds()
         self.data_wait_share = self.data_wait.share
-        self.step_ms_spread = self.timed.steady(self.total_steps).spread
+        self.step_ms_spread = self.timed.steady(self.total_steps, self.compiled).spread
         self.others_cpu = statistics.median(self.load_seen) if self.load_seen else None
         if self.epoch_times:
             self.time_per_epoch_s = sum(self.epoch_times) / len(self.epoch_times)
@@ -173,6 +173,7 @@ class CompareRow:
     speedup_noise: float | None = None   # +- on the speed-up (absolute, see SPEED_NOISE_FLOOR); None: not measurable
     same_speed: bool | None = None       # the speed-up is within its noise of 1.0 (comparestep.speed_verdict)
     speed_unresolved: str | None = None  # why the speed-up cannot be told (too short, too noisy, different load)
+    variant: str = ""                    # an `ab --script --variant NAME` run's label (variants.chosen_label), else ""
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -216,7 +217,7 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
             peak_measure=s.ranks.measure, total_steps=s.total_steps, stopped_early=stopped_early(s),
             common_step=common, loss_at_common=at[1] if at else None, loss_step=at[0] if at else None,
             speedup_noise=verdict.plus if verdict else None, same_speed=verdict.same if verdict else None,
-            speed_unresolved=verdict.unresolved if verdict else None,
+            speed_unresolved=verdict.unresolved if verdict else None, variant=variant_label(s),
             **_narrowest(s)))
     return rows
 
@@ -274,7 +275,7 @@ def _loss_at_common(r: CompareRow) -> str:
 
 COLUMNS: list[Column] = [
     Column("run", "run", lambda r: r.run_id, priority=9),
-    Column("preset", "preset", lambda r: r.preset or "-", priority=7),
+    Column("preset", "preset", lambda r: r.variant or r.preset or "-", priority=7),  # a --variant's name before it
     Column("precision", "precision", lambda r: precision_or_unseen(r.precision), priority=9,
            terminal_cell=lambda r: short_precision(r.precision)),
     Column("dist", "dist", lambda r: r.dist or "-", priority=8, spread_only=True),

@@ -11,6 +11,7 @@ from amptui.core import distribution
 from amptui.core.comparestep import common_step, load_differs, never_stepped, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, SCALER_KEYS
+from amptui.core.config.variants import RAN_AS_FP32, chosen_label
 from amptui.core.inputbound import notice
 from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfinite_text, some_names
 from amptui.core.rankmemory import note as rank_memory_note
@@ -25,6 +26,18 @@ TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the 
                "checkpoints, start-up and the first 10% of steps left out), ± the two runs' spread of step time "
                "from one timed window to the next, \"same speed\" within it; memory saving = 1 - peak / first "
                "run's peak; data wait = share of step time spent waiting for the next batch")
+
+
+def variant_label(s: RunSummary) -> str:
+    """The `ab --script --variant NAME` a run ran as (config run.variant) as its A/B named it, "" for others."""
+    name = s.flat_config.get("run.variant")
+    return chosen_label(str(name), s.precision.short if s.precision is not None else "") if name else ""
+
+
+def variant_notes(summaries: list[RunSummary]) -> list[str]:
+    """A `--variant bf16` whose run was float32: the script's own flag did nothing on this device."""
+    return [f"warning: {label} (the script's own flag did nothing here: amptui's hooks saw no autocast)"
+            for s in summaries if (label := variant_label(s)).endswith(RAN_AS_FP32)]
 
 
 def short_precision(said: str) -> str:
@@ -95,7 +108,7 @@ def memory_note(summaries: list[RunSummary], brief: bool = False) -> str | None:
 
 
 # Keys an A/B varies on purpose, and keys that do not change what is trained.
-_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.apply_amp", "run.name", "run.description", "numerics.every", "numerics.depth",
+_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.apply_amp", "run.variant", "run.name", "run.description", "numerics.every", "numerics.depth",
                             "numerics.trace_nonfinite")  # measuring, not training
 
 
@@ -146,6 +159,7 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     lines = []
     steps = steps_note(summaries)
     lines += [steps] if steps else []
+    lines += variant_notes(summaries)
     presets = different_presets(summaries)
     if presets:
         lines.append(f"warning: different presets ({', '.join(presets)}): the speed-up and memory saving "

@@ -3,8 +3,10 @@ throughput panel, the summary `amptui run` prints at its end, `compare`, and wha
 up to), so one run never shows three throughputs (issue 43).
 
 - samples/s: steady-state, after warm-up: the samples of the step records whose window ends past the
-  first WARMUP_FRACTION of the run's steps (never the first record) divided by those windows' seconds;
-  a time-weighted mean of the records' own samples/s. Before a window past warm-up: the last window's.
+  first WARMUP_FRACTION of the run's steps (never the first record; never the first two of a run
+  with torch.compile, whose second window still holds a recompile) divided by those windows'
+  seconds; a time-weighted mean of the records' own samples/s. Before a window past warm-up: the
+  last window's. `amptui tune` reads its trials with the same definition.
 - step time: the same windows' seconds / their steps, in ms.
 - final loss: the end record's `final_loss` (the recorder writes its last step record's loss), else
   the last step record's loss. A step record's loss is the mean over its window of `log.every` steps,
@@ -23,6 +25,12 @@ from amptui.core.records import END, STEP
 # run's steps (at least the first record) do not count. Each window is timed between two reads of
 # the device, so it is a synchronised device timing.
 WARMUP_FRACTION = 0.1
+WARMUP_WINDOWS = 1          # step records always left out at the start ...
+COMPILE_WARMUP_WINDOWS = 2  # ... and with run.compile (compilation, the recompile after the first step)
+
+
+def warmup_windows(compiled: bool) -> int:
+    return COMPILE_WARMUP_WINDOWS if compiled else WARMUP_WINDOWS
 
 
 @dataclass
@@ -38,7 +46,7 @@ class StepWindows:
 
     windows: list[tuple[int, int, float, float]] = field(default_factory=list)
     window_from: int = 0  # the step the next step record's window starts after
-    _cache: tuple[int, int, Steady] | None = None
+    _cache: tuple[tuple[int, int, bool], Steady] | None = None
 
     def session(self, resumed_from: int) -> None:
         """A start record: the next window starts at the step this session resumed from."""
@@ -60,20 +68,32 @@ class StepWindows:
         self.window_from = step
         return added
 
-    def steady(self, total_steps: int | None) -> Steady:
+    def steady(self, total_steps: int | None, compiled: bool = False) -> Steady:
         """The steady-state figures (see the module's definitions); cached until a window arrives."""
-        if self._cache is not None and self._cache[:2] == (len(self.windows), total_steps or 0):
-            return self._cache[2]
-        found = steady_of(self.windows, total_steps)
-        self._cache = (len(self.windows), total_steps or 0, found)
+        key = (len(self.windows), total_steps or 0, compiled)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        found = steady_of(self.windows, total_steps, warmup_windows(compiled))
+        self._cache = (key, found)
         return found
 
+    def past_warmup(self, total_steps: int | None, compiled: bool = False) -> int:
+        """How many windows count as steady (0: the figures are the last window's, warm-up included)."""
+        return len(_steady_windows(self.windows, total_steps, warmup_windows(compiled)))
 
-def steady_of(windows: list[tuple[int, int, float, float]], total_steps: int | None) -> Steady:
-    """Samples/s and ms/step over the windows after warm-up (see WARMUP_FRACTION)."""
+
+def _steady_windows(windows: list[tuple[int, int, float, float]], total_steps: int | None,
+                    skip: int) -> list[tuple[int, int, float, float]]:
     total = total_steps or (windows[-1][0] if windows else 0)
     warm = max(1, int(WARMUP_FRACTION * total))
-    steady = [w for w in windows[1:] if w[0] - w[1] >= warm] or windows[-1:]
+    return [w for w in windows[skip:] if w[0] - w[1] >= warm]
+
+
+def steady_of(windows: list[tuple[int, int, float, float]], total_steps: int | None,
+              skip: int = WARMUP_WINDOWS) -> Steady:
+    """Samples/s and ms/step over the windows after warm-up (see WARMUP_FRACTION), the first
+    `skip` windows never among them."""
+    steady = _steady_windows(windows, total_steps, skip) or windows[-1:]
     found = Steady()
     steps, seconds = sum(w[1] for w in steady), sum(w[2] for w in steady)
     if seconds > 0 and steps:

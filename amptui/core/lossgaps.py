@@ -58,9 +58,13 @@ def still_falling(curve: Series) -> bool:
     """Is the loss still falling from one point to the next (a run too short for its curve to have
     settled), rather than wandering about a level? Most steps down: the median change is downward
     and at least half as large as the median size of a change."""
+    return still_falling_values(curve.points()[1])
+
+
+def still_falling_values(ys: list[float]) -> bool:
+    """still_falling of a loss curve's values, in step order (tune's windows)."""
     import statistics
 
-    _, ys = curve.points()
     diffs = [b - a for a, b in zip(ys, ys[1:], strict=False)]
     if not diffs:
         return True
@@ -80,6 +84,11 @@ def too_short(band: float, loss: float | None, points: int, falling: bool = True
         share = f"±{band:.3g} = {100 * band / abs(loss):.0f}% of loss {abs(loss):.3g}"
         return f"too short to judge (still falling: {share})" if falling else f"band too wide to judge (noisy: {share})"
     return None
+
+
+def judged_by(band: float, losses: list[float]) -> str | None:
+    """too_short for a band read on the loss values of one run, in step order (tune's fp32 reference)."""
+    return too_short(band, losses[-1] if losses else None, len(losses), still_falling_values(losses))
 
 
 def agreement_words(band: float, gaps: list[LossGap], loss: float | None, falling: bool = True) -> str:

@@ -182,6 +182,19 @@ def kill_child_session(popen) -> None:
             pass
 
 
+def signal_tab(process, signum: int) -> None:
+    """Signal a child this process started and holds unreaped (a tab of `amptui serve`: an asyncio
+    subprocess): the process only, never its group, which is serve's own (runs a tab started live
+    in sessions of their own and go on). asyncio's send_signal polls the child first, so a pid
+    already reaped, which could name another process, is never signalled."""
+    if process.returncode is not None or not valid_pid(process.pid):
+        return
+    try:
+        process.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
 def _send_and_wait(procs: list[psutil.Process], signum: int, term_wait_s: float) -> list[psutil.Process]:
     """Send `signum` to each process (gone ones skipped) and wait for them: SIGTERM `term_wait_s`,
     SIGKILL 10 s; returns those still alive."""

@@ -147,8 +147,10 @@ def conclude(trials: list[Trial], interrupted: bool, dims: Collection[str], devi
     for t in trials:
         t.verdict = ""
     winner, band, needed, partial = settle(trials, interrupted, dims, planned)
+    band_why = V.band_unjudged(trials, band)
     explanation = explain_partial(trials, partial, interrupted) if partial else \
-        V.explain(trials, winner, needed, device_type, hardware_note)
-    return {"status": "interrupted" if interrupted else "done", "band": band, "needed_gain": needed,
+        V.explain(trials, winner, needed, device_type, hardware_note, band_why)
+    return {"status": "interrupted" if interrupted else "done", "band": band, "band_unjudged": band_why,
+            "needed_gain": needed,
             "winner": winner.candidate if winner else None, "partial": partial or None,
             "explanation": explanation, "trials": as_dicts(trials)}

@@ -12,13 +12,12 @@ rewritten atomically after every trial (status "running" until the search ends).
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amptui.core import safefile, tunenames
+from amptui.core import figures, safefile, tunenames
 from amptui.core.config import modes
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
@@ -27,7 +26,7 @@ from amptui.core.config.variants import VARIANTS
 from amptui.core.errors import UserError
 from amptui.core.fmt import fmt_bytes
 from amptui.core.rankmemory import peak_of
-from amptui.core.records import END, STEP, End, Step
+from amptui.core.records import END, START, STEP, End, Start, Step
 from amptui.core.safefile import atomic_write_text
 
 # --- the search space -------------------------------------------------------------------------
@@ -56,8 +55,9 @@ ALWAYS_ON = {  # speed knobs without a preset key: the trainer applies them wher
 
 TRIAL_STEPS = 20          # optimizer steps per trial
 LOG_EVERY = 4             # steps per timing window
-WARMUP_WINDOWS = 1        # windows dropped from the timing (first batches, allocator) ...
-COMPILE_WARMUP_WINDOWS = 2  # ... and with run.compile (compilation, the recompile after the first step)
+# windows dropped from the timing (first batches, allocator; with run.compile, compilation and the
+# recompile after the first step): core/figures.py's, the one definition every view uses
+WARMUP_WINDOWS, COMPILE_WARMUP_WINDOWS = figures.WARMUP_WINDOWS, figures.COMPILE_WARMUP_WINDOWS
 BATCH_DOUBLINGS = 4       # at most batch x16
 SLOW_FACTOR = 2.5         # a trial this much slower than fp32 is stopped early: it cannot win
 MIN_GAIN = 0.05           # a speed-up below this (or below fp32's own run-to-run spread) is noise
@@ -194,7 +194,7 @@ def of_steps(t: Trial) -> str:
 
 
 def warmup_windows(knobs: dict[str, Any]) -> int:
-    return COMPILE_WARMUP_WINDOWS if knobs.get("run.compile") else WARMUP_WINDOWS
+    return figures.warmup_windows(bool(knobs.get("run.compile")))
 
 
 def is_oom(error: dict[str, Any] | None) -> bool:
@@ -205,8 +205,10 @@ def is_oom(error: dict[str, Any] | None) -> bool:
 
 
 def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
-    """Fill a trial's numbers from its event records: the steady windows' medians (a shared
-    machine's hiccups land in single windows), after WARMUP_WINDOWS windows (and compilation)."""
+    """Fill a trial's numbers from its event records: ms/step and samples/s as core/figures.py
+    defines them for every view (the windows after warm-up, time-weighted), so a trial and
+    `amptui compare` of its run say the same; a trial stopped before a window past warm-up is
+    timed by what it measured."""
     steps = [r for r in records if r.get("kind") == Step.KIND]
     trial.windows = [{k: r.get(k) for k in (STEP.step, STEP.loss, STEP.step_time_ms, STEP.samples_per_s,
                                             STEP.data_wait_ms, STEP.skipped_total)} for r in steps]
@@ -217,13 +219,19 @@ def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
     trial.peak_mem = max(peaks) if peaks else None
     trial.steps = steps[-1][STEP.step] if steps else 0
     trial.skipped_steps = (steps[-1].get(STEP.skipped_total) or 0) if steps else 0
+    timed = figures.StepWindows()
+    for r in steps:
+        timed.take(r)
+    start = next((r for r in records if r.get("kind") == Start.KIND), {})
+    total = start.get(START.total_steps) if isinstance(start.get(START.total_steps), int) else None
+    compiled = bool(trial.knobs.get("run.compile"))
     steady = [w for w in trial.windows[warmup_windows(trial.knobs):] if w.get(STEP.step_time_ms)]
     if not steady and trial.windows and trial.status == "stopped":
         steady = [w for w in trial.windows[1:] or trial.windows if w.get(STEP.step_time_ms)]  # all it measured
+    if timed.windows and (timed.past_warmup(total, compiled) or trial.status == "stopped"):
+        found = timed.steady(total, compiled)
+        trial.ms_per_step, trial.samples_per_s = found.step_ms, found.samples_per_s
     if steady:
-        trial.ms_per_step = statistics.median(w[STEP.step_time_ms] for w in steady)
-        rates = [w[STEP.samples_per_s] for w in steady if w.get(STEP.samples_per_s)]
-        trial.samples_per_s = statistics.median(rates) if rates else None
         waits = [w[STEP.data_wait_ms] for w in steady if w.get(STEP.data_wait_ms) is not None]
         if waits:
             trial.data_wait_share = min(1.0, sum(waits) / sum(w[STEP.step_time_ms] for w in steady[:len(waits)]))

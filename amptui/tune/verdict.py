@@ -14,6 +14,7 @@ from typing import Any
 from amptui.core.config.modes import parse_variant
 from amptui.core.config.precision import narrow, narrow_dtype, wide
 from amptui.core.inputbound import input_bound
+from amptui.core.lossgaps import judged_by
 from amptui.tune.plan import BAND_FLOOR, FAILED, MIN_GAIN, STORM_FRACTION, Trial, of_steps
 
 # --- the accuracy guard -------------------------------------------------------------------------
@@ -37,6 +38,15 @@ def noise_band(reference: Trial, second: Trial | None) -> tuple[float, str]:
     diffs = [abs(b - a) for a, b in zip(losses, losses[1:], strict=False)]
     spread = statistics.median(diffs) * 2 if diffs else 0.0
     return max(spread, floor), "fp32's window-to-window spread"
+
+
+def band_unjudged(trials: list[Trial], band: float | None) -> str | None:
+    """Why fp32's noise band judges no candidate's accuracy (core/lossgaps.py, as the compare screen
+    says it: too short, or too wide for the loss), or None when it does."""
+    reference = next((t for t in trials if t.role == "reference" and t.measured), None)
+    if reference is None or band is None:
+        return None
+    return judged_by(band, [w["loss"] for w in reference.windows if _finite(w.get("loss"))])
 
 
 def guard(trial: Trial, reference: Trial, band: float) -> str | None:
@@ -168,8 +178,9 @@ def describe_limits(winner: Trial, trials: list[Trial], device_type: str) -> lis
 
 
 def explain(trials: list[Trial], winner: Trial | None, needed: float, device_type: str,
-            hardware_note: str = "") -> list[str]:
-    """A few plain sentences: why the winner won, and what limits it."""
+            hardware_note: str = "", band_why: str | None = None) -> list[str]:
+    """A few plain sentences: why the winner won, and what limits it. `band_why`: why fp32's noise
+    band could not judge accuracy (band_unjudged), said instead of "its loss inside the band"."""
     if winner is None:
         return ["No fp32 reference was measured, so nothing could be judged (the search ended before it)."]
     lines = []
@@ -209,8 +220,10 @@ def explain(trials: list[Trial], winner: Trial | None, needed: float, device_typ
             parts.append("torch.compile fuses kernels and removes per-op launch overhead")
         if "data.batch_size" in winner.knobs:
             parts.append(f"batch {winner.knobs['data.batch_size']} keeps the hardware busier per step")
-        lines.append(f"{winner.candidate} wins at {winner.speedup:.2f}x fp32's samples/s with its loss inside "
-                     f"fp32's noise band: " + "; ".join(parts or ["it measured fastest"]) + ".")
+        accuracy = "with its loss inside fp32's noise band" if band_why is None else \
+            f"(its loss against fp32's: {band_why}; a longer run judges accuracy)"
+        lines.append(f"{winner.candidate} wins at {winner.speedup:.2f}x fp32's samples/s {accuracy}: "
+                     + "; ".join(parts or ["it measured fastest"]) + ".")
     for t in rejected:
         lines.append(f"{t.candidate} was rejected: {t.verdict.removeprefix('rejected: ')}.")
     lines += describe_limits(winner, trials, device_type)

@@ -87,6 +87,9 @@ class RunConfig:
                          "unmodified (autocast around its models' forward; with +scaler a GradScaler around its "
                          "backward, clip and optimizer step); empty leaves the script's precision its own. Set "
                          "by `amptui ab --script --variants`.", APPLIED_AMP)
+    variant: str = key("", "A script run only: the NAME of `amptui ab --script --variant NAME='ARGS'` it ran as "
+                       "(the script's own flags chose its precision); `amptui compare` names the run by it. Set by "
+                       "`amptui ab --script`.")
 
 
 @dataclass(frozen=True)

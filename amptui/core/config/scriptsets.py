@@ -35,6 +35,7 @@ SETTABLE_WORDS = ("run.name, run.description, log.every, log.tensorboard, log.ml
 # Why a key is not a script run's, by key and then by section; each says what to do instead.
 _WHY = {
     "run.script": "give the script with --script FILE (or -m MODULE)",
+    "run.variant": "amptui ab --script sets it: name the variant there, --variant NAME='ARGS'",
     "run.device": "the script puts its model and tensors on a device itself",
     "run.seed": "the script seeds its own random generators",
     "amp": "the script's own torch.autocast and GradScaler decide the precision, and amptui records what "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from amptui.core.config.dtypes import FULL_DTYPE
 from amptui.core.config.precision import (
     DTYPES,
     PRECISION_KEYS,
@@ -35,6 +36,20 @@ class _Variants(Mapping[str, dict[str, object]]):
 
 
 VARIANTS: Mapping[str, dict[str, object]] = _Variants()
+
+
+RAN_AS_FP32 = ": ran as fp32"
+
+
+def chosen_label(name: str, seen: str) -> str:
+    """A run of `amptui ab --script --variant NAME='ARGS'` (config run.variant) as the tables name it:
+    "--variant bf16", or "--variant bf16: ran as fp32" where NAME is a reduced precision and the run's
+    precision `seen` (its short name) is float32's: the script's own flag did nothing."""
+    try:
+        meant = Precision.from_variant(name)
+    except ValueError:  # a name of the user's own ("fast", "baseline"): nothing to hold it to
+        return f"--variant {name}"
+    return f"--variant {name}" + (RAN_AS_FP32 if meant.autocast and seen == FULL_DTYPE.short else "")
 
 
 def known_variants() -> list[str]:

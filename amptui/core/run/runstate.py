@@ -147,13 +147,19 @@ class RunState:
         return final_loss(self.end, self.loss)
 
     @property
+    def compiled(self) -> bool:
+        """Ran under torch.compile (its start record's config says so): one more warm-up window."""
+        run = self.config.get("run")
+        return isinstance(run, dict) and bool(run.get("compile"))
+
+    @property
     def steady_samples_per_s(self) -> float | None:
         """Samples/s after warm-up (core.figures): the header, the throughput panel, the summary, compare."""
-        return self.timed.steady(self.total_steps).samples_per_s
+        return self.timed.steady(self.total_steps, self.compiled).samples_per_s
 
     @property
     def steady_step_ms(self) -> float | None:
-        return self.timed.steady(self.total_steps).step_ms
+        return self.timed.steady(self.total_steps, self.compiled).step_ms
 
     @property
     def error(self) -> dict[str, Any] | None:

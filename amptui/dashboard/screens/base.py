@@ -8,12 +8,14 @@ app. The one handler lets the screen undo what the worker's reply would have und
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from amptui.dashboard.notice import Notice
 from amptui.dashboard.screens.keys import why_off
 
 if TYPE_CHECKING:
@@ -58,6 +60,20 @@ class DashboardScreen(Screen):
     def refusal(self, action: str) -> str | None:
         """Why `action` does not apply now (None: it does)."""
         return None
+
+    def ask(self, modal: Screen[Any], then: Callable[[Any], object]) -> None:
+        """Open `modal`; `then(answer)` once it is answered (not when it is cancelled: None, False)."""
+        def answered(answer: Any) -> None:
+            if answer is not None and answer is not False:
+                then(answer)
+
+        self.app.push_screen(modal, answered)
+
+    def say(self, *notices: Notice | None) -> None:
+        """Show what a plain function returned to say (amptui/dashboard/notice.py)."""
+        for n in notices:
+            if n is not None:
+                self.notify(n.message, title=n.title, severity=n.severity, timeout=n.timeout)
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "why_not":

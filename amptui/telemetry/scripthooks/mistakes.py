@@ -15,10 +15,10 @@ FP16_PARAMS = ("the optimizer holds float16 parameters and a GradScaler unscales
                "torch.autocast computes in float16 for you")
 SCALER_BF16 = ("a GradScaler with autocast bfloat16: it works, but bfloat16 has float32's range, so loss scaling "
                "buys nothing and costs a little time each step; drop the GradScaler (or use float16 with it)")
-FP16_UNDERFLOW = ("autocast float16 without a GradScaler: {share:.1%} of gradient values are zero or below "
-                  "float16's normal range (2**-14) at step {step}; small gradients underflow to zero in the "
-                  "float16 backward. Add torch.amp.GradScaler (scaler.scale(loss).backward(), scaler.step, "
-                  "scaler.update) or use bfloat16")
+FP16_UNDERFLOW = ("autocast float16 without a GradScaler: at step {step} the float16 backward flushed to zero "
+                  "{share:.1%} of the gradient values float32 keeps ({flushed} of {kept} non-zero in the same "
+                  "step's backward with the loss scaled by 2**{bits}, as a GradScaler would). Add "
+                  "torch.amp.GradScaler (scaler.scale(loss).backward(), scaler.step, scaler.update) or use bfloat16")
 SCHED_SKIPPED = ("about torch's 'lr_scheduler.step() before optimizer.step()' warning: the GradScaler skipped the "
                  "first optimizer step(s) (inf/NaN gradients while the loss scale calibrated from its initial "
                  "value), so optimizer.step() had not run yet. The schedule's first value was skipped: harmless "
@@ -36,13 +36,3 @@ NO_OPTIMIZER_END = ("0 training steps recorded: no torch.optim optimizer stepped
 def has_fp16_params(optimizer: torch.optim.Optimizer) -> bool:
     """Parameters' dtypes only (metadata): no device read."""
     return any(p.dtype == torch.float16 for g in optimizer.param_groups for p in g["params"])
-
-
-def underflow_share(optimizers: list[torch.optim.Optimizer]) -> torch.Tensor | None:
-    """Share of gradient values that are 0 or below float16's smallest normal (a device tensor)."""
-    grads = [p.grad for o in optimizers for g in o.param_groups for p in g["params"] if p.grad is not None]
-    if not grads:
-        return None
-    tiny = sum((g.detach().abs() < 2.0 ** -14).sum() for g in grads)
-    total = sum(g.numel() for g in grads)
-    return tiny / total

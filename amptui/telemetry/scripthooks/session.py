@@ -26,7 +26,7 @@ import torch
 
 from amptui.core.config import values as cfgmod
 from amptui.core.config.modefacts import SCALER_UNNEEDED, RunFacts
-from amptui.core.config.precision import Precision, narrow
+from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
 from amptui.core.records import ErrorInfo, WarningRecord
@@ -44,10 +44,9 @@ from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
 from amptui.telemetry.scripthooks.scalerhooks import ScalerWatch
 from amptui.telemetry.scripthooks.stephooks import StepWatch
+from amptui.telemetry.scripthooks.underflow import FlushCheck
 
 STOP_CHECK_S = 0.25       # how often a single-process run looks for `amptui stop`'s file (a stat each time)
-UNDERFLOW_CHECKS = 3      # records at which a float16 loop without a scaler has its gradients checked
-UNDERFLOW_SHARE = 0.05
 
 
 class ScriptSession:
@@ -71,11 +70,11 @@ class ScriptSession:
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
-        self.underflow_checks = 0
         self.seen = AutocastSeen()
         self.steps = StepWatch(self)
         self.scaling = ScalerWatch(self)
         self.loop = LoopShape(self)
+        self.flushes = FlushCheck(self)  # float16 without a scaler: gradients flushed that float32 keeps
         applying = str(getattr(self.base.run, "apply_amp", "") or "")
         self.applied = AppliedAmp(applying).install() if applying else None  # run.apply_amp (applyamp.py)
         self.patches = Patches(self, self.applied).install()
@@ -192,7 +191,6 @@ class ScriptSession:
         step = recorder.counters.step
         if step % self.log_every == 0:
             self.write_step()
-            self._check_underflow(step)
             if ddp.any_rank(os.path.exists(self.stop_file), recorder.active_meter.device, self.world_size):
                 self._stop()
         elif self.world_size == 1 and time.monotonic() >= self._next_stop_check:
@@ -208,19 +206,9 @@ class ScriptSession:
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
         self.recorder.write_step()
+        self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
             self.recorder.triage_by_sampling(self.models[0], self.reduced)
-
-    def _check_underflow(self, step: int) -> None:
-        if self.scaling.on or self.underflow_checks >= UNDERFLOW_CHECKS or \
-                not any(narrow(dtype) for _, dtype in self.seen.entered):  # no float16 autocast: nothing underflows
-            return
-        self.underflow_checks += 1
-        share = mistakes.underflow_share(self.steps.optimizers)
-        if share is not None:
-            value = float(share)  # once per record, for at most UNDERFLOW_CHECKS records
-            if value > UNDERFLOW_SHARE:
-                self.warn("fp16_underflow", mistakes.FP16_UNDERFLOW.format(share=value, step=step))
 
     def end_epoch(self) -> None:
         if self.started and self.loop.steps_in_epoch:
@@ -286,6 +274,7 @@ class ScriptSession:
 
     @guarded
     def backward(self, tensors) -> None:
+        self.flushes.backward(tensors)  # before the loop's own backward, on a sampled step only
         self.steps.backward(tensors)
 
     @guarded

@@ -9,41 +9,36 @@ from pathlib import Path
 from typing import Any
 
 from amptui.core.errors import UserError
-from amptui.dashboard.screens.base import DashboardScreen
+from amptui.dashboard.notice import Notice, refused
 from amptui.jobs import groups as groupmod
 from amptui.jobs import signals
 
 CANCEL_KEY = "S"
 
 
-def cancel_ab_of(screen: DashboardScreen, run_id: str | None) -> None:
-    root = screen.app.runs_root
+def cancel_ab_of(root: Path, run_id: str | None) -> Notice:
+    """S on run `run_id` of runs folder `root`: what was cancelled, or why nothing was."""
     try:
         found = groupmod.groups(root) if root.is_dir() else []
     except OSError as exc:
-        screen.notify(str(exc), severity="error")
-        return
+        return Notice(str(exc), severity="error")
     group = next((g for g in found if run_id and run_id in g.runs and g.active), None)
     tune = running_tune_of(root, run_id) if group is None else None
     if tune is not None:
         try:  # SIGINT, as Ctrl-C; only to the process the tune's file proves is `amptui tune`
             signals.prove(tune, f"tune {tune.get('tune_id', '')}").interrupt()
         except signals.NotOurs as exc:
-            screen.notify(str(exc), title="Tune not stopped", severity="error", timeout=8)
-            return
-        screen.notify(f"tune {tune.get('tune_id', '')} stopping: the running trial ends at its next record; "
+            return refused(str(exc), "Tune not stopped", timeout=8)
+        return Notice(f"tune {tune.get('tune_id', '')} stopping: the running trial ends at its next record; "
                       "no further trial starts", timeout=8)
-        return
     if group is None:
-        screen.notify("S cancels a running A/B or tune: highlight (or watch) one of its runs; this one is not "
+        return Notice("S cancels a running A/B or tune: highlight (or watch) one of its runs; this one is not "
                       "part of a running A/B or tune", severity="warning", timeout=6)
-        return
     try:
         stopping = groupmod.cancel(root, group)
     except (UserError, OSError) as exc:
-        screen.notify(str(exc), title="A/B not cancelled", severity="error", timeout=8)
-        return
-    screen.notify(f"A/B {group.label} of {group.preset} cancelled: no further variant starts"
+        return refused(str(exc), "A/B not cancelled", timeout=8)
+    return Notice(f"A/B {group.label} of {group.preset} cancelled: no further variant starts"
                   + (f"; {', '.join(stopping)} is stopping (checkpoint first)" if stopping else ""), timeout=8)
 
 

@@ -1,14 +1,18 @@
 """Home screen presets: the list (filtered by `/` like the runs), the highlighted preset's toggles,
-and what the user typed in them, kept per preset (also on disk). HomePresets is the home screen's
-part that fills the list, the description and the toggles; the screen hands its preset keys to it."""
+and what the user typed in them, kept per preset (also on disk). PresetsPane is the widget that holds
+the list, the description and the toggles and reacts to their messages (a preset highlighted, the
+toggles edited); the screen tells it the filter and asks it for the preset and its toggles."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import OptionList, Static
+from textual.containers import Horizontal, Vertical
+from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from amptui.core.config import presets as presetmod
@@ -16,9 +20,11 @@ from amptui.core.config import values as cfgmod
 from amptui.core.errors import ConfigError, UserError
 from amptui.dashboard import toggle_edits
 from amptui.dashboard.filestamps import PresetsStamp, presets_stamp
-from amptui.dashboard.screens.base import DashboardScreen
-from amptui.dashboard.widgets.runtable import RunTable
+from amptui.dashboard.notice import Notice
 from amptui.dashboard.widgets.toggles import TogglesPanel
+from amptui.dashboard.widgets.wordline import WordLine
+
+FIX_TOGGLES = "Fix the toggles first"
 
 
 class PresetList(OptionList):
@@ -28,39 +34,45 @@ class PresetList(OptionList):
     BINDINGS = [Binding("shift+tab", "previous_widget", "Previous", show=False)]
 
     def action_previous_widget(self) -> None:
-        self.screen.query_one(TogglesPanel).focus_last()
+        self.query_ancestor(PresetsPane).toggles.focus_last()
 
 
-def toggle_values(screen: DashboardScreen) -> cfgmod.Config | None:
-    """The toggles as a config, or None with a notice saying what to fix first."""
-    toggles = screen.query_one(TogglesPanel)
-    try:
-        return toggles.values()
-    except ConfigError as exc:
-        toggles.refresh_summary()
-        screen.notify(str(exc), title="Fix the toggles first", severity="error")
-        return None
+class PresetsPane(Horizontal):
+    """The presets as last listed (`presets`), the highlighted one (`preset`), its description and
+    toggles, and the toggle edits kept per preset. `filter_words`: the `/` filter's words."""
 
-
-class HomePresets:
-    """The presets as last listed, the highlighted one, and the toggle edits kept per preset, shown
-    in `screen`'s preset list (#presets), description (#preset-desc) and toggles."""
-
-    def __init__(self, screen: DashboardScreen) -> None:
-        self.screen = screen
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.presets: list[presetmod.Preset] = []  # as last listed
         self.preset: presetmod.Preset | None = None  # the highlighted preset
+        self.filter_words: list[str] = []
         self._edits: dict[str, dict[str, Any]] = toggle_edits.load()  # preset -> toggles as left (kept on disk)
         self._pristine: dict[str, Any] = {}  # the current preset's toggles as loaded
         self._stamp = presets_stamp()  # the saved presets as last listed
 
+    def compose(self) -> ComposeResult:
+        with Vertical(id="presets-box"):
+            yield PresetList(id="presets")
+        with Vertical(id="toggles-box"):
+            yield WordLine(id="preset-desc")
+            yield TogglesPanel(id="toggles")
+
+    def on_mount(self) -> None:
+        self.query_one("#presets-box").border_title = "Presets"
+        self.query_one("#toggles-box").border_title = "Toggles"
+
+    @property
+    def toggles(self) -> TogglesPanel:
+        return self.query_one(TogglesPanel)
+
     def load(self, select: str | None = None) -> None:
-        option_list = self.screen.query_one("#presets", OptionList)
+        """List the presets again (and highlight `select`, or the one highlighted)."""
+        option_list = self.query_one(PresetList)
         current = select or (self.preset.name if self.preset else None)
         self.presets = presetmod.list_presets()
         option_list.clear_options()
         width = max((len(p.name) for p in self.presets), default=10)
-        words = self.screen.query_one(RunTable).filter_words  # `/` filters presets and runs alike
+        words = self.filter_words  # `/` filters presets and runs alike
         listed = [p for p in self.presets if all(w in f"{p.name} {p.description}".lower() for w in words)]
         for p in listed:
             tag = ("built-in", "dim") if p.builtin else ("saved", "green")
@@ -76,13 +88,12 @@ class HomePresets:
 
     def show_none(self, why: str) -> None:
         """No preset shown: the toggles say why, and r, a and t refuse with that reason."""
-        toggles = self.screen.query_one(TogglesPanel)
-        if self.preset is not None and not toggles.invalid_preset:
+        if self.preset is not None and not self.toggles.invalid_preset:
             self.keep_edits()
         self.preset = None
         self._pristine = {}
-        self.screen.query_one("#preset-desc", Static).update(Text(why, style="italic"))
-        toggles.load_invalid(why)
+        self.query_one("#preset-desc", WordLine).update(Text(why, style="italic"))
+        self.toggles.load_invalid(why)
 
     def changed_on_disk(self, stamp: PresetsStamp) -> None:
         """Presets saved, replaced or deleted by another process (a CLI `presets save`, a tune's
@@ -91,18 +102,27 @@ class HomePresets:
             self._stamp = stamp
             self.load()
 
-    def highlighted(self, name: str | None) -> None:
-        """The list's highlight moved to preset `name`: its toggles."""
-        preset = next((p for p in self.presets if p.name == name), None)
+    @on(OptionList.OptionHighlighted, "#presets")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        """The list's highlight moved to a preset: its toggles."""
+        preset = next((p for p in self.presets if p.name == event.option.id), None)
         if preset is not None and preset != self.preset:
             self.show(preset)
 
+    @on(OptionList.OptionSelected, "#presets")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.query_one("#t-amp-autocast").focus()
+
+    @on(TogglesPanel.Edited)
+    def _edited(self) -> None:
+        self.keep_edits()
+
     def show(self, preset: presetmod.Preset) -> None:
-        toggles = self.screen.query_one(TogglesPanel)
+        toggles = self.toggles
         if self.preset is not None and not toggles.invalid_preset:  # keep what the user typed, per preset
             self.keep_edits()
         self.preset = preset
-        desc = self.screen.query_one("#preset-desc", Static)
+        desc = self.query_one("#preset-desc", WordLine)
         try:
             cfg = preset.config()
         except UserError as exc:
@@ -122,7 +142,7 @@ class HomePresets:
 
     def keep_edits(self) -> None:
         """What the user typed in the current preset's toggles, kept per preset (also on disk)."""
-        toggles = self.screen.query_one(TogglesPanel)
+        toggles = self.toggles
         if self.preset is None or toggles.invalid_preset:
             return
         state = toggles.state()
@@ -133,20 +153,23 @@ class HomePresets:
                 self._edits[self.preset.name] = edited
             toggle_edits.remember(self.preset.name, edited)
 
-    def save_as(self) -> None:
-        """s: the highlighted preset with its toggles as a new saved preset (a dialog asks its name)."""
-        if self.preset is None:
-            return
-        cfg = toggle_values(self.screen)
-        if cfg is None:
-            return
-        from amptui.dashboard.screens.modals import SaveAsModal
+    def values(self) -> cfgmod.Config | Notice:
+        """The toggles as a config, or a notice saying what to fix first (the toggles show it too)."""
+        try:
+            return self.toggles.values()
+        except ConfigError as exc:
+            self.toggles.refresh_summary()
+            return Notice(str(exc), title=FIX_TOGGLES, severity="error")
 
-        source = self.preset
-
-        def saved(name: str | None) -> None:
-            if name:
-                self.screen.notify(f"saved preset {name!r} to {presetmod.saved_dir() / (name + '.toml')}")
-                self.load(select=name)
-
-        self.screen.app.push_screen(SaveAsModal(source.name, cfg), saved)
+    def changed_toggles(self) -> dict[str, Any] | Notice:
+        """The toggles that differ from the preset, or a notice when one is invalid or this machine
+        cannot run them."""
+        cfg = self.values()
+        if isinstance(cfg, Notice):
+            return cfg
+        toggles = self.toggles
+        problem = toggles.hardware_problem()
+        if problem:
+            toggles.refresh_summary()
+            return Notice(problem, title=FIX_TOGGLES, severity="error")
+        return {key: value for key, value in toggles.overrides().items() if toggles.base.get(key) != value}

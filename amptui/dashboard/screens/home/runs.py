@@ -1,94 +1,206 @@
-"""Home screen actions on the highlighted run: R resume, x delete (asks first), i info; and `o`,
-the runs folders used (the title names the one shown). HomeRunActions is the home screen's part that
-does them; a resume starts through the screen's launches (one start at a time)."""
+"""Home screen runs: the filter (`/`), the run table, and one line on the highlighted run. RunsPane is
+the widget that holds them and reads the run list (every 2 s, in a thread worker); it posts what the
+screen reacts to: the runs listed (A/Bs started there that ended, presets changed on disk), the filter
+changed (the presets are filtered alike), the keys that apply changed (the footer is redrawn). Below,
+the plain functions behind x (delete)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from amptui.core import trust
+from rich.text import Text
+from textual import on
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Input, Static
+from textual.worker import Worker, WorkerState
+
+from amptui.core.config.precision import precision_or_unseen
+from amptui.core.distribution import dist_label
 from amptui.core.errors import UserError
+from amptui.core.fmt import fmt_accuracy as fmt_acc
+from amptui.core.fmt import fmt_duration, fmt_loss, shown
 from amptui.core.run import runops
 from amptui.core.run.runs import RunInfo
-from amptui.dashboard.screens.base import DashboardScreen
-from amptui.dashboard.screens.folders import folder_choices
-from amptui.dashboard.screens.home.launch import HomeLaunches
-from amptui.dashboard.widgets.title import HomeTitle
+from amptui.dashboard.notice import Notice
+from amptui.dashboard.runscache import RunsCache
+from amptui.dashboard.screens.base import in_background, say_failure
+from amptui.dashboard.widgets.runtable import RunTable
+from amptui.dashboard.widgets.wordline import WordLine
+from amptui.jobs import groups as groupmod
+
+if TYPE_CHECKING:
+    from amptui.dashboard.shell import DashboardApp
+
+NO_RUN = "no run highlighted"
+RUNS_REFRESH_S = 2.0
+RUNS_GROUP = "home-runs"  # the worker that reads the run list
 
 
-class HomeRunActions:
-    """R, x, i and o of `screen`, the home screen: `highlighted` is the run highlighted in Runs (None:
-    none), `refresh_runs` reads the run list again, `launches` starts a resume."""
+class FilterInput(Input):
+    BINDINGS = [Binding("escape", "done", "Done")]
 
-    def __init__(self, screen: DashboardScreen, launches: HomeLaunches,
-                 highlighted: Callable[[], RunInfo | None], refresh_runs: Callable[[], None]) -> None:
-        self.screen = screen
-        self.launches = launches
-        self.highlighted = highlighted
-        self.refresh_runs = refresh_runs
+    class Done(Message):
+        """Escape in the filter: leave it."""
 
-    def show_title(self) -> None:
-        others = len(folder_choices(self.screen.app.runs_root)) - 1   # runs folders used elsewhere: `o` lists them
-        self.screen.query_one("#home-title", HomeTitle).show(self.screen.app.runs_display, others)  # fitted to its width
+    def action_done(self) -> None:
+        self.post_message(self.Done())
 
-    def runs_folders(self) -> None:
-        """The runs folders this user has used; the one chosen replaces the home screen's."""
-        from amptui.dashboard.screens.folders import RunsFolderChooser
 
-        app = self.screen.app
+class RunsPane(Vertical):
+    """The runs box: `table` lists the runs of the app's runs folder (filtered), the line below says
+    more of the highlighted one; `resume_refusal` says why R does not apply to it (None: it does)."""
+    if TYPE_CHECKING:
+        app: DashboardApp  # self.app is the dashboard's app (runs_root, from_thread)
 
-        def chosen(folder) -> None:
-            if folder is not None:
-                app.switch_runs_folder(folder)
+    class Listed(Message):
+        """The run list was read and shown: its runs (by id) and A/B groups."""
 
-        app.push_screen(RunsFolderChooser(app.runs_root), chosen)
+        def __init__(self, runs: dict[str, RunInfo], groups: list[groupmod.Group]) -> None:
+            super().__init__()
+            self.runs = runs
+            self.groups = groups
 
-    def resume(self) -> None:
-        info = self.highlighted()
-        if info is None or self.launches.launching:
+    class FilterChanged(Message):
+        def __init__(self, words: list[str]) -> None:
+            super().__init__()
+            self.words = words
+
+    class KeysChanged(Message):
+        """What applies to the highlighted run changed (none highlighted, R refused or not)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.resume_refusal: str | None = NO_RUN
+        self._keys_shown: tuple | None = None  # what the footer's keys were last drawn for
+        self._cache = RunsCache()
+        self._failure_said: tuple[str, str] | None = None  # the last failure shown (say_failure)
+
+    def compose(self):
+        yield FilterInput(placeholder="filter presets and runs: words in name, status, precision, A/B group, id",
+                          id="runs-filter", compact=True)
+        yield RunTable(id="runs")
+        yield Static("no runs yet: pick a preset and press r", id="runs-empty")
+        yield WordLine(id="run-detail")
+
+    def on_mount(self) -> None:
+        self.border_title = "Runs"
+        self.query_one("#runs-filter").display = False
+        self.refresh_runs()
+        self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
+
+    def refresh_runs(self, anew: bool = False) -> None:
+        """Read the run list again (`anew`: from scratch, another folder or filter), unless a read is
+        still going (a slow one would be cancelled before it showed anything; its result still carries
+        the current filter, which applies when shown)."""
+        if anew:
+            self._cache = RunsCache()
+        if not any(w.group == RUNS_GROUP and w.is_running for w in self.workers):
+            self._load_runs()
+
+    @in_background(RUNS_GROUP, "reading the run list")
+    def _load_runs(self) -> None:
+        root = self.app.runs_root
+        try:
+            runs = self._cache.scan(root)
+            groups = groupmod.groups(root) if root.is_dir() else []
+        except OSError:
             return
-        foreign = trust.foreign_code(info.path)
-        if not foreign:
-            self.launches.resume(info.run_id, [])
-            return
-        from amptui.dashboard.screens.modals import ConfirmModal
+        self.app.from_thread(self.show_runs, runs, groups)
 
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self.launches.resume(info.run_id, [trust.TRUST_FLAG])
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self._failure_said = say_failure(self, event.worker, self._failure_said)
 
-        self.screen.app.push_screen(ConfirmModal(trust.question(info.run_id, foreign), yes="Resume", no="Cancel"),
-                                    answer)
+    @property
+    def table(self) -> RunTable:
+        return self.query_one(RunTable)
 
-    def delete(self) -> None:
+    def highlighted(self) -> RunInfo | None:
+        table = self.table
+        return table.runs.get(table.highlighted_run() or "")
+
+    def show_runs(self, runs: list[RunInfo], groups: list[groupmod.Group]) -> None:
+        table = self.table
+        table.set_runs(runs, {rid: g.label for g in groups for rid in g.runs})
+        self.query_one("#runs-empty").display = not runs
+        table.display = bool(runs)
+        words = " ".join(table.filter_words)
+        self.border_title = f"Runs · filter {words!r}: {len(table.runs)} of {table.total}" if words else "Runs"
+        self._show_detail()
+        self.post_message(self.Listed({r.run_id: r for r in runs}, groups))
+
+    @on(DataTable.RowHighlighted, "#runs")
+    def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        detail = self.query_one("#run-detail", WordLine)
         info = self.highlighted()
+        self.resume_refusal = runops.resume_refusal(info.path, info) if info is not None else NO_RUN
+        keys = (info is None, self.resume_refusal)
+        if keys != self._keys_shown:  # the footer is rebuilt on each refresh (every 2 s): only on a change
+            self._keys_shown = keys
+            self.post_message(self.KeysChanged())
         if info is None:
-            return
-        if info.status == "running":
-            self.screen.notify(f"run {info.run_id} is running; stop it before deleting it (w, then s)",
-                               severity="warning", timeout=6)
-            return
-        from amptui.dashboard.screens.modals import ConfirmModal
+            detail.update("")
+        elif info.error:
+            detail.update(Text.assemble((f"{info.run_id}: ", "bold"), (shown(info.error), "red")))
+        else:
+            detail.show_forms(*detail_forms(info))
 
-        def answer(yes: bool | None) -> None:
-            if not yes:
-                return
-            try:
-                runops.delete_run(info.path, alive=self.screen.app.process_alive)
-            except (UserError, OSError) as exc:
-                self.screen.notify(str(exc), title="Not deleted", severity="error", timeout=8)
-                return
-            self.screen.notify(f"deleted run {info.run_id}")
-            self.refresh_runs()
+    def open_filter(self) -> None:
+        box = self.query_one("#runs-filter", FilterInput)
+        box.display = True
+        box.focus()
 
-        self.screen.app.push_screen(ConfirmModal(f"Delete run {info.run_id} ({info.preset or 'no preset'}, "
-                                                 f"{info.status})?\nIts folder {info.path} goes, with its "
-                                                 "checkpoints and log.", yes="Delete", no="Keep"), answer)
+    @on(Input.Changed, "#runs-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.table.filter_words = words = event.value.lower().split()
+        self.refresh_runs(anew=True)
+        self.post_message(self.FilterChanged(words))
 
-    def info(self) -> None:
-        info = self.highlighted()
-        if info is None:
-            return
-        from amptui.dashboard.screens.modals import RunInfoModal
+    @on(Input.Submitted, "#runs-filter")
+    @on(FilterInput.Done)
+    def close_filter(self) -> None:
+        """Leave the filter field; an empty filter hides it, a set one stays shown."""
+        box = self.query_one("#runs-filter", FilterInput)
+        box.display = bool(box.value.strip())
+        self.table.focus()
 
-        self.screen.app.push_screen(RunInfoModal(info.path, self.screen.app.runs_display))
+
+def detail_forms(info: RunInfo) -> list[Text]:
+    """The line on a run, widest first: its id, how it ran, its figures; narrower: the run id left
+    out (the list shows it), then the figures before the precision."""
+    word = "loss" if info.status == "running" else "final loss"
+    extra = f" · {word} {fmt_loss(info.final_loss)}" if info.final_loss is not None else ""
+    if info.val_acc is not None:
+        extra += f" · val acc {fmt_acc(info.val_acc)}"
+    spread = dist_label(info.dist)  # "DDP x2": how it ran; an FSDP policy's words already say FSDP
+    if spread and (info.precision_words or "").startswith("FSDP"):
+        spread = f"{info.world_size} ranks"
+    how = (f"{shown(precision_or_unseen(info.precision_words or info.precision))}"
+           + (f" · {spread}" if spread else "") + f" · {fmt_duration(info.duration_s)}")
+    figures_first = [Text(f"{extra.removeprefix(' · ')} · {how}", style="dim")] if extra else []
+    return [Text.assemble((info.run_id, "bold"), f" · {how}{extra}", style="dim"),
+            Text(f"{how}{extra}", style="dim"), *figures_first]
+
+
+def delete_question(info: RunInfo) -> str | Notice:
+    """What x asks before deleting the run, or why it will not (a running run)."""
+    if info.status == "running":
+        return Notice(f"run {info.run_id} is running; stop it before deleting it (w, then s)",
+                      severity="warning", timeout=6)
+    return (f"Delete run {info.run_id} ({info.preset or 'no preset'}, {info.status})?\nIts folder {info.path} "
+            "goes, with its checkpoints and log.")
+
+
+def delete(info: RunInfo, alive: Callable[[dict], bool]) -> Notice:
+    """Delete the run's folder (never a live run's: `alive` says whether its process runs)."""
+    try:
+        runops.delete_run(info.path, alive=alive)
+    except (UserError, OSError) as exc:
+        return Notice(str(exc), title="Not deleted", severity="error", timeout=8)
+    return Notice(f"deleted run {info.run_id}")

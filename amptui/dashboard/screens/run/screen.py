@@ -358,4 +358,4 @@ class RunScreen(DashboardScreen):
     def action_cancel_ab(self) -> None:
         from amptui.dashboard.screens.ab.cancel import cancel_ab_of
 
-        cancel_ab_of(self, self.run_dir.name)
+        self.say(cancel_ab_of(self.app.runs_root, self.run_dir.name))

@@ -1,0 +1,206 @@
+"""A served tab ends with its websocket (issue 40, item 4): `amptui serve` as a user starts it, its
+tabs opened by a real websocket client (aiohttp, as textual-serve's page would): a tab resized to
+4000x2000 then closed, a browser that stops reading, more tabs than `--max-tabs`. Each tab is a
+dashboard process, a child of serve; none may outlive its socket."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import aiohttp
+import psutil
+import pytest
+from support.serve import free_port, get, secret_of, start_serve, stop_serve, tab_processes
+
+from amptui.cli.serve_tabs import MOST_COLUMNS, MOST_ROWS, Tab, cells
+
+ESCAPES = re.compile(r"\x1b\[[0-9;?$<>=]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+async def open_tab(session: aiohttp.ClientSession, port: int, secret: str, width: int = 100,
+                   height: int = 30) -> aiohttp.ClientWebSocketResponse:
+    """A tab as the page opens one: the websocket address it was served, from the served origin."""
+    return await session.ws_connect(f"ws://127.0.0.1:{port}/{secret}/ws?width={width}&height={height}",
+                                    origin=f"http://localhost:{port}", heartbeat=None)
+
+
+async def drawn(ws: aiohttp.ClientWebSocketResponse, text: str, timeout: float = 120) -> str:
+    """What the tab's dashboard drew (escape sequences removed), read until `text` appears."""
+    seen = b""
+    async with asyncio.timeout(timeout):
+        while True:
+            message = await ws.receive()
+            if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                raise AssertionError(f"the tab closed before drawing {text!r}:\n{ESCAPES.sub('', seen.decode(errors='replace'))[-2000:]}")
+            seen += message.data if isinstance(message.data, bytes) else str(message.data).encode()
+            shown = ESCAPES.sub("", seen.decode(errors="replace"))
+            if text in shown:
+                return shown
+
+
+async def until(condition, timeout: float, what: str) -> None:
+    """Poll `condition` in the event loop (the websockets stay as they are meanwhile)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.2)
+    assert condition(), what
+
+
+async def bytes_received(ws: aiohttp.ClientWebSocketResponse, count: int) -> None:
+    got = 0
+    while got < count:
+        message = await ws.receive()
+        if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+            return
+        got += len(message.data) if isinstance(message.data, bytes) else 0
+
+
+def cpu_seconds(tab: psutil.Process) -> float:
+    try:
+        times = tab.cpu_times()
+    except psutil.Error:
+        return float("inf")  # gone: nothing to wait for
+    return times.user + times.system
+
+
+def gone(tab: psutil.Process) -> bool:
+    try:
+        return tab.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_browser_gives_a_size_of_1_to_500_by_1_to_200_cells():
+    assert cells("4000", MOST_COLUMNS, 80) == 500 and cells(2000, MOST_ROWS, 24) == 200
+    assert cells(0, MOST_COLUMNS, 80) == cells(-5, MOST_ROWS, 24) == 1
+    assert cells("wide", MOST_COLUMNS, 80) == 80 and cells(None, MOST_ROWS, 24) == 24
+    assert cells(float("inf"), MOST_COLUMNS, 80) == 80 and cells(120.7, MOST_COLUMNS, 80) == 120
+
+
+def test_a_resize_message_reaches_the_dashboard_clamped():
+    """What textual-serve's relay does with a browser's `resize`: the meta packet the dashboard reads."""
+    sent = []
+    tab = Tab("true", write_bytes=None, write_str=None, close=None, download_manager=None,
+              on_stalled=lambda: None, on_ended=lambda: None)  # no process: only its packets are looked at
+
+    async def send_meta(data):
+        sent.append(data)
+        return True
+
+    tab.send_meta = send_meta
+    asyncio.run(tab.set_terminal_size(4000, 2000))
+    asyncio.run(tab.set_terminal_size(-1, "x"))
+    assert sent == [{"type": "resize", "width": 500, "height": 200}, {"type": "resize", "width": 1, "height": 24}]
+    assert tab._build_environment(4000, 2000)["COLUMNS"] == "500"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_tab_resized_to_4000_by_2000_then_closed_leaves_no_dashboard_behind(runs_dir):
+    """The attack of issue 40: the socket closed while the dashboard drew 8 million cells for it;
+    nobody read its output any more, so it blocked on its pipe and stayed (142 MB each)."""
+    port = free_port()
+    server, address, _ = start_serve(runs_dir, port)
+    secret = secret_of(address)
+    try:
+        async def drive() -> None:
+            async with aiohttp.ClientSession() as session:
+                ws = await open_tab(session, port, secret)
+                await drawn(ws, "Presets")  # the home screen: the dashboard is up
+                [tab] = tab_processes(server)
+                busy_from = cpu_seconds(tab)
+                await ws.send_json(["resize", {"width": 4000, "height": 2000}])
+                # close once it has drawn for the new size, or while it is still drawing (a second of CPU)
+                received = asyncio.ensure_future(bytes_received(ws, 10_000))
+                await until(lambda: received.done() or cpu_seconds(tab) - busy_from > 1.0, 120, "the tab draws")
+                received.cancel()
+                await ws.close()
+                await until(lambda: gone(tab), 120, "the closed tab's dashboard ends")
+                # a tab asked for at 4000x2000 from the start is given 500x200
+                big = await open_tab(session, port, secret, 4000, 2000)
+                await until(lambda: len(tab_processes(server)) == 1, 60, "the second tab starts")
+                [tab] = tab_processes(server)
+                assert (tab.environ()["COLUMNS"], tab.environ()["ROWS"]) == ("500", "200")
+                await big.close()
+                await until(lambda: gone(tab), 120, "its dashboard ends with it")
+
+        asyncio.run(drive())
+        assert tab_processes(server) == [] and server.poll() is None  # no dashboard left; serving goes on
+    finally:
+        stop_serve(server)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_browser_that_stops_reading_has_its_tab_ended(runs_dir):
+    """A browser that asks for the largest screen and then reads nothing, though it still sends
+    its pings as textual-serve's page does (so the websocket's heartbeat sees a live peer): the
+    dashboard, its output taken by no one, was left blocked on its pipe for as long as the socket
+    stayed open. Its tab is ended."""
+    port = free_port()
+    server, address, _ = start_serve(runs_dir, port)
+    secret = secret_of(address)
+    try:
+        async def drive() -> None:
+            async with aiohttp.ClientSession() as session:
+                ws = await open_tab(session, port, secret)
+                await drawn(ws, "Presets")
+                [tab] = tab_processes(server)
+                await ws.send_json(["resize", {"width": 4000, "height": 2000}])  # a lot to draw, for no one
+                async with asyncio.timeout(240):
+                    while not gone(tab):
+                        if not ws.closed:
+                            try:
+                                await ws.send_json(["ping", str(asyncio.get_running_loop().time())])
+                            except ConnectionError:
+                                pass  # serve dropped the connection: the tab is ending
+                        await asyncio.sleep(0.5)
+                await ws.close()
+
+        asyncio.run(drive())
+        assert tab_processes(server) == [] and server.poll() is None
+    finally:
+        output = stop_serve(server)
+    assert "a browser tab answered no ping" in output or "a browser tab took none of its output" in output, output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_one_tab_more_than_max_tabs_is_told_so_in_the_browser_and_the_log(runs_dir):
+    port = free_port()
+    server, address, _ = start_serve(runs_dir, port, "--max-tabs", "2")
+    secret = secret_of(address)
+    try:
+        async def drive() -> None:
+            async with aiohttp.ClientSession() as session:
+                first = await open_tab(session, port, secret)
+                second = await open_tab(session, port, secret)
+                for tab in (first, second):
+                    await drawn(tab, "Presets")
+                assert len(tab_processes(server)) == 2
+                # the page itself says so, and so does a websocket opened anyway (its first text)
+                status, _, page = await asyncio.to_thread(get, port, f"/?token={secret}")
+                assert status == 503 and b"--max-tabs 2" in page, page
+                third = await open_tab(session, port, secret)
+                told = await drawn(third, "close one")
+                assert "2 tabs are open already" in told and "--max-tabs 2" in told
+                closing = await third.receive()
+                assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+                assert third.close_code == aiohttp.WSCloseCode.TRY_AGAIN_LATER
+                assert len(tab_processes(server)) == 2  # no dashboard was started for it
+                # once a tab closes, its place is free again
+                await first.close()
+                await until(lambda: len(tab_processes(server)) < 2, 120, "the closed tab's dashboard ends")
+                async with asyncio.timeout(60):  # serve has seen it end: its page is served again
+                    while (await asyncio.to_thread(get, port, f"/?token={secret}"))[0] != 200:
+                        await asyncio.sleep(0.2)
+                fourth = await open_tab(session, port, secret)
+                await drawn(fourth, "Presets")
+                await second.close()
+                await fourth.close()
+
+        asyncio.run(drive())
+    finally:
+        output = stop_serve(server)
+    assert "refused a new tab" in output and "--max-tabs 2" in output, output
