@@ -16,6 +16,7 @@ from amptui.core.inputbound import notice
 from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfinite_text, some_names
 from amptui.core.rankmemory import note as rank_memory_note
 from amptui.core.records import START
+from amptui.core.scriptcode import changed_files
 from amptui.core.tf32note import baseline_line
 from amptui.core.tunenames import source_preset
 from amptui.core.whyamp import why_lines
@@ -135,6 +136,22 @@ def differing_keys(summaries: list[RunSummary]) -> dict[str, list[Any]]:
     return differ
 
 
+THREADED_STEPS = "threaded_steps"  # the script hooks' warning code (telemetry/scripthooks/stephooks.py)
+
+
+def code_note(summaries: list[RunSummary]) -> str | None:
+    """When script runs ran different code (the script, or a module it imports from its folder,
+    changed between them: a script that edits itself between an A/B's variants): which files, and
+    each run's code hash."""
+    recorded = [(s.run_id, code) for s in summaries if isinstance(code := (s.start or {}).get(START.code), dict)]
+    files = changed_files([code for _, code in recorded])
+    if not files:
+        return None
+    hashes = ", ".join(f"{code.get('sha256')} in {run_id}" for run_id, code in recorded)
+    return (f"warning: these runs ran different code: {', '.join(files)} changed between them (code {hashes}); "
+            "the table compares different programs, not only precision")
+
+
 def different_presets(summaries: list[RunSummary]) -> list[str]:
     """The presets the runs were made from when they are several; a tune's trials share the tuned one."""
     presets = list(dict.fromkeys(source_preset(s.preset) for s in summaries if s.preset))
@@ -176,6 +193,11 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     if presets:
         lines.append(f"warning: different presets ({', '.join(presets)}): the speed-up and memory saving "
                      "compare different training, not only precision")
+    code = code_note(summaries)
+    lines += [code] if code else []
+    lines += [f"warning: {s.run_id} stepped its optimizers from several threads: its step count, loss per step, "
+              "samples/s and speed-up are unreliable (amptui counts a step when every optimizer stepped once)"
+              for s in summaries if THREADED_STEPS in s.warning_codes]
     differ = differing_keys(summaries)
     if differ:
         shown = [f"{k} ({' / '.join(_value(v) for v in _short(k, values))})" for k, values in list(differ.items())[:most]]
