@@ -130,6 +130,10 @@ def test_tune_plans_it_after_the_built_in_precisions(registered):
 
     assert T.precisions() == ("bf16", "fp16+scaler", "fp16-norms")
     assert T.precision_candidate("fp16-norms").knobs["amp.tf32"] is True
+    from amptui.tune.scriptsearch import script_precisions
+
+    # tune --script asks the modes too, and keeps what amptui can apply to a script's loop (run.apply_amp)
+    assert script_precisions() == ("bf16", "fp16+scaler", "bf16+scaler", "fp16")
 
 
 def test_the_trainer_runs_its_runtime(registered):
