@@ -70,6 +70,28 @@ def test_the_check_leaves_the_loops_own_gradients_as_they_were():
     assert all(torch.equal(a, p.grad) for a, p in zip(checked, model.parameters(), strict=True))
 
 
+def test_a_graph_that_cannot_be_differentiated_twice_is_not_checked_and_the_loop_still_trains():
+    """A reentrant checkpoint in the middle refuses torch.autograd.grad: no check, and the loop's own
+    backward then gives the gradients it gives without the check."""
+    from torch.utils.checkpoint import checkpoint
+
+    def loss_of(model: nn.Module) -> torch.Tensor:
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+        with torch.autocast("cpu", dtype=torch.float16):
+            inner = checkpoint(model[1:4], model[0](x), use_reentrant=True)
+            return model[4](inner).float().pow(2).mean()
+
+    model = _mlp()
+    loss = loss_of(model)
+    assert flushed_counts(loss, list(model.parameters())) is None
+    assert all(p.grad is None for p in model.parameters())
+    loss.backward()
+    checked = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    loss_of(model).backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(checked, model.parameters(), strict=True))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_a_zero_initialised_norm_layer_is_not_warned_as_float16_underflow(runs_dir, dtype):
     _, recs, error = record_script(runs_dir, "zero_norm.py", dtype, log_every=2)

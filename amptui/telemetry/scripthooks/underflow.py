@@ -42,24 +42,54 @@ def reference_bits(loss: torch.Tensor) -> int:
 def flushed_counts(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor | None:
     """[values zero in the loop's backward but non-zero in the scaled reference, the reference's
     finite non-zero values] over `params`' gradients of `loss` (a device tensor, not read); None when
-    the graph cannot be differentiated again (a reentrant checkpoint, a graph already freed)."""
+    the graph cannot be differentiated again (a reentrant checkpoint, a compiled backward that frees
+    its buffers) or the check's one byte per value would crowd the device's free memory.
+
+    Each gradient is counted by a hook as backward computes it and handed on as a stride-0 zero, so
+    no second set of gradients is ever held: only the loop's zeros, one bool per value, between the
+    two passes."""
     wanted = [p for p in params if p.requires_grad]
-    if not wanted:
-        return None
-    try:
-        plain = torch.autograd.grad(loss, wanted, retain_graph=True, allow_unused=True)
-        scaled = torch.autograd.grad(loss, wanted, grad_outputs=torch.full_like(loss, 2.0 ** reference_bits(loss)),
-                                     retain_graph=True, allow_unused=True)
-    except RuntimeError:
+    if not wanted or not _fits(loss.device, sum(p.numel() for p in wanted)):
         return None
     counts = torch.zeros(2, dtype=torch.int64, device=loss.device)
-    for got, reference in zip(plain, scaled, strict=True):
-        if got is None or reference is None:  # a parameter this loss does not reach
-            continue
-        kept = (reference != 0) & reference.isfinite()  # an overflow in the reference judges nothing
-        counts[0] += (kept & (got == 0)).sum()
-        counts[1] += kept.sum()
+    zeros: dict[int, torch.Tensor] = {}
+
+    def loop_zeros(i: int):
+        def hook(grad: torch.Tensor) -> torch.Tensor:
+            zeros[i] = grad == 0
+            return grad.new_zeros(()).expand_as(grad)
+        return hook
+
+    def reference(i: int):
+        def hook(grad: torch.Tensor) -> torch.Tensor:
+            kept = (grad != 0) & grad.isfinite()  # an overflow in the reference judges nothing
+            zero = zeros.pop(i, None)
+            if zero is not None:  # (the first pass reached it too)
+                counts[0] += (kept & zero).sum()
+                counts[1] += kept.sum()
+            return grad.new_zeros(()).expand_as(grad)
+        return hook
+
+    seed = torch.full_like(loss, 2.0 ** reference_bits(loss))
+    try:
+        for make, grad_outputs in ((loop_zeros, None), (reference, seed)):
+            handles = [p.register_hook(make(i)) for i, p in enumerate(wanted)]  # after the script's own: run last
+            try:
+                torch.autograd.grad(loss, wanted, grad_outputs=grad_outputs, retain_graph=True, allow_unused=True)
+            finally:
+                for handle in handles:
+                    handle.remove()
+    except Exception:  # noqa: BLE001 -- the check must never break the script: no check
+        return None
     return counts
+
+
+def _fits(device: torch.device, values: int) -> bool:
+    """The zeros mask (a byte per value) within a quarter of the GPU's free memory; a CPU is not asked."""
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return values * 4 <= free
 
 
 class FlushCheck:
