@@ -82,7 +82,7 @@ TINY = ["--set", "model.width=32", "--set", "data.batch_size=16", "--set", "data
 def test_an_interleaved_ab_alternates_the_variants_windows_and_computes_the_speedup(cli, runs_dir):
     done = cli("ab", "mlp-recipe", "--interleave", "--variants", "fp32,bf16", *TINY)
     assert done.returncode == 0, done.stderr
-    assert "speed-up from windows measured alternately (--interleave)" in done.stdout + done.stderr
+    assert "speed-up from windows measured alternately (ab --interleave): " in done.stdout
     runs = list_runs(runs_dir)
     assert [info.status for info in runs] == ["completed", "completed"]
     steps, timed_s, times = [], 0.0, []  # (time, variant) of every step record; the windows' timed seconds
@@ -103,3 +103,17 @@ def test_an_interleaved_ab_alternates_the_variants_windows_and_computes_the_spee
     assert [r["precision"].split()[-1] for r in rows] == ["fp32", "bfloat16"]  # the A/B's order: fp32 first
     assert order[0] == [info.run_id for info in runs].index(rows[0]["run_id"])  # ... and first to train
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 0
+    later = cli("compare", "--last-ab", check=True).stdout  # recorded in the runs: compare says it too
+    assert "speed-up from windows measured alternately (ab --interleave): " in later
+
+
+@pytest.mark.slow
+def test_an_interleaved_variant_that_fails_hands_on_its_turn_and_the_ab_ends(cli, runs_dir):
+    """A trainer that raises while holding the turn retires itself: the other variant trains on,
+    and the A/B ends naming both failures instead of waiting for ever (pytest-timeout would say so)."""
+    done = cli("ab", "mlp-recipe", "--interleave", "--variants", "fp32,bf16", *TINY, "--set", "debug.fail_at_step=3")
+    assert done.returncode == 1
+    assert "variant(s) fp32, bf16 failed: " in done.stderr
+    runs = list_runs(runs_dir)
+    assert sorted(info.status for info in runs) == ["failed", "failed"]
+    assert [info.step for info in runs] == [3, 3]  # each failed once step 3, in its second turn, was done

@@ -3,8 +3,8 @@
 with float32 norms" (autocast float16 plus a conversion that keeps every LayerNorm's weight in
 float32 and counts them), and shows the rest of amptui offering it with no other change: the
 variant names `ab` takes and lists, the tune plan, the trainer (its conversion, its after-step
-hook, its start note and record), preflight (its refusals and warnings), the layer variants of
-[amp.layers], and the docs' recipe."""
+hook, its start note and record), preflight (its refusals and warnings), the dashboard's precision
+toggle, the layer variants of [amp.layers], and the docs' recipe."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.dashboard import async_test, until
 from torch import nn
 
 from amptui.core.config import modes
@@ -162,6 +163,39 @@ def test_preflight_asks_the_mode_for_its_refusals_and_warnings(registered):
     preflight.check_precision(cfg)
     with pytest.raises(UserError, match="fp16-norms keeps each replica's norms in float32 itself"):
         preflight.check_precision(cfg.with_overrides({"dist.mode": "dp"}))
+
+
+@async_test
+async def test_the_dashboard_toggles_offer_it(registered, tmp_path):
+    """The home screen's precision select lists every mode's variants, this one too: picking it sets
+    the precision rows and keeps the key no row shows (amp.tf32); editing a row moves the select to
+    the variant the rows form."""
+    from textual.widgets import OptionList, Select
+
+    from amptui.dashboard.app import make_app
+    from amptui.dashboard.widgets.toggles import TogglesPanel
+
+    app = make_app(tmp_path / "runs")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: bool(app.screen.query(TogglesPanel)))
+        toggles = app.screen.query_one(TogglesPanel)
+        select = toggles.query_one("#t-precision", Select)
+        summary = toggles.query_one("#toggle-summary")
+        select.focus()
+        await pilot.press("enter")  # the drop-down, as a user opens it
+        overlay = select.query_one(OptionList)  # its drop-down's list
+        await until(pilot, lambda: overlay.option_count > 0)
+        offered = [str(overlay.get_option_at_index(i).prompt) for i in range(overlay.option_count)]
+        assert offered[-2:] == ["fp16-norms", "other"] and "fp8-rowwise" in offered and "bf16+reduce" not in offered
+        await pilot.press(*["down"] * (offered.index("fp16-norms") - offered.index(str(select.value))), "enter")
+        await until(pilot, lambda: "autocast float16, norms in float32 + GradScaler" in str(summary.render()))
+        assert (toggles.query_one("#t-amp-autocast").value, toggles.query_one("#t-amp-dtype").value,
+                toggles.query_one("#t-amp-grad-scaler").value) == (True, "float16", True)
+        assert toggles.overrides()["amp.tf32"] is True
+        assert Precision.from_config(toggles.values(), "cpu") == Precision.from_variant("fp16-norms")
+        toggles.query_one("#t-amp-dtype", Select).value = "bfloat16"
+        await until(pilot, lambda: select.value == "bf16+scaler")
+        assert "amp.tf32" not in toggles.overrides() and "autocast bfloat16 + GradScaler" in str(summary.render())
 
 
 def test_a_layer_can_take_it_when_it_is_a_compute_precision_of_its_own(registered):

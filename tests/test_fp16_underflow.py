@@ -35,6 +35,18 @@ def test_a_float16_backward_that_flushes_small_gradients_is_counted_against_the_
     assert flushed32 == 0 and kept32 >= kept  # a float32 backward flushes none: nothing to say
 
 
+def test_a_float16_loss_gets_a_reference_its_dtype_can_hold():
+    """A loss computed in float16 (pow and mean under CPU autocast): its gradient seed is float16, so the
+    reference is scaled by 2**15, not 2**16 (inf): the flushed gradients are still counted."""
+    model = _mlp()
+    x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = ((model(x) * 1e-4 - 5e-5) ** 2).mean()
+    assert loss.dtype == torch.float16
+    flushed, kept = flushed_counts(loss, list(model.parameters())).tolist()
+    assert kept > 0 and flushed / kept > 0.9
+
+
 def test_exact_zeros_float32_gives_too_are_not_underflow():
     model = _mlp(zero_norm=True)
     params = list(model.parameters())
@@ -55,6 +67,28 @@ def test_the_check_leaves_the_loops_own_gradients_as_they_were():
     checked = [p.grad.clone() for p in model.parameters()]
     model.zero_grad(set_to_none=True)
     _loss(model, autocast=True).backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(checked, model.parameters(), strict=True))
+
+
+def test_a_graph_that_cannot_be_differentiated_twice_is_not_checked_and_the_loop_still_trains():
+    """A reentrant checkpoint in the middle refuses torch.autograd.grad: no check, and the loop's own
+    backward then gives the gradients it gives without the check."""
+    from torch.utils.checkpoint import checkpoint
+
+    def loss_of(model: nn.Module) -> torch.Tensor:
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+        with torch.autocast("cpu", dtype=torch.float16):
+            inner = checkpoint(model[1:4], model[0](x), use_reentrant=True)
+            return model[4](inner).float().pow(2).mean()
+
+    model = _mlp()
+    loss = loss_of(model)
+    assert flushed_counts(loss, list(model.parameters())) is None
+    assert all(p.grad is None for p in model.parameters())
+    loss.backward()
+    checked = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    loss_of(model).backward()
     assert all(torch.equal(a, p.grad) for a, p in zip(checked, model.parameters(), strict=True))
 
 

@@ -73,8 +73,9 @@ def test_amp_applied_to_a_plain_fp32_loop(runs_dir):
 
 @pytest.mark.slow
 def test_variants_chosen_by_the_scripts_own_flags(runs_dir):
-    amptui("ab", "--script", str(SCRIPT), "--variant", "fp32=--dtype float32", "--variant", "bf16=--dtype bfloat16",
-           "--set", "log.every=2", "--", "--steps", "4", check=True)
+    proc = amptui("ab", "--script", str(SCRIPT), "--variant", "fp32=--dtype float32", "--variant",
+                  "bf16=--dtype bfloat16", "--set", "log.every=2", "--", "--steps", "4", check=True)
+    assert "ran different code" not in proc.stdout + proc.stderr  # the same file both times
     dirs = _group_runs(runs_dir)
     starts = [events(d)[0] for d in dirs]
     assert [s["precision"]["words"] for s in starts] == ["fp32", "autocast bfloat16"]  # the script's own
@@ -82,6 +83,43 @@ def test_variants_chosen_by_the_scripts_own_flags(runs_dir):
     assert [listed[d.name]["precision_words"] for d in dirs] == ["fp32", "autocast bfloat16"]
     assert [events(d)[-1]["steps"] for d in dirs] == [4, 4]  # `-- ARGS` reach every variant
     assert "trained 4 steps (bfloat16)" in (dirs[1] / "output.log").read_text()
+
+
+SELF_EDITING = """import pathlib
+import torch
+import helper
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=helper.LR)
+for _ in range(3):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+edited = pathlib.Path(helper.__file__)  # the next variant runs another learning rate
+edited.write_text(f"LR = {helper.LR * 2}\\n")
+"""
+
+
+@pytest.mark.slow
+def test_ab_script_says_when_the_script_changed_its_own_code_between_variants(runs_dir, tmp_path):
+    """Each run records the hashes of the script and the modules it imports from its folder as it
+    starts: the A/B's notes say the variants ran different programs, naming the file, as `compare` does."""
+    folder = tmp_path / "code"
+    folder.mkdir()
+    (folder / "train.py").write_text(SELF_EDITING)
+    (folder / "helper.py").write_text("LR = 0.1\n")
+    proc = amptui("ab", "--script", str(folder / "train.py"), "--variant", "first=--x", "--variant", "second=--x",
+                  "--set", "log.every=1", check=True)
+    dirs = _group_runs(runs_dir)
+    codes = [events(d)[0]["code"] for d in dirs]
+    assert [sorted(c["files"]) for c in codes] == [["helper.py", "train.py"]] * 2
+    assert codes[0]["files"]["train.py"] == codes[1]["files"]["train.py"]
+    assert codes[0]["files"]["helper.py"] != codes[1]["files"]["helper.py"]
+    said = " ".join(proc.stdout.split())  # the notes wrap at the terminal's width
+    assert "warning: these runs ran different code: helper.py changed between them" in said, proc.stdout
+    later = " ".join(amptui("compare", *(d.name for d in dirs), check=True).stdout.split())
+    assert "ran different code: helper.py changed" in later
 
 
 @pytest.mark.slow

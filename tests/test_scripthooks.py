@@ -53,19 +53,21 @@ def record_script(runs_dir: Path, script: str, *args: str, log_every: int = 5, s
 
 
 def record_script_process(runs_dir: Path, script: str, *args: str, log_every: int = 5, sets: dict | None = None,
-                          timeout: float = 180):
+                          timeout: float = 180, env: dict | None = None):
     """Run tests/scripts/SCRIPT under the hooks in a process of its own, exactly as `amptui run --script`
     starts it (`python -m amptui.trainer.scriptrun RUN_DIR SCRIPT ARGS`): for scripts that may crash, race
     or hang (threads, signals), which must not take the test runner down with them. Returns (run folder,
     its records, the finished process); a script killed by a signal fails the test naming the signal.
-    `record_script` runs the same bootstrap in this process, for scripts that cannot crash it."""
+    `record_script` runs the same bootstrap in this process, for scripts that cannot crash it.
+    `env`: variables set on top of this process's environment."""
     import signal
     import subprocess
 
     path = SCRIPTS / script
     run_dir, _ = launch.create_run(None, {"run.script": str(path), "log.every": log_every, **(sets or {})}, runs_dir)
     proc = subprocess.run([sys.executable, "-m", "amptui.trainer.scriptrun", str(run_dir), str(path), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=run_dir.parent)
+                          capture_output=True, text=True, timeout=timeout, cwd=run_dir.parent,
+                          env=None if env is None else {**os.environ, **env})
     if proc.returncode < 0:
         raise AssertionError(f"{script} died of {signal.Signals(-proc.returncode).name}\n{proc.stderr[-3000:]}")
     return run_dir, events(run_dir), proc
@@ -305,6 +307,7 @@ def test_a_script_that_raises_ends_failed_with_its_error(runs_dir):
     ("half-params", "fp16_params", True),
     ("scaler-bf16", "scaler_bfloat16", False),
     ("sched-after-skip", "scheduler_after_skip", False),
+    ("sched-after-skip-quiet", "scheduler_after_skip", False),  # warnings.filterwarnings("ignore") in the script
     ("fp16-no-scaler", "fp16_underflow", False),
 ])
 def test_amp_mistakes_are_said_live(runs_dir, mode, code, fails):
@@ -315,6 +318,23 @@ def test_amp_mistakes_are_said_live(runs_dir, mode, code, fails):
     assert (recs[-1]["status"] == "failed") == fails and (error is not None) == fails
     if fails:  # the scaler.step() that raised is not counted: no-update's first step ran, half-params' none
         assert recs[-1]["steps"] == {"no-update": 1, "half-params": 0}[mode], recs[-1]
+
+
+@pytest.mark.slow
+def test_the_scheduler_after_skip_warning_holds_under_pythonwarnings_ignore(runs_dir):
+    """amptui watches the scheduler's step and the GradScaler, not torch's Python warning, which
+    PYTHONWARNINGS=ignore switches off in the script's process."""
+    _, recs, proc = record_script_process(runs_dir, "mistakes.py", "sched-after-skip", log_every=2,
+                                          env={"PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Detected call of `lr_scheduler.step()`" not in proc.stderr  # torch's own warning was silenced
+    said = warnings_by_code(recs)
+    assert "lr_scheduler.step() ran before" in said.get("scheduler_after_skip", ""), said
+
+
+def test_a_scheduler_stepped_after_a_trained_step_is_not_warned_about(runs_dir):
+    _, recs, error = record_script(runs_dir, "mistakes.py", "scaler-bf16", log_every=2)
+    assert error is None and "scheduler_after_skip" not in warnings_by_code(recs)
 
 
 def test_a_script_with_its_own_monitor_is_recorded_once(runs_dir, isolated, monkeypatch):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 
 import aiohttp
 import psutil
@@ -204,3 +205,31 @@ def test_one_tab_more_than_max_tabs_is_told_so_in_the_browser_and_the_log(runs_d
     finally:
         output = stop_serve(server)
     assert "refused a new tab" in output and "--max-tabs 2" in output, output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_stopping_serve_ends_its_tabs_dashboards(runs_dir):
+    """SIGTERM to serve alone (a service manager, `kill PID`; Ctrl+C reaches the tabs too): its tabs'
+    dashboards end with it, while their browsers are still reading."""
+    port = free_port()
+    server, address, _ = start_serve(runs_dir, port)
+    secret = secret_of(address)
+    try:
+        async def drive() -> list[psutil.Process]:
+            async with aiohttp.ClientSession() as session:
+                ws = await open_tab(session, port, secret)
+                await drawn(ws, "Presets")
+                tabs = tab_processes(server)
+                server.send_signal(signal.SIGTERM)  # serve itself, not its process group
+                closed = await ws.receive(timeout=120)  # the browser keeps reading until serve closes it
+                while closed.type not in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                    closed = await ws.receive(timeout=120)
+                return tabs
+
+        tabs = asyncio.run(drive())
+        server.wait(timeout=120)
+        assert all(gone(tab) for tab in tabs)
+    finally:
+        if server.poll() is None:
+            stop_serve(server)

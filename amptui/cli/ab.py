@@ -21,9 +21,6 @@ from amptui.jobs.detached import announce
 
 INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
                "one whose turn it is trains, the others wait off their step clocks")
-INTERLEAVED_RESULT = ("speed-up from windows measured alternately (--interleave): each variant's timed windows "
-                      "took turns with the others', so a drift of the machine's speed fell on all alike; total "
-                      "time includes the turns spent waiting")
 
 
 def add_parser(sub) -> None:
@@ -139,8 +136,6 @@ def handle(args) -> int:
     print_comparison(outcome.run_dirs, args.format)
     if args.format in ("table", "markdown"):
         print_emulation_notes([compare.summarize(d) for d in outcome.run_dirs])
-        if args.interleave:
-            say(INTERLEAVED_RESULT)
         say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
     if outcome.error:
         error(outcome.error)

@@ -86,6 +86,7 @@ def _runs_all_folders(root, fmt: str) -> int:
 
 def delete(args) -> int:
     from amptui.core.run import runops, runs
+    from amptui.jobs import forcestop
 
     root = runs.runs_root(args.runs_dir, writable=True)
     dirs: list[Path] = []
@@ -99,6 +100,13 @@ def delete(args) -> int:
     # running as the list shows it, or a writer holding the lock (a resume just starting): what
     # delete_run refuses, asked of every run before the first goes
     running = [d.name for d in dirs if runs.load_run(d).status == "running" or runs.writer_alive(d)[0]]
+    held = [(d.name, holders) for d in dirs if d.name in running and runs.load_run(d).status != "running"
+            and (holders := forcestop.held_by(d))]
+    if held:  # ended, but a process it started keeps its lock: say exactly which
+        name, holders = held[0]
+        raise UserError(f"not deleting anything: run {name} has ended, but {_holders(holders)} still "
+                        f"{'holds' if len(holders) == 1 else 'hold'} its lock; end it "
+                        f"(kill {' '.join(str(p.pid) for p in holders)}), then delete again")
     if running:
         raise UserError(f"not deleting anything: {', '.join(running)} "
                         f"{'is' if len(running) == 1 else 'are'} running; stop it first (amptui stop RUN_ID)")
@@ -114,6 +122,12 @@ def delete(args) -> int:
         deleted.append(path.name)
         print(f"deleted run {path.name}")
     return 0
+
+
+def _holders(procs) -> str:
+    from amptui.jobs import signals
+
+    return ", ".join(f"pid {p.pid} ({signals.command_of(p)})" for p in procs)
 
 
 def _confirm_shortened(shortened: list[tuple[str, str]], full_ids: list[str]) -> None:

@@ -134,6 +134,7 @@ class GuardedServer(Server):
             web.static(f"/{self.secret}/static", self.statics_path, name="static"),
         ])
         app.on_startup.append(self.on_startup)
+        app.on_shutdown.append(self.tabs.end_all)
         return app
 
     async def handle_index(self, request: web.Request) -> Any:

@@ -142,11 +142,20 @@ class Tabs:
         self.command = command
         self.most = most
         self.live = 0
+        self.open: dict[Tab, web.WebSocketResponse] = {}
         self.downloads = downloads
         self.debug = debug
 
     def full(self) -> bool:
         return self.live >= self.most
+
+    async def end_all(self, app: web.Application) -> None:
+        """Serving stops (Ctrl+C, SIGTERM): every tab's dashboard is ended and its socket closed
+        now, not when aiohttp's shutdown gives up waiting on the handlers."""
+        endings = [tab.begin_ending() for tab in self.open]
+        for websocket in list(self.open.values()):
+            await websocket.close(code=WSCloseCode.GOING_AWAY, message=b"amptui serve stopped")
+        await asyncio.gather(*endings, return_exceptions=True)
 
     def refusal(self) -> str:
         return (f"{self.live} tabs are open already, the most this amptui serve runs (--max-tabs {self.most}): "
@@ -179,6 +188,7 @@ class Tabs:
                   close=websocket.close, download_manager=self.downloads, debug=self.debug(),
                   on_stalled=drop_connection, on_ended=ended)
         watching: asyncio.Future[None] | None = None
+        self.open[tab] = websocket
         try:
             await tab.start(cells(request.query.get("width"), MOST_COLUMNS, 80),
                             cells(request.query.get("height"), MOST_ROWS, 24))
@@ -192,6 +202,7 @@ class Tabs:
             if watching is not None:
                 watching.cancel()
             await tab.stop()
+            self.open.pop(tab, None)
             if not websocket.closed:
                 await websocket.close()
         return websocket

@@ -64,6 +64,13 @@ def handle(args) -> int:
         print(f"run {info.run_id}: {info.status} at step {info.step}, but processes it started outlived it "
               f"and could not be ended: {_listed(survivors)}")
         return 1
+    holders = forcestop.held_by(run_dir)  # outside the run's group: left alone, named
+    if holders:
+        print(f"run {info.run_id}: {info.status} at step {info.step}, but {_listed(holders)} still "
+              f"{'holds' if len(holders) == 1 else 'hold'} its lock (started by the run, it left the run's process "
+              f"group, so amptui does not signal it); end it (kill {' '.join(str(p.pid) for p in holders)}), "
+              "then the run can be deleted or resumed")
+        return 1
     print(f"run {info.run_id}: {info.status} at step {info.step}")
     return 0 if info.status == "stopped" else 1
 

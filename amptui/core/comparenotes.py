@@ -15,6 +15,8 @@ from amptui.core.config.variants import RAN_AS_FP32, chosen_label
 from amptui.core.inputbound import notice
 from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfinite_text, some_names
 from amptui.core.rankmemory import note as rank_memory_note
+from amptui.core.records import START
+from amptui.core.scriptcode import changed_files
 from amptui.core.tf32note import baseline_line
 from amptui.core.tunenames import source_preset
 from amptui.core.whyamp import why_lines
@@ -134,6 +136,22 @@ def differing_keys(summaries: list[RunSummary]) -> dict[str, list[Any]]:
     return differ
 
 
+THREADED_STEPS = "threaded_steps"  # the script hooks' warning code (telemetry/scripthooks/stephooks.py)
+
+
+def code_note(summaries: list[RunSummary]) -> str | None:
+    """When script runs ran different code (the script, or a module it imports from its folder,
+    changed between them: a script that edits itself between an A/B's variants): which files, and
+    each run's code hash."""
+    recorded = [(s.run_id, code) for s in summaries if isinstance(code := (s.start or {}).get(START.code), dict)]
+    files = changed_files([code for _, code in recorded])
+    if not files:
+        return None
+    hashes = ", ".join(f"{code.get('sha256')} in {run_id}" for run_id, code in recorded)
+    return (f"warning: these runs ran different code: {', '.join(files)} changed between them (code {hashes}); "
+            "the table compares different programs, not only precision")
+
+
 def different_presets(summaries: list[RunSummary]) -> list[str]:
     """The presets the runs were made from when they are several; a tune's trials share the tuned one."""
     presets = list(dict.fromkeys(source_preset(s.preset) for s in summaries if s.preset))
@@ -152,6 +170,17 @@ def steps_note(summaries: list[RunSummary]) -> str | None:
             "is each run's own last" + (f" ({'; '.join(early)})" if early else ""))
 
 
+def interleaved_note(summaries: list[RunSummary]) -> str | None:
+    """How the speed-up was measured when runs took turns (`ab --interleave`, their start records)."""
+    took = [s for s in summaries if (s.start or {}).get(START.interleaved)]
+    if not took:
+        return None
+    which = "" if len(took) == len(summaries) else f" ({', '.join(s.run_id for s in took)} only)"
+    return (f"speed-up from windows measured alternately (ab --interleave){which}: the runs took turns one step "
+            "record at a time, so a drift of the machine's speed fell on all alike; their total time includes "
+            "the turns spent waiting")
+
+
 def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     """Lines to print under the table: warnings first (runs that differ in more than precision,
     so a speed-up is not AMP's alone; runs stopped at different steps), then how the figures are
@@ -164,6 +193,11 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     if presets:
         lines.append(f"warning: different presets ({', '.join(presets)}): the speed-up and memory saving "
                      "compare different training, not only precision")
+    code = code_note(summaries)
+    lines += [code] if code else []
+    lines += [f"warning: {s.run_id} stepped its optimizers from several threads: its step count, loss per step, "
+              "samples/s and speed-up are unreliable (amptui counts a step when every optimizer stepped once)"
+              for s in summaries if THREADED_STEPS in s.warning_codes]
     differ = differing_keys(summaries)
     if differ:
         shown = [f"{k} ({' / '.join(_value(v) for v in _short(k, values))})" for k, values in list(differ.items())[:most]]
@@ -175,6 +209,8 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     load = load_differs(summaries)
     lines += [load] if load else []
     lines += why_lines(summaries)
+    turns = interleaved_note(summaries)
+    lines += [turns] if turns else []
     tf32_line = tf32_baseline_note(summaries)
     lines += [tf32_line] if tf32_line else []
     headroom = headroom_note(summaries)

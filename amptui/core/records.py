@@ -38,7 +38,7 @@ class Record:
 class Start(Record):
     KIND: ClassVar[str] = "start"
     OPTIONAL: ClassVar[tuple[str, ...]] = ("step_flops", "peak_tflops", "source", "parameters", "slurm", "tf32",
-                                           "sharded", "replica")
+                                           "sharded", "replica", "code", "interleaved")
 
     run_id: str
     preset: str
@@ -62,6 +62,8 @@ class Start(Record):
     tf32: dict | None = None        # effective TF32 permissions: matmul, cudnn, api, supported (machine.tf32)
     sharded: dict | None = None     # FSDP: this rank's params_bytes, optimizer_bytes (its shards), model_params_bytes
     replica: dict | None = None     # not sharded (DDP, one process): the same bytes, of the whole model each rank keeps
+    code: dict | None = None        # a script's run: sha256 and files, its own and those it imports (core/scriptcode.py)
+    interleaved: bool | None = None  # `ab --interleave`: it trained in turns with the other variants (core/turns.py)
 
 
 @dataclass

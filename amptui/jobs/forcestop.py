@@ -9,11 +9,13 @@ pid a copied run folder names is never signalled.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psutil
 
 from amptui.core.run import runlock, runs
+from amptui.core.run.runfiles import RunFolder
 from amptui.jobs import signals
 
 TERM_WAIT_S = 5.0   # after SIGTERM (amptui's trainer stops at its next record on it), before SIGKILL
@@ -61,3 +63,28 @@ def leftovers(run_dir: Path, leader_pid: int | None, term_wait_s: float = TERM_W
     if not still_held or leader_pid is None:
         return []
     return signals.end_group_leftovers(leader_pid, term_wait_s)
+
+
+def lock_holders(run_dir: Path) -> list[psutil.Process]:
+    """The processes (this user's) that have the run's lock file open: who keeps a run in use after
+    its writer exited, e.g. a child the script forked that left the run's process group (it inherited
+    the lock's descriptor). Named to the user, never signalled: nothing proves it is amptui's."""
+    path = os.path.realpath(RunFolder(run_dir).lock)
+    me, here = os.getuid(), os.getpid()
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != here and proc.uids().real == me and any(f.path == path for f in proc.open_files()):
+                found.append(proc)
+        except psutil.Error:  # gone meanwhile, or not ours to look into
+            continue
+    return found
+
+
+def held_by(run_dir: Path) -> list[psutil.Process]:
+    """lock_holders, asked only while the run's lock is held (a free lock has none to look for)."""
+    try:
+        held = runlock.holder(run_dir) is not None
+    except OSError:
+        held = False
+    return lock_holders(run_dir) if held else []

@@ -121,7 +121,7 @@ class Trainer:
             step_flops=s.step_flops, peak_tflops=s.peak_tflops,
             sharded=fsdp.shard_bytes(*kept) if s.sharded else None,
             replica=None if s.sharded else fsdp.replica_bytes(*kept), conversions={r.record_key: done.record() for r, done in s.conversions if done is not None and r.record_key},
-            precision=s.precision, layer_modules=s.layers)
+            precision=s.precision, layer_modules=s.layers, interleaved=True if self.turns is not None else None)
         self.log(f"start {self.run_dir.name}: {cfg.run.name}, {start['precision']['words']} on {start['device']['name']}, "
                  f"{s.total_steps} steps" + (f", resumed from step {resumed_from}" if resumed_from else ""))
         if start.get("sharded"):

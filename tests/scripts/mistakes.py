@@ -1,16 +1,23 @@
 """AMP mistakes, one per mode, in an otherwise ordinary loop (never imports amptui).
 
-    python mistakes.py no-update | half-params | scaler-bf16 | sched-after-skip | fp16-no-scaler | never-trains
+    python mistakes.py no-update | half-params | scaler-bf16 | sched-after-skip | sched-after-skip-quiet
+                       | fp16-no-scaler | never-trains
+
+sched-after-skip-quiet: sched-after-skip in a script that silences Python's warnings (amptui still says it).
 
 never-trains: init_scale 1e30 under float16, so all 40 steps are skipped (the scale never gets low enough).
 """
 
 import sys
+import warnings
 
 import torch
 from torch import nn
 
 mode = sys.argv[1]
+if mode == "sched-after-skip-quiet":
+    warnings.filterwarnings("ignore")
+    mode = "sched-after-skip"
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
 if mode == "half-params":

@@ -117,6 +117,7 @@ class RunState:
     end: dict[str, Any] | None = None
     scaler_seen: bool = False
     warnings: deque[str] = field(default_factory=lambda: deque(maxlen=WARNINGS_KEPT))
+    warning_codes: set[str] = field(default_factory=set)  # every code said (a run's counts warned unreliable)
     data_wait: DataWait = field(default_factory=DataWait)
     clock: RunClock = field(default_factory=RunClock)
     recent: deque[tuple[float, int]] = field(default_factory=deque)  # (t, step) of the last ETA_WINDOW_S
@@ -223,6 +224,7 @@ class RunState:
             self.scaler_seen = True
         elif kind == WarningRecord.KIND:
             self.warnings.append(str(rec.get(WARNING.message, "")))
+            self.warning_codes.add(str(rec.get(WARNING.code, "")))
 
     def _on_start(self, rec: dict[str, Any]) -> None:
         get = rec.get

@@ -1,4 +1,7 @@
-"""The highlighted preset's toggles as real widgets, validated as you type with the CLI's rules."""
+"""The highlighted preset's toggles as real widgets, validated as you type with the CLI's rules.
+Beside the keys, a "precision" select offers every precision mode's variants (modes.MODES, read
+when the panel is made: a new mode is offered with no edit here): picking one sets the precision
+rows (and keeps what they cannot show, amp.tf32 for one); it shows the variant the rows form."""
 
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ from textual.message import Message
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static, Switch
 
+from amptui.core.config import modes
 from amptui.core.config import values as cfgmod
 from amptui.core.config.keychecks import check_value
+from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError
 from amptui.core.run.runops import gpu_count_guess
 from amptui.dashboard.widgets.wordline import WordLine
@@ -58,6 +63,30 @@ TOGGLES: tuple[Toggle, ...] = (
     Toggle("run.max_steps", "max steps", "input"),
 )
 BY_KEY = {t.key: t for t in TOGGLES}
+PRECISION_ID = "t-precision"
+OTHER = "other"  # the precision select when the rows form no offered variant ([amp.layers], an FSDP policy)
+
+
+def precision_variants() -> list[str]:
+    """What the precision select offers: every mode's variants but the FSDP-only ones (parallel
+    fsdp with the dtype rows gives those)."""
+    return [n for m in modes.MODES if m.group != "fsdp" for n in m.variants()]
+
+
+def variant_of(cfg: cfgmod.Config, device_type: str, offered: list[str]) -> str:
+    """The offered variant that is exactly `cfg`'s precision on `device_type`, else OTHER."""
+    p = Precision.from_config(cfg, device_type)
+    return next((v for v in offered if Precision.from_variant(v) == p), OTHER)
+
+
+def variant_keys(variant: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The keys that make `variant`, as (the rows' values, the keys no row shows): float8 off
+    unless it names a recipe, TF32 off for plain float32."""
+    p = Precision.from_variant(variant)
+    keys = {"amp.float8": "off", **p.overrides()}
+    if not p.autocast:
+        keys.setdefault("amp.tf32", False)
+    return {k: v for k, v in keys.items() if k in BY_KEY}, {k: v for k, v in keys.items() if k not in BY_KEY}
 
 
 def parse_text(key: str, text: str) -> Any:
@@ -144,6 +173,8 @@ class TogglesPanel(Vertical):
         self.cuda = _cuda_visible()
         self.gpus = gpu_count_guess()
         self.invalid_preset = ""  # why the preset cannot load: its toggles are blank and disabled
+        self.variants = precision_variants()
+        self.extras: dict[str, Any] = {}  # the chosen variant's keys that no row shows (amp.tf32)
 
     def compose(self) -> ComposeResult:
         with Grid(id="toggle-grid"):
@@ -158,6 +189,9 @@ class TogglesPanel(Vertical):
                 else:
                     yield ToggleInput(id=t.wid, compact=True, classes="toggle", validators=[KeyValidator(t.key)],
                                       validate_on=["changed", "submitted"])
+            yield Label("precision", classes="toggle-label")
+            yield Select([(v, v) for v in [*self.variants, OTHER]], id=PRECISION_ID, allow_blank=False, compact=True,
+                         classes="toggle", tooltip="every precision mode's variants: picking one sets the rows")
         yield WordLine(id="toggle-summary")
         yield Static(id="toggle-speed")  # a slow precision here, or auto falling back to float32
         yield Static(id="toggle-error")
@@ -178,6 +212,8 @@ class TogglesPanel(Vertical):
                 widget.value = value
             elif isinstance(widget, Input):
                 widget.value = format_value(value)
+        self.extras = {}
+        self._precision.value = variant_of(cfg, self._device_type(cfg), self.variants)
         self.call_after_refresh(self._loaded)
 
     def load_invalid(self, reason: str) -> None:
@@ -201,13 +237,42 @@ class TogglesPanel(Vertical):
         else:
             self.query_one(f"#{TOGGLES[-1].wid}").focus()
 
+    @property
+    def _precision(self) -> Select[str]:
+        return cast("Select[str]", self.query_one(f"#{PRECISION_ID}"))
+
+    def _device_type(self, cfg: cfgmod.Config) -> str:
+        return cfg.run.device if cfg.run.device != "auto" else ("cuda" if self.cuda else "cpu")
+
+    def _apply_variant(self, variant: str) -> None:
+        """The user picked `variant`: the precision rows take its values, its other keys are kept."""
+        rows, self.extras = variant_keys(variant)
+        with self.prevent(Switch.Changed, Select.Changed):
+            for key, value in rows.items():
+                self._widget(BY_KEY[key]).value = value
+
+    def _sync_precision(self) -> None:
+        """A row changed: the select keeps its variant while the toggles still make it, else shows
+        the variant they form now (and the kept keys go)."""
+        try:
+            cfg = self.values()
+        except ConfigError:
+            return
+        chosen = str(self._precision.value)
+        device_type = self._device_type(cfg)
+        if chosen in self.variants and Precision.from_config(cfg, device_type) == Precision.from_variant(chosen):
+            return
+        self.extras = {}
+        with self.prevent(Select.Changed):
+            self._precision.value = variant_of(self.values(), device_type, self.variants)
+
     def _widget(self, t: Toggle) -> Switch | Select[Any] | Input:
         """The widget of toggle `t`: a Switch, Select or Input, as its kind says (compose)."""
         return cast("Switch | Select[Any] | Input", self.query_one(f"#{t.wid}"))
 
     def state(self) -> dict[str, Any]:
         """What the widgets hold, as typed (kept per preset when the highlight moves)."""
-        return {t.key: self._widget(t).value for t in TOGGLES}
+        return {**{t.key: self._widget(t).value for t in TOGGLES}, "precision": self._precision.value}
 
     def restore(self, state: dict[str, Any]) -> None:
         self._loading = True
@@ -222,6 +287,11 @@ class TogglesPanel(Vertical):
                     widget.value = value
                 except Exception:  # noqa: BLE001 - a remembered value the widget no longer offers
                     pass
+        chosen = state.get("precision")
+        if chosen in self.variants:  # a remembered pick: its keys no row shows come back with it
+            self._precision.value = chosen
+            self.extras = variant_keys(chosen)[1]
+        self._sync_precision()
         self.call_after_refresh(self._loaded)
 
     def _loaded(self) -> None:
@@ -230,7 +300,7 @@ class TogglesPanel(Vertical):
 
     def overrides(self) -> dict[str, Any]:
         """{dotted key: value} of every toggle (raises ConfigError on the first invalid one)."""
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = dict(self.extras)
         for t in TOGGLES:
             widget = self._widget(t)
             if isinstance(widget, Switch):
@@ -284,8 +354,7 @@ class TogglesPanel(Vertical):
         error.update("")
         error.display = False
         summary.display = True
-        device = cfg.run.device
-        device_type = device if device != "auto" else ("cuda" if self.cuda else "cpu")
+        device_type = self._device_type(cfg)
         precision, speed_line, speed_story = summary_note(cfg, device_type)
         speed = self.query_one("#toggle-speed", Static)
         speed.update(speed_line or "")
@@ -313,5 +382,11 @@ class TogglesPanel(Vertical):
         event.stop()
         if self._loading:
             return
+        control = getattr(event, "control", None)
+        if control is not None and control.id == PRECISION_ID:
+            if control.value != OTHER:  # "other" picked by hand: the rows stay as they are
+                self._apply_variant(str(control.value))
+        else:
+            self._sync_precision()
         self.refresh_summary()
         self.post_message(self.Edited())

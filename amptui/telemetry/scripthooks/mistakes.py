@@ -17,13 +17,18 @@ SCALER_BF16 = ("a GradScaler with autocast bfloat16: it works, but bfloat16 has 
                "buys nothing and costs a little time each step; drop the GradScaler (or use float16 with it)")
 FP16_UNDERFLOW = ("autocast float16 without a GradScaler: at step {step} the float16 backward flushed to zero "
                   "{share:.1%} of the gradient values float32 keeps ({flushed} of {kept} non-zero in the same "
-                  "step's backward with the loss scaled by 2**16, divided back in float32). Add "
+                  "step's backward with the loss scaled by 2**{bits}, as a GradScaler would). Add "
                   "torch.amp.GradScaler (scaler.scale(loss).backward(), scaler.step, scaler.update) or use bfloat16")
-SCHED_SKIPPED = ("about torch's 'lr_scheduler.step() before optimizer.step()' warning: the GradScaler skipped the "
+SCHED_SKIPPED = ("lr_scheduler.step() ran before its optimizer's first step (torch warns 'Detected call of "
+                 "lr_scheduler.step() before optimizer.step()' unless warnings are off): the GradScaler skipped the "
                  "first optimizer step(s) (inf/NaN gradients while the loss scale calibrated from its initial "
                  "value), so optimizer.step() had not run yet. The schedule's first value was skipped: harmless "
                  "once the scale settles and steps train (if none does, amptui says so); a lower init_scale avoids it")
 
+THREADED_STEPS = ("several optimizers stepped from several threads: amptui ends a training step when every "
+                  "optimizer in use has stepped once, an order optimizers stepping on their own threads' clocks do "
+                  "not keep, so this run's step count, loss per step, samples/s and any speed-up compared from them "
+                  "are unreliable. Step the optimizers from one thread (or one optimizer from any) to have them counted")
 NO_OPTIMIZER = ("no torch.optim optimizer stepped{seen}: amptui counts a training step at each torch.optim "
                 "optimizer's step(), so a loop that updates its parameters by hand (p -= lr * p.grad) records no "
                 "steps, loss, learning rate or GradScaler. Use a torch.optim optimizer (torch.optim.SGD("

@@ -8,8 +8,9 @@ Patched, because torch has no hook for them: `Optimizer.__init__` (which optimiz
 for, before each has stepped), `GradScaler.scale/unscale_/step/update`,
 `torch.autocast.__enter__` (which precision the loop really uses), `torch.autograd.backward`
 (the loss of a loop without a scaler; `Tensor.backward` goes through it), the DataLoader's
-`__iter__` and its iterators' `__next__` (passes and data wait), `clip_grad_norm_`, and
-`warnings.showwarning` (to explain torch's lr_scheduler warning), and `torch.save` (amptui's hooks
+`__iter__` and its iterators' `__next__` (passes and data wait), `clip_grad_norm_`,
+`LRScheduler.__init__` (a scheduler stepped before its optimizer's first step: seen from its
+`last_epoch`, not from torch's Python warning, which a script or PYTHONWARNINGS may silence), and `torch.save` (amptui's hooks
 taken off the modules it saves, so the file loads where amptui is not). Each wrapper calls the original
 and tells a `listener` (scripthooks.session.ScriptSession): nothing here reads a device tensor.
 With AMP applied by amptui (applyamp.py) the optimizer, backward and clip wrappers also hand the
@@ -27,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-import warnings
 from typing import Any, Callable
 
 import torch
@@ -38,6 +38,7 @@ import torch.utils.data.dataloader as dataloader_module
 from torch.amp.autocast_mode import autocast
 from torch.amp.grad_scaler import GradScaler
 from torch.nn.modules.module import register_module_forward_pre_hook
+from torch.optim.lr_scheduler import LRScheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 
@@ -86,7 +87,7 @@ class Patches:
         self._patch_backward()
         self._patch_loader()
         self._patch_clip()
-        self._patch_warnings()
+        self._patch_scheduler()
         self._patch_save()
         return self
 
@@ -208,16 +209,17 @@ class Patches:
             torch.nn.utils.clip_grad_norm_ = wrapped
             self._undo.append(lambda: setattr(torch.nn.utils, "clip_grad_norm_", clip))
 
-    def _patch_warnings(self) -> None:
+    def _patch_scheduler(self) -> None:
+        """Only __init__: a wrapped step() would move torch's own warnings (stacklevel=2) onto this
+        file; the listener reads the scheduler's public `last_epoch` to see that it stepped."""
         on = self.listener
 
         def make(original):
-            def showwarning(message, category, filename, lineno, file=None, line=None):
-                original(message, category, filename, lineno, file, line)
-                on.python_warning(str(message))
-            return showwarning
-        self._replace(warnings, "showwarning", make)
-
+            def __init__(self, *args, **kwargs):
+                original(self, *args, **kwargs)
+                on.scheduler_made(self)
+            return __init__
+        self._replace(LRScheduler, "__init__", make)
 
     def _patch_save(self) -> None:
         def make(original):

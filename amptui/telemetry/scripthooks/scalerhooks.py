@@ -34,7 +34,7 @@ class ScalerWatch:
         self.unscaled_since_update: set[int] = set()
         self.scaled_since_update = False
         self.losses_from_scaler = False
-        self.skipped_before_first_step = False
+        self.skipped_untrained: set[int] = set()      # optimizers skipped before they ever stepped (ids)
         self.checked_fp16: set[int] = set()
         self.skips: SkipLedger | None = None           # the GradScaler's skip flags (the module doc)
         self.found_inf: torch.Tensor | None = None
@@ -76,6 +76,7 @@ class ScalerWatch:
             self.session.warn("step_without_update", mistakes.STEP_WITHOUT_UPDATE)
         if steps.pending:  # the last step's update() never came
             self.session.finish_step()
+        steps.check_schedulers()
         if scaler.is_enabled():  # a disabled GradScaler's step is the optimizer's own
             self.in_step, self.stepped_in_step = opt, False
 
@@ -84,9 +85,9 @@ class ScalerWatch:
         if not scaler.is_enabled() or not done:  # `done` False: torch raised (float16 params, no update())
             return
         self.stepped_since_update.add(id(opt))
-        if not self.stepped_in_step and not self.session.started \
+        if not self.stepped_in_step and id(opt) not in self.session.steps.trained \
                 and not getattr(opt, "_step_supports_amp_scaling", False):
-            self.skipped_before_first_step = True  # GradScaler.step read found_inf itself and skipped
+            self.skipped_untrained.add(id(opt))  # GradScaler.step read found_inf itself and skipped
         self._keep_found_inf(scaler, opt)
         steps = self.session.steps
         steps.clock.stepped(opt)

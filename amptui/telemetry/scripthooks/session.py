@@ -33,6 +33,7 @@ from amptui.core.records import ErrorInfo, WarningRecord
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
+from amptui.core.scriptcode import fingerprint
 from amptui.telemetry import Recorder, ddp
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
@@ -59,6 +60,8 @@ class ScriptSession:
         folder = RunFolder(run_dir)
         self.base = folder.load_config() if folder.config.is_file() else cfgmod.build_config({})
         self.log_every = int(self.base.log.every)
+        script = str(self.base.run.script or "")  # hashed before it runs: a script may edit itself
+        self.code = fingerprint(script) if rank == 0 and script else None
         self.stop_file = str(folder.stop)
         self.recorder = Recorder(EventWriter(events_file(run_dir, rank), rank), rank, world_size)
         self.off = self.started = self.handed_over = self.stop_sent = self.ended = False
@@ -152,7 +155,7 @@ class ScriptSession:
         recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
                        epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
                        parameters=sum(p.numel() for p in optimizer_params(steps.optimizers)) or None,
-                       config_shown=script_sections(cfg, seen), precision_seen=seen)
+                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code)
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
@@ -233,6 +236,7 @@ class ScriptSession:
                     self.finish_step()
             except (StopRequested, KeyboardInterrupt):
                 pass
+            self.steps.check_schedulers()
             if not self.started:  # no step finished: what precision the loop would train in is unknown
                 self.begin(seen=False)
             if not self.recorder.counters.step and status == "completed":  # a stop or a failure says why itself
@@ -286,8 +290,8 @@ class ScriptSession:
         self.steps.clipped(norm)
 
     @guarded
-    def python_warning(self, message: str) -> None:
-        self.steps.python_warning(message)
+    def scheduler_made(self, scheduler) -> None:
+        self.steps.scheduler_made(scheduler)
 
     @guarded
     def scaler_scale(self, scaler, outputs) -> None:

@@ -1,6 +1,6 @@
 """`StepWatch`: what the hooks around a training step say, the GradScaler's aside (scalerhooks.py):
 the optimizers the loop makes and steps (where a step ends without an enabled scaler), the loss
-`backward()` runs on, the gradient norm `clip_grad_norm_` returns, and the AMP mistakes only those
+`backward()` runs on, the gradient norm `clip_grad_norm_` returns, the scheduler steps, and the AMP mistakes only those
 calls show. It owns the step clock (stepclock.py) and the step's own state; the session
 (session.py) hands it the hooks' news and writes the records when a step ends.
 """
@@ -8,6 +8,8 @@ calls show. It owns the step clock (stepclock.py) and the step's own state; the 
 from __future__ import annotations
 
 import sys
+import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,11 +31,19 @@ class StepWatch:
         self.step_lr = StepLr()
         self.optimizers: list[torch.optim.Optimizer] = []
         self._optimizer_ids: set[int] = set()
+        self.trained: set[int] = set()              # optimizers whose step() really ran (ids)
+        self.stepping_threads: set[int] = set()     # the threads optimizers stepped on (idents)
+        self.schedulers: list[tuple[weakref.ref, int]] = []  # LR schedulers made, with their first last_epoch
         self.pending = False                        # a scaler step waiting for its update()
         self.grad_norm: torch.Tensor | None = None
         self.losses_seen = 0
 
     def optimizer(self, opt) -> None:
+        """An optimizer steps (the post hook, or entering scaler.step()) on the calling thread."""
+        if len(self.stepping_threads) < 2:
+            self.stepping_threads.add(threading.get_ident())
+        if len(self.stepping_threads) > 1 and len(self._optimizer_ids | {id(opt)}) > 1:
+            self.threaded()
         if id(opt) not in self._optimizer_ids:
             self._optimizer_ids.add(id(opt))
             self.optimizers.append(opt)
@@ -43,6 +53,7 @@ class StepWatch:
 
     def stepped(self, opt) -> None:
         """The global optimizer step post hook."""
+        self.trained.add(id(opt))
         self.optimizer(opt)
         scaling = self.session.scaling
         if scaling.in_step is not None:
@@ -54,6 +65,11 @@ class StepWatch:
                 self.pending = True
             else:
                 self.session.finish_step()
+
+    def threaded(self) -> None:
+        """Several optimizers stepped from several threads: no one loop's order to count steps by
+        (one optimizer stepped from any thread is counted exactly: each of its steps is one)."""
+        self.session.warn("threaded_steps", mistakes.THREADED_STEPS)
 
     def add_loss(self, loss) -> None:
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
@@ -98,7 +114,20 @@ class StepWatch:
         if isinstance(norm, torch.Tensor):
             self.grad_norm = norm
 
-    def python_warning(self, message: str) -> None:
-        if "lr_scheduler.step()" in message and "optimizer.step()" in message \
-                and self.session.scaling.skipped_before_first_step:
-            self.session.warn("scheduler_after_skip", mistakes.SCHED_SKIPPED)
+    def scheduler_made(self, scheduler) -> None:
+        self.schedulers.append((weakref.ref(scheduler), scheduler.last_epoch))
+
+    def check_schedulers(self) -> None:
+        """Did a scheduler step (its `last_epoch` moved) while its optimizer had never stepped,
+        because the GradScaler skipped its step(s)? Then the schedule's first value is lost (what
+        torch's Python warning says, unless warnings are off). Asked before each scaler step and at
+        the end, only while such an optimizer exists."""
+        waiting = self.session.scaling.skipped_untrained - self.trained
+        if not waiting or not self.schedulers:
+            return
+        for ref, made_at in self.schedulers:
+            scheduler = ref()
+            if scheduler is not None and id(scheduler.optimizer) in waiting and scheduler.last_epoch != made_at:
+                self.session.warn("scheduler_after_skip", mistakes.SCHED_SKIPPED)
+                self.schedulers.clear()  # said once
+                return
