@@ -24,7 +24,7 @@ from textual.widgets import Input
 from amptui.dashboard.app import make_app
 from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.home.screen import HomeScreen
-from amptui.dashboard.screens.modals import SaveAsModal
+from amptui.dashboard.screens.modals import RunInfoModal, SaveAsModal
 from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.machine import cpu as cpu_features
@@ -137,6 +137,7 @@ def test_snapshot_run_info(runs, snap_compare):
         await home_loaded(pilot)
         pilot.app.screen.query_one(RunTable).focus()
         await pilot.press("i")
+        await until(pilot, lambda: isinstance(pilot.app.screen, RunInfoModal))
         await settled(pilot)
 
     assert snap_compare(app_for(), terminal_size=(110, 34), run_before=before)
