@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 import torch
@@ -109,9 +108,7 @@ def test_death_mid_write_keeps_the_previous_checkpoint(tmp_path):
     """)
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "saved"
-    deadline = time.monotonic() + 30
-    while not list(tmp_path.glob(".last.pt.*.tmp")) and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: list(tmp_path.glob(".last.pt.*.tmp")), 30, "the checkpoint's temporary file", step=0.005)
     child.kill()
     child.wait()
     assert checkpoint.load(tmp_path)["step"] == 1
