@@ -130,6 +130,10 @@ def test_tune_plans_it_after_the_built_in_precisions(registered):
 
     assert T.precisions() == ("bf16", "fp16+scaler", "fp16-norms")
     assert T.precision_candidate("fp16-norms").knobs["amp.tf32"] is True
+    from amptui.tune.scriptsearch import script_precisions
+
+    # tune --script asks the modes too, and keeps what amptui can apply to a script's loop (run.apply_amp)
+    assert script_precisions() == ("bf16", "fp16+scaler", "bf16+scaler", "fp16")
 
 
 def test_the_trainer_runs_its_runtime(registered):
@@ -196,6 +200,8 @@ async def test_the_dashboard_toggles_offer_it(registered, tmp_path):
         toggles.query_one("#t-amp-dtype", Select).value = "bfloat16"
         await until(pilot, lambda: select.value == "bf16+scaler")
         assert "amp.tf32" not in toggles.overrides() and "autocast bfloat16 + GradScaler" in str(summary.render())
+        toggles.query_one("#t-dist-mode", Select).value = "fsdp"  # an FSDP policy: no offered variant is it
+        await until(pilot, lambda: select.value == "other")
 
 
 def test_a_layer_can_take_it_when_it_is_a_compute_precision_of_its_own(registered):

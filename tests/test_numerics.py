@@ -304,8 +304,9 @@ def test_numerics_lab_skipping_every_step_names_one_cause_in_every_warning(runs_
     for code in ("loss_not_finite", "backoff_streak", "scale_below_one"):
         # the module a replay found (blocks.3.mlp.proj), or the sampled block that holds it
         assert "first non-finite: blocks.3" in said[code] and "(forward, float16 max exceeded" in said[code], said[code]
-        assert "no loss scale can fix" in said[code] and "use amp.dtype=bfloat16, or scale that layer's init/output" \
-            in said[code], said[code]
+        # "(slow on this device ...)" follows bfloat16 where this CPU's measured rates say so (load moves them)
+        assert "no loss scale can fix" in said[code] and "use amp.dtype=bfloat16" in said[code], said[code]
+        assert "or scale that layer's init/output" in said[code], said[code]
         assert "Look for NaN" not in said[code] and "Check the data" not in said[code], said[code]
     assert "(upstream of the forward overflow)" in said["backoff_streak"]
 

@@ -21,16 +21,19 @@ from amptui.telemetry.alarms import ScaleAlarms
 
 pytestmark = pytest.mark.timeout(300)
 
-METRIC_S, EVAL_S = 0.05, 0.3  # step_metrics.py's defaults: per step's accuracy, per eval batch
+# step_metrics.py's sleeps: per step's accuracy, per eval batch. Long enough that a busy machine's
+# compute (a step took ~190 ms at load 14) stays well inside the margins between right and wrong.
+METRIC_S, EVAL_S = 0.2, 1.0
 
 
 @pytest.mark.parametrize("plain", [False, True], ids=["dataloader", "plain-lists"])
 def test_a_per_step_no_grad_metric_is_step_time_and_evaluation_is_not(runs_dir, plain):
     """Training accuracy under no_grad after every step (METRIC_S) stays in the steps' time; the
     2-batch evaluation after each epoch (2 x EVAL_S) does not, and is the epoch's eval_time_s.
-    Wrongly attributed, a step would take < METRIC_S, or the evaluation's 600 ms would land on
+    Wrongly attributed, a step would take < METRIC_S, or the evaluation's 2 x EVAL_S would land on
     the next record's 2 steps (>= METRIC_S + EVAL_S per step); the margins are for a busy machine."""
-    run_dir, recs, error = record_script(runs_dir, "step_metrics.py", *(["--plain"] if plain else []), log_every=2)
+    run_dir, recs, error = record_script(runs_dir, "step_metrics.py", "--metric-s", str(METRIC_S), "--eval-s", str(EVAL_S),
+                                         *(["--plain"] if plain else []), log_every=2)
     assert error is None and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 8
     steps = by_kind(recs, "step")
     assert [s["step"] for s in steps] == [2, 4, 6, 8]

@@ -217,8 +217,9 @@ def test_no_page_file_or_websocket_without_the_secret_and_no_websocket_from_anot
     server, address, _ = start_serve(runs_dir, port, "--access-log")
     try:
         secret = secret_of(address)
-        for path in ("/", "/static/js/textual.js", "/ws", "/download/x", "/?fontsize=20", "/favicon.ico"):
+        for path in ("/", "/static/js/textual.js", "/ws", "/?fontsize=20", "/favicon.ico"):
             assert get(port, path)[0] == 401, path
+        assert get(port, "/download/x")[0] == 403  # a download opens with its own key only
         for wrong in ("A" * len(secret), secret[:-1]):  # a few (more are answered ever more slowly)
             assert get(port, f"/?token={wrong}")[0] == 403, wrong
             assert get(port, f"/{wrong}/static/js/textual.js")[0] == 403, wrong

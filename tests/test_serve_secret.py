@@ -13,7 +13,7 @@ from urllib.parse import quote, unquote
 import pytest
 from support.serve import free_port, get, secret_of, start_serve, stop_serve
 
-from amptui.cli.serve_guard import masked
+from amptui.cli.serve_guard import GuardedServer, masked
 from amptui.cli.serve_pause import FIRST_PAUSE_S, FREE_GUESSES, LONGEST_PAUSE_S, LONGEST_WAIT_S, Pauses
 
 SECRET = "Kq3-_x.~" * 5  # 40 characters, each kind a secret may hold
@@ -76,6 +76,30 @@ def test_the_pause_doubles_after_the_free_guesses():
         seen.append(pauses.pause("a"))
         pauses.wrong("a")
     assert seen == [0.0] * FREE_GUESSES + [FIRST_PAUSE_S * 2**k for k in range(4)]
+
+
+def test_a_download_opens_with_its_own_key_and_nothing_else():
+    """A file a tab's dashboard delivers (Textual's screenshot): the page opens /download/KEY,
+    an address it builds without the secret; the key, sent over that tab's websocket, opens it."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    class Tab:  # what the download manager asks of the tab that offers the file: here, no chunk
+        app_service_id = "tab"
+
+        async def send_meta(self, data):
+            return False
+
+    async def fetch() -> list:
+        server = GuardedServer("true", secret=SECRET, origins=["http://localhost:8000"])
+        async with TestClient(TestServer(await server._make_app())) as client:
+            key = "k" * 32
+            await server.download_manager.create_download(app_service=Tab(), delivery_key=key, file_name="shot.svg",
+                                                          open_method="download", mime_type="image/svg+xml")
+            answers = [await client.get(path) for path in
+                       ("/download/" + "j" * 32, f"/download/{SECRET}", f"/download/{key}?instance=x")]
+            return [a.status for a in answers] + [answers[-1].headers["Content-Disposition"]]
+
+    assert asyncio.run(fetch()) == [403, 403, 200, "attachment; filename=shot.svg"]
 
 
 @pytest.mark.slow

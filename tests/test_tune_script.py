@@ -40,7 +40,13 @@ def test_tune_script_searches_the_applied_precisions_and_names_the_command(runs_
     assert trials["bf16+scaler"]["status"] == "skipped" and trials["bf16+scaler"]["reason"] == BF16_SCALER
     assert trials["fp32"]["role"] == "reference" and trials["fp32 again"]["role"] == "band"
     ran = [t for t in result["trials"] if t["run_id"]]
+    # A candidate over 2.5x slower than fp32 is stopped early, a right answer on a slow or busy CPU
+    # (float16 here under load): it is measured and judged, but it does not train its 12 steps.
+    slow = [t for t in ran if t["status"] == "stopped" and t["role"] == "candidate"
+            and t["reason"].startswith("stopped early: over 2.5x slower than fp32")]
+    ran = [t for t in ran if t not in slow]
     assert all(t["status"] == "completed" and t["steps"] == 12 and t["ms_per_step"] is not None for t in ran), ran
+    assert all(t["ms_per_step"] is not None for t in slow), slow
     listed = {r["run_id"]: r for r in json.loads(amptui("runs", "--format", "json", check=True).stdout)}
     words = {t["candidate"]: listed[t["run_id"]]["precision_words"] for t in ran}
     assert words["fp32"] == words["fp32 again"] == "fp32"

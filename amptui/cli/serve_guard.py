@@ -44,6 +44,10 @@ SLOW_DOWN = "429: too many wrong secrets from {address}: try again in {wait:.0f}
 IN_A_URL = re.compile(rf"({TOKEN_PARAM}=)[^\s&\"']+", re.IGNORECASE)
 # what the page asks for after it carries the secret as its path's first segment
 SECRET_IN_PATH = re.compile(r"/([^/]+)/(?:ws|static/.*)")
+# a file a tab's dashboard delivers (Textual's screenshot): the page opens /download/KEY, which it
+# builds itself without the secret; KEY (122 random bits, sent over the tab's websocket) is the proof
+DOWNLOAD = re.compile(r"/download/([^/]+)")
+NO_DOWNLOAD = "403: no such download (it is offered once, to the tab that asked for it)\n"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -125,13 +129,14 @@ class GuardedServer(Server):
 
     async def _make_app(self) -> web.Application:
         """textual-serve's application with the secret as the first segment of the page's own
-        routes (no download route: its address, built by the page, could carry no secret)."""
+        routes; a download's address is its own key (the page builds it without the secret)."""
         app = web.Application(middlewares=[self._guard])
         aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
         app.add_routes([
             web.get("/", self.handle_index, name="index"),
             web.get(f"/{self.secret}/ws", self.handle_websocket, name="websocket"),
             web.static(f"/{self.secret}/static", self.statics_path, name="static"),
+            web.get("/download/{key}", self.handle_download, name="download"),
         ])
         app.on_startup.append(self.on_startup)
         app.on_shutdown.append(self.tabs.end_all)
@@ -166,9 +171,17 @@ class GuardedServer(Server):
         elif b"?" in typed and self.on_console is not None:
             self.on_console()
 
+    async def _a_download(self, key: str) -> bool:
+        try:
+            await self.download_manager.get_download_metadata(key)
+        except KeyError:
+            return False
+        return True
+
     @web.middleware
     async def _guard(self, request: web.Request, handler) -> web.StreamResponse:
-        given = given_secret(request)
+        download = DOWNLOAD.fullmatch(request.path)
+        given = download.group(1) if download else given_secret(request)
         if not given:
             raise web.HTTPUnauthorized(text=NO_SECRET)
         address = request.remote or "?"
@@ -176,6 +189,11 @@ class GuardedServer(Server):
         if wait is not None:  # a queue of guesses from there already: refused unchecked
             raise web.HTTPTooManyRequests(text=SLOW_DOWN.format(address=address, wait=wait),
                                           headers={"Retry-After": str(round(wait) + 1)})
+        if download:
+            if not await self._a_download(given):
+                self.pauses.wrong(address)
+                raise web.HTTPForbidden(text=NO_DOWNLOAD)
+            return await handler(request)
         if not same_secret(given, self.secret):
             self.pauses.wrong(address)
             raise web.HTTPForbidden(text=WRONG_SECRET)

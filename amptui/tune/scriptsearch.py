@@ -16,8 +16,10 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
+from amptui.core.config import modes
 from amptui.core.config.modefacts import SCALER_UNNEEDED, RunFacts
 from amptui.core.config.precision import Precision, narrow, wide
+from amptui.core.config.schema import APPLIED_AMP
 from amptui.core.config.scriptsets import APPLY_REFUSAL
 from amptui.core.errors import UserError
 from amptui.jobs import launch
@@ -25,7 +27,17 @@ from amptui.tune import plan as T
 from amptui.tune.runner import Search
 
 AS_WRITTEN = "fp32"  # the script as written: its own float32 loop
-SCRIPT_PRECISIONS = ("bf16", "fp16+scaler", "bf16+scaler", "fp16")  # tried after fp32, in this order
+
+
+def script_precisions() -> tuple[str, ...]:
+    """What tune --script tries after fp32, in order: the modes' own tune picks that amptui can apply
+    to a script (run.apply_amp), then its other applicable variants, wide dtypes first."""
+    applied = [v for v in APPLIED_AMP if v]
+    first = [v for v in modes.tune_variants() if v in applied]
+    return (*first, *sorted((v for v in applied if v not in first), key=lambda v: narrow(Precision.from_variant(v).dtype)))
+
+
+SCRIPT_PRECISIONS = script_precisions()  # ("bf16", "fp16+scaler", "bf16+scaler", "fp16") with amptui's modes
 BF16_SCALER = ("bfloat16 keeps float32's range, so a GradScaler buys it nothing and costs a little each step "
                "(amptui warns about it in a run): bf16 is the same math without it")
 OWN_PRECISION = "so amptui applies none on top"  # in the hooks' refusal (applyamp.refuse)

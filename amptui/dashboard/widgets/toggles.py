@@ -386,7 +386,6 @@ class TogglesPanel(Vertical):
         if control is not None and control.id == PRECISION_ID:
             if control.value != OTHER:  # "other" picked by hand: the rows stay as they are
                 self._apply_variant(str(control.value))
-        else:
-            self._sync_precision()
+        self._sync_precision()  # what the toggles make now (a pick under parallel fsdp is an FSDP policy: "other")
         self.refresh_summary()
         self.post_message(self.Edited())

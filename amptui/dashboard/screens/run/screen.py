@@ -118,6 +118,8 @@ class RunScreen(DashboardScreen):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        if self not in self.app.screen_stack:  # popped before its Mount came (Back right after the push):
+            return                             # its widgets are being removed, nothing to show or read
         self.query_one("#error-panel").display = False
         self.query_one("#warning-bar").display = False
         self._layout(self.size.width, self.size.height)
