@@ -30,7 +30,7 @@ log = logging.getLogger("textual-serve")
 
 MOST_COLUMNS, MOST_ROWS = 500, 200  # a large screen at a small font; more is no view, only load
 PING_EVERY_S = 5.0
-PONG_WITHIN_S = 15.0  # a browser answers a ping as it reads it (below any script): one that has not has gone
+PONG_WITHIN_S = 20.0  # a browser answers a ping as it reads it (below any script): one that has not has gone
 SEND_TIMEOUT_S = 20.0  # a browser that took none of the tab's output for this long is gone
 QUIT_GRACE_S = 3.0  # for the dashboard to act on `quit` (its last frames read and dropped)
 TERM_GRACE_S = 3.0
