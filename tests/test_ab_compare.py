@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 from support.cli import amptui
 from support.records import events, events_so_far, only_run, record, write_records
+from support.waits import wait_until
 
 from amptui.core import compare, comparenotes
 from amptui.core.config import values as cfgmod
@@ -248,17 +249,15 @@ def test_ctrl_c_ends_the_whole_ab(runs_dir):
     import signal
     import subprocess
     import sys
-    import time
 
     # As from a terminal: a shell's background job (how a test suite may be started) would pass
     # SIGINT down ignored, and Python then installs no KeyboardInterrupt handler.
     proc = subprocess.Popen([sys.executable, "-m", "amptui", "ab", "quickstart", "--set", "run.epochs=20"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 90
-    while not any(r["kind"] == "step" for f in runs_dir.glob("*/events.jsonl") for r in events_so_far(f.parent)):
-        assert time.monotonic() < deadline and proc.poll() is None, "the first variant never reached a step"
-        time.sleep(0.1)
+    wait_until(lambda: proc.poll() is not None or any(r["kind"] == "step" for f in runs_dir.glob("*/events.jsonl")
+                                                      for r in events_so_far(f.parent)), 90, "the first variant's step")
+    assert proc.poll() is None, "the A/B ended before its first variant reached a step"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted after 1 of 2 variants" in err, out + err

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import amptui, one_clear_line, started
-from support.dashboard import Notes, async_test, until
+from support.dashboard import Notes, async_test, settled, until
 from support.records import events_so_far, wait_for_step
 from support.terminal import amptui_on_pty
 from support.waits import wait_until
@@ -240,8 +240,9 @@ async def test_the_dashboard_asks_before_resuming_a_run_with_foreign_code(isolat
         await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
         assert "not given on this machine" in str(app.screen.question) and "tiny_model:build" in app.screen.question
         await pilot.press("n")
-        await pilot.pause(0.3)
-        assert not notes and isinstance(app.screen, HomeScreen)
+        await until(pilot, lambda: isinstance(app.screen, HomeScreen))
+        await settled(pilot)  # the answer's callback has run: it said nothing
+        assert not notes
     assert tree(run_dir) == before
 
 
@@ -479,8 +480,9 @@ async def test_the_run_screen_asks_before_resuming_a_run_with_foreign_code(isola
         await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
         assert "not given on this machine" in app.screen.question
         await pilot.press("n")
-        await pilot.pause(0.3)
-        assert not notes and isinstance(app.screen, RunScreen)
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        await settled(pilot)  # the answer's callback has run: it said nothing
+        assert not notes
     assert tree(run_dir) == before
 
 

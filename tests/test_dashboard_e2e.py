@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from support.dashboard import until
 from support.tmux import Tmux
+from support.waits import wait_until
 
 pytestmark = pytest.mark.slow
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -180,17 +181,11 @@ def test_stop_from_the_run_screen_stops_a_real_run(tmp_path, monkeypatch):
         app = make_app("runs", watch=run_dir)
         async with app.run_test(size=(110, 34)) as pilot:
             screen = app.screen
-            deadline = time.monotonic() + 90
-            while not (screen.model.status == "running" and screen.model.step > 3):
-                assert time.monotonic() < deadline, "the run never got going"
-                await pilot.pause(0.2)
+            await until(pilot, lambda: screen.model.status == "running" and screen.model.step > 3, 90, 0.2)
             await pilot.press("s")
-            while not isinstance(app.screen, ConfirmModal):
-                await pilot.pause(0.05)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
             await pilot.press("y")
-            while screen.model.status != "stopped":
-                assert time.monotonic() < deadline + 60, f"not stopped: {screen.model.status}"
-                await pilot.pause(0.2)
+            await until(pilot, lambda: screen.model.status == "stopped", 60, 0.2)
             # the screen renders the model on a timer: wait for the panel to say it, however slow the box
             await until(pilot, lambda: "amptui resume" in str(screen.query_one("#error-panel").render()), 60)
             assert isinstance(app.screen, RunScreen)
@@ -229,9 +224,7 @@ def test_dashboard_killed_mid_run_leaves_the_run_going_and_reattach_shows_everyt
         tmux.wait_for(lambda s: "AMPTUI-EXIT=137" in s, 60, "the dashboard killed")
         (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
         assert load_run(run_dir).status == "running", "killing the dashboard did not touch the run"
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and load_run(run_dir).status == "running":
-            time.sleep(0.5)
+        wait_until(lambda: load_run(run_dir).status != "running", 600, "the run to end", step=0.5)
         assert load_run(run_dir).status == "completed"
         tmux.send("reset", "Enter")
         tmux.type_line(f"{AMPTUI} watch {run_dir.name}")

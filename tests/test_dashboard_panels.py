@@ -22,7 +22,9 @@ pytestmark = pytest.mark.slow  # a fresh interpreter: the registry is read once 
 
 PILOT = textwrap.dedent('''
     import asyncio, json, sys
+    sys.path.insert(0, sys.argv[4])  # tests/: support.dashboard's waits
     import amptui.dashboard.panels as panels
+    from support.dashboard import until
     panels.__path__.append(sys.argv[1])  # the one new file, beside the package's own
 
     from amptui.dashboard.app import make_app
@@ -33,17 +35,12 @@ PILOT = textwrap.dedent('''
         app = make_app(sys.argv[2], watch=sys.argv[3])
         async with app.run_test(size=(160, 50)) as pilot:
             screen = app.screen
-            for _ in range(600):  # a condition, 60 s at most: the run read and every panel drawn
-                if isinstance(screen, RunScreen) and not screen.model.loading and screen.drawn():
-                    break
-                await pilot.pause(0.1)
+            # the run read and every panel drawn
+            await until(pilot, lambda: isinstance(screen, RunScreen) and not screen.model.loading and screen.drawn(), 60)
             index = next(i for i, cls in enumerate(NUMBERED) if cls.KEY == "steptime")
             panel = screen.numbered(index)
             await pilot.press(str(index + 1))
-            for _ in range(100):
-                if screen.maximized is panel:
-                    break
-                await pilot.pause(0.1)
+            await until(pilot, lambda: screen.maximized is panel, 10)
             print(json.dumps({
                 "numbered": [cls.NAME for cls in NUMBERED], "tabs": [cls.NAME for cls in PANELS],
                 "title": str(panel.border_title), "subtitle": str(panel.border_subtitle),
@@ -68,7 +65,7 @@ def test_the_docs_example_panel_is_one_file_and_shows_on_the_run_screen(tmp_path
     extra.mkdir()
     (extra / "steptime.py").write_text(docs_panel_example())
     runs = copy_runs(tmp_path / "runs")
-    proc = subprocess.run([sys.executable, "-c", PILOT, str(extra), str(runs), str(runs / SCALER)],
+    proc = subprocess.run([sys.executable, "-c", PILOT, str(extra), str(runs), str(runs / SCALER), str(REPO / "tests")],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     shown = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -7,13 +7,24 @@ Update after an intended visual change with:
 from __future__ import annotations
 
 import pytest
-from support.dashboard import FAILED, FROZEN_NOW, LIVE, QUICK, SCALER, copy_numerics_run, copy_runs, until
+from support.dashboard import (
+    FAILED,
+    FROZEN_NOW,
+    LIVE,
+    QUICK,
+    SCALER,
+    copy_numerics_run,
+    copy_runs,
+    drawn_and_flushed,
+    settled,
+    until,
+)
 from textual.widgets import Input
 
 from amptui.dashboard.app import make_app
 from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.home.screen import HomeScreen
-from amptui.dashboard.screens.modals import SaveAsModal
+from amptui.dashboard.screens.modals import RunInfoModal, SaveAsModal
 from amptui.dashboard.screens.run.screen import RunScreen
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.machine import cpu as cpu_features
@@ -37,16 +48,15 @@ def app_for(**kwargs):
 async def home_loaded(pilot):
     await until(pilot, lambda: isinstance(pilot.app.screen, HomeScreen)
                 and pilot.app.screen.query_one(RunTable).row_count == 3)
-    await pilot.pause(0.3)
+    await settled(pilot)
 
 
 async def run_loaded(pilot):
     screen = pilot.app.screen
     await until(pilot, lambda: isinstance(screen, RunScreen) and not screen.model.loading
                 and screen.model.records > 0 and screen.model.log_seq > 0)
-    # everything the model holds has been drawn (plots are redrawn at most twice a second)
-    await until(pilot, lambda: screen.drawn())
-    await pilot.pause(0.3)
+    # everything the model holds has been drawn (plots are redrawn at most twice a second), and flushed
+    await drawn_and_flushed(pilot, screen)
 
 
 def test_snapshot_home(runs, snap_compare):
@@ -74,7 +84,7 @@ def test_snapshot_run_scale_panel_80x24(runs, snap_compare):
     async def before(pilot):
         await run_loaded(pilot)
         await pilot.press("3")
-        await pilot.pause(0.3)
+        await drawn_and_flushed(pilot, pilot.app.screen)
 
     assert snap_compare(app_for(watch=runs / SCALER), terminal_size=(80, 24), run_before=before)
 
@@ -83,7 +93,7 @@ def test_snapshot_compare(runs, snap_compare):
     async def before(pilot):
         pilot.app.open_compare([runs / QUICK, runs / SCALER, runs / FAILED])
         await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.drawn())
-        await pilot.pause(0.6)  # the plots draw on the next refresh
+        await settled(pilot)
 
     assert snap_compare(app_for(watch=runs / QUICK), terminal_size=(110, 34), run_before=before)
 
@@ -95,10 +105,10 @@ def test_snapshot_save_as(runs, snap_compare):
         await until(pilot, lambda: isinstance(pilot.app.screen, SaveAsModal))  # a loaded box is slow
         for box in pilot.app.screen.query(Input):  # a blinking cursor is drawn or not by the clock
             box.cursor_blink = False
-        await pilot.pause(0.2)
+        await settled(pilot)
         await pilot.press(*"quickstart")
         await until(pilot, lambda: pilot.app.screen.query_one("#save-msg").render())
-        await pilot.pause(0.2)
+        await settled(pilot)
 
     assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
 
@@ -107,7 +117,7 @@ def test_snapshot_help(runs, snap_compare):
     async def before(pilot):
         await home_loaded(pilot)
         await pilot.press("f1")
-        await pilot.pause(0.3)
+        await settled(pilot)
 
     assert snap_compare(app_for(), terminal_size=(110, 34), run_before=before)
 
@@ -117,7 +127,7 @@ def test_snapshot_drop_down_open_80x24(runs, snap_compare):
         await home_loaded(pilot)
         pilot.app.screen.query_one("#t-amp-grad-scaler").focus()
         await pilot.press("enter")
-        await pilot.pause(0.3)
+        await settled(pilot)
 
     assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
 
@@ -127,7 +137,8 @@ def test_snapshot_run_info(runs, snap_compare):
         await home_loaded(pilot)
         pilot.app.screen.query_one(RunTable).focus()
         await pilot.press("i")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: isinstance(pilot.app.screen, RunInfoModal))
+        await settled(pilot)
 
     assert snap_compare(app_for(), terminal_size=(110, 34), run_before=before)
 
@@ -146,7 +157,7 @@ def test_snapshot_panel(runs, snap_compare, panel, size):
     async def before(pilot):
         await run_loaded(pilot)
         await pilot.press(panel)  # 80x24: shows that panel; 160x50: maximizes it
-        await pilot.pause(0.3)
+        await drawn_and_flushed(pilot, pilot.app.screen)
 
     assert snap_compare(app_for(watch=runs / RESUMED), terminal_size=size, run_before=before)
 
@@ -160,7 +171,7 @@ def test_snapshot_compare_identical_curves(runs, snap_compare, size):
     async def before(pilot):
         pilot.app.open_compare([first, second])
         await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.drawn())
-        await pilot.pause(0.6)  # the plots draw on the next refresh
+        await settled(pilot)
 
     assert snap_compare(app_for(watch=runs / QUICK), terminal_size=size, run_before=before)
 
@@ -170,7 +181,7 @@ def test_snapshot_help_80x24(runs, snap_compare):
     async def before(pilot):
         await home_loaded(pilot)
         await pilot.press("f1")
-        await pilot.pause(0.3)
+        await settled(pilot)
 
     assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
 
@@ -191,7 +202,7 @@ def test_snapshot_tune_refused_80x24(runs, snap_compare):
         screen = TuneScreen(Path("runs/quickstart-tune-0001.tune.json"), log, "quickstart")
         pilot.app.push_screen(screen)
         await until(pilot, lambda: screen.error)
-        await pilot.pause(0.3)
+        await settled(pilot)
 
     assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
 
@@ -212,7 +223,7 @@ def test_snapshot_tune_stopped_80x24(runs, snap_compare):
         screen = TuneScreen(path, None, "quickstart")
         pilot.app.push_screen(screen)
         await until(pilot, lambda: screen.result is not None)
-        await pilot.pause(0.3)
+        await settled(pilot)
 
     assert snap_compare(app_for(), terminal_size=(80, 24), run_before=before)
 
@@ -229,7 +240,7 @@ def test_snapshot_run_heat_map_80x24(runs, snap_compare):
     async def before(pilot):
         await run_loaded(pilot)
         await pilot.press("7")
-        await pilot.pause(0.3)
+        await drawn_and_flushed(pilot, pilot.app.screen)
     assert snap_compare(app_for(watch=run), terminal_size=(80, 24), run_before=before)
 
 
@@ -253,7 +264,7 @@ def test_snapshot_compare_tf32_and_headroom(runs, snap_compare, size):
     async def before(pilot):
         pilot.app.open_compare([baseline, sampled])
         await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.drawn())
-        await pilot.pause(0.6)  # the plots draw on the next refresh
+        await settled(pilot)
 
     assert snap_compare(app_for(watch=runs / QUICK), terminal_size=size, run_before=before)
 
@@ -288,6 +299,6 @@ def test_snapshot_plan_screen(runs, snap_compare):
         await home_loaded(pilot)
         pilot.app.push_screen(PlanScreen(CANNED_PLAN))
         await until(pilot, lambda: isinstance(pilot.app.screen, PlanScreen))
-        await pilot.pause(0.3)
+        await settled(pilot)
 
     assert snap_compare(app_for(), terminal_size=(110, 34), run_before=before)

@@ -11,6 +11,7 @@ import psutil
 import pytest
 from support.cli import amptui, one_clear_line, started
 from support.records import events, events_so_far, only_run
+from support.waits import wait_until
 
 from amptui.core import compare
 from amptui.core.config.precision import Precision
@@ -45,12 +46,8 @@ def test_gpt_text_sharded_on_two_ranks_trains_and_resumes_after_sigkill(runs_dir
                   "--set", "log.checkpoint_every_steps=4",
                   "--set", "debug.slow_checkpoint_s=1", "--detach", check=True)
     run_dir = runs_dir / started(proc.stdout)["run_id"]
-    import time
-
-    deadline = time.monotonic() + 150
-    while not any(r["kind"] == "checkpoint" for r in events_so_far(run_dir)):
-        assert time.monotonic() < deadline, (run_dir / "output.log").read_text()
-        time.sleep(0.2)
+    wait_until(lambda: any(r["kind"] == "checkpoint" for r in events_so_far(run_dir)), 150,
+               lambda: (run_dir / "output.log").read_text(), step=0.2)
     kill_run(run_dir)
     assert runs.load_run(run_dir).status == "killed"
     amptui("resume", run_dir.name, check=True, timeout=300)

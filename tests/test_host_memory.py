@@ -17,6 +17,7 @@ import time
 import pytest
 from support.cli import amptui, started
 from support.records import events_so_far
+from support.waits import wait_until
 
 from amptui.trainer import host_memory
 
@@ -119,9 +120,8 @@ def test_a_cpu_run_does_not_fault_in_its_gradients_every_step(runs_dir, monkeypa
     deadline = time.monotonic() + 120
 
     def at_step(n: int) -> tuple[int, int]:
-        while (step := last_step(run_dir)) < n:
-            assert time.monotonic() < deadline, (run_dir / "output.log").read_text()
-            time.sleep(0.01)
+        step = wait_until(lambda: (s := last_step(run_dir)) >= n and s, deadline - time.monotonic(),
+                          lambda: (run_dir / "output.log").read_text(), step=0.01)
         return step, minor_faults(pid)
 
     try:

@@ -7,20 +7,18 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
+from support.waits import wait_until
 
 from amptui.core import preflight
 
 
 def _wait_ended(run_dir, deadline_s: float = 240) -> None:
     """The detached trainer is let finish (its two steps): no process left behind."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if b'"kind":"end"' in (run_dir / "events.jsonl").read_bytes() if (run_dir / "events.jsonl").exists() else False:
-            return
-        time.sleep(0.5)
+    events = run_dir / "events.jsonl"
+    wait_until(lambda: events.exists() and b'"kind":"end"' in events.read_bytes(), deadline_s,
+               f"{run_dir.name}'s end record", step=0.5)
 
 
 @pytest.mark.slow

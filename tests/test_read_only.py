@@ -13,7 +13,18 @@ import time
 from pathlib import Path
 
 import pytest
-from support.dashboard import LIVE, QUICK, SCALER, app_for, async_test, copy_runs, home_ready, select_run, until
+from support.dashboard import (
+    LIVE,
+    QUICK,
+    SCALER,
+    app_for,
+    async_test,
+    copy_runs,
+    home_ready,
+    select_run,
+    settled,
+    until,
+)
 
 from amptui.core.run.runs import launch_identity
 from amptui.dashboard.app import keymap_scopes
@@ -78,7 +89,7 @@ async def test_a_read_only_dashboard_walk_starts_signals_and_writes_nothing(tmp_
         await select_run(pilot, QUICK)
         screens = [lambda: home, lambda: RunScreen(root / LIVE), lambda: CompareScreen([root / QUICK, root / SCALER]),
                    lambda: TuneScreen(root / f"{TUNE_ID}.tune.json", None, "quickstart"), lambda: HelpScreen(home)]
-        await pilot.pause(0.5)
+        await settled(pilot)  # the first run list read and shown: what it wrote is in `before`
         before = files_under(tmp_path)
         walked = 0
         for make in screens:
@@ -86,7 +97,7 @@ async def test_a_read_only_dashboard_walk_starts_signals_and_writes_nothing(tmp_
             if screen is not home:
                 app.push_screen(screen)
                 await until(pilot, lambda: app.screen is screen)
-                await pilot.pause(0.3)
+                await settled(pilot)
             actions = [b.action for b in type(screen).BINDINGS if not b.action.startswith("why_not")]
             commands = [c for c in app.get_system_commands(screen) if c.title.split()[0].lower() not in LEAVING]
             titles = [c.title for c in commands]
@@ -109,7 +120,7 @@ async def test_a_read_only_dashboard_walk_starts_signals_and_writes_nothing(tmp_
             if screen is not home:
                 app.pop_screen()
                 await until(pilot, lambda: app.screen is home)
-        await pilot.pause(0.5)
+        await settled(pilot)
         after = files_under(tmp_path)
     monkeypatch.undo()  # os.kill again, for the stand-in's end
     assert walked > 60

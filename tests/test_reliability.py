@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.cli import amptui, started
 from support.records import events, events_so_far, only_run, wait_for_end, wait_for_step
+from support.waits import wait_until
 
 from amptui.core.config import values as config
 from amptui.core.errors import ConfigError
@@ -108,9 +108,7 @@ def test_death_mid_write_keeps_the_previous_checkpoint(tmp_path):
     """)
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "saved"
-    deadline = time.monotonic() + 30
-    while not list(tmp_path.glob(".last.pt.*.tmp")) and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: list(tmp_path.glob(".last.pt.*.tmp")), 30, "the checkpoint's temporary file", step=0.005)
     child.kill()
     child.wait()
     assert checkpoint.load(tmp_path)["step"] == 1
@@ -188,15 +186,11 @@ def test_a_run_survives_its_terminal_closing(runs_dir, isolated, detach):
     tmux = ["tmux", "-L", session, "-f", os.devnull]  # a private server: a running one would lend its environment
     subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "100", "-y", "20", command], check=True)
     try:
-        deadline = time.monotonic() + 90
-        run_dir = None
-        while time.monotonic() < deadline:
+        def stepped():
             found = list(runs_dir.glob("*/events.jsonl")) if runs_dir.exists() else []
-            if found and any(r["kind"] == "step" for r in events_so_far(found[0].parent)):
-                run_dir = found[0].parent
-                break
-            time.sleep(0.2)
-        assert run_dir is not None, "the run did not start"
+            return found[0].parent if found and any(r["kind"] == "step" for r in events_so_far(found[0].parent)) else None
+
+        run_dir = wait_until(stepped, 90, "the run's first step", step=0.2)
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)  # the terminal closes
     assert wait_for_end(run_dir)[-1]["status"] == "completed"

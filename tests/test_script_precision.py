@@ -8,13 +8,13 @@ tests/scripts/gated.py (never imports amptui), which waits for a file before its
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from support.cli import amptui, one_clear_line, started
-from support.dashboard import app_for, async_test, home_ready
+from support.dashboard import app_for, async_test, home_ready, settled
 from support.paths import REPO
 from support.records import only_run, record, write_records
+from support.waits import wait_until
 
 from amptui.core import compare
 from amptui.core.config import values as cfgmod
@@ -88,7 +88,7 @@ async def test_the_dashboards_run_list_says_not_seen(runs_dir):
     async with app.run_test(size=(120, 24)) as pilot:
         screen = await home_ready(pilot, rows=1)
         table = screen.query_one(RunTable)
-        await pilot.pause(0.3)
+        await settled(pilot)  # the row drawn
         line = table.render_line(table.run_ids.index(run_dir.name) + 1).text
         assert UNSEEN in line and "bf16" not in line, line
 
@@ -103,14 +103,11 @@ def test_a_preset_with_a_script_is_refused_with_nothing_written(cli, runs_dir, h
 # --- real processes -------------------------------------------------------------------------------
 
 def wait_listed(run_id: str, done, timeout: float = 90) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        proc = amptui("runs", "--format", "json", check=True)
-        found = {r["run_id"]: r for r in json.loads(proc.stdout)}.get(run_id)
-        if found and done(found):
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"{run_id}: not listed as expected in {timeout:.0f} s")
+    def listed() -> dict | None:
+        found = {r["run_id"]: r for r in json.loads(amptui("runs", "--format", "json", check=True).stdout)}.get(run_id)
+        return found if found and done(found) else None
+
+    return wait_until(listed, timeout, f"{run_id} listed as expected ({timeout:.0f} s)", step=0.3)
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from support.cli import one_clear_line
 from support.dashboard import LIVE, QUICK, SCALER, Notes, app_for, async_test, copy_runs, home_ready, select_run, until
 from support.records import wait_for_end
 from support.serve import free_port, get, secret_of, start_serve, stop_serve
+from support.waits import wait_until
 
 from amptui.cli import serve_guard
 from amptui.cli.serve import TOKEN_ENV, is_local, public_url
@@ -148,14 +149,9 @@ def test_each_tab_runs_amptui_from_the_home_folder_with_the_working_folder_off_i
 
 
 def wait_for_run_folder(runs_dir: Path, timeout: float = 60) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [d for d in runs_dir.iterdir() if d.is_dir() and not d.name.startswith(".")] \
-            if runs_dir.is_dir() else []
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no run folder appeared in {runs_dir} within {timeout:g} s")
+    found = wait_until(lambda: [d for d in runs_dir.iterdir() if d.is_dir() and not d.name.startswith(".")]
+                       if runs_dir.is_dir() else [], timeout, f"a run folder in {runs_dir}", step=0.2)
+    return found[0]
 
 
 def handshake(port: int, origin: str | None, path: str, cookie: str | None = None) -> tuple[int, socket.socket]:

@@ -4,12 +4,12 @@ stop / resume, and the status of a killed run."""
 import json
 import os
 import signal
-import time
 
 import pytest
 import torch
 from support.cli import amptui, started
 from support.records import events, events_so_far, only_run, wait_for_step
+from support.waits import wait_until
 
 from amptui.core.run import runs
 
@@ -108,13 +108,7 @@ def test_mlp_recipe_in_its_three_precisions(runs_dir, sets, precision):
 
 
 def wait_for(predicate, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(predicate, timeout, what, step=0.2)
 
 
 def test_detach_stop_resume_continues_steps_and_scale(runs_dir):

@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from support.cli import amptui
 from support.records import events
+from support.waits import wait_until
 
 from amptui.core.config import presets as presetmod
 from amptui.core.errors import UserError
@@ -312,20 +312,17 @@ def test_ctrl_c_stops_the_search_and_the_running_trial_and_still_reports(tmp_pat
     proc = subprocess.Popen([sys.executable, "-m", "amptui", "tune", str(preset), "--budget", "5",
                              "--set", "data.train_samples=4096", "--set", "model.width=32", "--set", "data.img_size=32"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    result_file = None
-    while time.monotonic() < deadline:
+    def second_trial_running() -> Path | None:
         found = list(runs_dir.glob("*.tune.json")) if runs_dir.exists() else []
-        if found:
-            result_file = found[0]
-            trials = json.loads(result_file.read_text())["trials"]
-            if len(trials) >= 2 and trials[-1]["status"] == "running" and \
-                    (runs_dir / trials[-1]["run_id"] / "events.jsonl").exists():
-                break
-        time.sleep(0.3)
-    else:
+        trials = json.loads(found[0].read_text())["trials"] if found else []
+        return found[0] if len(trials) >= 2 and trials[-1]["status"] == "running" and \
+            (runs_dir / trials[-1]["run_id"] / "events.jsonl").exists() else None
+
+    try:
+        result_file = wait_until(second_trial_running, 240, "the second trial running", step=0.3)
+    except AssertionError:
         proc.kill()
-        pytest.fail("the second trial never started")
+        raise
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
@@ -463,8 +460,7 @@ def test_dashboard_t_tunes_in_the_background_and_q_stops_it_with_no_winner(tmp_p
             assert screen.result["budget_s"] == 360
             assert screen.query_one("#tune-table", DataTable).row_count == 3
             await pilot.press("q")  # stops the search, stays on the screen, says so at once
-            await pilot.pause(0.1)
-            assert "stopping…" in str(screen.query_one("#tune-title").render())
+            await until(pilot, lambda: "stopping…" in str(screen.query_one("#tune-title").render()), timeout=5)
             await until(pilot, lambda: screen.result.get("status") == "interrupted", timeout=120, step=0.5)
             assert app.screen is screen
             assert screen.result["winner"] is None and screen.result["partial"].startswith("not enough trials")

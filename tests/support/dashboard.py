@@ -47,6 +47,16 @@ async def settled(pilot) -> None:
     await pilot.pause()
 
 
+async def drawn_and_flushed(pilot, screen) -> None:
+    """A run screen shows everything it has read (`drawn()`), its flush timer has run once more since
+    (a layout changed by that draw has its plots rebuilt at their new size), and the app is idle: a
+    picture taken now is final. A condition, however loaded the machine."""
+    await until(pilot, screen.drawn)
+    seen = screen.flushes
+    await until(pilot, lambda: screen.flushes > seen)
+    await settled(pilot)
+
+
 class Notes(list):
     """Records app.notify calls: (message, severity)."""
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from amptui.core.events import VERSION
 from amptui.core.records import Record
+from support.waits import wait_until
 
 
 def record(rec: Record, t: float, rank: int = 0) -> dict:
@@ -38,25 +38,22 @@ def events_so_far(run_dir: Path, name: str = "events.jsonl") -> list[dict]:
 
 def wait_for_step(run_dir: Path, n: int = 1, timeout: float = 90) -> int:
     """Wait until a live run has written a step record for step `n` or later; return that step."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def reached() -> int | None:
         steps = [r["step"] for r in events_so_far(run_dir) if r["kind"] == "step"]
-        if steps and steps[-1] >= n:
-            return steps[-1]
-        time.sleep(0.2)
+        return steps[-1] if steps and steps[-1] >= n else None
+
     log = run_dir / "output.log"
-    raise AssertionError(f"{run_dir.name}: no step {n} in {timeout:.0f} s\n" + (log.read_text() if log.exists() else ""))
+    return wait_until(reached, timeout, lambda: f"{run_dir.name}: step {n} ({timeout:.0f} s)\n"
+                      + (log.read_text() if log.exists() else ""), step=0.2)
 
 
 def wait_for_end(run_dir: Path, timeout: float = 120) -> list[dict]:
     """Wait until the run's `end` record is written; return all records."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ended() -> list[dict] | None:
         recs = events_so_far(run_dir)
-        if any(r["kind"] == "end" for r in recs):
-            return recs
-        time.sleep(0.2)
-    raise AssertionError(f"{run_dir.name} wrote no end record in {timeout:.0f} s")
+        return recs if any(r["kind"] == "end" for r in recs) else None
+
+    return wait_until(ended, timeout, f"{run_dir.name}'s end record ({timeout:.0f} s)", step=0.2)
 
 
 def only_run(runs_dir: Path) -> Path:

@@ -8,12 +8,12 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import psutil
 
 from amptui.jobs.spawn import amptui_python
+from support.waits import wait_until
 
 
 def free_port() -> int:
@@ -23,15 +23,15 @@ def free_port() -> int:
 
 
 def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         assert proc.poll() is None, proc.communicate()[0]
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
+                return True
         except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"amptui serve did not listen on {port} within {timeout:g} s")
+            return False
+
+    wait_until(listening, timeout, f"amptui serve listening on {port} ({timeout:g} s)", step=0.2)
 
 
 def start_serve(runs_dir: Path, port: int, *args: str, cwd: Path | None = None,

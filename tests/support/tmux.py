@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
+
+from support.waits import wait_until
 
 
 class Tmux:
@@ -31,14 +32,13 @@ class Tmux:
                               check=True).stdout
 
     def wait_for(self, predicate, timeout: float = 60.0, what: str = "") -> str:
-        deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if predicate(text):
-                return text
-            time.sleep(0.25)
-        raise AssertionError(f"timed out waiting for {what or predicate}; screen:\n{text}")
+        seen = [""]
+
+        def shows() -> str | None:
+            seen[0] = self.screen()
+            return seen[0] if predicate(seen[0]) else None
+
+        return wait_until(shows, timeout, lambda: f"{what or predicate}; screen:\n{seen[0]}", step=0.25)
 
     def kill(self) -> None:
         subprocess.run([*self.tmux, "kill-server"], capture_output=True)

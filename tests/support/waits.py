@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 
-def wait_until(condition, timeout: float, what: str, step: float = 0.1) -> None:
-    """Poll `condition` until it holds; a generous deadline only a broken build reaches."""
+def wait_until(condition: Callable[[], Any], timeout: float, what: str | Callable[[], str],
+               step: float = 0.1) -> Any:
+    """Poll `condition` until it holds and return what it returned (the run found, the file read);
+    past the deadline an AssertionError says `what` was waited for (a callable: worked out then,
+    e.g. with the log so far)."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while not (value := condition()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
+            raise AssertionError(f"timed out waiting for: {what() if callable(what) else what}")
         time.sleep(step)
+    return value

@@ -88,6 +88,7 @@ class RunScreen(DashboardScreen):
         self.model = RunModel(self.run_dir.name)
         self.x_unit = "step"  # or "seconds" (the `t` key)
         self._rendered = -1
+        self.flushes = 0  # flush() calls so far (tests wait for one more after drawn())
         self._bad_lines_reported = False
         self._plotted = 0.0
         self.active = 0  # the always-shown panel the compact layout shows (and `n` moves from)
@@ -188,6 +189,7 @@ class RunScreen(DashboardScreen):
 
     def flush(self) -> None:
         """Render the model if it changed (coalesces any number of records into one redraw)."""
+        self.flushes += 1  # how many have run (a test's "drawn and flushed since")
         now = self.app.clock()
         m = self.model
         with m.lock:
