@@ -14,11 +14,13 @@ rather than leaving it waiting for ever.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 TURN_ENV = "AMPTUI_TURN"  # "INDEX PATH": the variant's index and the group's turn file
 POLL_S = 0.005            # how often a waiting trainer looks (a read of a few bytes, off the step clock)
@@ -40,16 +42,24 @@ def _parse(text: str) -> tuple[int, list[int]] | None:
             return None
 
 
+@contextlib.contextmanager
+def _locked(path: Path, flags: int, lock: int) -> Iterator[IO[str] | None]:
+    """The turn file opened (never through a link) and flocked; None when it is gone or unopenable."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW)
+    except OSError:
+        yield None
+        return
+    with os.fdopen(fd, "r+" if flags & os.O_RDWR else "r") as fh:
+        fcntl.flock(fh.fileno(), lock)
+        yield fh
+
+
 def _change(path: Path, change: Callable[[int, list[int]], tuple[int, list[int]]]) -> tuple[int, list[int]] | None:
     """Apply `change` to the file's (turn, alive) under its lock; None when it is gone or unreadable."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    with os.fdopen(fd, "r+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        state = _parse(fh.read(4096))
-        if state is None:
+    with _locked(path, os.O_RDWR, fcntl.LOCK_EX) as fh:
+        state = _parse(fh.read(4096)) if fh is not None else None
+        if fh is None or state is None:
             return None
         turn, alive = change(*state)
         fh.seek(0)
@@ -66,13 +76,8 @@ def _next(after: int, alive: list[int]) -> int:
 
 def read(path: Path) -> tuple[int, list[int]] | None:
     """(turn, alive), or None when the file is gone or unreadable."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    with os.fdopen(fd, "r") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
-        return _parse(fh.read(4096))
+    with _locked(path, os.O_RDONLY, fcntl.LOCK_SH) as fh:
+        return _parse(fh.read(4096)) if fh is not None else None
 
 
 def retire(path: Path, index: int) -> None:
