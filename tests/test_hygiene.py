@@ -4,6 +4,8 @@ its layer; the same loop corrected gets no warning."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -47,7 +49,7 @@ def plain_step(model, opt, dtype=None, autocast=None):
     return step
 
 
-def test_pure_bfloat16_adamw_at_a_small_lr_names_the_norm_whose_updates_round_away(runs_dir):
+def test_pure_bfloat16_adamw_at_a_small_lr_names_the_norm_whose_updates_round_away(runs_dir, cli):
     model = norm_model(torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     said = run_loop(runs_dir / "pure", model, opt, plain_step(model, opt, torch.bfloat16))
@@ -58,6 +60,12 @@ def test_pure_bfloat16_adamw_at_a_small_lr_names_the_norm_whose_updates_round_aw
     model = norm_model()  # corrected: float32 master weights, bfloat16 compute under autocast
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     assert run_loop(runs_dir / "mixed", model, opt, plain_step(model, opt, autocast=torch.bfloat16)) == {}
+
+    # counted where runs are listed and compared
+    listed = {r["run_id"]: r["hygiene"] for r in json.loads(cli("runs", "--format", "json", check=True).stdout)}
+    assert listed == {"pure": [hygiene.UPDATES_LOST], "mixed": []}
+    table = cli("compare", "mixed", "pure", check=True).stdout
+    assert "pure has 1 precision-hygiene finding (updates_lost)" in table and "mixed has" not in table
 
 
 def test_float16_weights_and_moments_under_autocast_are_said_once_with_their_share(runs_dir):
