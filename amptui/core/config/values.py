@@ -39,6 +39,7 @@ from amptui.core.config.schema import (
     defaults,
 )
 from amptui.core.errors import ConfigError
+from amptui.core.urls import notify_url_problem
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,8 @@ def _check_combinations(cfg: Config, source: str) -> None:
     """Rules across keys that need no hardware knowledge (those live in launch.preflight)."""
     model, data, dist, debug = cfg.model, cfg.data, cfg.dist, cfg.debug
     layers.check_rules(cfg.amp.layers, source)
+    if problem := notify_url_problem(cfg.log.notify_url):
+        raise ConfigError(f"{source}: log.notify_url {problem}")
     if model.name == "alexnet" and data.img_size < 63 and not model.factory:
         raise ConfigError(f"{source}: model.name = \"alexnet\" needs data.img_size >= 63 (its feature maps vanish "
                           f"below that), got {data.img_size}")
