@@ -39,6 +39,7 @@ from amptui.core.fmt import (
     fmt_points,
     fmt_rate,
     fmt_ratio,
+    shown,
 )
 from amptui.core.inputbound import notice
 from amptui.core.numerics import NumericsSummary
@@ -227,6 +228,10 @@ def _rank_peak(s: RunSummary) -> float | None:
     return s.ranks.highest_peak() if s.ranks.peaks else s.peak_mem
 
 
+def _shown_by(cell: Callable[[CompareRow], str]) -> Callable[[CompareRow], str]:
+    return lambda row: shown(cell(row))
+
+
 @dataclass(frozen=True)
 class Column:
     """One column of the table: its header (markdown, plain text, the dashboard), a short header
@@ -245,6 +250,10 @@ class Column:
     def __post_init__(self) -> None:
         if not self.key:
             object.__setattr__(self, "key", self.header)
+        # every cell as it may be shown (a preset name, a status, an error come from a runs folder)
+        object.__setattr__(self, "cell", _shown_by(self.cell))
+        if self.terminal_cell is not None:
+            object.__setattr__(self, "terminal_cell", _shown_by(self.terminal_cell))
 
     def terminal(self, row: CompareRow) -> str:
         return (self.terminal_cell or self.cell)(row)
@@ -333,7 +342,8 @@ def render(rows: list[CompareRow], fmt: str = "table") -> str:
         writer = csv.DictWriter(out, fieldnames=list(CompareRow.__dataclass_fields__))
         writer.writeheader()
         for r in rows:
-            writer.writerow({k: " ".join("-" if p is None else f"{p:.0f}" for p in v) if isinstance(v, list) else v
+            writer.writerow({k: " ".join("-" if p is None else f"{p:.0f}" for p in v) if isinstance(v, list)
+                             else shown(v) if isinstance(v, str) else v  # text from a runs folder, as shown
                              for k, v in asdict(r).items()})  # rank_peaks: bytes, space-separated
         return out.getvalue()
     columns = shown_columns(rows)
