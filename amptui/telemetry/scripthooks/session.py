@@ -43,6 +43,7 @@ from amptui.telemetry.scripthooks.loopshape import LoopShape
 from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, script_models
 from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
+from amptui.telemetry.scripthooks.replaycause import LastForward, replay_cause
 from amptui.telemetry.scripthooks.scalerhooks import ScalerWatch
 from amptui.telemetry.scripthooks.stephooks import StepWatch
 from amptui.telemetry.scripthooks.underflow import FlushCheck
@@ -70,6 +71,8 @@ class ScriptSession:
         self._next_stop_check = 0.0
         self.models: list[torch.nn.Module] = []
         self._model_hooks: list[Any] = []
+        self.last_forward = LastForward()  # the first model's last training inputs, weakly (replaycause.py)
+        self.replaying = False  # that forward running again: no hook of the loop's takes it for the loop's
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
@@ -216,7 +219,8 @@ class ScriptSession:
         self.recorder.write_step()
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
-            self.recorder.triage_by_sampling(self.models[0], self.reduced)
+            if not replay_cause(self, self.recorder.counters.step):  # else: sample the next steps' ranges
+                self.recorder.triage_by_sampling(self.models[0], self.reduced)
 
     def end_epoch(self) -> None:
         if self.started and self.loop.steps_in_epoch:
@@ -338,6 +342,10 @@ class ScriptSession:
 
     @guarded
     def model_forward(self, module, args, kwargs) -> None:
+        if self.replaying:
+            return
+        if module is self.models[0] and torch.is_grad_enabled():
+            self.last_forward.keep(args, kwargs)
         self.loop.model_forward(module, args, kwargs)
 
     @guarded
@@ -350,6 +358,8 @@ class ScriptSession:
 
     @guarded
     def autocast_entered(self, device_type, dtype) -> None:
+        if self.replaying:
+            return
         if self.applied is not None and not self.applied.own:
             refuse(f"torch.autocast({str(device_type)!r}, dtype={dtype})")
         self.seen.autocast_entered(device_type, dtype)
