@@ -67,6 +67,7 @@ class ScriptSession:
         self.stop_file = str(folder.stop)
         self.recorder = Recorder(EventWriter(events_file(run_dir, rank), rank), rank, world_size)
         self.off = self.started = self.handed_over = self.stop_sent = self.ended = False
+        self.forked = False  # this process is a fork of the script's: it records nothing (forked_child)
         self._next_stop_check = 0.0
         self.models: list[torch.nn.Module] = []
         self._model_hooks: list[Any] = []
@@ -232,6 +233,8 @@ class ScriptSession:
 
     def end(self, status: str, error: BaseException | ErrorInfo | None = None) -> None:
         """The run's last records (from the bootstrap, as the script ends)."""
+        if self.forked:
+            return
         if self.handed_over or self.off:
             self.remove()
             if self.off and self.started:  # recording broke mid-run: the run still gets its end
@@ -267,6 +270,14 @@ class ScriptSession:
         self._model_hooks = []
         if self.recorder.numerics is not None:
             self.recorder.numerics.cancel()  # a sampled step the script never finished: no hooks stay
+
+    def forked_child(self) -> None:
+        """In a child the script forked (os.fork, multiprocessing's fork), right after the fork: the
+        parent records the run, so every hook here stands down (`off`: not even the hooks' lock is
+        taken, which another thread of the parent may have held as it forked) and nothing is
+        written, neither steps nor the end. Only flags: nothing else is safe in a forked child."""
+        self.forked = self.off = True
+        self.recorder.writer, self.recorder.sinks = None, []  # nothing written, nothing mirrored
 
     def hand_over(self) -> None:
         """The script made an amptui.Monitor: it records the run; the hooks stand down."""
