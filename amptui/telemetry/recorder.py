@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import torch
 
 from amptui.core import cluster
-from amptui.core.config.precision import Precision
+from amptui.core.config.precision import Precision, narrow, wide_dtype
 from amptui.core.config.values import Config
 from amptui.core.events import EventWriter
 from amptui.core.records import (
@@ -176,9 +176,11 @@ class Recorder:
             if self.cause_said or where != "forward" or not past or not _finite_params(self.triage_model, module):
                 continue
             said = f" ({value:.3g} in float32)" if isinstance(value, (int, float)) else ""
+            wider = f", or use {wide_dtype()}" if narrow(sample.dtype) else ""  # bfloat16 has float32's range
+            # what sampling saw: the first sampled module (in forward order) past the range, its own weights finite
             self.warn(f"step {sample.step}: module {module}'s forward output{said} exceeds {sample.dtype}'s range "
-                      f"(max {sample.max_finite:.4g}) with finite inputs and weights: keep {module} out of "
-                      f"{sample.dtype} (run it in float32, or use bfloat16)", code="nonfinite_cause",
+                      f"(max {sample.max_finite:.4g}), the first sampled module to, its weights finite: keep {module} "
+                      f"out of {sample.dtype} (run it in float32{wider})", code="nonfinite_cause",
                       cause={"cause": "precision_overflow", "step": sample.step, "module": module, "where": where,
                              "dtype": sample.dtype, "value": value})
         if self.triage_left is not None and (self.cause_said or self.triage_left <= 0):

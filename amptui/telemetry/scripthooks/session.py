@@ -43,6 +43,7 @@ from amptui.telemetry.scripthooks.loopshape import LoopShape
 from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, script_models
 from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
+from amptui.telemetry.scripthooks.replaycause import LastForward, replay_cause
 from amptui.telemetry.scripthooks.scalerhooks import ScalerWatch
 from amptui.telemetry.scripthooks.stephooks import StepWatch
 from amptui.telemetry.scripthooks.underflow import FlushCheck
@@ -66,9 +67,12 @@ class ScriptSession:
         self.stop_file = str(folder.stop)
         self.recorder = Recorder(EventWriter(events_file(run_dir, rank), rank), rank, world_size)
         self.off = self.started = self.handed_over = self.stop_sent = self.ended = False
+        self.forked = False  # this process is a fork of the script's: it records nothing (forked_child)
         self._next_stop_check = 0.0
         self.models: list[torch.nn.Module] = []
         self._model_hooks: list[Any] = []
+        self.last_forward = LastForward()  # the first model's last training inputs, weakly (replaycause.py)
+        self.replaying = False  # that forward running again: no hook of the loop's takes it for the loop's
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
@@ -215,7 +219,8 @@ class ScriptSession:
         self.recorder.write_step()
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
-            self.recorder.triage_by_sampling(self.models[0], self.reduced)
+            if not replay_cause(self, self.recorder.counters.step):  # else: sample the next steps' ranges
+                self.recorder.triage_by_sampling(self.models[0], self.reduced)
 
     def end_epoch(self) -> None:
         if self.started and self.loop.steps_in_epoch:
@@ -228,6 +233,8 @@ class ScriptSession:
 
     def end(self, status: str, error: BaseException | ErrorInfo | None = None) -> None:
         """The run's last records (from the bootstrap, as the script ends)."""
+        if self.forked:
+            return
         if self.handed_over or self.off:
             self.remove()
             if self.off and self.started:  # recording broke mid-run: the run still gets its end
@@ -263,6 +270,14 @@ class ScriptSession:
         self._model_hooks = []
         if self.recorder.numerics is not None:
             self.recorder.numerics.cancel()  # a sampled step the script never finished: no hooks stay
+
+    def forked_child(self) -> None:
+        """In a child the script forked (os.fork, multiprocessing's fork), right after the fork: the
+        parent records the run, so every hook here stands down (`off`: not even the hooks' lock is
+        taken, which another thread of the parent may have held as it forked) and nothing is
+        written, neither steps nor the end. Only flags: nothing else is safe in a forked child."""
+        self.forked = self.off = True
+        self.recorder.writer, self.recorder.sinks = None, []  # nothing written, nothing mirrored
 
     def hand_over(self) -> None:
         """The script made an amptui.Monitor: it records the run; the hooks stand down."""
@@ -327,6 +342,10 @@ class ScriptSession:
 
     @guarded
     def model_forward(self, module, args, kwargs) -> None:
+        if self.replaying:
+            return
+        if module is self.models[0] and torch.is_grad_enabled():
+            self.last_forward.keep(args, kwargs)
         self.loop.model_forward(module, args, kwargs)
 
     @guarded
@@ -339,6 +358,8 @@ class ScriptSession:
 
     @guarded
     def autocast_entered(self, device_type, dtype) -> None:
+        if self.replaying:
+            return
         if self.applied is not None and not self.applied.own:
             refuse(f"torch.autocast({str(device_type)!r}, dtype={dtype})")
         self.seen.autocast_entered(device_type, dtype)
