@@ -28,6 +28,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from amptui.core import hygiene as words
 from amptui.core.config.precision import Precision
 from amptui.telemetry.fsdp_policy import first_policy, local
+from amptui.telemetry.modulehook import ModuleHook
 from amptui.telemetry.numerics import unwrap
 
 PROBE = 4096                  # values compared per parameter tensor (all of a smaller one)
@@ -107,9 +108,7 @@ class HygieneSampler:
             sample["before"] = [self._values(i, p) for i, (_, p) in enumerate(self.tracked)]
         if self.asked is not None and words.POLICY_IGNORED not in self.said:
             # the hooks stay on the user's modules until the step is done: ModuleHooks, so the modules
-            # pickle, deep-copy and torch.save as without amptui (scripthooks/patches.py)
-            from amptui.telemetry.scripthooks.patches import ModuleHook
-
+            # pickle, deep-copy and torch.save as without amptui
             self._handles += [m.register_forward_hook(ModuleHook(self._linear_hook(sample, n)))
                               for n, m in self.linears]
         if optimizers:  # torch's global pre-hook: nothing is stored on the optimizers (they pickle as before)
@@ -292,7 +291,10 @@ def for_loop(model: nn.Module | None, optimizers: Callable[[], list[Any]], preci
     if policy is not None and source == "autocast":
         source = "FSDP policy"
     asked = precision.reduced if precision.reduced in ("float16", "bfloat16") else None
-    mixed = precision.autocast or precision.scaler or precision.reduce is not None or policy is not None
+    # mixed by name: an autocast context, a GradScaler, an FSDP policy (a mode with none of them, pure bfloat16
+    # by choice, keeps no float32 master copy on purpose: finding 2 is not its to hear)
+    mixed = (precision.autocast_dtype is not None or precision.scaler or precision.fsdp_policy is not None
+             or policy is not None)
     return HygieneSampler(named, optimizers, every=every, device=local(named[0][1]).device, model=inner,
                           asked=asked, source=source, mixed=mixed, scaled=precision.scaler,
                           autocast=precision.autocast, own=own)

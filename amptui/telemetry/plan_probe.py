@@ -19,7 +19,7 @@ flowing back. After the optimizer step (`step_done`) the hooks come out and, per
   worst 32-value block.
 
 Biases are left out of every GEMM: each recipe adds them in high precision after its GEMM
-(MXFP8's by amptui, trainer/float8.py, as torchao 0.18's MXFP8 linear drops them), so all compare alike. A step that is not
+(MXFP8's by amptui, trainer/modes/float8.py, as torchao 0.18's MXFP8 linear drops them), so all compare alike. A step that is not
 sampled runs no hook. The sampled step's work is paid on that step only (the Recorder keeps it
 out of the step clock); the figures are read back once, as a `plan_sample` record.
 """
@@ -35,10 +35,12 @@ from typing import Any, Callable, cast
 import torch
 from torch import nn
 
-from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, wide_dtype
+from amptui.core.config.dtypes import DTYPES, wide_dtype
+from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
 from amptui.core.numerics import headroom_bits
 from amptui.machine.dtype_speed import slow_dtypes
 from amptui.telemetry.float8_numerics import GRAD_FORMAT, block_spread, block_underflow, cast_masks, sqnr_db
+from amptui.telemetry.modulehook import ModuleHook
 from amptui.telemetry.numerics import unwrap
 
 FP16 = DTYPES["float16"]
@@ -80,7 +82,7 @@ class PlanProbe:
             return
         self.captured, self.scale = {}, float(scale or 1.0)
         for name, module in self.layers:
-            self._handles.append(module.register_forward_hook(self._forward(name)))
+            self._handles.append(module.register_forward_hook(ModuleHook(self._forward(name))))
 
     def _forward(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, inputs: Any, output: Any) -> None:

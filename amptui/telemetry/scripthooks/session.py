@@ -43,6 +43,7 @@ from amptui.telemetry.scripthooks.loopshape import LoopShape
 from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, script_models
 from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
+from amptui.telemetry.scripthooks.replaycause import LastForward, replay_cause
 from amptui.telemetry.scripthooks.scalerhooks import ScalerWatch
 from amptui.telemetry.scripthooks.stephooks import StepWatch
 from amptui.telemetry.scripthooks.underflow import FlushCheck
@@ -60,14 +61,18 @@ class ScriptSession:
         folder = RunFolder(run_dir)
         self.base = folder.load_config() if folder.config.is_file() else cfgmod.build_config({})
         self.log_every = int(self.base.log.every)
+        self.max_steps = int(self.base.run.max_steps or 0)  # `plan --script --steps N`: stopped after exactly N
         script = str(self.base.run.script or "")  # hashed before it runs: a script may edit itself
         self.code = fingerprint(script) if rank == 0 and script else None
         self.stop_file = str(folder.stop)
         self.recorder = Recorder(EventWriter(events_file(run_dir, rank), rank), rank, world_size)
         self.off = self.started = self.handed_over = self.stop_sent = self.ended = False
+        self.forked = False  # this process is a fork of the script's: it records nothing (forked_child)
         self._next_stop_check = 0.0
         self.models: list[torch.nn.Module] = []
         self._model_hooks: list[Any] = []
+        self.last_forward = LastForward()  # the first model's last training inputs, weakly (replaycause.py)
+        self.replaying = False  # that forward running again: no hook of the loop's takes it for the loop's
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
@@ -197,6 +202,9 @@ class ScriptSession:
             recorder.sample_plan(self.models[0], self.plan_every)
         loop.steps_in_epoch += 1
         step = recorder.counters.step
+        if self.max_steps and step >= self.max_steps:
+            self.write_step()
+            self._stop()
         if step % self.log_every == 0:
             self.write_step()
             if ddp.any_rank(os.path.exists(self.stop_file), recorder.active_meter.device, self.world_size):
@@ -216,7 +224,8 @@ class ScriptSession:
         self.recorder.write_step()
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
-            self.recorder.triage_by_sampling(self.models[0], self.reduced)
+            if not replay_cause(self, self.recorder.counters.step):  # else: sample the next steps' ranges
+                self.recorder.triage_by_sampling(self.models[0], self.reduced)
 
     def end_epoch(self) -> None:
         if self.started and self.loop.steps_in_epoch:
@@ -229,6 +238,8 @@ class ScriptSession:
 
     def end(self, status: str, error: BaseException | ErrorInfo | None = None) -> None:
         """The run's last records (from the bootstrap, as the script ends)."""
+        if self.forked:
+            return
         if self.handed_over or self.off:
             self.remove()
             if self.off and self.started:  # recording broke mid-run: the run still gets its end
@@ -264,6 +275,14 @@ class ScriptSession:
         self._model_hooks = []
         if self.recorder.numerics is not None:
             self.recorder.numerics.cancel()  # a sampled step the script never finished: no hooks stay
+
+    def forked_child(self) -> None:
+        """In a child the script forked (os.fork, multiprocessing's fork), right after the fork: the
+        parent records the run, so every hook here stands down (`off`: not even the hooks' lock is
+        taken, which another thread of the parent may have held as it forked) and nothing is
+        written, neither steps nor the end. Only flags: nothing else is safe in a forked child."""
+        self.forked = self.off = True
+        self.recorder.writer, self.recorder.sinks = None, []  # nothing written, nothing mirrored
 
     def hand_over(self) -> None:
         """The script made an amptui.Monitor: it records the run; the hooks stand down."""
@@ -328,6 +347,10 @@ class ScriptSession:
 
     @guarded
     def model_forward(self, module, args, kwargs) -> None:
+        if self.replaying:
+            return
+        if module is self.models[0] and torch.is_grad_enabled():
+            self.last_forward.keep(args, kwargs)
         self.loop.model_forward(module, args, kwargs)
 
     @guarded
@@ -340,6 +363,8 @@ class ScriptSession:
 
     @guarded
     def autocast_entered(self, device_type, dtype) -> None:
+        if self.replaying:
+            return
         if self.applied is not None and not self.applied.own:
             refuse(f"torch.autocast({str(device_type)!r}, dtype={dtype})")
         self.seen.autocast_entered(device_type, dtype)
