@@ -9,11 +9,13 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+from support.dashboard import app_for, async_test, settled, until
 from support.records import events
 from torch import nn
 
 import amptui
 from amptui.core import hygiene
+from amptui.dashboard.screens.run.screen import RunScreen
 
 STEPS = 8
 
@@ -198,3 +200,20 @@ def test_an_optimizer_rounding_stochastically_loses_no_update(runs_dir):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     opt.param_groups[0]["bf16_stochastic_round"] = True  # what the key says; the update itself is torch's here
     assert run_loop(runs_dir / "sr", model, opt, plain_step(model, opt, torch.bfloat16)) == {}
+
+
+@async_test
+async def test_the_run_screen_shows_the_finding_in_its_warning_bar(runs_dir, monkeypatch):
+    monkeypatch.chdir(runs_dir.parent)
+    model = norm_model(torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    assert hygiene.UPDATES_LOST in run_loop(runs_dir / "pure", model, opt, plain_step(model, opt, torch.bfloat16))
+    app = app_for(runs_dir, watch=runs_dir / "pure")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        screen = app.screen
+        await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await until(pilot, screen.drawn)
+        await settled(pilot)
+        bar = str(screen.query_one("#warning-bar").render())
+        assert "updates lost to bfloat16 rounding" in bar

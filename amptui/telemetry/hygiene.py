@@ -19,6 +19,7 @@ loss's dtype is looked at as it is handed over (5). Each finding is said once.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Iterable, Mapping
 
 import torch
@@ -43,6 +44,22 @@ def stochastic_rounding(opt: Any) -> bool:
                 or any(group.get("bf16_stochastic_round") for group in getattr(opt, "param_groups", [])))
 
 
+def guarded(method):
+    """Measuring never breaks the loop: a sampler that fails (a layout it does not know) takes its hooks
+    out and stays off for the rest of the run."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self.every <= 0:
+            return [] if method.__name__ in ("riders", "records") else None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:  # noqa: BLE001 -- see the doc
+            self.every, self.pending = 0, []
+            self.cancel()
+            return [] if method.__name__ in ("riders", "records") else None
+    return wrapper
+
+
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -62,7 +79,7 @@ class HygieneSampler:
         self.optimizers, self.asked, self.source, self.mixed, self.scaled = optimizers, asked, source, mixed, scaled
         self.autocast = autocast
         self.tracked = [(n, p) for n, p in self.params if local(p).dtype in SIXTEEN and local(p).numel()]
-        self.probes = [self._positions(local(p).numel(), i) for i, (_, p) in enumerate(self.tracked)]
+        self.probes = [self._positions(local(p), i) for i, (_, p) in enumerate(self.tracked)]
         self.lost = words.LostUpdates({n: _name(local(p).dtype) for n, p in self.tracked})
         self.scale_check = words.ScaleCheck()
         own = own or {}
@@ -75,11 +92,12 @@ class HygieneSampler:
         self.pending: list[dict[str, Any]] = []
         self._handles: list[Any] = []
 
-    def _positions(self, numel: int, seed: int) -> torch.Tensor | None:
-        if numel <= PROBE:
+    @staticmethod
+    def _positions(tensor: torch.Tensor, seed: int) -> torch.Tensor | None:
+        if tensor.numel() <= PROBE:
             return None  # all of it
         gen = torch.Generator().manual_seed(seed)
-        return torch.randperm(numel, generator=gen)[:PROBE].to(self.device)
+        return torch.randperm(tensor.numel(), generator=gen)[:PROBE].to(tensor.device)
 
     def _values(self, i: int, tensor: torch.Tensor) -> torch.Tensor:
         flat = local(tensor).detach().reshape(-1)
@@ -96,6 +114,7 @@ class HygieneSampler:
 
     # --- the step ---------------------------------------------------------------------------------
 
+    @guarded
     def prepare(self, step: int, scale: torch.Tensor | None) -> None:
         """Before optimizer step `step` runs its forward: hooks in if it is sampled. `scale`: the
         GradScaler's scale tensor now (this step's backward is scaled by it)."""
@@ -154,6 +173,7 @@ class HygieneSampler:
                 grads[3] = inside.detach().reshape(()).float()
         return hook
 
+    @guarded
     def step_done(self) -> None:
         """After the optimizer step: hooks out; the lost-update counts queued (kernels only)."""
         if not self.looked_once:
@@ -170,7 +190,8 @@ class HygieneSampler:
                 now = self._values(i, p)
                 moved = now != was
                 grad = p.grad
-                wanted = self._values(i, grad) != 0 if grad is not None else torch.ones_like(moved)
+                dense = grad is not None and not grad.is_sparse and local(grad).numel() == local(p).numel()
+                wanted = self._values(i, grad) != 0 if grad is not None and dense else torch.ones_like(moved)
                 counts[i, LOST] = (wanted & ~moved).sum()
                 counts[i, COUNTED] = wanted.sum()
                 counts[i, CHANGED] = moved.sum()
@@ -188,6 +209,7 @@ class HygieneSampler:
             handle.remove()
         self._handles.clear()
 
+    @guarded
     def loss(self, loss: Any) -> None:
         """The loss as the loop hands it over (finding 5): its dtype only. Under autocast a float16 loss is
         a reduction the loop wrote itself (autocast keeps its losses in float32): not judged."""
@@ -242,6 +264,7 @@ class HygieneSampler:
 
     # --- at the step record -----------------------------------------------------------------------
 
+    @guarded
     def riders(self) -> list[torch.Tensor]:
         out = []
         for sample in self.pending:
@@ -249,6 +272,7 @@ class HygieneSampler:
             out.append(torch.cat(parts))
         return out
 
+    @guarded
     def records(self, host: list[list[float]]) -> list[tuple[str, str]]:
         """The pending samples judged (their riders read back, in `riders()` order), with the
         metadata findings: the (code, message) pairs to write, each code once."""
