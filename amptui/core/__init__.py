@@ -25,6 +25,7 @@ Where things live:
     trust         which run folders may run the code their config names
     compare       the tutorials' table; inputbound: the data-wait share; series, axis, fmt: figures
     comparenotes  the lines under compare's table (warnings, TF32, headroom, what was measured)
+    hygiene       precision hygiene's findings: codes, thresholds, words (telemetry/hygiene.py measures)
     distribution  how a run was spread ("bf16 FSDP x2"); rankmemory: its memory per rank
     lossgaps      each run's loss against the baseline's noise band (the compare screen)
     turns         the turn file of `ab --interleave`: one variant trains at a time, in turn
