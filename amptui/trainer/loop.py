@@ -45,6 +45,7 @@ from amptui.core.turns import Turns
 from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer import fsdp
+from amptui.trainer.autopilot import Autopilot, switched_keys
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
 from amptui.trainer.replay import StepReplay
@@ -65,7 +66,7 @@ class Trainer:
     def __init__(self, run_dir: Path, resume: bool):
         self.run_dir = run_dir
         self.resume = resume
-        self.cfg = RunFolder(run_dir).load_config()
+        self.cfg = self.base_cfg = RunFolder(run_dir).load_config()  # cfg: with what an autopilot switch set
         self.dist = Dist()
         self.stop_requested = False
         self.stop_file = RunFolder(run_dir).stop
@@ -78,6 +79,8 @@ class Trainer:
         self.state: TrainingState  # built by setup(); until then the run can only fail
         self.replay: StepReplay | None = None  # numerics.trace_nonfinite with a GradScaler
         self.triage: Triage | None = None      # why the first non-finite step was not finite
+        self.autopilot: Autopilot | None = None  # [amp.autopilot] (trainer/autopilot.py)
+        self.switched: dict = {}  # the keys its switches set (kept in each checkpoint: a resume goes on with them)
         # `amptui ab --interleave`: train only in this variant's turn (core/turns.py); one process only
         self.turns = None if self.dist.enabled else Turns.from_env()
 
@@ -86,6 +89,9 @@ class Trainer:
     def setup(self) -> None:
         """Checks, device and process group, the TrainingState, the Recorder's attachments; the
         checkpoint when resuming; then the start record."""
+        self.switched = switched_keys(self.run_dir) if self.resume else {}
+        if self.switched:  # the precision an autopilot switch chose before this resume
+            self.cfg = self.base_cfg.with_overrides(self.switched, source="autopilot")
         cfg = self.cfg
         self.wait_turn()  # building and measuring (the start record's rates) never overlap another variant's steps
         preflight.check_data(cfg)
@@ -102,7 +108,8 @@ class Trainer:
             self.triage = Triage(self.state, cfg.amp.accumulate)
         resumed_from = None
         if self.resume:
-            resumed_from = restore(self.run_dir, cfg, self.state, self.progress, self.warn)
+            resumed_from = restore(self.run_dir, self.base_cfg, self.state, self.progress, self.warn)
+        self.autopilot = Autopilot.of(self)
         self.emit_start(resumed_from)
         for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg)):
             self.warn(message)
@@ -136,9 +143,11 @@ class Trainer:
         cfg, s, p = self.cfg, self.state, self.progress
         self.recorder.active_meter.restart_clock()  # set-up (data, FLOP count, peak measurement) is not step time
         while p.epoch < cfg.run.epochs and p.step < s.total_steps:
+            cfg, s = self.cfg, self.state  # new after an autopilot switch
             resumed_mid_epoch = p.batch_in_epoch > 0  # its epoch_time_s covers only part of it
             s.forward.train()
             batches = self.recorder.timed(s.train_data.batches(p.epoch, start=p.batch_in_epoch))
+            switched = False
             # Consume whole optimizer steps; leftover micro-batches at the end of an epoch are dropped.
             for _ in range(s.steps_per_epoch - p.batch_in_epoch // cfg.amp.accumulate):
                 self.train_step(batches)
@@ -155,6 +164,12 @@ class Trainer:
                     self.save_checkpoint()
                 if p.step >= s.total_steps:
                     break
+                if self.autopilot is not None and self.autopilot.due():
+                    self.autopilot.switch()  # at a checkpoint: then this epoch goes on as a resume would
+                    switched = True
+                    break
+            if switched:
+                continue
             self.write_step_record()  # step records never straddle two epochs
             finished_epoch = p.batch_in_epoch >= s.steps_per_epoch * cfg.amp.accumulate
             self.end_epoch(finished_epoch, partial=resumed_mid_epoch or not finished_epoch)
@@ -238,7 +253,9 @@ class Trainer:
         lr is the schedule's for every step so far."""
         if self.state.skips is not None:
             self.apply_skips(self.state.skips.settle())
-        self.recorder.write_step()
+        record = self.recorder.write_step()
+        if self.autopilot is not None and record is not None:
+            self.autopilot.observe(record.fields())
         if self.replay is not None:
             self.replay.window_done()
         step = self.recorder.trouble_step
@@ -318,7 +335,8 @@ class Trainer:
             if self.dist.rank != 0:
                 self.checkpointed_step = p.step
                 return
-            path = write_checkpoint(self.run_dir, self.cfg, self.state, p, self.recorder.last_scale, gathered)
+            path = write_checkpoint(self.run_dir, self.base_cfg, self.state, p, self.recorder.last_scale, gathered,
+                                    switched=self.switched)
             self.checkpointed_step = p.step
             self.recorder.write(Checkpoint(step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path)))
 

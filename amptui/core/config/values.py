@@ -21,7 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from amptui.core import safefile
-from amptui.core.config import layers
+from amptui.core.config import autopilot, layers
 from amptui.core.config.keychecks import check_range, check_value, schema_key, shown_name
 from amptui.core.config.schema import (
     SCHEMA,
@@ -192,6 +192,7 @@ def _check_combinations(cfg: Config, source: str) -> None:
     """Rules across keys that need no hardware knowledge (those live in launch.preflight)."""
     model, data, dist, debug = cfg.model, cfg.data, cfg.dist, cfg.debug
     layers.check_rules(cfg.amp.layers, source)
+    autopilot.parse(cfg.amp.autopilot, source)
     if model.name == "alexnet" and data.img_size < 63 and not model.factory:
         raise ConfigError(f"{source}: model.name = \"alexnet\" needs data.img_size >= 63 (its feature maps vanish "
                           f"below that), got {data.img_size}")
