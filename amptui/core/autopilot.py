@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from amptui.core.config.autopilot import Autopilot
 from amptui.core.fmt import fmt_scale
@@ -125,7 +125,7 @@ def _short(dtype: str) -> str:
     return found.short if found is not None else dtype
 
 
-def segments(switches: list[Mapping[str, Any]]) -> str:
+def segments(switches: Sequence[Mapping[str, Any]]) -> str:
     """A run's precision as its segments, from its precision_switch records: "fp16+scaler -> bf16 at step
     1200" ("" without a switch)."""
     parts: list[str] = []

@@ -22,7 +22,8 @@ from amptui.core import autopilot as rules
 from amptui.core import checkpoints as info
 from amptui.core.config import autopilot as settings_of
 from amptui.core.config.precision import Precision, narrow, wide_dtype
-from amptui.core.records import PrecisionSwitch
+from amptui.core.config.values import Config
+from amptui.core.records import PrecisionSwitch, Step
 from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
 
 if TYPE_CHECKING:
@@ -47,6 +48,12 @@ def switched_keys(run_dir: Path) -> dict[str, Any]:
     return dict(keys) if isinstance(keys, dict) else {}
 
 
+def resumed_config(run_dir: Path, base: Config) -> tuple[Config, dict[str, Any]]:
+    """(the config a resumed run trains with, the keys earlier switches set): config.toml's with them."""
+    keys = switched_keys(run_dir)
+    return (base.with_overrides(keys, source="autopilot") if keys else base), keys
+
+
 class Autopilot:
     """One run's autopilot, built with its training state; `None` from `of` when off."""
 
@@ -69,11 +76,11 @@ class Autopilot:
         return rules.Pilot(self.settings, narrow_scaled=p.autocast and narrow(p.dtype) and p.scaler,
                            wide=wide_dtype(), wide_fast=native_bf16(self.trainer.state.device))
 
-    def observe(self, record: Mapping[str, Any] | None) -> None:
+    def observe(self, record: Step | None) -> None:
         """A step record just written: a rule that fires is acted on at once (`act`, see `due`) or said."""
         if record is None or self.pending is not None:
             return
-        decision = self.pilot.observe(record)
+        decision = self.pilot.observe(record.fields())
         if self.pilot.held_back and "held_back" not in self.said:
             self.said.add("held_back")
             self.trainer.warn(self.pilot.held_back, code=CODE)

@@ -45,7 +45,7 @@ from amptui.core.turns import Turns
 from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer import fsdp
-from amptui.trainer.autopilot import Autopilot, switched_keys
+from amptui.trainer.autopilot import Autopilot, resumed_config
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
 from amptui.trainer.replay import StepReplay
@@ -79,8 +79,8 @@ class Trainer:
         self.state: TrainingState  # built by setup(); until then the run can only fail
         self.replay: StepReplay | None = None  # numerics.trace_nonfinite with a GradScaler
         self.triage: Triage | None = None      # why the first non-finite step was not finite
-        self.autopilot: Autopilot | None = None  # [amp.autopilot] (trainer/autopilot.py)
-        self.switched: dict = {}  # the keys its switches set (kept in each checkpoint: a resume goes on with them)
+        self.autopilot: Autopilot | None = None  # [amp.autopilot]; `switched`: the keys its switches set (checkpointed)
+        self.switched: dict = {}
         # `amptui ab --interleave`: train only in this variant's turn (core/turns.py); one process only
         self.turns = None if self.dist.enabled else Turns.from_env()
 
@@ -89,9 +89,8 @@ class Trainer:
     def setup(self) -> None:
         """Checks, device and process group, the TrainingState, the Recorder's attachments; the
         checkpoint when resuming; then the start record."""
-        self.switched = switched_keys(self.run_dir) if self.resume else {}
-        if self.switched:  # the precision an autopilot switch chose before this resume
-            self.cfg = self.base_cfg.with_overrides(self.switched, source="autopilot")
+        if self.resume:  # in the precision an autopilot switch chose before
+            self.cfg, self.switched = resumed_config(self.run_dir, self.base_cfg)
         cfg = self.cfg
         self.wait_turn()  # building and measuring (the start record's rates) never overlap another variant's steps
         preflight.check_data(cfg)
@@ -147,7 +146,6 @@ class Trainer:
             resumed_mid_epoch = p.batch_in_epoch > 0  # its epoch_time_s covers only part of it
             s.forward.train()
             batches = self.recorder.timed(s.train_data.batches(p.epoch, start=p.batch_in_epoch))
-            switched = False
             # Consume whole optimizer steps; leftover micro-batches at the end of an epoch are dropped.
             for _ in range(s.steps_per_epoch - p.batch_in_epoch // cfg.amp.accumulate):
                 self.train_step(batches)
@@ -162,13 +160,10 @@ class Trainer:
                         raise StopRequested
                 if cfg.log.checkpoint_every_steps and p.step % cfg.log.checkpoint_every_steps == 0:
                     self.save_checkpoint()
-                if p.step >= s.total_steps:
+                if p.step >= s.total_steps or (self.autopilot is not None and self.autopilot.due()):
                     break
-                if self.autopilot is not None and self.autopilot.due():
-                    self.autopilot.switch()  # at a checkpoint: then this epoch goes on as a resume would
-                    switched = True
-                    break
-            if switched:
+            if self.autopilot is not None and self.autopilot.due() and p.step < s.total_steps:
+                self.autopilot.switch()  # at a checkpoint: then this epoch goes on as a resume from it would
                 continue
             self.write_step_record()  # step records never straddle two epochs
             finished_epoch = p.batch_in_epoch >= s.steps_per_epoch * cfg.amp.accumulate
@@ -254,8 +249,8 @@ class Trainer:
         if self.state.skips is not None:
             self.apply_skips(self.state.skips.settle())
         record = self.recorder.write_step()
-        if self.autopilot is not None and record is not None:
-            self.autopilot.observe(record.fields())
+        if self.autopilot is not None:
+            self.autopilot.observe(record)
         if self.replay is not None:
             self.replay.window_done()
         step = self.recorder.trouble_step
@@ -355,11 +350,9 @@ class Trainer:
 def _cpu_slow_dtypes(cfg) -> dict[str, str] | None:
     """{dtype: why} slow on this CPU, as doctor measures it (the cached rates, else the flags), for
     odd_combinations' advice; None off the CPU."""
-    if cfg.run.device != "cpu":
-        return None
     from amptui.machine.dtype_speed import slow_dtypes
 
-    return slow_dtypes("cpu")
+    return slow_dtypes("cpu") if cfg.run.device == "cpu" else None
 
 
 def run(run_dir: Path, resume: bool) -> int:
