@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from support.cli import amptui
@@ -20,6 +21,7 @@ from amptui.core.config import values
 pytestmark = pytest.mark.slow
 
 SHORT = ("--set", "run.max_steps=50")
+SCRIPTS = Path(__file__).parent / "scripts"
 
 
 @pytest.fixture
@@ -70,3 +72,24 @@ def test_advise_changes_nothing_and_says_what_act_would_do(bf16_fast, runs_dir):
     said = [r["message"] for r in events(advised) if r["kind"] == "warning" and r.get("code") == "autopilot"]
     assert len(said) == 1 and said[0].startswith("autopilot: would switch fp16+scaler -> bf16 at step "), said
     assert losses_after(advised, 0) == losses_after(plain, 0)
+
+
+def test_a_watched_script_gets_advice_and_nothing_else(bf16_fast, runs_dir):
+    """fp16_overflow.py: an unmodified float16 loop whose forward overflows on every step. amptui does not
+    own its loop, so even mode = "act" only advises: the script's output and losses are those of the
+    same script run without the autopilot, and stderr says what to change in the loop."""
+    script = str(SCRIPTS / "fp16_overflow.py")
+    advised = amptui("run", "--script", script, "--set", "log.every=1",
+                     "--set", "amp.autopilot={mode=\"act\",floor_steps=10}", check=True)
+    plain = amptui("run", "--script", script, "--set", "log.every=1", check=True)
+    first, second = sorted(runs_dir.iterdir(), key=lambda p: events(p)[0]["t"])
+    said = [r["message"] for r in events(first) if r["kind"] == "warning" and r.get("code") == "autopilot"]
+    assert len(said) == 1 and said[0].startswith("autopilot: would switch fp16+scaler -> bf16 at step "), said
+    assert "torch.autocast(..., dtype=torch.bfloat16), no GradScaler" in said[0]
+    assert f"warning: {said[0]}" in advised.stdout  # amptui's own lines; the script's are in output.log
+    assert not [r for r in events(first) if r["kind"] == "precision_switch"]
+    assert "autopilot" not in plain.stdout
+    script_lines = [[line for line in (run / "output.log").read_text().splitlines() if not line.startswith("[amptui]")]
+                    for run in (first, second)]
+    assert script_lines[0] == script_lines[1]
+    assert losses_after(first, 0) == losses_after(second, 0) and len(losses_after(first, 0)) == 30

@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Any, Mapping
 from amptui.core import autopilot as rules
 from amptui.core import checkpoints as info
 from amptui.core.config import autopilot as settings_of
-from amptui.core.config.precision import Precision, narrow, wide_dtype
+from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
 from amptui.core.records import PrecisionSwitch, Step
 from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
+from amptui.telemetry.autopilot import CODE
+from amptui.telemetry.autopilot import Autopilot as Rules
 
 if TYPE_CHECKING:
     from amptui.trainer.loop import Trainer
 
-CODE = "autopilot"  # the warning code of what it says (advice, a rule held back)
 
 
 def switched_keys(run_dir: Path) -> dict[str, Any]:
@@ -61,7 +62,6 @@ class Autopilot:
         self.trainer = trainer
         self.settings = settings_of.of(trainer.cfg.amp)
         self.pending: rules.Decision | None = None
-        self.said: set[str] = set()
         self.pilot = self._pilot()
 
     @classmethod
@@ -69,21 +69,16 @@ class Autopilot:
         on = settings_of.of(trainer.cfg.amp).on and not trainer.dist.enabled  # one process: see docs/autopilot.md
         return cls(trainer) if on else None
 
-    def _pilot(self) -> rules.Pilot:
-        from amptui.telemetry.device import native_bf16
-
-        p = self.trainer.state.precision
-        return rules.Pilot(self.settings, narrow_scaled=p.autocast and narrow(p.dtype) and p.scaler,
-                           wide=wide_dtype(), wide_fast=native_bf16(self.trainer.state.device))
+    def _pilot(self) -> Rules:
+        return Rules(self.settings, self.trainer.state.precision, self.trainer.state.device)
 
     def observe(self, record: Step | None) -> None:
         """A step record just written: a rule that fires is acted on at once (`act`, see `due`) or said."""
         if record is None or self.pending is not None:
             return
-        decision = self.pilot.observe(record.fields())
-        if self.pilot.held_back and "held_back" not in self.said:
-            self.said.add("held_back")
-            self.trainer.warn(self.pilot.held_back, code=CODE)
+        decision, said = self.pilot.observe(record)
+        if said:
+            self.trainer.warn(said, code=CODE)
         if decision is None:
             return
         if self.settings.acts:

@@ -35,6 +35,7 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
 from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.autopilot import CODE, Autopilot
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -71,6 +72,7 @@ class ScriptSession:
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
+        self.autopilot: Autopilot | None = None  # [amp.autopilot], once the precision is seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
         self.seen = AutocastSeen()
@@ -166,6 +168,7 @@ class ScriptSession:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
+        self.autopilot = Autopilot.of(cfg.amp, precision, recorder.device)  # advises only: the loop is the script's
 
     def finish_step(self) -> None:
         steps, loop = self.steps, self.loop
@@ -208,7 +211,11 @@ class ScriptSession:
 
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
-        self.recorder.write_step()
+        decision, said = self.autopilot.observe(self.recorder.write_step()) if self.autopilot else (None, None)
+        if decision is not None and self.autopilot is not None:
+            self.warn(CODE, decision.advice(self.autopilot.precision.short, own_loop=True))
+        if said:
+            self.warn(CODE + "_held", said)
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
             self.recorder.triage_by_sampling(self.models[0], self.reduced)
