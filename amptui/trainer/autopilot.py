@@ -26,6 +26,7 @@ from amptui.core.config.values import Config
 from amptui.core.records import PrecisionSwitch, Step
 from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
 from amptui.telemetry.autopilot import CODE
+from amptui.telemetry.notify import notify
 from amptui.telemetry.autopilot import Autopilot as Rules
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ class Autopilot:
                                          to=_said(after, decision.to, decision.to), rule=decision.rule,
                                          why=decision.why, evidence=decision.evidence, checkpoint=str(kept)))
         t.log(decision.done(before.short, t.progress.step))
+        notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
         self.pilot = self._pilot()
 
 
