@@ -15,6 +15,8 @@ import pytest
 from support.cli import amptui
 from support.machine import cpu_rates_here
 from support.records import events, only_run
+from support.waits import wait_until
+from support.webstub import recording
 
 from amptui.core.config import values
 
@@ -34,7 +36,11 @@ def losses_after(run, step: int) -> dict[int, float]:
 
 
 def test_a_collapsing_float16_run_switches_to_bf16_exactly_as_a_hand_resume(bf16_fast, runs_dir, tmp_path):
-    amptui("run", "autopilot-lab", *SHORT, check=True)
+    with recording() as hook:  # log.notify_url: one message for the switch
+        amptui("run", "autopilot-lab", *SHORT, "--set", f"log.notify_url=\"{hook.url}/hook\"", check=True)
+        wait_until(lambda: hook.requests, 30, "the switch's notification")
+    sent = [r["body"].decode() for r in hook.requests]
+    assert len(sent) == 1 and "switched fp16+scaler -> bf16 at step" in sent[0], sent
     run = only_run(runs_dir)
     records = events(run)
     switches = [r for r in records if r["kind"] == "precision_switch"]
@@ -55,7 +61,7 @@ def test_a_collapsing_float16_run_switches_to_bf16_exactly_as_a_hand_resume(bf16
     (hand / "checkpoints").mkdir(parents=True)
     shutil.copyfile(switch["checkpoint"], hand / "checkpoints" / "last.pt")
     cfg = values.build_config(values.read_toml(run / "config.toml")).with_overrides(
-        {"amp.dtype": "bfloat16", "amp.grad_scaler": False, "amp.autopilot": {}})
+        {"amp.dtype": "bfloat16", "amp.grad_scaler": False, "amp.autopilot": {}, "log.notify_url": ""})
     (hand / "config.toml").write_text(values.to_toml(cfg.to_dict()))
     subprocess.run([sys.executable, "-m", "amptui.trainer", str(hand), "--resume"], check=True,
                    capture_output=True, timeout=600)

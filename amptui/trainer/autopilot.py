@@ -26,8 +26,8 @@ from amptui.core.config.values import Config
 from amptui.core.records import PrecisionSwitch, Step
 from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
 from amptui.telemetry.autopilot import CODE
-from amptui.telemetry.notify import notify
 from amptui.telemetry.autopilot import Autopilot as Rules
+from amptui.telemetry.notify import notify
 
 if TYPE_CHECKING:
     from amptui.trainer.loop import Trainer
