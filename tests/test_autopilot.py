@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 from support.cli import one_clear_line
+from support.dashboard import async_test, settled
 from support.records import events
+from textual.app import App
 
 from amptui.core.autopilot import Pilot, segments
 from amptui.core.config import autopilot, values
 from amptui.core.errors import ConfigError
+from amptui.dashboard.widgets.plot import Figure, Line, MetricPlot
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCALER_LAB = FIXTURES / "runs" / "20261121-231557-scaler-lab-058d"   # float16 from init_scale 2**32: healthy
@@ -114,3 +117,35 @@ def test_runs_shows_a_switched_runs_precision_as_its_segments(cli, runs_dir):
     assert "fp16+scaler -> bf16 at step 120" in table
     listed = json.loads(cli("runs", "--format", "json", check=True).stdout)
     assert listed[0]["precision"] == "fp16+scaler -> bf16 at step 120"
+
+
+class PlotApp(App):
+    def compose(self):
+        yield MetricPlot(id="plot")
+
+
+@async_test
+async def test_every_plot_marks_the_switch_with_a_vertical_line():
+    """A Figure's marks (the run screen's panels and the compare plots pass the switches' steps) draw a
+    line down the plot at that step: a column that is drawn in on (nearly) every row of the frame."""
+    xs = list(range(1, 101))
+    app = PlotApp()
+    async with app.run_test(size=(60, 16)) as pilot:
+        plot = app.query_one(MetricPlot)
+        drawn = []
+        for marks in ((), (50.0,)):
+            plot.update_figure(Figure([Line(xs, [1.0 + x / 100 for x in xs])], x_range=(1, 100), marks=marks))
+            await settled(pilot)
+            drawn.append(plot.render().plain.splitlines())
+        plain, marked = drawn
+
+        def full_columns(lines):
+            top = next(i for i, line in enumerate(lines) if "┌" in line)
+            bottom = next(i for i, line in enumerate(lines) if "└" in line)
+            left, right = lines[top].index("┌"), lines[top].index("┐")
+            rows = lines[top + 1:bottom]
+            return [c for c in range(left + 1, right) if sum(line[c] == "│" for line in rows) >= len(rows) - 1]
+
+        assert not full_columns(plain)
+        (column,) = full_columns(marked)
+        assert abs(column - len(marked[0]) // 2) < 6  # step 50 of 1..100: the middle of the plot

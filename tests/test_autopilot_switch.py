@@ -99,3 +99,23 @@ def test_a_watched_script_gets_advice_and_nothing_else(bf16_fast, runs_dir):
                     for run in (first, second)]
     assert script_lines[0] == script_lines[1]
     assert losses_after(first, 0) == losses_after(second, 0) and len(losses_after(first, 0)) == 30
+
+
+def test_a_resume_after_the_switch_goes_on_in_the_new_precision(bf16_fast, runs_dir):
+    """The switch's checkpoint holds the keys it set: a run that fails after the switch resumes from it
+    in bfloat16 (no second switch, no GradScaler), though config.toml still says float16."""
+    failed = amptui("run", "autopilot-lab", *SHORT, "--set", "debug.fail_at_step=45")
+    assert failed.returncode != 0
+    run = only_run(runs_dir)
+    (at,) = [r["step"] for r in events(run) if r["kind"] == "precision_switch"]
+    assert at < 45
+    config = run / "config.toml"
+    config.write_text(config.read_text().replace("fail_at_step = 45", "fail_at_step = 0"))
+    amptui("resume", run.name, check=True)
+    records = events(run)
+    assert [r["kind"] for r in records].count("precision_switch") == 1
+    resumed = [r for r in records if r["kind"] == "start"][-1]
+    assert resumed["resumed_from"] == at and resumed["precision"]["short"] == "bf16"
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+    assert all(r["scale"] is None for r in records if r["kind"] == "step" and r["step"] > at)
+    assert f"fp16+scaler -> bf16 at step {at}" in amptui("runs", check=True).stdout

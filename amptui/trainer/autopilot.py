@@ -100,9 +100,10 @@ class Autopilot:
         assert decision is not None
         self.pending = None
         before, before_values = t.state.precision, t.cfg.flat()
+        t.switched.update(decision.to)  # in the checkpoint: a resume from it, or a later one, goes on switched
+        t.checkpointed_step = -1        # written even where this step's checkpoint is (it lacks the keys)
         t.save_checkpoint()
         kept = keep_checkpoint(t.run_dir, t.progress.step)
-        t.switched.update(decision.to)
         t.cfg = t.base_cfg.with_overrides(t.switched, source="autopilot")
         t.state = build_state(t.cfg, t.dist, t.state.device, t.log)
         restore(t.run_dir, t.base_cfg, t.state, t.progress, lambda *a, **k: None)  # said by the record instead

@@ -161,7 +161,8 @@ class RunState:
 
     @property
     def precision_words(self) -> str:
-        return self.precision.words if self.precision is not None else self.precision_said
+        """In words; a run the autopilot switched: its segments ("fp16+scaler -> bf16 at step 1200")."""
+        return self.segments or (self.precision.words if self.precision is not None else self.precision_said)
 
     @property
     def final_loss(self) -> float | None:

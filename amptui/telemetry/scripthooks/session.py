@@ -215,11 +215,13 @@ class ScriptSession:
 
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
-        decision, said = self.autopilot.observe(self.recorder.write_step()) if self.autopilot else (None, None)
-        if decision is not None and self.autopilot is not None:
-            self.warn(CODE, decision.advice(self.autopilot.precision.short, own_loop=True))
-        if said:
-            self.warn(CODE + "_held", said)
+        record = self.recorder.write_step()
+        if self.autopilot is not None:  # advice only: the loop is the script's
+            decision, said = self.autopilot.observe(record)
+            if decision is not None:
+                self.warn(CODE, decision.advice(self.autopilot.precision.short, own_loop=True))
+            if said:
+                self.warn(CODE + "_held", said)
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
             self.recorder.triage_by_sampling(self.models[0], self.reduced)
