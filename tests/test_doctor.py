@@ -57,6 +57,9 @@ def test_doctor_text_recommends_what_the_measured_rates_say():
     f32, bf16, f16 = (float(v) for v in row[1:4])
     assert min(f32, bf16, f16) > 0          # printed with the digits it needs, never 0.000
     sentence = out.split("Recommendation:", 1)[1]
+    if "cpu: not measured reliably" in out:  # the control disagreed (a busy machine): no ratio, said so (issue 51)
+        assert "matmul rates were not measured reliably" in sentence and "times as fast" not in sentence
+        return
     assert re.search(r"measured bfloat16 matmuls run at [0-9.e-]+ [TGM]FLOP/s against [0-9.e-]+ for float16", sentence)
     if _expected({"float32": f32, "bfloat16": bf16}) == "bfloat16":
         assert "Recommendation: autocast bfloat16, no GradScaler" in out
@@ -97,7 +100,8 @@ def test_doctor_says_when_the_machine_was_busy_as_it_measured(monkeypatch, capsy
     is 1,275 times as fast"): the report says the machine was busy and to measure again when idle,
     by the same check as tune's note."""
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
-    monkeypatch.setattr(peaks, "measure_all", lambda: {"cpu": {"float32": 0.085, "bfloat16": 0.001, "float16": 0.002}})
+    monkeypatch.setattr(peaks, "measure_checked",
+                        lambda: ({"cpu": {"float32": 0.085, "bfloat16": 0.001, "float16": 0.002}}, {}))
     doctor.run_doctor(types.SimpleNamespace(format="table", no_bench=False))
     text = capsys.readouterr().out
     busy = load > 1.5 * busy_mod.usable_cores()

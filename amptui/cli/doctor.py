@@ -28,9 +28,10 @@ def collect(bench: bool = True) -> dict[str, Any]:
 
     info = hardware.describe()
     busy = busy_load() if bench else None  # before measuring: other work's load, not doctor's own threads
-    rates = peaks.measure_all() if bench else {}
-    dtype, scaler, reason = hardware.recommend(info, rates)
+    rates, unsure = peaks.measure_checked() if bench else ({}, {})
+    dtype, scaler, reason = hardware.recommend(info, rates, unsure)
     info["rates"] = rates            # {device: {dtype: TFLOP/s}}; {} with --no-bench
+    info["unreliable"] = unsure      # {device: why its rates' ratios are not stood behind (a control disagreed)}
     info["benchmarked"] = bench
     info["busy"] = {"load_average": round(busy[0], 2), "cores": busy[1]} if busy else None
     info["recommendation"] = {"dtype": dtype, "autocast": dtype != FULL, "grad_scaler": scaler,
@@ -109,6 +110,9 @@ def render_text(r: dict[str, Any]) -> str:
         for device, rates in r["rates"].items():
             cells = "".join(f"{fmt_flops(rates.get(d), unit, with_unit=False):>11}" for d in dtypes)
             lines.append("  " + f"{device:<10}" + cells)
+        for device, why in (r.get("unreliable") or {}).items():
+            lines.append(f"  {device}: not measured reliably ({why}); no ratio between its dtypes is given: run "
+                         "`amptui doctor` again when the machine is idle.")
         busy = r.get("busy")
         if busy:
             lines.append(f"  This machine was busy as it measured (load average {busy['load_average']:.0f} on "
