@@ -20,7 +20,7 @@ from amptui.telemetry.numerics import RangeSampler
 from amptui.trainer import state as trainer_state
 from amptui.trainer.gpt import GPT
 from amptui.trainer.layers import LayerScope, apply_autocast
-from amptui.trainer.runtime import runtimes_for
+from amptui.trainer.modes import runtimes_for
 
 CPU = torch.device("cpu")
 RULES = {"blocks.*.mlp.fc": "fp8-rowwise", "head": "fp32", "blocks.*": "bf16"}

@@ -50,8 +50,10 @@ def add_parser(sub) -> None:
                    help="how to print the comparison at the end (default: table)")
     p.add_argument("--detach", action="store_true", help="run the A/B in the background (its output in "
                    "RUNS/.ab/GROUP.log) and print one JSON line with its group id")
-    p.add_argument("--estimate", action="store_true", help="time one step of each variant and print how long "
-                   "the A/B would take (one JSON line with --format json); start nothing")
+    p.add_argument("--estimate", action="store_true", help="a preset's A/B: time one step of each variant and "
+                   "print how long the A/B would take (one JSON line with --format json); start nothing. With "
+                   "--script it times nothing and says so (a script's length is its own and amptui does not run "
+                   "your code only to time it): it prints \"estimate: none (...)\" and exits 0")
     p.add_argument("--group", help=argparse.SUPPRESS)  # the group a detached A/B drives (made by --detach)
     runs_dir_option(p)
 

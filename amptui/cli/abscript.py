@@ -22,6 +22,8 @@ from pathlib import Path
 from amptui.core.errors import UserError
 
 AS_WRITTEN = "fp32"  # --variants: the script as written (its own float32 loop)
+NO_STEP = ("it recorded no training step (amptui saw no optimizer.step() before the script ended: check its "
+           "arguments, e.g. a step count of 0)")
 
 
 def script_variants(args, device_type: str) -> list[tuple[str, dict[str, object], list[str]]]:
@@ -86,7 +88,7 @@ def cmd_ab_script(args) -> int:
     from amptui.core.config.scriptsets import APPLY_REFUSAL, check_script_sets
     from amptui.core.run import runs
     from amptui.jobs import groups, launch
-    from amptui.jobs.ab import Outcome
+    from amptui.jobs.ab import Outcome, failure_words
     from amptui.jobs.detached import announce
 
     script = args.script
@@ -142,6 +144,10 @@ def cmd_ab_script(args) -> int:
             turned = nan_where_baseline_finite(outcome.run_dirs[0], run_dir) if variant.get("run.apply_amp") else None
             if code != 0:
                 outcome.failed.append(name)
+                outcome.why[name] = failure_words(run_dir)  # the error its run recorded, said with its name
+            elif info.step <= 0:  # exited 0 having trained nothing: no result either (issue 51.10)
+                outcome.failed.append(name)
+                outcome.why[name] = NO_STEP
             elif turned is not None:  # "completed" with a NaN loss is no result: the A/B says it failed
                 outcome.failed.append(f"{name} (its loss turned non-finite at step {turned}, where "
                                       f"{variants[0][0]}'s was finite)")

@@ -209,7 +209,7 @@ class ErrorInfo:
 @dataclass
 class End(Record):
     KIND: ClassVar[str] = "end"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("skipped_total", "error")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("skipped_total", "error", "nonfinite_step")
     STATUSES: ClassVar[tuple[str, ...]] = ("completed", "stopped", "failed")
 
     status: str
@@ -220,6 +220,7 @@ class End(Record):
     peak_mem: float | None = None
     skipped_total: int | None = None
     error: dict | None = None       # ErrorInfo as a dict, when failed
+    nonfinite_step: int | None = None  # the first step whose loss was inf/NaN (runs lists mark the run)
 
 
 KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics,

@@ -4,7 +4,7 @@ autocast each module whose precision differs from its parent's enters around its
 A module a rule matches runs in the rule's variant, its children with it unless a rule matches
 them too; the rest runs in the run's precision (core/config/layers.py). A layer variant's autocast
 dtype ("fp32": none, the module's inputs cast to float32) is entered in that module's forward; its
-float8 recipe converts the linears inside it (trainer/float8.py reads `LayerScope.recipe_of`).
+float8 recipe converts the linears inside it (trainer/modes/float8.py reads `LayerScope.recipe_of`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import torch
 from torch import nn
 
 from amptui.core.config import layers as rules_of
-from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, FULL
+from amptui.core.config.dtypes import DTYPES, FULL
 from amptui.core.config.precision import Precision
 from amptui.core.errors import UserError
+from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
+from amptui.core.modes.float8 import recipe_of as float8_recipe
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class LayerScope:
         """A linear's float8 recipe by its rule: "off" when a rule keeps it out of float8, None when
         no rule names it (the run's amp.float8 decides)."""
         variant = self.variant_of(name)
-        return None if variant is None else Precision.from_variant(variant).float8
+        return None if variant is None else float8_recipe(Precision.from_variant(variant))
 
     def labels(self, model: nn.Module) -> dict[str, str]:
         """Each layer (a module holding parameters of its own) -> the variant it computes in:

@@ -23,7 +23,6 @@ from amptui.core.errors import UserError
 from amptui.machine.peaks import peak_tflops
 from amptui.telemetry.scaler import SkipLedger
 from amptui.trainer import checkpoint, host_memory
-from amptui.trainer import float8 as float8  # noqa: F401 - registers the float8 mode's runtime (trainer/runtime.py)
 from amptui.trainer.amp import Autocast
 from amptui.trainer.data import BatchSource, build_train_val, choose_criterion
 from amptui.trainer.dist import Dist, parallelize
@@ -31,8 +30,8 @@ from amptui.trainer.faults import Faults
 from amptui.trainer.flops import count_step_flops
 from amptui.trainer.layers import LayerScope, apply_autocast
 from amptui.trainer.models import CNNS, build_model
+from amptui.trainer.modes import Conversion, ModeRuntime, runtimes_for
 from amptui.trainer.optim import Schedule, build_optimizer, implementation_line
-from amptui.trainer.runtime import Conversion, ModeRuntime, runtimes_for
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: it holds the model, not values
@@ -54,7 +53,7 @@ class TrainingState:
     step_flops: int | None            # of one optimizer step; None when it could not be counted
     peak_tflops: float | None         # measured on rank 0 only
     faults: Faults                    # debug.*: fault injection for demos and tests
-    # each precision mode's runtime this run uses (trainer/runtime.py), with what its conversion did
+    # each precision mode's runtime this run uses (amptui/trainer/modes/), with what its conversion did
     conversions: tuple[tuple[ModeRuntime, Conversion | None], ...] = ()
     layers: dict[str, str] | None = None  # [amp.layers]: each layer (a module with parameters) -> its variant
     layer_dtypes: dict[str, str] | None = None  # [amp.layers]: module -> its compute dtype, where not the run's

@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amptui.core import figures, safefile, tunenames
-from amptui.core.config import modes
+from amptui.core import figures, modes, safefile, tunenames
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
 from amptui.core.config.presets import find_preset, save_preset
@@ -35,12 +34,12 @@ from amptui.core.safefile import atomic_write_text
 
 def precisions() -> tuple[str, ...]:
     """Tried after fp32 (the reference), in this order: what the precision modes offer tune
-    (core/config/modes.py, `tune_variants`), torchao's float8 apart (tried last: runner.try_float8)."""
-    return tuple(n for n in modes.tune_variants() if Precision.from_variant(n).float8 == "off")
+    (amptui/core/modes/, `tune_variants`), a mode tried last apart (its own trial: runner.try_float8)."""
+    return tuple(n for n in modes.tune_variants() if not Precision.from_variant(n).mode.tune_last)
 
 
 PRECISIONS = precisions()  # ("bf16", "fp16+scaler") with amptui's own modes
-FLOAT8_CANDIDATE = next(n for n in modes.tune_variants() if Precision.from_variant(n).float8 != "off")
+FLOAT8_CANDIDATE = next(n for n in modes.tune_variants() if Precision.from_variant(n).mode.tune_last)
 # --keys names what may vary; the three amp keys all mean "the precision setup".
 KEY_DIMENSIONS = {"amp.autocast": "precision", "amp.dtype": "precision", "amp.grad_scaler": "precision",
                   "run.compile": "compile", "data.batch_size": "batch"}
@@ -174,6 +173,7 @@ class Trial:
     windows: list[dict[str, Any]] = field(default_factory=list)
     ms_per_step: float | None = None
     samples_per_s: float | None = None
+    spread: float | None = None     # relative spread of its steady windows' ms/step (figures.Steady.spread)
     data_wait_share: float | None = None
     peak_mem: float | None = None
     steps: int = 0
@@ -230,7 +230,7 @@ def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
         steady = [w for w in trial.windows[1:] or trial.windows if w.get(STEP.step_time_ms)]  # all it measured
     if timed.windows and (timed.past_warmup(total, compiled) or trial.status == "stopped"):
         found = timed.steady(total, compiled)
-        trial.ms_per_step, trial.samples_per_s = found.step_ms, found.samples_per_s
+        trial.ms_per_step, trial.samples_per_s, trial.spread = found.step_ms, found.samples_per_s, found.spread
     if steady:
         waits = [w[STEP.data_wait_ms] for w in steady if w.get(STEP.data_wait_ms) is not None]
         if waits:
@@ -308,9 +308,14 @@ def failed_search(result: dict[str, Any]) -> str | None:
     return None
 
 
+TOO_NOISY = "accurate, too noisy to tell"  # a candidate whose speed the noise or fp32's control cannot tell
+
+
 def no_winner_words(result: dict[str, Any]) -> str:
     if result.get("status") == "running":
         return "the search is still running"
+    if not result.get("partial") and any(str(t.get("verdict", "")).startswith(TOO_NOISY) for t in result.get("trials", [])):
+        return "the timings were too noisy to tell a winner"
     return result.get("partial") or ("the search was stopped before it ended" if result.get("status") == "interrupted"
                                      else "no fp32 reference was measured")
 

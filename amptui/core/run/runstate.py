@@ -148,6 +148,19 @@ class RunState:
         return final_loss(self.end, self.loss)
 
     @property
+    def nonfinite(self) -> str:
+        """Why an ended run's loss cannot be trusted, in a few words ("" when it can): its loss went
+        inf/NaN (the end record's nonfinite_step), or the GradScaler skipped every step it took."""
+        end = self.end or {}
+        step = end.get(END.nonfinite_step)
+        skipped, steps = end.get(END.skipped_total), end.get(END.steps)
+        if isinstance(skipped, int) and isinstance(steps, int) and 0 < steps <= skipped:
+            return "every step skipped (inf/NaN)"
+        if isinstance(step, int) and not isinstance(step, bool):
+            return f"loss inf/NaN from step {step}"
+        return ""
+
+    @property
     def compiled(self) -> bool:
         """Ran under torch.compile (its start record's config says so): one more warm-up window."""
         run = self.config.get("run")

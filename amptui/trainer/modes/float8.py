@@ -1,5 +1,5 @@
 """amp.float8: torchao's float8 training on the model's linears (the float8 precision mode's
-conversion, core/config/modes.py names it).
+conversion; the mode itself: amptui/core/modes/float8.py).
 
 Which linears convert follows torchtitan: an nn.Linear whose in and out features divide by 16
 (32 for MXFP8: a scale per 32 values), not the model's first or last linear (the embedding side
@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from amptui.core.config.dtypes import FLOAT8_RECIPES
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
-from amptui.trainer.runtime import Conversion, ModeRuntime, register
+from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
+from amptui.core.modes.float8 import recipe_of as run_recipe
+from amptui.trainer.modes.base import Conversion, ModeRuntime, register
 
 if TYPE_CHECKING:
     from amptui.trainer.layers import LayerScope
@@ -109,9 +110,10 @@ class Float8Runtime(ModeRuntime):
         return convert(model, precision, cfg, device, scope)
 
     def converts(self, model: nn.Module, precision: Precision, cfg: Config, device: torch.device) -> dict[str, str]:
-        if precision.float8 == "off":
+        if run_recipe(precision) == "off":
             return {}
-        chosen, _ = choose(model, precision.float8, list(cfg.amp.float8_skip), native(precision.float8, device))
+        recipe = run_recipe(precision)
+        chosen, _ = choose(model, recipe, list(cfg.amp.float8_skip), native(recipe, device))
         return {name: FLOAT8_RECIPES[recipe] for name, recipe in chosen.items()}
 
     def after_optimizer_step(self, model: nn.Module, done: Conversion | None) -> None:
@@ -150,7 +152,7 @@ def choose(model: nn.Module, recipe: str, skip: list[str], hardware: bool,
 def convert(model: nn.Module, precision: Precision, cfg: Config, device: torch.device,
             scope: LayerScope | None = None) -> Float8Conversion:
     """Swap the chosen linears for torchao's float8 ones, each with its recipe, in place."""
-    recipe = precision.float8
+    recipe = run_recipe(precision)
     natives = {r: native(r, device) for r in ALIGN}
     chosen, kept = choose(model, recipe, list(cfg.amp.float8_skip), natives.get(recipe, False), scope)
     sharded = precision.fsdp_policy is not None
