@@ -28,8 +28,8 @@ NOT_RUNS_FOLDER = {
     "amptui/core/textcorpus.py": (2, "reading the text data set a preset names"),
     "amptui/trainer/data.py": (1, "reading CIFAR-10's batches (the data folder)"),
     "amptui/trainer/recording.py": (1, "torchelastic's error file (torchrun's own temporary folder)"),
-    "amptui/telemetry/trainjob.py": (1, "the Kubeflow token file (the credential path, outside runs)"),
-    "amptui/telemetry/outbound.py": (2, "a CA certificate file; urllib's opener.open(request) is a request"),
+    "amptui/telemetry/outbound.py": (2, "the Kubeflow token file (the credential path, outside runs); "
+                                        "urllib's opener.open(request) is a request"),
     "amptui/monitor.py": (1, "Opening.open(run_dir, config): a method, not a file"),
 }
 
