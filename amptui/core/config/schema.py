@@ -224,6 +224,9 @@ class AmpConfig:
                                     "(fnmatch on the names model.named_modules() gives; first match wins; a module no "
                                     "pattern matches runs as its parent, the model as the rest of [amp] says). Variants: "
                                     "fp32, fp16, bf16, fp8, fp8-rowwise, mxfp8. amptui's trainer only (not scripts).")
+    autopilot: Mapping[str, Any] = key({}, "[amp.autopilot]: the precision autopilot, off by default: mode = "
+                                       "\"advise\" (say what it would do) or \"act\" (switch precision at a checkpoint, "
+                                       "exactly as a resume would), and each rule's thresholds (docs/autopilot.md).")
 
 
 @dataclass(frozen=True)

@@ -62,14 +62,17 @@ def script_sections(cfg: "Config", precision_seen: bool = True) -> dict[str, dic
         out["amp"]["reduce_dtype"] = values["amp"]["reduce_dtype"]
     if not precision_seen:
         del out["amp"]
+    if values.get("amp", {}).get("autopilot"):  # [amp.autopilot]: what the hooks advise (docs/autopilot.md)
+        out.setdefault("amp", {})["autopilot"] = dict(values["amp"]["autopilot"])
     return out
 
 
 def precision_seen(raw: Mapping[str, Any]) -> bool:
     """Does a run's config.toml (as parsed, before defaults fill it) say a precision? Not for a
     script run whose loop has not shown it yet (no [amp]: see the module doc)."""
-    run = raw.get("run")
-    return not (isinstance(run, Mapping) and run.get("script")) or isinstance(raw.get("amp"), Mapping)
+    run, amp = raw.get("run"), raw.get("amp")
+    return not (isinstance(run, Mapping) and run.get("script")) or \
+        (isinstance(amp, Mapping) and any(key != "autopilot" for key in amp))  # [amp.autopilot] alone: said before
 
 
 def keys_said(raw: Mapping[str, Any]) -> frozenset[str] | None:

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.modefacts import SCALER_UNNEEDED, RunFacts
+from amptui.core.config.modefacts import SCALER_UNNEEDED, SLOW_ON_CPU, RunFacts
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
@@ -35,6 +35,7 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
 from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.autopilot import CODE, Autopilot
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -67,6 +68,7 @@ class ScriptSession:
         self.stop_file = str(folder.stop)
         self.recorder = Recorder(EventWriter(events_file(run_dir, rank), rank), rank, world_size)
         self.off = self.started = self.handed_over = self.stop_sent = self.ended = False
+        self.forked = False  # this process is a fork of the script's: it records nothing (forked_child)
         self._next_stop_check = 0.0
         self.models: list[torch.nn.Module] = []
         self._model_hooks: list[Any] = []
@@ -75,6 +77,7 @@ class ScriptSession:
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
+        self.autopilot: Autopilot | None = None  # [amp.autopilot], once the precision is seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
         self.seen = AutocastSeen()
@@ -166,10 +169,23 @@ class ScriptSession:
         if recorder.scaler_enabled and any(note.code == SCALER_UNNEEDED for note in  # the mode's rule, the hooks' words
                                            precision.mode.warnings(precision, RunFacts(script=True))):
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
+        if recorder.device is not None and recorder.device.type == "cpu" and precision.autocast:
+            self._slow_on_cpu(precision)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
+        self.autopilot = Autopilot.of(cfg.amp, precision, recorder.device)  # advises only: the loop is the script's
+
+    def _slow_on_cpu(self, precision: Precision) -> None:
+        """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
+        with this CPU's measured rates where doctor cached them), in a script's words."""
+        from amptui.machine.dtype_speed import slow_dtypes
+
+        facts = RunFacts(device="cpu", script=True, slow=slow_dtypes("cpu"))
+        for note in precision.mode.warnings(precision, facts):
+            if note.code == SLOW_ON_CPU:
+                self.warn("slow_on_cpu", note.text.replace("(amp.autocast=false)", "(the loop without autocast)"))
 
     def finish_step(self) -> None:
         steps, loop = self.steps, self.loop
@@ -215,7 +231,13 @@ class ScriptSession:
 
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
-        self.recorder.write_step()
+        record = self.recorder.write_step()
+        if self.autopilot is not None:  # advice only: the loop is the script's
+            decision, said = self.autopilot.observe(record)
+            if decision is not None:
+                self.warn(CODE, decision.advice(self.autopilot.precision.short, own_loop=True))
+            if said:
+                self.warn(CODE + "_held", said)
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
             if not replay_cause(self, self.recorder.counters.step):  # else: sample the next steps' ranges
@@ -232,6 +254,8 @@ class ScriptSession:
 
     def end(self, status: str, error: BaseException | ErrorInfo | None = None) -> None:
         """The run's last records (from the bootstrap, as the script ends)."""
+        if self.forked:
+            return
         if self.handed_over or self.off:
             self.remove()
             if self.off and self.started:  # recording broke mid-run: the run still gets its end
@@ -267,6 +291,14 @@ class ScriptSession:
         self._model_hooks = []
         if self.recorder.numerics is not None:
             self.recorder.numerics.cancel()  # a sampled step the script never finished: no hooks stay
+
+    def forked_child(self) -> None:
+        """In a child the script forked (os.fork, multiprocessing's fork), right after the fork: the
+        parent records the run, so every hook here stands down (`off`: not even the hooks' lock is
+        taken, which another thread of the parent may have held as it forked) and nothing is
+        written, neither steps nor the end. Only flags: nothing else is safe in a forked child."""
+        self.forked = self.off = True
+        self.recorder.writer, self.recorder.sinks = None, []  # nothing written, nothing mirrored
 
     def hand_over(self) -> None:
         """The script made an amptui.Monitor: it records the run; the hooks stand down."""
