@@ -120,3 +120,35 @@ def test_a_reused_relu_after_an_overflowing_conv_names_the_conv(runs_dir):
     found = causes(recs)
     assert len(found) == 1 and found[0]["cause"]["module"] == "conv2", [r for r in recs if r["kind"] == "warning"]
     assert events(run_dir)[-1]["kind"] == "end"
+
+
+def test_a_run_whose_loss_went_non_finite_is_marked_wherever_runs_are_listed(runs_dir, cli):
+    """Issue 51.7: runs whose loss went inf/NaN were listed `completed` with no mark: `runs` (table and
+    JSON), the home screen's run table and compare now mark them."""
+    import json
+
+    from test_scripthooks import record_script
+
+    from amptui.core import compare
+    from amptui.core.run import runs
+    from amptui.dashboard.widgets.runtable import RunTable
+
+    bad_dir, _, error = record_script(runs_dir, "boom.py", log_every=2)
+    assert error is None
+    good_dir, _, error = record_script(runs_dir, "plain_fp32.py", "--steps", "2", log_every=1)
+    assert error is None
+    bad, good = runs.load_run(bad_dir), runs.load_run(good_dir)
+    assert (bad.status, bad.status_shown) == ("completed", "completed NaN") and "inf/NaN" in bad.nonfinite
+    assert (good.status_shown, good.nonfinite) == ("completed", "")
+    table = cli("runs", "--runs-dir", str(runs_dir), check=True).stdout
+    line = next(x for x in table.splitlines() if x.startswith(bad.run_id))
+    assert "completed NaN" in line
+    listed = {r["run_id"]: r for r in json.loads(cli("runs", "--runs-dir", str(runs_dir), "--format", "json").stdout)}
+    assert listed[bad.run_id]["nonfinite"] and listed[bad.run_id]["status"] == "completed"
+    assert listed[good.run_id]["nonfinite"] == ""
+    home = RunTable()
+    home.groups, home._short = {}, {}
+    assert "completed NaN" in str(home._cells(bad)[3]) and str(home._cells(good)[3]) == "completed"
+    rows = compare.compare_rows([compare.summarize(good_dir), compare.summarize(bad_dir)])
+    assert rows[1].nonfinite and "completed NaN" in compare.render(rows, "table")
+    assert json.loads(compare.render(rows, "json"))[1]["nonfinite"] == bad.nonfinite

@@ -184,6 +184,7 @@ class CompareRow:
     speed_unresolved: str | None = None  # why the speed-up cannot be told (too short, too noisy, different load)
     variant: str = ""                    # an `ab --script --variant NAME` run's label (variants.chosen_label), else ""
     memory_same: bool | None = None      # the saving is inside the peaks' run-to-run spread (figures.memory_call)
+    nonfinite: str = ""                  # its loss went inf/NaN: why, in a few words (RunState.nonfinite)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -235,7 +236,7 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
             peak_measure=s.ranks.measure, total_steps=s.total_steps, stopped_early=stopped_early(s),
             common_step=common, loss_at_common=at[1] if at else None, loss_step=at[0] if at else None,
             speedup_noise=verdict.plus if verdict else None, same_speed=verdict.same if verdict else None,
-            speed_unresolved=verdict.unresolved if verdict else None, variant=variant_label(s),
+            speed_unresolved=verdict.unresolved if verdict else None, variant=variant_label(s), nonfinite=s.nonfinite,
             **_narrowest(s)))
     return rows
 
@@ -295,7 +296,8 @@ def _memory_saving(r: CompareRow) -> str:
 
 
 def _status(r: CompareRow) -> str:
-    return f"{r.status} early" if r.stopped_early and r.status == "stopped" else r.status
+    said = f"{r.status} early" if r.stopped_early and r.status == "stopped" else r.status
+    return f"{said} NaN" if r.nonfinite else said  # its loss went inf/NaN (RunState.nonfinite), as `runs` marks it
 
 
 def _loss_at_common(r: CompareRow) -> str:

@@ -76,6 +76,7 @@ class Recorder:
         self.triage_left: int | None = None              # triage_by_sampling's samples still to take
         self.triage_model: torch.nn.Module | None = None  # the model it samples
         self.trouble_step: int | None = None            # the last step record's first non-finite step (trainer/triage.py)
+        self.nonfinite_step: int | None = None          # the run's first step with an inf/NaN loss (the end record)
         self.machine_load = MachineLoad()               # the load each step record's window ran under
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
@@ -329,6 +330,8 @@ class Recorder:
                 self.write(Scaler(**event))
             c.skipped_total += skipped
             self.trouble_step = _trouble_step(window, first, skipped, self.last_scale)
+            if self.nonfinite_step is None and window.loss is not None and not math.isfinite(window.loss):
+                self.nonfinite_step = first_bad_step(window, first) or first
             self.last_loss = window.loss
             if window.loss is not None:
                 c.epoch_loss_sum += window.loss * window.micro_batches
@@ -420,7 +423,7 @@ class Recorder:
                        final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=c.skipped_total,
                        peak_mem=peak_memory(self.device) if self.device is not None else None,
                        error=asdict(error if isinstance(error, ErrorInfo) else ErrorInfo.of(error, self.rank))
-                       if error is not None else None, **fields))
+                       if error is not None else None, nonfinite_step=self.nonfinite_step, **fields))
         self.close()
 
     def close(self) -> None:

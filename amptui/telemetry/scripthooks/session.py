@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.modefacts import SCALER_UNNEEDED, RunFacts
+from amptui.core.config.modefacts import SCALER_UNNEEDED, SLOW_ON_CPU, RunFacts
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
@@ -36,6 +36,7 @@ from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
 from amptui.core.turns import Turns
 from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.autopilot import CODE, Autopilot
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -77,6 +78,7 @@ class ScriptSession:
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
+        self.autopilot: Autopilot | None = None  # [amp.autopilot], once the precision is seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
         # `ab --script --interleave`: the script trains only in its turn (core/turns.py), handed on at
@@ -174,10 +176,23 @@ class ScriptSession:
         if recorder.scaler_enabled and any(note.code == SCALER_UNNEEDED for note in  # the mode's rule, the hooks' words
                                            precision.mode.warnings(precision, RunFacts(script=True))):
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
+        if recorder.device is not None and recorder.device.type == "cpu" and precision.autocast:
+            self._slow_on_cpu(precision)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
+        self.autopilot = Autopilot.of(cfg.amp, precision, recorder.device)  # advises only: the loop is the script's
+
+    def _slow_on_cpu(self, precision: Precision) -> None:
+        """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
+        with this CPU's measured rates where doctor cached them), in a script's words."""
+        from amptui.machine.dtype_speed import slow_dtypes
+
+        facts = RunFacts(device="cpu", script=True, slow=slow_dtypes("cpu"))
+        for note in precision.mode.warnings(precision, facts):
+            if note.code == SLOW_ON_CPU:
+                self.warn("slow_on_cpu", note.text.replace("(amp.autocast=false)", "(the loop without autocast)"))
 
     def finish_step(self) -> None:
         steps, loop = self.steps, self.loop
@@ -234,7 +249,13 @@ class ScriptSession:
 
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
-        self.recorder.write_step()
+        record = self.recorder.write_step()
+        if self.autopilot is not None:  # advice only: the loop is the script's
+            decision, said = self.autopilot.observe(record)
+            if decision is not None:
+                self.warn(CODE, decision.advice(self.autopilot.precision.short, own_loop=True))
+            if said:
+                self.warn(CODE + "_held", said)
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
             if not replay_cause(self, self.recorder.counters.step):  # else: sample the next steps' ranges
