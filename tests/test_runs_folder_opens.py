@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
 OPENER = PACKAGE / "core" / "safefile.py"
 WRITES = {"write_text", "write_bytes"}
 
-# file -> (how many such calls it may hold, why none of them is a runs-folder file)
+# file -> (how many such calls it may hold at most, why none of them is a runs-folder file)
 NOT_RUNS_FOLDER = {
     "amptui/cli/estimate.py": (2, "/proc/self/stat and /proc/uptime"),
     "amptui/cli/pictures.py": (1, "watch --svg FILE: the file the user named on the command line"),
@@ -28,8 +28,8 @@ NOT_RUNS_FOLDER = {
     "amptui/core/textcorpus.py": (2, "reading the text data set a preset names"),
     "amptui/trainer/data.py": (1, "reading CIFAR-10's batches (the data folder)"),
     "amptui/trainer/recording.py": (1, "torchelastic's error file (torchrun's own temporary folder)"),
-    "amptui/telemetry/trainjob.py": (1, "the Kubeflow token file (the credential path, outside runs)"),
-    "amptui/telemetry/outbound.py": (2, "a CA certificate file; urllib's opener.open(request) is a request"),
+    "amptui/telemetry/outbound.py": (2, "the Kubeflow token file (the credential path, outside runs); "
+                                        "urllib's opener.open(request) is a request"),
     "amptui/monitor.py": (1, "Opening.open(run_dir, config): a method, not a file"),
 }
 
@@ -55,7 +55,7 @@ def test_runs_folder_files_are_opened_only_through_safefile():
         name = str(path.relative_to(PACKAGE.parent))
         lines = opens_in(path)
         allowed = NOT_RUNS_FOLDER.get(name, (0, ""))[0]
-        if len(lines) != allowed:
+        if len(lines) > allowed:
             unexpected[name] = f"{len(lines)} at lines {lines}, {allowed} allowed"
     assert unexpected == {}, ("open, create and write runs-folder files through amptui/core/safefile.py "
                               f"(or say here why a file is not in a runs folder): {unexpected}")

@@ -62,6 +62,7 @@ def handle(args) -> int:
     """The CLI's and the dashboard's A/B (jobs/ab.py): here in the terminal, or with --detach as a
     group driven in the background by this same command line (`--group ID`)."""
     from amptui.cli.prose import error, say
+    from amptui.cli.run import check_layer_rules
     from amptui.cli.tables import print_comparison
     from amptui.core import compare, preflight
     from amptui.core.config import presets
@@ -93,6 +94,8 @@ def handle(args) -> int:
         refusal = abjob.interleave_refusal(planned.dist.mode, script=False) if args.interleave else None
         if refusal:
             raise UserError(refusal)
+        for _, variant in expanded:  # [amp.layers] that match no module: refused before a group exists
+            check_layer_rules(preset.config({**overrides, **variant}))
         if args.estimate:  # how long it would take, and nothing started (the dashboard asks this first)
             from amptui.cli.estimate import ab_estimate_or_why
 

@@ -94,7 +94,8 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
             apply_autocast(model, scope, device)
     forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode, precision, scope)
     # after FSDP: its parameters are the shards
-    optimizer = build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
+    optimizer = next((o for r in runtimes if (o := r.optimizer(cfg, list(model.parameters()), precision)) is not None),
+                     None) or build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
     log(implementation_line(optimizer))
     schedule = Schedule(cfg, optimizer, steps_per_epoch, total_steps)
     skips = SkipLedger(device, capacity=cfg.log.every + 1) if precision.scaler else None

@@ -35,6 +35,7 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
 from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.autopilot import CODE, Autopilot
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -76,6 +77,7 @@ class ScriptSession:
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
+        self.autopilot: Autopilot | None = None  # [amp.autopilot], once the precision is seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
         self.seen = AutocastSeen()
@@ -173,6 +175,7 @@ class ScriptSession:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
+        self.autopilot = Autopilot.of(cfg.amp, precision, recorder.device)  # advises only: the loop is the script's
 
     def _slow_on_cpu(self, precision: Precision) -> None:
         """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
@@ -228,7 +231,13 @@ class ScriptSession:
 
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
-        self.recorder.write_step()
+        record = self.recorder.write_step()
+        if self.autopilot is not None:  # advice only: the loop is the script's
+            decision, said = self.autopilot.observe(record)
+            if decision is not None:
+                self.warn(CODE, decision.advice(self.autopilot.precision.short, own_loop=True))
+            if said:
+                self.warn(CODE + "_held", said)
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
             if not replay_cause(self, self.recorder.counters.step):  # else: sample the next steps' ranges
