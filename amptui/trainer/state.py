@@ -70,10 +70,12 @@ class TrainingState:
         return x
 
 
-def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[str], None]) -> TrainingState:
-    """Everything the loop needs, in the order that keeps a seeded run's numbers the same."""
+def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[str], None],
+                precision: Precision | None = None) -> TrainingState:
+    """Everything the loop needs, in the order that keeps a seeded run's numbers the same (`precision`:
+    the config's for this device, computed once by the loop; a caller without one has it computed here)."""
     torch.manual_seed(cfg.run.seed)
-    precision = Precision.from_config(cfg, device.type)
+    precision = precision or Precision.from_config(cfg, device.type)
     autocast = Autocast.of(precision, device)  # under FSDP a no-op: the policy applies instead
     scaler = build_scaler(cfg.amp, device, precision)
     model = build_model_on(cfg.model, device)
