@@ -284,3 +284,27 @@ def test_text_report_for_a_gpu_box(fake_gpus):
     assert "cuda:0  NVIDIA A100-SXM4-80GB  80.0 GiB  compute capability 8.0  tensor cores: yes  bf16: yes" in text
     assert "Recommendation: autocast bfloat16, no GradScaler" in text
     assert "n/a" in text      # a dtype that could not be measured
+
+
+def test_doctor_says_torchvisions_compiled_ops_load_with_this_torch():
+    """Issue 51.12: this machine's real pair, checked by running one compiled op (nms)."""
+    from amptui.machine import visionops
+
+    found = visionops.state()
+    assert found["installed"] and found["ok"] is True, found
+    line = visionops.words(found, torch.__version__, torch.version.cuda)
+    assert line.startswith("torchvision ") and "compiled ops load" in line
+
+
+def test_doctor_names_a_torchvision_that_does_not_load_and_the_line_that_mends_it(tmp_path):
+    """A mismatched torchvision (built for another torch) is what this machine lacks: a stand-in package on
+    PYTHONPATH raises the error such a build raises on import. doctor names it, and the matching-pair line."""
+    fake = tmp_path / "torchvision"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    proc = amptui("doctor", "--no-bench", env={"PYTHONPATH": str(tmp_path)}, timeout=200)
+    _no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "does not work with torch" in text and "operator torchvision::nms does not exist" in text
+    assert "install a matching pair: pip install --force-reinstall torch torchvision" in text

@@ -19,7 +19,7 @@ from amptui.jobs import detached, launch
 from amptui.machine import cputorch
 
 REPO = Path(__file__).resolve().parent.parent
-CPU_LINE = "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+CPU_LINE = "pip install --force-reinstall torch torchvision --index-url https://download.pytorch.org/whl/cpu"
 no_gpu_driver = pytest.mark.skipif(any(os.path.exists(p) for p in GPU_DRIVER_PATHS),
                                    reason="asserts what a machine without a CUDA GPU is told")
 

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from amptui.core.config.precision import FULL
 from amptui.core.fmt import flops_unit, fmt_flops
-from amptui.machine import cputorch, hardware, peaks
+from amptui.machine import cputorch, hardware, peaks, visionops
 
 
 def add_parser(sub) -> None:
@@ -27,6 +27,7 @@ def collect(bench: bool = True) -> dict[str, Any]:
     from amptui.machine.busy import busy_load
 
     info = hardware.describe()
+    info["torchvision"] = visionops.state()  # its compiled ops load with this torch, or why not
     busy = busy_load() if bench else None  # before measuring: other work's load, not doctor's own threads
     rates, unsure = peaks.measure_checked() if bench else ({}, {})
     dtype, scaler, reason = hardware.recommend(info, rates, unsure)
@@ -74,7 +75,9 @@ def render_text(r: dict[str, Any]) -> str:
              + (f"   ROCm/HIP {t['hip']}" if t.get("hip") else "")
              + f"   cuDNN {_cudnn(t['cudnn'])}",
              f"  CUDA available: {_yes(t['cuda_available'])}   CPU threads: {t['threads']}",
-             *_tf32_lines(t), "", "GPUs"]
+             *_tf32_lines(t),
+             *([f"  {visionops.words(r['torchvision'], t['version'], t['cuda'])}"] if r.get("torchvision") else []),
+             "", "GPUs"]
     if r["gpus"]:
         for g in r["gpus"]:
             lines.append(f"  cuda:{g['index']}  {g['name']}  {_gib(g['total_memory'])}  compute capability "

@@ -28,6 +28,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from amptui.core import hygiene as words
 from amptui.core.config.precision import Precision
+from amptui.core.config.values import Config
 from amptui.telemetry.fsdp_policy import first_policy, local
 from amptui.telemetry.modulehook import ModuleHook
 from amptui.telemetry.numerics import unwrap
@@ -322,3 +323,14 @@ def for_loop(model: nn.Module | None, optimizers: Callable[[], list[Any]], preci
     return HygieneSampler(named, optimizers, every=every, device=local(named[0][1]).device, model=inner,
                           asked=asked, source=source, mixed=mixed, scaled=precision.scaler,
                           autocast=precision.autocast, own=own)
+
+
+def for_script(models: list[nn.Module], optimizers: list[Any], cfg: Config) -> HygieneSampler | None:
+    """A script's sampler (the hooks' session): its first model, every optimizer it steps (the list grows),
+    the parameters named as the overflow tracer names them, the precision its loop was seen to use."""
+    from amptui.telemetry.scripthooks.models import NamedParams  # the script hooks' naming, shared
+
+    pairs = NamedParams(models, optimizers).pairs
+    device = local(pairs[0][1]).device.type if pairs else "cpu"
+    return for_loop(models[0], lambda: list(optimizers), Precision.from_config(cfg, device), cfg.numerics.hygiene_every,
+                    params=pairs, source="autocast")

@@ -14,6 +14,7 @@ status, the notification webhook) and the one queue every mirror (MLflow too) wo
 from __future__ import annotations
 
 import collections
+import re
 import ssl
 import sys
 import threading
@@ -26,6 +27,7 @@ from amptui.core.urls import url_problem
 
 MAX_TOKEN = 16 * 1024
 MAX_ANSWER = 64 * 1024
+USERINFO = re.compile(r"://[^/@\s]*@")
 
 
 class OutboundError(Exception):
@@ -99,8 +101,10 @@ def describe(exc: BaseException, secret: str | None = None) -> str:
         text = f"{type(reason).__name__}: {reason}" if isinstance(reason, BaseException) else str(reason)
     elif isinstance(exc, (OSError, ssl.SSLError)):
         text = f"{type(exc).__name__}: {exc}"
-    else:
+    elif secret is not None or isinstance(exc, ValueError):
         text = type(exc).__name__  # e.g. http.client's header errors repeat the header: never shown
+    else:  # another library's error (MLflow's): its words, with any user:password@ in a URL masked
+        text = f"{type(exc).__name__}: {USERINFO.sub('://***@', str(exc))}"
     if secret:
         text = text.replace(secret, "<token>")
     return text[:300]
