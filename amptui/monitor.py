@@ -196,7 +196,9 @@ class Monitor:
         self.recorder.check_hygiene(hygiene.for_loop(
             self.model, lambda: [self.optimizer] if self.optimizer is not None else [], precision,
             self.config.numerics.hygiene_every, source="preset" if {"amp.dtype", "amp.autocast"} & self._user_keys
-            else "autocast"))
+            else "autocast", entered=bool(self.config.amp.autocast if "amp.autocast" in self._user_keys
+                                          else self._seen.entered),
+            stated="amp.mode" in self._user_keys))
         if self._writes:
             # log.tensorboard (config= or the run's config.toml): the trainer's TensorBoard sink
             self.recorder.sinks += mirror_sinks(self.config, self.run_dir, self.rank)

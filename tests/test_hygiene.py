@@ -217,3 +217,30 @@ async def test_the_run_screen_shows_the_finding_in_its_warning_bar(runs_dir, mon
         await settled(pilot)
         bar = str(screen.query_one("#warning-bar").render())
         assert "updates lost to bfloat16 rounding" in bar
+
+
+@pytest.mark.parametrize("rounded", [False, True])
+def test_the_trainers_pure_bfloat16_mode_hears_of_lost_updates_but_not_of_its_master_weights(runs_dir, rounded):
+    """amp.mode = "pure" (bf16-pure): no float32 master copy is its stated choice (no master_weights_16bit);
+    updates rounded away at a small lr are still named, unless its optimizer rounds stochastically."""
+    from amptui.core.config import presets
+    from amptui.jobs import launch
+    from amptui.trainer.loop import Trainer
+
+    overrides = {"run.device": "cpu", "run.reuse_host_memory": False, "model.width": 8, "data.img_size": 16,
+                 "data.batch_size": 4, "data.train_samples": 64, "data.val_samples": 0, "data.num_workers": 0,
+                 "log.every": 2, "run.epochs": 1, "log.checkpoint_every": 0, "optim.name": "adamw", "optim.lr": 1e-5,
+                 "amp.mode": "pure", "amp.dtype": "bfloat16", "amp.stochastic_round": rounded,
+                 "numerics.hygiene_every": 1}
+    run_dir, _ = launch.create_run(presets.find_preset("quickstart"), overrides, runs_dir)
+    trainer = Trainer(run_dir, resume=False)
+    trainer.setup()
+    batches = trainer.recorder.timed(trainer.state.train_data.batches(0))
+    try:
+        for _ in range(6):
+            trainer.train_step(batches)
+        trainer.write_step_record()
+    finally:
+        trainer.finish("completed")
+    said = warnings_of(run_dir)
+    assert set(said) == (set() if rounded else {hygiene.UPDATES_LOST}), said

@@ -303,9 +303,12 @@ class HygieneSampler:
 
 def for_loop(model: nn.Module | None, optimizers: Callable[[], list[Any]], precision: Precision, every: int, *,
              params: Iterable[tuple[str, torch.Tensor]] | None = None, source: str = "preset",
-             own: Mapping[str, str] | None = None) -> HygieneSampler | None:
+             own: Mapping[str, str] | None = None, entered: bool | None = None,
+             stated: bool = True) -> HygieneSampler | None:
     """The sampler for a loop training `model` (its parameters by name, unless `params` names them)
-    in `precision`, as `source` asked ("preset", "autocast", "FSDP policy"); None when off."""
+    in `precision`, as `source` asked ("preset", "autocast", "FSDP policy"); None when off. `entered`:
+    whether the loop entered an enabled autocast (None: what `precision` says); `stated`: the precision
+    was chosen by the user (a preset), not read from the loop, so a mode's own choice is respected."""
     if every <= 0 or (model is None and params is None):
         return None
     inner = unwrap(model) if model is not None else None
@@ -318,14 +321,15 @@ def for_loop(model: nn.Module | None, optimizers: Callable[[], list[Any]], preci
     asked = precision.reduced if precision.reduced in ("float16", "bfloat16") else None
     # mixed by name: an autocast context, a GradScaler, an FSDP policy (a mode with none of them, pure bfloat16
     # by choice, keeps no float32 master copy on purpose: finding 2 is not its to hear)
-    mixed = (precision.autocast_dtype is not None or precision.scaler or precision.fsdp_policy is not None
-             or policy is not None)
+    autocast = precision.autocast_dtype is not None if entered is None else entered
+    mixed = (autocast or precision.scaler or precision.fsdp_policy is not None or policy is not None) and not (
+        stated and not precision.mode.master_copy)
     return HygieneSampler(named, optimizers, every=every, device=local(named[0][1]).device, model=inner,
                           asked=asked, source=source, mixed=mixed, scaled=precision.scaler,
-                          autocast=precision.autocast, own=own)
+                          autocast=autocast, own=own)
 
 
-def for_script(models: list[nn.Module], optimizers: list[Any], cfg: Config) -> HygieneSampler | None:
+def for_script(models: list[nn.Module], optimizers: list[Any], cfg: Config, entered: bool) -> HygieneSampler | None:
     """A script's sampler (the hooks' session): its first model, every optimizer it steps (the list grows),
     the parameters named as the overflow tracer names them, the precision its loop was seen to use."""
     from amptui.telemetry.scripthooks.models import NamedParams  # the script hooks' naming, shared
@@ -333,4 +337,4 @@ def for_script(models: list[nn.Module], optimizers: list[Any], cfg: Config) -> H
     pairs = NamedParams(models, optimizers).pairs
     device = local(pairs[0][1]).device.type if pairs else "cpu"
     return for_loop(models[0], lambda: list(optimizers), Precision.from_config(cfg, device), cfg.numerics.hygiene_every,
-                    params=pairs, source="autocast")
+                    params=pairs, source="autocast", entered=entered, stated=False)

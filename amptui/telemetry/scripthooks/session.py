@@ -216,7 +216,7 @@ class ScriptSession:
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
             recorder.sample_numerics(self.models[0], *self.sampling)
         if first and self.models:  # precision hygiene likewise (on unless numerics.hygiene_every = 0)
-            recorder.check_hygiene(hygiene.for_script(self.models, steps.optimizers, self.config()))
+            recorder.check_hygiene(hygiene.for_script(self.models, steps.optimizers, self.config(), bool(self.seen.entered)))
         if first and self.plan_every and self.models:  # `amptui plan --script`: likewise
             recorder.sample_plan(self.models[0], self.plan_every)
         loop.steps_in_epoch += 1
