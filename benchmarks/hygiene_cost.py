@@ -32,7 +32,7 @@ import tempfile
 import time
 
 
-def measure(args) -> dict[str, list[float]]:
+def measure(args) -> tuple[dict[str, list[float]], list[str]]:
     import torch
 
     import amptui
@@ -79,7 +79,12 @@ def measure(args) -> dict[str, list[float]]:
                 continue
             times["off"].append(off)
             times["sampled" if sampled else "not sampled"].append(on)
-    return times
+    from amptui.core import hygiene
+    from amptui.core.events import read_events
+
+    said = [r.get("code") for r in read_events(on_mon.run_dir / "events.jsonl")
+            if r.get("kind") == "warning" and r.get("code") in hygiene.CODES]
+    return times, said
 
 
 def main() -> int:
@@ -95,10 +100,13 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as runs:
         os.environ["AMPTUI_RUNS_DIR"] = runs
-        times = measure(args)
+        times, said = measure(args)
     ms = {k: 1000 * statistics.median(v) for k, v in times.items() if v}
-    print(f"GPT n_layer={args.layers} n_embd={args.width} batch={args.batch}x32, {args.precision}, {args.windows} "
-          f"windows of {args.every} steps, amptui.Monitor with hygiene off and on alternating (one process)")
+    measured = f"{args.steps} steps, every one sampled" if args.every == 1 else \
+        f"{args.windows} windows of {args.every} steps"
+    print(f"GPT n_layer={args.layers} n_embd={args.width} batch={args.batch}x32, {args.precision}, {measured}, "
+          f"amptui.Monitor with hygiene off and on alternating (one process); findings said: {said or 'none'} "
+          "(a finding said stops its own sampling)")
     print(f"{'step':<34}{'median ms':>10}{'steps':>8}")
     for kind, label in (("off", "hygiene off"), ("not sampled", "hygiene on, not sampled"),
                         ("sampled", "hygiene on, sampled")):
