@@ -149,3 +149,23 @@ async def test_every_plot_marks_the_switch_with_a_vertical_line():
         assert not full_columns(plain)
         (column,) = full_columns(marked)
         assert abs(column - len(marked[0]) // 2) < 6  # step 50 of 1..100: the middle of the plot
+
+
+def test_a_float8_layer_whose_sqnr_stays_low_leaves_float8_and_only_it():
+    """Rule float8_sqnr counts each layer's samples under sqnr_db (plan-lab 64 wide: outlier 13-17 dB, the
+    others 28-31 dB); at sqnr_alarms of them that layer joins amp.float8_skip, once."""
+    settings = autopilot.Autopilot(mode="act", sqnr_db=20.0, sqnr_alarms=3)
+    pilot = Pilot(settings, narrow_scaled=False, float8_skip=["head"])
+    sample = [{"name": "hidden.0", "recipe": "tensorwise", "sqnr_db": 29.3},
+              {"name": "outlier", "recipe": "tensorwise", "sqnr_db": 15.4}]
+    decisions = [pilot.observe_numerics({"step": step, "float8": sample}) for step in (2, 4, 6, 8)]
+    assert decisions[:2] == [None, None] and decisions[3] is None
+    decision = decisions[2]
+    assert decision is not None and decision.rule == "float8_sqnr" and decision.step == 6
+    assert decision.to == {"amp.float8_skip": ["head", "outlier"]}
+    assert decision.evidence["samples"] == [[2, 15.4], [4, 15.4], [6, 15.4]]
+    assert "outlier's float8 tensorwise GEMM output stayed under 20 dB SQNR in 3 samples" in decision.why
+    assert Pilot(autopilot.Autopilot(mode="act"), narrow_scaled=False).observe_numerics(
+        {"step": 2, "float8": sample}) is None  # not a float8 run of amptui's trainer: no such rule
+    default = Pilot(autopilot.Autopilot(mode="act"), narrow_scaled=False, float8_skip=[])
+    assert all(default.observe_numerics({"step": s, "float8": sample}) is None for s in range(1, 10))  # 10 dB

@@ -119,3 +119,35 @@ def test_a_resume_after_the_switch_goes_on_in_the_new_precision(bf16_fast, runs_
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
     assert all(r["scale"] is None for r in records if r["kind"] == "step" and r["step"] > at)
     assert f"fp16+scaler -> bf16 at step {at}" in amptui("runs", check=True).stdout
+
+
+PLAN_LAB_FP8 = ("--set", "model.width=64", "--set", "data.batch_size=64", "--set", "data.train_samples=1280",
+                "--set", "amp.float8=tensorwise", "--set", "amp.dtype=bfloat16", "--set", "numerics.every=2",
+                "--set", "run.max_steps=16")
+
+
+def test_plan_labs_outlier_layer_leaves_float8_after_its_alarms_and_the_others_stay(runs_dir, tmp_path):
+    """plan-lab 64 wide in float8 tensorwise: `outlier` (inputs rounded away by its outlier channels'
+    scale) samples 13-17 dB, the other float8 linears 28-31 dB. Rule float8_sqnr at 20 dB moves outlier
+    to amp.float8_skip at its third sample; hidden.0 and hidden.1 stay float8; the run completes, and
+    goes on exactly as the switch's checkpoint resumed by hand with float8_skip = ["outlier"]."""
+    amptui("run", "plan-lab", *PLAN_LAB_FP8, "--set", "amp.autopilot={mode=\"act\",sqnr_db=20.0}", check=True)
+    run = only_run(runs_dir)
+    records = events(run)
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    at = switch["step"]
+    assert switch["rule"] == "float8_sqnr" and switch["to"]["keys"] == {"amp.float8_skip": ["outlier"]}
+    assert [s[0] for s in switch["evidence"]["samples"]] == [2, 4, 6] and at == 6
+    sampled = [{f["name"] for f in r.get("float8") or []} for r in records if r["kind"] == "numerics"]
+    assert sampled[0] == {"hidden.0", "hidden.1", "outlier"} and sampled[-1] == {"hidden.0", "hidden.1"}
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+
+    hand = tmp_path / "hand" / run.name
+    (hand / "checkpoints").mkdir(parents=True)
+    shutil.copyfile(switch["checkpoint"], hand / "checkpoints" / "last.pt")
+    cfg = values.build_config(values.read_toml(run / "config.toml")).with_overrides(
+        {"amp.float8_skip": ["outlier"], "amp.autopilot": {}})
+    (hand / "config.toml").write_text(values.to_toml(cfg.to_dict()))
+    subprocess.run([sys.executable, "-m", "amptui.trainer", str(hand), "--resume"], check=True,
+                   capture_output=True, timeout=600)
+    assert losses_after(run, at) == losses_after(hand, at) and len(losses_after(run, at)) == 16 - at

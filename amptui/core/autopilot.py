@@ -91,15 +91,58 @@ class ScaleCollapse:
                 "skip_window": s.skip_window}
 
 
+@dataclass
+class Float8Sqnr:
+    """Rule 2: a float8 linear back to high precision (amp.float8_skip) once `sqnr_alarms` range samples
+    found its float8 GEMM output under `sqnr_db` above its rounding error; the others stay float8."""
+
+    settings: Autopilot
+    low: dict[str, list[list[Any]]] = field(default_factory=dict)  # layer -> [[step, sqnr_db], ...] under the bar
+
+    def observe(self, record: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(the layer, why) when a numerics record makes a layer's count, else None."""
+        step = record.get("step")
+        for layer in record.get("float8") or []:
+            if not isinstance(layer, Mapping):
+                continue
+            name, sqnr = layer.get("name"), layer.get("sqnr_db")
+            if not isinstance(name, str) or not isinstance(sqnr, (int, float)) or sqnr >= self.settings.sqnr_db:
+                continue
+            seen = self.low.setdefault(name, [])
+            seen.append([step, round(float(sqnr), 2)])
+            if len(seen) >= self.settings.sqnr_alarms:
+                return name, (f"{name}'s float8 {layer.get('recipe', '')} GEMM output stayed under "
+                              f"{self.settings.sqnr_db:g} dB SQNR in {len(seen)} samples (last {sqnr:.1f} dB)")
+        return None
+
+
 class Pilot:
     """The rules of one run, fed its step records in order; each decides at most once."""
 
-    def __init__(self, settings: Autopilot, *, narrow_scaled: bool, wide: str = "bfloat16", wide_fast: bool = True):
+    def __init__(self, settings: Autopilot, *, narrow_scaled: bool, wide: str = "bfloat16", wide_fast: bool = True,
+                 float8_skip: Sequence[str] | None = None):
         self.settings = settings
         self.wide, self.wide_fast = wide, wide_fast
         self.collapse = ScaleCollapse(settings) if narrow_scaled and "scale_collapse" in settings.rules else None
+        # a float8 run's linears ([amp] float8 on): `float8_skip` is what it keeps in high precision already
+        self.float8_skip = list(float8_skip) if float8_skip is not None else None
+        self.sqnr = Float8Sqnr(settings) if float8_skip is not None and "float8_sqnr" in settings.rules else None
         self.decided: list[Decision] = []
         self.held_back: str | None = None  # a rule fired where its target is slow: said once, not acted on
+
+    def observe_numerics(self, record: Mapping[str, Any]) -> Decision | None:
+        """A `numerics` record (a range sample with its float8 layers' SQNR): rule float8_sqnr."""
+        if self.sqnr is None or self.decided or self.float8_skip is None:
+            return None
+        fired = self.sqnr.observe(record)
+        if fired is None:
+            return None
+        layer, why = fired
+        decision = Decision("float8_sqnr", int(record.get("step") or 0), {"amp.float8_skip": [*self.float8_skip, layer]},
+                            f"{layer} out of float8", why, {"sqnr_db": self.settings.sqnr_db,
+                                                            "samples": self.sqnr.low[layer], "layer": layer})
+        self.decided.append(decision)
+        return decision
 
     def observe(self, record: Mapping[str, Any]) -> Decision | None:
         step, scale, skipped = record.get("step"), record.get("scale"), record.get("skipped") or 0
@@ -137,3 +180,8 @@ def segments(switches: Sequence[Mapping[str, Any]]) -> str:
             parts.append(str(before or "?"))
         parts.append(f"{after or '?'} at step {rec.get('step')}")
     return " -> ".join(parts)
+
+
+def switch_line(rec: Mapping[str, Any]) -> str:
+    """A precision_switch record in one line: "autopilot: switched fp16+scaler -> bf16 at step 35: why (rule R)"."""
+    return f"autopilot: switched {segments([rec])}: {rec.get('why', '')} (rule {rec.get('rule', '?')})"

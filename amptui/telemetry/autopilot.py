@@ -12,24 +12,32 @@ import torch
 from amptui.core import autopilot as rules
 from amptui.core.config import autopilot as settings_of
 from amptui.core.config.precision import Precision, narrow, wide_dtype
-from amptui.core.records import Step
+from amptui.core.records import Numerics, Record, Step
 from amptui.telemetry.device import native_bf16
 
 CODE = "autopilot"  # the warning code of what it says: an advice, or a rule held back
 
 
 class Autopilot:
-    def __init__(self, settings: settings_of.Autopilot, precision: Precision, device: torch.device):
+    def __init__(self, settings: settings_of.Autopilot, precision: Precision, device: torch.device,
+                 float8_skip: list[str] | None = None):
         self.settings, self.precision = settings, precision
         self.pilot = rules.Pilot(settings, narrow_scaled=precision.autocast and narrow(precision.dtype) and precision.scaler,
-                                 wide=wide_dtype(), wide_fast=native_bf16(device))
+                                 wide=wide_dtype(), wide_fast=native_bf16(device), float8_skip=float8_skip)
         self.held_back_said = False
 
     @classmethod
-    def of(cls, amp_cfg: Any, precision: Precision, device: torch.device | None) -> Autopilot | None:
-        """None when [amp.autopilot] is off."""
+    def of(cls, amp_cfg: Any, precision: Precision, device: torch.device | None,
+           trainer: bool = False) -> Autopilot | None:
+        """None when [amp.autopilot] is off. `trainer`: amptui's own float8 conversion (amp.float8) is in play."""
         settings = settings_of.of(amp_cfg)
-        return cls(settings, precision, device or torch.device("cpu")) if settings.on else None
+        float8 = trainer and getattr(amp_cfg, "float8", "off") != "off"
+        skip = list(getattr(amp_cfg, "float8_skip", [])) if float8 else None
+        return cls(settings, precision, device or torch.device("cpu"), skip) if settings.on else None
+
+    def note(self, record: Record) -> rules.Decision | None:
+        """Any other record the run writes: a `numerics` sample feeds rule float8_sqnr."""
+        return self.pilot.observe_numerics(record.fields()) if isinstance(record, Numerics) else None
 
     def observe(self, record: Step | None) -> tuple[rules.Decision | None, str | None]:
         """(a decision, what to say now) after a step record: the decision of a rule that fired (once), and

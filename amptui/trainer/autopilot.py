@@ -23,7 +23,7 @@ from amptui.core import checkpoints as info
 from amptui.core.config import autopilot as settings_of
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
-from amptui.core.records import PrecisionSwitch, Step
+from amptui.core.records import PrecisionSwitch, Record, Step
 from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
 from amptui.telemetry.autopilot import CODE
 from amptui.telemetry.autopilot import Autopilot as Rules
@@ -68,10 +68,30 @@ class Autopilot:
     @classmethod
     def of(cls, trainer: Trainer) -> Autopilot | None:
         on = settings_of.of(trainer.cfg.amp).on and not trainer.dist.enabled  # one process: see docs/autopilot.md
-        return cls(trainer) if on else None
+        if not on:
+            return None
+        pilot = cls(trainer)
+        trainer.recorder.sinks.append(pilot)  # sees the numerics samples (rule float8_sqnr)
+        return pilot
 
     def _pilot(self) -> Rules:
-        return Rules(self.settings, self.trainer.state.precision, self.trainer.state.device)
+        t = self.trainer
+        return Rules.of(t.cfg.amp, t.state.precision, t.state.device, trainer=True) or \
+            Rules(self.settings, t.state.precision, t.state.device)
+
+    # a Sink of the Recorder (telemetry/sinks.py): the records besides step records (numerics samples)
+    def note(self, record: Record) -> None:
+        if self.pending is None:
+            self._decided(self.pilot.note(record))
+
+    def step(self, record: Step) -> None:
+        pass
+
+    def epoch(self, record: Any, step: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
     def observe(self, record: Step | None) -> None:
         """A step record just written: a rule that fires is acted on at once (`act`, see `due`) or said."""
@@ -80,6 +100,9 @@ class Autopilot:
         decision, said = self.pilot.observe(record)
         if said:
             self.trainer.warn(said, code=CODE)
+        self._decided(decision)
+
+    def _decided(self, decision: rules.Decision | None) -> None:
         if decision is None:
             return
         if self.settings.acts:
@@ -110,8 +133,11 @@ class Autopilot:
         attach_state(t.recorder, t.cfg, t.state)
         t.recorder.last_scale = None
         after = t.state.precision
+        said_after = _said(after, decision.to, decision.to)
+        if after.short == before.short:  # e.g. one layer out of float8: the run's name for it does not change
+            said_after["short"] = f"{after.short}, {decision.to_words}"
         t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to),
-                                         to=_said(after, decision.to, decision.to), rule=decision.rule,
+                                         to=said_after, rule=decision.rule,
                                          why=decision.why, evidence=decision.evidence, checkpoint=str(kept)))
         t.log(decision.done(before.short, t.progress.step))
         notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft

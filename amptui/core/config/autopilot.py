@@ -8,7 +8,8 @@ here against `KEYS` (type, default, meaning), so a preset's mistake names the ke
     skip_limit = 20         # ... this many skipped steps ...
     skip_window = 100       # ... within this many steps, after the first clean one (calibration is not counted)
 
-Rules (docs/autopilot.md): `scale_collapse`, float16 + GradScaler -> bfloat16 where bfloat16 is fast.
+Rules (docs/autopilot.md): `scale_collapse`, float16 + GradScaler -> bfloat16 where bfloat16 is fast;
+`float8_sqnr`, a float8 linear whose sampled SQNR stays low -> high precision (amp.float8_skip).
 No torch here: the rules themselves are core/autopilot.py.
 """
 
@@ -22,7 +23,7 @@ from amptui.core.errors import ConfigError
 
 KEY = "amp.autopilot"
 MODES = ("off", "advise", "act")
-RULES = ("scale_collapse",)  # the rules built so far (issue 54 names five; docs/autopilot.md says which)
+RULES = ("scale_collapse", "float8_sqnr")  # the rules built so far (issue 54 names five; docs/autopilot.md)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class Autopilot:
     floor_steps: int = 50
     skip_limit: int = 20
     skip_window: int = 100
+    # float8_sqnr: a float8 linear back to high precision after `sqnr_alarms` range samples ([numerics] every) whose
+    # float8 GEMM output was under `sqnr_db` above its rounding error (core.numerics.SQNR_ALARM_DB's 10 dB: healthy
+    # float8 layers keep 20-35 dB; plan-lab's outlier linear, whose inputs are rounded away, stays under it)
+    sqnr_db: float = 10.0
+    sqnr_alarms: int = 3
 
     @property
     def on(self) -> bool:
@@ -53,6 +59,8 @@ _DOCS = {
     "floor_steps": "... for this many optimizer steps fires the rule",
     "skip_limit": "scale_collapse: this many skipped steps ...",
     "skip_window": "... within this many optimizer steps (after the first clean step) fires the rule",
+    "sqnr_db": "float8_sqnr: a float8 linear's sampled GEMM output SQNR (dB) under this ...",
+    "sqnr_alarms": "... in this many range samples ([numerics] every) moves it back to high precision",
 }
 
 
