@@ -169,3 +169,22 @@ def test_a_float8_layer_whose_sqnr_stays_low_leaves_float8_and_only_it():
         {"step": 2, "float8": sample}) is None  # not a float8 run of amptui's trainer: no such rule
     default = Pilot(autopilot.Autopilot(mode="act"), narrow_scaled=False, float8_skip=[])
     assert all(default.observe_numerics({"step": s, "float8": sample}) is None for s in range(1, 10))  # 10 dB
+
+
+def overflow_warning(step: int, module: str = "blocks.3.mlp.proj", cause: str = "precision_overflow") -> dict:
+    return {"kind": "warning", "code": "nonfinite_cause", "message": "...",
+            "cause": {"cause": cause, "step": step, "module": module, "where": "forward", "dtype": "float16"}}
+
+
+def test_a_module_the_triage_pins_an_overflow_on_is_widened_up_to_the_limit():
+    settings = autopilot.Autopilot(mode="act")
+    pilot = Pilot(settings, narrow_scaled=True, layers={})
+    assert pilot.observe_warning(overflow_warning(3, cause="input")) is None  # bad data: no precision fix
+    decision = pilot.observe_warning(overflow_warning(3))
+    assert decision is not None and decision.rule == "widen_overflow" and decision.step == 3
+    assert decision.to == {"amp.layers": {"blocks.3.mlp.proj": "fp32"}}
+    assert decision.advice("fp16+scaler").endswith("""(--set amp.layers={"blocks.3.mlp.proj" = 'fp32'})""")
+    assert values.parse_set(["amp.layers={\"blocks.3.mlp.proj\" = 'fp32'}"]) == {"amp.layers": decision.to["amp.layers"]}
+    assert Pilot(settings, narrow_scaled=True).observe_warning(overflow_warning(3)) is None  # not the trainer's run
+    limited = Pilot(settings, narrow_scaled=True, layers={"a": "fp32", "b": "fp32"}, widened=2)
+    assert limited.observe_warning(overflow_warning(5)) is None and "widen_limit" in (limited.held_back or "")

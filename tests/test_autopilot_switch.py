@@ -150,4 +150,20 @@ def test_plan_labs_outlier_layer_leaves_float8_after_its_alarms_and_the_others_s
     (hand / "config.toml").write_text(values.to_toml(cfg.to_dict()))
     subprocess.run([sys.executable, "-m", "amptui.trainer", str(hand), "--resume"], check=True,
                    capture_output=True, timeout=600)
-    assert losses_after(run, at) == losses_after(hand, at) and len(losses_after(run, at)) == 16 - at
+    assert losses_after(run, at) == losses_after(hand, at) and len(losses_after(run, at)) == (16 - at) // 2  # log.every 2
+
+
+def test_a_forced_float16_overflow_in_one_module_is_widened_and_the_run_completes(runs_dir):
+    """numerics-lab: blocks.3.mlp.proj's forward passes float16's range on every batch (every step skipped).
+    The triage names it (`precision_overflow`) at step 1; rule widen_overflow puts that module in float32
+    at a checkpoint ([amp.layers]) and the run trains on in float16 + GradScaler: no step skipped after."""
+    amptui("run", "numerics-lab", "--set", "run.max_steps=8", "--set", "amp.autopilot={mode=\"act\"}", check=True)
+    run = only_run(runs_dir)
+    records = events(run)
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    assert switch["rule"] == "widen_overflow" and switch["evidence"]["cause"]["cause"] == "precision_overflow"
+    assert switch["to"]["keys"] == {"amp.layers": {"blocks.3.mlp.proj": "fp32"}}
+    after = [r for r in records if r["kind"] == "step" and r["step"] > switch["step"]]
+    assert after and all(r["skipped"] == 0 and r["loss"] is not None for r in after)
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+    assert f"fp16+scaler -> fp16+scaler + 1 fp32 layer at step {switch['step']}" in amptui("runs", check=True).stdout

@@ -39,8 +39,15 @@ class Decision:
         return f"autopilot: switched {from_words} -> {self.to_words} at step {step}: {self.why} (rule {self.rule})"
 
 
-def _toml(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+def _toml(value: Any, inner: bool = False) -> str:
+    """A --set value as TOML: true, bfloat16 (a bare word --set takes), ['a'], {"a" = 'b'}."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"\"{k}\" = {_toml(v, True)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v, True) for v in value) + "]"
+    return f"'{value}'" if isinstance(value, str) and (inner or not value.replace("_", "").isalnum()) else str(value)
 
 
 @dataclass
@@ -55,6 +62,7 @@ class ScaleCollapse:
     clean_seen: bool = False
     last_step: int = 0
     skips: deque = field(default_factory=deque)           # (step, skipped) of the records in the window
+    held: bool = False                                    # it fired where bfloat16 is slow: said, not acted on
     history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
 
     def observe(self, step: int, scale: float | None, skipped: int) -> str | None:
@@ -117,10 +125,10 @@ class Float8Sqnr:
 
 
 class Pilot:
-    """The rules of one run, fed its step records in order; each decides at most once."""
+    """The rules of one run, fed its records in order; each rule decides at most once (a switch builds a new Pilot)."""
 
     def __init__(self, settings: Autopilot, *, narrow_scaled: bool, wide: str = "bfloat16", wide_fast: bool = True,
-                 float8_skip: Sequence[str] | None = None):
+                 float8_skip: Sequence[str] | None = None, layers: Mapping[str, str] | None = None, widened: int = 0):
         self.settings = settings
         self.wide, self.wide_fast = wide, wide_fast
         self.collapse = ScaleCollapse(settings) if narrow_scaled and "scale_collapse" in settings.rules else None
@@ -128,11 +136,38 @@ class Pilot:
         self.float8_skip = list(float8_skip) if float8_skip is not None else None
         self.sqnr = Float8Sqnr(settings) if float8_skip is not None and "float8_sqnr" in settings.rules else None
         self.decided: list[Decision] = []
-        self.held_back: str | None = None  # a rule fired where its target is slow: said once, not acted on
+        # widen_overflow: amptui's trainer's [amp.layers] (None: not its run), and how many modules earlier switches widened
+        self.layers = dict(layers) if layers is not None and "widen_overflow" in settings.rules else None
+        self.widened = widened
+        self.held_back: str | None = None  # a rule that fired but is not acted on (its target slow here): why
+
+    def _fired(self, rule: str) -> bool:
+        return any(d.rule == rule for d in self.decided)
+
+    def observe_warning(self, record: Mapping[str, Any]) -> Decision | None:
+        """A `warning` record: a non-finite step whose triage names `precision_overflow` in a module (rule
+        widen_overflow): that module computes in float32 from here, up to `widen_limit` modules a run."""
+        cause = record.get("cause")
+        if self.layers is None or record.get("code") != "nonfinite_cause" or not isinstance(cause, Mapping):
+            return None
+        module, step = cause.get("module"), cause.get("step")
+        if cause.get("cause") != "precision_overflow" or not isinstance(module, str) or not module or \
+                not isinstance(step, int) or self.layers.get(module) == "fp32" or self._fired("widen_overflow"):
+            return None
+        if self.widened >= self.settings.widen_limit:
+            self.held_back = (f"autopilot: {module} overflowed {cause.get('dtype', '')} at step {step}, but "
+                              f"{self.widened} modules were widened already (widen_limit): not switching")
+            return None
+        decision = Decision("widen_overflow", step, {"amp.layers": {**self.layers, module: "fp32"}}, f"{module} in fp32",
+                            f"step {step}: {module}'s {cause.get('where', 'forward')} output passed "
+                            f"{cause.get('dtype', 'the dtype')}'s range with finite inputs (precision_overflow)",
+                            {"cause": dict(cause), "widened_before": self.widened})
+        self.decided.append(decision)
+        return decision
 
     def observe_numerics(self, record: Mapping[str, Any]) -> Decision | None:
         """A `numerics` record (a range sample with its float8 layers' SQNR): rule float8_sqnr."""
-        if self.sqnr is None or self.decided or self.float8_skip is None:
+        if self.sqnr is None or self._fired("float8_sqnr") or self.float8_skip is None:
             return None
         fired = self.sqnr.observe(record)
         if fired is None:
@@ -146,12 +181,13 @@ class Pilot:
 
     def observe(self, record: Mapping[str, Any]) -> Decision | None:
         step, scale, skipped = record.get("step"), record.get("scale"), record.get("skipped") or 0
-        if not isinstance(step, int) or self.collapse is None or self.decided or self.held_back:
+        if not isinstance(step, int) or self.collapse is None or self._fired("scale_collapse") or self.collapse.held:
             return None
         why = self.collapse.observe(step, scale if isinstance(scale, (int, float)) else None, int(skipped))
         if why is None:
             return None
         if not self.wide_fast:
+            self.collapse.held = True
             self.held_back = (f"autopilot: the scale collapsed at step {step} ({why}), but {self.wide} is slow on "
                               "this device (as `amptui doctor` measures it): not switching")
             return None

@@ -23,7 +23,7 @@ from amptui.core import checkpoints as info
 from amptui.core.config import autopilot as settings_of
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
-from amptui.core.records import PrecisionSwitch, Record, Step
+from amptui.core.records import PrecisionSwitch, Record, Step, WarningRecord
 from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
 from amptui.telemetry.autopilot import CODE
 from amptui.telemetry.autopilot import Autopilot as Rules
@@ -76,13 +76,16 @@ class Autopilot:
 
     def _pilot(self) -> Rules:
         t = self.trainer
-        return Rules.of(t.cfg.amp, t.state.precision, t.state.device, trainer=True) or \
+        widened = len(set(t.cfg.amp.layers) - set(t.base_cfg.amp.layers))  # by earlier widen_overflow switches
+        return Rules.of(t.cfg.amp, t.state.precision, t.state.device, trainer=True, widened=widened) or \
             Rules(self.settings, t.state.precision, t.state.device)
 
     # a Sink of the Recorder (telemetry/sinks.py): the records besides step records (numerics samples)
     def note(self, record: Record) -> None:
-        if self.pending is None:
+        if self.pending is None and not (isinstance(record, WarningRecord) and record.code == CODE):
             self._decided(self.pilot.note(record))
+            if said := self.pilot.said():
+                self.trainer.warn(said, code=CODE)
 
     def step(self, record: Step) -> None:
         pass
@@ -122,10 +125,16 @@ class Autopilot:
         t, decision = self.trainer, self.pending
         assert decision is not None
         self.pending = None
-        before, before_values = t.state.precision, t.cfg.flat()
+        before, before_values, kept_keys = t.state.precision, t.cfg.flat(), dict(t.switched)
         t.switched.update(decision.to)  # in the checkpoint: a resume from it, or a later one, goes on switched
         t.checkpointed_step = -1        # written even where this step's checkpoint is (it lacks the keys)
         t.save_checkpoint()
+        written = info.read_info(RunFolder(t.run_dir).checkpoints)
+        if written is None or written.get("step") != t.progress.step:  # e.g. a non-finite loss without a scaler
+            t.switched = kept_keys
+            t.warn(f"{decision.advice(before.short)}; not switched: no checkpoint of step {t.progress.step} to switch "
+                   "at (the last one is older)", code=CODE)
+            return
         kept = keep_checkpoint(t.run_dir, t.progress.step)
         t.cfg = t.base_cfg.with_overrides(t.switched, source="autopilot")
         t.state = build_state(t.cfg, t.dist, t.state.device, t.log)

@@ -9,7 +9,8 @@ here against `KEYS` (type, default, meaning), so a preset's mistake names the ke
     skip_window = 100       # ... within this many steps, after the first clean one (calibration is not counted)
 
 Rules (docs/autopilot.md): `scale_collapse`, float16 + GradScaler -> bfloat16 where bfloat16 is fast;
-`float8_sqnr`, a float8 linear whose sampled SQNR stays low -> high precision (amp.float8_skip).
+`float8_sqnr`, a float8 linear whose sampled SQNR stays low -> high precision (amp.float8_skip);
+`widen_overflow`, a module whose overflow the triage names (`precision_overflow`) -> float32 ([amp.layers]).
 No torch here: the rules themselves are core/autopilot.py.
 """
 
@@ -23,7 +24,7 @@ from amptui.core.errors import ConfigError
 
 KEY = "amp.autopilot"
 MODES = ("off", "advise", "act")
-RULES = ("scale_collapse", "float8_sqnr")  # the rules built so far (issue 54 names five; docs/autopilot.md)
+RULES = ("scale_collapse", "float8_sqnr", "widen_overflow")  # the rules built so far (issue 54 names five; docs/autopilot.md)
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class Autopilot:
     # float8 layers keep 20-35 dB; plan-lab's outlier linear, whose inputs are rounded away, stays under it)
     sqnr_db: float = 10.0
     sqnr_alarms: int = 3
+    # widen_overflow: a module whose non-finite step the triage pins on float16's range computes in float32 from
+    # then on ([amp.layers] "module" = "fp32"), at most this many modules a run
+    widen_limit: int = 2
 
     @property
     def on(self) -> bool:
@@ -61,6 +65,7 @@ _DOCS = {
     "skip_window": "... within this many optimizer steps (after the first clean step) fires the rule",
     "sqnr_db": "float8_sqnr: a float8 linear's sampled GEMM output SQNR (dB) under this ...",
     "sqnr_alarms": "... in this many range samples ([numerics] every) moves it back to high precision",
+    "widen_limit": "widen_overflow: at most this many modules widened to float32 in a run",
 }
 
 
