@@ -188,3 +188,14 @@ def test_a_module_the_triage_pins_an_overflow_on_is_widened_up_to_the_limit():
     assert Pilot(settings, narrow_scaled=True).observe_warning(overflow_warning(3)) is None  # not the trainer's run
     limited = Pilot(settings, narrow_scaled=True, layers={"a": "fp32", "b": "fp32"}, widened=2)
     assert limited.observe_warning(overflow_warning(5)) is None and "widen_limit" in (limited.held_back or "")
+
+
+def test_a_float8_tail_turns_float8_off_for_the_last_share_of_steps():
+    settings = autopilot.Autopilot(mode="act", tail_share=0.25)
+    pilot = Pilot(settings, narrow_scaled=False, float8_skip=[], total_steps=100)
+    fired = [d for d in (pilot.observe({"step": s, "scale": None, "skipped": 0}) for s in range(10, 101, 10)) if d]
+    assert [(d.rule, d.step, d.to) for d in fired] == [("float8_tail", 80, {"amp.float8": "off"})]
+    assert Pilot(autopilot.Autopilot(mode="act"), narrow_scaled=False, float8_skip=[], total_steps=100).observe(
+        {"step": 99, "scale": None, "skipped": 0}) is None  # tail_share 0: off
+    with pytest.raises(ConfigError, match="amp.autopilot.tail_share must be a number in"):
+        values.build_config({"amp": {"autopilot": {"tail_share": 1.0}}})

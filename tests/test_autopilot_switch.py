@@ -71,7 +71,8 @@ def test_a_collapsing_float16_run_switches_to_bf16_exactly_as_a_hand_resume(bf16
 
 
 def test_advise_changes_nothing_and_says_what_act_would_do(bf16_fast, runs_dir):
-    amptui("run", "autopilot-lab", *SHORT, "--set", "amp.autopilot={mode=\"advise\",floor_steps=20}", check=True)
+    amptui("run", "autopilot-lab", *SHORT, "--set",
+           "amp.autopilot={mode=\"advise\",floor_steps=20,rules=[\"scale_collapse\"]}", check=True)
     amptui("run", "autopilot-lab", *SHORT, "--set", "amp.autopilot={}", check=True)
     advised, plain = sorted(runs_dir.iterdir(), key=lambda p: events(p)[0]["t"])
     assert not [r for r in events(advised) if r["kind"] == "precision_switch"]
@@ -167,3 +168,15 @@ def test_a_forced_float16_overflow_in_one_module_is_widened_and_the_run_complete
     assert after and all(r["skipped"] == 0 and r["loss"] is not None for r in after)
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
     assert f"fp16+scaler -> fp16+scaler + 1 fp32 layer at step {switch['step']}" in amptui("runs", check=True).stdout
+
+
+def test_a_float8_runs_tail_trains_in_high_precision(runs_dir):
+    """tail_share = 0.5 of 16 steps: at the step-8 record the run switches float8 off at a checkpoint;
+    the range samples after it hold no float8 layer, and it completes."""
+    amptui("run", "plan-lab", *PLAN_LAB_FP8, "--set", "amp.autopilot={mode=\"act\",tail_share=0.5}", check=True)
+    records = events(only_run(runs_dir))
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    assert switch["rule"] == "float8_tail" and switch["step"] == 8 and switch["to"]["keys"] == {"amp.float8": "off"}
+    sampled = [(r["step"], bool(r.get("float8"))) for r in records if r["kind"] == "numerics"]
+    assert all(has for step, has in sampled if step <= 8) and not any(has for step, has in sampled if step > 8)
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"

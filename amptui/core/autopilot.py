@@ -128,7 +128,8 @@ class Pilot:
     """The rules of one run, fed its records in order; each rule decides at most once (a switch builds a new Pilot)."""
 
     def __init__(self, settings: Autopilot, *, narrow_scaled: bool, wide: str = "bfloat16", wide_fast: bool = True,
-                 float8_skip: Sequence[str] | None = None, layers: Mapping[str, str] | None = None, widened: int = 0):
+                 float8_skip: Sequence[str] | None = None, layers: Mapping[str, str] | None = None, widened: int = 0,
+                 total_steps: int | None = None):
         self.settings = settings
         self.wide, self.wide_fast = wide, wide_fast
         self.collapse = ScaleCollapse(settings) if narrow_scaled and "scale_collapse" in settings.rules else None
@@ -139,6 +140,7 @@ class Pilot:
         # widen_overflow: amptui's trainer's [amp.layers] (None: not its run), and how many modules earlier switches widened
         self.layers = dict(layers) if layers is not None and "widen_overflow" in settings.rules else None
         self.widened = widened
+        self.total_steps = total_steps  # float8_tail: the run's steps (amptui's trainer knows them)
         self.held_back: str | None = None  # a rule that fired but is not acted on (its target slow here): why
 
     def _fired(self, rule: str) -> bool:
@@ -180,6 +182,23 @@ class Pilot:
         return decision
 
     def observe(self, record: Mapping[str, Any]) -> Decision | None:
+        """A step record: rules float8_tail and scale_collapse."""
+        return self._tail(record) or self._collapse(record)
+
+    def _tail(self, record: Mapping[str, Any]) -> Decision | None:
+        """Rule 4: a float8 run's linears back to high precision (amp.float8 = "off") for the last
+        `tail_share` of its steps (0: off), from the first step record past that point."""
+        step, share, total = record.get("step"), self.settings.tail_share, self.total_steps
+        if not share or not total or self.float8_skip is None or self._fired("float8_tail") or \
+                not isinstance(step, int) or step < total * (1 - share):
+            return None
+        decision = Decision("float8_tail", step, {"amp.float8": "off"}, "float8 off",
+                            f"the last {share:.0%} of the run's {total} steps (from step {step}) in high precision",
+                            {"tail_share": share, "total_steps": total})
+        self.decided.append(decision)
+        return decision
+
+    def _collapse(self, record: Mapping[str, Any]) -> Decision | None:
         step, scale, skipped = record.get("step"), record.get("scale"), record.get("skipped") or 0
         if not isinstance(step, int) or self.collapse is None or self._fired("scale_collapse") or self.collapse.held:
             return None

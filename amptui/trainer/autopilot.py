@@ -77,7 +77,8 @@ class Autopilot:
     def _pilot(self) -> Rules:
         t = self.trainer
         widened = len(set(t.cfg.amp.layers) - set(t.base_cfg.amp.layers))  # by earlier widen_overflow switches
-        return Rules.of(t.cfg.amp, t.state.precision, t.state.device, trainer=True, widened=widened) or \
+        return Rules.of(t.cfg.amp, t.state.precision, t.state.device, trainer=True, widened=widened,
+                        total_steps=t.state.total_steps) or \
             Rules(self.settings, t.state.precision, t.state.device)
 
     # a Sink of the Recorder (telemetry/sinks.py): the records besides step records (numerics samples)

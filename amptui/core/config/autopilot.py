@@ -10,7 +10,8 @@ here against `KEYS` (type, default, meaning), so a preset's mistake names the ke
 
 Rules (docs/autopilot.md): `scale_collapse`, float16 + GradScaler -> bfloat16 where bfloat16 is fast;
 `float8_sqnr`, a float8 linear whose sampled SQNR stays low -> high precision (amp.float8_skip);
-`widen_overflow`, a module whose overflow the triage names (`precision_overflow`) -> float32 ([amp.layers]).
+`widen_overflow`, a module whose overflow the triage names (`precision_overflow`) -> float32 ([amp.layers]);
+`float8_tail`, a float8 run's last `tail_share` of steps in high precision (amp.float8 = "off").
 No torch here: the rules themselves are core/autopilot.py.
 """
 
@@ -24,7 +25,7 @@ from amptui.core.errors import ConfigError
 
 KEY = "amp.autopilot"
 MODES = ("off", "advise", "act")
-RULES = ("scale_collapse", "float8_sqnr", "widen_overflow")  # the rules built so far (issue 54 names five; docs/autopilot.md)
+RULES = ("scale_collapse", "float8_sqnr", "widen_overflow", "float8_tail")  # the rules built so far (issue 54 names five; docs/autopilot.md)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class Autopilot:
     # widen_overflow: a module whose non-finite step the triage pins on float16's range computes in float32 from
     # then on ([amp.layers] "module" = "fp32"), at most this many modules a run
     widen_limit: int = 2
+    # float8_tail: a float8 run's last share of steps in high precision (0 = off: the share is the run's to choose)
+    tail_share: float = 0.0
 
     @property
     def on(self) -> bool:
@@ -66,6 +69,7 @@ _DOCS = {
     "sqnr_db": "float8_sqnr: a float8 linear's sampled GEMM output SQNR (dB) under this ...",
     "sqnr_alarms": "... in this many range samples ([numerics] every) moves it back to high precision",
     "widen_limit": "widen_overflow: at most this many modules widened to float32 in a run",
+    "tail_share": "float8_tail: the last share (0-1) of a float8 run's steps in high precision (0 = off)",
 }
 
 
@@ -96,6 +100,10 @@ def _checked(name: str, value: Any, default: Any, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
         return value
+    if name == "tail_share":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ConfigError(f"{where} must be a number in [0, 1), got {value!r}")
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise ConfigError(f"{where} must be a number > 0, got {value!r}")
     return float(value)
