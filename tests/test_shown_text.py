@@ -6,6 +6,7 @@ it tries to change."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import os
@@ -23,6 +24,52 @@ from amptui.core.fmt import shown
 
 def raw_controls(text: str) -> list[str]:
     return sorted({repr(c) for c in FORBIDDEN.findall(text)})
+
+
+PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
+# Where text goes to a terminal (rich/Textual renderables, widgets, print) and the attributes that
+# hold text from a runs folder or a preset: such an attribute given to such a call must go through
+# core.fmt.shown (the one function that shows such text), inside the call's arguments.
+SINKS = {"Text", "assemble", "append", "update", "Label", "Static", "Option", "print", "write", "add_row",
+         "add_option", "Line"}
+RUN_TEXT = {"preset", "description", "error", "script_line", "message", "preset_ref"}
+NOT_SHOWN_HERE = {  # (file, attribute): why it needs no shown() where the scan sees it
+    ("amptui/cli/abscript.py", "error"): "group.update(error=...) writes the A/B's group file, not a terminal",
+    ("amptui/dashboard/runmodel.py", "message"): "kept in a list; the run screen shows it through shown()",
+    ("amptui/dashboard/screens/home/launch.py", "error"): "a Notice: app.notify shows every message through shown()",
+    ("amptui/dashboard/screens/keys.py", "description"): "a key binding's description: amptui's own words",
+}
+
+
+def unshown(source: str, name: str) -> set[tuple[str, str]]:
+    """(name, attribute) of each RUN_TEXT attribute passed to a SINKS call outside a shown(...) call."""
+    tree = ast.parse(source, name)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def in_shown(node: ast.AST) -> bool:
+        while (node := parents.get(node)) is not None:
+            if isinstance(node, ast.Call) and "shown" in (getattr(node.func, "id", None), getattr(node.func, "attr", None)):
+                return True
+        return False
+
+    found = set()
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and (getattr(call.func, "id", None) or getattr(call.func, "attr", None)) in SINKS:
+            for arg in [*call.args, *(k.value for k in call.keywords)]:
+                found |= {(name, sub.attr) for sub in ast.walk(arg)
+                          if isinstance(sub, ast.Attribute) and sub.attr in RUN_TEXT and not in_shown(sub)}
+    return found
+
+
+def test_text_from_a_runs_folder_reaches_widgets_and_print_only_through_shown():
+    """The scan for shown text (issue 50): the home screen's `Text(shown(r.script_line) or r.preset)`
+    passed a crafted preset name raw; a call like it anywhere in the dashboard or the CLI fails here."""
+    files = sorted([*PACKAGE.joinpath("dashboard").rglob("*.py"), *PACKAGE.joinpath("cli").rglob("*.py")])
+    found = set().union(*(unshown(p.read_text(), str(p.relative_to(PACKAGE.parent))) for p in files))
+    assert found - NOT_SHOWN_HERE.keys() == set(), "show runs-folder text through core.fmt.shown"
+    old_leak = 'text = Text(shown(r.script_line) or r.preset or "-")'
+    assert unshown(old_leak, "runtable.py") == {("runtable.py", "preset")}  # the scan sees the leak it was for
+    assert unshown(old_leak.replace(') or r.preset or "-")', ' or r.preset or "-"))'), "runtable.py") == set()
 
 
 def test_shown_escapes_every_control_bidi_and_line_separator_and_keeps_the_rest():

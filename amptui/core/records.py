@@ -188,6 +188,28 @@ class PlanSample(Record):
 
 
 @dataclass
+class PrecisionSwitch(Record):
+    """The autopilot changed the run's precision at a checkpoint (core/autopilot.py): written as
+    `from` and `to` ({precision: words, short, keys}), the rule, why, its evidence and the checkpoint
+    the run resumed from with the new precision."""
+
+    KIND: ClassVar[str] = "precision_switch"
+
+    step: int
+    source: dict                    # written as "from": {"precision": words, "short": ..., "keys": {...}}
+    to: dict
+    rule: str
+    why: str
+    evidence: dict
+    checkpoint: str                 # the switch's checkpoint, kept beside last.pt
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        out["from"] = out.pop("source")
+        return out
+
+
+@dataclass
 class ErrorInfo:
     """Why a run failed: the `end` record's `error`."""
 
@@ -224,7 +246,7 @@ class End(Record):
 
 
 KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics,
-                                   PlanSample)
+                                   PlanSample, PrecisionSwitch)
 BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}
 COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
 

@@ -20,9 +20,36 @@ from torch import nn
 from amptui.core.config import layers as rules_of
 from amptui.core.config.dtypes import DTYPES, FULL
 from amptui.core.config.precision import Precision
-from amptui.core.errors import UserError
+from amptui.core.errors import ConfigError
 from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
 from amptui.core.modes.float8 import recipe_of as float8_recipe
+
+
+def check_matches(cfg: Any) -> None:
+    """Before a run starts: every [amp.layers] pattern matches a module of the model the config
+    builds (on the meta device: no memory, no weights), else a ConfigError, exit 2, nothing made.
+    A user's model.factory is not run here (it is user code: the trainer says it at its start)."""
+    rules = tuple(cfg.amp.layers.items()) if cfg.amp.layers else ()
+    if not rules or cfg.model.factory or cfg.run.script:
+        return
+    from amptui.trainer.models import build_model
+
+    try:
+        with torch.device("meta"):
+            model = build_model(cfg.model)
+    except Exception:  # noqa: BLE001 -- a model that cannot be built so is left to the trainer to say
+        return
+    missed = rules_of.unmatched((name for name, _ in model.named_modules()), rules)
+    if missed:
+        raise ConfigError(unmatched_words(model, missed))
+
+
+def unmatched_words(model: nn.Module, missed: list[str]) -> str:
+    names = [name for name, _ in model.named_modules()]
+    shown = ", ".join(n for n in names[1:9] if n) + (", ..." if len(names) > 9 else "")
+    return (f"{rules_of.KEY}: {rules_of.named(missed)} {'match' if len(missed) > 1 else 'matches'} no module of "
+            f"this model ({type(model).__name__}: {shown}); patterns match names as model.named_modules() gives them "
+            "(fnmatch: \"blocks.*.mlp.fc\")")
 
 
 @dataclass(frozen=True)
@@ -40,10 +67,7 @@ class LayerScope:
         names = [name for name, _ in model.named_modules()]
         missed = rules_of.unmatched(names, run.layers)
         if missed:
-            shown = ", ".join(n for n in names[1:9] if n) + (", ..." if len(names) > 9 else "")
-            raise UserError(f"{rules_of.KEY}: {', '.join(repr(p) for p in missed)} matches no module of this model "
-                            f"({type(model).__name__}: {shown}); patterns match names as model.named_modules() gives "
-                            f"them (fnmatch: \"blocks.*.mlp.fc\")")
+            raise ConfigError(unmatched_words(model, missed))
         own: dict[str, str] = {}
         inherited: dict[str, str] = {}
         for name in names:  # parents before children

@@ -199,6 +199,9 @@ class AmpConfig:
     mode: str = key("auto", "The precision mode: auto is the one amp.autocast, amp.tf32, amp.float8 and dist.mode "
                     "say; else a mode of its own, by name (`amptui ab --help` lists every mode's variants).",
                     ModeChoices())
+    stochastic_round: bool = key(False, "amp.mode = \"pure\": the optimizer's update computed in float32 and rounded "
+                                 "stochastically into the parameters' dtype, so an update smaller than their last "
+                                 "bit survives on average (optim.name adamw or adam).")
     init_scale: float = key(65536.0, "GradScaler: initial loss scale.", minimum=0.0)
     growth_factor: float = key(2.0, "GradScaler: scale multiplier after growth_interval clean steps.", minimum=1.0)
     backoff_factor: float = key(0.5, "GradScaler: scale multiplier on inf/NaN (the step is skipped).", minimum=0.0)
@@ -221,6 +224,9 @@ class AmpConfig:
                                     "(fnmatch on the names model.named_modules() gives; first match wins; a module no "
                                     "pattern matches runs as its parent, the model as the rest of [amp] says). Variants: "
                                     "fp32, fp16, bf16, fp8, fp8-rowwise, mxfp8. amptui's trainer only (not scripts).")
+    autopilot: Mapping[str, Any] = key({}, "[amp.autopilot]: the precision autopilot, off by default: mode = "
+                                       "\"advise\" (say what it would do) or \"act\" (switch precision at a checkpoint, "
+                                       "exactly as a resume would), and each rule's thresholds (docs/autopilot.md).")
 
 
 @dataclass(frozen=True)

@@ -315,6 +315,8 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
         info.precision, info.precision_words = state.precision.short, state.precision.words
     if applied and info.precision not in ("", "fp32"):  # who chose it: amptui, not the script ("bf16 applied")
         info.precision += " applied"
+    if state.switches:  # the autopilot changed it mid-run: its segments
+        info.precision = info.precision_words = state.segments
     if not own_lock and not alive and not state.ended:
         alive, since = writer_alive(path, launch)  # a session that began while the events were read
     end_t = (state.end or {}).get("t") or 0

@@ -16,7 +16,20 @@ from typing import Any, Iterable
 from amptui.core.config.precision import Precision
 from amptui.core.figures import StepWindows, final_loss
 from amptui.core.inputbound import DataWait
-from amptui.core.records import END, EPOCH, START, STEP, WARNING, End, Epoch, Scaler, Start, Step, WarningRecord
+from amptui.core.records import (
+    END,
+    EPOCH,
+    START,
+    STEP,
+    WARNING,
+    End,
+    Epoch,
+    PrecisionSwitch,
+    Scaler,
+    Start,
+    Step,
+    WarningRecord,
+)
 
 WARNINGS_KEPT = 10
 
@@ -122,6 +135,7 @@ class RunState:
     clock: RunClock = field(default_factory=RunClock)
     recent: deque[tuple[float, int]] = field(default_factory=deque)  # (t, step) of the last ETA_WINDOW_S
     timed: StepWindows = field(default_factory=StepWindows)  # the step records' windows (core.figures)
+    switches: list[dict[str, Any]] = field(default_factory=list)  # the autopilot's precision_switch records
 
     # --- what it says -------------------------------------------------------------------------
 
@@ -139,8 +153,16 @@ class RunState:
         return self.end is not None
 
     @property
+    def segments(self) -> str:
+        """The run's precision as its segments ("fp16+scaler -> bf16 at step 1200"); "" without a switch."""
+        from amptui.core.autopilot import segments
+
+        return segments(self.switches)
+
+    @property
     def precision_words(self) -> str:
-        return self.precision.words if self.precision is not None else self.precision_said
+        """In words; a run the autopilot switched: its segments ("fp16+scaler -> bf16 at step 1200")."""
+        return self.segments or (self.precision.words if self.precision is not None else self.precision_said)
 
     @property
     def final_loss(self) -> float | None:
@@ -235,6 +257,8 @@ class RunState:
             self._on_epoch(rec)
         elif kind == Scaler.KIND:
             self.scaler_seen = True
+        elif kind == PrecisionSwitch.KIND and isinstance(rec.get("step"), int):
+            self.switches.append(rec)
         elif kind == WarningRecord.KIND:
             self.warnings.append(str(rec.get(WARNING.message, "")))
             self.warning_codes.add(str(rec.get(WARNING.code, "")))

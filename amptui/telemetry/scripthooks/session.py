@@ -34,7 +34,9 @@ from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
+from amptui.core.turns import Turns
 from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.autopilot import CODE, Autopilot
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -76,8 +78,14 @@ class ScriptSession:
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
+        self.autopilot: Autopilot | None = None  # [amp.autopilot], once the precision is seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
+        # `ab --script --interleave`: the script trains only in its turn (core/turns.py), handed on at
+        # each step record, as the trainer does; the first wait is before its first line runs
+        self.turns = Turns.from_env() if world_size == 1 else None
+        if self.turns is not None:
+            self.turns.wait(lambda: os.path.exists(self.stop_file))
         self.seen = AutocastSeen()
         self.steps = StepWatch(self)
         self.scaling = ScalerWatch(self)
@@ -160,7 +168,8 @@ class ScriptSession:
         recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
                        epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
                        parameters=sum(p.numel() for p in optimizer_params(steps.optimizers)) or None,
-                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code)
+                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code,
+                       interleaved=True if self.turns is not None else None)
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
@@ -173,6 +182,7 @@ class ScriptSession:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
+        self.autopilot = Autopilot.of(cfg.amp, precision, recorder.device)  # advises only: the loop is the script's
 
     def _slow_on_cpu(self, precision: Precision) -> None:
         """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
@@ -214,12 +224,23 @@ class ScriptSession:
             self._stop()
         if step % self.log_every == 0:
             self.write_step()
+            self.take_turn()
             if ddp.any_rank(os.path.exists(self.stop_file), recorder.active_meter.device, self.world_size):
                 self._stop()
         elif self.world_size == 1 and time.monotonic() >= self._next_stop_check:
             self._next_stop_check = time.monotonic() + STOP_CHECK_S
             if os.path.exists(self.stop_file):
                 self._stop()
+
+    def take_turn(self) -> None:
+        """`ab --script --interleave`: hand the turn on at a step record and wait for it again, off
+        the step clock and out of the machine-load window (the others' steps are not this run's)."""
+        if self.turns is None or not self.turns.on:
+            return
+        self.turns.pass_on()
+        with self.recorder.paused("turn"):
+            self.turns.wait(lambda: os.path.exists(self.stop_file))
+        self.recorder.machine_load.restart()
 
     def _stop(self) -> None:
         """`amptui stop`: leave the script at this step (a KeyboardInterrupt it may catch to save)."""
@@ -228,7 +249,13 @@ class ScriptSession:
 
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
-        self.recorder.write_step()
+        record = self.recorder.write_step()
+        if self.autopilot is not None:  # advice only: the loop is the script's
+            decision, said = self.autopilot.observe(record)
+            if decision is not None:
+                self.warn(CODE, decision.advice(self.autopilot.precision.short, own_loop=True))
+            if said:
+                self.warn(CODE + "_held", said)
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
             if not replay_cause(self, self.recorder.counters.step):  # else: sample the next steps' ranges
@@ -274,6 +301,8 @@ class ScriptSession:
 
     def remove(self) -> None:
         self.ended = True
+        if self.turns is not None:  # the other variants go on taking turns without this one
+            self.turns.retire()
         self.patches.remove()
         if self.applied is not None:
             self.applied.remove()

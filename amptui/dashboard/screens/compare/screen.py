@@ -212,8 +212,9 @@ class CompareScreen(DashboardScreen):
             marker = "braille" if i == 0 else MARKERS[(i - 1) % len(MARKERS)]
             lines.append(Line(xs, ys, label=label, color=COLORS[i % len(COLORS)],
                               marker=marker, scatter=i > 0, sparse=i > 0))
+        marks = tuple(sorted({float(rec["step"]) for s in summaries for rec in s.switches}))  # autopilot switches
         self.query_one("#compare-plot", MetricPlot).update_figure(
-            Figure(lines, empty="no loss records", x_range=x_range))
+            Figure(lines, empty="no loss records", x_range=x_range, marks=marks))
         band, gaps = loss_gaps(summaries)
         gap_lines: list[Line] = []
         if x_range is not None and gaps:
@@ -225,7 +226,7 @@ class CompareScreen(DashboardScreen):
         top = max([band, *(abs(g) for gap in gaps for g in gap.gaps)], default=band) or 1.0
         self.query_one("#compare-gap", MetricPlot).update_figure(
             Figure(gap_lines, empty="one run: nothing to set against", x_range=x_range, legend=False,
-                   y_range=(-top, top)))
+                   y_range=(-top, top), marks=marks))
         box = self.query_one("#compare-gap-box")
         # each run's share of steps inside the band, then the band: "2: 100%, 3: 87% in ±0.0912";
         # a band too wide for the loss says why instead of a true, useless 100%: a short run's still
