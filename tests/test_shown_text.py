@@ -118,8 +118,8 @@ async def test_a_crafted_run_draws_no_control_character_on_any_screen(root, craf
     from amptui.dashboard.screens.home.presets import PresetList
     from amptui.dashboard.screens.modals import RunInfoModal
     from amptui.dashboard.screens.plan.screen import PlanScreen
-    from amptui.dashboard.screens.tune.screen import TuneScreen
     from amptui.dashboard.screens.run.screen import RunScreen
+    from amptui.dashboard.screens.tune.screen import TuneScreen
 
     app = app_for(root)
     seen = {}
