@@ -41,3 +41,23 @@ def test_a_scripts_float16_on_a_cpu_gets_the_slow_here_note(runs_dir):
     assert "amp.autocast" not in said["slow_on_cpu"]  # a script has no preset keys: the loop's words
     _, recs, _ = record_script(runs_dir, "plain_fp32.py", "--steps", "2", log_every=1)
     assert not [r for r in recs if r.get("code") == "slow_on_cpu"]  # float32: nothing to say
+
+
+@pytest.fixture(scope="module")
+def state_outside_tests():
+    """What a module fixture (one that starts real runs before any test's `isolated` applies) writes to."""
+    import os
+
+    return os.environ.get("XDG_STATE_HOME"), os.environ.get("XDG_CONFIG_HOME")
+
+
+def test_the_suite_never_writes_into_the_users_state_folder(state_outside_tests):
+    """Issue 51 (small): module fixtures' runs recorded their folders in the user's real
+    ~/.local/state/amptui/runs-folders.json; outside a test's own folders the session has its own."""
+    import os
+    from pathlib import Path
+
+    home = Path(os.path.expanduser("~")).resolve()
+    for folder in state_outside_tests:
+        where = Path(folder or "~").expanduser().resolve()
+        assert folder and not where.is_relative_to(home / ".local") and not where.is_relative_to(home / ".config"), folder

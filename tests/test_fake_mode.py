@@ -138,7 +138,7 @@ def test_ab_takes_and_lists_the_new_variant(registered):
 
 def test_tune_plans_it_after_the_built_in_precisions(registered):
     T = tune_plan
-    assert T.precisions() == ("bf16", "fp16+scaler", "fp16-norms")
+    assert T.precisions() == ("bf16", "fp16+scaler", "bf16-pure", "fp16-norms")
     assert T.precision_candidate("fp16-norms").knobs["amp.mode"] == "fp16-norms"
     from amptui.tune.scriptsearch import script_precisions
 

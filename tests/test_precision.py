@@ -66,7 +66,7 @@ def test_short_and_words(precision, short, words):
 
 
 def test_every_variant_round_trips_through_a_config():
-    assert variant_names() == ["fp32", "tf32", "fp16", "fp16+scaler", "bf16", "bf16+scaler"]
+    assert variant_names() == ["fp32", "tf32", "fp16", "fp16+scaler", "bf16", "bf16+scaler", "bf16-pure", "bf16-pure+sr"]
     for name in variant_names():
         p = Precision.from_variant(name)
         assert p.short == name
@@ -168,7 +168,7 @@ def with_fp8(monkeypatch):
 
 def test_a_new_dtype_is_one_entry(with_fp8, monkeypatch):
     # names and variants
-    assert variant_names()[-2:] == ["fp8", "fp8+scaler"]
+    assert variant_names()[6:8] == ["fp8", "fp8+scaler"]  # after the autocast dtypes, before the modes that follow
     p = Precision.from_variant("fp8+scaler")
     assert p == Precision(True, "float8_e4m3fn", True)
     assert (p.short, p.words) == ("fp8+scaler", "autocast float8_e4m3fn + GradScaler")
@@ -177,9 +177,9 @@ def test_a_new_dtype_is_one_entry(with_fp8, monkeypatch):
     # the A/B takes it, its defaults stay those of the "auto" dtypes
     assert dict(ab.expand("fp32,fp8", "cuda"))["fp8"] == {"amp.autocast": True, "amp.dtype": "float8_e4m3fn",
                                                           "amp.grad_scaler": False}
-    assert "fp8+scaler" in ab.VARIANTS and len(ab.VARIANTS) == 8
+    assert "fp8+scaler" in ab.VARIANTS and len(ab.VARIANTS) == 10
     assert [n for n, _ in ab.expand(None, "cuda")] == ["fp32", "fp16", "fp16+scaler"]
-    with pytest.raises(UserError, match="known: fp32, tf32, fp16, fp16\\+scaler, bf16, bf16\\+scaler, fp8, fp8\\+scaler"):
+    with pytest.raises(UserError, match="known: fp32, tf32, fp16, fp16\\+scaler, bf16, bf16\\+scaler, fp8, fp8\\+scaler, bf16-pure"):
         ab.expand("fp4", "cuda")
     # the config accepts it, and grad_scaler = "auto" follows its needs_scaler
     values = config.build_config({"amp": {"dtype": "float8_e4m3fn"}})

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
 OPENER = PACKAGE / "core" / "safefile.py"
 WRITES = {"write_text", "write_bytes"}
 
-# file -> (how many such calls it may hold, why none of them is a runs-folder file)
+# file -> (how many such calls it may hold at most, why none of them is a runs-folder file)
 NOT_RUNS_FOLDER = {
     "amptui/cli/estimate.py": (2, "/proc/self/stat and /proc/uptime"),
     "amptui/cli/pictures.py": (1, "watch --svg FILE: the file the user named on the command line"),
@@ -55,7 +55,7 @@ def test_runs_folder_files_are_opened_only_through_safefile():
         name = str(path.relative_to(PACKAGE.parent))
         lines = opens_in(path)
         allowed = NOT_RUNS_FOLDER.get(name, (0, ""))[0]
-        if len(lines) != allowed:
+        if len(lines) > allowed:
             unexpected[name] = f"{len(lines)} at lines {lines}, {allowed} allowed"
     assert unexpected == {}, ("open, create and write runs-folder files through amptui/core/safefile.py "
                               f"(or say here why a file is not in a runs folder): {unexpected}")

@@ -79,6 +79,10 @@ def handle(args) -> int:
     else:
         overrides.update({"run.max_steps": args.steps, "log.checkpoint_every": 0, "log.eval_every": 0})
     root = runs.runs_root(args.runs_dir, writable=True)
+    if preset is not None:
+        from amptui.cli.run import check_layer_rules
+
+        check_layer_rules(preset.config(overrides))
     run_dir, cfg = launch.create_run(preset, overrides, root, notes=[])
     samples, start = sampled_run(run_dir, launch.start(run_dir, script_args=args.script_args), args)
     if not samples:

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from amptui.core import cluster, preflight
+from amptui.core.config.precision import Precision
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter, events_file
 from amptui.core.fmt import fmt_accuracy, fmt_loss
@@ -96,10 +97,11 @@ class Trainer:
         preflight.check_data(cfg)
         preflight.check_weights(cfg)
         device = choose_device(cfg.run, self.dist.local_rank, self.log)
-        tf32.apply(cfg.amp.tf32)  # before anything computes: the start record reads it back
+        precision = Precision.from_config(cfg, device.type)  # once per process: the state, the start record, the notes
+        tf32.apply(True if precision.mode.tf32(precision) else cfg.amp.tf32)  # before anything computes: the start record reads it back
         self.dist.init(cfg.dist.backend, always=cfg.dist.mode == "fsdp")
         self.recorder.use_device(device)
-        self.state = build_state(cfg, self.dist, device, self.log)
+        self.state = build_state(cfg, self.dist, device, self.log, precision)
         attach_recorder(self.recorder, cfg, self.state, self.run_dir, self.dist.rank)
         if cfg.numerics.trace_nonfinite and self.state.skips is not None:
             self.replay = StepReplay(self.state, self.dist, self.recorder)
@@ -110,7 +112,7 @@ class Trainer:
             resumed_from = restore(self.run_dir, self.base_cfg, self.state, self.progress, self.warn)
         self.autopilot = Autopilot.of(self)
         self.emit_start(resumed_from)
-        for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg)):
+        for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg), self.state.precision):
             self.warn(message)
         for runtime, done in self.state.conversions:  # what each mode's conversion did, and how
             if done is not None:

@@ -70,10 +70,12 @@ class TrainingState:
         return x
 
 
-def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[str], None]) -> TrainingState:
-    """Everything the loop needs, in the order that keeps a seeded run's numbers the same."""
+def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[str], None],
+                precision: Precision | None = None) -> TrainingState:
+    """Everything the loop needs, in the order that keeps a seeded run's numbers the same (`precision`:
+    the config's for this device, computed once by the loop; a caller without one has it computed here)."""
     torch.manual_seed(cfg.run.seed)
-    precision = Precision.from_config(cfg, device.type)
+    precision = precision or Precision.from_config(cfg, device.type)
     autocast = Autocast.of(precision, device)  # under FSDP a no-op: the policy applies instead
     scaler = build_scaler(cfg.amp, device, precision)
     model = build_model_on(cfg.model, device)
@@ -88,13 +90,15 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
     conversions = tuple((r, r.convert(model, precision, cfg, device, scope)) for r in runtimes)
     layer_labels = layer_dtypes = None
     if scope is not None:
-        layer_labels, layer_dtypes = scope.labels(model), scope.dtypes(model)
-        precision = dataclasses.replace(precision, mix=scope.mix(model, unruled))
+        converted = {name: v for _, done in conversions if done is not None for name, v in done.variants().items()}
+        layer_labels, layer_dtypes = scope.labels(model, converted), scope.dtypes(model)
+        precision = dataclasses.replace(precision, mix=scope.mix(model, unruled, converted))
         if precision.fsdp_policy is None:  # under FSDP each ruled module gets a policy of its own instead
             apply_autocast(model, scope, device)
     forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode, precision, scope)
     # after FSDP: its parameters are the shards
-    optimizer = build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
+    optimizer = next((o for r in runtimes if (o := r.optimizer(cfg, list(model.parameters()), precision)) is not None),
+                     None) or build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
     log(implementation_line(optimizer))
     schedule = Schedule(cfg, optimizer, steps_per_epoch, total_steps)
     skips = SkipLedger(device, capacity=cfg.log.every + 1) if precision.scaler else None

@@ -199,6 +199,9 @@ class AmpConfig:
     mode: str = key("auto", "The precision mode: auto is the one amp.autocast, amp.tf32, amp.float8 and dist.mode "
                     "say; else a mode of its own, by name (`amptui ab --help` lists every mode's variants).",
                     ModeChoices())
+    stochastic_round: bool = key(False, "amp.mode = \"pure\": the optimizer's update computed in float32 and rounded "
+                                 "stochastically into the parameters' dtype, so an update smaller than their last "
+                                 "bit survives on average (optim.name adamw or adam).")
     init_scale: float = key(65536.0, "GradScaler: initial loss scale.", minimum=0.0)
     growth_factor: float = key(2.0, "GradScaler: scale multiplier after growth_interval clean steps.", minimum=1.0)
     backoff_factor: float = key(0.5, "GradScaler: scale multiplier on inf/NaN (the step is skipped).", minimum=0.0)

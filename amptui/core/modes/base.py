@@ -32,6 +32,7 @@ class PrecisionMode(ABC):
     keys: tuple[str, ...] = ()  # the preset keys (dotted) it reads beyond amp.autocast/dtype/grad_scaler
     chosen_by_name = False  # only `amp.mode = NAME` picks it (no other key implies it)
     per_layer = False  # an [amp.layers] rule may name its variants (a compute precision of a layer's own)
+    extra = ""  # the amptui extra (pip install 'amptui[EXTRA]') a node needs for it ("": none)
     toggle = ""  # the preset key of its row on the home screen's toggles ("": none; a select of the key's choices)
     tune_last = False  # `amptui tune` tries its variant last, in a trial of its own (compiled)
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # amp.float8's recipes (torchao), each with its variant name; every one runs on top of bfloat16 autocast
 RECIPES: dict[str, str] = {"tensorwise": "fp8", "rowwise": "fp8-rowwise", "mxfp8": "mxfp8"}
 AUTOCAST = "bfloat16"  # the autocast dtype amp.float8's recipes run on top of
-EXTRA = "pip install 'amptui[fp8]'"
+EXTRA = "pip install 'amptui[fp8]'"  # the install line of the mode's `extra`
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class Float8(PrecisionMode):
     per_layer = True
     tune_last = True
     toggle = "amp.float8"
+    extra = "fp8"
 
     def variants(self) -> list[str]:
         return list(RECIPES.values())

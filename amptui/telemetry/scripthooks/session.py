@@ -34,6 +34,7 @@ from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
+from amptui.core.turns import Turns
 from amptui.telemetry import Recorder, ddp
 from amptui.telemetry.autopilot import CODE, Autopilot
 from amptui.telemetry.mirrors import mirror_sinks
@@ -80,6 +81,11 @@ class ScriptSession:
         self.autopilot: Autopilot | None = None  # [amp.autopilot], once the precision is seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
+        # `ab --script --interleave`: the script trains only in its turn (core/turns.py), handed on at
+        # each step record, as the trainer does; the first wait is before its first line runs
+        self.turns = Turns.from_env() if world_size == 1 else None
+        if self.turns is not None:
+            self.turns.wait(lambda: os.path.exists(self.stop_file))
         self.seen = AutocastSeen()
         self.steps = StepWatch(self)
         self.scaling = ScalerWatch(self)
@@ -162,7 +168,8 @@ class ScriptSession:
         recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
                        epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
                        parameters=sum(p.numel() for p in optimizer_params(steps.optimizers)) or None,
-                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code)
+                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code,
+                       interleaved=True if self.turns is not None else None)
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
@@ -217,12 +224,23 @@ class ScriptSession:
             self._stop()
         if step % self.log_every == 0:
             self.write_step()
+            self.take_turn()
             if ddp.any_rank(os.path.exists(self.stop_file), recorder.active_meter.device, self.world_size):
                 self._stop()
         elif self.world_size == 1 and time.monotonic() >= self._next_stop_check:
             self._next_stop_check = time.monotonic() + STOP_CHECK_S
             if os.path.exists(self.stop_file):
                 self._stop()
+
+    def take_turn(self) -> None:
+        """`ab --script --interleave`: hand the turn on at a step record and wait for it again, off
+        the step clock and out of the machine-load window (the others' steps are not this run's)."""
+        if self.turns is None or not self.turns.on:
+            return
+        self.turns.pass_on()
+        with self.recorder.paused("turn"):
+            self.turns.wait(lambda: os.path.exists(self.stop_file))
+        self.recorder.machine_load.restart()
 
     def _stop(self) -> None:
         """`amptui stop`: leave the script at this step (a KeyboardInterrupt it may catch to save)."""
@@ -283,6 +301,8 @@ class ScriptSession:
 
     def remove(self) -> None:
         self.ended = True
+        if self.turns is not None:  # the other variants go on taking turns without this one
+            self.turns.retire()
         self.patches.remove()
         if self.applied is not None:
             self.applied.remove()
