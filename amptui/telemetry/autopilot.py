@@ -5,7 +5,7 @@ a script's loop)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -60,3 +60,31 @@ class Autopilot:
         if record is None:
             return None, None
         return self.pilot.observe(record.fields()), self.said()
+
+    def advisor(self, warn: Callable[[str, str], None]) -> Advisor:
+        """A sink for a run amptui does not own the loop of (a script's hooks): what `act` would do, said as
+        warnings through `warn(code, message)`; nothing changed."""
+        return Advisor(self, warn)
+
+
+class Advisor:
+    """A Recorder sink (telemetry/sinks.py) that feeds the rules each step record and says each decision."""
+
+    def __init__(self, pilot: Autopilot, warn: Callable[[str, str], None]):
+        self.pilot, self.warn = pilot, warn
+
+    def step(self, record: Step) -> None:
+        decision, said = self.pilot.observe(record)
+        if decision is not None:
+            self.warn(CODE, decision.advice(self.pilot.precision.short, own_loop=True))
+        if said:
+            self.warn(CODE + "_held", said)
+
+    def note(self, record: Record) -> None:
+        pass
+
+    def epoch(self, record: Any, step: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

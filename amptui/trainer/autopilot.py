@@ -89,7 +89,7 @@ class Autopilot:
                 self.trainer.warn(said, code=CODE)
 
     def step(self, record: Step) -> None:
-        pass
+        self.observe(record)
 
     def epoch(self, record: Any, step: int) -> None:
         pass
