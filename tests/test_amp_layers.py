@@ -105,7 +105,7 @@ def _built(rules, **amp):
     runtimes = runtimes_for(precision, scope)
     unruled = trainer_state.unruled_layers(model, precision, cfg, CPU, scope, runtimes)
     [done] = [r.convert(model, precision, cfg, CPU, scope) for r in runtimes] or [None]
-    mix = scope.mix(model, unruled)
+    mix = scope.mix(model, unruled, done.variants() if done is not None else {})
     apply_autocast(model, scope, CPU)
     return model, scope, done, mix
 
@@ -115,7 +115,7 @@ def test_two_float8_rowwise_layers_and_the_rest_in_bf16():
     assert done.layers == {"blocks.0.mlp.fc": "rowwise", "blocks.1.mlp.fc": "rowwise"} and done.recipe == "off"
     assert type(model.get_submodule("blocks.0.mlp.fc")).__name__ == "Float8Linear"
     assert type(model.get_submodule("blocks.0.mlp.proj")) is nn.Linear
-    labels = scope.labels(model)
+    labels = scope.labels(model, done.variants())  # the conversion says which layers it converted
     assert {n for n, v in labels.items() if v == "fp8-rowwise"} == {"blocks.0.mlp.fc", "blocks.1.mlp.fc"}
     assert set(labels.values()) == {"bf16", "fp8-rowwise"}
     assert mix == (("fp8-rowwise", 2),)

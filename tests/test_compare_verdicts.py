@@ -11,13 +11,14 @@ from support.records import record, write_records
 from amptui.core.records import End, Start, Step
 
 
-def write_run(root, run_id, step_ms: list[float], others_cpu: float | None = None, every: int = 10):
+def write_run(root, run_id, step_ms: list[float], others_cpu: float | None = None, every: int = 10,
+              precision: str = "bf16"):
     """A completed run whose step records' windows took `step_ms` each (ms per step), under `others_cpu`."""
     run = root / run_id
     run.mkdir(parents=True)
     (run / "config.toml").write_text('[run]\nname = "quickstart"\n')
     steps, t = every * len(step_ms), 1_000.0
-    recs = [record(Start(run_id=run_id, preset="quickstart", config={}, precision="bf16", world_size=1,
+    recs = [record(Start(run_id=run_id, preset="quickstart", config={}, precision=precision, world_size=1,
                          device={"type": "cpu", "name": "Test CPU", "count": 1}, torch="2.x", host="test", pid=1,
                          total_steps=steps, steps_per_epoch=steps, epochs=1), t)]
     for i, ms in enumerate(step_ms):
@@ -174,3 +175,48 @@ def test_identical_runs_peak_memory_spread_is_no_saving(cli, runs_dir):
     assert rows[1]["memory_same"] is True and rows[2]["memory_same"] is False
     table = cli("compare", *ids, check=True, env={"COLUMNS": "200"}).stdout
     assert "-3.3%" not in table and "+30.0%" in table
+
+
+def test_plan_verify_states_no_figure_its_noise_cannot_tell():
+    """`plan --save --verify`'s line reads the compare row's verdict: too noisy is said, not "1.30x"."""
+    from amptui.cli import planverify
+
+    result = {"predicted_speedup": 1.5, "predicted_for": "H100", "device": "cuda", "measured_speedup": 1.3,
+              "same_speed": None, "speed_unresolved": "too noisy to tell (1.30x, inside its noise: step times vary "
+              "±25%): rerun when the machine is quieter, or with more steps", "loss_step": None,
+              "loss": {"bf16": None, "plan": None}, "runs": ["a", "b"]}
+    said = planverify.words(result)
+    assert "measured here (cuda): too noisy to tell (1.30x inside its noise)" in said and "cuda) 1.30x" not in said
+    result.update(speed_unresolved=None, same_speed=False)
+    assert "measured here (cuda) 1.30x" in planverify.words(result)
+
+
+def test_the_compare_screen_says_why_too_noisy_and_what_to_do(runs_dir):
+    """The dashboard decides by the same verdict and says under its table what `amptui compare` says."""
+    from amptui.core import compare
+    from amptui.dashboard.screens.compare.screen import numerics_notes
+
+    noisy = [10, 14, 8, 12, 16, 9, 11, 15, 8, 13]
+    write_run(runs_dir, "20261127-100000-qs-a", noisy)
+    write_run(runs_dir, "20261127-100001-qs-b", [ms * 0.96 for ms in reversed(noisy)])
+    summaries = [compare.summarize(runs_dir / r) for r in ("20261127-100000-qs-a", "20261127-100001-qs-b")]
+    said = numerics_notes(summaries).plain
+    assert "speed-up too noisy to tell (20261127-100001-qs-b: " in said and "rerun when the machine is quieter" in said
+
+
+def test_a_control_is_the_first_runs_setup_again_whatever_its_seed_or_how_its_precision_was_spelled(tmp_path):
+    """An `ab` fp32 variant (amp.grad_scaler = false) and `amptui run` of the same preset with another
+    seed (grad_scaler "auto") are one setup: the second is the first's control; another batch size is not."""
+    from amptui.core import compare, comparestep
+
+    def run(name: str, config: str, precision: str = "fp32"):
+        write_run(tmp_path, name, [10.0] * 4, precision=precision)
+        (tmp_path / name / "config.toml").write_text('[run]\nname = "quickstart"\n' + config)
+        return compare.summarize(tmp_path / name)
+
+    base = run("a", "seed = 0\n[amp]\nautocast = false\ngrad_scaler = false\n")
+    bf16 = run("b", "seed = 0\n[amp]\nautocast = true\ndtype = \"bfloat16\"\n", "bf16")
+    again = run("c", "seed = 7\n[amp]\nautocast = false\ngrad_scaler = \"auto\"\n")
+    bigger = run("d", "seed = 7\n[data]\nbatch_size = 128\n")
+    assert comparestep.control_of([base, bf16, again]) is again
+    assert comparestep.control_of([base, bf16, bigger]) is None

@@ -1,8 +1,9 @@
 """`amptui doctor`'s matmul probe on a busy machine (issue 51 item 3): "bfloat16 is 119 times as fast as
 float32" where a plain torch.mm measured 4.5x, because the probe stopped growing when a small product
 stalled and then measured the stall. The probe grows by work (never judges a size below MIN_SIZE by a
-timing), repeats and keeps the best; a control (float32 measured again after the other dtypes) that
-disagrees makes doctor say "not measured reliably" instead of a ratio."""
+timing), repeats and keeps the best; a control (float32 measured again after the other dtypes) whose gap
+leaves a ratio too noisy to tell (figures.speed_call, the one speed verdict) makes doctor say "not
+measured reliably" instead of a ratio."""
 
 from __future__ import annotations
 
@@ -55,8 +56,11 @@ def test_a_control_that_disagrees_leaves_no_ratio_only_not_measured_reliably(mon
     rates, unsure = peaks.measure_checked(devices=["cpu"])
     assert seen[0] == "float32" and seen[-1] == "float32" and rates["cpu"]["float32"] == 0.1
     assert unsure["cpu"] == ("float32 measured 100 GFLOP/s, then 20 after the other dtypes: the machine's speed "
-                             "changed as it measured")
+                             "changed as it measured, more than bfloat16, float16 differs from float32")
+    # judged as every speed verdict (figures.speed_call): a ratio clear of the control's gap stands
     assert peaks.unreliable(0.1, 0.11) is None
+    assert peaks.unreliable(0.0169, 0.013, {"bfloat16": 0.0768}) is None  # 4.5x against a 1.3x wobble
+    assert "more than bfloat16 differs" in peaks.unreliable(0.0169, 0.013, {"bfloat16": 0.0203})  # 1.2x: inside it
 
     monkeypatch.setattr(peaks, "measure_checked", lambda: (rates, unsure))
     doctor.run_doctor(types.SimpleNamespace(format="table", no_bench=False))

@@ -36,7 +36,9 @@ def test_a_hanging_tracking_server_never_holds_the_caller(monkeypatch, tmp_path,
     with hanging() as url:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
         [sink] = mirror_sinks(config.build_config({}, {"log.mlflow": True}), tmp_path / "run-1", rank=0)
-        wait_until(lambda: sink.outbox._busy, 30, "the mirror's thread to be held by the server")
+        assert sink.outbox._thread.ident is None  # nothing of MLflow's during the run's set-up
+        a_run_through(sink)  # the first step record begins the mirror's thread
+        wait_until(lambda: sink.outbox._busy, 60, "the mirror's thread to be held by the server")
         a_run_through(sink)  # while that thread waits on the server: each call only queues
         assert sink.outbox._busy and sink.run_id is None
         sink.close()  # bounded: CLOSE_S, then what is left is said
@@ -50,8 +52,9 @@ def test_a_refusing_tracking_server_is_said_once_and_nothing_more_is_tried(monke
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{refusing_port()}")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow's own retries: minutes, off the loop anyway
     [sink] = mirror_sinks(config.build_config({}, {"log.mlflow": True}), tmp_path / "run-1", rank=0)
+    a_run_through(sink)  # the first step record begins the mirror's thread
     wait_until(lambda: sink.broken, 120, "the refusal")
-    a_run_through(sink)
+    a_run_through(sink)  # nothing more is tried
     sink.close()
     err = capsys.readouterr().err
     assert err.count("log.mlflow") == 1 and "training goes on" in err

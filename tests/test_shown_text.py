@@ -92,12 +92,34 @@ def screen_text(app) -> str:
     return app.export_screenshot()
 
 
+def crafted_plan() -> dict:
+    """A run's plan.json whose preset, layer names, choices and reasons are hostile."""
+    layer = {"name": HOSTILE, "shape": {"m": 64, "k": 64, "n": 64}, "flops_share": 1.0, "choice": HOSTILE,
+             "reason": HOSTILE, "recipes": {"bf16": {"sqnr_db": 50.0}}}
+    return {"run_id": HOSTILE, "preset": HOSTILE, "device": {"name": HOSTILE}, "samples": 4, "layers": [layer],
+            "predicted_speedup": 1.1, "risk": {"lowest_sqnr_db": 20.0, "layer": HOSTILE}, "float8_layers": 0}
+
+
+def crafted_tune(root: Path) -> Path:
+    """A tune's result file whose preset and device name are hostile."""
+    import json
+
+    from support.tune import finished_search, write_tune
+
+    path = write_tune(root, finished_search(), interrupted=False)
+    result = json.loads(path.read_text())
+    path.write_text(json.dumps({**result, "preset": HOSTILE, "device_name": HOSTILE}))
+    return path
+
+
 @async_test
 async def test_a_crafted_run_draws_no_control_character_on_any_screen(root, crafted):
     from amptui.dashboard.screens.compare.screen import CompareScreen
     from amptui.dashboard.screens.home.presets import PresetList
     from amptui.dashboard.screens.modals import RunInfoModal
+    from amptui.dashboard.screens.plan.screen import PlanScreen
     from amptui.dashboard.screens.run.screen import RunScreen
+    from amptui.dashboard.screens.tune.screen import TuneScreen
 
     app = app_for(root)
     seen = {}
@@ -127,7 +149,15 @@ async def test_a_crafted_run_draws_no_control_character_on_any_screen(root, craf
         await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.drawn())
         await settled(pilot)
         seen["run"] = screen_text(app)
-    assert "evil" in seen["home (runs table)"] and "evil" in seen["compare"] and "evil" in seen["run info"]
+        app.push_screen(PlanScreen(crafted_plan()))  # a plan.json of the run: names from a user's model
+        await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await settled(pilot)
+        seen["plan"] = screen_text(app)
+        app.push_screen(TuneScreen(crafted_tune(root), None, HOSTILE))  # a tune's result file
+        await until(pilot, lambda: isinstance(app.screen, TuneScreen) and app.screen.result is not None)
+        await settled(pilot)
+        seen["tune"] = screen_text(app)
+    assert all("evil" in seen[where] for where in ("home (runs table)", "compare", "run info", "plan", "tune"))
     leaks = {where: raw_controls(text) for where, text in seen.items() if raw_controls(text)}
     assert leaks == {}, leaks
     assert "[bold&#160;red]boom[/]" in seen["run info"]  # markup shown as written, never applied

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amptui.core import safefile
+from amptui.core import figures, safefile
 from amptui.core.config.precision import DTYPES, FULL
 from amptui.machine.cpu import cpu_name
 
@@ -41,9 +41,8 @@ def dtype_name(dtype: Any) -> str:
 # machine, the stall of a thread wake-up rather than the dtype's math (issue 51: float32 "stalled" at a
 # small size read 119x slower than bfloat16). Below it the size is never judged by a timing.
 MIN_SIZE = {"cpu": 256, "cuda": 1024}
-# A control: float32 measured again after the other dtypes. Further apart than this, the machine's
-# speed changed while it measured, and no ratio between the dtypes is stood behind.
-CONTROL_GAP = 1.3
+# A control: float32 measured again after the other dtypes; where its gap leaves a dtype's ratio too
+# noisy to tell (core/figures.py speed_call, the one speed verdict), no ratio is stood behind.
 REPEATS = 5  # timed batches at the final size, at least (more while the budget lasts): the best counts
 
 
@@ -111,17 +110,23 @@ def measure_matmul_tflops(device: Any = "cpu", dtype: Any = "float32", budget_s:
     return flops / best / 1e12
 
 
-def unreliable(first: float | None, again: float | None) -> str | None:
-    """Why a device's rates cannot be stood behind: its float32 `first` and its control `again`
-    (float32 measured after the other dtypes) CONTROL_GAP or more apart; None when they agree."""
+def unreliable(first: float | None, again: float | None, others: dict[str, float | None] | None = None) -> str | None:
+    """Why a device's rates cannot be stood behind, or None: its float32 `first` and its control
+    `again` (float32 measured after the other dtypes) judged as every speed verdict is
+    (figures.speed_call): a dtype's ratio to float32 that the control's gap leaves too noisy to
+    tell, or (no other dtype) a gap past NOISE_TOO_LARGE."""
     if not first or not again:
         return None
-    if max(first, again) / min(first, again) < CONTROL_GAP:
+    control = again / first
+    calls = {d: figures.speed_call(rate / first, None, control) for d, rate in (others or {}).items() if rate}
+    untold = [d for d, call in calls.items() if call.unresolved]
+    if not untold and (calls or figures.control_gap(control) <= figures.NOISE_TOO_LARGE):
         return None
     unit = 1e3 if max(first, again) < 1 else 1.0
     name = "GFLOP/s" if unit == 1e3 else "TFLOP/s"
     return (f"float32 measured {first * unit:.3g} {name}, then {again * unit:.3g} after the other dtypes: the "
-            "machine's speed changed as it measured")
+            "machine's speed changed as it measured" + (f", more than {', '.join(untold)} differs from float32"
+                                                         if untold else ""))
 
 
 def measure_checked(devices: list[str] | None = None, budget_s: float = 0.3
@@ -135,7 +140,7 @@ def measure_checked(devices: list[str] | None = None, budget_s: float = 0.3
             again: float | None = measure_matmul_tflops(device, FULL, budget_s)
         except Exception:  # noqa: BLE001 - no control: the rates stand as measured
             again = None
-        why = unreliable(found.get(FULL), again)
+        why = unreliable(found.get(FULL), again, {d: r for d, r in found.items() if d != FULL})
         if why:
             unsure[device] = why
     return rates, unsure

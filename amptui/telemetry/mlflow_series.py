@@ -7,7 +7,8 @@ memory, the epoch figures and the numerics summaries (narrowest headroom, float8
 
 Through `MlflowClient`, never MLflow's global "active run": a script under `amptui run --script`
 that logs to MLflow itself keeps its own run. Every call to the tracking server -- importing MLflow,
-making the run, each batch, ending it -- runs on the mirror's own thread (outbound.Outbox), so a
+making the run, each batch, ending it -- runs on the mirror's own thread (outbound.Outbox), begun at
+the first step record so that importing MLflow stays out of the run's set-up, so a
 refusing or hanging server (MLflow retries for minutes) never stalls set-up or a step: the queue
 drops when full, the first failure is one line and the mirror stops calling; `close` waits at most
 CLOSE_S for what is queued.
@@ -59,7 +60,8 @@ class MLflowSeries(Sink):
         self.run_id: str | None = None
         self.ended = "FINISHED"
         self.broken = False
-        self.outbox = Outbox("mlflow", "log.mlflow (MLflow)", size=1024)
+        # Begun at the first step record: importing MLflow (seconds of CPU) stays out of the run's set-up.
+        self.outbox = Outbox("mlflow", "log.mlflow (MLflow)", size=1024, deferred=True)
         self.outbox.put(self._open)
 
     def _open(self) -> None:
@@ -110,6 +112,7 @@ class MLflowSeries(Sink):
         values.update({f"memory_{key}_mib": value / 2**20 for key, value in (record.get(STEP.mem) or {}).items()
                        if isinstance(value, (int, float))})
         self._log(metrics=self._metrics(values, record[STEP.step]))
+        self.outbox.begin()
 
     def epoch(self, epoch_record: Epoch, step: int) -> None:
         record = epoch_record.fields()

@@ -3,8 +3,9 @@ autocast each module whose precision differs from its parent's enters around its
 
 A module a rule matches runs in the rule's variant, its children with it unless a rule matches
 them too; the rest runs in the run's precision (core/config/layers.py). A layer variant's autocast
-dtype ("fp32": none, the module's inputs cast to float32) is entered in that module's forward; its
-float8 recipe converts the linears inside it (trainer/modes/float8.py reads `LayerScope.recipe_of`).
+dtype ("fp32": none, the module's inputs cast to float32) is entered in that module's forward; a
+mode's conversion converts the layers inside it (its runtime reads `LayerScope.variant_of`) and says
+which it converted (`Conversion.variants`), which is how the layers are labelled and counted here.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from amptui.core.config import layers as rules_of
 from amptui.core.config.dtypes import DTYPES, FULL
 from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError
-from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
-from amptui.core.modes.float8 import recipe_of as float8_recipe
 
 
 def check_matches(cfg: Any) -> None:
@@ -84,22 +83,11 @@ class LayerScope:
         """The layer variant module `name` runs in; None: the run's precision."""
         return self.inherited.get(name)
 
-    def recipe_of(self, name: str) -> str | None:
-        """A linear's float8 recipe by its rule: "off" when a rule keeps it out of float8, None when
-        no rule names it (the run's amp.float8 decides)."""
-        variant = self.variant_of(name)
-        return None if variant is None else float8_recipe(Precision.from_variant(variant))
-
-    def labels(self, model: nn.Module) -> dict[str, str]:
-        """Each layer (a module holding parameters of its own) -> the variant it computes in:
-        a converted linear's float8 variant, else its autocast dtype's ("fp32", "bf16")."""
-        out = {}
-        for name, module in model.named_modules():
-            if not any(True for _ in module.parameters(recurse=False)):
-                continue
-            recipe = _float8_recipe(module)
-            out[name] = FLOAT8_RECIPES[recipe] if recipe else _dtype_variant(self.compute_dtype(name))
-        return out
+    def labels(self, model: nn.Module, converted: dict[str, str]) -> dict[str, str]:
+        """Each layer (a module holding parameters of its own) -> the variant it computes in: the
+        variant a mode's conversion gave it (`converted`), else its autocast dtype's ("fp32", "bf16")."""
+        return {name: converted.get(name) or _dtype_variant(self.compute_dtype(name))
+                for name, module in model.named_modules() if any(True for _ in module.parameters(recurse=False))}
 
     def dtypes(self, model: nn.Module) -> dict[str, str]:
         """Module -> the dtype it computes in, for every module where that is not the run's."""
@@ -114,7 +102,7 @@ class LayerScope:
 
     def unruled_labels(self, model: nn.Module, converts: dict[str, str]) -> dict[str, str]:
         """Each layer's variant without the rules: the variant the run's own conversion gives the
-        layers it converts (`converts`: float8's linears), else the run's compute dtype's."""
+        layers it converts (`converts`: its mode's runtime says which), else the run's compute dtype's."""
         base = _dtype_variant(self.run_dtype)
         return {name: converts.get(name, base)
                 for name, module in model.named_modules() if any(True for _ in module.parameters(recurse=False))}
@@ -124,11 +112,11 @@ class LayerScope:
         p = self.run
         return p.autocast_dtype or (p.fsdp_policy or {}).get("param_dtype") or FULL
 
-    def mix(self, model: nn.Module, unruled: dict[str, str]) -> tuple[tuple[str, int], ...]:
+    def mix(self, model: nn.Module, unruled: dict[str, str], converted: dict[str, str]) -> tuple[tuple[str, int], ...]:
         """(variant, layers) for the layers a rule put in another precision than `unruled` (each
         layer's variant without the rules), in model order."""
         counts: Counter[str] = Counter()
-        for name, label in self.labels(model).items():
+        for name, label in self.labels(model, converted).items():
             if name in self.inherited and label != unruled.get(name):
                 counts[label] += 1
         return tuple(counts.items())
@@ -136,12 +124,6 @@ class LayerScope:
 
 def _dtype_variant(dtype: str) -> str:
     return DTYPES[dtype].short if dtype in DTYPES else "fp32"
-
-
-def _float8_recipe(module: nn.Module) -> str | None:
-    from amptui.telemetry.float8_numerics import recipe_of
-
-    return recipe_of(module)
 
 
 def apply_autocast(model: nn.Module, scope: LayerScope, device: torch.device) -> list[str]:

@@ -90,8 +90,9 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
     conversions = tuple((r, r.convert(model, precision, cfg, device, scope)) for r in runtimes)
     layer_labels = layer_dtypes = None
     if scope is not None:
-        layer_labels, layer_dtypes = scope.labels(model), scope.dtypes(model)
-        precision = dataclasses.replace(precision, mix=scope.mix(model, unruled))
+        converted = {name: v for _, done in conversions if done is not None for name, v in done.variants().items()}
+        layer_labels, layer_dtypes = scope.labels(model, converted), scope.dtypes(model)
+        precision = dataclasses.replace(precision, mix=scope.mix(model, unruled, converted))
         if precision.fsdp_policy is None:  # under FSDP each ruled module gets a policy of its own instead
             apply_autocast(model, scope, device)
     forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode, precision, scope)

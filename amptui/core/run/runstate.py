@@ -131,6 +131,7 @@ class RunState:
     scaler_seen: bool = False
     warnings: deque[str] = field(default_factory=lambda: deque(maxlen=WARNINGS_KEPT))
     warning_codes: set[str] = field(default_factory=set)  # every code said (a run's counts warned unreliable)
+    cause: dict[str, Any] | None = None  # the first nonfinite_cause warning's cause (its replay's finding)
     data_wait: DataWait = field(default_factory=DataWait)
     clock: RunClock = field(default_factory=RunClock)
     recent: deque[tuple[float, int]] = field(default_factory=deque)  # (t, step) of the last ETA_WINDOW_S
@@ -262,6 +263,8 @@ class RunState:
         elif kind == WarningRecord.KIND:
             self.warnings.append(str(rec.get(WARNING.message, "")))
             self.warning_codes.add(str(rec.get(WARNING.code, "")))
+            if rec.get(WARNING.code) == "nonfinite_cause" and self.cause is None and isinstance(rec.get("cause"), dict):
+                self.cause = rec["cause"]
 
     def _on_start(self, rec: dict[str, Any]) -> None:
         get = rec.get

@@ -166,6 +166,9 @@ def _cuda_visible() -> bool:
     return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
 
 
+NARROW_BELOW = 40  # panel columns under which the toggles go one label and value a row (both pairs: 2 x (11 + 8))
+
+
 class TogglesPanel(Vertical):
     """Holds the values of the current preset plus what the user changed."""
 
@@ -201,6 +204,9 @@ class TogglesPanel(Vertical):
         yield WordLine(id="toggle-summary")
         yield Static(id="toggle-speed")  # a slow precision here, or auto falling back to float32
         yield Static(id="toggle-error")
+
+    def on_resize(self, event: Any) -> None:
+        self.query_one("#toggle-grid").set_class(event.size.width < NARROW_BELOW, "narrow")
 
     def load(self, cfg: cfgmod.Config) -> None:
         """Show a preset's values."""

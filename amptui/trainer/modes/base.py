@@ -30,6 +30,10 @@ class Conversion(ABC):
     def note(self, device: torch.device) -> str:
         """The run's warning line at the start: what converted, and how."""
 
+    def variants(self) -> dict[str, str]:
+        """Each layer it converted -> the layer variant it computes in now ([amp.layers]' labels and counts)."""
+        return {}
+
 
 class ModeRuntime:
     """The trainer side of one precision mode; every hook a no-op unless the mode needs it."""

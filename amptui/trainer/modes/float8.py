@@ -62,6 +62,9 @@ class Float8Conversion(Conversion):
     all_gather: bool = False     # FSDP2 all-gathers tensorwise weights in float8: scales precomputed each step
     bias_after: tuple[str, ...] = ()  # MXFP8 linears whose bias amptui adds after torchao's GEMM (which drops it)
 
+    def variants(self) -> dict[str, str]:
+        return {name: FLOAT8_RECIPES[recipe] for name, recipe in self.layers.items()}
+
     @property
     def converted(self) -> int:
         return len(self.layers)
@@ -121,6 +124,13 @@ class Float8Runtime(ModeRuntime):
             precompute_scales(model)  # the weights' float8 scales for the next all-gather
 
 
+def ruled_recipe(scope: LayerScope, name: str) -> str | None:
+    """A linear's float8 recipe by its [amp.layers] rule: "off" when a rule keeps it out of float8,
+    None when no rule names it (the run's amp.float8 decides)."""
+    variant = scope.variant_of(name)
+    return None if variant is None else run_recipe(Precision.from_variant(variant))
+
+
 def choose(model: nn.Module, recipe: str, skip: list[str], hardware: bool,
            scope: LayerScope | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """({linear to convert: its recipe}, {kept linear: why}), in module order. A linear an
@@ -130,7 +140,7 @@ def choose(model: nn.Module, recipe: str, skip: list[str], hardware: bool,
     chosen: dict[str, str] = {}
     kept: dict[str, str] = {}
     for i, (name, m) in enumerate(linears):
-        ruled = scope.recipe_of(name) if scope is not None else None
+        ruled = ruled_recipe(scope, name) if scope is not None else None
         wanted = ruled if ruled is not None else recipe
         if wanted == "off":
             if recipe != "off" and ruled is not None:

@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
 from amptui.core import compare as cmp
-from amptui.core import comparenotes
+from amptui.core import comparenotes, comparestep
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown
@@ -46,6 +46,9 @@ def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
     memory = comparenotes.memory_note(list(summaries), brief=True)
     if memory:
         text.append(("\n" if text else "") + shown(memory))
+    noisy = comparestep.noisy_note(list(summaries))  # the table's "too noisy to tell": why, and what to do
+    if noisy:
+        text.append(("\n" if text else "") + shown(noisy))
     if any(s.numerics.records for s in summaries):
         head = "narrowest range headroom "
         for i, s in enumerate(summaries):
@@ -260,7 +263,7 @@ class CompareScreen(DashboardScreen):
             return text
         notes = ([f"runs differ in more than precision: {', '.join(self.differ)}"] if self.differ else [])
         notes += [n for n in (comparenotes.steps_note(self.summaries), comparenotes.tf32_baseline_note(self.summaries), comparenotes.headroom_note(self.summaries),
-                              comparenotes.memory_note(self.summaries)) if n]
+                              comparenotes.memory_note(self.summaries), comparestep.noisy_note(self.summaries)) if n]
         return "\n\n".join([text, *notes, comparenotes.TIMING_NOTE])
 
     def action_export(self, fmt: str) -> None:
