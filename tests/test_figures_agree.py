@@ -35,10 +35,10 @@ def test_one_recorded_run_shows_the_same_figures_in_every_view(tmp_path):
     model = RunModel()
     for rec in records:
         model.add(rec)
-    assert model.steady_samples_per_s == pytest.approx(steady) and model.steady_step_ms == pytest.approx(ms)
+    assert model.run.steady_samples_per_s == pytest.approx(steady) and model.run.steady_step_ms == pytest.approx(ms)
     assert f"samples/s {steady:,.0f}" in stats_line(model).plain          # the run screen's header
     assert row.samples_per_s == pytest.approx(steady) and row.final_loss == pytest.approx(loss)  # compare
-    assert model.final_loss == pytest.approx(loss)
+    assert model.run.final_loss == pytest.approx(loss)
 
     out = io.StringIO()
     export.write(run_dir, "json", out)

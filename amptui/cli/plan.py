@@ -155,20 +155,23 @@ def sampled_run(run_dir: Path, proc, args) -> tuple[list[dict], dict]:
     finally:
         stop.set()
     records = read_events(primary_events_file(run_dir)) if RunFolder(run_dir).events.exists() else []
-    start = next((r for r in records if r.get("kind") == "start"), {})
-    return [r for r in records if r.get("kind") == "plan_sample"], start
+    from amptui.core.records import PlanSample, Start
+
+    start = next((r.wire for r in records if isinstance(r, Start)), {})
+    return [r.wire for r in records if isinstance(r, PlanSample)], start
 
 
 def _stop_after(run_dir: Path, steps: int, done: threading.Event) -> None:
     """A script runs its own length: ask it to stop once it has recorded `steps` steps."""
     from amptui.core.events import EventReader
+    from amptui.core.records import PlanSample
     from amptui.core.run.runfiles import RunFolder
     from amptui.jobs import launch
 
     reader = EventReader(RunFolder(run_dir).events)
     while not done.wait(0.2):
         for record in reader.read():
-            if record.get("kind") == "plan_sample" and int(record.get("step") or 0) >= steps:
+            if isinstance(record, PlanSample) and int(record.step or 0) >= steps:
                 launch.request_stop(run_dir)
                 return
 

@@ -43,7 +43,7 @@ from amptui.core.fmt import (
 from amptui.core.inputbound import notice
 from amptui.core.numerics import NumericsSummary
 from amptui.core.rankmemory import RankMemory, peak_of, read_other_ranks
-from amptui.core.records import END, EPOCH, STEP, End, Epoch, Numerics, Step
+from amptui.core.records import End, Epoch, Numerics, Record, Step, as_record
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
 from amptui.core.series import Series
@@ -74,22 +74,22 @@ class RunSummary(RunState):
         """How the run was spread (core.distribution): config.toml's dist.mode, the start record's world size."""
         return distribution.of_run(self.flat_config.get("dist.mode"), self.config, self.world_size, self.start)
 
-    def add(self, rec: dict[str, Any]) -> None:
+    def add(self, rec: Record | dict[str, Any]) -> None:
+        rec = as_record(rec)
         timed = len(self.timed.windows)
         super().add(rec)  # the step windows too (core.figures: the steady rates every view shows)
         self.ranks.add(rec)
-        kind = rec.get("kind")
-        if kind == Step.KIND:
-            if len(self.timed.windows) > max(1, timed) and isinstance(rec.get(STEP.others_cpu), (int, float)):
-                self.load_seen.append(float(rec[STEP.others_cpu]))  # after the first window, as the rates
-            self.loss_curve.add(rec.get(STEP.step, 0), rec.get(STEP.loss))
-            self._take_peak(peak_of(rec.get(STEP.mem)))
-        elif kind == Epoch.KIND:
-            if rec.get(EPOCH.epoch_time_s) is not None and not rec.get(EPOCH.partial):
-                self.epoch_times.append(float(rec[EPOCH.epoch_time_s]))
-        elif kind == End.KIND and rec.get(END.peak_mem) is not None:
-            self._take_peak(float(rec[END.peak_mem]))
-        elif kind == Numerics.KIND and self.speaks(rec):
+        if isinstance(rec, Step):
+            if len(self.timed.windows) > max(1, timed) and isinstance(rec.others_cpu, (int, float)):
+                self.load_seen.append(float(rec.others_cpu))  # after the first window, as the rates
+            self.loss_curve.add(rec.step or 0, rec.loss)
+            self._take_peak(peak_of(rec.mem))
+        elif isinstance(rec, Epoch):
+            if rec.epoch_time_s is not None and not rec.partial:
+                self.epoch_times.append(float(rec.epoch_time_s))
+        elif isinstance(rec, End) and rec.peak_mem is not None:
+            self._take_peak(float(rec.peak_mem))
+        elif isinstance(rec, Numerics) and self.speaks(rec):
             self.numerics.add(rec)
 
     def _take_peak(self, peak: float | None) -> None:

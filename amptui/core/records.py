@@ -7,14 +7,20 @@ readers validate what they read against the same classes (`field_types`) and nam
 
 A new step-record field is one line in `Step` plus where its value is measured (the Recorder).
 Every record also carries `v`, `kind`, `t` and `rank` (added by the writer).
+
+Readers get the same objects back: `from_wire(line's dict)` (core.events does it for every valid
+line) is the kind's class with its fields set, `t` and `rank` from the line, and the line itself in
+`wire` (what a printer or an export that shows every key reads). Code that folds records tells the
+kinds apart by class (`isinstance(rec, Step)`), never by comparing kind strings.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 import typing
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 
 @dataclass
@@ -24,6 +30,37 @@ class Record:
 
     KIND: ClassVar[str] = ""
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    _wire: ClassVar[dict[str, Any] | None] = None  # the line it was read from (set per instance by from_wire)
+
+    @property
+    def wire(self) -> dict[str, Any]:
+        """The record as its line holds it ({v, kind, t, rank, ...}); for one built to be written, its fields."""
+        return self._wire if self._wire is not None else {"kind": self.KIND, **self.fields()}
+
+    @property
+    def kind(self) -> str:
+        return str(self.wire.get("kind", self.KIND))
+
+    @property
+    def t(self) -> float | None:
+        """When the writer wrote it (seconds since the epoch); None for one not read back."""
+        t = self.wire.get("t")
+        return t if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+
+    @property
+    def rank(self) -> int:
+        rank = self.wire.get("rank")
+        return int(rank) if isinstance(rank, (int, float)) and not isinstance(rank, bool) else 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A key of its line, as a mapping reads it (a user's extra numbers, a newer writer's fields)."""
+        return self.wire.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.wire[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.wire
 
     def fields(self) -> dict[str, Any]:
         out = asdict(self)
@@ -225,6 +262,45 @@ class End(Record):
 KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics,
                                    PlanSample)
 BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}
+
+
+@dataclass
+class Foreign(Record):
+    """A valid line of a kind this version does not know (a newer writer's): its keys in `wire` only."""
+
+
+def _defaults(cls: type[Record]) -> list[tuple[str, Any, Any]]:
+    """(name, default, factory) of each field: what a field the line leaves out reads as (None when
+    the class has no default: a damaged or foreign writer may leave out any field)."""
+    out = []
+    for f in fields(cls):
+        factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        default = None if f.default is dataclasses.MISSING else f.default
+        out.append((f.name, default, factory))
+    return out
+
+
+_DEFAULTS = {cls: _defaults(cls) for cls in (*KINDS, Foreign)}
+_OWN = {cls: frozenset(name for name, _, _ in spec) for cls, spec in _DEFAULTS.items()}
+
+
+def from_wire(line: dict[str, Any]) -> Record:
+    """A valid line's dict (core.events.valid_record) as its kind's record object. Fields the line
+    leaves out read as their default (None without one); keys of no field stay in `wire`, and an
+    epoch record's go to `extra` as the writer took them from there."""
+    cls = BY_KIND.get(line.get("kind", ""), Foreign)
+    rec = cls.__new__(cls)
+    values = rec.__dict__
+    for name, default, factory in _DEFAULTS[cls]:
+        values[name] = factory() if factory is not None else default
+    own = _OWN[cls]
+    for key, value in line.items():
+        if key in own:
+            values[key] = value
+    if cls is Epoch:
+        values["extra"] = {k: v for k, v in line.items() if k not in own and k not in COMMON_FIELDS}
+    values["_wire"] = line
+    return rec
 COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
 
 
@@ -282,3 +358,14 @@ def field_types() -> dict[str, dict[str, tuple[type, ...]]]:
             own[name] = types
         out[cls.KIND] = own
     return out
+
+
+# what code that reads fields by name (`.get`) takes: a record object or a line's dict
+Readable = Record | Mapping[str, Any]
+
+
+def as_record(rec: Readable) -> Record:
+    """A record object; a line's dict (one a test or a writer's echo holds) read as from_wire reads it."""
+    if isinstance(rec, Record):
+        return rec
+    return from_wire(rec if isinstance(rec, dict) else dict(rec))
