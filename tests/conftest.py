@@ -105,6 +105,12 @@ def pytest_configure(config):
     this CPU's float32 rate and the chosen bfloat16/float16 rates, so the suite can be run as on either
     kind of CPU (both must pass)."""
     isolate_from_callers_environment(worker=hasattr(config, "workerinput"))
+    # A suite started as `pytest ... &` by a shell without job control inherits SIGINT ignored, and so
+    # would every process a test starts: the tests that stop a run, an A/B or a stand-in process with
+    # SIGINT (Ctrl-C's protocol) would wait in vain. Take the disposition back, as amptui does.
+    from amptui.jobs.spawn import hear_interrupts
+
+    hear_interrupts()
     choice = config.getoption("--cpu-bfloat16")
     if choice == "measured" or hasattr(config, "workerinput"):  # xdist workers inherit the controller's env
         return

@@ -5,6 +5,7 @@ The turn file's rules in process; the A/B itself with real trainers (slow); refu
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 import pytest
@@ -117,3 +118,54 @@ def test_an_interleaved_variant_that_fails_hands_on_its_turn_and_the_ab_ends(cli
     runs = list_runs(runs_dir)
     assert sorted(info.status for info in runs) == ["failed", "failed"]
     assert [info.step for info in runs] == [3, 3]  # each failed once step 3, in its second turn, was done
+
+
+def test_a_planted_link_or_fifo_is_replaced_never_followed_and_a_fifo_later_never_blocks(tmp_path):
+    """Issue 50.5/50.9: the turn file is created afresh (a link's target untouched), and a FIFO put
+    in its place later ends the taking of turns instead of blocking or raising."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    path = tmp_path / "g.turn"
+    path.symlink_to(victim)
+    turns.start(path, 2)
+    assert victim.read_text() == "precious\n" and not path.is_symlink()
+    assert turns.read(path) == (0, [0, 1])
+    path.unlink()
+    os.mkfifo(path)
+    turns.start(path, 2)  # a FIFO planted before the start: replaced by the file
+    assert turns.read(path) == (0, [0, 1])
+    path.unlink()
+    os.mkfifo(path)  # ... and one swapped in while the variants run: no hang, no traceback
+    waiter = turns.Turns(path, 1)
+    waiter.wait(lambda: False)
+    assert not waiter.on
+    turns.retire(path, 0)
+    assert turns.read(path) is None
+
+
+def _planted_group(runs_dir):
+    """A group made as `ab --detach` makes it, for its driver (`ab --group ID`) to run here."""
+    from amptui.core.run.runs import launch_identity
+    from amptui.jobs import groups
+
+    return groups.create(runs_dir, "mlp-recipe", "mlp-recipe", {}, "fp32,bf16", lambda g: launch_identity(os.getpid()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plant", ["link", "fifo"])
+def test_an_interleaved_ab_with_a_planted_turn_file_leaves_its_target_untouched(cli, runs_dir, tmp_path, plant):
+    """Issue 50.5/50.9 end to end: a link (to a victim file) or a FIFO planted as the group's turn file
+    before its driver starts: the victim keeps its bytes, the A/B completes with no traceback."""
+    group = _planted_group(runs_dir)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    planted = group.path.with_suffix(".turn")
+    if plant == "link":
+        planted.symlink_to(victim)
+    else:
+        os.mkfifo(planted)
+    done = cli("ab", "mlp-recipe", "--interleave", "--variants", "fp32,bf16", *TINY, "--group", group.group_id)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert victim.read_text() == "precious\n"
+    assert [info.status for info in list_runs(runs_dir)] == ["completed", "completed"]

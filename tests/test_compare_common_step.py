@@ -71,16 +71,19 @@ def test_runs_of_equal_length_show_one_loss_column(cli, runs_dir):
     assert "loss @ step 10" in header and "final loss" not in header
 
 
-def test_identical_runs_within_their_step_time_noise_read_same_speed(cli, runs_dir):
-    # the same training twice on a busy machine: windows wander by +-20%, the means differ by 17%
+def test_identical_runs_within_a_wide_noise_band_are_too_noisy_not_same_speed(cli, runs_dir):
+    """Issue 51: "same speed" only inside a narrow band; the same training twice on a busy machine
+    (windows wander by +-20%, the means differ by 17%) cannot tell same speed from 1.4x."""
     write_run(runs_dir, FP32, losses=[2.0] * 10, step_ms=[23.4, 16.0, 30.0, 24.0], total=50)
     write_run(runs_dir, "20261123-100002-qs-fp32", losses=[2.0] * 10, step_ms=[20.0, 14.0, 26.0, 20.0], total=50)
     ids = [FP32, "20261123-100002-qs-fp32"]
     base, again = json.loads(cli("compare", *ids, "--format", "json", check=True).stdout)
-    assert again["speedup"] > 1.1 and again["speedup_noise"] > again["speedup"] - 1.0 and again["same_speed"] is True
+    assert again["speedup"] > 1.1 and again["speedup_noise"] > again["speedup"] - 1.0 and again["same_speed"] is None
+    assert again["speed_unresolved"].startswith("too noisy to tell (1.17x, inside its noise")
     assert base["speedup"] == 1.0 and base["speedup_noise"] is None
     table = cli("compare", *ids, check=True).stdout
-    assert f"same speed ({again['speedup']:.2f}x ±{again['speedup_noise']:.2f})" in table
+    assert "same speed" not in table.split("\n\n")[0] and "too noisy to tell" in table
+    assert "needs a band within ±10%; rerun when the machine is quieter, or with more steps" in " ".join(table.split())
 
 
 def test_a_real_speed_up_beyond_the_noise_keeps_its_figure_and_its_noise(cli, runs_dir):

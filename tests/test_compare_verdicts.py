@@ -122,3 +122,55 @@ def test_doctor_says_its_rates_are_of_large_matmuls():
     _, _, reason = hardware.recommend({"cpu": {"flags": {"amx_bf16": True}}},
                                       {"cpu": {"bfloat16": 1.4, "float16": 0.01, "float32": 0.1}})
     assert "large square matmuls" in reason and "amptui ab" in reason
+
+
+def test_a_40_percent_band_is_never_same_speed():
+    """Issue 51 item 2: "same speed (0.96x ±0.46)" where a careful timing measured 1.54x. Inside a band
+    wider than SAME_SPEED_BAND it is "too noisy to tell" and says what to do; a narrow one may be "same"."""
+    from amptui.core import figures
+
+    for speedup in (0.75, 0.96, 1.0, 1.3):
+        call = figures.speed_call(speedup, 0.40)
+        assert call.same is not True and call.unresolved.startswith("too noisy to tell")
+        assert "rerun when the machine is quieter" in call.unresolved
+    assert figures.speed_call(1.03, 0.05).same is True
+    assert figures.speed_call(2.0, 0.40).same is False  # far outside its noise: a figure
+    # a control (the baseline run again) that landed 2.88x away outranks a narrow window spread
+    call = figures.speed_call(2.88, 0.03, control=2.88)
+    assert call.same is None and "its control, the baseline run again, measured 2.88x" in call.unresolved
+
+
+def test_two_noisy_runs_read_too_noisy_in_the_table_not_same_speed(cli, runs_dir):
+    noisy = [10, 14, 8, 12, 16, 9, 11, 15, 8, 13]  # about +-25% from window to window
+    write_run(runs_dir, "20261127-100000-qs-a", noisy)
+    write_run(runs_dir, "20261127-100001-qs-b", [ms * 0.96 for ms in reversed(noisy)])
+    row = speedups(cli, "20261127-100000-qs-a", "20261127-100001-qs-b")[1]
+    assert row["same_speed"] is None and row["speed_unresolved"].startswith("too noisy to tell")
+    table = cli("compare", "20261127-100000-qs-a", "20261127-100001-qs-b", check=True, env={"COLUMNS": "200"}).stdout
+    assert "same speed" not in table.split("\n\n")[0]
+
+
+def write_memory_run(root, run_id, peak: float, precision: str = "fp32"):
+    run = root / run_id
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text('[run]\nname = "quickstart"\n')
+    recs = [record(Start(run_id=run_id, preset="quickstart", config={}, precision=precision, world_size=1,
+                         device={"type": "cpu", "name": "Test CPU", "count": 1}, torch="2.x", host="test", pid=1,
+                         total_steps=20, steps_per_epoch=20, epochs=1), 1000.0)]
+    recs += [record(Step(step=10 * (i + 1), epoch=1, loss=1.0, lr=None, scale=None, skipped=0, skipped_total=0,
+                         samples_per_s=6400.0, step_time_ms=10.0, data_wait_ms=0.0,
+                         mem={"rss": peak, "peak_rss": peak}), 1000.0 + i) for i in range(2)]
+    recs.append(record(End(status="completed", total_time_s=2.0, steps=20, final_loss=1.0, peak_mem=peak), 1002.0))
+    write_records(run / "events.jsonl", recs)
+
+
+def test_identical_runs_peak_memory_spread_is_no_saving(cli, runs_dir):
+    """Issue 51 item 4: two identical fp32 runs showed "mem saving -3.3%" as if it were real."""
+    write_memory_run(runs_dir, "20261127-100000-qs-fp32", 1.00e9)
+    write_memory_run(runs_dir, "20261127-100001-qs-fp32", 1.033e9)
+    write_memory_run(runs_dir, "20261127-100002-qs-bf16", 0.70e9, precision="bf16")
+    ids = ("20261127-100000-qs-fp32", "20261127-100001-qs-fp32", "20261127-100002-qs-bf16")
+    rows = speedups(cli, *ids)
+    assert rows[1]["memory_same"] is True and rows[2]["memory_same"] is False
+    table = cli("compare", *ids, check=True, env={"COLUMNS": "200"}).stdout
+    assert "-3.3%" not in table and "+30.0%" in table

@@ -34,8 +34,12 @@ def screens(tmp_path: Path, size: tuple[int, int]) -> dict[str, str]:
     shot: dict[str, str] = {}
     try:
         tmux.type_line(f"{AMPTUI} --runs-dir {runs}")
+        # Drawn whole: the runs, the failed run's error, the highlighted preset's description and the
+        # toggles' summary ("→ autocast ..." or "→ fp32" where this CPU only emulates bfloat16). A
+        # screen caught before the description is drawn would read as a cut (seen under load).
         shot["home"] = tmux.wait_for(lambda s: all(r[-4:] in s for r in (QUICK, SCALER, FAILED))
-                                     and "RuntimeError" in s and "→ autocast" in s, 90, "home")
+                                     and "RuntimeError" in s and "Small CNN on" in s
+                                     and re.search(r"→ (autocast|fp32)", s) is not None, 90, "home")
         tmux.send("3")  # the Runs pane: mark all three (the highlighted failed run first), then c
         tmux.wait_for(lambda s: "Space" in s or "Mark" in s, 30, "the Runs pane's keys")
         for key in ("Space", "Down", "Space", "Down", "Space"):
@@ -43,7 +47,10 @@ def screens(tmp_path: Path, size: tuple[int, int]) -> dict[str, str]:
         tmux.wait_for(lambda s: re.search(r"│ 3 ", s) is not None, 10, "three runs marked (numbered)")
         tmux.send("c")
         shot["compare"] = tmux.wait_for(lambda s: "comparing 3 runs" in s and "Loss (overlaid)" in s
-                                        and "speed-up" in s and "%" in s.split("Loss (overlaid)")[1], 90, "compare")
+                                        and "speed-up" in s and "%" in s.split("Loss (overlaid)")[1]
+                                        # settled: the first paint may still show every column with a
+                                        # scroll hint before the narrow layout drops some (seen under load)
+                                        and "scroll" not in s, 90, "compare")
         tmux.send("q")
         tmux.wait_for(lambda s: "Presets" in s, 30, "home again")
         tmux.send("q")

@@ -17,6 +17,7 @@ import psutil
 import pytest
 from support.cli import amptui
 from support.dashboard import FAILED, FIXTURES, QUICK, Notes, app_for, async_test, home_ready, select_run, until
+from support.waits import wait_until
 
 from amptui.core.run import runlock
 from amptui.core.run.runs import launch_identity
@@ -107,6 +108,63 @@ def test_amptui_stop_force_signals_the_recorded_process_after_showing_its_comman
         proc = amptui("stop", run_dir.name, "--grace", "1", "--force", "--runs-dir", str(runs_dir))
     assert victim.wait(timeout=30) is not None
     assert f"--force: signalling pid {victim.pid}: " in proc.stderr and "time.sleep(300)" in proc.stderr
+
+
+def _crafted_with_start_time(root: Path, pid: int) -> tuple[Path, runlock.RunLock]:
+    """As above, but the records name `pid` with its real start time (anyone can read it in /proc)."""
+    run_dir, lock = _crafted_running_run(root, pid)
+    identity = launch_identity(pid)
+    (run_dir / "run.json").write_text(json.dumps({**identity, "command": ["x"]}))
+    os.pwrite(lock.fd, json.dumps({**identity, "command": "x"}).encode().ljust(1023) + b"\n", 0)
+    return run_dir, lock
+
+
+def test_amptui_stop_leaves_a_setsid_victim_named_with_its_start_time_alive(cli, runs_dir):
+    """Issue 50.4: the lock record and run.json name a `setsid sleep` with its real start time while
+    another process (this test) holds the lock: the victim is not the run's writer, so stop refuses."""
+    runs_dir.mkdir(parents=True)
+    victim = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        run_dir, lock = _crafted_with_start_time(runs_dir, victim.pid)
+        with lock:
+            proc = cli("stop", run_dir.name, "--grace", "1", "--runs-dir", str(runs_dir))
+        assert victim.poll() is None, "amptui stop signalled a process that does not hold the run's lock"
+        assert proc.returncode == 1
+        assert "does not hold the run's lock" in proc.stderr and "were not killed" in proc.stderr
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+def test_amptui_stop_refuses_a_run_folder_whose_records_belong_to_another_user(cli, runs_dir, victim):
+    runs_dir.mkdir(parents=True)
+    run_dir, lock = _crafted_with_start_time(runs_dir, victim.pid)
+    os.chown(run_dir / "run.json", 65534, 65534)  # nobody's
+    with lock:
+        proc = cli("stop", run_dir.name, "--grace", "1", "--runs-dir", str(runs_dir))
+    assert victim.poll() is None
+    assert proc.returncode == 1 and "run.json belongs to another user (uid 65534)" in proc.stderr
+
+
+def test_a_lock_holder_that_is_not_amptuis_writer_for_this_folder_is_not_proof(tmp_path):
+    """Holding the lock is not enough either: the process must be amptui's trainer (or script runner)
+    for this very run folder, and the folder this user's."""
+    from amptui.jobs import forcestop
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1], 'a'); time.sleep(300)",
+                               str(run_dir / "lock"), "-m", "amptui.trainer", str(tmp_path / "other")])
+    try:
+        wait_until(lambda: any(p.pid == holder.pid for p in forcestop.lock_holders(run_dir)), 60,
+                   "the holder opened the lock")
+        with pytest.raises(signals.NotOurs, match="not amptui's trainer or script runner for this run folder"):
+            forcestop._runs_it(run_dir, signals.prove(launch_identity(holder.pid), "the record"))
+        assert forcestop.runs_folder(psutil.Process(holder.pid), tmp_path / "other")  # ... but for that one
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_a_run_json_naming_pid_minus_one_is_listed_as_damaged_not_a_traceback(cli, runs_dir):

@@ -194,3 +194,28 @@ def test_ab_variant_plan_name_runs_a_saved_plans_layers_beside_all_bf16():
     assert layers["amp.layers"] == {"hidden.0": "fp8-rowwise", "outlier": "bf16"} and layers["amp.dtype"] == "bfloat16"
     with pytest.raises(UserError, match=r"plan:plan-lab: preset 'plan-lab' has no \[amp.layers\]"):
         expand("bf16,plan:plan-lab", "cpu")
+
+
+def test_a_saved_plan_is_named_as_saved_not_as_its_preset(isolated):
+    """Issue 51 (small): a saved plan kept `run.name = "plan-lab"`, so its runs were listed as plan-lab's."""
+    from argparse import Namespace
+
+    from amptui.cli import plan as plan_cli
+    from amptui.core.config import presets
+
+    plan = plan_of([layer("hidden.0", 0, BIG)])
+    plan_cli.save("lab-mine", presets.find_preset("plan-lab"), None, plan, Namespace(sets=[], script=None))
+    saved = presets.find_preset("lab-mine").config()
+    assert saved.run.name == "lab-mine" and dict(saved.amp.layers) == {"hidden.0": by_name(plan)["hidden.0"].choice}
+
+
+def test_a_script_plan_samples_exactly_its_steps(runs_dir):
+    """Issue 51 (small): `plan --script --steps 24` sampled 25-26 steps (a stop file polled after the last
+    sample); the hooks now stop the script after exactly run.max_steps steps."""
+    from test_scripthooks import record_script
+
+    run_dir, recs, error = record_script(runs_dir, "plain_fp32.py", "--steps", "9", log_every=5,
+                                         sets={"run.max_steps": 4, "numerics.plan_every": 2})
+    end = recs[-1]
+    assert end["kind"] == "end" and end["steps"] == 4 and end["status"] == "stopped", (end, error)
+    assert [r["step"] for r in recs if r["kind"] == "plan_sample"] == [2, 4]

@@ -148,15 +148,41 @@ def test_a_search_whose_every_trial_failed_crowns_nothing_not_fp32():
 
 def test_every_speed_up_is_read_against_the_fp32_reference_run():
     """fp32 reads 1.00x and its second seed what it measured against it (issue 25: they read 1.58x
-    and 0.42x against the mean of the two); a candidate must beat the faster fp32 run."""
+    and 0.42x against the mean of the two); the second fp32 run is a control either way it lands
+    (issue 51): one at 0.5x leaves a 1.25x candidate untold, not a winner."""
     busy = [trial("fp32", "reference", ms=10.0), trial("fp32 seed 2", "band", ms=20.0), trial("bf16", ms=8.0)]
     winner, _, needed = V.judge(busy)
     assert [t.speedup for t in busy] == [pytest.approx(1.0), pytest.approx(0.5), pytest.approx(1.25)]
+    assert needed == pytest.approx(1.0) and winner is None
+    assert busy[2].verdict == "accurate, too noisy to tell: its control, fp32 again, measured 0.50x"
+    quiet = [trial("fp32", "reference", ms=10.0), trial("fp32 seed 2", "band", ms=10.1), trial("bf16", ms=8.0)]
+    winner, _, needed = V.judge(quiet)
     assert needed == T.MIN_GAIN and winner.candidate == "bf16"
     quick_seed = [trial("fp32", "reference", ms=10.0), trial("fp32 seed 2", "band", ms=8.0), trial("bf16", ms=8.5)]
     winner, _, needed = V.judge(quick_seed)
     assert quick_seed[1].speedup == pytest.approx(1.25) and needed == pytest.approx(0.25)
-    assert winner.role == "reference" and quick_seed[2].verdict == "accurate, within timing noise"
+    assert winner is None and quick_seed[2].verdict.startswith("accurate, too noisy to tell: 1.18x, inside its noise")
+
+
+def test_a_tune_whose_control_ran_as_fast_as_the_winner_names_no_winner():
+    """Issue 51 item 1: bf16 was crowned "WINNER at 2.88x" while fp32 with another seed, the control,
+    ran 2.88x the fp32 baseline in the same table. No winner, no "stay in fp32": too noisy, and why."""
+    trials = [trial("fp32", "reference", ms=28.8), trial("bf16", ms=10.0), trial("fp32 seed 2", "band", ms=10.0),
+              trial("fp16+scaler", ms=300.0)]
+    result = P.conclude(trials, False, {"precision"}, "cpu", planned=("bf16", "fp16+scaler"))
+    assert result["winner"] is None and not any(t["verdict"].startswith("WINNER") for t in result["trials"])
+    assert result["trials"][1]["verdict"] == "accurate, too noisy to tell: its control, fp32 again, measured 2.88x"
+    text = " ".join(result["explanation"])
+    assert "No winner: the timings were too noisy to tell whether bf16 is faster than fp32 (bf16 measured 2.88x" in text
+    assert "Its control, fp32 seed 2, ran at 2.88x the first fp32 run" in text and "Stay in fp32" not in text
+    assert report.status_words(result) == "done, no winner" and T.winner_of(result) is None
+    assert T.no_winner_words(result) == "the timings were too noisy to tell a winner"
+
+
+def test_a_candidate_clear_of_its_control_and_noise_still_wins():
+    trials = [trial("fp32", "reference", ms=10.0), trial("bf16", ms=3.0), trial("fp32 seed 2", "band", ms=8.5)]
+    winner, _, _ = V.judge(trials)
+    assert winner.candidate == "bf16" and winner.verdict == "WINNER"
 
 
 # --- a search that ended early: no winner, what was measured, what a verdict needs ------------------

@@ -59,12 +59,17 @@ def test_tune_script_searches_the_applied_precisions_and_names_the_command(runs_
     for t in result["trials"]:  # fp16 only where this CPU computes float16 natively
         if t["candidate"] in ("fp16", "fp16+scaler") and t["status"] == "skipped":
             assert t["reason"].startswith("float16 is slow on this CPU"), t
-    # a verdict: a winner, and the command that runs it
+    # a verdict: a winner and the command that runs it, or (a right answer on a busy machine, issue 51)
+    # no winner because the timings were too noisy to tell, said as such
     assert result["status"] == "done" and not result.get("partial"), result
     winner = T.winner_of(result)
-    assert winner in trials and trials[winner]["verdict"].startswith("WINNER"), result
-    assert result["use"] == use_command(str(SCRIPT), ["--steps", "12"], trials[winner]["knobs"]["run.apply_amp"])
-    assert result["use"].endswith(" -- --steps 12") and "saved_preset" not in result
+    if winner is None:
+        assert result["explanation"][0].startswith("No winner: the timings were too noisy to tell"), result
+    else:
+        assert winner in trials and trials[winner]["verdict"].startswith("WINNER"), result
+        assert result["use"] == use_command(str(SCRIPT), ["--steps", "12"], trials[winner]["knobs"]["run.apply_amp"])
+        assert result["use"].endswith(" -- --steps 12")
+    assert "saved_preset" not in result
     assert (runs_dir / f"{result['tune_id']}.tune.json").is_file()
 
 
@@ -151,12 +156,15 @@ def test_dashboard_t_on_a_script_run_tunes_that_script_with_its_arguments(runs_d
             await until(pilot, lambda: (screen.result or {}).get("status") == "done", timeout=300, step=0.5)
             result = screen.result
             assert result["script"] == str(SCRIPT) and result["script_args"] == ["--steps", "8"]
-            assert result["budget_s"] == 360 and T.winner_of(result), result
-            assert result["use"].endswith(" -- --steps 8")
-            await until(pilot, lambda: "Use the winner: amptui run --script" in
-                        str(screen.query_one("#tune-explain").render()))
+            assert result["budget_s"] == 360, result
+            if T.winner_of(result):  # else too noisy to tell on a busy machine (issue 51): a right answer
+                assert result["use"].endswith(" -- --steps 8")
+                await until(pilot, lambda: "Use the winner: amptui run --script" in
+                            str(screen.query_one("#tune-explain").render()))
+            else:
+                assert result["explanation"][0].startswith("No winner: the timings were too noisy"), result
             await pilot.press("s")
-            await until(pilot, lambda: "saves no preset" in notes.text())
+            await until(pilot, lambda: "saves no preset" in notes.text() or "too noisy to tell a winner" in notes.text())
 
     try:
         drive()

@@ -35,7 +35,7 @@ from amptui.cli import (
 )
 from amptui.cli.parser import build_parser
 from amptui.core.errors import UserError
-from amptui.jobs.spawn import forget_working_folder
+from amptui.jobs.spawn import forget_working_folder, hear_interrupts
 
 COMMANDS = (run, stop, resume, watch, ab, tune, numerics, plan, serve, slurm, sky, compare, runs, export, doctor,
             keys, presets)
@@ -45,6 +45,7 @@ BY_NAME = {command.__name__.rpartition(".")[2]: command for command in COMMANDS}
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     forget_working_folder()  # before anything is started: whatever it starts inherits this environment
+    hear_interrupts()  # Ctrl-C stops gracefully even when a shell's `&` started us with SIGINT ignored
     # Everything after a bare "--" belongs to the user's script (`amptui run --script x.py -- ARGS`).
     script_args = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +33,8 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
                    help=f"optimizer steps of the sampled run (default {DEFAULT_STEPS}; {SAMPLES} of them are sampled)")
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
-    p.add_argument("--save", metavar="NAME", help="save the plan as a preset NAME: the preset with [amp.layers] "
-                   "giving each linear its planned precision")
+    p.add_argument("--save", metavar="NAME", help="presets only: save the plan as a preset NAME, the preset with "
+                   "[amp.layers] giving each linear its planned precision (a script's precision is its own code's)")
     p.add_argument("--verify", action="store_true", help="with --save: then run the A/B of all-bf16 against the "
                    "saved plan (--steps steps each) and put the measured speed-up and loss beside the prediction")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -59,7 +58,7 @@ def handle(args) -> int:
     roof = device_roof(args.device)  # before anything starts: an unknown GPU is one line
     preset = presets.find_preset(args.preset) if args.preset else None
     if args.save:
-        presets.check_name(args.save)
+        check_save(args)
     if args.verify and not args.save:
         raise UserError("--verify runs the A/B of a saved plan: add --save NAME")
     every = max(1, args.steps // SAMPLES)
@@ -71,6 +70,7 @@ def handle(args) -> int:
         check_script_sets(overrides)
         launch.check_script(args.script)
         overrides["run.script"] = args.script
+        overrides["run.max_steps"] = args.steps  # the hooks stop it after exactly --steps steps
     else:
         overrides.update({"run.max_steps": args.steps, "log.checkpoint_every": 0, "log.eval_every": 0})
     root = runs.runs_root(args.runs_dir, writable=True)
@@ -143,49 +143,36 @@ def sampled_run(run_dir: Path, proc, args) -> tuple[list[dict], dict]:
     its start record. With --format json the progress goes to stderr: stdout is the JSON."""
     from amptui.cli.run_commands import attach
     from amptui.core.events import primary_events_file, read_events
+    from amptui.core.records import PlanSample, Start
     from amptui.core.run.runfiles import RunFolder
 
-    stop = threading.Event()
-    if args.script:
-        threading.Thread(target=_stop_after, args=(run_dir, args.steps, stop), daemon=True).start()
     out = sys.stderr if args.format == "json" else sys.stdout
-    try:
-        with contextlib.redirect_stdout(out):
-            attach(run_dir, proc, False, 0, label="plan: ", output_from=0 if args.script else None)
-    finally:
-        stop.set()
+    with contextlib.redirect_stdout(out):
+        attach(run_dir, proc, False, 0, label="plan: ", output_from=0 if args.script else None)
     records = read_events(primary_events_file(run_dir)) if RunFolder(run_dir).events.exists() else []
-    from amptui.core.records import PlanSample, Start
-
     start = next((r.wire for r in records if isinstance(r, Start)), {})
     return [r.wire for r in records if isinstance(r, PlanSample)], start
 
 
-def _stop_after(run_dir: Path, steps: int, done: threading.Event) -> None:
-    """A script runs its own length: ask it to stop once it has recorded `steps` steps."""
-    from amptui.core.events import EventReader
-    from amptui.core.records import PlanSample
-    from amptui.core.run.runfiles import RunFolder
-    from amptui.jobs import launch
+def check_save(args) -> None:
+    """`--save NAME`'s refusals, before anything runs: they depend on the arguments only."""
+    from amptui.core.config import presets
 
-    reader = EventReader(RunFolder(run_dir).events)
-    while not done.wait(0.2):
-        for record in reader.read():
-            if isinstance(record, PlanSample) and int(record.step or 0) >= steps:
-                launch.request_stop(run_dir)
-                return
+    if args.script:
+        raise UserError("--save keeps a preset's plan: a script's precision is its own code's (run the plan "
+                        "without --save and set the table's choices in the script)")
+    presets.check_name(args.save)
+    if presets.is_builtin(args.save):
+        raise UserError(f"--save {args.save}: preset {args.save!r} is built in; choose another name")
 
 
 def save(name: str, preset, cfg, plan, args) -> Path:
     """The preset, its sampled run's keys taken back out, with the plan as [amp.layers]."""
     from amptui.core import plan as planner
     from amptui.core.config import presets
-
-    if args.script:
-        raise UserError("--save keeps a preset's plan: a script's precision is its own code's (use the table "
-                        "to set it there)")
     from amptui.core.config import values as config
 
     base = preset.config(config.parse_set(args.sets))
-    return presets.save_preset(name, base.with_overrides({"amp.layers": planner.layer_table(plan)}), force=True,
+    keys = {"amp.layers": planner.layer_table(plan), "run.name": name}  # runs of it are listed under its own name
+    return presets.save_preset(name, base.with_overrides(keys), force=True,
                                source=f"amptui plan {preset.name} --for {plan.device.name}")

@@ -51,7 +51,8 @@ def handle(args) -> int:
             print(shown(text, newlines=True), end="")
         else:
             cfg = preset.config()
-            print(config.to_toml(cfg.to_dict(), f"# preset {preset.name} ({preset.path}), every key resolved"), end="")
+            text = config.to_toml(cfg.to_dict(), f"# preset {preset.name} ({preset.path}), every key resolved")
+            print(shown(text, newlines=True), end="")  # what TOML keeps raw (U+2028, C1) as \\uNNNN: the same TOML
     elif action == "save":
         source = presets.find_preset(args.source)
         cfg = source.config(config.parse_set(args.sets))

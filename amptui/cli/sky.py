@@ -65,12 +65,11 @@ def handle(args) -> int:
         check_script_sets(overrides)
     preset = presets.find_preset(args.preset) if args.preset else None
     cfg = sky.job_config(preset, overrides, spec)
-    preset_toml = config.to_toml(config.minimal(cfg.to_dict()))
     source = sky.install_source()
-    doc = sky.task(cfg, spec, preset_toml, source)
+    doc = sky.task(cfg, spec, source)
     header = [f"amptui: {cfg.run.name} on {spec.nodes} node(s) x {max(1, gpus)} process(es), torchrun with static "
               "rendezvous from SkyPilot's variables",
-              "written by: " + shlex.join(["amptui", *args.argv]).replace("\n", "\\n"),
+              "written by: " + shlex.join(["amptui", *args.argv]),
               "launch with: sky launch THIS_FILE   or, recovering from preemptions: sky jobs launch THIS_FILE",
               "runs folder on the nodes: " + spec.nodes_runs_dir + ("" if spec.runs_dir else f" (bucket {bucket_of(doc)})"),
               "precision: " + slurm.precision_words(cfg)]

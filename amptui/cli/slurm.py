@@ -54,8 +54,7 @@ def handle(args) -> int:
     slurm.check_spec(spec)
     preset = presets.find_preset(args.preset)
     cfg = slurm.job_config(preset, config.parse_set(args.sets), spec)
-    preset_toml = config.to_toml(config.minimal(cfg.to_dict()))
-    script = slurm.job_script(cfg, spec, preset_toml, ["amptui", *args.argv])
+    script = slurm.job_script(cfg, spec, ["amptui", *args.argv])
     sbatch = shutil.which("sbatch") if args.submit else None
     if args.submit and sbatch is None:
         raise UserError("--submit: sbatch is not on PATH (is this a SLURM login node?); write the script with "

@@ -46,7 +46,7 @@ def handle(args) -> int:
     group = next((g for g in groups.groups(root) if args.run_id in (g.group_id, g.label)), None)
     if group is not None:  # a whole A/B: no further variant starts, the running one stops
         stopping = groups.cancel(root, group)
-        print(f"A/B {group.label} of {group.preset}: cancelled; no further variant starts"
+        _print(f"A/B {group.label} of {group.preset}: cancelled; no further variant starts"
               + (f"; {', '.join(stopping)} is stopping (checkpoint first)" if stopping else ""))
         return 0
     run_dir = runs.run_dir(root, args.run_id)
@@ -54,24 +54,24 @@ def handle(args) -> int:
     running = runs.load_run(run_dir).status == "running"
     leader = _writer(run_dir) if running else None  # proved now: the lock outlives a stopped leader
     if running:  # never a silent wait (a refusal says its own line)
-        print(f"run {run_dir.name}: stop requested; waiting up to {grace:g} s for it to stop "
+        _print(f"run {run_dir.name}: stop requested; waiting up to {grace:g} s for it to stop "
               "(then its processes are killed)", file=sys.stderr, flush=True)
     info = launch.stop(run_dir, wait_s=grace)
     if info.status == "running":  # no answer: a deadlocked script, or one that ignores the stop
         return _kill(run_dir, info.run_id, grace, args.force)
     survivors = forcestop.leftovers(run_dir, leader.pid if isinstance(leader, signals.Handle) else None)
     if survivors:
-        print(f"run {info.run_id}: {info.status} at step {info.step}, but processes it started outlived it "
+        _print(f"run {info.run_id}: {info.status} at step {info.step}, but processes it started outlived it "
               f"and could not be ended: {_listed(survivors)}")
         return 1
     holders = forcestop.held_by(run_dir)  # outside the run's group: left alone, named
     if holders:
-        print(f"run {info.run_id}: {info.status} at step {info.step}, but {_listed(holders)} still "
+        _print(f"run {info.run_id}: {info.status} at step {info.step}, but {_listed(holders)} still "
               f"{'holds' if len(holders) == 1 else 'hold'} its lock (started by the run, it left the run's process "
               f"group, so amptui does not signal it); end it (kill {' '.join(str(p.pid) for p in holders)}), "
               "then the run can be deleted or resumed")
         return 1
-    print(f"run {info.run_id}: {info.status} at step {info.step}")
+    _print(f"run {info.run_id}: {info.status} at step {info.step}")
     return 0 if info.status == "stopped" else 1
 
 
@@ -91,22 +91,22 @@ def _kill(run_dir, run_id: str, grace: float, force: bool) -> int:
     if isinstance(found, signals.NotOurs):
         pid = forcestop.recorded_pid(run_dir)
         if not force or pid is None:
-            print(f"run {run_id}: no answer after {grace:g} s; its processes were not killed: {found}"
+            _print(f"run {run_id}: no answer after {grace:g} s; its processes were not killed: {found}"
                   + (f"\n  to signal it anyway: amptui stop {run_id} --force" if pid is not None and not force else ""),
                   file=sys.stderr)
             return 1
         try:
             handle = signals.forced(pid)
         except signals.NotOurs as exc:
-            print(f"run {run_id}: {exc}", file=sys.stderr)
+            _print(f"run {run_id}: {exc}", file=sys.stderr)
             return 1
-        print(f"run {run_id}: --force: signalling pid {pid}: {signals.command_of(handle.proc)}", file=sys.stderr)
+        _print(f"run {run_id}: --force: signalling pid {pid}: {signals.command_of(handle.proc)}", file=sys.stderr)
         found = handle
     survivors = found.end_family(forcestop.TERM_WAIT_S)
     if survivors:
-        print(f"run {run_id}: killed after {grace:g} s without an answer, but these survived: {_listed(survivors)}")
+        _print(f"run {run_id}: killed after {grace:g} s without an answer, but these survived: {_listed(survivors)}")
         return 1
-    print(f"run {run_id}: stopped (killed after {grace:g} s without an answer)")
+    _print(f"run {run_id}: stopped (killed after {grace:g} s without an answer)")
     return 0
 
 
@@ -114,3 +114,10 @@ def _listed(procs) -> str:
     from amptui.jobs import signals
 
     return "; ".join(f"pid {p.pid} ({signals.command_of(p)})" for p in procs)
+
+
+def _print(text: str, **kwargs) -> None:
+    """print, as shown: group presets and command lines come from files and /proc (core/fmt.shown)."""
+    from amptui.core.fmt import shown
+
+    print(shown(text, newlines=True), **kwargs)

@@ -141,4 +141,4 @@ def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
         print_lines(notes, out)
     else:
         for line in notes[:-1]:
-            print(f"amptui: {line}", file=sys.stderr)
+            print(f"amptui: {shown(line)}", file=sys.stderr)

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from amptui.core import distribution
+from amptui.core import distribution, figures
 from amptui.core.comparenotes import short_precision, variant_label
-from amptui.core.comparestep import common_step, losses_at, speed_verdict, stopped_early
+from amptui.core.comparestep import common_step, control_of, losses_at, speed_verdict, speedup_of, stopped_early
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, keys_said
@@ -39,6 +39,7 @@ from amptui.core.fmt import (
     fmt_points,
     fmt_rate,
     fmt_ratio,
+    shown,
 )
 from amptui.core.inputbound import notice
 from amptui.core.numerics import NumericsSummary
@@ -174,6 +175,7 @@ class CompareRow:
     same_speed: bool | None = None       # the speed-up is within its noise of 1.0 (comparestep.speed_verdict)
     speed_unresolved: str | None = None  # why the speed-up cannot be told (too short, too noisy, different load)
     variant: str = ""                    # an `ab --script --variant NAME` run's label (variants.chosen_label), else ""
+    memory_same: bool | None = None      # the saving is inside the peaks' run-to-run spread (figures.memory_call)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -196,13 +198,17 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
     rows: list[CompareRow] = []
     base = summaries[0] if summaries else None
     common = common_step(summaries)
+    control = control_of(summaries)  # the baseline's setup run again: the machine's noise, measured
+    control_ratio = _ratio(_rank_peak(control), _rank_peak(base)) if control is not None and base else None
     for s, at in zip(summaries, losses_at(summaries, common), strict=True):
-        speedup = _ratio(s.steady_samples_per_s, base.steady_samples_per_s) if base else None
-        if speedup is None and base:  # no throughput recorded (e.g. a Monitor without batch sizes)
-            speedup = _ratio(base.steady_step_ms, s.steady_step_ms)
-        verdict = speed_verdict(s, base, speedup) if base is not None else None
+        speedup = speedup_of(s, base) if base else None
+        verdict = speed_verdict(s, base, speedup, control) if base is not None else None
         peak, base_peak = _rank_peak(s), _rank_peak(base) if base else None
         ratio = _ratio(peak, base_peak)
+        # inside the peaks' run-to-run spread it is no saving (issue 51: "-3.3%" between identical runs)
+        memory_same = None if s is base else figures.memory_call(
+            None if ratio is None else 1.0 - ratio, s.ranks.measure,
+            None if control_ratio is None or s is control else 1.0 - control_ratio) is False
         state, base_state = s.ranks.state_per_rank(), base.ranks.state_per_rank() if base else None
         state_ratio = _ratio(state, base_state)
         delta = s.val_acc - base.val_acc if base and s.val_acc is not None and base.val_acc is not None else None
@@ -210,7 +216,8 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
             run_id=s.run_id, preset=s.preset, precision=precision_said(s), status=s.status,
             final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=peak,
             total_time_s=s.total_time_s, time_per_epoch_s=s.time_per_epoch_s, samples_per_s=s.steady_samples_per_s,
-            speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, skipped=s.skipped_total,
+            speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, memory_same=memory_same,
+            skipped=s.skipped_total,
             steps=s.step, data_wait=s.data_wait_share, input_bound=notice(s.data_wait_share, s.device.get("type")),
             dist=distribution.dist_label(s.dist), state_mem=state,
             state_saving=None if state_ratio is None else 1.0 - state_ratio, rank_peaks=s.ranks.peaks_by_rank(),
@@ -225,6 +232,10 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
 def _rank_peak(s: RunSummary) -> float | None:
     """A run's peak memory per rank: the highest of any rank's (rank 0's alone when only it said)."""
     return s.ranks.highest_peak() if s.ranks.peaks else s.peak_mem
+
+
+def _shown_by(cell: Callable[[CompareRow], str]) -> Callable[[CompareRow], str]:
+    return lambda row: shown(cell(row))
 
 
 @dataclass(frozen=True)
@@ -245,6 +256,10 @@ class Column:
     def __post_init__(self) -> None:
         if not self.key:
             object.__setattr__(self, "key", self.header)
+        # every cell as it may be shown (a preset name, a status, an error come from a runs folder)
+        object.__setattr__(self, "cell", _shown_by(self.cell))
+        if self.terminal_cell is not None:
+            object.__setattr__(self, "terminal_cell", _shown_by(self.terminal_cell))
 
     def terminal(self, row: CompareRow) -> str:
         return (self.terminal_cell or self.cell)(row)
@@ -261,6 +276,11 @@ def _speedup(r: CompareRow, terminal: bool = False) -> str:
     if r.same_speed:
         return "same speed" if terminal else f"same speed ({said})"
     return said
+
+
+def _memory_saving(r: CompareRow) -> str:
+    """"-12.5%"; "same" where the difference is inside the peaks' run-to-run spread."""
+    return "same" if r.memory_same else fmt_change(r.memory_saving)
 
 
 def _status(r: CompareRow) -> str:
@@ -290,7 +310,7 @@ COLUMNS: list[Column] = [
     Column("time/epoch", "time/\nepoch", lambda r: fmt_duration(r.time_per_epoch_s, precise=True), priority=2),
     Column("samples/s", "samples\n/s", lambda r: fmt_rate(r.samples_per_s), priority=4),
     Column("speed-up", "speed\n-up", _speedup, priority=9, terminal_cell=lambda r: _speedup(r, terminal=True)),
-    Column("mem saving", "mem\nsaving", lambda r: fmt_change(r.memory_saving), priority=8),
+    Column("mem saving", "mem\nsaving", _memory_saving, priority=8),
     Column("state/rank", "state\n/rank", lambda r: fmt_bytes(r.state_mem), priority=6, spread_only=True),
     Column("state saving", "state\nsaving", lambda r: fmt_change(r.state_saving), priority=8, spread_only=True),
     Column("skipped", "skipped\nsteps", lambda r: str(r.skipped), priority=5),
@@ -333,7 +353,8 @@ def render(rows: list[CompareRow], fmt: str = "table") -> str:
         writer = csv.DictWriter(out, fieldnames=list(CompareRow.__dataclass_fields__))
         writer.writeheader()
         for r in rows:
-            writer.writerow({k: " ".join("-" if p is None else f"{p:.0f}" for p in v) if isinstance(v, list) else v
+            writer.writerow({k: " ".join("-" if p is None else f"{p:.0f}" for p in v) if isinstance(v, list)
+                             else shown(v) if isinstance(v, str) else v  # text from a runs folder, as shown
                              for k, v in asdict(r).items()})  # rank_peaks: bytes, space-separated
         return out.getvalue()
     columns = shown_columns(rows)

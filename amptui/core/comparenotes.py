@@ -8,7 +8,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution
-from amptui.core.comparestep import common_step, load_differs, never_stepped, stopped_early
+from amptui.core.comparestep import common_step, load_differs, never_stepped, noisy_note, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, SCALER_KEYS
 from amptui.core.config.variants import RAN_AS_FP32, chosen_label
@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the first run (evaluation, "
                "checkpoints, start-up and the first 10% of steps left out), ± the two runs' spread of step time "
-               "from one timed window to the next, \"same speed\" within it; memory saving = 1 - peak / first "
-               "run's peak; data wait = share of step time spent waiting for the next batch")
+               "from one timed window to the next (or a control's, the first run's setup run again), \"same speed\" within "
+               "it when it is within ±10%; memory saving = 1 - peak / first run's peak (\"same\" inside the peaks' "
+               "run-to-run spread); data wait = share of step time spent waiting for the next batch")
 
 
 def variant_label(s: RunSummary) -> str:
@@ -208,6 +209,8 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     lines += float8_notes(summaries)
     load = load_differs(summaries)
     lines += [load] if load else []
+    noisy = noisy_note(summaries)
+    lines += [noisy] if noisy else []
     lines += why_lines(summaries)
     turns = interleaved_note(summaries)
     lines += [turns] if turns else []

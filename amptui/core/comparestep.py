@@ -4,11 +4,11 @@ early, and the noise on a speed-up from the runs' step-time spread."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from amptui.core import figures
 from amptui.core.events import EventReader, primary_events_file
 from amptui.core.records import Step
 
@@ -16,15 +16,11 @@ if TYPE_CHECKING:
     from amptui.core.compare import RunSummary
 
 _CHUNK = 8 * 1024 * 1024
-# A speed-up's noise: the two runs' window-to-window spread of ms/step (one standard deviation of
-# each, relative, combined), never below SPEED_NOISE_FLOOR: one machine's run-to-run wobble.
-# A speed-up within 1 +- its noise reads "same speed".
-SPEED_NOISE_FLOOR = 0.02
-# Beyond this relative noise a speed-up is not a figure ("too noisy to tell").
-NOISE_TOO_LARGE = 0.5
+# The speed verdict itself (noise, "same speed", "too noisy to tell", a control) is core/figures.py's.
 # Runs whose windows saw other processes take shares of the CPUs this far apart ran under different
 # load: their speed-up measures the machine, not the precision.
 LOAD_GAP = 0.2
+_NOT_SETUP = ("run.seed", "run.name", "run.description")  # a control differs in these alone
 
 
 def loss_at(run_dir: Path | None, step: int) -> tuple[int, float] | None:
@@ -68,11 +64,35 @@ def losses_at(summaries: list[RunSummary], step: int | None) -> list[tuple[int, 
 
 
 def speed_noise(s: RunSummary, base: RunSummary) -> float | None:
-    """The relative noise of a speed-up of `s` against `base` (see SPEED_NOISE_FLOOR); None when
+    """The relative noise of a speed-up of `s` against `base` (figures.ratio_noise); None when
     either run has fewer than two timed windows after warm-up."""
-    if s.step_ms_spread is None or base.step_ms_spread is None:
+    return figures.ratio_noise(s.step_ms_spread, base.step_ms_spread)
+
+
+def speedup_of(s: RunSummary, base: RunSummary) -> float | None:
+    """`s`'s steady samples/s against `base`'s (ms/step where no throughput was recorded, e.g. a
+    Monitor without batch sizes)."""
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None or b <= 0 else a / b
+
+    found = ratio(s.steady_samples_per_s, base.steady_samples_per_s)
+    return found if found is not None else ratio(base.steady_step_ms, s.steady_step_ms)
+
+
+def control_of(summaries: list[RunSummary]) -> RunSummary | None:
+    """A control among the runs: a later run of the baseline's own setup (same preset or script,
+    same precision, same variant), whose speed-up and memory saving against the baseline are the
+    machine's run-to-run noise, measured."""
+    if len(summaries) < 2:
         return None
-    return max(SPEED_NOISE_FLOOR, math.hypot(s.step_ms_spread, base.step_ms_spread))
+    base = summaries[0]
+
+    def setup(s: RunSummary) -> tuple[object, ...]:  # what it trained, not how it was named or seeded
+        kept = sorted((k, repr(v)) for k, v in s.flat_config.items() if k not in _NOT_SETUP
+                      and not k.startswith(("numerics.", "log.")))
+        return (s.preset, s.precision_words, tuple(kept))
+
+    return next((s for s in summaries[1:] if s.ended and not never_stepped(s) and setup(s) == setup(base)), None)
 
 
 def stopped_early(s: RunSummary) -> bool:
@@ -82,28 +102,48 @@ def stopped_early(s: RunSummary) -> bool:
 
 @dataclass(frozen=True)
 class SpeedVerdict:
-    """What a speed-up of `s` against `base` may be said as: plus (the +- shown), same (within its
-    noise of 1.0: symmetric, |ln speed-up| <= ln(1 + noise), so A against B and B against A agree)
-    and why it cannot be told at all (None when it can)."""
+    """What a speed-up of `s` against `base` may be said as: plus (the +- shown), same (inside the
+    narrow "same speed" band; figures.speed_call) and why it cannot be told at all (None when it can)."""
 
     plus: float | None = None
     same: bool | None = None
     unresolved: str | None = None
 
 
-def speed_verdict(s: RunSummary, base: RunSummary, speedup: float | None) -> SpeedVerdict:
+def speed_verdict(s: RunSummary, base: RunSummary, speedup: float | None,
+                  control: RunSummary | None = None) -> SpeedVerdict:
+    """figures.speed_call on two runs: their windows' spread, a `control` run of the baseline's setup
+    where one ran (control_of), and first of all the load they ran under."""
     if s is base or speedup is None or speedup <= 0:
         return SpeedVerdict()
     noise = speed_noise(s, base)
-    plus = speedup * noise if noise is not None else None
     if s.others_cpu is not None and base.others_cpu is not None and abs(s.others_cpu - base.others_cpu) > LOAD_GAP:
-        return SpeedVerdict(plus, None, f"ran under different load (other processes used {base.others_cpu:.0%} "
-                                        f"and {s.others_cpu:.0%} of the CPUs)")
-    if noise is None:
-        return SpeedVerdict(None, None, "too short to tell (fewer than two timed windows after warm-up)")
-    if noise > NOISE_TOO_LARGE:
-        return SpeedVerdict(plus, None, f"too noisy to tell (step times vary ±{noise:.0%})")
-    return SpeedVerdict(plus, abs(math.log(speedup)) <= math.log1p(noise), None)
+        return SpeedVerdict(None if noise is None else speedup * noise, None,
+                            f"ran under different load (other processes used {base.others_cpu:.0%} "
+                            f"and {s.others_cpu:.0%} of the CPUs)")
+    against = speedup_of(control, base) if control is not None and control is not s else None
+    call = figures.speed_call(speedup, noise, against)
+    plus = speedup * call.noise if call.noise is not None else None
+    return SpeedVerdict(plus, call.same, call.unresolved)
+
+
+def noisy_note(summaries: list[RunSummary]) -> str | None:
+    """The runs whose speed-up was too noisy to tell, what made it so and what to do (under the table,
+    whose cell says only "too noisy to tell")."""
+    if len(summaries) < 2:
+        return None
+    base, control = summaries[0], control_of(summaries)
+    said = []
+    for s in summaries[1:]:
+        why = speed_verdict(s, base, speedup_of(s, base), control).unresolved or ""
+        if why.startswith("too noisy"):
+            said.append(f"{s.run_id}: {why.removeprefix('too noisy to tell (').rpartition('): ')[0]}")
+    if not said:
+        return None
+    return (f"speed-up too noisy to tell ({'; '.join(said)}): \"same speed\" needs a band within "
+            f"±{figures.SAME_SPEED_BAND:.0%}; {figures.NOISY_ADVICE}" + ("" if any(
+                (s.start or {}).get("interleaved") for s in summaries) else
+                " (`amptui ab --interleave` lets the variants take turns, so a drift falls on all alike)"))
 
 
 def load_differs(summaries: list[RunSummary]) -> str | None:

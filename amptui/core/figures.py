@@ -11,10 +11,16 @@ up to), so one run never shows three throughputs (issue 43).
 - final loss: the end record's `final_loss` (the recorder writes its last step record's loss), else
   the last step record's loss. A step record's loss is the mean over its window of `log.every` steps,
   so a script's own print of its last batch's loss can differ by that batch's noise.
+- speed verdict (speed_call): a speed-up against its measured noise and, where one ran, a control (the
+  baseline's setup run again): "same speed" only inside a narrow band (SAME_SPEED_BAND), a figure only
+  outside the noise, else "too noisy to tell" with what to do. compare, ab, tune, doctor and the
+  dashboard all decide by it (issue 51).
+- memory saving (memory_call): shown only beyond the run-to-run spread of the peak it compares.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,3 +123,83 @@ def steady_of_rows(rows: list[dict[str, Any]], total_steps: int | None = None) -
 def final_loss(end: dict[str, Any] | None, last_step_loss: float | None) -> float | None:
     said = (end or {}).get(END.final_loss)
     return said if said is not None else last_step_loss
+
+
+# --- speed and memory verdicts -----------------------------------------------------------------
+
+# A speed-up's noise: the two runs' window-to-window spread of ms/step (one standard deviation of
+# each, relative, combined), never below SPEED_NOISE_FLOOR: one machine's run-to-run wobble.
+SPEED_NOISE_FLOOR = 0.02
+# "same speed" only when the noise leaves no more than this either way: a +-40% band that holds 1.0
+# also holds 1.4x (issue 51: "same speed (0.96x +-0.46)" where a careful timing measured 1.54x).
+SAME_SPEED_BAND = 0.10
+# Beyond this relative noise a speed-up is not a figure at all.
+NOISE_TOO_LARGE = 0.5
+NOISY_ADVICE = "rerun when the machine is quieter, or with more steps"
+
+
+def ratio_noise(spread_a: float | None, spread_b: float | None) -> float | None:
+    """The relative noise of a ratio of two runs' rates from their windows' spreads (Steady.spread);
+    None when either has fewer than two timed windows."""
+    if spread_a is None or spread_b is None:
+        return None
+    return max(SPEED_NOISE_FLOOR, math.hypot(spread_a, spread_b))
+
+
+def control_gap(control: float | None) -> float:
+    """How far a control (the baseline's own setup run again: its ratio to the baseline) landed from
+    1.0, relative and symmetric (0.5x and 2x are both 1.0): the noise the machine showed for certain."""
+    if control is None or control <= 0:
+        return 0.0
+    return max(control, 1 / control) - 1.0
+
+
+@dataclass(frozen=True)
+class SpeedCall:
+    """What a speed-up may be said as: noise (the relative +- it was judged by), same (inside a band
+    narrow enough to call it the same speed; False: a figure outside its noise) and why it cannot be
+    told (None when it can). Symmetric: A against B and B against A get the same call."""
+
+    noise: float | None = None
+    same: bool | None = None
+    unresolved: str | None = None
+    cause: str = ""  # what made it too noisy, in a few words ("step times vary ±46%")
+
+
+def speed_call(speedup: float | None, noise: float | None, control: float | None = None) -> SpeedCall:
+    """The one speed verdict: `speedup` against its measured relative `noise` (ratio_noise) and,
+    where one ran, a `control` (the baseline run again, its ratio to the baseline): the noise is the
+    larger of the two, so a candidate is never faster than its own control says the machine wobbles."""
+    if speedup is None or speedup <= 0:
+        return SpeedCall()
+    gap = control_gap(control)
+    if noise is None and control is None:
+        return SpeedCall(None, None, "too short to tell (fewer than two timed windows after warm-up)")
+    used = max(noise or 0.0, gap, SPEED_NOISE_FLOOR)
+    why = (f"its control, the baseline run again, measured {control:.2f}x" if gap > (noise or 0.0)
+           else f"step times vary ±{used:.0%}")
+    if used > NOISE_TOO_LARGE:
+        return SpeedCall(used, None, f"too noisy to tell ({why}): {NOISY_ADVICE}", why)
+    if abs(math.log(speedup)) > math.log1p(used):
+        return SpeedCall(used, False, None)
+    if used <= SAME_SPEED_BAND:
+        return SpeedCall(used, True, None)
+    return SpeedCall(used, None, f"too noisy to tell ({speedup:.2f}x, inside its noise: {why}): {NOISY_ADVICE}",
+                     f"{speedup:.2f}x, inside its noise, {why}")
+
+
+# A peak's run-to-run spread where no control measured it: a process's peak RSS (the CPU) wanders
+# by a few percent between identical runs (allocator, threads, page cache); torch's own peak of
+# allocated device memory repeats far more closely.
+MEMORY_SPREAD = {"peak_rss": 0.05, "peak_allocated": 0.01}
+MEMORY_SPREAD_DEFAULT = 0.05
+
+
+def memory_call(saving: float | None, measure: str | None, control_saving: float | None = None) -> bool | None:
+    """True when a memory saving (1 - peak / the baseline's) is beyond the run-to-run spread of what
+    the peaks measure (and beyond a control's own "saving", where one ran); False inside it (no
+    saving to show); None when there is none."""
+    if saving is None:
+        return None
+    spread = max(MEMORY_SPREAD.get(measure or "", MEMORY_SPREAD_DEFAULT), abs(control_saving or 0.0))
+    return abs(saving) > spread

@@ -151,19 +151,28 @@ def fmt_time(t: float | None) -> str:
 
 # --- strings from files ---------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 (but \t, \n), DEL, C1: ESC starts a terminal sequence
+# C0 (but \t, \n), DEL, C1 (ESC and CSI start a terminal sequence), and what reorders or breaks a
+# line where it is shown: bidi marks, overrides and isolates, Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _MARKUP_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")   # what rich/Textual would read as a style tag
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"  # \u: TOML and JSON read it back as written
 
 
 def shown(text: object, *, markup: bool = False, newlines: bool = False) -> str:
     """A string read from a file (a record, a config, a folder name) as it may reach a terminal:
-    control characters written as \\xNN (no escape sequence reaches the terminal raw), tabs and,
+    the one way such text is shown (widgets, tables, CSV, SVG, messages). Control characters
+    written as \\xNN (ASCII) or \\uNNNN (C1, bidi, line separators) (no escape sequence reaches
+    the terminal raw, nothing reorders what follows), tabs and,
     unless `newlines`, line breaks as spaces. `markup`: the text goes where rich/Textual read
     markup, so "[red]" is escaped to show as written (what rich.markup.escape does)."""
     text = str(text).replace("\t", " ")
     if not newlines:
         text = text.replace("\r\n", " ").replace("\n", " ")
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+    text = _CONTROL.sub(_escaped, text)
     if markup:
         text = _MARKUP_TAG.sub(lambda m: f"{m.group(1)}{m.group(1)}\\{m.group(2)}", text)
         if text.endswith("\\") and not text.endswith("\\\\"):

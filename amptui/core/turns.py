@@ -22,13 +22,25 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+from amptui.core import safefile
+
 TURN_ENV = "AMPTUI_TURN"  # "INDEX PATH": the variant's index and the group's turn file
 POLL_S = 0.005            # how often a waiting trainer looks (a read of a few bytes, off the step clock)
 
 
 def start(path: Path, count: int) -> None:
-    """A new turn file: variant 0 first, all `count` taking part."""
-    Path(path).write_text(f"0 {','.join(str(i) for i in range(count))}\n")
+    """A new turn file: variant 0 first, all `count` taking part. Whatever already has its name (a
+    link or a FIFO planted in the runs folder) is removed, never followed, and the file is created
+    afresh (O_EXCL: one planted in between is refused, an UnsafeFile)."""
+    path = Path(path)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    try:
+        fd = safefile.open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode=safefile.umask_mode())
+    except FileExistsError:
+        raise safefile.UnsafeFile(f"{path}: made by someone else as the A/B started") from None
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"0 {','.join(str(i) for i in range(count))}\n")
 
 
 def _parse(text: str) -> tuple[int, list[int]] | None:
@@ -44,9 +56,10 @@ def _parse(text: str) -> tuple[int, list[int]] | None:
 
 @contextlib.contextmanager
 def _locked(path: Path, flags: int, lock: int) -> Iterator[IO[str] | None]:
-    """The turn file opened (never through a link) and flocked; None when it is gone or unopenable."""
+    """The turn file opened (never through a link, a regular file only: a FIFO would block) and
+    flocked; None when it is gone or unopenable."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW)
+        fd = safefile.open_fd(path, flags)
     except OSError:
         yield None
         return

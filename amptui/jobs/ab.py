@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from amptui.core.config.presets import Preset
+from amptui.core.errors import UserError
 from amptui.core.run.runs import launch_identity
 from amptui.jobs import groups as groupmod
 from amptui.jobs import launch
@@ -133,12 +134,15 @@ def run_interleaved(group: groupmod.Group, preset: Preset, overrides: dict[str, 
         run_dirs.append(run_dir)
         outcome.run_dirs.append(run_dir)
         group.update(runs=group.runs + [run_dir.name])
-    turn_file = group.path.with_suffix(".turn")
-    turns.start(turn_file, len(variants))
+    turn_file = group.path.with_suffix(".turn").absolute()  # as named, never resolved: no link is followed
+    try:
+        turns.start(turn_file, len(variants))
+    except OSError as exc:
+        raise UserError(f"cannot start the A/B's turn file: {exc}") from None
     procs: list[subprocess.Popen] = []
     try:
         for i, run_dir in enumerate(run_dirs):
-            procs.append(launch.start(run_dir, extra_env={turns.TURN_ENV: f"{i} {turn_file.resolve()}"}))
+            procs.append(launch.start(run_dir, extra_env={turns.TURN_ENV: f"{i} {turn_file}"}))
 
         def tick() -> None:
             for i, proc in enumerate(procs):

@@ -4,7 +4,10 @@ A script that deadlocked after os.fork(), or one that ignores the stop's Keyboar
 reaches its next step record; waiting for it would be waiting for ever. The writer is the process
 that holds the run's lock (its record names it), else run.json's pid; either must be proved to be
 the process amptui started (jobs/signals.py: pid, host, start time, user), so a reused pid or a
-pid a copied run folder names is never signalled.
+pid a copied run folder names is never signalled. A crafted folder can name any process of this
+user with its real start time (anyone can read it in /proc), so the proof also asks the run itself:
+the process must hold the run's lock now and be amptui's trainer, script runner or torchrun
+supervisor for this very folder, and the folder's files must be this user's.
 """
 
 from __future__ import annotations
@@ -28,17 +31,61 @@ def writer(run_dir: Path) -> signals.Handle:
         record = runlock.holder(run_dir) or {}
     except OSError:
         record = {}
+    _check_owned(run_dir)
     refusal = None
     if record:
         try:
-            return signals.prove(record, f"run {run_dir.name}'s lock record")
+            return _runs_it(run_dir, signals.prove(record, f"run {run_dir.name}'s lock record"))
         except signals.NotOurs as exc:
             refusal = exc
     launch = runs.read_launch_info(run_dir)
     try:
-        return signals.prove(launch, f"run {run_dir.name}'s run.json")
+        return _runs_it(run_dir, signals.prove(launch, f"run {run_dir.name}'s run.json"))
     except signals.NotOurs as exc:
         raise refusal or exc from None
+
+
+# The modules amptui runs a run folder's writer as: `python ... -m MODULE RUN_DIR ...`.
+WRITER_MODULES = ("amptui.trainer", "amptui.trainer.scriptrun", "amptui.trainer.torchrun")
+
+
+def _check_owned(run_dir: Path) -> None:
+    """NotOurs when the run folder or its records belong to another user: they prove nothing."""
+    folder = RunFolder(run_dir)
+    for path in (Path(run_dir), folder.lock, Path(run_dir) / "run.json"):
+        try:
+            owner = os.lstat(path).st_uid
+        except OSError:
+            continue
+        if owner != os.getuid():
+            raise signals.NotOurs(f"run {Path(run_dir).name}: {path.name} belongs to another user (uid {owner}), "
+                                  "so its records prove nothing; nothing was signalled")
+
+
+def runs_folder(proc: psutil.Process, run_dir: Path) -> bool:
+    """Is `proc` amptui's writer (trainer, script runner, torchrun supervisor) for `run_dir`?"""
+    try:
+        command, cwd = proc.cmdline(), proc.cwd()
+    except psutil.Error:
+        return False
+    target = os.path.realpath(run_dir)
+    return any(command[i] == "-m" and command[i + 1] in WRITER_MODULES
+               and os.path.realpath(os.path.join(cwd, command[i + 2])) == target
+               for i in range(len(command) - 2))
+
+
+def _runs_it(run_dir: Path, handle: signals.Handle) -> signals.Handle:
+    """`handle` itself when its process holds the run's lock and is amptui's writer for this
+    folder; NotOurs otherwise (a record can name any process of this user with its start time)."""
+    what = f"run {run_dir.name}: pid {handle.pid}"
+    command = signals.command_of(handle.proc)
+    if handle.pid not in {p.pid for p in lock_holders(run_dir)}:
+        raise signals.NotOurs(f"{what} does not hold the run's lock, so it is not the run's writer; nothing was "
+                              f"signalled. pid {handle.pid} is: {command}", command)
+    if not runs_folder(handle.proc, run_dir):
+        raise signals.NotOurs(f"{what} is not amptui's trainer or script runner for this run folder; nothing was "
+                              f"signalled. pid {handle.pid} is: {command}", command)
+    return handle
 
 
 def recorded_pid(run_dir: Path) -> int | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from amptui.core.config import values as cfgmod
 from amptui.core.config.presets import Preset
 from amptui.core.errors import ConfigError, UserError
-from amptui.jobs import slurm
+from amptui.jobs import clusterfile, slurm
 
 OWN_KEYS = {"dist.nnodes": "--nodes (SKYPILOT_NUM_NODES)", "dist.nproc_per_node": "--gpus (SKYPILOT_NUM_GPUS_PER_NODE)",
             "dist.node_rank": "SKYPILOT_NODE_RANK", "dist.rdzv_endpoint": "the first of SKYPILOT_NODE_IPS"}
@@ -78,9 +78,12 @@ def check_spec(spec: SkySpec) -> None:
     if spec.bucket is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:/@+-]*", spec.bucket):
         raise UserError(f"--bucket {spec.bucket}: expected a bucket name (made by SkyPilot when missing) or URL "
                         "(s3://..., gs://...)")
-    for value in (spec.runs_dir, *spec.script_args):
-        if value is not None and any(ord(c) < 32 for c in value):
-            raise UserError(f"{value!r}: a control character cannot go into the task's shell lines")
+    if spec.runs_dir is not None:
+        clusterfile.word(spec.runs_dir, "--runs-dir")
+    if spec.script is not None:
+        clusterfile.word(spec.script, "--script")
+    for value in spec.script_args:
+        clusterfile.word(value, "a script argument")
 
 
 def default_bucket() -> str:
@@ -196,7 +199,7 @@ def run_section(cfg: cfgmod.Config, spec: SkySpec, preset_toml: str) -> str:
     if any(line.strip() == HEREDOC_END for line in preset_toml.splitlines()):
         raise UserError(f"the preset contains a line {HEREDOC_END!r}, which ends the task's embedded preset")
     if spec.script:
-        worker = f"-m amptui.trainer.scriptrun \"$RUN_DIR\" {shlex.join([spec.script, *spec.script_args])}"
+        worker = f"-m amptui.trainer.scriptrun \"$RUN_DIR\" {clusterfile.shell_join([spec.script, *spec.script_args], 'the script')}"
     else:
         worker = '-m amptui.trainer "$RUN_DIR" $RESUME'
     return "\n".join([
@@ -222,9 +225,10 @@ def run_section(cfg: cfgmod.Config, spec: SkySpec, preset_toml: str) -> str:
     ]) + "\n"
 
 
-def task(cfg: cfgmod.Config, spec: SkySpec, preset_toml: str, source: InstallSource) -> dict:
+def task(cfg: cfgmod.Config, spec: SkySpec, source: InstallSource) -> dict:
     """The task as SkyPilot's YAML holds it (keys in the order its docs list them)."""
     check_spec(spec)
+    preset_toml, meant = clusterfile.preset_toml(cfg)
     name = re.sub(r"[^a-z0-9-]+", "-", f"amptui-{cfg.run.name}".lower()).strip("-")[:60]
     doc: dict = {"name": name}
     if spec.workdir is not None:
@@ -245,21 +249,25 @@ def task(cfg: cfgmod.Config, spec: SkySpec, preset_toml: str, source: InstallSou
         doc["file_mounts"] = mounts
     doc["setup"] = setup_section(source, cfg)
     doc["run"] = run_section(cfg, spec, preset_toml)
+    clusterfile.check_preset(doc["run"] + "\n", HEREDOC_END, meant, "the task's run")
     return doc
 
 
 def task_yaml(doc: dict, header: list[str]) -> str:
     """YAML text of `doc`: mappings as blocks, multi-line strings as literal blocks (`|`), other
-    strings double-quoted (JSON's escapes are YAML's), numbers plain; comments first."""
-    lines = [f"# {line}" for line in header]
+    strings double-quoted (clusterfile.yaml_quoted), numbers plain; comments first. Checked
+    whole and parsed back (clusterfile) before anyone writes it."""
+    lines = [f"# {clusterfile.comment(line)}" for line in header]
     _emit(doc, 0, lines)
-    return "\n".join(lines) + "\n"
+    text = clusterfile.check_text("\n".join(lines) + "\n", "the task")
+    clusterfile.check_yaml(text, doc, "the task")
+    return text
 
 
 def _emit(mapping: dict, indent: int, out: list[str]) -> None:
     pad = " " * indent
     for key, value in mapping.items():
-        label = key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) else json.dumps(key)
+        label = key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) else clusterfile.yaml_quoted(key)
         if isinstance(value, dict):
             out.append(f"{pad}{label}:")
             _emit(value, indent + 2, out)
@@ -269,4 +277,4 @@ def _emit(mapping: dict, indent: int, out: list[str]) -> None:
         elif isinstance(value, bool) or not isinstance(value, (int, str)):
             raise TypeError(f"{key}: {value!r} is not written into a task")
         else:
-            out.append(f"{pad}{label}: {value if isinstance(value, int) else json.dumps(value)}")
+            out.append(f"{pad}{label}: {value if isinstance(value, int) else clusterfile.yaml_quoted(value)}")

@@ -31,6 +31,7 @@ from amptui.core.events import EventReader, EventWriter, primary_events_file
 from amptui.core.records import End, ErrorInfo
 from amptui.core.run import runlock, runs
 from amptui.core.run.runstate import fold
+from amptui.jobs import clusterfile
 from amptui.jobs.spawn import SAFE_PATH
 
 # Keys the job sets itself, from the command's options (each node's rank comes from SLURM).
@@ -131,9 +132,11 @@ def torchrun_path() -> str:
     return str(beside) if beside.is_file() else "torchrun"
 
 
-def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: list[str]) -> str:
-    """The sbatch script: one task per node, each running torchrun for that node's processes."""
+def job_script(cfg: cfgmod.Config, spec: JobSpec, command: list[str]) -> str:
+    """The sbatch script: one task per node, each running torchrun for that node's processes;
+    checked whole and its preset read back (clusterfile) before anyone writes it."""
     check_spec(spec)
+    preset_toml, meant = clusterfile.preset_toml(cfg)
     if any(line.strip() == HEREDOC_END for line in preset_toml.splitlines()):
         raise UserError(f"the preset contains a line {HEREDOC_END!r}, which ends the job's embedded preset")
     name = re.sub(r"[^A-Za-z0-9_.+-]+", "-", cfg.run.name).strip("-.")[:40] or "run"  # one word for sbatch
@@ -153,7 +156,7 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
         "#!/bin/bash",
         f"# amptui: preset {name} on {spec.nodes} node(s) x {spec.procs_per_node} process(es), torchrun with "
         f"{spec.rendezvous} rendezvous",
-        "# written by: " + shlex.join(command).replace("\n", "\\n"),  # a newline must not end the comment
+        "# written by: " + clusterfile.comment(shlex.join(command)),  # a line break must not end the comment
         "# submit with: sbatch THIS_FILE",
         "# precision: " + precision_words(cfg),
         *(f"#SBATCH {line}" for line in sbatch),
@@ -162,9 +165,10 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
         "",
         "set -euo pipefail",
         "",
-        f"RUNS_DIR={q(str(runs_dir))}  # on storage every node shares: the run's folder is made here",
-        f"PYTHON={q(sys.executable)}  # a Python with amptui and torch, on every node",
-        f"TORCHRUN={q(torchrun_path())}",
+        f"RUNS_DIR={q(clusterfile.word(str(runs_dir), '--runs-dir'))}  # on storage every node shares: the run's "
+        "folder is made here",
+        f"PYTHON={q(clusterfile.word(sys.executable, 'this Python'))}  # a Python with amptui and torch, on every node",
+        f"TORCHRUN={q(clusterfile.word(torchrun_path(), 'torchrun'))}",
         f"RDZV_PORT={spec.port}",
         'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)',
         "export RUNS_DIR PYTHON TORCHRUN RDZV_PORT HEAD_NODE PYTHONUNBUFFERED=1",
@@ -195,7 +199,9 @@ def job_script(cfg: cfgmod.Config, spec: JobSpec, preset_toml: str, command: lis
         f'"$PYTHON" {SAFE_PATH} -m amptui.jobs.slurm finish "$RUN_DIR" "$status"',
         'exit "$status"',
     ]
-    return "\n".join(lines) + "\n"
+    text = clusterfile.check_text("\n".join(lines) + "\n", "the job script")
+    clusterfile.check_preset(text, HEREDOC_END, meant, "the job script")
+    return text
 
 
 # --- inside the job ------------------------------------------------------------------------------

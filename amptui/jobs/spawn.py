@@ -8,6 +8,7 @@ appended to a log file. And the one way amptui names the Python that runs `-m am
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,19 @@ def forget_working_folder(env: dict[str, str] | os._Environ[str] = os.environ) -
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(kept))
     else:
         del env["PYTHONPATH"]
+
+
+def hear_interrupts() -> None:
+    """Ctrl-C (SIGINT) is amptui's "stop gracefully": take it back whatever this process inherited.
+    A shell without job control (`amptui run ... &` in a script, `ssh box 'amptui ab ... &'`) starts
+    its background commands with SIGINT ignored, and Python then installs no handler of its own, so a
+    driver would train through every SIGINT. Every amptui process whose protocol is SIGINT calls this
+    first; the processes it starts are amptui's too and call it in turn (exec keeps an ignored signal
+    ignored). Only the main thread may set a handler; a handler someone else set is left alone."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def amptui_python(*flags: str) -> list[str]:

@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from amptui.telemetry.fsdp_policy import local
+from amptui.telemetry.modulehook import ModuleHook
 
 ROWS = 3  # buffer rows (of 4 values) per float8 linear
 # row 0: signal power, error power, input amax, weight amax
@@ -128,7 +129,7 @@ class Float8Probe:
 
     def hook(self, buffer: torch.Tensor, first_row: int, quiet: Callable[[], bool]) -> list[Any]:
         # each weight as it is between steps (under FSDP2: this rank's high-precision shard)
-        return [module.register_forward_hook(self._forward(buffer, first_row + row, recipe, quiet, module.weight))
+        return [module.register_forward_hook(ModuleHook(self._forward(buffer, first_row + row, recipe, quiet, module.weight)))
                 for (_, module, recipe), row in zip(self.layers, self.first_rows, strict=True)]
 
     def _forward(self, buffer: torch.Tensor, row: int, recipe: str, quiet: Callable[[], bool], resting: Any):

@@ -1,6 +1,7 @@
 """Which sinks mirror a run's records beyond its event stream (sinks.py), on rank 0: TensorBoard
 scalars (log.tensorboard), MLflow (log.mlflow) and, inside a Kubeflow TrainJob (its status
-variables set), the TrainJob's status (trainjob.py). Used alike by amptui's trainer, a script under
+variables set), the TrainJob's status (trainjob.py), and a webhook told of failures (log.notify_url,
+notify.py). Used alike by amptui's trainer, a script under
 the hooks (`amptui run --script`) and an `amptui.Monitor`."""
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ def mirror_sinks(cfg: Config, run_dir: Path, rank: int) -> list[Sink]:
             say(f"log.mlflow: MLflow is not installed ({exc}): pip install 'amptui[mlflow]'")
         except Exception as exc:  # noqa: BLE001 - the tracking server's failure is not the run's
             say(f"log.mlflow: MLflow refused the run ({type(exc).__name__}: {exc}); the run goes on without it")
+    if cfg.log.notify_url:
+        from amptui.telemetry.notify import notifier_from
+
+        notifier = notifier_from(cfg.log.notify_url, Path(run_dir).name)
+        if notifier is not None:
+            sinks.append(notifier)
     from amptui.telemetry import trainjob
 
     status = trainjob.from_env()

@@ -29,6 +29,7 @@ STEP_METRICS = {STEP.loss: "loss", STEP.lr: "lr", STEP.scale: "loss_scale", STEP
                 STEP.tflops: "tflops"}
 EPOCH_METRICS = (EPOCH.train_loss, EPOCH.val_loss, EPOCH.val_acc, EPOCH.epoch_time_s)
 END_STATUS = {"completed": "FINISHED", "stopped": "KILLED", "failed": "FAILED"}
+SECRET_KEYS = {"log.notify_url"}  # a webhook's address is its secret: never sent to another system
 BATCH = 100  # params per call (MLflow's limit per log_batch)
 
 
@@ -37,6 +38,8 @@ def flat_params(config: dict[str, Any]) -> dict[str, str]:
     out = {}
     for section, keys in config.items():
         for key, value in (keys or {}).items():
+            if f"{section}.{key}" in SECRET_KEYS:
+                continue
             text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
             out[f"{section}.{key}"] = text[:6000]  # MLflow's longest param value
     return out

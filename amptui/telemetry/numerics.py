@@ -31,6 +31,7 @@ from amptui.core.numerics import describe_nonfinite, headroom_bits
 from amptui.core.records import Numerics
 from amptui.telemetry.float8_numerics import Float8Probe, float8_layers
 from amptui.telemetry.fsdp_policy import local  # a sharded (FSDP2 DTensor) gradient's shard
+from amptui.telemetry.modulehook import ModuleHook
 
 FORWARD, BACKWARD, GRAD, UNDERFLOW = range(4)  # the buffer's columns, one row per module
 
@@ -130,7 +131,7 @@ class RangeSampler:
         buffer[-1, 0] = scale.detach().reshape(()).float() if scale is not None else 1.0
         sample = self.current = Sample(step, buffer, scale is not None, [0] * len(self.modules))
         for row, (_, module) in enumerate(self.modules):
-            self._handles.append(module.register_forward_hook(self._forward_hook(row)))
+            self._handles.append(module.register_forward_hook(ModuleHook(self._forward_hook(row))))
             # gradients as backward computes them (scaled; before any optimizer unscales or fuses them)
             self._handles += [p.register_hook(self._param_hook(sample, row)) for p in self.params[row]]
         if self.float8 is not None:

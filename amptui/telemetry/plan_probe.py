@@ -39,6 +39,7 @@ from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, wide_dtype
 from amptui.core.numerics import headroom_bits
 from amptui.machine.dtype_speed import slow_dtypes
 from amptui.telemetry.float8_numerics import GRAD_FORMAT, block_spread, block_underflow, cast_masks, sqnr_db
+from amptui.telemetry.modulehook import ModuleHook
 from amptui.telemetry.numerics import unwrap
 
 FP16 = DTYPES["float16"]
@@ -80,7 +81,7 @@ class PlanProbe:
             return
         self.captured, self.scale = {}, float(scale or 1.0)
         for name, module in self.layers:
-            self._handles.append(module.register_forward_hook(self._forward(name)))
+            self._handles.append(module.register_forward_hook(ModuleHook(self._forward(name))))
 
     def _forward(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, inputs: Any, output: Any) -> None:

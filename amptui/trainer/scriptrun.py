@@ -185,7 +185,10 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
 
 
 if __name__ == "__main__":
+    from amptui.jobs.spawn import hear_interrupts
     from amptui.telemetry import scripthooks
+
+    hear_interrupts()  # Ctrl-C is a KeyboardInterrupt in the script, as in a `python SCRIPT` started in a terminal
 
     sys.excepthook = _script_excepthook  # a crash prints the script's frames only (a script may set its own)
     main(sys.argv[1:], install_hooks=scripthooks.install)

@@ -174,6 +174,7 @@ class Trial:
     windows: list[dict[str, Any]] = field(default_factory=list)
     ms_per_step: float | None = None
     samples_per_s: float | None = None
+    spread: float | None = None     # relative spread of its steady windows' ms/step (figures.Steady.spread)
     data_wait_share: float | None = None
     peak_mem: float | None = None
     steps: int = 0
@@ -231,7 +232,7 @@ def measure(trial: Trial, records: Sequence[Record | dict[str, Any]]) -> Trial:
         steady = [w for w in trial.windows[1:] or trial.windows if w.get(STEP.step_time_ms)]  # all it measured
     if timed.windows and (timed.past_warmup(total, compiled) or trial.status == "stopped"):
         found = timed.steady(total, compiled)
-        trial.ms_per_step, trial.samples_per_s = found.step_ms, found.samples_per_s
+        trial.ms_per_step, trial.samples_per_s, trial.spread = found.step_ms, found.samples_per_s, found.spread
     if steady:
         waits = [w[STEP.data_wait_ms] for w in steady if w.get(STEP.data_wait_ms) is not None]
         if waits:
@@ -309,9 +310,14 @@ def failed_search(result: dict[str, Any]) -> str | None:
     return None
 
 
+TOO_NOISY = "accurate, too noisy to tell"  # a candidate whose speed the noise or fp32's control cannot tell
+
+
 def no_winner_words(result: dict[str, Any]) -> str:
     if result.get("status") == "running":
         return "the search is still running"
+    if not result.get("partial") and any(str(t.get("verdict", "")).startswith(TOO_NOISY) for t in result.get("trials", [])):
+        return "the timings were too noisy to tell a winner"
     return result.get("partial") or ("the search was stopped before it ended" if result.get("status") == "interrupted"
                                      else "no fp32 reference was measured")
 

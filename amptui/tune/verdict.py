@@ -11,11 +11,12 @@ import math
 import statistics
 from typing import Any
 
+from amptui.core import figures
 from amptui.core.config.modes import parse_variant
 from amptui.core.config.precision import narrow, narrow_dtype, wide
 from amptui.core.inputbound import input_bound
 from amptui.core.lossgaps import judged_by
-from amptui.tune.plan import BAND_FLOOR, FAILED, MIN_GAIN, STORM_FRACTION, Trial, of_steps
+from amptui.tune.plan import BAND_FLOOR, FAILED, MIN_GAIN, STORM_FRACTION, TOO_NOISY, Trial, of_steps
 
 # --- the accuracy guard -------------------------------------------------------------------------
 
@@ -81,18 +82,30 @@ def rate(trial: Trial) -> float | None:
 
 def fp32_rate(reference: Trial, second: Trial | None) -> tuple[float | None, float]:
     """(fp32's throughput, the gain a candidate needs). Every speed-up is read against the fp32
-    reference run (it shows 1.00x, its second seed whatever it measured against it); a candidate
-    must beat the faster of the two fp32 runs, and the reference by at least MIN_GAIN: what one
-    machine's run-to-run noise allows."""
+    reference run (it shows 1.00x, its second seed whatever it measured against it). The second fp32
+    run is a control: however far it landed from the reference, faster or slower, is noise the
+    machine showed for certain (figures.control_gap), and at least MIN_GAIN is."""
     a, b = rate(reference), rate(second) if second is not None else None
     if a and b:
-        return a, max(MIN_GAIN, b / a - 1.0)
+        return a, max(MIN_GAIN, figures.control_gap(b / a))
     return a, MIN_GAIN
+
+
+def speed_call(t: Trial, reference: Trial, second: Trial | None) -> figures.SpeedCall:
+    """A candidate's speed-up judged as compare judges one (figures.speed_call): the two trials'
+    window spreads (at least MIN_GAIN) and fp32's second run as the control."""
+    a, b = rate(reference), rate(second) if second is not None else None
+    noise = figures.ratio_noise(t.spread, reference.spread)
+    control = b / a if a and b else None
+    return figures.speed_call(t.speedup, max(MIN_GAIN, noise or 0.0), control)
 
 
 def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
     """Set each trial's speed-up and verdict; return (winner, band, needed gain). The winner is the
-    fastest candidate that passes the guard and beats fp32 by more than the noise; else fp32."""
+    fastest candidate that passes the guard and beats fp32 beyond the noise (its windows' and
+    fp32's control's); else fp32. None where every candidate failed, or where an accurate one's
+    speed could not be told (the noise or the control: issue 51's bf16 "WINNER at 2.88x" beside an
+    fp32 control at 2.88x): then neither it nor fp32 can be recommended."""
     reference = next((t for t in trials if t.role == "reference" and t.measured), None)
     second = next((t for t in trials if t.role == "band" and t.measured), None)
     for t in trials:
@@ -109,6 +122,7 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
     band, _ = noise_band(reference, second)
     base, needed = fp32_rate(reference, second)
     best, best_rate = reference, base
+    untold: list[Trial] = []
     for t in trials:
         t_rate = rate(t)
         if t.measured and base and t_rate:
@@ -119,6 +133,7 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
             t.verdict = "fp32 reference" if t.role == "reference" else band_words(t.candidate)
             continue
         reason = guard(t, reference, band)
+        call = speed_call(t, reference, second)
         if reason:
             t.verdict = f"rejected: {reason}"
         elif t.status == "stopped" and t.reason:
@@ -126,8 +141,11 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
                 f"stopped: {t.reason} at step {t.steps}{of_steps(t)}"  # its accuracy check did not finish
         elif t.accuracy_only:
             t.verdict = f"accurate; {t.accuracy_only}"
-        elif t.speedup is not None and t.speedup < 1.0 + needed:
-            t.verdict = "accurate, not faster" if t.speedup < 1.0 else "accurate, within timing noise"
+        elif call.unresolved:
+            t.verdict = f"{TOO_NOISY}: {call.cause.replace('the baseline run again', 'fp32 again')}"
+            untold.append(t)
+        elif call.same or (t.speedup is not None and t.speedup < 1.0):
+            t.verdict = "accurate, within timing noise" if call.same else "accurate, not faster"
         else:
             t.verdict = "accurate, faster"
             if (t_rate or 0.0) > (best_rate or 0.0):
@@ -135,8 +153,15 @@ def judge(trials: list[Trial]) -> tuple[Trial | None, float | None, float]:
     ran = [t for t in trials if t.role not in ("reference", "band") and t.run_id]
     if ran and all(t.status in FAILED for t in ran):  # every trial crashed: fp32 won nothing (plan.failed_search)
         return None, band, needed
+    if any((rate(t) or 0.0) > (best_rate or 0.0) for t in untold):  # it might have won: no verdict
+        return None, band, needed
     best.verdict = "WINNER" + (" (stay in fp32)" if best is reference else "")
     return best, band, needed
+
+
+def too_noisy(trials: list[Trial]) -> list[Trial]:
+    """The accurate candidates whose speed-up the noise (or fp32's control) could not tell."""
+    return [t for t in trials if t.verdict.startswith(TOO_NOISY)]
 
 
 # --- while the search goes on ---------------------------------------------------------------------
@@ -156,6 +181,8 @@ def leading(trials: list[Trial]) -> Trial | None:
     for t in trials:
         t.verdict = ""
     best, _, _ = judge(trials)
+    if best is None and too_noisy(trials):  # the next knobs build on fp32 until a speed-up can be told
+        best = next((t for t in trials if t.role == "reference" and t.measured), None)
     if best is not None:
         best.verdict = unjudged(best)
     return best
@@ -181,6 +208,9 @@ def explain(trials: list[Trial], winner: Trial | None, needed: float, device_typ
             hardware_note: str = "", band_why: str | None = None) -> list[str]:
     """A few plain sentences: why the winner won, and what limits it. `band_why`: why fp32's noise
     band could not judge accuracy (band_unjudged), said instead of "its loss inside the band"."""
+    untold = too_noisy(trials)
+    if winner is None and untold:
+        return noisy_words(trials, untold)
     if winner is None:
         return ["No fp32 reference was measured, so nothing could be judged (the search ended before it)."]
     lines = []
@@ -228,3 +258,23 @@ def explain(trials: list[Trial], winner: Trial | None, needed: float, device_typ
         lines.append(f"{t.candidate} was rejected: {t.verdict.removeprefix('rejected: ')}.")
     lines += describe_limits(winner, trials, device_type)
     return lines
+
+
+def noisy_words(trials: list[Trial], untold: list[Trial]) -> list[str]:
+    """No winner: an accurate candidate's speed-up could not be told from this machine's noise."""
+    control = next((t for t in trials if t.role == "band" and t.measured), None)
+    untold = [t for t in untold if (t.speedup or 0.0) > 1.0] or untold  # those that might have won
+    said = "; ".join(f"{t.candidate} measured {t.speedup:.2f}x fp32" for t in untold if t.speedup is not None)
+    lines = [f"No winner: the timings were too noisy to tell whether {listed_names(untold)} is faster than fp32 "
+             f"({said})."]
+    if control is not None and control.speedup is not None:
+        lines.append(f"Its control, {control.candidate}, ran at {control.speedup:.2f}x the first fp32 run: "
+                     "a difference that large is the machine's, not the precision's.")
+    lines.append("For a verdict, tune again when the machine is quieter (or with a larger --budget: longer "
+                 "trials); `amptui ab PRESET --interleave` times the precisions in turns. No preset was saved.")
+    return lines
+
+
+def listed_names(trials: list[Trial]) -> str:
+    names = [t.candidate for t in trials]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]

@@ -31,6 +31,11 @@ class Tmux:
         return subprocess.run([*self.tmux, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
                               check=True).stdout
 
+    def title(self) -> str:
+        """The pane's title (an OSC 2 sequence written to the terminal changes it)."""
+        return subprocess.run([*self.tmux, "display-message", "-p", "-t", self.name, "#{pane_title}"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
     def wait_for(self, predicate, timeout: float = 60.0, what: str = "") -> str:
         seen = [""]
 

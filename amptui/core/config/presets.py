@@ -108,10 +108,14 @@ def find_preset(ref: str) -> Preset:
     raise UserError(f"no preset named {ref!r} (known: {known}; or give a path to a .toml file)")
 
 
+def is_builtin(name: str) -> bool:
+    return (BUILTIN_DIR / f"{name}.toml").exists()
+
+
 def save_preset(name: str, cfg: cfgmod.Config, *, force: bool = False, source: str = "") -> Path:
     """Write the keys of `cfg` that differ from the defaults to the saved-presets folder, atomically."""
     check_name(name)
-    if (BUILTIN_DIR / f"{name}.toml").exists():
+    if is_builtin(name):
         raise UserError(f"preset {name!r} is built in; choose another name")
     refuse_script(cfg.to_dict(), f"preset {name!r}")  # it would not load again
     directory = saved_dir()

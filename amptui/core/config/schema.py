@@ -244,6 +244,9 @@ class LogConfig:
                             "amptui[tensorboard] extra).")
     mlflow: bool = key(False, "Also log the step and epoch series, precision and config to MLflow (the tracking "
                        "URI MLFLOW_TRACKING_URI names; needs the amptui[mlflow] extra).")
+    notify_url: str = key("", "A webhook (Slack, Discord, ntfy) told when the run fails or its loss ends "
+                          "non-finite, and of precision switches: an https:// address or \"$VARIABLE\" naming "
+                          "the environment variable that holds it (keeps the secret out of presets; \"\" = off).")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 A script brings its own model, data, optimizer and schedule; writing amptui's defaults for them
 (model.name = "smallcnn", data.name = "synthetic", ...) would name things the script never used.
 Its config.toml keeps [run] (name, script, device; apply_amp when amptui applied AMP to it; variant, the
-`ab --script --variant NAME` it ran as), the precision the loop was seen to train in
+`ab --script --variant NAME` it ran as; max_steps, `plan --script`'s
+length), the precision the loop was seen to train in
 ([amp]: autocast, and its dtype only when it was on; grad_scaler, and the scaler's settings only
 when one was on; amp.reduce_dtype for an FSDP2 policy), how it was launched ([dist]), how often it records
 ([log]) and, when on, its range sampling ([numerics]); reading it back fills the rest with
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 APPLIED_BY = ", applied by amptui"
 
 SCRIPT_KEYS = {
-    "run": ("name", "description", "device", "script", "apply_amp", "variant"),  # apply_amp, variant only when set
+    # apply_amp, variant, max_steps (`plan --script`: the hooks stop it after that many steps) only when set
+    "run": ("name", "description", "device", "script", "apply_amp", "variant", "max_steps"),
     "amp": ("autocast", "dtype", "grad_scaler", "init_scale", "growth_factor", "backoff_factor", "growth_interval"),
     "dist": None,  # all of it
     "log": ("every", "tensorboard", "mlflow"),
@@ -46,6 +48,8 @@ def script_sections(cfg: "Config", precision_seen: bool = True) -> dict[str, dic
         out["run"].pop("apply_amp", None)
     if not out["run"].get("variant"):  # not an `ab --script --variant NAME=...` run
         out["run"].pop("variant", None)
+    if not out["run"].get("max_steps"):
+        out["run"].pop("max_steps", None)
     if not out["log"].get("mlflow"):  # said only when on, as apply_amp
         out["log"].pop("mlflow", None)
     if not out["numerics"].get("plan_every"):

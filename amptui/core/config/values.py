@@ -39,6 +39,7 @@ from amptui.core.config.schema import (
     defaults,
 )
 from amptui.core.errors import ConfigError
+from amptui.core.urls import notify_url_problem
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,8 @@ def _check_combinations(cfg: Config, source: str) -> None:
     """Rules across keys that need no hardware knowledge (those live in launch.preflight)."""
     model, data, dist, debug = cfg.model, cfg.data, cfg.dist, cfg.debug
     layers.check_rules(cfg.amp.layers, source)
+    if problem := notify_url_problem(cfg.log.notify_url):
+        raise ConfigError(f"{source}: log.notify_url {problem}")
     if model.name == "alexnet" and data.img_size < 63 and not model.factory:
         raise ConfigError(f"{source}: model.name = \"alexnet\" needs data.img_size >= 63 (its feature maps vanish "
                           f"below that), got {data.img_size}")
@@ -261,10 +264,21 @@ def world_size(cfg: Config) -> int:
 
 
 def to_toml(values: Mapping[str, Mapping[str, Any]], header: str = "") -> str:
+    """TOML whose only line break is "\n" and which holds no unprintable character: tomli_w keeps
+    U+2028, U+0085, bidi overrides, no-break spaces raw inside strings, which YAML (a SkyPilot task
+    embedding the preset) reads as line breaks and a terminal shows as a space. Every one is
+    written as its \\u escape instead (only strings can hold them): the same TOML value."""
     import tomli_w
 
-    text = tomli_w.dumps({s: dict(v) for s, v in values.items()})
-    return (header + "\n" + text) if header else text
+    text = escape_unprintable(tomli_w.dumps({s: dict(v) for s, v in values.items()}))
+    return (escape_unprintable(header) + "\n" + text) if header else text
+
+
+def escape_unprintable(text: str) -> str:
+    """Every character but "\n" that is not printable (str.isprintable: controls, line and
+    paragraph separators, format characters, spaces other than " ") as a \\uXXXX escape."""
+    return "".join(c if c == "\n" or c.isprintable() else
+                   (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") for c in text)
 
 
 def minimal(values: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -85,7 +85,7 @@ def preset_cell(r: RunInfo) -> Text:
     """The preset (a script run: its file and arguments), marked when the run's config names code (core/trust.py): [code] given here,
     [foreign code] not (a resume asks first)."""
     mark = trust.mark(r.code, r.code_given_here)
-    text = Text(shown(r.script_line) or r.preset or "-")  # a script run by its file and arguments: two told apart
+    text = Text(shown(r.script_line or r.preset or "-"))  # a script run by its file and arguments: two told apart
     if mark:
         text.append(" " + mark, style="bold yellow" if r.code_given_here else "bold red")
     return text

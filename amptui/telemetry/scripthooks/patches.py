@@ -41,6 +41,8 @@ from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.lr_scheduler import LRScheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from amptui.telemetry.modulehook import ModuleHook
+
 
 class Patches:
     """install() puts the hooks in; remove() takes every one of them out again."""
@@ -232,23 +234,6 @@ class Patches:
         original = torch.save
         torch.save = wrapped  # the name scripts call, re-exported
         self._undo.append(lambda: setattr(torch, "save", original))
-
-
-class ModuleHook:
-    """A hook amptui puts on a user's module. Module-level, so `pickle` and `copy.deepcopy` of the
-    module work as without amptui: a copy or an unpickled module gets an inert hook, holding none of
-    amptui's state (its session, files and autocast stack stay with the module amptui watches)."""
-
-    __slots__ = ("call",)
-
-    def __init__(self, call: Callable[..., Any] | None = None):
-        self.call = call
-
-    def __call__(self, *args: Any) -> Any:
-        return None if self.call is None else self.call(*args)
-
-    def __reduce__(self):
-        return (ModuleHook, ())
 
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")

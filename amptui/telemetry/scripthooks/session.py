@@ -60,6 +60,7 @@ class ScriptSession:
         folder = RunFolder(run_dir)
         self.base = folder.load_config() if folder.config.is_file() else cfgmod.build_config({})
         self.log_every = int(self.base.log.every)
+        self.max_steps = int(self.base.run.max_steps or 0)  # `plan --script --steps N`: stopped after exactly N
         script = str(self.base.run.script or "")  # hashed before it runs: a script may edit itself
         self.code = fingerprint(script) if rank == 0 and script else None
         self.stop_file = str(folder.stop)
@@ -192,6 +193,9 @@ class ScriptSession:
             recorder.sample_plan(self.models[0], self.plan_every)
         loop.steps_in_epoch += 1
         step = recorder.counters.step
+        if self.max_steps and step >= self.max_steps:
+            self.write_step()
+            self._stop()
         if step % self.log_every == 0:
             self.write_step()
             if ddp.any_rank(os.path.exists(self.stop_file), recorder.active_meter.device, self.world_size):

@@ -17,6 +17,7 @@ from amptui.core import compare as cmp
 from amptui.core import comparenotes
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import UserError
+from amptui.core.fmt import shown
 from amptui.core.lossgaps import agreement_words, loss_gaps, still_falling
 from amptui.core.narrow import columns_that_fit
 from amptui.core.run import runops
@@ -38,13 +39,13 @@ def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
     text = Text()
     steps = comparenotes.steps_note(list(summaries))
     if steps:
-        text.append(steps)
+        text.append(shown(steps))
     tf32 = comparenotes.tf32_baseline_note(list(summaries), "run 1")
     if tf32:
-        text.append(("\n" if text else "") + tf32)
+        text.append(("\n" if text else "") + shown(tf32))
     memory = comparenotes.memory_note(list(summaries), brief=True)
     if memory:
-        text.append(("\n" if text else "") + memory)
+        text.append(("\n" if text else "") + shown(memory))
     if any(s.numerics.records for s in summaries):
         head = "narrowest range headroom "
         for i, s in enumerate(summaries):
@@ -52,7 +53,7 @@ def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
             text.append(head if i == 0 else " " * len(head), style="bold")
             # the table's colour for this run (a CSS name: rich's own names lack some, e.g. orange)
             text.append(f"{i + 1}: ", style=f"bold {Color.parse(COLORS[i % len(COLORS)]).hex}")
-            text.append(comparenotes.headroom_words(s))
+            text.append(shown(comparenotes.headroom_words(s)))
     return text
 
 
@@ -159,8 +160,8 @@ class CompareScreen(DashboardScreen):
         self.refresh_bindings()  # export applies from now on: the footer shows m / v
         warning = self.query_one("#compare-warning", Static)
         if differ:
-            shown = ", ".join(differ[:8]) + (f" and {len(differ) - 8} more" if len(differ) > 8 else "")
-            warning.update(Text.assemble(("⚠ runs differ in more than precision: ", "bold"), shown,
+            listed = shown(", ".join(differ[:8]) + (f" and {len(differ) - 8} more" if len(differ) > 8 else ""))
+            warning.update(Text.assemble(("⚠ runs differ in more than precision: ", "bold"), listed,
                                          (" — speed-up and memory saving compare more than AMP", "")))
         warning.display = bool(differ)
         self._fill_table()
@@ -207,7 +208,7 @@ class CompareScreen(DashboardScreen):
         x_range = (min(xs_all), max(xs_all)) if xs_all else None
         lines = []
         for i, (s, (xs, ys)) in enumerate(zip(summaries, curves, strict=False)):
-            label = f"{i + 1} {s.preset} {precision_or_unseen(s.precision_words)}".strip()
+            label = f"{i + 1} {shown(s.preset)} {precision_or_unseen(s.precision_words)}".strip()
             marker = "braille" if i == 0 else MARKERS[(i - 1) % len(MARKERS)]
             lines.append(Line(xs, ys, label=label, color=COLORS[i % len(COLORS)],
                               marker=marker, scatter=i > 0, sparse=i > 0))

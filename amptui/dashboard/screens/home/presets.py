@@ -18,6 +18,7 @@ from textual.widgets.option_list import Option
 from amptui.core.config import presets as presetmod
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import ConfigError, UserError
+from amptui.core.fmt import shown
 from amptui.dashboard import toggle_edits
 from amptui.dashboard.filestamps import PresetsStamp, presets_stamp
 from amptui.dashboard.notice import Notice
@@ -71,12 +72,12 @@ class PresetsPane(Horizontal):
         current = select or (self.preset.name if self.preset else None)
         self.presets = presetmod.list_presets()
         option_list.clear_options()
-        width = max((len(p.name) for p in self.presets), default=10)
+        width = max((len(shown(p.name)) for p in self.presets), default=10)
         words = self.filter_words  # `/` filters presets and runs alike
         listed = [p for p in self.presets if all(w in f"{p.name} {p.description}".lower() for w in words)]
         for p in listed:
             tag = ("built-in", "dim") if p.builtin else ("saved", "green")
-            option_list.add_option(Option(Text.assemble(p.name.ljust(width + 1), tag), id=p.name))
+            option_list.add_option(Option(Text.assemble(shown(p.name).ljust(width + 1), tag), id=p.name))
         names = [p.name for p in listed]
         index = names.index(current) if current in names else 0
         if listed:
@@ -126,19 +127,19 @@ class PresetsPane(Horizontal):
         try:
             cfg = preset.config()
         except UserError as exc:
-            desc.update(Text(f"{preset.name}: cannot load: {exc}", style="red"))
-            toggles.load_invalid(f"preset {preset.name} cannot load: {exc}")
+            desc.update(Text(shown(f"{preset.name}: cannot load: {exc}"), style="red"))
+            toggles.load_invalid(shown(f"preset {preset.name} cannot load: {exc}"))
             self._pristine = {}
             return
-        kind = "built-in" if preset.builtin else f"saved · {preset.path}"
+        kind = "built-in" if preset.builtin else f"saved · {shown(preset.path)}"
         toggles.load(cfg)
         self._pristine = toggles.state()
         edited = self._edits.get(preset.name)
         if edited:
             toggles.restore(edited)
-        desc.update(Text.assemble((preset.name, "bold"), f" ({kind}) ",
+        desc.update(Text.assemble((shown(preset.name), "bold"), f" ({kind}) ",
                                   ("✎ your edits, kept " if edited else "", "bold yellow"),
-                                  (preset.description, "italic")))
+                                  (shown(preset.description), "italic")))
 
     def keep_edits(self) -> None:
         """What the user typed in the current preset's toggles, kept per preset (also on disk)."""

@@ -1,0 +1,95 @@
+"""Stand-in servers for what amptui sends to (webhooks, a TrainJob status endpoint, MLflow): on
+127.0.0.1 only, each bounded. `Recording` keeps each request (path, headers, body) and answers
+`status` (with `location` when set: a redirect); `hanging` accepts connections and never answers;
+`refusing_port` is a port nothing listens on."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+
+class Recording:
+    def __init__(self, status: int = 200, location: str | None = None, context: ssl.SSLContext | None = None):
+        self.requests: list[dict] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(min(int(self.headers.get("Content-Length", 0)), 1 << 20))
+                stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                self.send_response(stub.status)
+                if stub.location:
+                    self.send_header("Location", stub.location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST
+
+            def log_message(self, *args):
+                pass
+
+        self.status, self.location = status, location
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if context is not None:
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.scheme = "https" if context is not None else "http"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextmanager
+def recording(**kwargs) -> Iterator[Recording]:
+    stub = Recording(**kwargs)
+    try:
+        yield stub
+    finally:
+        stub.close()
+
+
+@contextmanager
+def hanging() -> Iterator[str]:
+    """http://127.0.0.1:PORT where connections are accepted (the backlog) and never answered."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        sock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(sock.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(2)
+        for conn in held:
+            conn.close()
+        sock.close()
+
+
+def refusing_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then let go)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,145 @@
+"""Issue 50.6: text that came from a runs folder (preset names, descriptions, error messages, log
+lines, a saved preset) reaches no terminal raw. A crafted run (tests/support/crafted.py: an OSC
+title, a screen clear, colours, Rich markup, a bidi override, U+2028) is drawn on every screen and
+table it appears on, printed by every command that names it, and shown in tmux, whose pane title
+it tries to change."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.crafted import FORBIDDEN, HOSTILE, write_crafted_preset, write_crafted_run
+from support.dashboard import QUICK, app_for, async_test, home_ready, select_run, settled, until
+
+from amptui.core.fmt import shown
+
+
+def raw_controls(text: str) -> list[str]:
+    return sorted({repr(c) for c in FORBIDDEN.findall(text)})
+
+
+def test_shown_escapes_every_control_bidi_and_line_separator_and_keeps_the_rest():
+    text = shown(HOSTILE, markup=True)
+    assert raw_controls(text) == []
+    assert "\\x1b]2;PWNED-TITLE\\x07" in text and "\\u202e" in text and "\\u2028" in text and "\\u009b" in text
+    assert "\\[bold red]boom\\[/]" in text  # Rich reads it back as the literal text
+    assert shown("café → 日本 ✓") == "café → 日本 ✓"
+
+
+@pytest.fixture
+def crafted(root, tmp_path):
+    """The canned runs plus the crafted run, and the crafted saved preset."""
+    write_crafted_preset(tmp_path / "config")
+    return write_crafted_run(root)
+
+
+def screen_text(app) -> str:
+    """What the screen draws now, as the SVG the export writes (every cell's character)."""
+    return app.export_screenshot()
+
+
+@async_test
+async def test_a_crafted_run_draws_no_control_character_on_any_screen(root, crafted):
+    from amptui.dashboard.screens.compare.screen import CompareScreen
+    from amptui.dashboard.screens.home.presets import PresetList
+    from amptui.dashboard.screens.modals import RunInfoModal
+    from amptui.dashboard.screens.run.screen import RunScreen
+
+    app = app_for(root)
+    seen = {}
+    async with app.run_test(size=(160, 50)) as pilot:
+        await home_ready(pilot, 4)
+        await select_run(pilot, crafted.name)
+        await settled(pilot)
+        seen["home (runs table)"] = screen_text(app)
+        presets = app.screen.query_one(PresetList)
+        ids = [presets.get_option_at_index(i).id for i in range(presets.option_count)]
+        presets.highlighted = ids.index("shared")
+        await settled(pilot)
+        seen["home (saved preset)"] = screen_text(app)
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, RunInfoModal))
+        await settled(pilot)
+        seen["run info"] = screen_text(app)
+        await pilot.press("escape")
+        await settled(pilot)
+        app.open_compare([root / QUICK, crafted])
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows)
+        await settled(pilot)
+        seen["compare"] = screen_text(app)
+        app.pop_screen()
+        await settled(pilot)
+        app.open_run(crafted)
+        await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.drawn())
+        await settled(pilot)
+        seen["run"] = screen_text(app)
+    assert "evil" in seen["home (runs table)"] and "evil" in seen["compare"] and "evil" in seen["run info"]
+    leaks = {where: raw_controls(text) for where, text in seen.items() if raw_controls(text)}
+    assert leaks == {}, leaks
+    assert "[bold&#160;red]boom[/]" in seen["run info"]  # markup shown as written, never applied
+
+
+def cli_out(cli, *args: str) -> str:
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_every_command_that_names_a_crafted_run_prints_no_control_character(cli, root, crafted):
+    runs = ("--runs-dir", str(root))
+    outputs = {" ".join(args): cli_out(cli, *args, *runs) for args in (
+        ("runs",), ("compare", QUICK, crafted.name), ("compare", QUICK, crafted.name, "--format", "markdown"),
+        ("compare", QUICK, crafted.name, "--format", "csv"), ("compare", QUICK, crafted.name, "--format", "json"),
+        ("export", crafted.name))}
+    outputs["presets show shared"] = cli_out(cli, "presets", "show", "shared")
+    outputs["presets list"] = cli_out(cli, "presets", "list")
+    # (CSV ends its lines with \r\n, the format's own)
+    leaks = {command: raw_controls(text.replace("\r\n", "\n")) for command, text in outputs.items()
+             if raw_controls(text.replace("\r\n", "\n"))}
+    assert leaks == {}, leaks
+    table = cli("compare", QUICK, crafted.name, "--format", "csv", *runs).stdout
+    rows = list(csv.DictReader(io.StringIO(table)))  # still one row per run, its text as shown
+    assert [r["preset"] for r in rows] == ["quickstart", shown(HOSTILE)]
+
+
+@pytest.mark.slow
+def test_compare_svg_of_a_crafted_run_holds_no_control_character(root, crafted):
+    done = subprocess.run([sys.executable, "-m", "amptui", "compare", QUICK, crafted.name, "--format", "svg",
+                           "--runs-dir", str(root)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "<svg" in done.stdout and "evil" in done.stdout
+    assert raw_controls(done.stdout) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_a_crafted_run_leaves_the_tmux_pane_title_and_screen_as_they_were(tmp_path, root, crafted):
+    """The issue's case: the home screen's run table (and `compare --format csv`, `runs`) set the pane
+    title through an OSC sequence and cleared the screen on every redraw."""
+    from support.tmux import Tmux
+
+    amptui = Path(sys.executable).parent / "amptui"
+    env = dict(os.environ, TERM="xterm-256color", XDG_CONFIG_HOME=str(tmp_path / "config"),
+               AMPTUI_RUNS_DIR=str(root), PATH=f"{amptui.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("TMUX", None)
+    tmux = Tmux(tmp_path, env, width=160, height=40)
+    try:
+        before = tmux.title()
+        assert "PWNED" not in before
+        tmux.type_line(f"{amptui}")
+        tmux.wait_for(lambda s: "Presets" in s and "evil" in s, 120, "the home screen listing the crafted run")
+        assert tmux.title() == before
+        tmux.send("q")
+        tmux.wait_for(lambda s: "Presets" not in s, 60, "the dashboard gone")
+        tmux.type_line(f"{amptui} compare {QUICK} {crafted.name} --format csv; {amptui} runs; echo DONE-$((6*7))")
+        shell = tmux.wait_for(lambda s: "DONE-42" in s, 120, "the commands done")
+        assert "evil" in shell and tmux.title() == before
+    finally:
+        tmux.kill()
