@@ -12,6 +12,7 @@ from support.dashboard import FAILED, QUICK, SCALER, copy_runs
 from support.records import record
 
 from amptui.core import compare as cmp
+from amptui.core import runsummary
 from amptui.core.records import Mem, Scaler, Start, Step
 from amptui.core.series import Series
 from amptui.dashboard.panels import plots
@@ -173,7 +174,7 @@ def test_status_starting_then_killed(tmp_path):
 
 def test_compare_rows_from_fixtures(tmp_path):
     root = copy_runs(tmp_path / "runs")
-    summaries = [cmp.summarize(root / r) for r in (QUICK, SCALER, FAILED)]
+    summaries = [runsummary.summarize(root / r) for r in (QUICK, SCALER, FAILED)]
     rows = cmp.compare_rows(summaries)
     assert rows[0].speedup == 1.0 and rows[0].memory_saving == 0.0
     assert rows[1].skipped == 37 and rows[1].precision == "autocast float16 + GradScaler"

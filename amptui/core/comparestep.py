@@ -13,7 +13,7 @@ from amptui.core.events import EventReader, primary_events_file
 from amptui.core.records import Step
 
 if TYPE_CHECKING:
-    from amptui.core.compare import RunSummary
+    from amptui.core.runsummary import RunSummary
 
 _CHUNK = 8 * 1024 * 1024
 # The speed verdict itself (noise, "same speed", "too noisy to tell", a control) is core/figures.py's.

@@ -2,7 +2,7 @@
 optimizer state, from its start record) and each rank's peak (its step records' memory figures).
 
     ranks = RankMemory()
-    for rec in rank0_records: ranks.add(rec)          # compare.RunSummary feeds rank 0's as it reads them
+    for rec in rank0_records: ranks.add(rec)          # runsummary.RunSummary feeds rank 0's as it reads them
     read_other_ranks(run_dir, primary_file, ranks)    # then events.rank<N>.jsonl, each rank its own file
     ranks.state_per_rank(), ranks.highest_peak(), ranks.peaks_by_rank()
 

@@ -262,6 +262,7 @@ class End(Record):
 KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics,
                                    PlanSample)
 BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}
+COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
 
 
 @dataclass
@@ -269,19 +270,20 @@ class Foreign(Record):
     """A valid line of a kind this version does not know (a newer writer's): its keys in `wire` only."""
 
 
-def _defaults(cls: type[Record]) -> list[tuple[str, Any, Any]]:
-    """(name, default, factory) of each field: what a field the line leaves out reads as (None when
-    the class has no default: a damaged or foreign writer may leave out any field)."""
-    out = []
+def _defaults(cls: type[Record]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """What a field the line leaves out reads as: its default (None when the class has none: a
+    damaged or foreign writer may leave out any field), and the fields made by a factory."""
+    plain, made = {}, []
     for f in fields(cls):
-        factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
-        default = None if f.default is dataclasses.MISSING else f.default
-        out.append((f.name, default, factory))
-    return out
+        if f.default_factory is not dataclasses.MISSING:
+            made.append((f.name, f.default_factory))
+        else:
+            plain[f.name] = None if f.default is dataclasses.MISSING else f.default
+    return plain, tuple(made)
 
 
 _DEFAULTS = {cls: _defaults(cls) for cls in (*KINDS, Foreign)}
-_OWN = {cls: frozenset(name for name, _, _ in spec) for cls, spec in _DEFAULTS.items()}
+_KEYS = {cls: frozenset(f.name for f in fields(cls)) | frozenset(COMMON_FIELDS) for cls in _DEFAULTS}
 
 
 def from_wire(line: dict[str, Any]) -> Record:
@@ -291,17 +293,19 @@ def from_wire(line: dict[str, Any]) -> Record:
     cls = BY_KIND.get(line.get("kind", ""), Foreign)
     rec = cls.__new__(cls)
     values = rec.__dict__
-    for name, default, factory in _DEFAULTS[cls]:
-        values[name] = factory() if factory is not None else default
-    own = _OWN[cls]
-    for key, value in line.items():
-        if key in own:
-            values[key] = value
+    plain, made = _DEFAULTS[cls]
+    values.update(plain)
+    for name, factory in made:
+        values[name] = factory()
+    others = line.keys() - _KEYS[cls]
+    if not others:
+        values.update(line)  # in C: this runs for every line read (v, kind, t, rank: read through `wire`)
+    else:  # a key of no field never becomes an attribute (a line's "get" or "wire" must not shadow ours)
+        values.update({k: v for k, v in line.items() if k not in others})
     if cls is Epoch:
-        values["extra"] = {k: v for k, v in line.items() if k not in own and k not in COMMON_FIELDS}
+        values["extra"] = {k: line[k] for k in others}
     values["_wire"] = line
     return rec
-COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
 
 
 class Names:
