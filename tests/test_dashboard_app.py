@@ -286,7 +286,7 @@ async def test_finished_run_fills_every_panel(root):
         await until(pilot, screen.drawn)  # the screen renders the model on a timer
         await settled(pilot)
         m = screen.model
-        assert m.step == 256 and m.n_backoff == 37 and m.skipped_total == 37 and m.n_growth > 0
+        assert m.run.step == 256 and m.n_backoff == 37 and m.run.skipped_total == 37 and m.n_growth > 0
         assert "skipped 37" in str(screen.query_one("#scale-info").render())
         events = str(screen.query_one("#scale-list").render())  # every event, newest first; it scrolls
         assert events.index("step 253") < events.index("step 251") and "inf in head.weight" in events

@@ -63,6 +63,12 @@ def _panel_binding(index: int, cls: type[RunPanel]) -> Binding:
                    id=f"run.panel_{cls.NAME.replace(' ', '_')}")
 
 
+class RunRead(Message):
+    """The one message the tail's worker posts: the model has changed since its last one (records,
+    log lines, the writer's liveness). At most one waits at a time; the screen draws on it, and
+    FLUSH_HZ times a second besides (the clock, and a redraw the plot rate held back)."""
+
+
 class RunScreen(DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
@@ -96,6 +102,7 @@ class RunScreen(DashboardScreen):
         self._shown: dict[str, Text] = {}
         self._first_look: RunModel | None = None  # the header's until the tail has read the history
         self.panels = [cls(NUMBERED.index(cls) + 1) for cls in IN_PLACE]  # in the grid's order
+        self._read_waiting = False  # a RunRead posted and not yet handled
 
     def numbered(self, index: int) -> RunPanel:
         """The panel number key index+1 shows."""
@@ -170,22 +177,29 @@ class RunScreen(DashboardScreen):
     # --- live data -------------------------------------------------------------------------------
     @in_background("run-tail", "reading the run's files")
     def tail(self) -> None:
-        """Read the run's files into the model; the UI thread renders it FLUSH_HZ times a second."""
+        """Read the run's files into the model, and say so (RunRead) when it changed."""
         worker = get_current_worker()
         tail = RunTail(self.run_dir, self.model, alive=self.app.process_alive)
         tail.prefill()
-        idle = 0
+        idle, told = 0, -1
         while not worker.is_cancelled:
             try:
                 more = tail.poll()
             except OSError:
                 more = False
+            if self.model.version != told and not self._read_waiting:
+                told, self._read_waiting = self.model.version, True
+                self.post_message(RunRead())  # thread-safe: handled on the UI thread
             if more:
                 continue
             finished = self.model.run.end is not None or self.model.status == "killed"
             idle = idle + 1 if finished else 0
             # A finished run can still be resumed (new records appended): keep looking, slowly.
             time.sleep(1.0 if idle > 10 else 0.1)
+
+    def on_run_read(self, message: RunRead) -> None:
+        self._read_waiting = False
+        self.flush()
 
     def flush(self) -> None:
         """Render the model if it changed (coalesces any number of records into one redraw)."""
