@@ -46,6 +46,7 @@ import os
 import signal
 import sys
 import threading
+import weakref
 from types import FrameType
 from typing import Any, Callable, Iterable, Iterator, Literal
 
@@ -58,11 +59,24 @@ from amptui.core.records import End, WarningRecord
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
+from amptui.jobs.scriptexit import python_exit_code
 from amptui.monitor_folder import Opening
 from amptui.telemetry import Recorder, ddp, scripthooks
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks.patches import Patches
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
+
+_MONITORS: weakref.WeakSet[Monitor] = weakref.WeakSet()  # this process's, for the fork hook below
+
+
+def _forked_children() -> None:
+    """In a child this process forked: only the parent records the run (steps, epochs, its end)."""
+    for monitor in list(_MONITORS):
+        monitor._forked = True
+        monitor.recorder.writer, monitor.recorder.sinks = None, []
+
+
+os.register_at_fork(after_in_child=_forked_children)
 
 
 class Monitor:
@@ -113,6 +127,8 @@ class Monitor:
         self._started = False
         self._install_sigterm()
         atexit.register(self._at_exit)
+        self._forked = False  # set in a child this process forks: it writes nothing (_forked_children)
+        _MONITORS.add(self)
 
     def _at_exit(self) -> None:
         """A script that never called close(): its run still gets an end record -- failed with the
@@ -266,6 +282,9 @@ class Monitor:
         """Write the last step record and the `end` record. Safe to call twice."""
         if self.closed:
             return
+        if self._forked:  # a forked child's exit never decides the run's end
+            self.closed = True
+            return
         if status not in End.STATUSES:
             raise ValueError(f"status must be {', '.join(End.STATUSES[:-1])} or {End.STATUSES[-1]}, not {status!r}")
         self.closed = True
@@ -291,7 +310,7 @@ class Monitor:
             self.close("completed")
         elif issubclass(exc_type, KeyboardInterrupt):
             self.close("stopped")
-        elif issubclass(exc_type, SystemExit) and exc.code in (None, 0):
+        elif issubclass(exc_type, SystemExit) and python_exit_code(exc.code) == 0:  # SystemExit(256) too
             self.close("completed")
         else:
             self.close("failed", exc)

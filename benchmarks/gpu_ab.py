@@ -121,7 +121,7 @@ def hand_loop_ms(model: Model, variant: str, device: str) -> float:
     if dev.type == "cuda" and cnn:
         net = net.to(memory_format=torch.channels_last)
     if precision.float8 != "off":  # the trainer's conversion: the same linears convert
-        from amptui.trainer import float8
+        from amptui.trainer.modes import float8
 
         float8.convert(net, precision, cfg, dev)
     opt = build_optimizer(cfg, net.parameters())

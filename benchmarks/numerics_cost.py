@@ -42,7 +42,7 @@ def measure(args) -> dict[str, list[float]]:
     if args.float8 != "off":
         from amptui.core.config import values as cfgmod
         from amptui.core.config.precision import Precision
-        from amptui.trainer.float8 import convert, summary_words
+        from amptui.trainer.modes.float8 import convert, summary_words
 
         cfg = cfgmod.build_config({}, {"amp.float8": args.float8})
         print(summary_words(convert(model, Precision.from_config(cfg, "cpu"), cfg, torch.device("cpu"))))

@@ -69,6 +69,7 @@ CALLERS_VARIABLES = (
 )
 CALLERS_PREFIXES = ("AMPTUI_", "TORCHELASTIC_", "TEXTUAL_", "SLURM_", "SKYPILOT_", "KUBEFLOW_TRAINER_")
 SESSION_CACHE = "AMPTUI_TEST_SESSION_CACHE"
+SESSION_STATE = "AMPTUI_TEST_SESSION_STATE"  # the session's own XDG state and config folders (isolate_from_callers_environment)
 
 
 def isolate_from_callers_environment(worker: bool) -> list[str]:
@@ -96,6 +97,12 @@ def isolate_from_callers_environment(worker: bool) -> list[str]:
     if not os.environ.get(SESSION_CACHE):
         os.environ[SESSION_CACHE] = tempfile.mkdtemp(prefix="amptui-test-cache-")
     os.environ["XDG_CACHE_HOME"] = os.environ[SESSION_CACHE]
+    # amptui's state (runs-folders.json, trusted code) and saved presets: the session's own, also for what runs
+    # outside the per-test `isolated` fixture (module fixtures that start real runs), never the user's (issue 51)
+    if not os.environ.get(SESSION_STATE):
+        os.environ[SESSION_STATE] = tempfile.mkdtemp(prefix="amptui-test-state-")
+    os.environ["XDG_STATE_HOME"] = os.path.join(os.environ[SESSION_STATE], "state")
+    os.environ["XDG_CONFIG_HOME"] = os.path.join(os.environ[SESSION_STATE], "config")
     return cleared
 
 

@@ -67,12 +67,34 @@ def test_interleave_is_refused_in_one_line_where_it_cannot_apply(cli, runs_dir, 
     assert not list_runs(runs_dir)
 
 
-def test_interleave_refuses_a_script_in_one_line(cli, runs_dir, tmp_path):
+def test_interleave_refuses_a_script_under_torchrun_in_one_line(cli, runs_dir, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('never run')\n")
-    done = cli("ab", "--script", str(script), "--variants", "fp32,bf16", "--interleave")
-    assert done.returncode != 0 and "ab --interleave: not for scripts" in done.stderr
-    assert not list_runs(runs_dir)
+    done = cli("ab", "--script", str(script), "--variants", "fp32,bf16", "--interleave", "--set", "dist.mode=ddp")
+    assert done.returncode != 0 and "one process per variant only, and dist.mode = ddp" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not list_runs(runs_dir)
+
+
+@pytest.mark.slow
+def test_a_script_ab_takes_turns_too(cli, runs_dir):
+    """Issue 51 item 2: script users could not --interleave; amptui's hooks now hand the turn on at each
+    step record of the script's own loop, so its variants' windows alternate as a preset's do."""
+    from pathlib import Path
+
+    script = Path(__file__).parent / "scripts" / "plain_fp32.py"
+    done = cli("ab", "--script", str(script), "--variants", "fp32,bf16", "--interleave", "--set", "log.every=2",
+               "--", "--steps", "8")
+    assert done.returncode == 0, done.stderr
+    assert "speed-up from windows measured alternately (ab --interleave): " in done.stdout
+    runs = list_runs(runs_dir)
+    assert [info.status for info in runs] == ["completed", "completed"]
+    steps = []
+    for variant, info in enumerate(runs):
+        recs = [json.loads(line) for line in (info.path / "events.jsonl").read_text().splitlines()]
+        assert recs[0]["kind"] == "start" and recs[0]["interleaved"] is True
+        steps += [(rec["t"], variant) for rec in recs if rec.get("kind") == "step"]
+    order = [variant for _, variant in sorted(steps)]
+    assert len(order) == 8 and order in ([0, 1] * 4, [1, 0] * 4), order  # never two windows of one in a row
 
 
 TINY = ["--set", "model.width=32", "--set", "data.batch_size=16", "--set", "data.train_samples=256",

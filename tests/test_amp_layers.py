@@ -20,7 +20,7 @@ from amptui.telemetry.numerics import RangeSampler
 from amptui.trainer import state as trainer_state
 from amptui.trainer.gpt import GPT
 from amptui.trainer.layers import LayerScope, apply_autocast
-from amptui.trainer.runtime import runtimes_for
+from amptui.trainer.modes import runtimes_for
 
 CPU = torch.device("cpu")
 RULES = {"blocks.*.mlp.fc": "fp8-rowwise", "head": "fp32", "blocks.*": "bf16"}
@@ -105,7 +105,7 @@ def _built(rules, **amp):
     runtimes = runtimes_for(precision, scope)
     unruled = trainer_state.unruled_layers(model, precision, cfg, CPU, scope, runtimes)
     [done] = [r.convert(model, precision, cfg, CPU, scope) for r in runtimes] or [None]
-    mix = scope.mix(model, unruled)
+    mix = scope.mix(model, unruled, done.variants() if done is not None else {})
     apply_autocast(model, scope, CPU)
     return model, scope, done, mix
 
@@ -115,7 +115,7 @@ def test_two_float8_rowwise_layers_and_the_rest_in_bf16():
     assert done.layers == {"blocks.0.mlp.fc": "rowwise", "blocks.1.mlp.fc": "rowwise"} and done.recipe == "off"
     assert type(model.get_submodule("blocks.0.mlp.fc")).__name__ == "Float8Linear"
     assert type(model.get_submodule("blocks.0.mlp.proj")) is nn.Linear
-    labels = scope.labels(model)
+    labels = scope.labels(model, done.variants())  # the conversion says which layers it converted
     assert {n for n, v in labels.items() if v == "fp8-rowwise"} == {"blocks.0.mlp.fc", "blocks.1.mlp.fc"}
     assert set(labels.values()) == {"bf16", "fp8-rowwise"}
     assert mix == (("fp8-rowwise", 2),)
@@ -191,3 +191,34 @@ def test_a_preset_with_amp_layers_trains_two_layers_in_float8_rowwise_and_says_s
     assert "bf16 + 2 float8 rowwise layers" in " ".join(table.split())
     listed = amptui("runs", "--runs-dir", str(runs_dir), "--format", "json", check=True).stdout
     assert "bf16 + 2 float8 rowwise layers" in listed
+
+
+# --- issue 50 (Low): refused as config errors, at once, in a short line -----------------------------------
+
+@pytest.mark.parametrize("command", [["run", "mlp-recipe", "--set", 'amp.layers={"nomatch*" = "bf16"}'],
+                                     ["plan", "mlp-recipe", "--for", "H100", "--set", 'amp.layers={"nomatch*" = "bf16"}'],
+                                     ["ab", "mlp-recipe", "--variants", "bf16,plan:typo"]])
+def test_a_pattern_that_matches_no_module_is_a_refused_config_and_nothing_is_made(cli, runs_dir, isolated, command):
+    """It used to start the run, which failed with exit 1; now the config is refused (exit 2) before
+    any run folder or A/B group exists, naming the pattern and the model's modules."""
+    saved = isolated / "xdg" / "amptui" / "presets" / "typo.toml"  # a plan whose rule names no module
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text('[run]\nname = "typo"\n[model]\nname = "mlp"\n[data]\nname = "random"\n[amp.layers]\n"nomatch*" = "bf16"\n')
+    done = cli(*command)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    line = one_clear_line(done)
+    assert "amp.layers: 'nomatch*' matches no module of this model (Sequential: 0, 1, 2" in line
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+@pytest.mark.timeout(60)  # 100,000 rules or a 3000-character pattern took 47 s and a 1.6 MB line
+@pytest.mark.parametrize("table, words", [
+    ({f"blocks.{i}.fc": "bf16" for i in range(100_000)}, "has 100,000 rules, more than 512"),
+    ({"x" * 3000: "bf16"}, "a pattern of 3,000 characters; at most 256"),
+])
+def test_a_huge_table_or_pattern_is_refused_at_once_in_a_short_line(tmp_path, cli, table, words):
+    preset = tmp_path / "huge.toml"
+    preset.write_text("[model]\nname = \"mlp\"\n[amp.layers]\n"
+                      + "".join(f'"{pattern}" = "{variant}"\n' for pattern, variant in table.items()))
+    line = one_clear_line(cli("run", str(preset)))
+    assert words in line and len(line) < 400, line

@@ -174,3 +174,30 @@ def test_identical_runs_peak_memory_spread_is_no_saving(cli, runs_dir):
     assert rows[1]["memory_same"] is True and rows[2]["memory_same"] is False
     table = cli("compare", *ids, check=True, env={"COLUMNS": "200"}).stdout
     assert "-3.3%" not in table and "+30.0%" in table
+
+
+def test_plan_verify_states_no_figure_its_noise_cannot_tell():
+    """`plan --save --verify`'s line reads the compare row's verdict: too noisy is said, not "1.30x"."""
+    from amptui.cli import planverify
+
+    result = {"predicted_speedup": 1.5, "predicted_for": "H100", "device": "cuda", "measured_speedup": 1.3,
+              "same_speed": None, "speed_unresolved": "too noisy to tell (1.30x, inside its noise: step times vary "
+              "±25%): rerun when the machine is quieter, or with more steps", "loss_step": None,
+              "loss": {"bf16": None, "plan": None}, "runs": ["a", "b"]}
+    said = planverify.words(result)
+    assert "measured here (cuda): too noisy to tell (1.30x inside its noise)" in said and "cuda) 1.30x" not in said
+    result.update(speed_unresolved=None, same_speed=False)
+    assert "measured here (cuda) 1.30x" in planverify.words(result)
+
+
+def test_the_compare_screen_says_why_too_noisy_and_what_to_do(runs_dir):
+    """The dashboard decides by the same verdict and says under its table what `amptui compare` says."""
+    from amptui.core import compare
+    from amptui.dashboard.screens.compare.screen import numerics_notes
+
+    noisy = [10, 14, 8, 12, 16, 9, 11, 15, 8, 13]
+    write_run(runs_dir, "20261127-100000-qs-a", noisy)
+    write_run(runs_dir, "20261127-100001-qs-b", [ms * 0.96 for ms in reversed(noisy)])
+    summaries = [compare.summarize(runs_dir / r) for r in ("20261127-100000-qs-a", "20261127-100001-qs-b")]
+    said = numerics_notes(summaries).plain
+    assert "speed-up too noisy to tell (20261127-100001-qs-b: " in said and "rerun when the machine is quieter" in said

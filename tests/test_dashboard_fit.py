@@ -302,3 +302,26 @@ async def test_compare_shows_the_fp32_baselines_tf32_and_each_runs_narrowest_hea
         assert f"fp32 baseline {baseline.name}: TF32 matmuls off" in markdown
         assert (f"narrowest range headroom: {sampled.name} (fp16+scaler): 2.3 bits to float16 max in classifier.1"
                 in markdown)
+
+
+@async_test
+async def test_the_toggle_values_stay_in_sight_at_60x20(root):
+    """Issue 51 (small): at 60x20 the toggles' values were squeezed to no columns at all; a narrow panel
+    now puts one label and value on a row, each value wide enough to read, all on the screen."""
+    from textual.widgets import Input, Select, Switch
+
+    from amptui.dashboard.widgets.toggles import TogglesPanel
+
+    for size, narrow in (((60, 20), True), ((80, 24), False)):
+        app = app_for(root)
+        async with app.run_test(size=size) as pilot:
+            screen = await home_ready(pilot)
+            await settled(pilot)
+            panel = screen.query_one(TogglesPanel)
+            assert panel.query_one("#toggle-grid").has_class("narrow") is narrow
+            values = [w for w in panel.query("Switch, Select, Input") if isinstance(w, (Switch, Select, Input))]
+            assert len(values) >= 10
+            for w in values:
+                region = w.region
+                assert region.width >= 4 and region.height == 1, (size, w.id, region)
+                assert region.right <= size[0] and region.bottom <= size[1], (size, w.id, region)

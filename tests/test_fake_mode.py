@@ -8,6 +8,7 @@ toggle, the layer variants of [amp.layers], and the docs' recipe."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,22 +18,31 @@ import torch
 from support.dashboard import async_test, until
 from torch import nn
 
-from amptui.core.config import modes
+from amptui.core import modes
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
 from amptui.core.config.precision import Precision, layer_variants, listing
-from amptui.trainer import runtime
+from amptui.trainer import modes as runtime
+from amptui.tune import plan as tune_plan  # imported before a test adds the mode: its PRECISIONS stay amptui's
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # --- the one file a new mode takes: its mode ... -------------------------------------------------
 
+@dataclass(frozen=True)
+class Kept:
+    """The mode's own options value: the dtype its norms are kept in."""
+
+    dtype: str = "float32"
+
+
 class NormsFp32(modes.PrecisionMode):
-    """float16 autocast with a GradScaler, the norms kept in float32 (the field it owns: tf32 on
-    under autocast, which no built-in mode uses)."""
+    """float16 autocast with a GradScaler, the norms kept in float32: a mode of its own name
+    (amp.mode = "fp16-norms") with its own options, no field of another mode's borrowed."""
 
     name = "fp16-norms"
+    chosen_by_name = True
 
     def variants(self):
         return ["fp16-norms"]
@@ -40,14 +50,15 @@ class NormsFp32(modes.PrecisionMode):
     def tune_variants(self):
         return ["fp16-norms"]
 
-    def parse(self, variant):
-        return {"autocast": True, "dtype": "float16", "scaler": True, "tf32": True} if variant == "fp16-norms" else None
+    def parse(self, variant, base):
+        return self.own(base.with_shared(autocast=True, dtype="float16", scaler=True), Kept()) \
+            if variant == "fp16-norms" else None
 
-    def owns(self, p):
-        return p.autocast and p.tf32
+    def configure(self, cfg, base):
+        return self.own(base, Kept())
 
-    def normalise(self, p):
-        return p  # it is the mode that keeps amp.tf32 under autocast
+    def read(self, record, base):
+        return self.own(base, Kept(record["norms"]["dtype"])) if "norms" in record else None
 
     def autocast_dtype(self, p):
         return p.dtype
@@ -56,13 +67,10 @@ class NormsFp32(modes.PrecisionMode):
         return "fp16-norms"
 
     def words(self, p):
-        return "autocast float16, norms in float32"
+        return f"autocast float16, norms in {p.options.dtype}"
 
     def record(self, p):
-        return {"norms": {"dtype": "float32"}}
-
-    def overrides(self, p):
-        return {"amp.tf32": True}
+        return {"norms": {"dtype": p.options.dtype}}
 
     def refusal(self, p, run, asked=None):
         if run.dist == "dp":
@@ -104,7 +112,8 @@ class NormsRuntime(runtime.ModeRuntime):
 
 @pytest.fixture
 def registered(monkeypatch):
-    """What importing the mode's file does in a real package: MODES gets the mode, RUNTIMES its runtime."""
+    """What a mode's module in amptui/core/modes/ and its runtime's in amptui/trainer/modes/ do when
+    their packages find them: MODES gets the mode, RUNTIMES its runtime."""
     monkeypatch.setattr(modes, "MODES", [*modes.MODES, NormsFp32()])
     monkeypatch.setitem(runtime.RUNTIMES, "fp16-norms", NormsRuntime())
     runtime.register("fp16-norms")(NormsRuntime)  # the decorator form a mode's file uses
@@ -118,18 +127,19 @@ def test_ab_takes_and_lists_the_new_variant(registered):
     assert "fp16-norms" in ab.known_variants()
     assert ("fp16-norms", "autocast float16, norms in float32 + GradScaler") in listing()
     assert dict(ab.expand("fp32,fp16-norms", "cuda"))["fp16-norms"] == {
-        "amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True, "amp.tf32": True}
+        "amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True, "amp.mode": "fp16-norms"}
     p = Precision.from_variant("fp16-norms")
     assert isinstance(p.mode, NormsFp32) and p.short == "fp16-norms+scaler"
     assert p != Precision.from_variant("fp16+scaler") and Precision.from_record(p.as_record()) == p
-    assert p.as_record()["norms"] == {"dtype": "float32"}
+    assert p.as_record()["norms"] == {"dtype": "float32"} and p.as_record()["mode"] == "fp16-norms"
+    # its own name picks it: the same shared fields with another option are another precision
+    assert dataclasses.replace(p, options=Kept("bfloat16")) != p
 
 
 def test_tune_plans_it_after_the_built_in_precisions(registered):
-    from amptui.tune import plan as T
-
-    assert T.precisions() == ("bf16", "fp16+scaler", "fp16-norms")
-    assert T.precision_candidate("fp16-norms").knobs["amp.tf32"] is True
+    T = tune_plan
+    assert T.precisions() == ("bf16", "fp16+scaler", "bf16-pure", "fp16-norms")
+    assert T.precision_candidate("fp16-norms").knobs["amp.mode"] == "fp16-norms"
     from amptui.tune.scriptsearch import script_precisions
 
     # tune --script asks the modes too, and keeps what amptui can apply to a script's loop (run.apply_amp)
@@ -172,8 +182,8 @@ def test_preflight_asks_the_mode_for_its_refusals_and_warnings(registered):
 @async_test
 async def test_the_dashboard_toggles_offer_it(registered, tmp_path):
     """The home screen's precision select lists every mode's variants, this one too: picking it sets
-    the precision rows and keeps the key no row shows (amp.tf32); editing a row moves the select to
-    the variant the rows form."""
+    the precision rows and keeps the key no row shows (amp.mode); editing a row moves the select to
+    the variant the rows form (amp.mode, the key no row shows, kept while the rows make it)."""
     from textual.widgets import OptionList, Select
 
     from amptui.dashboard.app import make_app
@@ -195,11 +205,11 @@ async def test_the_dashboard_toggles_offer_it(registered, tmp_path):
         await until(pilot, lambda: "autocast float16, norms in float32 + GradScaler" in str(summary.render()))
         assert (toggles.query_one("#t-amp-autocast").value, toggles.query_one("#t-amp-dtype").value,
                 toggles.query_one("#t-amp-grad-scaler").value) == (True, "float16", True)
-        assert toggles.overrides()["amp.tf32"] is True
+        assert toggles.overrides()["amp.mode"] == "fp16-norms"
         assert Precision.from_config(toggles.values(), "cpu") == Precision.from_variant("fp16-norms")
         toggles.query_one("#t-amp-dtype", Select).value = "bfloat16"
         await until(pilot, lambda: select.value == "bf16+scaler")
-        assert "amp.tf32" not in toggles.overrides() and "autocast bfloat16 + GradScaler" in str(summary.render())
+        assert "amp.mode" not in toggles.overrides() and "autocast bfloat16 + GradScaler" in str(summary.render())
         toggles.query_one("#t-dist-mode", Select).value = "fsdp"  # an FSDP policy: no offered variant is it
         await until(pilot, lambda: select.value == "other")
 

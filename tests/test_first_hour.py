@@ -19,7 +19,7 @@ from amptui.jobs import detached, launch
 from amptui.machine import cputorch
 
 REPO = Path(__file__).resolve().parent.parent
-CPU_LINE = "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+CPU_LINE = "pip install --force-reinstall torch torchvision --index-url https://download.pytorch.org/whl/cpu"
 no_gpu_driver = pytest.mark.skipif(any(os.path.exists(p) for p in GPU_DRIVER_PATHS),
                                    reason="asserts what a machine without a CUDA GPU is told")
 
@@ -91,7 +91,7 @@ def test_ab_help_lists_every_variant_it_takes_float8_included(cli):
 
 
 def test_a_new_precision_mode_is_in_the_help_the_day_it_is_added(cli, monkeypatch):
-    from amptui.core.config import modes
+    from amptui.core import modes
 
     class Fake(modes.PrecisionMode):  # stands in for a mode amptui does not have yet
         name = "fake"
@@ -99,11 +99,8 @@ def test_a_new_precision_mode_is_in_the_help_the_day_it_is_added(cli, monkeypatc
         def variants(self):
             return ["fake8"]
 
-        def parse(self, variant):
+        def parse(self, variant, base):
             return None
-
-        def owns(self, p):
-            return False
 
         def short(self, p):
             return "fake8"

@@ -14,12 +14,13 @@ from support.cli import amptui, one_clear_line
 from support.records import events, only_run
 from torch import nn
 
-from amptui.core.config import modes
+from amptui.core import modes
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
 from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError, UserError
 from amptui.core.lossgaps import noise_band
+from amptui.core.modes.float8 import recipe_of
 from amptui.core.numerics import summarize
 from amptui.core.series import Series
 from amptui.telemetry.alarms import HeadroomAlarms
@@ -28,8 +29,8 @@ from amptui.telemetry.numerics import RangeSampler
 
 torchao = pytest.importorskip("torchao", reason="amp.float8 needs torchao (pip install 'amptui[fp8]')")
 
-from amptui.trainer import float8  # noqa: E402 - after the skip: it converts with torchao
 from amptui.trainer.gpt import GPT  # noqa: E402
+from amptui.trainer.modes import float8  # noqa: E402 - after the skip: it converts with torchao
 
 RECIPES = ("tensorwise", "rowwise", "mxfp8")
 
@@ -272,7 +273,7 @@ def test_fsdp_takes_tensorwise_float8_and_names_both_and_refuses_the_other_recip
     assert p.fsdp_policy == {"param_dtype": "bfloat16", "reduce_dtype": "float32", "sharded_dtype": "float32"}
     assert p.autocast_dtype is None  # the policy computes in bfloat16, as without float8
     assert p.as_record()["float8"] == {"recipe": "tensorwise"} and Precision.from_record(p.as_record()) == p
-    assert p.fsdp_policy is not None and p.float8 == "tensorwise"  # the all-gather in float8: convert says so
+    assert p.fsdp_policy is not None and recipe_of(p) == "tensorwise"  # the all-gather in float8: convert says so
     for recipe in ("rowwise", "mxfp8"):
         line = one_clear_line(cli("run", "gpt-text", "--set", "dist.mode=fsdp", "--set", f"amp.float8={recipe}"))
         assert f'amp.float8 = "{recipe}" with dist.mode = "fsdp"' in line and "amp.float8=tensorwise" in line

@@ -16,6 +16,7 @@ from support.waits import wait_until
 from amptui.core import compare, runsummary
 from amptui.core.config.precision import Precision
 from amptui.core.config.variants import expand
+from amptui.core.modes.fsdp import Policy
 from amptui.core.run import runs
 
 FSDP2 = ["--set", "dist.mode=fsdp", "--set", "dist.nproc_per_node=2"]
@@ -225,7 +226,7 @@ def test_shard_applies_the_policy_and_names_it_for_the_script_hooks(tmp_path):
         model, seen = Blocks(), []
         model.blocks[0].register_forward_hook(lambda mod, args, out: seen.append((mod.weight.dtype, out.dtype)))
         assert fsdp.policy_of(model) is None
-        fsdp.shard(model, torch.device("cpu"), 1, Precision(True, "bfloat16", False, reduce="float32"))
+        fsdp.shard(model, torch.device("cpu"), 1, Precision(True, "bfloat16", False, "fsdp", Policy("float32")))
         out = model(torch.randn(2, 4))
         out.sum().backward()
         assert seen == [(torch.bfloat16, torch.bfloat16)] and out.dtype == torch.float32
@@ -233,7 +234,7 @@ def test_shard_applies_the_policy_and_names_it_for_the_script_hooks(tmp_path):
         assert fsdp.policy_of(model) == {"param_dtype": "bfloat16", "reduce_dtype": "float32",
                                          "sharded_dtype": "float32", "output_dtype": "float32"}
         with pytest.raises(Exception, match="no blocks to shard"):
-            fsdp.shard(nn.Linear(2, 2), torch.device("cpu"), 1, Precision(True, "bfloat16", False, reduce="float32"))
+            fsdp.shard(nn.Linear(2, 2), torch.device("cpu"), 1, Precision(True, "bfloat16", False, "fsdp", Policy("float32")))
     finally:
         torch.distributed.destroy_process_group()
 
@@ -261,7 +262,7 @@ def test_a_monitor_on_a_sharded_model_records_fsdp_and_its_policy(tmp_path, runs
     torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
     monkeypatch.setenv("WORLD_SIZE", "2")
     try:
-        model = fsdp.shard(Blocks(), torch.device("cpu"), 1, Precision(True, "bfloat16", False, reduce="bfloat16"))
+        model = fsdp.shard(Blocks(), torch.device("cpu"), 1, Precision(True, "bfloat16", False, "fsdp", Policy("bfloat16")))
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         with amptui.Monitor("sharded", optimizer=opt, model=model, run_dir=runs_dir / "m", log_every=2) as mon:
             assert mon.config.dist.mode == "ddp"  # before the first step: a torchrun script

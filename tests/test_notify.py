@@ -110,7 +110,7 @@ def test_the_address_can_live_in_a_variable_and_nothing_is_sent_without_the_key(
 @pytest.mark.timeout(300)
 def test_a_failed_trainer_run_tells_the_webhook_once(runs_dir):
     with recording() as hook:
-        proc = amptui("run", "mlp-recipe", *TINY, "--set", "debug.fail_at_step=3",
+        proc = amptui("run", "quickstart", *TINY, "--set", "debug.fail_at_step=3",
                       "--set", f"log.notify_url=\"{hook.url}/hook\"", timeout=250)
         assert proc.returncode != 0
         wait_until(lambda: hook.requests, 30, "the webhook's message")

@@ -3,16 +3,19 @@ and long names; and a new dtype is one DTYPES entry (variants, A/B, config, alar
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
 
-from amptui.core.config import modes
+from amptui.core import modes
 from amptui.core.config import precision as precmod
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
 from amptui.core.config.precision import DTYPES, Dtype, Precision, auto_dtype, variant_names
 from amptui.core.errors import ConfigError, UserError
+from amptui.core.modes.float8 import Recipe, recipe_of
+from amptui.core.modes.fsdp import Policy
 from amptui.machine import cpu as cpu_features
 from amptui.machine import dtype_speed
 from amptui.telemetry.alarms import ScaleAlarms
@@ -58,11 +61,12 @@ def test_from_config_reads_the_device_from_the_config():
 def test_short_and_words(precision, short, words):
     assert (precision.short, precision.words) == (short, words)
     assert precision.as_record() == {"autocast": precision.autocast, "dtype": precision.reduced,  # float32 without autocast
-                                     "grad_scaler": precision.scaler, "short": short, "words": words}
+                                     "grad_scaler": precision.scaler, "short": short, "words": words,
+                                     "mode": "autocast" if precision.autocast else "fp32"}
 
 
 def test_every_variant_round_trips_through_a_config():
-    assert variant_names() == ["fp32", "tf32", "fp16", "fp16+scaler", "bf16", "bf16+scaler"]
+    assert variant_names() == ["fp32", "tf32", "fp16", "fp16+scaler", "bf16", "bf16+scaler", "bf16-pure", "bf16-pure+sr"]
     for name in variant_names():
         p = Precision.from_variant(name)
         assert p.short == name
@@ -80,9 +84,10 @@ def test_every_variant_round_trips_through_a_config():
     ("autocast bfloat16", Precision(True, "bfloat16", False)),
     ("fp32", Precision(False, "float16", False)),
     ("fp32 + GradScaler", Precision(False, "float16", True)),
-    ("fp32 + TF32", Precision(False, "float16", False, tf32=True)),
+    ("fp32 + TF32", Precision(False, "float16", False, "tf32")),
     ({"autocast": False, "dtype": "float16", "grad_scaler": False, "tf32": True, "short": "tf32"},
-     Precision(False, "float16", False, tf32=True)),
+     Precision(False, "float16", False, "tf32")),
+    ({"autocast": False, "dtype": "float32", "grad_scaler": False, "mode": "tf32"}, Precision(False, "float16", False, "tf32")),
     ({"autocast": True, "dtype": "bfloat16", "grad_scaler": False, "short": "bf16", "words": "autocast bfloat16"},
      Precision(True, "bfloat16", False)),
     ({"autocast": False, "dtype": "float16", "grad_scaler": False}, Precision(False, "float16", False)),
@@ -96,28 +101,29 @@ def test_from_record_reads_the_structured_and_the_old_string_forms(record, want)
     assert Precision.from_record(record) == want
 
 
-# --- a new precision mode is one MODES entry ------------------------------------------------------
+# --- a new precision mode is one module of amptui/core/modes -------------------------------------
 
 class HalfAndTf32(modes.PrecisionMode):
     """A made-up mode: float16 autocast, float32 matmuls outside it on TF32 (its trainer side, a
-    runtime, is tests/test_fake_mode.py's subject)."""
+    runtime, is tests/test_fake_mode.py's subject). Its own name picks it (amp.mode), no field it squats on."""
 
     name = "fp16-tf32"
+    chosen_by_name = True
 
     def variants(self):
         return ["fp16-tf32"]
 
-    def parse(self, variant):
-        return {"autocast": True, "dtype": "float16", "scaler": True, "tf32": True} if variant == "fp16-tf32" else None
-
-    def owns(self, p):
-        return p.autocast and p.tf32
+    def parse(self, variant, base):
+        return self.own(base.with_shared(autocast=True, dtype="float16", scaler=True)) if variant == "fp16-tf32" else None
 
     def autocast_dtype(self, p):
         return p.dtype
 
+    def tf32(self, p):
+        return True
+
     def detect(self, facts):
-        return {"amp.tf32": True} if facts.autocast == ("cuda", "float16") else {}
+        return {"amp.mode": self.name} if facts.autocast == ("cuda", "float16") else {}
 
     def short(self, p):
         return "fp16-tf32"
@@ -128,9 +134,6 @@ class HalfAndTf32(modes.PrecisionMode):
     def record(self, p):
         return {"tf32_outside": True}
 
-    def overrides(self, p):
-        return {"amp.tf32": True}
-
 
 def test_a_new_precision_mode_is_one_entry(monkeypatch):
     monkeypatch.setattr(modes, "MODES", [*modes.MODES, HalfAndTf32()])
@@ -139,11 +142,13 @@ def test_a_new_precision_mode_is_one_entry(monkeypatch):
     assert isinstance(p.mode, HalfAndTf32)
     assert (p.short, p.words) == ("fp16-tf32+scaler", "autocast float16, TF32 outside it + GradScaler")
     assert (p.autocast_dtype, p.fsdp_policy) == ("float16", None)
-    assert p.as_record()["tf32_outside"] is True
+    assert p.as_record()["tf32_outside"] is True and Precision.from_record(p.as_record()) == p
+    assert p != Precision.from_variant("fp16+scaler")
     assert dict(ab.expand("fp32,fp16-tf32", "cuda"))["fp16-tf32"] == {
-        "amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True, "amp.tf32": True}
+        "amp.autocast": True, "amp.dtype": "float16", "amp.grad_scaler": True, "amp.mode": "fp16-tf32"}
+    assert Precision.from_config(config.build_config({}, p.overrides()), "cuda") == p
     assert modes.detect(modes.LoopFacts(autocast=("cuda", "float16"))) == {
-        "amp.autocast": True, "amp.dtype": "float16", "amp.tf32": True}
+        "amp.autocast": True, "amp.dtype": "float16", "amp.mode": "fp16-tf32"}
     # the modes that were there answer as before
     assert Precision.from_variant("bf16").mode.name == "autocast"
     assert Precision.from_variant("bf16+reduce").fsdp_policy == {
@@ -163,7 +168,7 @@ def with_fp8(monkeypatch):
 
 def test_a_new_dtype_is_one_entry(with_fp8, monkeypatch):
     # names and variants
-    assert variant_names()[-2:] == ["fp8", "fp8+scaler"]
+    assert variant_names()[6:8] == ["fp8", "fp8+scaler"]  # after the autocast dtypes, before the modes that follow
     p = Precision.from_variant("fp8+scaler")
     assert p == Precision(True, "float8_e4m3fn", True)
     assert (p.short, p.words) == ("fp8+scaler", "autocast float8_e4m3fn + GradScaler")
@@ -172,9 +177,9 @@ def test_a_new_dtype_is_one_entry(with_fp8, monkeypatch):
     # the A/B takes it, its defaults stay those of the "auto" dtypes
     assert dict(ab.expand("fp32,fp8", "cuda"))["fp8"] == {"amp.autocast": True, "amp.dtype": "float8_e4m3fn",
                                                           "amp.grad_scaler": False}
-    assert "fp8+scaler" in ab.VARIANTS and len(ab.VARIANTS) == 8
+    assert "fp8+scaler" in ab.VARIANTS and len(ab.VARIANTS) == 10
     assert [n for n, _ in ab.expand(None, "cuda")] == ["fp32", "fp16", "fp16+scaler"]
-    with pytest.raises(UserError, match="known: fp32, tf32, fp16, fp16\\+scaler, bf16, bf16\\+scaler, fp8, fp8\\+scaler"):
+    with pytest.raises(UserError, match="known: fp32, tf32, fp16, fp16\\+scaler, bf16, bf16\\+scaler, fp8, fp8\\+scaler, bf16-pure"):
         ab.expand("fp4", "cuda")
     # the config accepts it, and grad_scaler = "auto" follows its needs_scaler
     values = config.build_config({"amp": {"dtype": "float8_e4m3fn"}})
@@ -209,18 +214,33 @@ def test_equality_ignores_only_what_a_run_does_not_use():
     # without autocast the preset's dtype computes nothing: one float32 run whatever it names
     assert Precision(False, "float16", False) == Precision(False, "bfloat16", False)
     assert hash(Precision(False, "float16", False)) == hash(Precision(False, "bfloat16", False))
-    # every other field tells two precisions apart
-    base = Precision(True, "bfloat16", False, reduce="float32", float8="tensorwise")
-    for changed in ({"dtype": "float16"}, {"scaler": True}, {"reduce": "bfloat16"}, {"reduce": None},
-                    {"float8": "rowwise"}, {"float8": "off"}):
-        other = Precision(**{**base.__dict__, **changed})
+    # every other field tells two precisions apart: the shared ones, the mode, the mode's options
+    base = Precision(True, "bfloat16", False, "float8", Recipe("tensorwise", Policy("float32")))
+    for changed in ({"dtype": "float16"}, {"scaler": True}, {"options": Recipe("tensorwise", Policy("bfloat16"))},
+                    {"options": Recipe("tensorwise")}, {"options": Recipe("rowwise", Policy("float32"))},
+                    {"mode_name": "autocast", "options": None}):
+        other = dataclasses.replace(base, **changed)
         assert other != base and len({other, base}) == 2, changed
 
 
-ALL_PRECISIONS = [Precision(autocast, dtype, scaler, tf32, reduce, recipe)
-                  for autocast, dtype, scaler, tf32, reduce, recipe in itertools.product(
-                      [True, False], DTYPES, [True, False], [False, True], [None, "float32", *DTYPES],
-                      ["off", "tensorwise", "rowwise", "mxfp8"]) if not (tf32 and autocast)]
+def _every_precision() -> list[Precision]:
+    """Every mode's every setting: shared fields x the mode's options."""
+    out = []
+    for autocast, dtype, scaler in itertools.product([True, False], DTYPES, [True, False]):
+        plain = Precision(autocast, dtype, scaler)
+        out.append(plain)
+        tf32s = [False] if autocast else [False, True]
+        if not autocast:
+            out.append(Precision(autocast, dtype, scaler, "tf32"))
+        policies = [Policy(r, t) for r in ("float32", *DTYPES) for t in tf32s]
+        out += [Precision(autocast, dtype, scaler, "fsdp", policy) for policy in policies]
+        out += [Precision(autocast, dtype, scaler, "float8", Recipe(recipe, policy, tf32))
+                for recipe in ("tensorwise", "rowwise", "mxfp8") for policy in [None, *policies]
+                for tf32 in tf32s if not (tf32 and policy)]
+    return out
+
+
+ALL_PRECISIONS = _every_precision()
 
 
 @pytest.mark.parametrize("p", ALL_PRECISIONS, ids=lambda p: p.words)
@@ -235,4 +255,4 @@ def test_fsdp_with_float8_keeps_its_policy_when_read_back():
     words = "FSDP bfloat16 params, float32 reduce + float8 tensorwise"
     p = Precision.from_record(words)
     assert p.fsdp_policy == {"param_dtype": "bfloat16", "reduce_dtype": "float32", "sharded_dtype": "float32"}
-    assert (p.float8, p.words) == ("tensorwise", words)
+    assert (recipe_of(p), p.words) == ("tensorwise", words)

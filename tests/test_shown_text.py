@@ -6,6 +6,7 @@ it tries to change."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import os
@@ -23,6 +24,52 @@ from amptui.core.fmt import shown
 
 def raw_controls(text: str) -> list[str]:
     return sorted({repr(c) for c in FORBIDDEN.findall(text)})
+
+
+PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
+# Where text goes to a terminal (rich/Textual renderables, widgets, print) and the attributes that
+# hold text from a runs folder or a preset: such an attribute given to such a call must go through
+# core.fmt.shown (the one function that shows such text), inside the call's arguments.
+SINKS = {"Text", "assemble", "append", "update", "Label", "Static", "Option", "print", "write", "add_row",
+         "add_option", "Line"}
+RUN_TEXT = {"preset", "description", "error", "script_line", "message", "preset_ref"}
+NOT_SHOWN_HERE = {  # (file, attribute): why it needs no shown() where the scan sees it
+    ("amptui/cli/abscript.py", "error"): "group.update(error=...) writes the A/B's group file, not a terminal",
+    ("amptui/dashboard/runmodel.py", "message"): "kept in a list; the run screen shows it through shown()",
+    ("amptui/dashboard/screens/home/launch.py", "error"): "a Notice: app.notify shows every message through shown()",
+    ("amptui/dashboard/screens/keys.py", "description"): "a key binding's description: amptui's own words",
+}
+
+
+def unshown(source: str, name: str) -> set[tuple[str, str]]:
+    """(name, attribute) of each RUN_TEXT attribute passed to a SINKS call outside a shown(...) call."""
+    tree = ast.parse(source, name)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def in_shown(node: ast.AST) -> bool:
+        while (node := parents.get(node)) is not None:
+            if isinstance(node, ast.Call) and "shown" in (getattr(node.func, "id", None), getattr(node.func, "attr", None)):
+                return True
+        return False
+
+    found = set()
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and (getattr(call.func, "id", None) or getattr(call.func, "attr", None)) in SINKS:
+            for arg in [*call.args, *(k.value for k in call.keywords)]:
+                found |= {(name, sub.attr) for sub in ast.walk(arg)
+                          if isinstance(sub, ast.Attribute) and sub.attr in RUN_TEXT and not in_shown(sub)}
+    return found
+
+
+def test_text_from_a_runs_folder_reaches_widgets_and_print_only_through_shown():
+    """The scan for shown text (issue 50): the home screen's `Text(shown(r.script_line) or r.preset)`
+    passed a crafted preset name raw; a call like it anywhere in the dashboard or the CLI fails here."""
+    files = sorted([*PACKAGE.joinpath("dashboard").rglob("*.py"), *PACKAGE.joinpath("cli").rglob("*.py")])
+    found = set().union(*(unshown(p.read_text(), str(p.relative_to(PACKAGE.parent))) for p in files))
+    assert found - NOT_SHOWN_HERE.keys() == set(), "show runs-folder text through core.fmt.shown"
+    old_leak = 'text = Text(shown(r.script_line) or r.preset or "-")'
+    assert unshown(old_leak, "runtable.py") == {("runtable.py", "preset")}  # the scan sees the leak it was for
+    assert unshown(old_leak.replace(') or r.preset or "-")', ' or r.preset or "-"))'), "runtable.py") == set()
 
 
 def test_shown_escapes_every_control_bidi_and_line_separator_and_keeps_the_rest():
@@ -45,12 +92,34 @@ def screen_text(app) -> str:
     return app.export_screenshot()
 
 
+def crafted_plan() -> dict:
+    """A run's plan.json whose preset, layer names, choices and reasons are hostile."""
+    layer = {"name": HOSTILE, "shape": {"m": 64, "k": 64, "n": 64}, "flops_share": 1.0, "choice": HOSTILE,
+             "reason": HOSTILE, "recipes": {"bf16": {"sqnr_db": 50.0}}}
+    return {"run_id": HOSTILE, "preset": HOSTILE, "device": {"name": HOSTILE}, "samples": 4, "layers": [layer],
+            "predicted_speedup": 1.1, "risk": {"lowest_sqnr_db": 20.0, "layer": HOSTILE}, "float8_layers": 0}
+
+
+def crafted_tune(root: Path) -> Path:
+    """A tune's result file whose preset and device name are hostile."""
+    import json
+
+    from support.tune import finished_search, write_tune
+
+    path = write_tune(root, finished_search(), interrupted=False)
+    result = json.loads(path.read_text())
+    path.write_text(json.dumps({**result, "preset": HOSTILE, "device_name": HOSTILE}))
+    return path
+
+
 @async_test
 async def test_a_crafted_run_draws_no_control_character_on_any_screen(root, crafted):
     from amptui.dashboard.screens.compare.screen import CompareScreen
     from amptui.dashboard.screens.home.presets import PresetList
     from amptui.dashboard.screens.modals import RunInfoModal
+    from amptui.dashboard.screens.plan.screen import PlanScreen
     from amptui.dashboard.screens.run.screen import RunScreen
+    from amptui.dashboard.screens.tune.screen import TuneScreen
 
     app = app_for(root)
     seen = {}
@@ -80,7 +149,15 @@ async def test_a_crafted_run_draws_no_control_character_on_any_screen(root, craf
         await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.drawn())
         await settled(pilot)
         seen["run"] = screen_text(app)
-    assert "evil" in seen["home (runs table)"] and "evil" in seen["compare"] and "evil" in seen["run info"]
+        app.push_screen(PlanScreen(crafted_plan()))  # a plan.json of the run: names from a user's model
+        await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await settled(pilot)
+        seen["plan"] = screen_text(app)
+        app.push_screen(TuneScreen(crafted_tune(root), None, HOSTILE))  # a tune's result file
+        await until(pilot, lambda: isinstance(app.screen, TuneScreen) and app.screen.result is not None)
+        await settled(pilot)
+        seen["tune"] = screen_text(app)
+    assert all("evil" in seen[where] for where in ("home (runs table)", "compare", "run info", "plan", "tune"))
     leaks = {where: raw_controls(text) for where, text in seen.items() if raw_controls(text)}
     assert leaks == {}, leaks
     assert "[bold&#160;red]boom[/]" in seen["run info"]  # markup shown as written, never applied

@@ -92,6 +92,18 @@ def test_a_script_task_uploads_its_folder_and_passes_its_arguments(cli, tmp_path
     assert "-m amptui.trainer.scriptrun \"$RUN_DIR\" train.py --epochs 3 --name 'a b'" in task["run"]
 
 
+def test_a_script_tasks_header_names_the_script_and_says_whose_precision(cli, tmp_path):
+    """Issue 51 (small): the header said "amptui:  on 2 node(s)" and a preset's amp.dtype comment."""
+    script = write_script(tmp_path)
+    text = cli("sky", "--script", str(script), "--gpus", "A100:4", "--nodes", "2", check=True).stdout
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    assert header[0].startswith("# amptui: train.py on 2 node(s)")
+    said = next(line for line in header if line.startswith("# precision: "))
+    assert "amp.dtype" not in said and "the script's own" in said
+    applied = cli("sky", "--script", str(script), "--gpus", "A100:4", "--set", "run.apply_amp=bf16", check=True).stdout
+    assert "# precision: bf16, applied by amptui" in applied
+
+
 def test_the_setup_installs_amptui_as_it_was_installed(monkeypatch):
     class Dist:
         version = "1.2.3"

@@ -36,7 +36,7 @@ def test_amp_tf32_takes_auto_true_or_false_and_names_itself_otherwise():
 
 def test_tf32_is_fp32_on_tensor_cores_and_its_ab_pairs_it_with_strict_fp32():
     p = Precision.from_variant("tf32")
-    assert (p.autocast, p.scaler, p.tf32, p.short, p.words) == (False, False, True, "tf32", "fp32 + TF32")
+    assert (p.autocast, p.scaler, p.mode.tf32(p), p.short, p.words) == (False, False, True, "tf32", "fp32 + TF32")
     assert p.overrides() == {"amp.autocast": False, "amp.grad_scaler": False, "amp.tf32": True}
     resolved = Precision.from_config(config.build_config({}, p.overrides()), "cuda")
     assert resolved.short == "tf32" and resolved.as_record()["tf32"] is True

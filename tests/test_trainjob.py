@@ -6,16 +6,14 @@ bearer token; without the variables nothing posts; a failing endpoint is one war
 from __future__ import annotations
 
 import json
-import shutil
 import ssl
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from support.cli import amptui
 from support.records import events, only_run
+from support.webstub import make_ca_and_server_cert
 
 from amptui.core.config import values as config
 from amptui.telemetry import trainjob
@@ -24,25 +22,6 @@ from amptui.telemetry.mirrors import mirror_sinks
 TINY = ["--set", "run.max_steps=6", "--set", "log.every=2", "--set", "data.train_samples=256",
         "--set", "data.val_samples=64", "--set", "amp.dtype=float16", "--set", "amp.grad_scaler=true"]
 TOKEN = "eyJ-stand-in-projected-token"
-
-
-def make_ca_and_server_cert(folder: Path) -> tuple[Path, Path, Path]:
-    """A CA, and a certificate for IP 127.0.0.1 it signed (openssl CLI)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl to make the stand-in CA")
-    ext = folder / "san.cnf"
-    ext.write_text("subjectAltName=IP:127.0.0.1\n")
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
-            "-subj", "/CN=stand-in trainer CA")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-            "-subj", "/CN=127.0.0.1")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.crt", "-days", "1", "-extfile", "san.cnf")
-    return folder / "ca.crt", folder / "server.crt", folder / "server.key"
 
 
 @pytest.fixture
@@ -112,7 +91,7 @@ def test_only_rank_0_posts(stub, tmp_path, monkeypatch):
 def test_a_failing_endpoint_is_one_warning_and_never_an_error(tmp_path, capsys):
     from amptui.core.records import End, Start, Step
 
-    sink = trainjob.TrainJobStatus("https://127.0.0.1:9/status", str(tmp_path / "no-token"), None)
+    sink = trainjob.TrainJobStatus("https://127.0.0.1:9/status", str(tmp_path / "no-token"), ssl.create_default_context())
     sink.note(Start(run_id="r", preset="p", config={}, precision="", world_size=1, device={}, torch="", host="",
                     pid=1, total_steps=10))
     for step in (2, 4):

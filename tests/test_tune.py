@@ -195,7 +195,7 @@ def test_the_reviewers_stop_names_no_winner_and_says_what_was_measured_and_what_
     winner, _, _, partial = P.settle(trials, interrupted=True, dims=DIMS)
     assert winner is None and not any(t.verdict.startswith("WINNER") for t in trials)
     assert partial == ("not enough trials to recommend: the search was stopped before it measured fp16+scaler to "
-                       "the end, torch.compile and a larger batch")
+                       "the end, bf16-pure, torch.compile and a larger batch")
     assert [t.verdict for t in trials[:3]] == ["fp32 reference", f"stopped early: over {T.SLOW_FACTOR:g}x slower "
                                                "than fp32, it cannot win", "fp32, second seed (noise band)"]
     assert trials[3].verdict == "stopped: interrupted at step 8 of 20"
@@ -230,7 +230,7 @@ def test_a_search_stopped_after_one_measured_trial_says_nothing_else_was_measure
                                                                      status="skipped", reason="interrupted")]
     winner, _, _, partial = P.settle(trials, interrupted=True, dims={"precision"})
     assert winner is None and partial == ("not enough trials to recommend: the search was stopped before it measured "
-                                          "bf16, fp16+scaler and fp32 with a second seed (the timing noise)")
+                                          "bf16, fp16+scaler, bf16-pure and fp32 with a second seed (the timing noise)")
     assert trials[0].verdict == "fp32 reference" and not any(t.verdict.startswith("WINNER") for t in trials)
     text = " ".join(P.explain_partial(trials, partial, interrupted=True))
     assert "Measured: fp32 10.0 ms/step, 800 samples/s (the reference)." in text

@@ -45,13 +45,16 @@ def add_parser(sub) -> None:
                    help="run the variants side by side, taking turns one step record (log.every steps) at a time, "
                         "so their timed windows alternate and a slow drift of the machine's speed falls on all "
                         "alike; the speed-up then comes from windows measured alternately. Both models are in "
-                        "memory at once; one process per variant (not dist.mode dp/ddp/fsdp), presets only")
+                        "memory at once; one process per variant (not dist.mode dp/ddp/fsdp); with --script the "
+                        "script's hooks hand the turn on at each step record")
     p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
                    help="how to print the comparison at the end (default: table)")
     p.add_argument("--detach", action="store_true", help="run the A/B in the background (its output in "
                    "RUNS/.ab/GROUP.log) and print one JSON line with its group id")
-    p.add_argument("--estimate", action="store_true", help="time one step of each variant and print how long "
-                   "the A/B would take (one JSON line with --format json); start nothing")
+    p.add_argument("--estimate", action="store_true", help="a preset's A/B: time one step of each variant and "
+                   "print how long the A/B would take (one JSON line with --format json); start nothing. With "
+                   "--script it times nothing and says so (a script's length is its own and amptui does not run "
+                   "your code only to time it): it prints \"estimate: none (...)\" and exits 0")
     p.add_argument("--group", help=argparse.SUPPRESS)  # the group a detached A/B drives (made by --detach)
     runs_dir_option(p)
 
@@ -60,6 +63,7 @@ def handle(args) -> int:
     """The CLI's and the dashboard's A/B (jobs/ab.py): here in the terminal, or with --detach as a
     group driven in the background by this same command line (`--group ID`)."""
     from amptui.cli.prose import error, say
+    from amptui.cli.run import check_layer_rules
     from amptui.cli.tables import print_comparison
     from amptui.core import preflight, runsummary
     from amptui.core.config import presets
@@ -75,8 +79,6 @@ def handle(args) -> int:
     if args.script or args.script_variants:
         from amptui.cli.abscript import cmd_ab_script
 
-        if args.interleave:
-            raise UserError(abjob.interleave_refusal("none", script=True) or "")
         return cmd_ab_script(args)
     if not args.preset:
         raise UserError("ab: name a preset (see `amptui presets list`) or your own script with --script FILE")
@@ -88,9 +90,11 @@ def handle(args) -> int:
         planned = preset.config(overrides)
         check_no_script("ab", planned.run.script)
         expanded = ab.expand(args.variants, preflight.device_type(planned.run.device), planned.dist.mode)
-        refusal = abjob.interleave_refusal(planned.dist.mode, script=False) if args.interleave else None
+        refusal = abjob.interleave_refusal(planned.dist.mode) if args.interleave else None
         if refusal:
             raise UserError(refusal)
+        for _, variant in expanded:  # [amp.layers] that match no module: refused before a group exists
+            check_layer_rules(preset.config({**overrides, **variant}))
         if args.estimate:  # how long it would take, and nothing started (the dashboard asks this first)
             from amptui.cli.estimate import ab_estimate_or_why
 
@@ -125,8 +129,11 @@ def handle(args) -> int:
 
         if args.interleave:
             say(INTERLEAVED)
-            outcome = abjob.run_interleaved(group, preset, overrides, variants, root,
-                                            lambda dirs, procs, tick: attach_all(dirs, procs, labels, tick))
+            outcome = abjob.run_interleaved(
+                group, [name for name, _ in variants],
+                lambda i: launch.create_run(preset, {**overrides, **variants[i][1]}, root)[0],
+                lambda i, run_dir, env: launch.start(run_dir, extra_env=env),
+                lambda dirs, procs, tick: attach_all(dirs, procs, labels, tick))
         else:
             def follow(run_dir: Path, proc, index: int, name: str) -> int:
                 return attach(run_dir, proc, False, 0, label=labels[index - 1])

@@ -22,6 +22,8 @@ from pathlib import Path
 from amptui.core.errors import UserError
 
 AS_WRITTEN = "fp32"  # --variants: the script as written (its own float32 loop)
+NO_STEP = ("it recorded no training step (amptui saw no optimizer.step() before the script ended: check its "
+           "arguments, e.g. a step count of 0)")
 
 
 def script_variants(args, device_type: str) -> list[tuple[str, dict[str, object], list[str]]]:
@@ -83,10 +85,10 @@ def cmd_ab_script(args) -> int:
     from amptui.cli.tables import print_comparison
     from amptui.core import preflight
     from amptui.core.config import values as config
-    from amptui.core.config.scriptsets import APPLY_REFUSAL, check_script_sets
+    from amptui.core.config.scriptsets import check_script_sets
     from amptui.core.run import runs
     from amptui.jobs import groups, launch
-    from amptui.jobs.ab import Outcome
+    from amptui.jobs.ab import Outcome, interleave_refusal
     from amptui.jobs.detached import announce
 
     script = args.script
@@ -99,6 +101,9 @@ def cmd_ab_script(args) -> int:
     if "run.apply_amp" in overrides:
         raise UserError("--set run.apply_amp: the variants set it; choose them with --variants")
     launch.check_script(script)
+    refusal = interleave_refusal(str(overrides.get("dist.mode", "none"))) if args.interleave else None
+    if refusal:
+        raise UserError(refusal)
     variants = script_variants(args, preflight.device_type(overrides.get("run.device", "auto")))
     if args.estimate:  # as for a preset with a model of its own: nothing started, and why
         why = "a script of your own is not run just to time a step"
@@ -123,32 +128,40 @@ def cmd_ab_script(args) -> int:
     # on a terminal the script's own output above the progress line, as `run --script` shows it; in
     # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
     echoed = 0 if sys.stdout.isatty() else None
-    outcome = Outcome(total=len(variants))
-    with group.recording():
-        group.update(state="running", variants=[name for name, _, _ in variants])
-        for i, (name, variant, extra) in enumerate(variants):
-            run_dir, _ = launch.create_run(None, {**overrides, **variant, "run.script": script}, root)
-            outcome.run_dirs.append(run_dir)
-            group.update(runs=group.runs + [run_dir.name])
-            code = attach(run_dir, launch.start(run_dir, script_args=[*args.script_args, *extra]), False, 0,
-                          label=labels[i], output_from=echoed)
-            if code == 130:
-                outcome.interrupted = True
-                break
-            info = runs.load_run(run_dir)
-            refused = (info.error or "").partition("SystemExit: ")[2]
-            if "so amptui applies none on top" in refused:  # the hooks saw the script's own precision
-                raise UserError(refused)
-            turned = nan_where_baseline_finite(outcome.run_dirs[0], run_dir) if variant.get("run.apply_amp") else None
-            if code != 0:
-                outcome.failed.append(name)
-            elif turned is not None:  # "completed" with a NaN loss is no result: the A/B says it failed
-                outcome.failed.append(f"{name} (its loss turned non-finite at step {turned}, where "
-                                      f"{variants[0][0]}'s was finite)")
-            elif variant.get("run.apply_amp") == "" and info.precision not in ("", AS_WRITTEN) \
-                    and len(variants) > 1:  # the script as written is not a float32 loop
-                raise UserError(APPLY_REFUSAL.format(script=script, what=info.precision_words))
-        group.update(state=outcome.state, error=outcome.error)
+    if args.interleave:  # the variants side by side, taking turns at each step record (core/turns.py)
+        from amptui.cli.ab import INTERLEAVED
+        from amptui.cli.run_commands import attach_all
+        from amptui.jobs.ab import run_interleaved
+
+        say(INTERLEAVED)
+        with group.recording():
+            outcome = run_interleaved(
+                group, [name for name, _, _ in variants],
+                lambda i: launch.create_run(None, {**overrides, **variants[i][1], "run.script": script}, root)[0],
+                lambda i, run_dir, env: launch.start(run_dir, script_args=[*args.script_args, *variants[i][2]],
+                                                     extra_env=env),
+                lambda dirs, procs, tick: attach_all(dirs, procs, labels, tick))
+            outcome.failed, outcome.why = [], {}  # judged below, as one after another are
+            for i, (name, variant, _) in enumerate(variants):
+                run_dir = outcome.run_dirs[i]
+                judge_variant(outcome, name, variant, run_dir, 0 if runs.load_run(run_dir).status == "completed"
+                              else 1, variants, script)
+            group.update(state=outcome.state, error=outcome.error)
+    else:
+        outcome = Outcome(total=len(variants))
+        with group.recording():
+            group.update(state="running", variants=[name for name, _, _ in variants])
+            for i, (name, variant, extra) in enumerate(variants):
+                run_dir, _ = launch.create_run(None, {**overrides, **variant, "run.script": script}, root)
+                outcome.run_dirs.append(run_dir)
+                group.update(runs=group.runs + [run_dir.name])
+                code = attach(run_dir, launch.start(run_dir, script_args=[*args.script_args, *extra]), False, 0,
+                              label=labels[i], output_from=echoed)
+                if code == 130:
+                    outcome.interrupted = True
+                    break
+                judge_variant(outcome, name, variant, run_dir, code, variants, script)
+            group.update(state=outcome.state, error=outcome.error)
     print()
     print_comparison(outcome.run_dirs, args.format)  # a --variant run named by its run.variant (comparenotes)
     if args.format in ("table", "markdown"):
@@ -156,6 +169,33 @@ def cmd_ab_script(args) -> int:
     if outcome.error:
         error(outcome.error)
     return outcome.exit_code
+
+
+def judge_variant(outcome, name: str, variant: dict, run_dir: Path, code: int, variants: list, script: str) -> None:
+    """A variant's run that has ended: failed (with the error it recorded), trained nothing, turned
+    non-finite where the baseline did not, or refused (the script's own precision under applied AMP;
+    a script as written that is no float32 loop)."""
+    from amptui.core.config.scriptsets import APPLY_REFUSAL
+    from amptui.core.run import runs
+    from amptui.jobs.ab import failure_words
+
+    info = runs.load_run(run_dir)
+    refused = (info.error or "").partition("SystemExit: ")[2]
+    if "so amptui applies none on top" in refused:  # the hooks saw the script's own precision
+        raise UserError(refused)
+    turned = nan_where_baseline_finite(outcome.run_dirs[0], run_dir) if variant.get("run.apply_amp") else None
+    if code != 0:
+        outcome.failed.append(name)
+        outcome.why[name] = failure_words(run_dir)  # the error its run recorded, said with its name
+    elif info.step <= 0:  # exited 0 having trained nothing: no result either (issue 51.10)
+        outcome.failed.append(name)
+        outcome.why[name] = NO_STEP
+    elif turned is not None:  # "completed" with a NaN loss is no result: the A/B says it failed
+        outcome.failed.append(f"{name} (its loss turned non-finite at step {turned}, where "
+                              f"{variants[0][0]}'s was finite)")
+    elif variant.get("run.apply_amp") == "" and info.precision not in ("", AS_WRITTEN) \
+            and len(variants) > 1:  # the script as written is not a float32 loop
+        raise UserError(APPLY_REFUSAL.format(script=script, what=info.precision_words))
 
 
 def refuse_early(script: str, script_args: list[str], overrides: dict, variants: list) -> None:

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from amptui.core.config.precision import FULL
 from amptui.core.fmt import flops_unit, fmt_flops
-from amptui.machine import cputorch, hardware, peaks
+from amptui.machine import cputorch, hardware, peaks, visionops
 
 
 def add_parser(sub) -> None:
@@ -27,10 +27,12 @@ def collect(bench: bool = True) -> dict[str, Any]:
     from amptui.machine.busy import busy_load
 
     info = hardware.describe()
+    info["torchvision"] = visionops.state()  # its compiled ops load with this torch, or why not
     busy = busy_load() if bench else None  # before measuring: other work's load, not doctor's own threads
-    rates = peaks.measure_all() if bench else {}
-    dtype, scaler, reason = hardware.recommend(info, rates)
+    rates, unsure = peaks.measure_checked() if bench else ({}, {})
+    dtype, scaler, reason = hardware.recommend(info, rates, unsure)
     info["rates"] = rates            # {device: {dtype: TFLOP/s}}; {} with --no-bench
+    info["unreliable"] = unsure      # {device: why its rates' ratios are not stood behind (a control disagreed)}
     info["benchmarked"] = bench
     info["busy"] = {"load_average": round(busy[0], 2), "cores": busy[1]} if busy else None
     info["recommendation"] = {"dtype": dtype, "autocast": dtype != FULL, "grad_scaler": scaler,
@@ -73,7 +75,9 @@ def render_text(r: dict[str, Any]) -> str:
              + (f"   ROCm/HIP {t['hip']}" if t.get("hip") else "")
              + f"   cuDNN {_cudnn(t['cudnn'])}",
              f"  CUDA available: {_yes(t['cuda_available'])}   CPU threads: {t['threads']}",
-             *_tf32_lines(t), "", "GPUs"]
+             *_tf32_lines(t),
+             *([f"  {visionops.words(r['torchvision'], t['version'], t['cuda'])}"] if r.get("torchvision") else []),
+             "", "GPUs"]
     if r["gpus"]:
         for g in r["gpus"]:
             lines.append(f"  cuda:{g['index']}  {g['name']}  {_gib(g['total_memory'])}  compute capability "
@@ -109,6 +113,9 @@ def render_text(r: dict[str, Any]) -> str:
         for device, rates in r["rates"].items():
             cells = "".join(f"{fmt_flops(rates.get(d), unit, with_unit=False):>11}" for d in dtypes)
             lines.append("  " + f"{device:<10}" + cells)
+        for device, why in (r.get("unreliable") or {}).items():
+            lines.append(f"  {device}: not measured reliably ({why}); no ratio between its dtypes is given: run "
+                         "`amptui doctor` again when the machine is idle.")
         busy = r.get("busy")
         if busy:
             lines.append(f"  This machine was busy as it measured (load average {busy['load_average']:.0f} on "

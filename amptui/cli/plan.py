@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from amptui.cli.parser import PRESET_HELP, runs_dir_option
+from amptui.cli.planwatch import FIRST_STEP_BUDGET_S
+from amptui.cli.stop import positive_seconds
 from amptui.core.errors import UserError
 
 DEFAULT_STEPS = 24
@@ -37,6 +39,9 @@ def add_parser(sub) -> None:
                    "[amp.layers] giving each linear its planned precision (a script's precision is its own code's)")
     p.add_argument("--verify", action="store_true", help="with --save: then run the A/B of all-bf16 against the "
                    "saved plan (--steps steps each) and put the measured speed-up and loss beside the prediction")
+    p.add_argument("--budget", type=positive_seconds, default=FIRST_STEP_BUDGET_S, metavar="SECONDS",
+                   help="--script: how long to wait for the script's first optimizer step before it is ended "
+                        f"(default {FIRST_STEP_BUDGET_S:g})")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key for the sampled run (repeatable)")
     runs_dir_option(p)
@@ -74,6 +79,10 @@ def handle(args) -> int:
     else:
         overrides.update({"run.max_steps": args.steps, "log.checkpoint_every": 0, "log.eval_every": 0})
     root = runs.runs_root(args.runs_dir, writable=True)
+    if preset is not None:
+        from amptui.cli.run import check_layer_rules
+
+        check_layer_rules(preset.config(overrides))
     run_dir, cfg = launch.create_run(preset, overrides, root, notes=[])
     samples, start = sampled_run(run_dir, launch.start(run_dir, script_args=args.script_args), args)
     if not samples:
@@ -141,14 +150,24 @@ def local_roof():
 def sampled_run(run_dir: Path, proc, args) -> tuple[list[dict], dict]:
     """Follow the run to its end (a script is stopped after --steps steps); its plan samples and
     its start record. With --format json the progress goes to stderr: stdout is the JSON."""
+    from amptui.cli.planwatch import FirstStepWatch, script_ends_with_plan
     from amptui.cli.run_commands import attach
     from amptui.core.events import primary_events_file, read_events
     from amptui.core.records import PlanSample, Start
     from amptui.core.run.runfiles import RunFolder
 
     out = sys.stderr if args.format == "json" else sys.stdout
-    with contextlib.redirect_stdout(out):
-        attach(run_dir, proc, False, 0, label="plan: ", output_from=0 if args.script else None)
+    watch = FirstStepWatch(run_dir, proc, args.budget) if args.script else None
+    try:
+        with contextlib.redirect_stdout(out), script_ends_with_plan(proc):
+            attach(run_dir, proc, False, 0, label="plan: ", output_from=0 if args.script else None)
+    finally:
+        if watch is not None:
+            watch.done()
+    if watch is not None and watch.expired:
+        raise UserError(f"plan --script: {args.script} made no optimizer step in {args.budget:g} s (--budget), so "
+                        "there was nothing to sample and it was ended; a plan samples a training loop's optimizer "
+                        f"steps (its output: amptui watch {run_dir.name}; a slow first step: a longer --budget)")
     records = read_events(primary_events_file(run_dir)) if RunFolder(run_dir).events.exists() else []
     start = next((r.wire for r in records if isinstance(r, Start)), {})
     return [r.wire for r in records if isinstance(r, PlanSample)], start

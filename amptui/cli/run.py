@@ -67,11 +67,22 @@ def handle(args) -> int:
     if args.print_launch:
         return _print_launch(args, preset, overrides)
     notes: list[str] = []
+    if preset is not None:
+        check_layer_rules(preset.config(overrides))
     run_dir, cfg = launch.create_run(preset, overrides, root, notes=notes)
     for note in notes:  # detached: stdout is the JSON line's, a script's: the script's; on a terminal wrapped
         say(f"note: {note}", sys.stderr if args.detach or cfg.run.script else sys.stdout, hang=6)
     proc = launch.start(run_dir, script_args=args.script_args)
     return attach(run_dir, proc, args.detach, offset=0, kind="run", output_from=0 if cfg.run.script else None)
+
+
+def check_layer_rules(cfg) -> None:
+    """[amp.layers] patterns that match no module of the model: a refused config (exit 2) before
+    any run folder is made, as every other bad key is (the model is built on the meta device)."""
+    if cfg.amp.layers:
+        from amptui.trainer.layers import check_matches
+
+        check_matches(cfg)
 
 
 def _print_launch(args, preset, overrides) -> int:

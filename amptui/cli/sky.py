@@ -67,12 +67,13 @@ def handle(args) -> int:
     cfg = sky.job_config(preset, overrides, spec)
     source = sky.install_source()
     doc = sky.task(cfg, spec, source)
-    header = [f"amptui: {cfg.run.name} on {spec.nodes} node(s) x {max(1, gpus)} process(es), torchrun with static "
+    name = cfg.run.name or (script.name if script is not None else "")
+    header = [f"amptui: {name} on {spec.nodes} node(s) x {max(1, gpus)} process(es), torchrun with static "
               "rendezvous from SkyPilot's variables",
               "written by: " + shlex.join(["amptui", *args.argv]),
               "launch with: sky launch THIS_FILE   or, recovering from preemptions: sky jobs launch THIS_FILE",
               "runs folder on the nodes: " + spec.nodes_runs_dir + ("" if spec.runs_dir else f" (bucket {bucket_of(doc)})"),
-              "precision: " + slurm.precision_words(cfg)]
+              "precision: " + (script_precision(cfg) if script is not None else slurm.precision_words(cfg))]
     text = sky.task_yaml(doc, header)
     from amptui.cli.prose import say
 
@@ -89,6 +90,13 @@ def handle(args) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def script_precision(cfg) -> str:
+    """A script's precision in the header: its own loop's, or what amptui applies to it (run.apply_amp)."""
+    if cfg.run.apply_amp:
+        return f"{cfg.run.apply_amp}, applied by amptui to the script's fp32 loop (run.apply_amp)"
+    return "the script's own (its autocast and GradScaler, as its loop enters them; the hooks record it)"
 
 
 def bucket_of(doc: dict) -> str:

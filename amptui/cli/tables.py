@@ -76,7 +76,7 @@ def print_runs(runs: list[RunInfo], out: TextIO | None = None) -> None:
     for r in runs:
         progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
         preset = " ".join(w for w in (r.preset, trust.mark(r.code, r.code_given_here)) if w)
-        rows.append([r.run_id, preset, r.precision_label, r.status, progress, fmt_time(r.started),
+        rows.append([r.run_id, preset, r.precision_label, r.status_shown, progress, fmt_time(r.started),
                      fmt_duration(r.duration_s)])
     console = terminal(out)
     if console is not None:  # a narrow terminal: shorter precision forms before the columns squeeze

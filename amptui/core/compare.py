@@ -21,7 +21,15 @@ from typing import Any, Callable, Sequence
 
 from amptui.core import distribution, figures
 from amptui.core.comparenotes import short_precision, variant_label
-from amptui.core.comparestep import common_step, control_of, losses_at, speed_verdict, speedup_of, stopped_early
+from amptui.core.comparestep import (
+    common_step,
+    control_of,
+    losses_at,
+    never_stepped,
+    speed_verdict,
+    speedup_of,
+    stopped_early,
+)
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY
 from amptui.core.fmt import (
@@ -83,6 +91,7 @@ class CompareRow:
     speed_unresolved: str | None = None  # why the speed-up cannot be told (too short, too noisy, different load)
     variant: str = ""                    # an `ab --script --variant NAME` run's label (variants.chosen_label), else ""
     memory_same: bool | None = None      # the saving is inside the peaks' run-to-run spread (figures.memory_call)
+    nonfinite: str = ""                  # its loss went inf/NaN: why, in a few words (RunState.nonfinite)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -109,9 +118,11 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
     control_ratio = _ratio(_rank_peak(control), _rank_peak(base)) if control is not None and base else None
     for s, at in zip(summaries, losses_at(summaries, common), strict=True):
         speedup = speedup_of(s, base) if base else None
+        trained = not never_stepped(s)  # a variant that failed before its first step has no figures to show
+        speedup = speedup if trained else None
         verdict = speed_verdict(s, base, speedup, control) if base is not None else None
         peak, base_peak = _rank_peak(s), _rank_peak(base) if base else None
-        ratio = _ratio(peak, base_peak)
+        ratio = _ratio(peak, base_peak) if trained and s.status != "failed" else None  # a peak cut short compares nothing
         # inside the peaks' run-to-run spread it is no saving (issue 51: "-3.3%" between identical runs)
         memory_same = None if s is base else figures.memory_call(
             None if ratio is None else 1.0 - ratio, s.ranks.measure,
@@ -121,8 +132,9 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
         delta = s.val_acc - base.val_acc if base and s.val_acc is not None and base.val_acc is not None else None
         rows.append(CompareRow(
             run_id=s.run_id, preset=s.preset, precision=precision_said(s), status=s.status,
-            final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=peak,
-            total_time_s=s.total_time_s, time_per_epoch_s=s.time_per_epoch_s, samples_per_s=s.steady_samples_per_s,
+            final_loss=s.final_loss, val_acc=s.val_acc, val_acc_delta=delta, peak_mem=peak if trained else None,
+            total_time_s=s.total_time_s if trained else None, time_per_epoch_s=s.time_per_epoch_s,
+            samples_per_s=s.steady_samples_per_s if trained else None,
             speedup=speedup, memory_saving=None if ratio is None else 1.0 - ratio, memory_same=memory_same,
             skipped=s.skipped_total,
             steps=s.step, data_wait=s.data_wait_share, input_bound=notice(s.data_wait_share, s.device.get("type")),
@@ -131,7 +143,7 @@ def compare_rows(summaries: list[RunSummary]) -> list[CompareRow]:
             peak_measure=s.ranks.measure, total_steps=s.total_steps, stopped_early=stopped_early(s),
             common_step=common, loss_at_common=at[1] if at else None, loss_step=at[0] if at else None,
             speedup_noise=verdict.plus if verdict else None, same_speed=verdict.same if verdict else None,
-            speed_unresolved=verdict.unresolved if verdict else None, variant=variant_label(s),
+            speed_unresolved=verdict.unresolved if verdict else None, variant=variant_label(s), nonfinite=s.nonfinite,
             **_narrowest(s)))
     return rows
 
@@ -191,7 +203,8 @@ def _memory_saving(r: CompareRow) -> str:
 
 
 def _status(r: CompareRow) -> str:
-    return f"{r.status} early" if r.stopped_early and r.status == "stopped" else r.status
+    said = f"{r.status} early" if r.stopped_early and r.status == "stopped" else r.status
+    return f"{said} NaN" if r.nonfinite else said  # its loss went inf/NaN (RunState.nonfinite), as `runs` marks it
 
 
 def _loss_at_common(r: CompareRow) -> str:

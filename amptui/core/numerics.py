@@ -49,9 +49,11 @@ def nonfinite_text(first: Mapping[str, Any]) -> str:
 
 
 def describe_nonfinite(module: str, where: str, dtype: str, max_finite: float, value: float | None,
-                       scale: float | None = None) -> dict[str, Any]:
+                       scale: float | None = None, seen: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The first_nonfinite dict: module, where (forward|backward), value (a finite number when
-    known: the value that crossed the range, measured again in float32), text."""
+    known: the value that crossed the range, measured again in float32), text. `seen`: what a
+    replay's check of that call saw (bad/of output values, weights_finite, call/calls, parent, after),
+    kept in the dict and said in its `checked` words; nothing is said that was not checked."""
     if value is not None and math.isfinite(value) and abs(value) > max_finite:
         what = f"{dtype} max exceeded: {fmt_value(value)}"
     elif value is not None and math.isfinite(value):
@@ -63,7 +65,16 @@ def describe_nonfinite(module: str, where: str, dtype: str, max_finite: float, v
     else:  # NaN: an overflow met its opposite (inf - inf) or 0/0; the replay measures which
         what = f"{dtype} inf/NaN"
     finite = value if value is not None and math.isfinite(value) else None
-    return {"module": module, "where": where, "value": finite, "text": f"{module} ({where}, {what})"}
+    name, checked = module, ""
+    if seen:
+        if isinstance(seen.get("calls"), int) and seen["calls"] > 1:  # a reused module: which call, called where
+            name += f" (call {seen.get('call')} of {seen['calls']}" + (f", in {seen['parent']}" if seen.get("parent") else "") + ")"
+        if isinstance(seen.get("bad"), int) and isinstance(seen.get("of"), int):
+            checked = (f"{seen['bad']} of {seen['of']} output values inf/NaN from finite inputs"
+                       + (f", in its own code after {seen['after']}" if seen.get("after") else "")
+                       + ", its weights " + ("finite" if seen.get("weights_finite") else "holding inf/NaN"))
+    return {"module": module, "where": where, "value": finite, "text": f"{name} ({where}, {what})",
+            **({k: v for k, v in seen.items() if v is not None} if seen else {}), **({"checked": checked} if checked else {})}
 
 
 def downstream_words(n: int) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from amptui.core import roofline
-from amptui.core.config.dtypes import FLOAT8_RECIPES
+from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
 
 FLOAT8 = tuple(FLOAT8_RECIPES.values())          # "fp8", "fp8-rowwise", "mxfp8"
 RECIPES = ("bf16", "fp16", *FLOAT8)               # every recipe a layer's figures name

@@ -93,7 +93,8 @@ def resolve(cfg: cfgmod.Config, slow_dtypes: SlowDtypes | None = None,
     return cfg.with_overrides(overrides, source="resolved config")
 
 
-def odd_combinations(cfg: cfgmod.Config, slow: Mapping[str, str] | None = None) -> list[str]:
+def odd_combinations(cfg: cfgmod.Config, slow: Mapping[str, str] | None = None,
+                     precision: Precision | None = None) -> list[str]:
     """Legal but surprising AMP setups: the run goes on, with a warning event for each. `slow`:
     {dtype: why} of the dtypes measured slow on this CPU (machine.dtype_speed, what doctor says),
     so advice never recommends a dtype measured slow here."""
@@ -103,7 +104,7 @@ def odd_combinations(cfg: cfgmod.Config, slow: Mapping[str, str] | None = None) 
     if amp.layers and cfg.run.script:
         notes.append("[amp.layers] applies to amptui's trainer only: a script's loop (its hooks, or the AMP amptui "
                      "applies to it) runs every module in the script's precision")
-    precision = Precision.from_config(cfg)
+    precision = precision or Precision.from_config(cfg)  # the trainer's own, for its device (else run.device's)
     notes += [note.text for note in precision.mode.warnings(precision, run_facts(cfg, slow))]  # the mode's rules
     if cfg.debug.inject_inf_every and not amp.grad_scaler:
         notes.append("debug.inject_inf_every without a GradScaler: nothing skips the poisoned steps, so the "
@@ -119,8 +120,8 @@ def run_facts(cfg: cfgmod.Config, slow: Mapping[str, str] | None = None) -> RunF
 
 
 def check_precision(cfg: cfgmod.Config) -> None:
-    """What the run's precision mode, and each [amp.layers] rule's, refuses of this run (float8's:
-    torchao missing, DataParallel, a rowwise or MXFP8 recipe under FSDP)."""
+    """What the run's precision mode, and each [amp.layers] rule's, refuses of this run (a package
+    it needs missing, a dist.mode or a dtype it cannot train with)."""
     run = run_facts(cfg)
     precision = Precision.from_config(cfg)
     asked: list[tuple[Precision, Asked | None]] = [(precision, None)]

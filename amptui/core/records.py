@@ -225,6 +225,28 @@ class PlanSample(Record):
 
 
 @dataclass
+class PrecisionSwitch(Record):
+    """The autopilot changed the run's precision at a checkpoint (core/autopilot.py): written as
+    `from` and `to` ({precision: words, short, keys}), the rule, why, its evidence and the checkpoint
+    the run resumed from with the new precision."""
+
+    KIND: ClassVar[str] = "precision_switch"
+
+    step: int
+    source: dict                    # written as "from": {"precision": words, "short": ..., "keys": {...}}
+    to: dict
+    rule: str
+    why: str
+    evidence: dict
+    checkpoint: str                 # the switch's checkpoint, kept beside last.pt
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        out["from"] = out.pop("source")
+        return out
+
+
+@dataclass
 class ErrorInfo:
     """Why a run failed: the `end` record's `error`."""
 
@@ -246,7 +268,7 @@ class ErrorInfo:
 @dataclass
 class End(Record):
     KIND: ClassVar[str] = "end"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("skipped_total", "error")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("skipped_total", "error", "nonfinite_step")
     STATUSES: ClassVar[tuple[str, ...]] = ("completed", "stopped", "failed")
 
     status: str
@@ -257,10 +279,11 @@ class End(Record):
     peak_mem: float | None = None
     skipped_total: int | None = None
     error: dict | None = None       # ErrorInfo as a dict, when failed
+    nonfinite_step: int | None = None  # the first step whose loss was inf/NaN (runs lists mark the run)
 
 
 KINDS: tuple[type[Record], ...] = (Start, Step, Scaler, Epoch, Mem, Checkpoint, WarningRecord, End, Numerics,
-                                   PlanSample)
+                                   PlanSample, PrecisionSwitch)
 BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}
 COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
 

@@ -86,15 +86,17 @@ def open_fd(path: Path | str, flags: int = os.O_RDONLY, *, within: Path | str | 
 
 def open_file(path: Path | str, mode: str = "rb", *, within: Path | str | None = None,
               encoding: str | None = None, follow: bool = False) -> IO[Any]:
-    """`open()` with open_fd's checks. Modes: r, rb, a, ab, a+ (created if missing), r+b."""
+    """`open()` with open_fd's checks. Modes: r, rb, a, ab, a+ (created if missing), r+b, and
+    x, xb: a new file (O_EXCL: FileExistsError when anything, a link included, has its name)."""
     flags = {"r": os.O_RDONLY, "rb": os.O_RDONLY, "r+b": os.O_RDWR,
+             "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL, "xb": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
              "a": os.O_WRONLY | os.O_APPEND | os.O_CREAT,
              "ab": os.O_WRONLY | os.O_APPEND | os.O_CREAT,
              "a+": os.O_RDWR | os.O_APPEND | os.O_CREAT}[mode]
-    fd = open_fd(path, flags, within=within, follow=follow)
+    fd = open_fd(path, flags, within=within, follow=follow, mode=umask_mode() if "x" in mode else 0o666)
     if "b" in mode:
-        return os.fdopen(fd, mode)
-    return os.fdopen(fd, mode, encoding=encoding or "utf-8", errors="replace" if mode == "r" else None)
+        return os.fdopen(fd, mode.replace("x", "w"))
+    return os.fdopen(fd, mode.replace("x", "w"), encoding=encoding or "utf-8", errors="replace" if mode == "r" else None)
 
 
 def check_regular(path: Path | str, *, missing_ok: bool = True) -> None:

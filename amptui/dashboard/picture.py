@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 
+from amptui.core import safefile
+
 if TYPE_CHECKING:
     pass
 
@@ -87,12 +89,15 @@ def save_screen(app, folder: Path, stem: str) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    path, n = folder / f"{base}.svg", 1
-    while path.exists():
-        n += 1
-        path = folder / f"{base}-{n}.svg"
-    path.write_text(screen_svg(app), encoding="utf-8")
-    return path
+    svg, n = screen_svg(app), 1
+    while True:  # a new file (O_EXCL): never over one that is there, never through a link
+        path = folder / (f"{base}.svg" if n == 1 else f"{base}-{n}.svg")
+        try:
+            with safefile.open_file(path, "x") as out:
+                out.write(svg)
+            return path
+        except FileExistsError:
+            n += 1
 
 
 def parse_size(text: str) -> tuple[int, int]:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from amptui.core import safefile
 from amptui.core.events import EventReader, events_file, open_events
 from amptui.core.records import Record, Scaler
 from amptui.core.run.runfiles import RunFolder
@@ -238,7 +239,7 @@ class LogTail:
             self.offset, self._partial = 0, b""
         if size == self.offset:
             return []
-        with open(self.path, "rb") as fh:
+        with safefile.open_file(self.path, "rb") as fh:
             fh.seek(self.offset)
             chunk = fh.read(min(size - self.offset, LOG_TAIL_BYTES * 4))
         self.offset += len(chunk)

@@ -119,30 +119,32 @@ def run_variants(group: groupmod.Group, preset: Preset, overrides: dict[str, Any
 FollowAll = Callable[[list[Path], list[subprocess.Popen], Callable[[], None]], list[int]]
 
 
-def run_interleaved(group: groupmod.Group, preset: Preset, overrides: dict[str, Any],
-                    variants: list[tuple[str, dict[str, object]]], root: Path, follow_all: FollowAll) -> Outcome:
-    """`ab --interleave`: every variant's trainer started at once, taking turns one step record at
-    a time (core/turns.py), so their timed windows alternate. The tick retires a variant whose
-    trainer has ended, so a crash never leaves the others waiting for its turn."""
+def run_interleaved(group: groupmod.Group, names: list[str], create: Callable[[int], Path],
+                    start: Callable[[int, Path, dict[str, str]], subprocess.Popen], follow_all: FollowAll) -> Outcome:
+    """`ab --interleave` (a preset's variants, or a script's): every variant's process started at
+    once, taking turns one step record at a time (core/turns.py), so their timed windows alternate.
+    `create(i)` makes variant i's run folder, `start(i, folder, env)` its process with the turn
+    variable in `env`. The tick retires a variant whose process has ended, so a crash never leaves
+    the others waiting for its turn."""
     from amptui.core import turns
 
-    group.update(state="running", variants=[name for name, _ in variants])
-    outcome = Outcome(total=len(variants))
+    group.update(state="running", variants=list(names))
+    outcome = Outcome(total=len(names))
     run_dirs = []
-    for _, variant in variants:  # every folder made (and checked) before the first trainer starts
-        run_dir, _ = launch.create_run(preset, {**overrides, **variant}, root)
+    for i in range(len(names)):  # every folder made (and checked) before the first process starts
+        run_dir = create(i)
         run_dirs.append(run_dir)
         outcome.run_dirs.append(run_dir)
         group.update(runs=group.runs + [run_dir.name])
     turn_file = group.path.with_suffix(".turn").absolute()  # as named, never resolved: no link is followed
     try:
-        turns.start(turn_file, len(variants))
+        turns.start(turn_file, len(names))
     except OSError as exc:
         raise UserError(f"cannot start the A/B's turn file: {exc}") from None
     procs: list[subprocess.Popen] = []
     try:
         for i, run_dir in enumerate(run_dirs):
-            procs.append(launch.start(run_dir, extra_env={turns.TURN_ENV: f"{i} {turn_file}"}))
+            procs.append(start(i, run_dir, {turns.TURN_ENV: f"{i} {turn_file}"}))
 
         def tick() -> None:
             for i, proc in enumerate(procs):
@@ -152,7 +154,7 @@ def run_interleaved(group: groupmod.Group, preset: Preset, overrides: dict[str, 
         codes = follow_all(run_dirs, procs, tick)
     finally:
         turn_file.unlink(missing_ok=True)  # a trainer still waiting trains on alone rather than for ever
-    for (name, _), run_dir, code in zip(variants, run_dirs, codes, strict=True):
+    for name, run_dir, code in zip(names, run_dirs, codes, strict=True):
         if code == 130:
             outcome.interrupted = True
         elif code != 0:
@@ -163,11 +165,8 @@ def run_interleaved(group: groupmod.Group, preset: Preset, overrides: dict[str, 
     return outcome
 
 
-def interleave_refusal(dist_mode: str, script: bool) -> str | None:
-    """Why `ab --interleave` cannot apply, in one line, or None."""
-    if script:
-        return ("ab --interleave: not for scripts (a script's own loop takes no turns); A/B a preset with "
-                "--interleave, or drop --interleave")
+def interleave_refusal(dist_mode: str) -> str | None:
+    """Why `ab --interleave` (a preset's or a script's) cannot apply, in one line, or None."""
     if dist_mode != "none":
         return (f"ab --interleave: one process per variant only, and dist.mode = {dist_mode} runs several "
                 "(several GPUs or ranks); drop --interleave")

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amptui.core import safefile
 from amptui.core.config.presets import atomic_write_text
 from amptui.core.errors import UserError
 from amptui.core.fmt import fmt_of
@@ -99,9 +100,8 @@ class Group:
 
 def _read(path: Path) -> Group | None:
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read(_MAX_GROUP_BYTES))
-    except (OSError, ValueError, RecursionError):
+        data = safefile.load_json(path, _MAX_GROUP_BYTES)
+    except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
         return None
@@ -172,7 +172,7 @@ def newest_group_runs(root: Path) -> list[Path]:
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     """One group created at a time in a runs folder (so two starts cannot both find none running)."""
-    with open(folder / ".lock", "a") as fh:
+    with safefile.open_file(folder / ".lock", "a") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         yield
 

@@ -60,6 +60,16 @@ def output_tail(run_dir: Path, lines: int = 3) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()][-lines:]
 
 
+def python_exit_code(code: object) -> int:
+    """The exit status Python gives `SystemExit(code)`: None is 0, an int (True is 1) is taken
+    modulo 256 as the OS does (256 exits 0), anything else (a message) is printed and exits 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return int(code) & 0xFF
+    return 1
+
+
 def shell_code(returncode: int) -> int:
     """The exit code as a shell reports it: a death by signal N is 128+N."""
     return 128 - returncode if returncode < 0 else returncode

@@ -23,8 +23,10 @@ from importlib import metadata
 from pathlib import Path
 
 from amptui.core.config import values as cfgmod
+from amptui.core.config.precision import Precision
 from amptui.core.config.presets import Preset
 from amptui.core.errors import ConfigError, UserError
+from amptui.core.modes import PrecisionMode
 from amptui.jobs import clusterfile, slurm
 
 OWN_KEYS = {"dist.nnodes": "--nodes (SKYPILOT_NUM_NODES)", "dist.nproc_per_node": "--gpus (SKYPILOT_NUM_GPUS_PER_NODE)",
@@ -177,9 +179,13 @@ def extras(cfg: cfgmod.Config) -> list[str]:
         wanted.append("tensorboard")
     if getattr(cfg.log, "mlflow", False):
         wanted.append("mlflow")
-    if cfg.amp.float8 != "off":
-        wanted.append("fp8")
+    wanted += sorted({m.extra for m in precision_modes(cfg) if m.extra})  # each precision mode's (torchao's)
     return wanted
+
+
+def precision_modes(cfg: cfgmod.Config) -> list[PrecisionMode]:
+    """The precision modes the config trains in: the run's, and each [amp.layers] rule's."""
+    return [Precision.from_config(cfg).mode, *(Precision.from_variant(v).mode for v in cfg.amp.layers.values())]
 
 
 # --- the task ---------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 from amptui.core import statedir
 from amptui.core.preflight import GPU_DRIVER_PATHS
 
-CPU_WHEELS = "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+CPU_WHEELS = "pip install --force-reinstall torch torchvision --index-url https://download.pytorch.org/whl/cpu"
 SAID = "cpu-torch-note.json"  # in the state directory: the first run says it, later ones do not
 CUDA_LINE = re.compile(r"^cuda\s*(?::[^=]*)?=\s*['\"]([0-9.]+)['\"]", re.M)  # torch/version.py's `cuda = '13.0'`
 

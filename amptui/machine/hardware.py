@@ -109,16 +109,22 @@ def nvml_status() -> dict[str, Any]:
 
 # --- recommendation ------------------------------------------------------------------------------
 
-def recommend(info: dict[str, Any], rates: dict[str, dict[str, float | None]] | None = None
-              ) -> tuple[str, bool, str]:
+def recommend(info: dict[str, Any], rates: dict[str, dict[str, float | None]] | None = None,
+              unsure: dict[str, str] | None = None) -> tuple[str, bool, str]:
     """(autocast dtype, use a GradScaler?, one sentence why) for this machine.
 
     "float32" as the dtype means: leave autocast off (a CPU with no bfloat16 instructions that
-    measured no gain)."""
-    rates = rates or {}
+    measured no gain). `unsure`: {device: why} whose rates were not measured reliably
+    (peaks.measure_checked): no ratio is said from them and the choice rests on what the hardware is."""
+    rates = {d: r for d, r in (rates or {}).items() if d not in (unsure or {})}
     gpus = info.get("gpus") or []
     if gpus:
         return _recommend_gpu(gpus, rates)
+    why = (unsure or {}).get("cpu")
+    if why:
+        dtype, scaler, reason = _recommend_cpu(info.get("cpu") or {}, {})
+        said = f"matmul rates were not measured reliably ({why}), so no ratio between the dtypes is given"
+        return dtype, scaler, reason.replace("matmul rates were not measured (--no-bench)", said)
     return _recommend_cpu(info.get("cpu") or {}, rates.get("cpu") or {})
 
 

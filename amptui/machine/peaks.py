@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amptui.core import safefile
+from amptui.core import figures, safefile
 from amptui.core.config.precision import DTYPES, FULL
 from amptui.machine.cpu import cpu_name
 
@@ -37,13 +37,24 @@ def dtype_name(dtype: Any) -> str:
 
 # --- measurement ---------------------------------------------------------------------------------
 
+# Grow by work, not by one timing: a product smaller than this measures call overhead and, on a busy
+# machine, the stall of a thread wake-up rather than the dtype's math (issue 51: float32 "stalled" at a
+# small size read 119x slower than bfloat16). Below it the size is never judged by a timing.
+MIN_SIZE = {"cpu": 256, "cuda": 1024}
+# A control: float32 measured again after the other dtypes; where its gap leaves a dtype's ratio too
+# noisy to tell (core/figures.py speed_call, the one speed verdict), no ratio is stood behind.
+REPEATS = 5  # timed batches at the final size, at least (more while the budget lasts): the best counts
+
+
 def measure_matmul_tflops(device: Any = "cpu", dtype: Any = "float32", budget_s: float = 0.3) -> float:
     """Achieved TFLOP/s of square matmuls of `dtype` on `device`, in about `budget_s` seconds.
 
-    The size grows from 64 while a single product stays cheap (so a dtype that is slow on this
-    device, like float16 on most CPUs, stays tiny), capped at 1024 on a CPU (cache-friendly) and
-    8192 on a GPU; then batches of products are timed and the best batch counts, so a stray stall
-    of the OS scheduler does not pull the number down. CUDA is synchronised around every timing."""
+    The size starts at MIN_SIZE (enough work per product that overhead and a stall do not dominate)
+    and grows while the best of several products stays cheap (so a dtype that is slow on this device,
+    like float16 on most CPUs, stays at the smallest size), capped at 1024 on a CPU (cache-friendly)
+    and 8192 on a GPU; then batches of products are timed, repeated, and the best batch counts, so a
+    stray stall of the OS scheduler does not pull the number down. CUDA is synchronised around every
+    timing."""
     import torch
 
     dev = torch.device(device)
@@ -69,19 +80,17 @@ def measure_matmul_tflops(device: Any = "cpu", dtype: Any = "float32", budget_s:
         return time.perf_counter() - t0
 
     with torch.no_grad():
-        n = 64
+        n = min(cap, MIN_SIZE["cuda" if cuda else "cpu"])
         a, b = operands(n)
         timed(a, b, 1)                  # lazy init (CUDA context, cuBLAS, thread pool) is not timed
         deadline = time.perf_counter() + budget_s
-        # Grow while a product still takes under the probe target, so a dtype this device is slow
-        # at stays small (the last probe costs at most ~8x the target). Each size is judged by its
-        # best of three products: small ones can stall for several milliseconds on a busy or
-        # virtual CPU (thread wake-ups), whatever their size, and a stall must not stop the growth
-        # at a size that measures only the stall.
+        # Grow while a product, the best of up to five, takes under the probe target: a stall must
+        # hit every one of them to stop the growth. One product far over the target is a slow dtype
+        # (a stall only adds time), and repeating it would only cost time.
         while True:
             timed(a, b, 1)              # warm-up at this size
             per_call = timed(a, b, 1)
-            for _ in range(2):
+            for _ in range(4):
                 if per_call > 4 * probe_target:
                     break
                 per_call = min(per_call, timed(a, b, 1))
@@ -93,12 +102,48 @@ def measure_matmul_tflops(device: Any = "cpu", dtype: Any = "float32", budget_s:
         # Many short batches (about budget/30 each); the best one is the rate without stalls.
         k = max(1, int(budget_s / 30 / max(per_call, 1e-7)))
         best = timed(a, b, k) / k
-        for _ in range(2):
+        for _ in range(REPEATS - 1):  # however short the budget: a stall rarely outlasts five batches
             best = min(best, timed(a, b, k) / k)
         while time.perf_counter() < deadline:
             best = min(best, timed(a, b, k) / k)
     del a, b
     return flops / best / 1e12
+
+
+def unreliable(first: float | None, again: float | None, others: dict[str, float | None] | None = None) -> str | None:
+    """Why a device's rates cannot be stood behind, or None: its float32 `first` and its control
+    `again` (float32 measured after the other dtypes) judged as every speed verdict is
+    (figures.speed_call): a dtype's ratio to float32 that the control's gap leaves too noisy to
+    tell, or (no other dtype) a gap past NOISE_TOO_LARGE."""
+    if not first or not again:
+        return None
+    control = again / first
+    calls = {d: figures.speed_call(rate / first, None, control) for d, rate in (others or {}).items() if rate}
+    untold = [d for d, call in calls.items() if call.unresolved]
+    if not untold and (calls or figures.control_gap(control) <= figures.NOISE_TOO_LARGE):
+        return None
+    unit = 1e3 if max(first, again) < 1 else 1.0
+    name = "GFLOP/s" if unit == 1e3 else "TFLOP/s"
+    return (f"float32 measured {first * unit:.3g} {name}, then {again * unit:.3g} after the other dtypes: the "
+            "machine's speed changed as it measured" + (f", more than {', '.join(untold)} differs from float32"
+                                                         if untold else ""))
+
+
+def measure_checked(devices: list[str] | None = None, budget_s: float = 0.3
+                    ) -> tuple[dict[str, dict[str, float | None]], dict[str, str]]:
+    """`amptui doctor`'s measurement: measure_all, then float32 again on each device as a control;
+    (rates, {device: why its ratios are not measured reliably})."""
+    rates = measure_all(devices, budget_s=budget_s)
+    unsure = {}
+    for device, found in rates.items():
+        try:
+            again: float | None = measure_matmul_tflops(device, FULL, budget_s)
+        except Exception:  # noqa: BLE001 - no control: the rates stand as measured
+            again = None
+        why = unreliable(found.get(FULL), again, {d: r for d, r in found.items() if d != FULL})
+        if why:
+            unsure[device] = why
+    return rates, unsure
 
 
 def measure_all(devices: list[str] | None = None, dtypes: tuple[str, ...] = MEASURED_DTYPES,

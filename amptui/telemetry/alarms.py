@@ -270,13 +270,15 @@ class HeadroomAlarms:
         return out
 
     def _advice(self, name: str, bits: float, step: int) -> str:
-        wide = wide_dtype()
         runs = f"{LOW_HEADROOM_SAMPLES} samples in a row under {LOW_HEADROOM_BITS:g}, up to step {step}"
         if bits == -math.inf:  # the latest sample overflowed: the narrow samples before it said so
             said = f"{name} has no range headroom left ({runs}, the last one inf/NaN): keeps overflowing {self.dtype}"
         else:
             said = f"{name} has {bits:.1f} bits of range headroom left ({runs}): will overflow {self.dtype} soon"
-        return f"{said}: {wide}, or scale this layer's init/output"
+        if not narrow(self.dtype):  # float32's range (float32, bfloat16): no dtype is wider; the values diverge
+            return (f"{said}: its values grow past float32's range, which no precision setting widens: lower the "
+                    "learning rate, clip the gradients, or scale this layer's init/output")
+        return f"{said}: {wide_dtype()}, or scale this layer's init/output"
 
 
 def _related(name: str, source: Any) -> bool:

@@ -6,21 +6,26 @@ and amptui run id; its metrics are loss, lr, loss scale, skipped steps, samples/
 memory, the epoch figures and the numerics summaries (narrowest headroom, float8's lowest SQNR).
 
 Through `MlflowClient`, never MLflow's global "active run": a script under `amptui run --script`
-that logs to MLflow itself keeps its own run. Batches go out asynchronously where MLflow can
-(`synchronous=False`), so a slow tracking server does not stall the loop; `close` waits for them.
+that logs to MLflow itself keeps its own run. Every call to the tracking server -- importing MLflow,
+making the run, each batch, ending it -- runs on the mirror's own thread (outbound.Outbox), begun at
+the first step record so that importing MLflow stays out of the run's set-up, so a
+refusing or hanging server (MLflow retries for minutes) never stalls set-up or a step: the queue
+drops when full, the first failure is one line and the mirror stops calling; `close` waits at most
+CLOSE_S for what is queued.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from amptui.core.config.values import Config
 from amptui.core.records import EPOCH, STEP, End, Epoch, Numerics, Record, Start, Step
+from amptui.telemetry.outbound import Outbox
 from amptui.telemetry.sinks import Sink, numerics_summary
 
 STEP_METRICS = {STEP.loss: "loss", STEP.lr: "lr", STEP.scale: "loss_scale", STEP.skipped: "skipped",
@@ -30,6 +35,7 @@ STEP_METRICS = {STEP.loss: "loss", STEP.lr: "lr", STEP.scale: "loss_scale", STEP
 EPOCH_METRICS = (EPOCH.train_loss, EPOCH.val_loss, EPOCH.val_acc, EPOCH.epoch_time_s)
 END_STATUS = {"completed": "FINISHED", "stopped": "KILLED", "failed": "FAILED"}
 SECRET_KEYS = {"log.notify_url"}  # a webhook's address is its secret: never sent to another system
+CLOSE_S = 30.0  # at the end, the longest wait for queued batches and the run's status (a sqlite store migrates slowly)
 BATCH = 100  # params per call (MLflow's limit per log_batch)
 
 
@@ -47,38 +53,57 @@ def flat_params(config: dict[str, Any]) -> dict[str, str]:
 
 class MLflowSeries(Sink):
     def __init__(self, run_dir: Path, cfg: Config):
-        from mlflow.tracking import MlflowClient
-
-        self.client = MlflowClient()  # MLFLOW_TRACKING_URI, as every MLflow user sets it
-        name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
-        experiment = self.client.get_experiment_by_name(name) if name else None
-        experiment_id = experiment.experiment_id if experiment is not None else (
-            self.client.create_experiment(name) if name else "0")
-        run = self.client.create_run(experiment_id, run_name=Path(run_dir).name,
-                                     tags={"amptui_run_id": Path(run_dir).name, "amptui_preset": cfg.run.name})
-        self.run_id = run.info.run_id
+        if importlib.util.find_spec("mlflow") is None:
+            raise ImportError("No module named 'mlflow'")
+        self.run_name, self.preset = Path(run_dir).name, cfg.run.name
+        self.client: Any = None
+        self.run_id: str | None = None
         self.ended = "FINISHED"
         self.broken = False
+        # Begun at the first step record: importing MLflow (seconds of CPU) stays out of the run's set-up.
+        self.outbox = Outbox("mlflow", "log.mlflow (MLflow)", size=1024, deferred=True)
+        self.outbox.put(self._open)
+
+    def _open(self) -> None:
+        """On the mirror's thread: the client (MLFLOW_TRACKING_URI, as every MLflow user sets it), the experiment, the run."""
+        try:
+            from mlflow.tracking import MlflowClient
+
+            self.client = MlflowClient()
+            name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
+            experiment = self.client.get_experiment_by_name(name) if name else None
+            experiment_id = experiment.experiment_id if experiment is not None else (
+                self.client.create_experiment(name) if name else "0")
+            run = self.client.create_run(experiment_id, run_name=self.run_name,
+                                         tags={"amptui_run_id": self.run_name, "amptui_preset": self.preset})
+            self.run_id = run.info.run_id
+        except Exception:
+            self.broken = True  # no call after a failed one: each would wait out MLflow's retries again
+            raise
 
     def _log(self, metrics=(), params=(), tags=()) -> None:
-        """One batch; a tracking server that fails is said once, and training goes on without it."""
+        """One batch, queued for the mirror's thread; a tracking server that fails is said once, and
+        training goes on without it."""
         if self.broken or not (metrics or params or tags):
             return
+        self.outbox.put(lambda: self._send(list(metrics), list(params), list(tags)))
+
+    def _send(self, metrics, params, tags) -> None:
+        """On the mirror's thread: (key, value, ms, step) / (key, value) tuples as MLflow's entities."""
+        if self.broken or self.run_id is None:
+            return
+        from mlflow.entities import Metric, Param, RunTag
+
         try:
-            try:
-                self.client.log_batch(self.run_id, metrics=metrics, params=params, tags=tags, synchronous=False)
-            except TypeError:  # an MLflow without asynchronous logging
-                self.client.log_batch(self.run_id, metrics=metrics, params=params, tags=tags)
-        except Exception as exc:  # noqa: BLE001 - a mirror's failure never fails the run
+            self.client.log_batch(self.run_id, metrics=[Metric(*m) for m in metrics],
+                                  params=[Param(*p) for p in params], tags=[RunTag(*t) for t in tags])
+        except Exception:
             self.broken = True
-            print(f"[amptui] log.mlflow: logging to MLflow failed ({type(exc).__name__}: {exc}); the run goes on "
-                  "without it", file=sys.stderr, flush=True)
+            raise
 
     def _metrics(self, values: dict[str, Any], step: int):
-        from mlflow.entities import Metric
-
         now = int(time.time() * 1000)
-        return [Metric(key, float(value), now, step) for key, value in values.items()
+        return [(key, float(value), now, step) for key, value in values.items()
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value]
 
     def step(self, step_record: Step) -> None:
@@ -87,6 +112,7 @@ class MLflowSeries(Sink):
         values.update({f"memory_{key}_mib": value / 2**20 for key, value in (record.get(STEP.mem) or {}).items()
                        if isinstance(value, (int, float))})
         self._log(metrics=self._metrics(values, record[STEP.step]))
+        self.outbox.begin()
 
     def epoch(self, epoch_record: Epoch, step: int) -> None:
         record = epoch_record.fields()
@@ -102,27 +128,22 @@ class MLflowSeries(Sink):
             self.ended = END_STATUS.get(record.status, "FINISHED")
 
     def _start(self, record: Start) -> None:
-        from mlflow.entities import Param, RunTag
-
         precision = record.precision
-        tags = [RunTag("amptui_precision", json.dumps(precision, sort_keys=True) if isinstance(precision, dict)
-                       else str(precision)), RunTag("amptui_world_size", str(record.world_size))]
+        tags = [("amptui_precision", json.dumps(precision, sort_keys=True) if isinstance(precision, dict)
+                 else str(precision)), ("amptui_world_size", str(record.world_size))]
         if record.resumed_from is not None:  # a resumed run logs into a new MLflow run: say from where
-            tags.append(RunTag("amptui_resumed_from_step", str(record.resumed_from)))
-        params = [Param(k, v) for k, v in flat_params(record.config).items()]
+            tags.append(("amptui_resumed_from_step", str(record.resumed_from)))
+        params = list(flat_params(record.config).items())
         if isinstance(precision, dict):
-            params += [Param(f"precision.{k}", str(v)) for k, v in precision.items() if not isinstance(v, (dict, list))]
+            params += [(f"precision.{k}", str(v)) for k, v in precision.items() if not isinstance(v, (dict, list))]
         self._log(tags=tags)
         for first in range(0, len(params), BATCH):
             self._log(params=params[first:first + BATCH])
 
     def close(self) -> None:
-        import mlflow
+        def end() -> None:
+            if not self.broken and self.run_id is not None:
+                self.client.set_terminated(self.run_id, self.ended)
 
-        try:
-            getattr(mlflow, "flush_async_logging", lambda: None)()  # the batches still queued
-            self.client.set_terminated(self.run_id, self.ended)
-        except Exception as exc:  # noqa: BLE001 - as _log
-            if not self.broken:
-                print(f"[amptui] log.mlflow: closing the MLflow run failed ({type(exc).__name__}: {exc})",
-                      file=sys.stderr, flush=True)
+        self.outbox.put(end)
+        self.outbox.close(CLOSE_S)

@@ -1,14 +1,17 @@
-"""The first non-finite module, found by re-running a step's batch with hooks on every module
-(`numerics.trace_nonfinite`): used only after a step overflowed, so it may read values from the
-device freely.
+"""The first non-finite module, found by re-running a step's batch with hooks on every module,
+containers included (the trainer's triage and `numerics.trace_nonfinite`, a script's replay of its
+last forward): used only after a step overflowed, so it may read values from the device freely.
 
-Forward hooks fire as each module finishes, children before their parents, so the first one whose
-output holds inf/NaN is the deepest module where the overflow began; that module is run once more
-on the same inputs in float32 (autocast off) to measure the value that crossed the range (T5's
-66,246 > 65,504). With a clean forward, gradient hooks on every module's output and every
-parameter name the first one, in the order backward reaches them, whose gradient held inf/NaN.
-Module buffers (BatchNorm's running statistics) are put back afterwards and the replay's
-gradients dropped: the run goes on as if it had not happened.
+Every module call is checked as it runs: its inputs when it starts, its output when it ends. Calls
+end children before parents, so the first call whose output holds inf/NaN while its inputs were
+finite is the innermost module where the overflow began; functional code inside a module (scores
+multiplied in its forward) is pinned on that module, not on the next one, which only passed the
+inf on. A module called more than once is named with its call (2 of 3) and the module it was
+called in. That module is run once more on the same inputs in float32 (autocast off) to measure
+the value that crossed the range (T5's 66,246 > 65,504). With a clean forward, gradient hooks on
+every module's output and every parameter name the first one, in the order backward reaches them,
+whose gradient held inf/NaN. Module buffers (BatchNorm's running statistics) are put back
+afterwards and the replay's gradients dropped: the run goes on as if it had not happened.
 """
 
 from __future__ import annotations
@@ -43,21 +46,42 @@ def _as_float32(value: Any) -> Any:
 class _Trace:
     def __init__(self, device_type: str):
         self.device_type = device_type
-        self.forward: tuple[str, float | None] | None = None
+        self.forward: dict[str, Any] | None = None  # the first call with finite inputs and a non-finite output
         self.backward: tuple[str, float | None] | None = None
         self.busy = False  # while a module runs again in float32: its own hooks stay quiet
         self.handles: list[Any] = []  # hooks put on FSDP's all-gathered parameters during the replay
+        self.stack: list[list[Any]] = []  # the calls under way: [module name, inputs finite, last child done]
+        self.calls: dict[str, int] = {}  # module name -> calls started so far
+
+    def forward_pre_hook(self, name: str):
+        def hook(module: nn.Module, args: Any, kwargs: Any) -> None:
+            if self.busy:
+                return
+            self.calls[name] = self.calls.get(name, 0) + 1
+            self.stack.append([name, _finite(list(floating_tensors((args, kwargs)))), None])
+        return hook
 
     def forward_hook(self, name: str):
         def hook(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
             if self.busy:
                 return
+            _, inputs_finite, last_child = self.stack.pop() if self.stack else (name, False, None)
             outputs = list(floating_tensors(output))
+            finite = _finite(outputs)
+            if self.stack and finite:
+                self.stack[-1][2] = name  # the caller's last child with a finite output, so far
             for t in outputs:
                 if t.requires_grad:
                     t.register_hook(self.gradient_hook(name))
-            if self.forward is None and outputs and not _finite(outputs):
-                self.forward = (name, self._float32_max(module, args, kwargs))
+            if self.forward is None and inputs_finite and not finite:
+                bad = sum(int((~torch.isfinite(t.detach())).sum()) for t in outputs)
+                self.forward = {"module": name, "call": self.calls.get(name, 1),
+                                "parent": self.stack[-1][0] if self.stack else None,
+                                "after": last_child,  # its own code overflowed after its last child's finite output
+                                "bad": bad, "of": sum(t.numel() for t in outputs),
+                                "weights_finite": _finite([p.detach() for p in module.parameters()
+                                                           if p.is_floating_point() and not hasattr(p, "to_local")]),
+                                "value": self._float32_max(module, args, kwargs)}
         return hook
 
     def gathered_params_hook(self, name: str, hooked: set[int]):
@@ -96,14 +120,18 @@ class _Trace:
 
 
 def trace_first_nonfinite(model: nn.Module, replay: Callable[[], None], dtype: str, device_type: str,
-                          scale: float | None = None) -> dict | None:
+                          scale: float | None = None, forward_only: bool = False) -> dict | None:
     """Run `replay` (the step's forward and scaled backward on the saved batch and RNG state) with
-    hooks on every module; the first_nonfinite dict, or None when the replay stayed finite."""
+    hooks on every module; the first_nonfinite dict, or None when the replay stayed finite.
+    `forward_only`: the replay computes no gradients (a script's, under no_grad): the model's own
+    gradients are left as they are."""
     model = unwrap(model)
     trace = _Trace(device_type)
     owner = {id(p): name for name, m in model.named_modules() for p in m.parameters(recurse=False)}
-    handles = [m.register_forward_hook(trace.forward_hook(name or "model"), with_kwargs=True)
+    handles = [m.register_forward_pre_hook(trace.forward_pre_hook(name or "model"), with_kwargs=True)
                for name, m in model.named_modules()]
+    handles += [m.register_forward_hook(trace.forward_hook(name or "model"), with_kwargs=True)
+                for name, m in model.named_modules()]
     handles += [p.register_hook(trace.gradient_hook(owner.get(id(p), name) or "model"))
                 for name, p in model.named_parameters() if p.requires_grad and not hasattr(p, "to_local")]
     # FSDP: the sharded parameters (DTensors) get their .grad assigned, not accumulated by autograd;
@@ -123,11 +151,14 @@ def trace_first_nonfinite(model: nn.Module, replay: Callable[[], None], dtype: s
             for name, b in model.named_buffers():
                 if name in buffers:
                     b.copy_(buffers[name])
-        for p in model.parameters():
+        for p in model.parameters() if not forward_only else ():
             p.grad = None
     info = dtype_range(dtype)
     if trace.forward is not None:
-        return describe_nonfinite(trace.forward[0], "forward", info.name, info.max_finite, trace.forward[1])
+        seen = trace.forward
+        name = seen.pop("module")
+        seen["calls"] = trace.calls.get(name, 1)
+        return describe_nonfinite(name, "forward", info.name, info.max_finite, seen.pop("value"), seen=seen)
     if trace.backward is not None:
         return describe_nonfinite(trace.backward[0], "backward", info.name, info.max_finite, None, scale)
     return None

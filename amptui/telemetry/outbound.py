@@ -14,6 +14,7 @@ status, the notification webhook) and the one queue every mirror (MLflow too) wo
 from __future__ import annotations
 
 import collections
+import re
 import ssl
 import sys
 import threading
@@ -26,6 +27,7 @@ from amptui.core.urls import url_problem
 
 MAX_TOKEN = 16 * 1024
 MAX_ANSWER = 64 * 1024
+USERINFO = re.compile(r"://[^/@\s]*@")
 
 
 class OutboundError(Exception):
@@ -99,8 +101,10 @@ def describe(exc: BaseException, secret: str | None = None) -> str:
         text = f"{type(reason).__name__}: {reason}" if isinstance(reason, BaseException) else str(reason)
     elif isinstance(exc, (OSError, ssl.SSLError)):
         text = f"{type(exc).__name__}: {exc}"
-    else:
+    elif secret is not None or isinstance(exc, ValueError):
         text = type(exc).__name__  # e.g. http.client's header errors repeat the header: never shown
+    else:  # another library's error (MLflow's): its words, with any user:password@ in a URL masked
+        text = f"{type(exc).__name__}: {USERINFO.sub('://***@', str(exc))}"
     if secret:
         text = text.replace(secret, "<token>")
     return text[:300]
@@ -110,7 +114,7 @@ class Outbox:
     """Jobs run in order on one daemon thread; at most `size` wait, and one more is dropped (said
     once), or with `latest=True` replaces those waiting (a status: only the newest matters)."""
 
-    def __init__(self, name: str, what: str, size: int = 256):
+    def __init__(self, name: str, what: str, size: int = 256, deferred: bool = False):
         self.what, self.size = what, size
         self.dropped = 0
         self.said: set[str] = set()
@@ -119,7 +123,13 @@ class Outbox:
         self._closed = False
         self._busy = False
         self._thread = threading.Thread(target=self._run, name=f"amptui-{name}", daemon=True)
-        self._thread.start()
+        if not deferred:  # deferred: jobs wait for begin(), e.g. a heavy import kept out of the run's set-up
+            self._thread.start()
+
+    def begin(self) -> None:
+        """Start running the queued jobs (an Outbox made deferred); once."""
+        if not self._thread.is_alive() and self._thread.ident is None:
+            self._thread.start()
 
     def put(self, job: Callable[[], None], latest: bool = False) -> bool:
         with self._cond:
@@ -170,6 +180,7 @@ class Outbox:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        self.begin()
         self._thread.join(wait_s)
         if self._thread.is_alive():
             with self._cond:

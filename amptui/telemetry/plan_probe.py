@@ -19,7 +19,7 @@ flowing back. After the optimizer step (`step_done`) the hooks come out and, per
   worst 32-value block.
 
 Biases are left out of every GEMM: each recipe adds them in high precision after its GEMM
-(MXFP8's by amptui, trainer/float8.py, as torchao 0.18's MXFP8 linear drops them), so all compare alike. A step that is not
+(MXFP8's by amptui, trainer/modes/float8.py, as torchao 0.18's MXFP8 linear drops them), so all compare alike. A step that is not
 sampled runs no hook. The sampled step's work is paid on that step only (the Recorder keeps it
 out of the step clock); the figures are read back once, as a `plan_sample` record.
 """
@@ -35,7 +35,8 @@ from typing import Any, Callable, cast
 import torch
 from torch import nn
 
-from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, wide_dtype
+from amptui.core.config.dtypes import DTYPES, wide_dtype
+from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
 from amptui.core.numerics import headroom_bits
 from amptui.machine.dtype_speed import slow_dtypes
 from amptui.telemetry.float8_numerics import GRAD_FORMAT, block_spread, block_underflow, cast_masks, sqnr_db

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import torch
 
 from amptui.core import cluster
-from amptui.core.config.precision import Precision
+from amptui.core.config.precision import Precision, narrow, wide_dtype
 from amptui.core.config.values import Config
 from amptui.core.events import EventWriter
 from amptui.core.records import (
@@ -76,6 +76,7 @@ class Recorder:
         self.triage_left: int | None = None              # triage_by_sampling's samples still to take
         self.triage_model: torch.nn.Module | None = None  # the model it samples
         self.trouble_step: int | None = None            # the last step record's first non-finite step (trainer/triage.py)
+        self.nonfinite_step: int | None = None          # the run's first step with an inf/NaN loss (the end record)
         self.machine_load = MachineLoad()               # the load each step record's window ran under
         self.sinks: list[Sink] = [EventStream(writer)] if writer is not None else []  # then e.g. TensorBoard
         self.step_flops: int | None = None
@@ -176,9 +177,11 @@ class Recorder:
             if self.cause_said or where != "forward" or not past or not _finite_params(self.triage_model, module):
                 continue
             said = f" ({value:.3g} in float32)" if isinstance(value, (int, float)) else ""
+            wider = f", or use {wide_dtype()}" if narrow(sample.dtype) else ""  # bfloat16 has float32's range
+            # what sampling saw: the first sampled module (in forward order) past the range, its own weights finite
             self.warn(f"step {sample.step}: module {module}'s forward output{said} exceeds {sample.dtype}'s range "
-                      f"(max {sample.max_finite:.4g}) with finite inputs and weights: keep {module} out of "
-                      f"{sample.dtype} (run it in float32, or use bfloat16)", code="nonfinite_cause",
+                      f"(max {sample.max_finite:.4g}), the first sampled module to, its weights finite: keep {module} "
+                      f"out of {sample.dtype} (run it in float32{wider})", code="nonfinite_cause",
                       cause={"cause": "precision_overflow", "step": sample.step, "module": module, "where": where,
                              "dtype": sample.dtype, "value": value})
         if self.triage_left is not None and (self.cause_said or self.triage_left <= 0):
@@ -327,6 +330,8 @@ class Recorder:
                 self.write(Scaler(**event))
             c.skipped_total += skipped
             self.trouble_step = _trouble_step(window, first, skipped, self.last_scale)
+            if self.nonfinite_step is None and window.loss is not None and not math.isfinite(window.loss):
+                self.nonfinite_step = first_bad_step(window, first) or first
             self.last_loss = window.loss
             if window.loss is not None:
                 c.epoch_loss_sum += window.loss * window.micro_batches
@@ -418,7 +423,7 @@ class Recorder:
                        final_loss=self.last_loss, val_acc=self.val_acc, skipped_total=c.skipped_total,
                        peak_mem=peak_memory(self.device) if self.device is not None else None,
                        error=asdict(error if isinstance(error, ErrorInfo) else ErrorInfo.of(error, self.rank))
-                       if error is not None else None, **fields))
+                       if error is not None else None, nonfinite_step=self.nonfinite_step, **fields))
         self.close()
 
     def close(self) -> None:

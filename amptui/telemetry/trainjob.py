@@ -1,7 +1,8 @@
 """Inside a Kubeflow Trainer TrainJob (KEP-2779): rank 0 posts the run's `trainerStatus` --
 progressPercentage, estimatedRemainingSeconds and metrics as name/value pairs (loss, lr, loss
 scale, skipped steps, the narrowest headroom and, with float8, the lowest SQNR) -- to the status
-URL the Trainer's status plugin injects, over HTTPS with its CA and bearer token:
+URL the Trainer's status plugin injects, over HTTPS with its CA and bearer token (outbound.py: the
+one way amptui sends; https only, redirects never followed, the token never in a message):
 
     KUBEFLOW_TRAINER_STATUS_URL      the endpoint (POST)
     KUBEFLOW_TRAINER_STATUS_TOKEN    a file holding the projected service-account token (re-read each post: it rotates)
@@ -10,7 +11,9 @@ URL the Trainer's status plugin injects, over HTTPS with its CA and bearer token
 One more Recorder sink (sinks.py), so amptui's trainer, a script under `amptui run --script` and a
 Monitor all post. Standard library only. On the log cadence, at most every MIN_INTERVAL_S (the
 Trainer rate-limits), and once at the end; a background thread posts, so a slow endpoint never
-stalls training; a failed post is one warning, never a failed run. Nothing without the variables.
+stalls training; a failed post is one warning, never a failed run; an http:// URL, or a CA file that
+is missing or not a certificate, is one warning naming the variable and the file, and nothing is
+posted. Nothing without the variables.
 """
 
 from __future__ import annotations
@@ -18,13 +21,12 @@ from __future__ import annotations
 import json
 import os
 import ssl
-import sys
-import threading
 import time
-import urllib.request
 from datetime import datetime, timezone
 
 from amptui.core.records import STEP, End, Epoch, Numerics, Record, Start, Step
+from amptui.core.urls import url_problem
+from amptui.telemetry.outbound import OutboundError, Outbox, post, read_token, say, tls_context
 from amptui.telemetry.sinks import Sink, numerics_summary
 
 URL_ENV, TOKEN_ENV, CA_ENV = ("KUBEFLOW_TRAINER_STATUS_URL", "KUBEFLOW_TRAINER_STATUS_TOKEN",
@@ -34,14 +36,26 @@ TIMEOUT_S = 5.0
 
 
 def from_env(env=os.environ) -> TrainJobStatus | None:
+    """The status sink the variables ask for; None without them, or (one warning naming the
+    variable and the file) when the URL is not https or the CA file cannot be used."""
     url = env.get(URL_ENV)
-    return TrainJobStatus(url, env.get(TOKEN_ENV), env.get(CA_ENV)) if url else None
+    if not url:
+        return None
+    problem = url_problem(url)
+    if problem:
+        say(f"warning: {URL_ENV} {problem}; the TrainJob status is not posted, training goes on")
+        return None
+    try:
+        context = tls_context(env.get(CA_ENV), CA_ENV)
+    except OutboundError as exc:
+        say(f"warning: {exc}; the TrainJob status is not posted, training goes on")
+        return None
+    return TrainJobStatus(url, env.get(TOKEN_ENV), context)
 
 
 class TrainJobStatus(Sink):
-    def __init__(self, url: str, token_file: str | None, ca_file: str | None):
-        self.url, self.token_file = url, token_file
-        self.context = ssl.create_default_context(cafile=ca_file or None)
+    def __init__(self, url: str, token_file: str | None, context: ssl.SSLContext):
+        self.url, self.token_file, self.context = url, token_file, context
         self.total_steps: int | None = None
         self.first_step = 0
         self.started = time.monotonic()
@@ -49,12 +63,7 @@ class TrainJobStatus(Sink):
         self.progress: int | None = None
         self.remaining: int | None = None
         self.last_sent = float("-inf")
-        self.warned = False
-        self._latest: dict | None = None
-        self._closed = False
-        self._wake = threading.Condition()
-        self._thread = threading.Thread(target=self._post_loop, name="amptui-trainjob-status", daemon=True)
-        self._thread.start()
+        self.outbox = Outbox("trainjob-status", "posting the TrainJob status")
 
     # --- what the run says ------------------------------------------------------------------------
 
@@ -112,38 +121,12 @@ class TrainJobStatus(Sink):
         if not force and now - self.last_sent < MIN_INTERVAL_S:
             return
         self.last_sent = now
-        with self._wake:
-            self._latest = payload  # a newer status replaces one not yet posted
-            self._wake.notify()
-
-    def _post_loop(self) -> None:
-        while True:
-            with self._wake:
-                while self._latest is None and not self._closed:
-                    self._wake.wait()
-                payload, self._latest = self._latest, None
-                if payload is None:
-                    return
-            self._post(payload)
+        self.outbox.put(lambda: self._post(payload), latest=True)  # a newer status replaces one not yet posted
 
     def _post(self, payload: dict) -> None:
-        try:
-            headers = {"Content-Type": "application/json"}
-            if self.token_file:
-                with open(self.token_file) as fh:
-                    headers["Authorization"] = f"Bearer {fh.read(64 * 1024).strip()}"
-            request = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=headers,
-                                             method="POST")
-            with urllib.request.urlopen(request, context=self.context, timeout=TIMEOUT_S) as answer:
-                answer.read(64 * 1024)
-        except Exception as exc:  # noqa: BLE001 - the TrainJob's status is a mirror: never the run's failure
-            if not self.warned:
-                self.warned = True
-                print(f"[amptui] warning: posting the TrainJob status to {self.url} failed ({type(exc).__name__}: "
-                      f"{exc}); training goes on", file=sys.stderr, flush=True)
+        token = read_token(self.token_file, TOKEN_ENV) if self.token_file else None  # re-read: it rotates
+        post(self.url, json.dumps(payload).encode(), "application/json", token=token, context=self.context,
+             timeout=TIMEOUT_S)
 
     def close(self) -> None:
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-        self._thread.join(2 * TIMEOUT_S + 1)  # the last status, bounded
+        self.outbox.close(2 * TIMEOUT_S + 1)  # the last status, bounded

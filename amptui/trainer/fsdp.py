@@ -87,7 +87,7 @@ def shard(model: nn.Module, device: torch.device, world_size: int, precision: Pr
     block_policy, root_policy = mp_policies(precision)
     _, MixedPrecisionPolicy, _ = _api()
     for module, dtype in _ruled_modules(model, scope):  # float32 named too: its inputs are cast up to it
-        own = MixedPrecisionPolicy(param_dtype=_dtype(dtype), reduce_dtype=_dtype(precision.reduce or dtype))
+        own = MixedPrecisionPolicy(param_dtype=_dtype(dtype), reduce_dtype=_dtype((precision.fsdp_policy or {}).get("reduce_dtype") or dtype))
         fully_shard(module, mesh=mesh, mp_policy=own)
     for block in blocks:
         fully_shard(block, mesh=mesh, mp_policy=block_policy)

@@ -3,8 +3,9 @@ autocast each module whose precision differs from its parent's enters around its
 
 A module a rule matches runs in the rule's variant, its children with it unless a rule matches
 them too; the rest runs in the run's precision (core/config/layers.py). A layer variant's autocast
-dtype ("fp32": none, the module's inputs cast to float32) is entered in that module's forward; its
-float8 recipe converts the linears inside it (trainer/float8.py reads `LayerScope.recipe_of`).
+dtype ("fp32": none, the module's inputs cast to float32) is entered in that module's forward; a
+mode's conversion converts the layers inside it (its runtime reads `LayerScope.variant_of`) and says
+which it converted (`Conversion.variants`), which is how the layers are labelled and counted here.
 """
 
 from __future__ import annotations
@@ -18,9 +19,36 @@ import torch
 from torch import nn
 
 from amptui.core.config import layers as rules_of
-from amptui.core.config.dtypes import DTYPES, FLOAT8_RECIPES, FULL
+from amptui.core.config.dtypes import DTYPES, FULL
 from amptui.core.config.precision import Precision
-from amptui.core.errors import UserError
+from amptui.core.errors import ConfigError
+
+
+def check_matches(cfg: Any) -> None:
+    """Before a run starts: every [amp.layers] pattern matches a module of the model the config
+    builds (on the meta device: no memory, no weights), else a ConfigError, exit 2, nothing made.
+    A user's model.factory is not run here (it is user code: the trainer says it at its start)."""
+    rules = tuple(cfg.amp.layers.items()) if cfg.amp.layers else ()
+    if not rules or cfg.model.factory or cfg.run.script:
+        return
+    from amptui.trainer.models import build_model
+
+    try:
+        with torch.device("meta"):
+            model = build_model(cfg.model)
+    except Exception:  # noqa: BLE001 -- a model that cannot be built so is left to the trainer to say
+        return
+    missed = rules_of.unmatched((name for name, _ in model.named_modules()), rules)
+    if missed:
+        raise ConfigError(unmatched_words(model, missed))
+
+
+def unmatched_words(model: nn.Module, missed: list[str]) -> str:
+    names = [name for name, _ in model.named_modules()]
+    shown = ", ".join(n for n in names[1:9] if n) + (", ..." if len(names) > 9 else "")
+    return (f"{rules_of.KEY}: {rules_of.named(missed)} {'match' if len(missed) > 1 else 'matches'} no module of "
+            f"this model ({type(model).__name__}: {shown}); patterns match names as model.named_modules() gives them "
+            "(fnmatch: \"blocks.*.mlp.fc\")")
 
 
 @dataclass(frozen=True)
@@ -38,10 +66,7 @@ class LayerScope:
         names = [name for name, _ in model.named_modules()]
         missed = rules_of.unmatched(names, run.layers)
         if missed:
-            shown = ", ".join(n for n in names[1:9] if n) + (", ..." if len(names) > 9 else "")
-            raise UserError(f"{rules_of.KEY}: {', '.join(repr(p) for p in missed)} matches no module of this model "
-                            f"({type(model).__name__}: {shown}); patterns match names as model.named_modules() gives "
-                            f"them (fnmatch: \"blocks.*.mlp.fc\")")
+            raise ConfigError(unmatched_words(model, missed))
         own: dict[str, str] = {}
         inherited: dict[str, str] = {}
         for name in names:  # parents before children
@@ -58,22 +83,11 @@ class LayerScope:
         """The layer variant module `name` runs in; None: the run's precision."""
         return self.inherited.get(name)
 
-    def recipe_of(self, name: str) -> str | None:
-        """A linear's float8 recipe by its rule: "off" when a rule keeps it out of float8, None when
-        no rule names it (the run's amp.float8 decides)."""
-        variant = self.variant_of(name)
-        return None if variant is None else Precision.from_variant(variant).float8
-
-    def labels(self, model: nn.Module) -> dict[str, str]:
-        """Each layer (a module holding parameters of its own) -> the variant it computes in:
-        a converted linear's float8 variant, else its autocast dtype's ("fp32", "bf16")."""
-        out = {}
-        for name, module in model.named_modules():
-            if not any(True for _ in module.parameters(recurse=False)):
-                continue
-            recipe = _float8_recipe(module)
-            out[name] = FLOAT8_RECIPES[recipe] if recipe else _dtype_variant(self.compute_dtype(name))
-        return out
+    def labels(self, model: nn.Module, converted: dict[str, str]) -> dict[str, str]:
+        """Each layer (a module holding parameters of its own) -> the variant it computes in: the
+        variant a mode's conversion gave it (`converted`), else its autocast dtype's ("fp32", "bf16")."""
+        return {name: converted.get(name) or _dtype_variant(self.compute_dtype(name))
+                for name, module in model.named_modules() if any(True for _ in module.parameters(recurse=False))}
 
     def dtypes(self, model: nn.Module) -> dict[str, str]:
         """Module -> the dtype it computes in, for every module where that is not the run's."""
@@ -88,7 +102,7 @@ class LayerScope:
 
     def unruled_labels(self, model: nn.Module, converts: dict[str, str]) -> dict[str, str]:
         """Each layer's variant without the rules: the variant the run's own conversion gives the
-        layers it converts (`converts`: float8's linears), else the run's compute dtype's."""
+        layers it converts (`converts`: its mode's runtime says which), else the run's compute dtype's."""
         base = _dtype_variant(self.run_dtype)
         return {name: converts.get(name, base)
                 for name, module in model.named_modules() if any(True for _ in module.parameters(recurse=False))}
@@ -98,11 +112,11 @@ class LayerScope:
         p = self.run
         return p.autocast_dtype or (p.fsdp_policy or {}).get("param_dtype") or FULL
 
-    def mix(self, model: nn.Module, unruled: dict[str, str]) -> tuple[tuple[str, int], ...]:
+    def mix(self, model: nn.Module, unruled: dict[str, str], converted: dict[str, str]) -> tuple[tuple[str, int], ...]:
         """(variant, layers) for the layers a rule put in another precision than `unruled` (each
         layer's variant without the rules), in model order."""
         counts: Counter[str] = Counter()
-        for name, label in self.labels(model).items():
+        for name, label in self.labels(model, converted).items():
             if name in self.inherited and label != unruled.get(name):
                 counts[label] += 1
         return tuple(counts.items())
@@ -110,12 +124,6 @@ class LayerScope:
 
 def _dtype_variant(dtype: str) -> str:
     return DTYPES[dtype].short if dtype in DTYPES else "fp32"
-
-
-def _float8_recipe(module: nn.Module) -> str | None:
-    from amptui.telemetry.float8_numerics import recipe_of
-
-    return recipe_of(module)
 
 
 def apply_autocast(model: nn.Module, scope: LayerScope, device: torch.device) -> list[str]:

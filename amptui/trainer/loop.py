@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from amptui.core import cluster, preflight
+from amptui.core.config.precision import Precision
 from amptui.core.errors import UserError
 from amptui.core.events import EventWriter, events_file
 from amptui.core.fmt import fmt_accuracy, fmt_loss
@@ -45,6 +46,7 @@ from amptui.core.turns import Turns
 from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer import fsdp
+from amptui.trainer.autopilot import Autopilot, resumed_config
 from amptui.trainer.dist import Dist, no_sync
 from amptui.trainer.recording import attach_recorder, record_failure
 from amptui.trainer.replay import StepReplay
@@ -65,7 +67,7 @@ class Trainer:
     def __init__(self, run_dir: Path, resume: bool):
         self.run_dir = run_dir
         self.resume = resume
-        self.cfg = RunFolder(run_dir).load_config()
+        self.cfg = self.base_cfg = RunFolder(run_dir).load_config()  # cfg: with what an autopilot switch set
         self.dist = Dist()
         self.stop_requested = False
         self.stop_file = RunFolder(run_dir).stop
@@ -78,6 +80,8 @@ class Trainer:
         self.state: TrainingState  # built by setup(); until then the run can only fail
         self.replay: StepReplay | None = None  # numerics.trace_nonfinite with a GradScaler
         self.triage: Triage | None = None      # why the first non-finite step was not finite
+        self.autopilot: Autopilot | None = None  # [amp.autopilot]; `switched`: the keys its switches set (checkpointed)
+        self.switched: dict = {}
         # `amptui ab --interleave`: train only in this variant's turn (core/turns.py); one process only
         self.turns = None if self.dist.enabled else Turns.from_env()
 
@@ -86,15 +90,18 @@ class Trainer:
     def setup(self) -> None:
         """Checks, device and process group, the TrainingState, the Recorder's attachments; the
         checkpoint when resuming; then the start record."""
+        if self.resume:  # in the precision an autopilot switch chose before
+            self.cfg, self.switched = resumed_config(self.run_dir, self.base_cfg)
         cfg = self.cfg
         self.wait_turn()  # building and measuring (the start record's rates) never overlap another variant's steps
         preflight.check_data(cfg)
         preflight.check_weights(cfg)
         device = choose_device(cfg.run, self.dist.local_rank, self.log)
-        tf32.apply(cfg.amp.tf32)  # before anything computes: the start record reads it back
+        precision = Precision.from_config(cfg, device.type)  # once per process: the state, the start record, the notes
+        tf32.apply(True if precision.mode.tf32(precision) else cfg.amp.tf32)  # before anything computes: the start record reads it back
         self.dist.init(cfg.dist.backend, always=cfg.dist.mode == "fsdp")
         self.recorder.use_device(device)
-        self.state = build_state(cfg, self.dist, device, self.log)
+        self.state = build_state(cfg, self.dist, device, self.log, precision)
         attach_recorder(self.recorder, cfg, self.state, self.run_dir, self.dist.rank)
         if cfg.numerics.trace_nonfinite and self.state.skips is not None:
             self.replay = StepReplay(self.state, self.dist, self.recorder)
@@ -102,9 +109,10 @@ class Trainer:
             self.triage = Triage(self.state, cfg.amp.accumulate)
         resumed_from = None
         if self.resume:
-            resumed_from = restore(self.run_dir, cfg, self.state, self.progress, self.warn)
+            resumed_from = restore(self.run_dir, self.base_cfg, self.state, self.progress, self.warn)
+        self.autopilot = Autopilot.of(self)
         self.emit_start(resumed_from)
-        for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg)):
+        for message in preflight.odd_combinations(cfg, _cpu_slow_dtypes(cfg), self.state.precision):
             self.warn(message)
         for runtime, done in self.state.conversions:  # what each mode's conversion did, and how
             if done is not None:
@@ -136,6 +144,7 @@ class Trainer:
         cfg, s, p = self.cfg, self.state, self.progress
         self.recorder.active_meter.restart_clock()  # set-up (data, FLOP count, peak measurement) is not step time
         while p.epoch < cfg.run.epochs and p.step < s.total_steps:
+            cfg, s = self.cfg, self.state  # new after an autopilot switch
             resumed_mid_epoch = p.batch_in_epoch > 0  # its epoch_time_s covers only part of it
             s.forward.train()
             batches = self.recorder.timed(s.train_data.batches(p.epoch, start=p.batch_in_epoch))
@@ -153,8 +162,11 @@ class Trainer:
                         raise StopRequested
                 if cfg.log.checkpoint_every_steps and p.step % cfg.log.checkpoint_every_steps == 0:
                     self.save_checkpoint()
-                if p.step >= s.total_steps:
+                if p.step >= s.total_steps or (self.autopilot is not None and self.autopilot.due()):
                     break
+            if self.autopilot is not None and self.autopilot.due() and p.step < s.total_steps:
+                self.autopilot.switch()  # at a checkpoint: then this epoch goes on as a resume from it would
+                continue
             self.write_step_record()  # step records never straddle two epochs
             finished_epoch = p.batch_in_epoch >= s.steps_per_epoch * cfg.amp.accumulate
             self.end_epoch(finished_epoch, partial=resumed_mid_epoch or not finished_epoch)
@@ -238,7 +250,9 @@ class Trainer:
         lr is the schedule's for every step so far."""
         if self.state.skips is not None:
             self.apply_skips(self.state.skips.settle())
-        self.recorder.write_step()
+        record = self.recorder.write_step()
+        if self.autopilot is not None:
+            self.autopilot.observe(record)
         if self.replay is not None:
             self.replay.window_done()
         step = self.recorder.trouble_step
@@ -318,7 +332,8 @@ class Trainer:
             if self.dist.rank != 0:
                 self.checkpointed_step = p.step
                 return
-            path = write_checkpoint(self.run_dir, self.cfg, self.state, p, self.recorder.last_scale, gathered)
+            path = write_checkpoint(self.run_dir, self.base_cfg, self.state, p, self.recorder.last_scale, gathered,
+                                    switched=self.switched)
             self.checkpointed_step = p.step
             self.recorder.write(Checkpoint(step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path)))
 
@@ -337,11 +352,9 @@ class Trainer:
 def _cpu_slow_dtypes(cfg) -> dict[str, str] | None:
     """{dtype: why} slow on this CPU, as doctor measures it (the cached rates, else the flags), for
     odd_combinations' advice; None off the CPU."""
-    if cfg.run.device != "cpu":
-        return None
     from amptui.machine.dtype_speed import slow_dtypes
 
-    return slow_dtypes("cpu")
+    return slow_dtypes("cpu") if cfg.run.device == "cpu" else None
 
 
 def run(run_dir: Path, resume: bool) -> int:

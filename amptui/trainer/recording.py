@@ -15,11 +15,16 @@ from amptui.trainer.state import TrainingState
 
 
 def attach_recorder(recorder: Recorder, cfg: Config, state: TrainingState, run_dir: Path, rank: int) -> None:
-    """What the Recorder reads: the scaler (scale, skipped steps), the optimizer (lr) and the model
-    (overflowing parameters); TensorBoard as a second sink (rank 0); the FLOPs of a step; the scale
-    alarms for this precision."""
-    recorder.attach(scaler=state.scaler, optimizer=state.optimizer, model=state.model)
+    """What the Recorder reads (attach_state); TensorBoard and the other mirrors as further sinks (rank 0)."""
+    attach_state(recorder, cfg, state)
     recorder.sinks += mirror_sinks(cfg, run_dir, rank)
+
+
+def attach_state(recorder: Recorder, cfg: Config, state: TrainingState) -> None:
+    """The scaler (scale, skipped steps), the optimizer (lr) and the model (overflowing parameters);
+    the FLOPs of a step; the scale alarms for this precision; the samplers [numerics] asks for. Again
+    after an autopilot switch (trainer/autopilot.py): a new state, the same sinks."""
+    recorder.attach(scaler=state.scaler, optimizer=state.optimizer, model=state.model)
     recorder.step_flops = state.step_flops
     recorder.watch_scale(cfg.amp.growth_interval, state.precision, cfg.amp.init_scale, cfg.amp.backoff_factor)
     recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced,

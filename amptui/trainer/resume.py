@@ -30,8 +30,9 @@ def gather_sharded(state: TrainingState) -> tuple[dict, dict] | None:
 
 
 def write_checkpoint(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress, last_scale: float | None,
-                     gathered: tuple[dict, dict] | None = None) -> Path:
-    """Write the checkpoint (rank 0's job); its path. `gathered`: FSDP's full state (gather_sharded)."""
+                     gathered: tuple[dict, dict] | None = None, switched: dict | None = None) -> Path:
+    """Write the checkpoint (rank 0's job); its path. `gathered`: FSDP's full state (gather_sharded).
+    `cfg`: config.toml's; `switched`: the keys the autopilot changed since (trainer/autopilot.py)."""
     model_state, optim_state = gathered or (state.model.state_dict(), state.optimizer.state_dict())
     saved = {
         "model": model_state,
@@ -44,6 +45,8 @@ def write_checkpoint(run_dir: Path, cfg: Config, state: TrainingState, progress:
         "config": cfg.to_dict(),
         "code": checkpoint.code_fingerprint(),
     }
+    if switched:
+        saved["autopilot"] = dict(switched)
     path = checkpoint.save(RunFolder(run_dir).checkpoints, saved)
     state.faults.after_checkpoint()
     return path

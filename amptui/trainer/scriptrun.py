@@ -25,6 +25,7 @@ from amptui.core.events import EventReader, EventWriter, events_file
 from amptui.core.records import End, ErrorInfo
 from amptui.core.run import runlock
 from amptui.core.run.runfiles import RunFolder
+from amptui.jobs.scriptexit import python_exit_code
 from amptui.jobs.stderrtail import StderrTail
 
 SAID_CHARS = 300  # of the script's last stderr line, in the run's error
@@ -59,12 +60,13 @@ def _exit_error(exc: BaseException, said: str = "") -> ErrorInfo | None:
     SystemExit with a code says, after it, the last line the script wrote to stderr (`said`:
     argparse's "train.py: error: unrecognized arguments: --bogus"), so the reason is in the record."""
     if isinstance(exc, SystemExit):
-        if exc.code in (None, 0):
+        code = python_exit_code(exc.code)  # as Python exits: SystemExit(256) is 0, SystemExit(True) 1
+        if code == 0:
             return None
-        message = exc.code if isinstance(exc.code, str) else f"exit code {exc.code}"
-        if said and not isinstance(exc.code, str):
-            message += f": {said[:SAID_CHARS]}"
-        return ErrorInfo("SystemExit", str(message), 0)
+        if not isinstance(exc.code, int):  # a message: Python prints it and exits 1
+            return ErrorInfo("SystemExit", f"exit code 1: {exc.code}", 0)
+        message = f"exit code {code}" + (f": {said[:SAID_CHARS]}" if said else "")
+        return ErrorInfo("SystemExit", message, 0)
     return ErrorInfo.of(exc, 0)
 
 
@@ -139,6 +141,7 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
     """Run the script `argv` names; `install_hooks(run_dir)` first (the session it returns is
     ended with the script's outcome), unless AMPTUI_SCRIPT_HOOKS=0."""
     run_dir, script, args = Path(argv[0]).resolve(), argv[1], argv[2:]
+    starter = os.getpid()  # only this process ends the run: a child the script forked never does
     rank = int(os.environ.get("RANK", 0))
     events = events_file(run_dir, rank)
     offset = events.stat().st_size if events.exists() else 0
@@ -170,6 +173,8 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
         if sys.stderr is tail:
             sys.stderr = stderr
         said = " ".join(tail.last_lines(1))
+        if os.getpid() != starter:
+            raise  # a forked child's exit: its own, not the run's
         if not folder_vanished(run_dir):
             _end_hooks(session, exc, said)
             end_if_silent(run_dir, offset, started, exc, rank, said)
@@ -179,7 +184,7 @@ def main(argv: list[str], install_hooks: Callable[[Path], Any] | None = None) ->
     finally:
         if sys.stderr is tail:
             sys.stderr = stderr
-    if not folder_vanished(run_dir):
+    if os.getpid() == starter and not folder_vanished(run_dir):
         _end_hooks(session, None)
         end_if_silent(run_dir, offset, started, None, rank)
 

@@ -23,7 +23,6 @@ from amptui.core.errors import UserError
 from amptui.machine.peaks import peak_tflops
 from amptui.telemetry.scaler import SkipLedger
 from amptui.trainer import checkpoint, host_memory
-from amptui.trainer import float8 as float8  # noqa: F401 - registers the float8 mode's runtime (trainer/runtime.py)
 from amptui.trainer.amp import Autocast
 from amptui.trainer.data import BatchSource, build_train_val, choose_criterion
 from amptui.trainer.dist import Dist, parallelize
@@ -31,8 +30,8 @@ from amptui.trainer.faults import Faults
 from amptui.trainer.flops import count_step_flops
 from amptui.trainer.layers import LayerScope, apply_autocast
 from amptui.trainer.models import CNNS, build_model
+from amptui.trainer.modes import Conversion, ModeRuntime, runtimes_for
 from amptui.trainer.optim import Schedule, build_optimizer, implementation_line
-from amptui.trainer.runtime import Conversion, ModeRuntime, runtimes_for
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: it holds the model, not values
@@ -54,7 +53,7 @@ class TrainingState:
     step_flops: int | None            # of one optimizer step; None when it could not be counted
     peak_tflops: float | None         # measured on rank 0 only
     faults: Faults                    # debug.*: fault injection for demos and tests
-    # each precision mode's runtime this run uses (trainer/runtime.py), with what its conversion did
+    # each precision mode's runtime this run uses (amptui/trainer/modes/), with what its conversion did
     conversions: tuple[tuple[ModeRuntime, Conversion | None], ...] = ()
     layers: dict[str, str] | None = None  # [amp.layers]: each layer (a module with parameters) -> its variant
     layer_dtypes: dict[str, str] | None = None  # [amp.layers]: module -> its compute dtype, where not the run's
@@ -71,10 +70,12 @@ class TrainingState:
         return x
 
 
-def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[str], None]) -> TrainingState:
-    """Everything the loop needs, in the order that keeps a seeded run's numbers the same."""
+def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[str], None],
+                precision: Precision | None = None) -> TrainingState:
+    """Everything the loop needs, in the order that keeps a seeded run's numbers the same (`precision`:
+    the config's for this device, computed once by the loop; a caller without one has it computed here)."""
     torch.manual_seed(cfg.run.seed)
-    precision = Precision.from_config(cfg, device.type)
+    precision = precision or Precision.from_config(cfg, device.type)
     autocast = Autocast.of(precision, device)  # under FSDP a no-op: the policy applies instead
     scaler = build_scaler(cfg.amp, device, precision)
     model = build_model_on(cfg.model, device)
@@ -89,13 +90,15 @@ def build_state(cfg: Config, dist: Dist, device: torch.device, log: Callable[[st
     conversions = tuple((r, r.convert(model, precision, cfg, device, scope)) for r in runtimes)
     layer_labels = layer_dtypes = None
     if scope is not None:
-        layer_labels, layer_dtypes = scope.labels(model), scope.dtypes(model)
-        precision = dataclasses.replace(precision, mix=scope.mix(model, unruled))
+        converted = {name: v for _, done in conversions if done is not None for name, v in done.variants().items()}
+        layer_labels, layer_dtypes = scope.labels(model, converted), scope.dtypes(model)
+        precision = dataclasses.replace(precision, mix=scope.mix(model, unruled, converted))
         if precision.fsdp_policy is None:  # under FSDP each ruled module gets a policy of its own instead
             apply_autocast(model, scope, device)
     forward = parallelize(model, dist, device, autocast, cfg.run, cfg.dist.mode, precision, scope)
     # after FSDP: its parameters are the shards
-    optimizer = build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
+    optimizer = next((o for r in runtimes if (o := r.optimizer(cfg, list(model.parameters()), precision)) is not None),
+                     None) or build_optimizer(cfg, model.parameters(), fused=precision.fsdp_policy is None)
     log(implementation_line(optimizer))
     schedule = Schedule(cfg, optimizer, steps_per_epoch, total_steps)
     skips = SkipLedger(device, capacity=cfg.log.every + 1) if precision.scaler else None

@@ -137,10 +137,12 @@ class Triage:
         module, where = first.get("module", "?"), first.get("where", "forward")
         value = first.get("value")
         said_value = f" ({value:.3g})" if isinstance(value, (int, float)) and math.isfinite(value) else ""
+        seen = {k: first[k] for k in ("call", "calls", "parent", "after", "bad", "of", "weights_finite") if k in first}
+        what = (f"module {first['text']}: {first['checked']}" if first.get("checked") else  # what the check saw
+                f"module {module}'s {where} {'output' if where == 'forward' else 'gradient'} exceeds its range "
+                f"(max {info.max_finite:.4g}){said_value}")
         return {"cause": "precision_overflow", "step": step, "module": module, "where": where, "dtype": info.name,
-                "value": value,
-                "text": f"step {step} is finite in float32; in {info.name} module {module}'s {where} "
-                        f"{'output' if where == 'forward' else 'gradient'} exceeds its range (max "
-                        f"{info.max_finite:.4g}){said_value}",
+                "value": value, **seen,
+                "text": f"step {step} is finite in float32; in {info.name} {what}",
                 "advice": f"keep {module} out of {info.name}: [amp.layers] \"{module}\" = \"fp32\""
                           + (f", or use {wide_dtype()} (float32's range)" if info.needs_scaler else "")}

@@ -37,9 +37,9 @@ def compiler_missing(device_type: str) -> str:
 
 def fp8_reason(device_type: str) -> str:
     """Why float8 cannot be tried here ("" when it can): it needs torchao (the fp8 extra)."""
-    from amptui.core.config.modes import Float8
+    from amptui.core.modes.float8 import MODE
 
-    return Float8().missing() or ""
+    return MODE.missing() or ""
 
 
 def float8_emulated(device_type: str) -> str:

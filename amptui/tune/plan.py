@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from amptui.core import figures, safefile, tunenames
-from amptui.core.config import modes
+from amptui.core import figures, modes, safefile, tunenames
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
 from amptui.core.config.presets import find_preset, save_preset
@@ -35,12 +34,12 @@ from amptui.core.safefile import atomic_write_text
 
 def precisions() -> tuple[str, ...]:
     """Tried after fp32 (the reference), in this order: what the precision modes offer tune
-    (core/config/modes.py, `tune_variants`), torchao's float8 apart (tried last: runner.try_float8)."""
-    return tuple(n for n in modes.tune_variants() if Precision.from_variant(n).float8 == "off")
+    (amptui/core/modes/, `tune_variants`), a mode tried last apart (its own trial: runner.try_float8)."""
+    return tuple(n for n in modes.tune_variants() if not Precision.from_variant(n).mode.tune_last)
 
 
 PRECISIONS = precisions()  # ("bf16", "fp16+scaler") with amptui's own modes
-FLOAT8_CANDIDATE = next(n for n in modes.tune_variants() if Precision.from_variant(n).float8 != "off")
+FLOAT8_CANDIDATE = next(n for n in modes.tune_variants() if Precision.from_variant(n).mode.tune_last)
 # --keys names what may vary; the three amp keys all mean "the precision setup".
 KEY_DIMENSIONS = {"amp.autocast": "precision", "amp.dtype": "precision", "amp.grad_scaler": "precision",
                   "run.compile": "compile", "data.batch_size": "batch"}

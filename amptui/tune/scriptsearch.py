@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
-from amptui.core.config import modes
+from amptui.core import modes
 from amptui.core.config.modefacts import SCALER_UNNEEDED, RunFacts
 from amptui.core.config.precision import Precision, narrow, wide
 from amptui.core.config.schema import APPLIED_AMP

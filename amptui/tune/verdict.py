@@ -12,8 +12,7 @@ import statistics
 from typing import Any
 
 from amptui.core import figures
-from amptui.core.config.modes import parse_variant
-from amptui.core.config.precision import narrow, narrow_dtype, wide
+from amptui.core.config.precision import Precision, narrow, narrow_dtype, wide
 from amptui.core.inputbound import input_bound
 from amptui.core.lossgaps import judged_by
 from amptui.tune.plan import BAND_FLOOR, FAILED, MIN_GAIN, STORM_FRACTION, TOO_NOISY, Trial, of_steps
@@ -234,10 +233,10 @@ def explain(trials: list[Trial], winner: Trial | None, needed: float, device_typ
     else:
         parts = []
         applied = str(winner.knobs.get("run.apply_amp") or "")  # a script's tune: AMP applied by amptui
-        applied_as = (parse_variant(applied) if applied else None) or {}  # its Precision fields
-        dtype = str(winner.knobs.get("amp.dtype") or applied_as.get("dtype") or narrow_dtype())
+        applied_as = _applied(applied)
+        dtype = str(winner.knobs.get("amp.dtype") or (applied_as.dtype if applied_as else "") or narrow_dtype())
         if winner.knobs.get("amp.autocast") or applied:
-            if applied_as and not applied_as["scaler"] and narrow(dtype):
+            if applied_as is not None and not applied_as.scaler and narrow(dtype):
                 parts.append(f"{dtype} autocast without a GradScaler: fast half-precision math, and no small "
                              "gradient underflowed far enough to leave fp32's noise band")
             elif wide(dtype):
@@ -278,3 +277,11 @@ def noisy_words(trials: list[Trial], untold: list[Trial]) -> list[str]:
 def listed_names(trials: list[Trial]) -> str:
     names = [t.candidate for t in trials]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _applied(variant: str) -> Precision | None:
+    """The precision amptui applied to a script's loop (run.apply_amp); None: none (or a name no mode knows)."""
+    try:
+        return Precision.from_variant(variant) if variant else None
+    except ValueError:
+        return None

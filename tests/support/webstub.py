@@ -5,12 +5,17 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import ssl
+import subprocess
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Iterator
+
+import pytest
 
 
 class Recording:
@@ -93,3 +98,28 @@ def refusing_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def make_ca_and_server_cert(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA, and a certificate for IP 127.0.0.1 it signed (openssl CLI)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make the stand-in CA")
+    ext = folder / "san.cnf"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+            "-subj", "/CN=stand-in trainer CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+            "-subj", "/CN=127.0.0.1")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.crt", "-days", "1", "-extfile", "san.cnf")
+    return folder / "ca.crt", folder / "server.crt", folder / "server.key"
+
+
+def server_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context

@@ -1,6 +1,6 @@
 """The reduced-precision dtypes amptui can autocast to, as a table (`DTYPES`): a new autocast
 dtype is one `Dtype` entry. No torch here: the trainer maps `Dtype.name` to a torch dtype with
-`getattr(torch, name)`. (How a run uses them, a precision mode, is core/config/modes.py.)"""
+`getattr(torch, name)`. (How a run uses them, a precision mode, is amptui/core/modes/.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class Dtype:
     cpu_flags: tuple[str, ...] = ()  # x86 /proc/cpuinfo flags, any of which computes it natively (else emulated)
     cpu_isa: str = ""              # those instructions in words, for the "emulated on this CPU" notice
     cpu_notice: bool = True        # a launch warns when this CPU emulates it (float16: the autocast mode's
-                                   # own CPU advice says so instead, see modes.Autocast.warnings)
+                                   # own CPU advice says so instead, see core/modes/autocast.py)
     max_finite: float = 0.0        # the largest finite value (range headroom is measured to it)
     smallest_normal: float = 0.0   # below it values lose precision, then underflow to zero
 
@@ -32,9 +32,6 @@ DTYPES: dict[str, Dtype] = {d.name: d for d in (
 FULL = "float32"                      # what runs without autocast
 FULL_DTYPE = Dtype(FULL, "fp32", needs_scaler=False, max_finite=3.4028234663852886e38, smallest_normal=2.0 ** -126)
 REDUCE = "reduce"  # variant suffix: an FSDP policy that reduces gradients in its compute dtype ("bf16+reduce")
-# amp.float8's recipes (torchao), each with its variant name; every one runs on top of bfloat16 autocast
-FLOAT8_RECIPES: dict[str, str] = {"tensorwise": "fp8", "rowwise": "fp8-rowwise", "mxfp8": "mxfp8"}
-FLOAT8_AUTOCAST = "bfloat16"  # the autocast dtype amp.float8's recipes run on top of
 TF32 = "tf32"  # the variant: float32 without autocast, CUDA matmuls and convolutions on TF32 tensor cores
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from amptui.core.config.dtypes import DTYPES, FULL_DTYPE
 from amptui.core.config.schema import SCHEMA, Key
 from amptui.core.errors import ConfigError
+
+_SHORT_DTYPES = {d.short: d.name for d in (*DTYPES.values(), FULL_DTYPE)}  # "bf16" -> "bfloat16", "fp32" -> "float32"
 
 
 def shown_name(name: str) -> str:
@@ -64,6 +67,8 @@ def check_value(dotted: str, value: Any, source: str = "--set") -> Any:
     elif key.type == "list":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad
+    if key.choices is not None and isinstance(value, str) and value not in key.choices:
+        value = _SHORT_DTYPES.get(value, value)  # `--set amp.dtype=bf16`: the short names every table shows
     if key.choices is not None and value not in key.choices:
         raise ConfigError(f"{source}: {dotted} must be one of {', '.join(key.choices)}; got {value!r}")
     if key.minimum is not None and value < key.minimum:

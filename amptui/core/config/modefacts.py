@@ -1,4 +1,4 @@
-"""The plain values a precision mode (core/config/modes.py) is asked about: what the script hooks
+"""The plain values a precision mode (core/modes/) is asked about: what the script hooks
 saw a loop do (`LoopFacts`), what a run is beyond its Precision (`RunFacts`: its device, how it is
 distributed, the dtypes measured slow here), where a config asks for a precision (`Asked`), and
 what a mode answers about a run (`Note`: a warning, with a code each audience words its own way).
@@ -6,7 +6,7 @@ No torch, no Config: the callers (preflight, tune, the script hooks) gather thes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from amptui.core.config.dtypes import narrow, wide, wide_dtype
@@ -18,7 +18,9 @@ class LoopFacts:
 
     autocast: tuple[str, str] | None = None      # the first enabled autocast with gradients on: (device, dtype)
     fsdp_policy: dict[str, str] | None = None    # an FSDP2-sharded model's policy (telemetry/fsdp_policy.py)
-    float8: str | None = None                    # the recipe of the float8 linears found in its models
+    param_dtype: str | None = None               # the dtype of its models' floating-point parameters
+    # what a mode's own look at the models found, by mode name (the recipe of torchao's float8 linears)
+    seen: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,22 @@
-"""Precision as a value: autocast on/off, the autocast dtype, GradScaler on/off (and the FSDP
-policy's reduce dtype, TF32).
+"""Precision as a value: the fields every mode shares (autocast on/off, the compute dtype, the
+GradScaler), the name of the precision mode that owns it, and that mode's own small frozen
+options value (what the mode alone reads: an FSDP policy's reduce dtype, a recipe, ...).
 
 Everything that names a precision (A/B variants, presets' "auto" resolution, the `start`
 record, runs/compare, alarms, doctor, the dashboard) goes through `Precision`; what a value means
-(its names, words, what the trainer applies) is answered by its precision mode
-(core/config/modes.py). A new reduced-precision autocast dtype is one `Dtype` entry in `DTYPES`
+(its names, words, what the trainer applies) is answered by its precision mode (amptui/core/modes/,
+one module per mode). A new reduced-precision autocast dtype is one `Dtype` entry in `DTYPES`
 (core/config/dtypes.py); a new way to train is one mode. No torch here: core stays importable
 without it (the trainer maps `Dtype.name` to a torch dtype with `getattr(torch, name)`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from amptui.core.config import modes
+from amptui.core import modes
 from amptui.core.config.dtypes import (  # noqa: F401 - re-exported: the names every caller imports from here
     DTYPES,
     FULL,
@@ -35,8 +37,14 @@ if TYPE_CHECKING:  # config imports this module (its schema names the dtypes)
     from amptui.core.config.values import Config
 
 
-# the keys a Precision decides ([amp.layers]: per-module precision, what a plan A/B varies)
-PRECISION_KEYS = ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.tf32", "amp.reduce_dtype", "amp.float8", "amp.layers")
+def precision_keys() -> tuple[str, ...]:
+    """The keys a Precision decides ([amp.layers]: per-module precision, what a plan A/B varies):
+    the shared ones, then every mode's own."""
+    return ("amp.autocast", "amp.dtype", "amp.grad_scaler", "amp.mode", "amp.layers",
+            *(k for m in modes.MODES for k in m.keys))
+
+
+PRECISION_KEYS = precision_keys()
 # A run whose precision nobody has seen: a script before its loop's first step (or run with its hooks
 # off): never a config default. Runs lists, JSON and the dashboard say it through `precision_or_unseen`.
 UNSEEN = "not seen"
@@ -52,28 +60,32 @@ class Precision:
     autocast: bool
     dtype: str          # the autocast dtype (kept when autocast is off: the preset still names one)
     scaler: bool
-    tf32: bool = False  # without autocast, amp.tf32 = true: float32 on TF32 tensor cores (CUDA)
-    # dist.mode = "fsdp": the dtype gradients are reduced in, and `autocast`/`dtype` name the
-    # MixedPrecisionPolicy's param_dtype (no autocast context); None: not an FSDP policy
-    reduce: str | None = None
-    float8: str = "off"  # amp.float8: torchao's recipe for the linears (on top of autocast), "off" without
+    mode_name: str = ""  # the precision mode that owns it ("": the plain one, autocast or fp32)
+    options: Any = None  # that mode's own frozen options value (None: it has none)
     # [amp.layers]: (module-name pattern, layer variant), first match wins (core/config/layers.py)
     layers: tuple[tuple[str, str], ...] = ()
     # what the rules did to a built model: (layer variant, how many layers run in it instead of the
     # run's precision), in first-seen order; None: not known yet (no model built), or no rules
     mix: tuple[tuple[str, int], ...] | None = None
 
+    def __post_init__(self) -> None:
+        if not self.mode_name:
+            object.__setattr__(self, "mode_name", "autocast" if self.autocast else "fp32")
+
     def _key(self) -> tuple:
         """What tells two precisions apart: every field, normalised here and only here: without
         autocast the dtype a preset still names is unused (float32 computes)."""
-        return (self.autocast, self.dtype if self.autocast else FULL, self.scaler, self.tf32,
-                self.reduce, self.float8, self.layers, self.mix or None)
+        return (self.autocast, self.reduced, self.scaler, self.mode_name, self.options, self.layers, self.mix or None)
 
     def __eq__(self, other: object) -> bool:  # a float32 run is the same whatever autocast dtype its preset names
         return isinstance(other, Precision) and self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash(self._key())
+
+    def with_shared(self, **fields: Any) -> "Precision":
+        """This value with shared fields changed (autocast, dtype, scaler): what a mode builds on."""
+        return dataclasses.replace(self, **fields)
 
     # --- built from ... ----------------------------------------------------------------------
 
@@ -90,35 +102,32 @@ class Precision:
         scaler = amp.grad_scaler
         if scaler == "auto":
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
-        reduce = getattr(amp, "reduce_dtype", FULL) if cfg.dist.mode == "fsdp" else None
-        said = cls(bool(amp.autocast), dtype, bool(scaler), tf32=amp.tf32 is True, reduce=reduce,
-                   float8=getattr(amp, "float8", "off"), layers=tuple(getattr(amp, "layers", {}).items()))
-        return said.mode.normalise(said)  # what the mode that owns it ignores, dropped
+        base = cls(bool(amp.autocast), dtype, bool(scaler), layers=tuple(getattr(amp, "layers", {}).items()))
+        return modes.from_config(cfg, base)
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
         """"fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler" (any DTYPES short name), and for
         FSDP policies "bf16+reduce" / "fp16+reduce+scaler" (reduce in the compute dtype): any name
         a precision mode knows (modes.MODES); ValueError else."""
-        fields = modes.parse_variant(name)
-        if fields is None:
+        found = modes.parse_variant(name, cls(False, next(iter(DTYPES)), False))
+        if found is None:
             raise ValueError(name)
-        return cls(**fields)
+        return found
 
     @classmethod
     def from_record(cls, value: Any) -> "Precision | None":
         """The `start` record's `precision`: the structured form, or the words older runs wrote."""
         if isinstance(value, Mapping):
             try:
-                dtype = str(value["dtype"])
-                fsdp = value.get("fsdp")
-                reduce = str(fsdp["reduce_dtype"]) if isinstance(fsdp, Mapping) and "reduce_dtype" in fsdp else None
-                float8 = value.get("float8")
-                recipe = str(float8.get("recipe", "off")) if isinstance(float8, Mapping) else "off"
                 rules, mix = _layers_of(value.get("layers"))
-                return cls(bool(value["autocast"]), dtype, bool(value["grad_scaler"]), bool(value.get("tf32", False)),
-                           reduce=reduce, float8=recipe, layers=rules, mix=mix)
-            except (KeyError, TypeError, ValueError):
+                base = cls(bool(value["autocast"]), str(value["dtype"]), bool(value["grad_scaler"]),
+                           layers=rules, mix=mix)
+                named = modes.by_name(str(value.get("mode", "")))
+                asked = [named] if named is not None else list(reversed(modes.MODES))
+                return next((p for m in asked if (p := m.read(value, base)) is not None),
+                            base if named is None else named.own(base))
+            except (KeyError, TypeError, ValueError, AttributeError):
                 return None
         if isinstance(value, str) and value:
             return cls._from_words(value)
@@ -126,28 +135,22 @@ class Precision:
 
     @classmethod
     def _from_words(cls, words: str) -> "Precision | None":
-        """`words` read back: "fp32", "autocast D" or "FSDP P params, R reduce", then any of
-        " + TF32", " + float8 RECIPE", " + GradScaler" (what older runs wrote instead of the dict)."""
-        base, *parts = words.split(" + ")
-        scaler, tf32, recipe = "GradScaler" in parts, "TF32" in parts, "off"
-        mix = []
+        """`words` read back: "fp32", "autocast D", or a mode's own, then " + GradScaler" and a
+        mixed run's layers; each mode reads the rest of its own (what older runs wrote instead of the dict)."""
+        head, *parts = words.split(" + ")
+        scaler = "GradScaler" in parts
+        mix, rest = [], []
         for part in parts:
             if (layer := _read_mix_part(part)) is not None:
                 mix.append(layer)
-            elif part.startswith("float8 "):
-                recipe = part.removeprefix("float8 ")
-            elif part not in ("GradScaler", "TF32"):
-                return None
-        low, dtype, reduce = False, next(iter(DTYPES)), None
-        if base.startswith("FSDP ") and base.endswith(" reduce") and " params, " in base:
-            param, _, reduce = base.removeprefix("FSDP ").removesuffix(" reduce").partition(" params, ")
-            low = param != FULL
-            dtype = param if low else dtype
-        elif base.startswith("autocast "):
-            low, dtype = True, base.removeprefix("autocast ")
-        elif base != "fp32":
-            return None
-        return cls(low, dtype, scaler, tf32=tf32 and not low, reduce=reduce, float8=recipe, mix=tuple(mix) or None)
+            elif part != "GradScaler":
+                rest.append(part)
+        low = head.startswith("autocast ")
+        base = cls(low, head.removeprefix("autocast ") if low else next(iter(DTYPES)), scaler, mix=tuple(mix) or None)
+        found = next((p for m in reversed(modes.MODES) if (p := m.read_words(head, rest, base)) is not None), None)
+        if found is None and not rest and (head == "fp32" or low):
+            return base
+        return found
 
     # --- said as ... -------------------------------------------------------------------------
 
@@ -164,7 +167,7 @@ class Precision:
     @property
     def short(self) -> str:
         """Variant name: fp32, bf16, fp16+scaler (the names `amptui ab` uses); with [amp.layers] the
-        layers in another precision follow: "bf16 + 2 float8 rowwise layers"."""
+        layers in another precision follow: "bf16 + 2 fp8-rowwise layers" (each layer mode's own word)."""
         return _with_layers(self, self.mode.short(self) + ("+scaler" if self.scaler else ""))
 
     @property
@@ -191,12 +194,10 @@ class Precision:
         return self.mode.fsdp_policy(self)
 
     def as_record(self) -> dict[str, Any]:
-        """The `start` record's `precision` field (`tf32` only when asked for; `fsdp`: an FSDP run's policy).
+        """The `start` record's `precision` field (`mode`: the mode's name; the mode's own fields beside).
         Its dtype is what the forward computes in: float32 without autocast (never the preset's unused one)."""
         record: dict[str, Any] = {"autocast": self.autocast, "dtype": self.reduced, "grad_scaler": self.scaler,
-                                  "short": self.short, "words": self.words}
-        if self.tf32:
-            record["tf32"] = True
+                                  "short": self.short, "words": self.words, "mode": self.mode.name}
         if self.layers:
             record["layers"] = {"rules": [list(r) for r in self.layers],
                                 **({"mix": {v: n for v, n in self.mix}} if self.mix is not None else {})}
@@ -225,20 +226,19 @@ def _layers_of(said: Any) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str,
 # --- [amp.layers] in words (the rules themselves: core/config/layers.py) ------------------------------
 
 def layer_variants() -> list[str]:
-    """The variants one layer can take: every mode's variant that is a compute precision of its own
-    (no GradScaler, FSDP reduction or TF32 switch: those stay the run's): fp32, fp16, bf16, fp8, ..."""
-    return [n for m in modes.MODES for n in m.variants()
-            if not (p := Precision.from_variant(n)).scaler and p.reduce is None and not p.tf32]
+    """The variants one layer can take: every variant of a mode that may be a layer's own compute
+    precision (no GradScaler: that stays the run's): fp32, fp16, bf16, fp8, ..."""
+    return [n for m in modes.MODES if m.per_layer for n in m.variants() if not Precision.from_variant(n).scaler]
 
 
 def scope_word(variant: str) -> str:
-    """A layer variant as a mixed run says it: "float8 rowwise", "fp32" (its mode's word)."""
+    """A layer variant as a mixed run says it: "fp32", "bf16" (its mode's word)."""
     p = Precision.from_variant(variant)
     return p.mode.scope_word(p)
 
 
 def _with_layers(p: Precision, base: str) -> str:
-    """A run's name with its layers: "bf16 + 2 float8 rowwise layers"; before the model is built
+    """A run's name with its layers: "bf16 + 2 fp8-rowwise layers" (each layer mode's own word); before the model is built
     (the rules known, not yet what they match): "bf16 + amp.layers"."""
     if p.mix:
         return base + "".join(f" + {n} {scope_word(v)} layer{'s' if n != 1 else ''}" for v, n in p.mix if n)
@@ -246,7 +246,7 @@ def _with_layers(p: Precision, base: str) -> str:
 
 
 def _read_mix_part(part: str) -> tuple[str, int] | None:
-    """One " + " part of a mixed run's words back: "2 float8 rowwise layers" -> ("fp8-rowwise", 2)."""
+    """One " + " part of a mixed run's words back: "2 bf16 layers" -> ("bf16", 2)."""
     count, _, rest = part.partition(" ")
     word = rest.removesuffix("s").removesuffix(" layer")
     if not count.isdigit() or not rest.startswith(word + " layer"):
@@ -257,23 +257,32 @@ def _read_mix_part(part: str) -> tuple[str, int] | None:
 
 def listing(group: str | None = None) -> list[tuple[str, str]]:
     """Every variant the modes offer, with its words, in the order offered: [("fp32", "fp32"),
-    ("bf16", "autocast bfloat16"), ...]; `group` ("", "fsdp", "float8"): only that group's. What
-    help texts and docs list (a new mode's variants follow with no edit)."""
+    ("bf16", "autocast bfloat16"), ...]; `group` ("", or a mode's group, "fsdp"): only that group's.
+    What help texts and docs list (a new mode's variants follow with no edit)."""
     return [(n, Precision.from_variant(n).words) for m in modes.MODES if group is None or m.group == group
             for n in m.variants()]
 
 
 def variant_names() -> list[str]:
-    """fp32, tf32 (CUDA only), then each dtype without and with a GradScaler: the names `--variants`
-    takes on any dist.mode (every mode's but the FSDP-only ones)."""
+    """fp32, tf32 (CUDA only), then each dtype without and with a GradScaler, ...: the names
+    `--variants` takes on any dist.mode (every mode's but those of a group, which need more)."""
     return [n for m in modes.MODES if not m.group for n in m.variants()]
+
+
+def group_variant_names(group: str) -> list[str]:
+    """The variants of the modes of `group` ("fsdp": a policy that also reduces gradients in its compute dtype)."""
+    return [n for m in modes.MODES if m.group == group for n in m.variants()]
 
 
 def fsdp_variant_names() -> list[str]:
     """The FSDP-only variants: a policy that also reduces gradients in its compute dtype."""
-    return [n for m in modes.MODES if m.group == "fsdp" for n in m.variants()]
+    return group_variant_names("fsdp")
 
 
-def float8_variant_names() -> list[str]:
-    """torchao's float8 recipes on top of bf16 autocast: fp8 (tensorwise), fp8-rowwise, mxfp8."""
-    return [n for m in modes.MODES if m.group == "float8" for n in m.variants()]
+def grouped_variants() -> list[tuple[str, list[str]]]:
+    """(what they need, in words; the variants) for each group of modes beyond the plain ones, in offered order."""
+    said: dict[str, list[str]] = {}
+    for m in modes.MODES:
+        if m.group:
+            said.setdefault(m.offered_with or m.group, []).extend(m.variants())
+    return list(said.items())

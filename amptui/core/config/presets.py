@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -104,8 +105,10 @@ def find_preset(ref: str) -> Preset:
     for preset in list_presets():
         if preset.name == ref:
             return preset
-    known = ", ".join(p.name for p in list_presets())
-    raise UserError(f"no preset named {ref!r} (known: {known}; or give a path to a .toml file)")
+    names = [p.name for p in list_presets()]
+    close = difflib.get_close_matches(ref, names, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise UserError(f"no preset named {ref!r}: {hint}(known: {', '.join(names)}; or give a path to a .toml file)")
 
 
 def is_builtin(name: str) -> bool:

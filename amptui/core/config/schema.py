@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Collection, Iterator, Literal, Mapping
 
-from amptui.core.config.dtypes import FLOAT8_RECIPES
+from amptui.core import modes
 from amptui.core.config.precision import DTYPES, auto_dtype
+from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,27 @@ class DtypeChoices:
 
     def __repr__(self) -> str:
         return repr(tuple(self))
+
+
+class ModeChoices:
+    """amp.mode's legal values: "auto" and every precision mode only its name picks, read from the
+    registry when asked (amptui/core/modes/), so a new mode needs no edit here."""
+
+    @staticmethod
+    def _names() -> tuple[str, ...]:
+        return ("auto", *(m.name for m in modes.MODES if m.chosen_by_name))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._names()
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
 
 
 # run.apply_amp's values: "" (the script as written) and the autocast variants amptui can apply.
@@ -174,6 +196,12 @@ class AmpConfig:
                      DtypeChoices())
     grad_scaler: bool | Literal["auto"] = key(
         "auto", f"torch.amp.GradScaler; auto means on exactly when autocast runs in {_SCALED}.", type="auto|bool")
+    mode: str = key("auto", "The precision mode: auto is the one amp.autocast, amp.tf32, amp.float8 and dist.mode "
+                    "say; else a mode of its own, by name (`amptui ab --help` lists every mode's variants).",
+                    ModeChoices())
+    stochastic_round: bool = key(False, "amp.mode = \"pure\": the optimizer's update computed in float32 and rounded "
+                                 "stochastically into the parameters' dtype, so an update smaller than their last "
+                                 "bit survives on average (optim.name adamw or adam).")
     init_scale: float = key(65536.0, "GradScaler: initial loss scale.", minimum=0.0)
     growth_factor: float = key(2.0, "GradScaler: scale multiplier after growth_interval clean steps.", minimum=1.0)
     backoff_factor: float = key(0.5, "GradScaler: scale multiplier on inf/NaN (the step is skipped).", minimum=0.0)
@@ -196,6 +224,9 @@ class AmpConfig:
                                     "(fnmatch on the names model.named_modules() gives; first match wins; a module no "
                                     "pattern matches runs as its parent, the model as the rest of [amp] says). Variants: "
                                     "fp32, fp16, bf16, fp8, fp8-rowwise, mxfp8. amptui's trainer only (not scripts).")
+    autopilot: Mapping[str, Any] = key({}, "[amp.autopilot]: the precision autopilot, off by default: mode = "
+                                       "\"advise\" (say what it would do) or \"act\" (switch precision at a checkpoint, "
+                                       "exactly as a resume would), and each rule's thresholds (docs/autopilot.md).")
 
 
 @dataclass(frozen=True)

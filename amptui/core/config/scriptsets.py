@@ -8,6 +8,7 @@ it, records it and names the run. So a script run takes the keys that say how am
   TensorBoard scalars, into MLflow);
 - numerics.every, numerics.depth: range headroom sampled on the script's model; numerics.plan_every:
   `amptui plan --script`'s per-linear probes;
+- amp.autopilot: the precision autopilot, which for a script only advises (docs/autopilot.md);
 - run.apply_amp: the precision amptui applies to the script's fp32 loop (`amptui ab --script
   --variants`; telemetry/scripthooks/applyamp.py);
 - dist.mode ("none", or "ddp"/"fsdp": the script started once per rank under torchrun; which of
@@ -26,11 +27,11 @@ from typing import Any, Mapping
 from amptui.core.errors import UserError
 
 SCRIPT_SETTABLE = ("run.name", "run.description", "log.every", "log.tensorboard", "log.mlflow", "numerics.every",
-                   "numerics.depth", "numerics.plan_every", "run.apply_amp", "dist.mode", "dist.nproc_per_node", "dist.nnodes", "dist.node_rank",
+                   "numerics.depth", "numerics.plan_every", "run.apply_amp", "amp.autopilot", "dist.mode", "dist.nproc_per_node", "dist.nnodes", "dist.node_rank",
                    "dist.rdzv_endpoint", "dist.max_restarts")
 SCRIPT_DIST_MODES = ("none", "ddp", "fsdp")  # ddp and fsdp both mean: under torchrun
 SETTABLE_WORDS = ("run.name, run.description, log.every, log.tensorboard, log.mlflow, numerics.every, numerics.depth, "
-                  "run.apply_amp, dist.*")
+                  "run.apply_amp, amp.autopilot, dist.*")
 
 # Why a key is not a script run's, by key and then by section; each says what to do instead.
 _WHY = {

@@ -6,7 +6,7 @@ Its config.toml keeps [run] (name, script, device; apply_amp when amptui applied
 `ab --script --variant NAME` it ran as; max_steps, `plan --script`'s
 length), the precision the loop was seen to train in
 ([amp]: autocast, and its dtype only when it was on; grad_scaler, and the scaler's settings only
-when one was on; amp.reduce_dtype for an FSDP2 policy), how it was launched ([dist]), how often it records
+when one was on; amp.reduce_dtype for an FSDP2 policy; amp.mode for a mode only its name picks), how it was launched ([dist]), how often it records
 ([log]) and, when on, its range sampling ([numerics]); reading it back fills the rest with
 defaults, which nothing uses for a script.
 
@@ -56,18 +56,23 @@ def script_sections(cfg: "Config", precision_seen: bool = True) -> dict[str, dic
         out["numerics"].pop("plan_every", None)
     if not out["numerics"].get("every") and not out["numerics"].get("plan_every"):
         del out["numerics"]
+    if values.get("amp", {}).get("mode", "auto") != "auto":  # a mode only its name picks (a model cast to bfloat16)
+        out["amp"]["mode"] = values["amp"]["mode"]
     if out["dist"].get("mode") == "fsdp" and "reduce_dtype" in values.get("amp", {}):
         out["amp"]["reduce_dtype"] = values["amp"]["reduce_dtype"]
     if not precision_seen:
         del out["amp"]
+    if values.get("amp", {}).get("autopilot"):  # [amp.autopilot]: what the hooks advise (docs/autopilot.md)
+        out.setdefault("amp", {})["autopilot"] = dict(values["amp"]["autopilot"])
     return out
 
 
 def precision_seen(raw: Mapping[str, Any]) -> bool:
     """Does a run's config.toml (as parsed, before defaults fill it) say a precision? Not for a
     script run whose loop has not shown it yet (no [amp]: see the module doc)."""
-    run = raw.get("run")
-    return not (isinstance(run, Mapping) and run.get("script")) or isinstance(raw.get("amp"), Mapping)
+    run, amp = raw.get("run"), raw.get("amp")
+    return not (isinstance(run, Mapping) and run.get("script")) or \
+        (isinstance(amp, Mapping) and any(key != "autopilot" for key in amp))  # [amp.autopilot] alone: said before
 
 
 def keys_said(raw: Mapping[str, Any]) -> frozenset[str] | None:

@@ -21,7 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from amptui.core import safefile
-from amptui.core.config import layers
+from amptui.core.config import autopilot, layers
 from amptui.core.config.keychecks import check_range, check_value, schema_key, shown_name
 from amptui.core.config.schema import (
     SCHEMA,
@@ -193,6 +193,7 @@ def _check_combinations(cfg: Config, source: str) -> None:
     """Rules across keys that need no hardware knowledge (those live in launch.preflight)."""
     model, data, dist, debug = cfg.model, cfg.data, cfg.dist, cfg.debug
     layers.check_rules(cfg.amp.layers, source)
+    autopilot.parse(cfg.amp.autopilot, source)
     if problem := notify_url_problem(cfg.log.notify_url):
         raise ConfigError(f"{source}: log.notify_url {problem}")
     if model.name == "alexnet" and data.img_size < 63 and not model.factory:

@@ -12,8 +12,8 @@ from amptui.core.config.precision import (
     TF32,
     Precision,
     auto_dtype,
-    float8_variant_names,
     fsdp_variant_names,
+    grouped_variants,
     variant_names,
 )
 from amptui.core.errors import UserError
@@ -53,8 +53,8 @@ def chosen_label(name: str, seen: str) -> str:
 
 
 def known_variants() -> list[str]:
-    """Every name --variants takes: the plain ones, the FSDP policies', torchao's float8 recipes."""
-    return variant_names() + fsdp_variant_names() + float8_variant_names()
+    """Every name --variants takes: the plain ones, then each group's (the FSDP policies', torchao's recipes)."""
+    return variant_names() + [n for _, names in grouped_variants() for n in names]
 
 
 def default_variants(device_type: str) -> list[str]:
@@ -133,8 +133,6 @@ def variants_help() -> str:
     """Every name --variants takes, for `amptui ab --help`: read from the precision modes, so a new
     mode's variants are listed the day it is added."""
     said = ", ".join(variant_names())
-    if fsdp := fsdp_variant_names():
-        said += f"; with dist.mode=fsdp also {', '.join(fsdp)}"
-    if float8 := float8_variant_names():
-        said += f"; with the fp8 extra (torchao) also {', '.join(float8)}"
+    for needs, names in grouped_variants():
+        said += f"; {needs} also {', '.join(names)}"
     return said

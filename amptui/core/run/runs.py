@@ -225,6 +225,12 @@ class RunInfo:
     extra: dict[str, Any] = field(default_factory=dict)
     dist: dict[str, Any] | None = None             # mode, world_size, FSDP policy (core/distribution.py)
     script_line: str = ""                          # a script run: its file and arguments ("train.py --lr 0.1")
+    nonfinite: str = ""                            # its loss went inf/NaN: why, in a few words (RunState.nonfinite)
+
+    @property
+    def status_shown(self) -> str:
+        """The run lists' status cell: the status, marked when the run's loss went inf/NaN ("completed NaN")."""
+        return f"{self.status} NaN" if self.nonfinite else self.status
 
     @property
     def precision_label(self) -> str:
@@ -309,6 +315,8 @@ def load_run(path: Path, own_lock: bool = False, sessions: SessionIndex | None =
         info.precision, info.precision_words = state.precision.short, state.precision.words
     if applied and info.precision not in ("", "fp32"):  # who chose it: amptui, not the script ("bf16 applied")
         info.precision += " applied"
+    if state.switches:  # the autopilot changed it mid-run: its segments
+        info.precision = info.precision_words = state.segments
     if not own_lock and not alive and not state.ended:
         alive, since = writer_alive(path, launch)  # a session that began while the events were read
     end_t = (state.end or {}).get("t") or 0
@@ -332,6 +340,7 @@ def _take_state(info: RunInfo, state: RunState, launched: float | None) -> None:
         info.dist = distribution.with_start(info.dist, state.start)
     info.step, info.epoch = state.step, state.epoch
     info.final_loss, info.val_acc = state.final_loss, state.val_acc
+    info.nonfinite = state.nonfinite
     info.duration_s = state.clock.seconds()
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 from amptui.core.config.precision import Precision
 from amptui.core.figures import StepWindows, final_loss
 from amptui.core.inputbound import DataWait
-from amptui.core.records import END, End, Epoch, Record, Scaler, Start, Step, WarningRecord, as_record
+from amptui.core.records import END, End, Epoch, PrecisionSwitch, Record, Scaler, Start, Step, WarningRecord, as_record
 
 WARNINGS_KEPT = 10
 
@@ -124,6 +124,7 @@ class RunState:
     clock: RunClock = field(default_factory=RunClock)
     recent: deque[tuple[float, int]] = field(default_factory=deque)  # (t, step) of the last ETA_WINDOW_S
     timed: StepWindows = field(default_factory=StepWindows)  # the step records' windows (core.figures)
+    switches: list[dict[str, Any]] = field(default_factory=list)  # the autopilot's precision_switch records
 
     # --- what it says -------------------------------------------------------------------------
 
@@ -141,13 +142,34 @@ class RunState:
         return self.end is not None
 
     @property
+    def segments(self) -> str:
+        """The run's precision as its segments ("fp16+scaler -> bf16 at step 1200"); "" without a switch."""
+        from amptui.core.autopilot import segments
+
+        return segments(self.switches)
+
+    @property
     def precision_words(self) -> str:
-        return self.precision.words if self.precision is not None else self.precision_said
+        """In words; a run the autopilot switched: its segments ("fp16+scaler -> bf16 at step 1200")."""
+        return self.segments or (self.precision.words if self.precision is not None else self.precision_said)
 
     @property
     def final_loss(self) -> float | None:
         """See core.figures: the one definition every view shows."""
         return final_loss(self.end, self.loss)
+
+    @property
+    def nonfinite(self) -> str:
+        """Why an ended run's loss cannot be trusted, in a few words ("" when it can): its loss went
+        inf/NaN (the end record's nonfinite_step), or the GradScaler skipped every step it took."""
+        end = self.end or {}
+        step = end.get(END.nonfinite_step)
+        skipped, steps = end.get(END.skipped_total), end.get(END.steps)
+        if isinstance(skipped, int) and isinstance(steps, int) and 0 < steps <= skipped:
+            return "every step skipped (inf/NaN)"
+        if isinstance(step, int) and not isinstance(step, bool):
+            return f"loss inf/NaN from step {step}"
+        return ""
 
     @property
     def compiled(self) -> bool:
@@ -278,6 +300,10 @@ class RunState:
     def _on_scaler(self, rec: Scaler) -> None:
         self.scaler_seen = True
 
+    def _on_switch(self, rec: PrecisionSwitch) -> None:
+        if isinstance(rec.step, int):
+            self.switches.append(rec.wire)
+
     def _on_warning(self, rec: WarningRecord) -> None:
         self.warnings.append(str(rec.message or ""))
         self.warning_codes.add(str(rec.code or ""))
@@ -298,7 +324,7 @@ class RunState:
 # one handler per kind; a kind without one changes nothing here (mem, checkpoint, numerics: views' own)
 HANDLERS: dict[type[Record], Callable[[Any, Any], None]] = {
     Start: RunState._on_start, Step: RunState._on_step, Epoch: RunState._on_epoch, Scaler: RunState._on_scaler,
-    WarningRecord: RunState._on_warning, End: RunState._on_end,
+    WarningRecord: RunState._on_warning, End: RunState._on_end, PrecisionSwitch: RunState._on_switch,
 }
 
 

@@ -38,7 +38,15 @@ class PanelView:
         return [t for t, _ in kept], [y for _, y in kept]
 
     def figure(self, lines: list[Line], **kwargs) -> Figure:
-        return Figure(lines, x_unit=self.x_unit, x_range=self.x_range, **kwargs)
+        return Figure(lines, x_unit=self.x_unit, x_range=self.x_range, marks=self.switch_marks(), **kwargs)
+
+    def switch_marks(self) -> tuple[float, ...]:
+        """Where the autopilot switched the run's precision, on the shared x axis (marked on every panel)."""
+        steps = [float(rec["step"]) for rec in self.model.run.switches]
+        if self.x_unit == "step" or not steps:
+            return tuple(steps)
+        kx, ky = self.model.time_s.points()
+        return tuple(t for t in interpolate(steps, kx, ky) if t is not None)
 
 
 def shared_x_range(model: RunModel, x_unit: str, held: list[Series]) -> tuple[float, float] | None:

@@ -40,13 +40,14 @@ class Figure:
     x_unit: str = "step"  # "step" or "seconds"
     x_range: tuple[float, float] | None = None  # shared with the other panels; else the data's own
     y_range: tuple[float, float] | None = None  # forced (e.g. a band around zero); else the data's
+    marks: tuple[float, ...] = ()  # x positions marked with a vertical line: the autopilot's precision switches
 
     def key(self) -> tuple:
         """What a redraw depends on: each line's length, ends and label, the options, and the words
         shown with nothing to draw (they change while the lines stay empty)."""
         return (tuple((len(line.xs), line.xs[0] if line.xs else None, line.xs[-1] if line.xs else None,
                        line.ys[-1] if line.ys else None, line.label, line.marker) for line in self.lines),
-                self.log2_ticks, self.legend, self.y_unit, self.x_unit, self.x_range, self.y_range, self.empty)
+                self.log2_ticks, self.legend, self.y_unit, self.x_unit, self.x_range, self.y_range, self.empty, self.marks)
 
 
 def _finite(values: Sequence[float]) -> list[float]:
@@ -105,6 +106,9 @@ class MetricPlot(PlotextPlot):
                 pts = _thin(pts, max(2, (self.size.width - 10) // 3))
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
             (plt.scatter if line.scatter else plt.plot)(xs, ys, **kwargs)
+        for x in fig.marks:
+            if x_lo <= x <= x_hi:
+                plt.vline(x, "magenta")
         self._x_axis(fig, x_lo, x_hi)
         self._y_axis(fig, [y for _, pts in visible for _, y in pts])
         return super().render()

@@ -33,7 +33,7 @@ def short_ids(run_ids: list[str]) -> dict[str, str]:
 
 def matches(r: RunInfo, words: list[str], group: str = "") -> bool:
     """The filter: every word is found in the preset, status, precision (with "fsdp"/"ddp"), A/B group or id."""
-    hay = " ".join((r.preset, trust.mark(r.code, r.code_given_here), r.status, r.precision_label, group,
+    hay = " ".join((r.preset, trust.mark(r.code, r.code_given_here), r.status_shown, r.precision_label, group,
                     r.run_id)).lower()
     return all(w in hay for w in words)
 
@@ -133,7 +133,7 @@ class RunTable(DataTable):
     def _cells(self, r: RunInfo) -> list:
         group = self.groups.get(r.run_id, "")
         return [self._mark_cell(r.run_id), Text(self._short.get(r.run_id, r.run_id), style="bold"),
-                Text(group, style="magenta"), Text(r.status, style=STATUS_STYLE.get(r.status, "")),
+                Text(group, style="magenta"), Text(r.status_shown, style="bold red" if r.nonfinite else STATUS_STYLE.get(r.status, "")),
                 preset_cell(r), precision_cell(r), progress_text(r),
                 fmt_duration(r.duration_s)]
 

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from amptui.core.config import modes
+from amptui.core import modes
 from amptui.core.config import values as cfgmod
 from amptui.core.config.keychecks import check_value
 from amptui.core.config.precision import Precision
@@ -53,7 +53,8 @@ TOGGLES: tuple[Toggle, ...] = (
     Toggle("amp.autocast", "autocast", "switch"),
     Toggle("amp.grad_scaler", "GradScaler", "select", (("auto", "auto"), ("on", True), ("off", False))),
     Toggle("amp.dtype", "dtype", "select", _choices("amp.dtype")),
-    Toggle("amp.float8", "float8", "select", _choices("amp.float8")),  # torchao's linears (the fp8 extra)
+    # a row for each precision mode that has one (a recipe to pick), from the registry
+    *(Toggle(m.toggle, m.name, "select", _choices(m.toggle)) for m in modes.MODES if m.toggle),
     Toggle("dist.mode", "parallel", "select", _choices("dist.mode")),
     Toggle("run.device", "device", "select", _choices("run.device")),
     Toggle("dist.nproc_per_node", "nproc", "input"),
@@ -80,13 +81,18 @@ def variant_of(cfg: cfgmod.Config, device_type: str, offered: list[str]) -> str:
 
 
 def variant_keys(variant: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The keys that make `variant`, as (the rows' values, the keys no row shows): float8 off
-    unless it names a recipe, TF32 off for plain float32."""
+    """The keys that make `variant`, as (the rows' values, the keys no row shows): each mode's row
+    at its default unless the variant sets it, TF32 off for plain float32."""
     p = Precision.from_variant(variant)
-    keys = {"amp.float8": "off", **p.overrides()}
+    keys = {**{m.toggle: _default(m.toggle) for m in modes.MODES if m.toggle}, **p.overrides()}
     if not p.autocast:
         keys.setdefault("amp.tf32", False)
     return {k: v for k, v in keys.items() if k in BY_KEY}, {k: v for k, v in keys.items() if k not in BY_KEY}
+
+
+def _default(key: str) -> Any:
+    section, name = key.split(".")
+    return cfgmod.SCHEMA[section][name].default
 
 
 def parse_text(key: str, text: str) -> Any:
@@ -160,6 +166,9 @@ def _cuda_visible() -> bool:
     return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
 
 
+NARROW_BELOW = 40  # panel columns under which the toggles go one label and value a row (both pairs: 2 x (11 + 8))
+
+
 class TogglesPanel(Vertical):
     """Holds the values of the current preset plus what the user changed."""
 
@@ -195,6 +204,9 @@ class TogglesPanel(Vertical):
         yield WordLine(id="toggle-summary")
         yield Static(id="toggle-speed")  # a slow precision here, or auto falling back to float32
         yield Static(id="toggle-error")
+
+    def on_resize(self, event: Any) -> None:
+        self.query_one("#toggle-grid").set_class(event.size.width < NARROW_BELOW, "narrow")
 
     def load(self, cfg: cfgmod.Config) -> None:
         """Show a preset's values."""

@@ -30,6 +30,16 @@ def install(run_dir: Path) -> ScriptSession:
     return session
 
 
+def _forked() -> None:
+    """A child the script forked records nothing: its parent writes the run's records and its end."""
+    for session in _ACTIVE:
+        session.forked_child()
+    _ACTIVE.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def active() -> ScriptSession | None:
     """The session recording this process, if the hooks are in and no Monitor took over."""
     _ACTIVE[:] = [s for s in _ACTIVE if not (s.handed_over or s.ended)]

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from amptui.core.config import modes
+from amptui.core import modes
 from amptui.telemetry.float8_numerics import float8_layers
 from amptui.telemetry.fsdp_policy import first_policy
 
@@ -42,7 +42,7 @@ class AutocastSeen:
 def precision_overrides(seen: AutocastSeen, scaler: Any | None) -> dict[str, Any]:
     """The preset keys (dotted) that say what the loop did: amp.autocast, amp.dtype,
     amp.grad_scaler, and the scaler's own settings when it has one."""
-    out: dict[str, Any] = modes.Autocast().detect(modes.LoopFacts(autocast=seen.first))
+    out: dict[str, Any] = modes.detect(modes.LoopFacts(autocast=seen.first))
     enabled = scaler is not None and bool(scaler.is_enabled())
     out["amp.grad_scaler"] = enabled
     if scaler is not None and enabled:
@@ -55,7 +55,18 @@ def precision_overrides(seen: AutocastSeen, scaler: Any | None) -> dict[str, Any
 def loop_overrides(seen: AutocastSeen, scaler: Any | None, models: list[torch.nn.Module]) -> dict[str, Any]:
     """`precision_overrides`, and what every precision mode reads from the loop's models: for a
     model the loop sharded with FSDP2 its policy (dist.mode "fsdp"; a reduced param_dtype is the
-    dtype it computes in, no autocast needed)."""
-    float8 = next((layers[0][2] for layers in map(float8_layers, models) if layers), None)  # torchao's linears
-    facts = modes.LoopFacts(autocast=seen.first, fsdp_policy=first_policy(models), float8=float8)
+    dtype it computes in, no autocast needed), the dtype its parameters are kept in, and the
+    recipe of torchao's linears in it."""
+    recipe = next((layers[0][2] for layers in map(float8_layers, models) if layers), None)
+    facts = modes.LoopFacts(autocast=seen.first, fsdp_policy=first_policy(models), param_dtype=param_dtype(models),
+                            seen={"float8": recipe} if recipe else {})
     return {**precision_overrides(seen, scaler), **modes.detect(facts)}
+
+
+def param_dtype(models: list[torch.nn.Module]) -> str | None:
+    """The dtype of the first floating-point parameter of the loop's models (None: none has one)."""
+    for model in models:
+        for p in model.parameters():
+            if p.is_floating_point():
+                return str(p.dtype).removeprefix("torch.")
+    return None

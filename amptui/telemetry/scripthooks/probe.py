@@ -10,6 +10,7 @@ import json
 import os
 from typing import TYPE_CHECKING
 
+from amptui.core import safefile
 from amptui.core.config.scriptsets import PROBE_ENV
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def report(session: Session, path: str, stepped: bool) -> None:
         "backward_calls": session.steps.losses_seen,
     }
     try:
-        with open(path, "w", encoding="utf-8") as out:
+        with safefile.open_file(path, "x") as out:  # a new file in the probe's own folder, never through a link
             json.dump(seen, out)
     finally:
         os._exit(0)

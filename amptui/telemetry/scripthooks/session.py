@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.modefacts import SCALER_UNNEEDED, RunFacts
+from amptui.core.config.modefacts import SCALER_UNNEEDED, SLOW_ON_CPU, RunFacts
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
 from amptui.core.events import EventWriter, events_file
@@ -34,7 +34,9 @@ from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
+from amptui.core.turns import Turns
 from amptui.telemetry import Recorder, ddp
+from amptui.telemetry.autopilot import CODE, Autopilot
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -43,6 +45,7 @@ from amptui.telemetry.scripthooks.loopshape import LoopShape
 from amptui.telemetry.scripthooks.models import NamedParams, optimizer_params, script_models
 from amptui.telemetry.scripthooks.patches import Patches, model_forward_hook
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
+from amptui.telemetry.scripthooks.replaycause import LastForward, replay_cause
 from amptui.telemetry.scripthooks.scalerhooks import ScalerWatch
 from amptui.telemetry.scripthooks.stephooks import StepWatch
 from amptui.telemetry.scripthooks.underflow import FlushCheck
@@ -66,14 +69,23 @@ class ScriptSession:
         self.stop_file = str(folder.stop)
         self.recorder = Recorder(EventWriter(events_file(run_dir, rank), rank), rank, world_size)
         self.off = self.started = self.handed_over = self.stop_sent = self.ended = False
+        self.forked = False  # this process is a fork of the script's: it records nothing (forked_child)
         self._next_stop_check = 0.0
         self.models: list[torch.nn.Module] = []
         self._model_hooks: list[Any] = []
+        self.last_forward = LastForward()  # the first model's last training inputs, weakly (replaycause.py)
+        self.replaying = False  # that forward running again: no hook of the loop's takes it for the loop's
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
+        self.autopilot: Autopilot | None = None  # [amp.autopilot], once the precision is seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
+        # `ab --script --interleave`: the script trains only in its turn (core/turns.py), handed on at
+        # each step record, as the trainer does; the first wait is before its first line runs
+        self.turns = Turns.from_env() if world_size == 1 else None
+        if self.turns is not None:
+            self.turns.wait(lambda: os.path.exists(self.stop_file))
         self.seen = AutocastSeen()
         self.steps = StepWatch(self)
         self.scaling = ScalerWatch(self)
@@ -156,17 +168,31 @@ class ScriptSession:
         recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
                        epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
                        parameters=sum(p.numel() for p in optimizer_params(steps.optimizers)) or None,
-                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code)
+                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code,
+                       interleaved=True if self.turns is not None else None)
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
         if recorder.scaler_enabled and any(note.code == SCALER_UNNEEDED for note in  # the mode's rule, the hooks' words
                                            precision.mode.warnings(precision, RunFacts(script=True))):
             self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
+        if recorder.device is not None and recorder.device.type == "cpu" and precision.autocast:
+            self._slow_on_cpu(precision)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
+        self.autopilot = Autopilot.of(cfg.amp, precision, recorder.device)  # advises only: the loop is the script's
+
+    def _slow_on_cpu(self, precision: Precision) -> None:
+        """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
+        with this CPU's measured rates where doctor cached them), in a script's words."""
+        from amptui.machine.dtype_speed import slow_dtypes
+
+        facts = RunFacts(device="cpu", script=True, slow=slow_dtypes("cpu"))
+        for note in precision.mode.warnings(precision, facts):
+            if note.code == SLOW_ON_CPU:
+                self.warn("slow_on_cpu", note.text.replace("(amp.autocast=false)", "(the loop without autocast)"))
 
     def finish_step(self) -> None:
         steps, loop = self.steps, self.loop
@@ -198,12 +224,23 @@ class ScriptSession:
             self._stop()
         if step % self.log_every == 0:
             self.write_step()
+            self.take_turn()
             if ddp.any_rank(os.path.exists(self.stop_file), recorder.active_meter.device, self.world_size):
                 self._stop()
         elif self.world_size == 1 and time.monotonic() >= self._next_stop_check:
             self._next_stop_check = time.monotonic() + STOP_CHECK_S
             if os.path.exists(self.stop_file):
                 self._stop()
+
+    def take_turn(self) -> None:
+        """`ab --script --interleave`: hand the turn on at a step record and wait for it again, off
+        the step clock and out of the machine-load window (the others' steps are not this run's)."""
+        if self.turns is None or not self.turns.on:
+            return
+        self.turns.pass_on()
+        with self.recorder.paused("turn"):
+            self.turns.wait(lambda: os.path.exists(self.stop_file))
+        self.recorder.machine_load.restart()
 
     def _stop(self) -> None:
         """`amptui stop`: leave the script at this step (a KeyboardInterrupt it may catch to save)."""
@@ -212,10 +249,17 @@ class ScriptSession:
 
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
-        self.recorder.write_step()
+        record = self.recorder.write_step()
+        if self.autopilot is not None:  # advice only: the loop is the script's
+            decision, said = self.autopilot.observe(record)
+            if decision is not None:
+                self.warn(CODE, decision.advice(self.autopilot.precision.short, own_loop=True))
+            if said:
+                self.warn(CODE + "_held", said)
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
-            self.recorder.triage_by_sampling(self.models[0], self.reduced)
+            if not replay_cause(self, self.recorder.counters.step):  # else: sample the next steps' ranges
+                self.recorder.triage_by_sampling(self.models[0], self.reduced)
 
     def end_epoch(self) -> None:
         if self.started and self.loop.steps_in_epoch:
@@ -228,6 +272,8 @@ class ScriptSession:
 
     def end(self, status: str, error: BaseException | ErrorInfo | None = None) -> None:
         """The run's last records (from the bootstrap, as the script ends)."""
+        if self.forked:
+            return
         if self.handed_over or self.off:
             self.remove()
             if self.off and self.started:  # recording broke mid-run: the run still gets its end
@@ -255,6 +301,8 @@ class ScriptSession:
 
     def remove(self) -> None:
         self.ended = True
+        if self.turns is not None:  # the other variants go on taking turns without this one
+            self.turns.retire()
         self.patches.remove()
         if self.applied is not None:
             self.applied.remove()
@@ -263,6 +311,14 @@ class ScriptSession:
         self._model_hooks = []
         if self.recorder.numerics is not None:
             self.recorder.numerics.cancel()  # a sampled step the script never finished: no hooks stay
+
+    def forked_child(self) -> None:
+        """In a child the script forked (os.fork, multiprocessing's fork), right after the fork: the
+        parent records the run, so every hook here stands down (`off`: not even the hooks' lock is
+        taken, which another thread of the parent may have held as it forked) and nothing is
+        written, neither steps nor the end. Only flags: nothing else is safe in a forked child."""
+        self.forked = self.off = True
+        self.recorder.writer, self.recorder.sinks = None, []  # nothing written, nothing mirrored
 
     def hand_over(self) -> None:
         """The script made an amptui.Monitor: it records the run; the hooks stand down."""
@@ -327,6 +383,10 @@ class ScriptSession:
 
     @guarded
     def model_forward(self, module, args, kwargs) -> None:
+        if self.replaying:
+            return
+        if module is self.models[0] and torch.is_grad_enabled():
+            self.last_forward.keep(args, kwargs)
         self.loop.model_forward(module, args, kwargs)
 
     @guarded
@@ -339,6 +399,8 @@ class ScriptSession:
 
     @guarded
     def autocast_entered(self, device_type, dtype) -> None:
+        if self.replaying:
+            return
         if self.applied is not None and not self.applied.own:
             refuse(f"torch.autocast({str(device_type)!r}, dtype={dtype})")
         self.seen.autocast_entered(device_type, dtype)

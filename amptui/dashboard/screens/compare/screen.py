@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
 from amptui.core import compare as cmp
-from amptui.core import comparenotes, runsummary
+from amptui.core import comparenotes, comparestep, runsummary
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown
@@ -46,6 +46,9 @@ def numerics_notes(summaries: Sequence[runsummary.RunSummary]) -> Text:
     memory = comparenotes.memory_note(list(summaries), brief=True)
     if memory:
         text.append(("\n" if text else "") + shown(memory))
+    noisy = comparestep.noisy_note(list(summaries))  # the table's "too noisy to tell": why, and what to do
+    if noisy:
+        text.append(("\n" if text else "") + shown(noisy))
     if any(s.numerics.records for s in summaries):
         head = "narrowest range headroom "
         for i, s in enumerate(summaries):
@@ -212,8 +215,9 @@ class CompareScreen(DashboardScreen):
             marker = "braille" if i == 0 else MARKERS[(i - 1) % len(MARKERS)]
             lines.append(Line(xs, ys, label=label, color=COLORS[i % len(COLORS)],
                               marker=marker, scatter=i > 0, sparse=i > 0))
+        marks = tuple(sorted({float(rec["step"]) for s in summaries for rec in s.switches}))  # autopilot switches
         self.query_one("#compare-plot", MetricPlot).update_figure(
-            Figure(lines, empty="no loss records", x_range=x_range))
+            Figure(lines, empty="no loss records", x_range=x_range, marks=marks))
         band, gaps = loss_gaps(summaries)
         gap_lines: list[Line] = []
         if x_range is not None and gaps:
@@ -225,7 +229,7 @@ class CompareScreen(DashboardScreen):
         top = max([band, *(abs(g) for gap in gaps for g in gap.gaps)], default=band) or 1.0
         self.query_one("#compare-gap", MetricPlot).update_figure(
             Figure(gap_lines, empty="one run: nothing to set against", x_range=x_range, legend=False,
-                   y_range=(-top, top)))
+                   y_range=(-top, top), marks=marks))
         box = self.query_one("#compare-gap-box")
         # each run's share of steps inside the band, then the band: "2: 100%, 3: 87% in ±0.0912";
         # a band too wide for the loss says why instead of a true, useless 100%: a short run's still
@@ -259,7 +263,7 @@ class CompareScreen(DashboardScreen):
             return text
         notes = ([f"runs differ in more than precision: {', '.join(self.differ)}"] if self.differ else [])
         notes += [n for n in (comparenotes.steps_note(self.summaries), comparenotes.tf32_baseline_note(self.summaries), comparenotes.headroom_note(self.summaries),
-                              comparenotes.memory_note(self.summaries)) if n]
+                              comparenotes.memory_note(self.summaries), comparestep.noisy_note(self.summaries)) if n]
         return "\n\n".join([text, *notes, comparenotes.TIMING_NOTE])
 
     def action_export(self, fmt: str) -> None:

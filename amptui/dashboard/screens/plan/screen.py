@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
+from amptui.core.fmt import shown
 from amptui.core.plan import FLOAT8, RECIPES, SQNR_FIELDS
 from amptui.dashboard.screens.base import DashboardScreen
 from amptui.dashboard.screens.keys import named
@@ -38,14 +39,14 @@ def cell(value: float | None) -> Text:
 
 def heat_map(layers: list[dict[str, Any]]) -> Text:
     """One row per layer, one column per recipe: its lowest SQNR in dB, coloured low hot."""
-    width = max([len(str(x.get("name", ""))) for x in layers] + [5])
+    width = max([len(shown(x.get("name", ""))) for x in layers] + [5])
     text = Text("SQNR (dB) against float32, lowest of output and gradients\n", style="bold")
     text.append(" " * (width + 1) + "".join(f"{HEAT_NAMES.get(r, r):^8}" for r in RECIPES) + "\n")
     for layer in layers:
-        text.append(f"{str(layer.get('name', ''))[:width]:<{width}} ")
+        text.append(f"{shown(layer.get('name', ''))[:width]:<{width}} ")
         for recipe in RECIPES:
             text.append_text(cell(lowest((layer.get("recipes") or {}).get(recipe))))
-        text.append(f"  {layer.get('choice', '')}\n")
+        text.append(f"  {shown(layer.get('choice', ''))}\n")
     return text
 
 
@@ -59,8 +60,8 @@ class PlanScreen(DashboardScreen):
     def compose(self) -> ComposeResult:
         doc = self.doc
         device = (doc.get("device") or {}).get("name", "?")
-        yield Static(Text(f"plan of {doc.get('preset', '?')} for {device} (run {doc.get('run_id', '?')}, "
-                          f"{doc.get('samples', 0)} sampled steps)", style="bold"), id="plan-title")
+        yield Static(Text(shown(f"plan of {doc.get('preset', '?')} for {device} (run {doc.get('run_id', '?')}, "
+                                f"{doc.get('samples', 0)} sampled steps)"), style="bold"), id="plan-title")
         with VerticalScroll():
             yield DataTable(id="plan-table", cursor_type="row", zebra_stripes=True)
             yield Static(heat_map(self.plan_layers()), id="plan-heat")
@@ -81,18 +82,18 @@ class PlanScreen(DashboardScreen):
             heads = [h for h in (fp16.get("headroom_forward"), fp16.get("headroom_grad")) if isinstance(h, (int, float))]
             gains = [g for r in FLOAT8 if isinstance(g := (recipes.get(r) or {}).get("predicted_speedup"), (int, float))]
             share = layer.get("flops_share")
-            table.add_row(str(layer.get("name", "")), f"{100 * share:.0f}%" if isinstance(share, (int, float)) else "-",
+            table.add_row(shown(layer.get("name", "")), f"{100 * share:.0f}%" if isinstance(share, (int, float)) else "-",
                           f"{shape.get('m')}x{shape.get('k')}x{shape.get('n')}",
                           _db((recipes.get("bf16") or {}).get("sqnr_db")), f"{min(heads):.0f}b" if heads else "-",
                           *(_db(lowest(recipes.get(r))) for r in FLOAT8),
-                          f"{max(gains):.2f}x" if gains else "-", str(layer.get("choice", "")))
+                          f"{max(gains):.2f}x" if gains else "-", shown(layer.get("choice", "")))
 
     def words(self) -> Text:
         doc = self.doc
         text = Text()
         for layer in self.plan_layers():
-            text.append(f"{layer.get('name')}: ", style="bold")
-            text.append(f"{layer.get('reason', '')}\n")
+            text.append(shown(f"{layer.get('name')}: "), style="bold")  # a plan's file: names from a user's model
+            text.append(shown(layer.get("reason", "")) + "\n")
         speedup, risk = doc.get("predicted_speedup"), doc.get("risk") or {}
         float8 = doc.get("float8_layers", 0)
         line = f"\n{float8} of {len(self.plan_layers())} linears in float8"
@@ -100,7 +101,7 @@ class PlanScreen(DashboardScreen):
             line += f"; the step predicted {speedup:.2f}x as fast as all-bf16"
         if isinstance(risk.get("lowest_sqnr_db"), (int, float)):
             line += f"; risk: lowest kept SQNR {risk['lowest_sqnr_db']:.1f} dB ({risk.get('layer')})"
-        text.append(line + ". Speed-ups are predictions from the GPU's roofline; numerics measured on the "
+        text.append(shown(line) + ". Speed-ups are predictions from the GPU's roofline; numerics measured on the "
                     "machine that ran the plan.")
         return text
 

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from amptui.core import safefile
 from amptui.core.errors import UserError
+from amptui.core.fmt import shown
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.widgets.scrollhint import show_columns_hint, show_rows_hint
@@ -115,7 +116,8 @@ class TuneScreen(DashboardScreen):
         preset = result.get("preset") or self.preset
         parts = [f" · {words}", f" · {result['device_name']}" if result.get("device_name") else "",
                  f" · budget {result['budget_s'] / 60:g} min" if result.get("budget_s") else ""]
-        return Text.assemble(("tune", "bold"), (f" {preset}" if preset else "", "bold"), *parts)
+        return Text.assemble(("tune", "bold"), (shown(f" {preset}") if preset else "", "bold"),  # a tune file's words
+                             *(shown(part) for part in parts))
 
     def _show(self, result: dict[str, Any] | None) -> None:
         title = self.query_one("#tune-title", Static)
@@ -125,7 +127,7 @@ class TuneScreen(DashboardScreen):
                 self.error = error
                 title.update(self._title("did not start"))
                 box = self.query_one("#tune-error", Static)
-                box.update(Text(error, style="bold red"))
+                box.update(Text(shown(error), style="bold red"))
                 box.display = True
                 self.query_one("#tune-explain", Static).update(refusal_words(self.log_path))
                 self.refresh_bindings()
@@ -145,7 +147,7 @@ class TuneScreen(DashboardScreen):
         row = table.cursor_row
         table.clear()
         for i, (cells, style) in enumerate(report.rows(result)):
-            table.add_row(*(Text(c, style=style) for c in cells), key=f"{i}")
+            table.add_row(*(Text(shown(c), style=style) for c in cells), key=f"{i}")
         if row is not None and 0 <= row < table.row_count:
             table.move_cursor(row=row)
         self._explain(result)
@@ -172,7 +174,7 @@ class TuneScreen(DashboardScreen):
             lines = report.lines(result)
             hint = report.save_hint(result, "s")
             lines += [hint] if hint else []
-        self.query_one("#tune-explain", Static).update(Text("\n".join(lines)))  # its words are data, not markup
+        self.query_one("#tune-explain", Static).update(Text(shown("\n".join(lines), newlines=True)))  # data, not markup
 
     def _log_error(self) -> str:
         """The one-line error of a tune that refused to start (bad toggles, no data, ...)."""

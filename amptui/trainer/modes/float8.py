@@ -1,5 +1,5 @@
 """amp.float8: torchao's float8 training on the model's linears (the float8 precision mode's
-conversion, core/config/modes.py names it).
+conversion; the mode itself: amptui/core/modes/float8.py).
 
 Which linears convert follows torchtitan: an nn.Linear whose in and out features divide by 16
 (32 for MXFP8: a scale per 32 values), not the model's first or last linear (the embedding side
@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from amptui.core.config.dtypes import FLOAT8_RECIPES
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
-from amptui.trainer.runtime import Conversion, ModeRuntime, register
+from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
+from amptui.core.modes.float8 import recipe_of as run_recipe
+from amptui.trainer.modes.base import Conversion, ModeRuntime, register
 
 if TYPE_CHECKING:
     from amptui.trainer.layers import LayerScope
@@ -60,6 +61,9 @@ class Float8Conversion(Conversion):
     emulated: bool               # no float8 GEMM on this device: torchao emulates (numerics real, speed not)
     all_gather: bool = False     # FSDP2 all-gathers tensorwise weights in float8: scales precomputed each step
     bias_after: tuple[str, ...] = ()  # MXFP8 linears whose bias amptui adds after torchao's GEMM (which drops it)
+
+    def variants(self) -> dict[str, str]:
+        return {name: FLOAT8_RECIPES[recipe] for name, recipe in self.layers.items()}
 
     @property
     def converted(self) -> int:
@@ -109,14 +113,22 @@ class Float8Runtime(ModeRuntime):
         return convert(model, precision, cfg, device, scope)
 
     def converts(self, model: nn.Module, precision: Precision, cfg: Config, device: torch.device) -> dict[str, str]:
-        if precision.float8 == "off":
+        if run_recipe(precision) == "off":
             return {}
-        chosen, _ = choose(model, precision.float8, list(cfg.amp.float8_skip), native(precision.float8, device))
+        recipe = run_recipe(precision)
+        chosen, _ = choose(model, recipe, list(cfg.amp.float8_skip), native(recipe, device))
         return {name: FLOAT8_RECIPES[recipe] for name, recipe in chosen.items()}
 
     def after_optimizer_step(self, model: nn.Module, done: Conversion | None) -> None:
         if isinstance(done, Float8Conversion) and done.all_gather:
             precompute_scales(model)  # the weights' float8 scales for the next all-gather
+
+
+def ruled_recipe(scope: LayerScope, name: str) -> str | None:
+    """A linear's float8 recipe by its [amp.layers] rule: "off" when a rule keeps it out of float8,
+    None when no rule names it (the run's amp.float8 decides)."""
+    variant = scope.variant_of(name)
+    return None if variant is None else run_recipe(Precision.from_variant(variant))
 
 
 def choose(model: nn.Module, recipe: str, skip: list[str], hardware: bool,
@@ -128,7 +140,7 @@ def choose(model: nn.Module, recipe: str, skip: list[str], hardware: bool,
     chosen: dict[str, str] = {}
     kept: dict[str, str] = {}
     for i, (name, m) in enumerate(linears):
-        ruled = scope.recipe_of(name) if scope is not None else None
+        ruled = ruled_recipe(scope, name) if scope is not None else None
         wanted = ruled if ruled is not None else recipe
         if wanted == "off":
             if recipe != "off" and ruled is not None:
@@ -150,7 +162,7 @@ def choose(model: nn.Module, recipe: str, skip: list[str], hardware: bool,
 def convert(model: nn.Module, precision: Precision, cfg: Config, device: torch.device,
             scope: LayerScope | None = None) -> Float8Conversion:
     """Swap the chosen linears for torchao's float8 ones, each with its recipe, in place."""
-    recipe = precision.float8
+    recipe = run_recipe(precision)
     natives = {r: native(r, device) for r in ALIGN}
     chosen, kept = choose(model, recipe, list(cfg.amp.float8_skip), natives.get(recipe, False), scope)
     sharded = precision.fsdp_policy is not None

@@ -1,5 +1,5 @@
-"""A precision mode's behaviour in the trainer: a `ModeRuntime` per mode, registered under the
-mode's name (core/config/modes.py's `PrecisionMode.name`) with `@register`. It converts the model
+"""A precision mode's behaviour in the trainer: a `ModeRuntime` per mode, in a module of this
+package, registered under the mode's name (amptui/core/modes/, `PrecisionMode.name`) with `@register`. It converts the model
 before training (returning a `Conversion`: what it did, typed), acts after each optimizer step, and
 gives the run's start notes. A mode without a runtime needs nothing of the trainer beyond what its
 Precision says (the autocast dtype, the GradScaler, an FSDP policy).
@@ -30,6 +30,10 @@ class Conversion(ABC):
     def note(self, device: torch.device) -> str:
         """The run's warning line at the start: what converted, and how."""
 
+    def variants(self) -> dict[str, str]:
+        """Each layer it converted -> the layer variant it computes in now ([amp.layers]' labels and counts)."""
+        return {}
+
 
 class ModeRuntime:
     """The trainer side of one precision mode; every hook a no-op unless the mode needs it."""
@@ -50,6 +54,10 @@ class ModeRuntime:
         """The layers `convert` would change for the run's own precision (without [amp.layers]), each
         with the variant it then computes in: what a mixed run's rules are counted against."""
         return {}
+
+    def optimizer(self, cfg: Config, params: list[nn.Parameter], precision: Precision) -> torch.optim.Optimizer | None:
+        """The optimizer this mode steps the parameters with; None: the preset's own (trainer/optim.py)."""
+        return None
 
     def after_optimizer_step(self, model: nn.Module, done: Conversion | None) -> None:
         """After each optimizer step (before zero_grad)."""

@@ -1,0 +1,99 @@
+"""`[amp.autopilot]`: the precision autopilot's settings (off by default). A table of keys checked
+here against `KEYS` (type, default, meaning), so a preset's mistake names the key like any other.
+
+    [amp.autopilot]
+    mode = "act"            # "off" | "advise" (say what act would do) | "act" (switch at a checkpoint)
+    scale_floor = 1.0       # rule scale_collapse: the GradScaler's scale below this ...
+    floor_steps = 50        # ... for this many optimizer steps, or
+    skip_limit = 20         # ... this many skipped steps ...
+    skip_window = 100       # ... within this many steps, after the first clean one (calibration is not counted)
+
+Rules (docs/autopilot.md): `scale_collapse`, float16 + GradScaler -> bfloat16 where bfloat16 is fast.
+No torch here: the rules themselves are core/autopilot.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from amptui.core.errors import ConfigError
+
+KEY = "amp.autopilot"
+MODES = ("off", "advise", "act")
+RULES = ("scale_collapse",)  # the rules built so far (issue 54 names five; docs/autopilot.md says which)
+
+
+@dataclass(frozen=True)
+class Autopilot:
+    mode: str = "off"
+    rules: tuple[str, ...] = RULES
+    # scale_collapse. The defaults are what tests/test_autopilot.py shows: scaler-lab's calibration from 2**32
+    # (32 backoffs in a row, then clean steps) and a healthy float16 run never reach them; a float16 run whose
+    # forward overflows every step does, 50 steps after its scale fell below 1.
+    scale_floor: float = 1.0
+    floor_steps: int = 50
+    skip_limit: int = 20
+    skip_window: int = 100
+
+    @property
+    def on(self) -> bool:
+        return self.mode != "off"
+
+    @property
+    def acts(self) -> bool:
+        return self.mode == "act"
+
+
+_DOCS = {
+    "mode": "off; advise: say what act would do (a script's run always only advises); act: switch at a checkpoint",
+    "rules": f"the rules that may fire, of {', '.join(RULES)}",
+    "scale_floor": "scale_collapse: a GradScaler scale below this ...",
+    "floor_steps": "... for this many optimizer steps fires the rule",
+    "skip_limit": "scale_collapse: this many skipped steps ...",
+    "skip_window": "... within this many optimizer steps (after the first clean step) fires the rule",
+}
+
+
+def parse(table: object, source: str) -> Autopilot:
+    """The table as settings; a ConfigError naming `amp.autopilot.KEY` for an unknown key or a bad value."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{source}: {KEY} must be a table ([amp.autopilot] with mode = \"advise\" or \"act\")")
+    default = Autopilot()
+    values: dict[str, Any] = {}
+    for name, value in table.items():
+        where = f"{source}: {KEY}.{name}"
+        if name not in _DOCS:
+            raise ConfigError(f"{source}: unknown key '{KEY}.{name}' (known: {', '.join(_DOCS)})")
+        values[name] = _checked(name, value, getattr(default, name), where)
+    return Autopilot(**values)
+
+
+def _checked(name: str, value: Any, default: Any, where: str) -> Any:
+    if name == "mode":
+        if value not in MODES:
+            raise ConfigError(f"{where} must be one of {', '.join(MODES)}; got {value!r}")
+        return value
+    if name == "rules":
+        if not isinstance(value, list) or any(rule not in RULES for rule in value):
+            raise ConfigError(f"{where} must be a list of rule names, of {', '.join(RULES)}; got {value!r}")
+        return tuple(value)
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ConfigError(f"{where} must be a number > 0, got {value!r}")
+    return float(value)
+
+
+def of(cfg_amp: Any) -> Autopilot:
+    """The settings of a checked config's [amp] (its table passed `parse` when the config was built)."""
+    return parse(getattr(cfg_amp, "autopilot", {}) or {}, KEY)
+
+
+def documented() -> dict[str, tuple[Any, str]]:
+    """{key: (default, meaning)} for docs and `presets show`."""
+    default = Autopilot()
+    return {f.name: (getattr(default, f.name), _DOCS[f.name]) for f in fields(Autopilot)}

@@ -1,0 +1,135 @@
+"""The precision autopilot in amptui's trainer: `[amp.autopilot]`'s rules (core/autopilot.py) read
+each step record; when one fires, `act` switches the run's precision at a checkpoint, exactly as a
+resume from that checkpoint with the new precision set by hand would continue:
+
+    the checkpoint is written (and kept as checkpoints/switch-stepN.pt), the training state is built
+    again for the new precision (state.build_state) and the checkpoint restored into it
+    (resume.restore): the same model, optimizer, lr schedule, RNG and data position; the GradScaler's
+    state is dropped when leaving float16 (a disabled scaler loads nothing).
+
+`advise` writes what `act` would do as a warning and changes nothing. The keys a switch set are kept in
+every later checkpoint (`autopilot`), so `amptui resume` continues in the new precision.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from amptui.core import autopilot as rules
+from amptui.core import checkpoints as info
+from amptui.core.config import autopilot as settings_of
+from amptui.core.config.precision import Precision
+from amptui.core.config.values import Config
+from amptui.core.records import PrecisionSwitch, Step
+from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
+from amptui.telemetry.autopilot import CODE
+from amptui.telemetry.autopilot import Autopilot as Rules
+from amptui.telemetry.notify import notify
+
+if TYPE_CHECKING:
+    from amptui.trainer.loop import Trainer
+
+
+
+def switched_keys(run_dir: Path) -> dict[str, Any]:
+    """The keys earlier switches set, as the last checkpoint keeps them ({} when none): a resumed run
+    continues in the precision its autopilot chose. From last.json (no torch), else last.pt."""
+    folder = RunFolder(run_dir)
+    described = info.read_info(folder.checkpoints)
+    if described is not None and isinstance(described.get("autopilot"), dict):
+        return dict(described["autopilot"])
+    if described is not None or not folder.checkpoints.joinpath(CHECKPOINT_FILE).is_file():
+        return {}
+    from amptui.trainer import checkpoint
+
+    saved = checkpoint.load(folder.checkpoints)
+    keys = saved.get("autopilot") if isinstance(saved, dict) else None
+    return dict(keys) if isinstance(keys, dict) else {}
+
+
+def resumed_config(run_dir: Path, base: Config) -> tuple[Config, dict[str, Any]]:
+    """(the config a resumed run trains with, the keys earlier switches set): config.toml's with them."""
+    keys = switched_keys(run_dir)
+    return (base.with_overrides(keys, source="autopilot") if keys else base), keys
+
+
+class Autopilot:
+    """One run's autopilot, built with its training state; `None` from `of` when off."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        self.settings = settings_of.of(trainer.cfg.amp)
+        self.pending: rules.Decision | None = None
+        self.pilot = self._pilot()
+
+    @classmethod
+    def of(cls, trainer: Trainer) -> Autopilot | None:
+        on = settings_of.of(trainer.cfg.amp).on and not trainer.dist.enabled  # one process: see docs/autopilot.md
+        return cls(trainer) if on else None
+
+    def _pilot(self) -> Rules:
+        return Rules(self.settings, self.trainer.state.precision, self.trainer.state.device)
+
+    def observe(self, record: Step | None) -> None:
+        """A step record just written: a rule that fires is acted on at once (`act`, see `due`) or said."""
+        if record is None or self.pending is not None:
+            return
+        decision, said = self.pilot.observe(record)
+        if said:
+            self.trainer.warn(said, code=CODE)
+        if decision is None:
+            return
+        if self.settings.acts:
+            self.pending = decision
+        else:
+            self.trainer.warn(decision.advice(self.trainer.state.precision.short), code=CODE)
+
+    def due(self) -> bool:
+        return self.pending is not None
+
+    def switch(self) -> None:
+        """Switch to the pending decision's precision at a checkpoint of this step (see the module doc)."""
+        from amptui.trainer.recording import attach_state
+        from amptui.trainer.resume import restore
+        from amptui.trainer.state import build_state
+
+        t, decision = self.trainer, self.pending
+        assert decision is not None
+        self.pending = None
+        before, before_values = t.state.precision, t.cfg.flat()
+        t.switched.update(decision.to)  # in the checkpoint: a resume from it, or a later one, goes on switched
+        t.checkpointed_step = -1        # written even where this step's checkpoint is (it lacks the keys)
+        t.save_checkpoint()
+        kept = keep_checkpoint(t.run_dir, t.progress.step)
+        t.cfg = t.base_cfg.with_overrides(t.switched, source="autopilot")
+        t.state = build_state(t.cfg, t.dist, t.state.device, t.log)
+        restore(t.run_dir, t.base_cfg, t.state, t.progress, lambda *a, **k: None)  # said by the record instead
+        attach_state(t.recorder, t.cfg, t.state)
+        t.recorder.last_scale = None
+        after = t.state.precision
+        t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to),
+                                         to=_said(after, decision.to, decision.to), rule=decision.rule,
+                                         why=decision.why, evidence=decision.evidence, checkpoint=str(kept)))
+        t.log(decision.done(before.short, t.progress.step))
+        notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
+        self.pilot = self._pilot()
+
+
+def _said(precision: Precision, values: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
+    return {"precision": precision.words, "short": precision.short, "keys": {k: values.get(k) for k in keys}}
+
+
+def keep_checkpoint(run_dir: Path, step: int) -> Path:
+    """last.pt as it is now, kept as switch-stepN.pt beside it: the checkpoint the switch resumed from (a
+    hard link: free until the next checkpoint replaces last.pt; a copy where links are refused)."""
+    folder = RunFolder(run_dir).checkpoints
+    target = folder / f"switch-step{step}.pt"
+    target.unlink(missing_ok=True)
+    try:
+        os.link(folder / CHECKPOINT_FILE, target, follow_symlinks=False)
+    except OSError:
+        shutil.copyfile(folder / CHECKPOINT_FILE, target, follow_symlinks=False)
+    return target

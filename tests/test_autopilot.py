@@ -1,0 +1,151 @@
+"""The precision autopilot's settings and rules (issue 54), in process: [amp.autopilot] is off by default
+and checked like any key; rule scale_collapse fires on a collapsing float16 run's records and not on a
+healthy GradScaler's calibration; `runs` shows a switched run's precision as its segments."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from support.cli import one_clear_line
+from support.dashboard import async_test, settled
+from support.records import events
+from textual.app import App
+
+from amptui.core.autopilot import Pilot, segments
+from amptui.core.config import autopilot, values
+from amptui.core.errors import ConfigError
+from amptui.dashboard.widgets.plot import Figure, Line, MetricPlot
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SCALER_LAB = FIXTURES / "runs" / "20261121-231557-scaler-lab-058d"   # float16 from init_scale 2**32: healthy
+NUMERICS_LAB = next((FIXTURES / "numerics").iterdir())               # float16 whose forward overflows every step
+
+
+def steps(run: Path) -> list[dict]:
+    return [r for r in events(run) if r["kind"] == "step"]
+
+
+def fed(pilot: Pilot, records: list[dict]):
+    return next((d for d in map(pilot.observe, records) if d is not None), None)
+
+
+def test_autopilot_is_off_by_default_and_its_keys_are_checked():
+    assert autopilot.of(values.build_config({}).amp).mode == "off"
+    cfg = values.build_config({"amp": {"autopilot": {"mode": "act", "floor_steps": 5}}})
+    assert autopilot.of(cfg.amp) == autopilot.Autopilot(mode="act", floor_steps=5)
+    for table, said in (({"mod": "act"}, "unknown key 'amp.autopilot.mod'"),
+                        ({"mode": "always"}, "amp.autopilot.mode must be one of off, advise, act"),
+                        ({"floor_steps": 0}, "amp.autopilot.floor_steps must be an integer >= 1"),
+                        ({"scale_floor": -1}, "amp.autopilot.scale_floor must be a number > 0"),
+                        ({"rules": ["promote"]}, "amp.autopilot.rules must be a list of rule names")):
+        with pytest.raises(ConfigError, match=said):
+            values.build_config({"amp": {"autopilot": table}}, source="p.toml")
+
+
+def test_a_bad_autopilot_key_is_one_line_naming_it(cli):
+    proc = cli("run", "quickstart", "--set", "amp.autopilot={mode=\"always\"}")
+    assert "amp.autopilot.mode" in one_clear_line(proc)
+
+
+def test_the_defaults_let_a_healthy_scalers_calibration_and_backoffs_be():
+    """scaler-lab: 2**32 calibrated down in 14 backoffs, then a backoff every few growths (37 skips in
+    256 steps): the defaults (below 1 for 50 steps, or 20 skips in 100 after the first clean step) never fire."""
+    pilot = Pilot(autopilot.Autopilot(mode="act"), narrow_scaled=True)
+    records = steps(SCALER_LAB)
+    assert records[-1]["skipped_total"] >= 30
+    assert fed(pilot, records) is None and pilot.held_back is None
+
+
+def test_a_collapsing_float16_run_fires_once_the_scale_stayed_below_the_floor():
+    """numerics-lab in float16: every step overflows, the scale halves each step and is below 1 from
+    step 17; with floor_steps = 20 the rule fires at the 20th step below 1, with the scale history."""
+    pilot = Pilot(autopilot.Autopilot(mode="act", floor_steps=20), narrow_scaled=True)
+    decision = fed(pilot, steps(NUMERICS_LAB))
+    assert decision is not None and decision.rule == "scale_collapse"
+    below = next(r["step"] for r in steps(NUMERICS_LAB) if r["scale"] < 1)
+    assert decision.step == below + 19
+    assert decision.to == {"amp.dtype": "bfloat16", "amp.grad_scaler": False}
+    assert decision.why.startswith("the scale stayed below 1 for 20 steps")
+    assert decision.evidence["scale_history"][-1] == [decision.step, steps(NUMERICS_LAB)[decision.step - 1]["scale"], 1]
+    assert decision.advice("fp16+scaler") == (
+        f"autopilot: would switch fp16+scaler -> bf16 at step {decision.step}: {decision.why} "
+        "(--set amp.dtype=bfloat16 --set amp.grad_scaler=false)")
+    assert fed(pilot, steps(NUMERICS_LAB)) is None  # once
+
+
+def test_skips_count_after_the_first_clean_step_only():
+    rule = autopilot.Autopilot(mode="act", skip_limit=3, skip_window=10, floor_steps=1000)
+    calibration = [{"step": n, "scale": 2.0 ** (20 - n), "skipped": 1} for n in range(1, 10)]
+    pilot = Pilot(rule, narrow_scaled=True)
+    assert fed(pilot, calibration) is None  # nine skips in a row before any clean step: calibration
+    later = [{"step": 10, "scale": 2048.0, "skipped": 0}] + [
+        {"step": n, "scale": 1024.0, "skipped": 1} for n in (11, 12, 13)]
+    decision = fed(pilot, later)
+    assert decision is not None and decision.step == 13 and decision.why.startswith("3 steps skipped in the last 10")
+
+
+def test_where_bfloat16_is_slow_the_rule_says_so_and_does_not_switch():
+    pilot = Pilot(autopilot.Autopilot(mode="act", floor_steps=20), narrow_scaled=True, wide_fast=False)
+    assert fed(pilot, steps(NUMERICS_LAB)) is None
+    assert pilot.held_back is not None and "bfloat16 is slow on this device" in pilot.held_back
+
+
+def test_only_a_float16_run_with_a_scaler_has_the_rule():
+    pilot = Pilot(autopilot.Autopilot(mode="act", floor_steps=1), narrow_scaled=False)
+    assert fed(pilot, steps(NUMERICS_LAB)) is None
+
+
+def switch_record(step: int, before: str, after: str) -> dict:
+    return {"v": 1, "kind": "precision_switch", "t": 1.0, "rank": 0, "step": step, "rule": "scale_collapse",
+            "from": {"short": before}, "to": {"short": after}, "why": "", "evidence": {}, "checkpoint": ""}
+
+
+def test_segments_name_each_precision_and_the_step_it_began():
+    assert segments([]) == ""
+    assert segments([switch_record(1200, "fp16+scaler", "bf16")]) == "fp16+scaler -> bf16 at step 1200"
+
+
+def test_runs_shows_a_switched_runs_precision_as_its_segments(cli, runs_dir):
+    run = runs_dir / SCALER_LAB.name
+    shutil.copytree(SCALER_LAB, run)
+    with (run / "events.jsonl").open("a") as fh:  # as if its autopilot had switched at step 120
+        fh.write(json.dumps(switch_record(120, "fp16+scaler", "bf16")) + "\n")
+    table = cli("runs", check=True).stdout
+    assert "fp16+scaler -> bf16 at step 120" in table
+    listed = json.loads(cli("runs", "--format", "json", check=True).stdout)
+    assert listed[0]["precision"] == "fp16+scaler -> bf16 at step 120"
+
+
+class PlotApp(App):
+    def compose(self):
+        yield MetricPlot(id="plot")
+
+
+@async_test
+async def test_every_plot_marks_the_switch_with_a_vertical_line():
+    """A Figure's marks (the run screen's panels and the compare plots pass the switches' steps) draw a
+    line down the plot at that step: a column that is drawn in on (nearly) every row of the frame."""
+    xs = list(range(1, 101))
+    app = PlotApp()
+    async with app.run_test(size=(60, 16)) as pilot:
+        plot = app.query_one(MetricPlot)
+        drawn = []
+        for marks in ((), (50.0,)):
+            plot.update_figure(Figure([Line(xs, [1.0 + x / 100 for x in xs])], x_range=(1, 100), marks=marks))
+            await settled(pilot)
+            drawn.append(plot.render().plain.splitlines())
+        plain, marked = drawn
+
+        def full_columns(lines):
+            top = next(i for i, line in enumerate(lines) if "┌" in line)
+            bottom = next(i for i, line in enumerate(lines) if "└" in line)
+            left, right = lines[top].index("┌"), lines[top].index("┐")
+            rows = lines[top + 1:bottom]
+            return [c for c in range(left + 1, right) if sum(line[c] == "│" for line in rows) >= len(rows) - 1]
+
+        assert not full_columns(plain)
+        (column,) = full_columns(marked)
+        assert abs(column - len(marked[0]) // 2) < 6  # step 50 of 1..100: the middle of the plot

@@ -1,0 +1,121 @@
+"""The precision autopilot acting (issue 54), with real trainer processes: autopilot-lab's float16 run
+collapses, switches to bfloat16 at a checkpoint and completes; its losses after the switch are, bit
+for bit, those of the same run resumed by hand from the switch's checkpoint in bfloat16; `advise`
+changes nothing. bfloat16 counts as fast here through a pinned rate cache (rule 1 acts only where it
+is), so nothing depends on this CPU's bfloat16 speed: the model is 64 wide and runs 50 steps."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.cli import amptui
+from support.machine import cpu_rates_here
+from support.records import events, only_run
+from support.waits import wait_until
+from support.webstub import recording
+
+from amptui.core.config import values
+
+pytestmark = pytest.mark.slow
+
+SHORT = ("--set", "run.max_steps=50")
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+@pytest.fixture
+def bf16_fast(tmp_path, monkeypatch):
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.2)
+
+
+def losses_after(run, step: int) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in events(run) if r["kind"] == "step" and r["step"] > step}
+
+
+def test_a_collapsing_float16_run_switches_to_bf16_exactly_as_a_hand_resume(bf16_fast, runs_dir, tmp_path):
+    with recording() as hook:  # log.notify_url: one message for the switch
+        amptui("run", "autopilot-lab", *SHORT, "--set", f"log.notify_url=\"{hook.url}/hook\"", check=True)
+        wait_until(lambda: hook.requests, 30, "the switch's notification")
+    sent = [r["body"].decode() for r in hook.requests]
+    assert len(sent) == 1 and "switched fp16+scaler -> bf16 at step" in sent[0], sent
+    run = only_run(runs_dir)
+    records = events(run)
+    switches = [r for r in records if r["kind"] == "precision_switch"]
+    assert len(switches) == 1, switches
+    switch = switches[0]
+    at = switch["step"]
+    assert switch["rule"] == "scale_collapse" and switch["from"]["short"] == "fp16+scaler"
+    assert switch["to"]["short"] == "bf16" and switch["to"]["keys"] == {"amp.dtype": "bfloat16",
+                                                                         "amp.grad_scaler": False}
+    assert switch["evidence"]["scale_history"][-1][0] == at and 0 < at < 50
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+    after = [r for r in records if r["kind"] == "step" and r["step"] > at]
+    assert after and all(r["scale"] is None and r["skipped"] == 0 for r in after)  # the scaler is gone
+    assert f"fp16+scaler -> bf16 at step {at}" in amptui("runs", check=True).stdout
+
+    # by hand: the switch's checkpoint, config.toml set to bfloat16 without a GradScaler, resumed
+    hand = tmp_path / "hand" / run.name
+    (hand / "checkpoints").mkdir(parents=True)
+    shutil.copyfile(switch["checkpoint"], hand / "checkpoints" / "last.pt")
+    cfg = values.build_config(values.read_toml(run / "config.toml")).with_overrides(
+        {"amp.dtype": "bfloat16", "amp.grad_scaler": False, "amp.autopilot": {}, "log.notify_url": ""})
+    (hand / "config.toml").write_text(values.to_toml(cfg.to_dict()))
+    subprocess.run([sys.executable, "-m", "amptui.trainer", str(hand), "--resume"], check=True,
+                   capture_output=True, timeout=600)
+    assert [r["status"] for r in events(hand) if r["kind"] == "end"] == ["completed"]
+    assert losses_after(run, at) == losses_after(hand, at)  # bit for bit: JSON keeps a float exactly
+    assert len(losses_after(run, at)) == 50 - at
+
+
+def test_advise_changes_nothing_and_says_what_act_would_do(bf16_fast, runs_dir):
+    amptui("run", "autopilot-lab", *SHORT, "--set", "amp.autopilot={mode=\"advise\",floor_steps=20}", check=True)
+    amptui("run", "autopilot-lab", *SHORT, "--set", "amp.autopilot={}", check=True)
+    advised, plain = sorted(runs_dir.iterdir(), key=lambda p: events(p)[0]["t"])
+    assert not [r for r in events(advised) if r["kind"] == "precision_switch"]
+    said = [r["message"] for r in events(advised) if r["kind"] == "warning" and r.get("code") == "autopilot"]
+    assert len(said) == 1 and said[0].startswith("autopilot: would switch fp16+scaler -> bf16 at step "), said
+    assert losses_after(advised, 0) == losses_after(plain, 0)
+
+
+def test_a_watched_script_gets_advice_and_nothing_else(bf16_fast, runs_dir):
+    """fp16_overflow.py: an unmodified float16 loop whose forward overflows on every step. amptui does not
+    own its loop, so even mode = "act" only advises: the script's output and losses are those of the
+    same script run without the autopilot, and stderr says what to change in the loop."""
+    script = str(SCRIPTS / "fp16_overflow.py")
+    advised = amptui("run", "--script", script, "--set", "log.every=1",
+                     "--set", "amp.autopilot={mode=\"act\",floor_steps=10}", check=True)
+    plain = amptui("run", "--script", script, "--set", "log.every=1", check=True)
+    first, second = sorted(runs_dir.iterdir(), key=lambda p: events(p)[0]["t"])
+    said = [r["message"] for r in events(first) if r["kind"] == "warning" and r.get("code") == "autopilot"]
+    assert len(said) == 1 and said[0].startswith("autopilot: would switch fp16+scaler -> bf16 at step "), said
+    assert "torch.autocast(..., dtype=torch.bfloat16), no GradScaler" in said[0]
+    assert f"warning: {said[0]}" in advised.stdout + advised.stderr  # amptui's lines; the script's: output.log
+    assert not [r for r in events(first) if r["kind"] == "precision_switch"]
+    assert "autopilot" not in plain.stdout + plain.stderr
+    script_lines = [[line for line in (run / "output.log").read_text().splitlines() if not line.startswith("[amptui]")]
+                    for run in (first, second)]
+    assert script_lines[0] == script_lines[1]
+    assert losses_after(first, 0) == losses_after(second, 0) and len(losses_after(first, 0)) == 30
+
+
+def test_a_resume_after_the_switch_goes_on_in_the_new_precision(bf16_fast, runs_dir):
+    """The switch's checkpoint holds the keys it set: a run that fails after the switch resumes from it
+    in bfloat16 (no second switch, no GradScaler), though config.toml still says float16."""
+    failed = amptui("run", "autopilot-lab", *SHORT, "--set", "debug.fail_at_step=45")
+    assert failed.returncode != 0
+    run = only_run(runs_dir)
+    (at,) = [r["step"] for r in events(run) if r["kind"] == "precision_switch"]
+    assert at < 45
+    config = run / "config.toml"
+    config.write_text(config.read_text().replace("fail_at_step = 45", "fail_at_step = 0"))
+    amptui("resume", run.name, check=True)
+    records = events(run)
+    assert [r["kind"] for r in records].count("precision_switch") == 1
+    resumed = [r for r in records if r["kind"] == "start"][-1]
+    assert resumed["resumed_from"] == at and resumed["precision"]["short"] == "bf16"
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+    assert all(r["scale"] is None for r in records if r["kind"] == "step" and r["step"] > at)
+    assert f"fp16+scaler -> bf16 at step {at}" in amptui("runs", check=True).stdout

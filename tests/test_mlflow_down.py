@@ -1,0 +1,73 @@
+"""log.mlflow with the tracking server down (issue 50 item 8): a refused connection or a server that
+accepts and never answers costs set-up and the step loop nothing -- every MLflow call runs on the
+mirror's own thread -- is said once, and the run ends as it would without MLflow, its end waiting at
+most CLOSE_S for the mirror. Loopback stand-ins (support/webstub.py). The time to the first step
+with each is measured in benchmarks/mlflow_down.py."""
+
+from __future__ import annotations
+
+import pytest
+from support.cli import amptui
+from support.records import events, only_run
+from support.waits import wait_until
+from support.webstub import hanging, refusing_port
+
+from amptui.core.config import values as config
+from amptui.core.records import End, Start, Step
+
+pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'amptui[mlflow]')")
+
+TINY = ["--set", "run.max_steps=4", "--set", "log.every=2", "--set", "data.train_samples=256",
+        "--set", "data.val_samples=64", "--set", "log.mlflow=true"]
+
+
+def a_run_through(sink) -> None:
+    sink.note(Start(run_id="r", preset="p", config={"amp": {"dtype": "float16"}}, precision="float16",
+                    world_size=1, device={}, torch="", host="", pid=1, total_steps=40))
+    for step in range(2, 42, 2):
+        sink.step(Step(step=step, epoch=1, loss=1.0, lr=0.1, scale=None, skipped=0, skipped_total=0,
+                       samples_per_s=None, step_time_ms=1.0, data_wait_ms=None, mem={}))
+    sink.note(End(status="completed", total_time_s=1.0, steps=40))
+
+
+def test_a_hanging_tracking_server_never_holds_the_caller(monkeypatch, tmp_path, capsys):
+    from amptui.telemetry.mirrors import mirror_sinks
+
+    with hanging() as url:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+        [sink] = mirror_sinks(config.build_config({}, {"log.mlflow": True}), tmp_path / "run-1", rank=0)
+        assert sink.outbox._thread.ident is None  # nothing of MLflow's during the run's set-up
+        a_run_through(sink)  # the first step record begins the mirror's thread
+        wait_until(lambda: sink.outbox._busy, 60, "the mirror's thread to be held by the server")
+        a_run_through(sink)  # while that thread waits on the server: each call only queues
+        assert sink.outbox._busy and sink.run_id is None
+        sink.close()  # bounded: CLOSE_S, then what is left is said
+    err = capsys.readouterr().err
+    assert err.count("log.mlflow") == 1 and "did not answer" in err
+
+
+def test_a_refusing_tracking_server_is_said_once_and_nothing_more_is_tried(monkeypatch, tmp_path, capsys):
+    from amptui.telemetry.mirrors import mirror_sinks
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{refusing_port()}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow's own retries: minutes, off the loop anyway
+    [sink] = mirror_sinks(config.build_config({}, {"log.mlflow": True}), tmp_path / "run-1", rank=0)
+    a_run_through(sink)  # the first step record begins the mirror's thread
+    wait_until(lambda: sink.broken, 120, "the refusal")
+    a_run_through(sink)  # nothing more is tried
+    sink.close()
+    err = capsys.readouterr().err
+    assert err.count("log.mlflow") == 1 and "training goes on" in err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_run_with_mlflow_at_a_hanging_server_completes_and_says_so_once(runs_dir):
+    with hanging() as url:
+        proc = amptui("run", "quickstart", *TINY, env={"MLFLOW_TRACKING_URI": url}, timeout=250)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = only_run(runs_dir)
+    assert [r["status"] for r in events(run_dir) if r["kind"] == "end"] == ["completed"]
+    assert [r["step"] for r in events(run_dir) if r["kind"] == "step"] == [2, 4]
+    log = (run_dir / "output.log").read_text()  # the trainer's own output
+    assert log.count("log.mlflow") == 1 and "did not answer" in log, log[-2000:]

@@ -1,0 +1,154 @@
+"""The non-finite step pinned on the code that made it (issue 51.5-6): every module call is checked on the
+replayed step, containers included, and the first whose output is non-finite while its inputs are finite
+is named (the innermost; a reused module by its call and the module it was called in), with what the
+check saw; for a script on its first non-finite step record with no setting; advice follows the dtype.
+In process, tiny models on the CPU (float16 autocast works there)."""
+
+from __future__ import annotations
+
+import torch
+from support.records import events
+from torch import nn
+
+from amptui.telemetry.alarms import HeadroomAlarms
+from amptui.telemetry.nonfinite import trace_first_nonfinite
+
+
+class Boom(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.lin(x) * 1e4  # functional code inside a module, as attention scores are
+
+
+class WithBoom(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp, self.boom, self.head = nn.Linear(8, 16), Boom(), nn.Linear(16, 1)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.boom(torch.relu(self.inp(x)))))
+
+
+class Inline(nn.Module):
+    """The overflow in the model's own forward, between two children."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.head = nn.Linear(8, 16), nn.Linear(16, 1)
+
+    def forward(self, x):
+        return self.head(self.inp(x) * 1e5)
+
+
+class Shared(nn.Module):
+    """One linear called twice: its second call overflows."""
+
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Linear(16, 16)
+        with torch.no_grad():
+            self.shared.weight.copy_(torch.eye(16) * 200)
+            self.shared.bias.zero_()
+
+    def forward(self, x):
+        return self.shared(self.shared(x)).sum(dim=1)
+
+
+def trace(model: nn.Module, x: torch.Tensor) -> dict | None:
+    def replay() -> None:
+        with torch.autocast("cpu", dtype=torch.float16):
+            model(x).float().pow(2).mean().backward()
+    return trace_first_nonfinite(model, replay, "float16", "cpu")
+
+
+def test_functional_code_inside_a_module_is_pinned_on_that_module_not_the_next():
+    torch.manual_seed(0)
+    first = trace(WithBoom(), torch.randn(32, 8) * 40)
+    assert first is not None and first["module"] == "boom" and first["where"] == "forward", first
+    assert first["after"] == "boom.lin" and first["weights_finite"] and 0 < first["bad"] <= first["of"] == 512
+    assert first["value"] > 65504 and "from finite inputs, in its own code after boom.lin" in first["checked"]
+
+
+def test_an_overflow_in_the_models_own_forward_names_the_model():
+    torch.manual_seed(0)
+    first = trace(Inline(), torch.rand(4, 8) + 1)
+    assert first is not None and first["module"] == "model" and first["after"] == "inp", first
+
+
+def test_a_reused_module_is_named_by_its_call_and_where_it_was_called():
+    first = trace(Shared(), torch.ones(4, 16) * 2)  # 2 -> 400 (fits) -> 80,000 (does not)
+    assert first is not None and first["module"] == "shared" and (first["call"], first["calls"]) == (2, 2), first
+    assert "shared (call 2 of 2, in model)" in first["text"]
+
+
+def test_a_float32_divergence_gets_no_bfloat16_advice():
+    """Issue 51.6: float32 (and bfloat16, float32's range) overflowing is a divergence: the learning rate."""
+    for dtype in ("float32", "bfloat16"):
+        alarms = HeadroomAlarms(dtype)
+        said = alarms._advice("0", float("-inf"), 12)
+        assert "bfloat16" not in said.replace(f"overflowing {dtype}", "") and "learning rate" in said, said
+    assert "bfloat16" in HeadroomAlarms("float16")._advice("0", float("-inf"), 12)
+
+
+def causes(recs):
+    return [r for r in recs if r["kind"] == "warning" and r.get("code") == "nonfinite_cause"]
+
+
+def test_a_scripts_boom_is_named_on_its_first_non_finite_record_without_any_setting(runs_dir):
+    from test_scripthooks import record_script
+
+    run_dir, recs, error = record_script(runs_dir, "boom.py", log_every=2)
+    assert error is None, error
+    found = causes(recs)
+    assert len(found) == 1, [r for r in recs if r["kind"] == "warning"]
+    cause, said = found[0]["cause"], found[0]["message"]
+    first_record = next(r for r in recs if r["kind"] == "step")
+    assert cause["module"] == "boom" and cause["step"] == first_record["step"] == 2, cause
+    assert "head" not in said and "from finite inputs" in said and "after boom.lin" in said
+    assert "keep boom out of float16" in said and "bfloat16" in said
+    assert not [r for r in recs if r["kind"] == "numerics" and not r.get("traced")]  # nothing was sampled
+
+
+def test_a_reused_relu_after_an_overflowing_conv_names_the_conv(runs_dir):
+    from test_scripthooks import record_script
+
+    run_dir, recs, error = record_script(runs_dir, "reused_relu.py", log_every=2)
+    assert error is None, error
+    found = causes(recs)
+    assert len(found) == 1 and found[0]["cause"]["module"] == "conv2", [r for r in recs if r["kind"] == "warning"]
+    assert events(run_dir)[-1]["kind"] == "end"
+
+
+def test_a_run_whose_loss_went_non_finite_is_marked_wherever_runs_are_listed(runs_dir, cli):
+    """Issue 51.7: runs whose loss went inf/NaN were listed `completed` with no mark: `runs` (table and
+    JSON), the home screen's run table and compare now mark them."""
+    import json
+
+    from test_scripthooks import record_script
+
+    from amptui.core import compare
+    from amptui.core.run import runs
+    from amptui.dashboard.widgets.runtable import RunTable
+
+    bad_dir, _, error = record_script(runs_dir, "boom.py", log_every=2)
+    assert error is None
+    good_dir, _, error = record_script(runs_dir, "plain_fp32.py", "--steps", "2", log_every=1)
+    assert error is None
+    bad, good = runs.load_run(bad_dir), runs.load_run(good_dir)
+    assert (bad.status, bad.status_shown) == ("completed", "completed NaN") and "inf/NaN" in bad.nonfinite
+    assert (good.status_shown, good.nonfinite) == ("completed", "")
+    table = cli("runs", "--runs-dir", str(runs_dir), check=True).stdout
+    line = next(x for x in table.splitlines() if x.startswith(bad.run_id))
+    assert "completed NaN" in line
+    listed = {r["run_id"]: r for r in json.loads(cli("runs", "--runs-dir", str(runs_dir), "--format", "json").stdout)}
+    assert listed[bad.run_id]["nonfinite"] and listed[bad.run_id]["status"] == "completed"
+    assert listed[good.run_id]["nonfinite"] == ""
+    home = RunTable()
+    home.groups, home._short = {}, {}
+    assert "completed NaN" in str(home._cells(bad)[3]) and str(home._cells(good)[3]) == "completed"
+    rows = compare.compare_rows([compare.summarize(good_dir), compare.summarize(bad_dir)])
+    assert rows[1].nonfinite and "completed NaN" in compare.render(rows, "table")
+    assert json.loads(compare.render(rows, "json"))[1]["nonfinite"] == bad.nonfinite
