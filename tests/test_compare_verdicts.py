@@ -11,13 +11,14 @@ from support.records import record, write_records
 from amptui.core.records import End, Start, Step
 
 
-def write_run(root, run_id, step_ms: list[float], others_cpu: float | None = None, every: int = 10):
+def write_run(root, run_id, step_ms: list[float], others_cpu: float | None = None, every: int = 10,
+              precision: str = "bf16"):
     """A completed run whose step records' windows took `step_ms` each (ms per step), under `others_cpu`."""
     run = root / run_id
     run.mkdir(parents=True)
     (run / "config.toml").write_text('[run]\nname = "quickstart"\n')
     steps, t = every * len(step_ms), 1_000.0
-    recs = [record(Start(run_id=run_id, preset="quickstart", config={}, precision="bf16", world_size=1,
+    recs = [record(Start(run_id=run_id, preset="quickstart", config={}, precision=precision, world_size=1,
                          device={"type": "cpu", "name": "Test CPU", "count": 1}, torch="2.x", host="test", pid=1,
                          total_steps=steps, steps_per_epoch=steps, epochs=1), t)]
     for i, ms in enumerate(step_ms):
@@ -201,3 +202,21 @@ def test_the_compare_screen_says_why_too_noisy_and_what_to_do(runs_dir):
     summaries = [compare.summarize(runs_dir / r) for r in ("20261127-100000-qs-a", "20261127-100001-qs-b")]
     said = numerics_notes(summaries).plain
     assert "speed-up too noisy to tell (20261127-100001-qs-b: " in said and "rerun when the machine is quieter" in said
+
+
+def test_a_control_is_the_first_runs_setup_again_whatever_its_seed_or_how_its_precision_was_spelled(tmp_path):
+    """An `ab` fp32 variant (amp.grad_scaler = false) and `amptui run` of the same preset with another
+    seed (grad_scaler "auto") are one setup: the second is the first's control; another batch size is not."""
+    from amptui.core import compare, comparestep
+
+    def run(name: str, config: str, precision: str = "fp32"):
+        write_run(tmp_path, name, [10.0] * 4, precision=precision)
+        (tmp_path / name / "config.toml").write_text('[run]\nname = "quickstart"\n' + config)
+        return compare.summarize(tmp_path / name)
+
+    base = run("a", "seed = 0\n[amp]\nautocast = false\ngrad_scaler = false\n")
+    bf16 = run("b", "seed = 0\n[amp]\nautocast = true\ndtype = \"bfloat16\"\n", "bf16")
+    again = run("c", "seed = 7\n[amp]\nautocast = false\ngrad_scaler = \"auto\"\n")
+    bigger = run("d", "seed = 7\n[data]\nbatch_size = 128\n")
+    assert comparestep.control_of([base, bf16, again]) is again
+    assert comparestep.control_of([base, bf16, bigger]) is None

@@ -95,6 +95,8 @@ def handle(args) -> int:
             raise UserError(refusal)
         for _, variant in expanded:  # [amp.layers] that match no module: refused before a group exists
             check_layer_rules(preset.config({**overrides, **variant}))
+            if args.detach:  # what this machine refuses (CUDA asked on a CPU box): said here, not in the log
+                launch.resolve_config(preset, {**overrides, **variant})
         if args.estimate:  # how long it would take, and nothing started (the dashboard asks this first)
             from amptui.cli.estimate import ab_estimate_or_why
 

@@ -69,11 +69,12 @@ def handle(args) -> int:
     dims = T.parse_keys(args.keys)
     T.check_overrides(overrides, dims)
     check_no_script("tune", preset.config(overrides).run.script)
+    if not args.no_save:  # the winner's name, refused now rather than after the search
+        _check_winner_name(preset.name)
+    launch.resolve_config(preset, overrides)  # a bad preset or --set fails now, before any trial (or detaching)
     if args.detach:
         return _detach(args, preset.name)
     from amptui.tune.runner import Search
-
-    launch.resolve_config(preset, overrides)  # a bad preset or --set fails now, before any trial
     device_type = preflight.device_type(preset.config(overrides).run.device)
     root = runs.runs_root(args.runs_dir)
     tid = runids.check_run_id(args.tune_id) if args.tune_id else T.tune_id(preset.name)
@@ -90,6 +91,15 @@ def handle(args) -> int:
         result["saved_preset"] = str(T.save_winner(result))
         T.write_result(T.result_path(root, tid), result)
     return _report(args, search, result)
+
+
+def _check_winner_name(preset: str) -> None:
+    from amptui.core.config import presets
+
+    try:
+        presets.check_name(f"{preset}-tuned")
+    except UserError as exc:
+        raise UserError(f"{exc}: the winner is saved as {preset}-tuned; rename the preset, or add --no-save") from None
 
 
 def _report(args, search, result: dict) -> int:
@@ -111,8 +121,9 @@ def _report(args, search, result: dict) -> int:
 
 
 def _detach(args, preset_name: str) -> int:
-    """This tune, started in the background under a new id; its refusals (a preset that does not
-    resolve on this machine, missing data) go to its log, which the dashboard's tune screen shows."""
+    """This tune, started in the background under a new id, after the refusals that depend on its
+    arguments (a preset that does not resolve on this machine: said here, nothing started); what its
+    trials find later (missing data) goes to its log, which the dashboard's tune screen shows."""
     from pathlib import Path
 
     from amptui.core.run import runs

@@ -20,7 +20,9 @@ _CHUNK = 8 * 1024 * 1024
 # Runs whose windows saw other processes take shares of the CPUs this far apart ran under different
 # load: their speed-up measures the machine, not the precision.
 LOAD_GAP = 0.2
-_NOT_SETUP = ("run.seed", "run.name", "run.description")  # a control differs in these alone
+# A control differs in these alone: how it was named or seeded, and the three precision keys whose
+# effect its precision words say ("auto" and its resolved value are one setup)
+_NOT_SETUP = ("run.seed", "run.name", "run.description", "amp.autocast", "amp.dtype", "amp.grad_scaler")
 
 
 def loss_at(run_dir: Path | None, step: int) -> tuple[int, float] | None:
