@@ -129,7 +129,7 @@ def test_a_run_whose_loss_went_non_finite_is_marked_wherever_runs_are_listed(run
 
     from test_scripthooks import record_script
 
-    from amptui.core import compare
+    from amptui.core import compare, runsummary
     from amptui.core.run import runs
     from amptui.dashboard.widgets.runtable import RunTable
 
@@ -149,6 +149,6 @@ def test_a_run_whose_loss_went_non_finite_is_marked_wherever_runs_are_listed(run
     home = RunTable()
     home.groups, home._short = {}, {}
     assert "completed NaN" in str(home._cells(bad)[3]) and str(home._cells(good)[3]) == "completed"
-    rows = compare.compare_rows([compare.summarize(good_dir), compare.summarize(bad_dir)])
+    rows = compare.compare_rows([runsummary.summarize(good_dir), runsummary.summarize(bad_dir)])
     assert rows[1].nonfinite and "completed NaN" in compare.render(rows, "table")
     assert json.loads(compare.render(rows, "json"))[1]["nonfinite"] == bad.nonfinite

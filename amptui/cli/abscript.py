@@ -21,6 +21,8 @@ from pathlib import Path
 
 from amptui.core.errors import UserError
 
+INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
+               "one whose turn it is trains, the others wait off their step clocks")  # ab and ab --script say it
 AS_WRITTEN = "fp32"  # --variants: the script as written (its own float32 loop)
 NO_STEP = ("it recorded no training step (amptui saw no optimizer.step() before the script ended: check its "
            "arguments, e.g. a step count of 0)")
@@ -129,7 +131,6 @@ def cmd_ab_script(args) -> int:
     # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
     echoed = 0 if sys.stdout.isatty() else None
     if args.interleave:  # the variants side by side, taking turns at each step record (core/turns.py)
-        from amptui.cli.ab import INTERLEAVED
         from amptui.cli.run_commands import attach_all
         from amptui.jobs.ab import run_interleaved
 
