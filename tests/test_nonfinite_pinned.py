@@ -152,3 +152,17 @@ def test_a_run_whose_loss_went_non_finite_is_marked_wherever_runs_are_listed(run
     rows = compare.compare_rows([runsummary.summarize(good_dir), runsummary.summarize(bad_dir)])
     assert rows[1].nonfinite and "completed NaN" in compare.render(rows, "table")
     assert json.loads(compare.render(rows, "json"))[1]["nonfinite"] == bad.nonfinite
+
+
+def test_an_ab_summary_names_what_the_replay_found_not_what_later_samples_credit(runs_dir):
+    """Issue 51.5: an A/B summary said "inf/NaN first in conv1" against the run's own warning; with
+    sampling on (every later sample credits another layer) it names the replay's module."""
+    from test_scripthooks import record_script
+
+    from amptui.core import comparenotes, runsummary
+
+    run_dir, recs, error = record_script(runs_dir, "reused_relu.py", log_every=2, sets={"numerics.every": 1})
+    assert error is None
+    assert [r["cause"]["module"] for r in causes(recs)] == ["conv2"]
+    said = comparenotes.headroom_note([runsummary.summarize(run_dir)])
+    assert said is not None and "inf/NaN first in conv2" in said and "first in relu" not in said, said

@@ -55,7 +55,13 @@ def narrowest_headroom(s: RunSummary) -> str | None:
     """A run's narrowest range headroom in words: "2.4 bits to float16 max in blocks.1.mlp", or where
     inf/NaN came from: "inf/NaN first in blocks.3.mlp.proj (forward, float16 max exceeded: 3.8e5),
     2 later layers downstream of it" (the layers it flowed into are no findings of their own); None
-    when it has no range samples. No "; " inside: headroom_note joins the runs with it."""
+    when it has no range samples. No "; " inside: headroom_note joins the runs with it. A run whose
+    first non-finite step was replayed says what that replay found, not what later samples credit
+    (once the weights are NaN every step's first layer holds inf/NaN first)."""
+    cause = s.cause or {}
+    if cause.get("cause") == "precision_overflow" and isinstance(cause.get("module"), str):
+        return (f"inf/NaN first in {cause['module']} ({cause.get('where', 'forward')}, past {cause.get('dtype')}'s "
+                f"range at step {cause.get('step')}, found by replaying that step)")
     found = s.numerics.narrowest(1)
     if not found:
         return None

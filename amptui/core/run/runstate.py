@@ -120,6 +120,7 @@ class RunState:
     scaler_seen: bool = False
     warnings: deque[str] = field(default_factory=lambda: deque(maxlen=WARNINGS_KEPT))
     warning_codes: set[str] = field(default_factory=set)  # every code said (a run's counts warned unreliable)
+    cause: dict[str, Any] | None = None  # the first nonfinite_cause warning's cause (its replay's finding)
     data_wait: DataWait = field(default_factory=DataWait)
     clock: RunClock = field(default_factory=RunClock)
     recent: deque[tuple[float, int]] = field(default_factory=deque)  # (t, step) of the last ETA_WINDOW_S
@@ -307,6 +308,8 @@ class RunState:
     def _on_warning(self, rec: WarningRecord) -> None:
         self.warnings.append(str(rec.message or ""))
         self.warning_codes.add(str(rec.code or ""))
+        if rec.code == "nonfinite_cause" and self.cause is None and isinstance(rec.cause, dict):
+            self.cause = rec.cause  # the first one: its replay's finding
 
     def _on_end(self, rec: End) -> None:
         own = self.speaks(rec)
