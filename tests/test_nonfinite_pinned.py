@@ -164,5 +164,8 @@ def test_an_ab_summary_names_what_the_replay_found_not_what_later_samples_credit
     run_dir, recs, error = record_script(runs_dir, "reused_relu.py", log_every=2, sets={"numerics.every": 1})
     assert error is None
     assert [r["cause"]["module"] for r in causes(recs)] == ["conv2"]
+    # the samples too: the reused relu holds the worst of its two calls, placed at its last, after conv2
+    sampled = [r["first_nonfinite"]["module"] for r in recs if r["kind"] == "numerics" and r.get("first_nonfinite")]
+    assert sampled and set(sampled) == {"conv2"}, sampled
     said = comparenotes.headroom_note([runsummary.summarize(run_dir)])
     assert said is not None and "inf/NaN first in conv2" in said and "first in relu" not in said, said

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TaskID, TextColum
 from rich.table import Column
 from rich.text import Text
 
+from amptui.core.autopilot import switch_line
 from amptui.core.config.precision import UNSEEN, Precision
 from amptui.core.fmt import (
     fmt_accuracy,
@@ -235,6 +236,9 @@ class ProgressPrinter:
     def _on_checkpoint(self, rec):
         if self.console is None:
             self._say(f"checkpoint at step {fmt_of(rec.get('step'), None)}: {rec.get('path') or '(no path)'}")
+
+    def _on_precision_switch(self, rec):  # the autopilot (docs/autopilot.md): which rule, and why
+        self._say(switch_line(rec))
 
     def _on_step(self, rec):
         total = self.run.total_steps
