@@ -86,9 +86,10 @@ def measure(args) -> tuple[dict[str, list[float]], list[str]]:
             times["sampled" if sampled else "not sampled"].append(on)
     from amptui.core import hygiene
     from amptui.core.events import read_events
+    from amptui.core.records import WarningRecord
 
-    said += [r.get("code") for r in read_events(on_mon.run_dir / "events.jsonl")
-             if r.get("kind") == "warning" and r.get("code") in hygiene.CODES]
+    said += [str(r.code) for r in read_events(on_mon.run_dir / "events.jsonl")
+             if isinstance(r, WarningRecord) and r.code in hygiene.CODES]
     return times, sorted(set(said))
 
 
