@@ -212,7 +212,7 @@ async def test_the_run_screen_shows_the_finding_in_its_warning_bar(runs_dir, mon
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
-        await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await until(pilot, lambda: screen.model.run.end is not None and not screen.model.loading)
         await until(pilot, screen.drawn)
         await settled(pilot)
         bar = str(screen.query_one("#warning-bar").render())
