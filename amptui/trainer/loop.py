@@ -250,9 +250,7 @@ class Trainer:
         lr is the schedule's for every step so far."""
         if self.state.skips is not None:
             self.apply_skips(self.state.skips.settle())
-        record = self.recorder.write_step()
-        if self.autopilot is not None:
-            self.autopilot.observe(record)
+        self.recorder.write_step()  # an autopilot (a sink of the Recorder) reads the record
         if self.replay is not None:
             self.replay.window_done()
         step = self.recorder.trouble_step
