@@ -11,16 +11,13 @@ import argparse
 import json
 from pathlib import Path
 
-from amptui.cli.abscript import variant_labels
+from amptui.cli.abscript import INTERLEAVED, variant_labels
 from amptui.cli.compare import print_emulation_notes
 from amptui.cli.parser import PRESET_HELP, runs_dir_option
 from amptui.cli.run_commands import attach, attach_all
 from amptui.core.config.variants import variants_help
 from amptui.core.errors import UserError
 from amptui.jobs.detached import announce
-
-INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
-               "one whose turn it is trains, the others wait off their step clocks")
 
 
 def add_parser(sub) -> None:

@@ -24,7 +24,9 @@ from amptui.core.errors import UserError
 AS_WRITTEN = "fp32"  # --variants: the script as written (its own float32 loop)
 NO_STEP = ("it recorded no training step (amptui saw no optimizer.step() before the script ended: check its "
            "arguments, e.g. a step count of 0)")
-
+# said by `ab` and `ab --script` alike when the variants take turns
+INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
+               "one whose turn it is trains, the others wait off their step clocks")
 
 def script_variants(args, device_type: str) -> list[tuple[str, dict[str, object], list[str]]]:
     """(name, the run's overrides, the script's extra arguments) for each variant."""
@@ -129,7 +131,6 @@ def cmd_ab_script(args) -> int:
     # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
     echoed = 0 if sys.stdout.isatty() else None
     if args.interleave:  # the variants side by side, taking turns at each step record (core/turns.py)
-        from amptui.cli.ab import INTERLEAVED
         from amptui.cli.run_commands import attach_all
         from amptui.jobs.ab import run_interleaved
 
