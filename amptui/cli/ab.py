@@ -62,7 +62,7 @@ def handle(args) -> int:
     from amptui.cli.prose import error, say
     from amptui.cli.run import check_layer_rules
     from amptui.cli.tables import print_comparison
-    from amptui.core import compare, preflight
+    from amptui.core import preflight, runsummary
     from amptui.core.config import presets
     from amptui.core.config import values as config
     from amptui.core.config import variants as ab
@@ -141,7 +141,7 @@ def handle(args) -> int:
     print()
     print_comparison(outcome.run_dirs, args.format)
     if args.format in ("table", "markdown"):
-        print_emulation_notes([compare.summarize(d) for d in outcome.run_dirs])
+        print_emulation_notes([runsummary.summarize(d) for d in outcome.run_dirs])
         say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
     if outcome.error:
         error(outcome.error)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from amptui.core.errors import UserError
 
+INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
+               "one whose turn it is trains, the others wait off their step clocks")  # ab and ab --script say it
 AS_WRITTEN = "fp32"  # --variants: the script as written (its own float32 loop)
 NO_STEP = ("it recorded no training step (amptui saw no optimizer.step() before the script ended: check its "
            "arguments, e.g. a step count of 0)")
@@ -246,13 +248,14 @@ def nan_where_baseline_finite(baseline: Path, run_dir: Path) -> int | None:
     """The first step at which `run_dir`'s loss was not finite (a step record's loss null) while
     `baseline`'s at that step was finite; None when there is none (or it is the baseline)."""
     from amptui.core.events import EventReader, primary_events_file
+    from amptui.core.records import Step
 
     def losses(path: Path) -> dict[int, float | None]:
         out: dict[int, float | None] = {}
         reader = EventReader(primary_events_file(path))
         while batch := reader.read(8 * 1024 * 1024):
-            out.update((r["step"], r.get("loss")) for r in batch
-                       if r.get("kind") == "step" and isinstance(r.get("step"), int) and "loss" in r)
+            out.update((r.step, r.loss) for r in batch
+                       if isinstance(r, Step) and isinstance(r.step, int) and "loss" in r)
         return out
 
     if baseline == run_dir:
