@@ -149,3 +149,53 @@ async def test_every_plot_marks_the_switch_with_a_vertical_line():
         assert not full_columns(plain)
         (column,) = full_columns(marked)
         assert abs(column - len(marked[0]) // 2) < 6  # step 50 of 1..100: the middle of the plot
+
+
+def test_a_float8_layer_whose_sqnr_stays_low_leaves_float8_and_only_it():
+    """Rule float8_sqnr counts each layer's samples under sqnr_db (plan-lab 64 wide: outlier 13-17 dB, the
+    others 28-31 dB); at sqnr_alarms of them that layer joins amp.float8_skip, once."""
+    settings = autopilot.Autopilot(mode="act", sqnr_db=20.0, sqnr_alarms=3)
+    pilot = Pilot(settings, narrow_scaled=False, float8_skip=["head"])
+    sample = [{"name": "hidden.0", "recipe": "tensorwise", "sqnr_db": 29.3},
+              {"name": "outlier", "recipe": "tensorwise", "sqnr_db": 15.4}]
+    decisions = [pilot.observe_numerics({"step": step, "float8": sample}) for step in (2, 4, 6, 8)]
+    assert decisions[:2] == [None, None] and decisions[3] is None
+    decision = decisions[2]
+    assert decision is not None and decision.rule == "float8_sqnr" and decision.step == 6
+    assert decision.to == {"amp.float8_skip": ["head", "outlier"]}
+    assert decision.evidence["samples"] == [[2, 15.4], [4, 15.4], [6, 15.4]]
+    assert "outlier's float8 tensorwise GEMM output stayed under 20 dB SQNR in 3 samples" in decision.why
+    assert Pilot(autopilot.Autopilot(mode="act"), narrow_scaled=False).observe_numerics(
+        {"step": 2, "float8": sample}) is None  # not a float8 run of amptui's trainer: no such rule
+    default = Pilot(autopilot.Autopilot(mode="act"), narrow_scaled=False, float8_skip=[])
+    assert all(default.observe_numerics({"step": s, "float8": sample}) is None for s in range(1, 10))  # 10 dB
+
+
+def overflow_warning(step: int, module: str = "blocks.3.mlp.proj", cause: str = "precision_overflow") -> dict:
+    return {"kind": "warning", "code": "nonfinite_cause", "message": "...",
+            "cause": {"cause": cause, "step": step, "module": module, "where": "forward", "dtype": "float16"}}
+
+
+def test_a_module_the_triage_pins_an_overflow_on_is_widened_up_to_the_limit():
+    settings = autopilot.Autopilot(mode="act")
+    pilot = Pilot(settings, narrow_scaled=True, layers={})
+    assert pilot.observe_warning(overflow_warning(3, cause="input")) is None  # bad data: no precision fix
+    decision = pilot.observe_warning(overflow_warning(3))
+    assert decision is not None and decision.rule == "widen_overflow" and decision.step == 3
+    assert decision.to == {"amp.layers": {"blocks.3.mlp.proj": "fp32"}}
+    assert decision.advice("fp16+scaler").endswith("""(--set amp.layers={"blocks.3.mlp.proj" = 'fp32'})""")
+    assert values.parse_set(["amp.layers={\"blocks.3.mlp.proj\" = 'fp32'}"]) == {"amp.layers": decision.to["amp.layers"]}
+    assert Pilot(settings, narrow_scaled=True).observe_warning(overflow_warning(3)) is None  # not the trainer's run
+    limited = Pilot(settings, narrow_scaled=True, layers={"a": "fp32", "b": "fp32"}, widened=2)
+    assert limited.observe_warning(overflow_warning(5)) is None and "widen_limit" in (limited.held_back or "")
+
+
+def test_a_float8_tail_turns_float8_off_for_the_last_share_of_steps():
+    settings = autopilot.Autopilot(mode="act", tail_share=0.25)
+    pilot = Pilot(settings, narrow_scaled=False, float8_skip=[], total_steps=100)
+    fired = [d for d in (pilot.observe({"step": s, "scale": None, "skipped": 0}) for s in range(10, 101, 10)) if d]
+    assert [(d.rule, d.step, d.to) for d in fired] == [("float8_tail", 80, {"amp.float8": "off"})]
+    assert Pilot(autopilot.Autopilot(mode="act"), narrow_scaled=False, float8_skip=[], total_steps=100).observe(
+        {"step": 99, "scale": None, "skipped": 0}) is None  # tail_share 0: off
+    with pytest.raises(ConfigError, match="amp.autopilot.tail_share must be a number in"):
+        values.build_config({"amp": {"autopilot": {"tail_share": 1.0}}})

@@ -71,7 +71,8 @@ def test_a_collapsing_float16_run_switches_to_bf16_exactly_as_a_hand_resume(bf16
 
 
 def test_advise_changes_nothing_and_says_what_act_would_do(bf16_fast, runs_dir):
-    amptui("run", "autopilot-lab", *SHORT, "--set", "amp.autopilot={mode=\"advise\",floor_steps=20}", check=True)
+    amptui("run", "autopilot-lab", *SHORT, "--set",
+           "amp.autopilot={mode=\"advise\",floor_steps=20,rules=[\"scale_collapse\"]}", check=True)
     amptui("run", "autopilot-lab", *SHORT, "--set", "amp.autopilot={}", check=True)
     advised, plain = sorted(runs_dir.iterdir(), key=lambda p: events(p)[0]["t"])
     assert not [r for r in events(advised) if r["kind"] == "precision_switch"]
@@ -119,3 +120,63 @@ def test_a_resume_after_the_switch_goes_on_in_the_new_precision(bf16_fast, runs_
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
     assert all(r["scale"] is None for r in records if r["kind"] == "step" and r["step"] > at)
     assert f"fp16+scaler -> bf16 at step {at}" in amptui("runs", check=True).stdout
+
+
+PLAN_LAB_FP8 = ("--set", "model.width=64", "--set", "data.batch_size=64", "--set", "data.train_samples=1280",
+                "--set", "amp.float8=tensorwise", "--set", "amp.dtype=bfloat16", "--set", "numerics.every=2",
+                "--set", "run.max_steps=16")
+
+
+def test_plan_labs_outlier_layer_leaves_float8_after_its_alarms_and_the_others_stay(runs_dir, tmp_path):
+    """plan-lab 64 wide in float8 tensorwise: `outlier` (inputs rounded away by its outlier channels'
+    scale) samples 13-17 dB, the other float8 linears 28-31 dB. Rule float8_sqnr at 20 dB moves outlier
+    to amp.float8_skip at its third sample; hidden.0 and hidden.1 stay float8; the run completes, and
+    goes on exactly as the switch's checkpoint resumed by hand with float8_skip = ["outlier"]."""
+    amptui("run", "plan-lab", *PLAN_LAB_FP8, "--set", "amp.autopilot={mode=\"act\",sqnr_db=20.0}", check=True)
+    run = only_run(runs_dir)
+    records = events(run)
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    at = switch["step"]
+    assert switch["rule"] == "float8_sqnr" and switch["to"]["keys"] == {"amp.float8_skip": ["outlier"]}
+    assert [s[0] for s in switch["evidence"]["samples"]] == [2, 4, 6] and at == 6
+    sampled = [{f["name"] for f in r.get("float8") or []} for r in records if r["kind"] == "numerics"]
+    assert sampled[0] == {"hidden.0", "hidden.1", "outlier"} and sampled[-1] == {"hidden.0", "hidden.1"}
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+
+    hand = tmp_path / "hand" / run.name
+    (hand / "checkpoints").mkdir(parents=True)
+    shutil.copyfile(switch["checkpoint"], hand / "checkpoints" / "last.pt")
+    cfg = values.build_config(values.read_toml(run / "config.toml")).with_overrides(
+        {"amp.float8_skip": ["outlier"], "amp.autopilot": {}})
+    (hand / "config.toml").write_text(values.to_toml(cfg.to_dict()))
+    subprocess.run([sys.executable, "-m", "amptui.trainer", str(hand), "--resume"], check=True,
+                   capture_output=True, timeout=600)
+    assert losses_after(run, at) == losses_after(hand, at) and len(losses_after(run, at)) == (16 - at) // 2  # log.every 2
+
+
+def test_a_forced_float16_overflow_in_one_module_is_widened_and_the_run_completes(runs_dir):
+    """numerics-lab: blocks.3.mlp.proj's forward passes float16's range on every batch (every step skipped).
+    The triage names it (`precision_overflow`) at step 1; rule widen_overflow puts that module in float32
+    at a checkpoint ([amp.layers]) and the run trains on in float16 + GradScaler: no step skipped after."""
+    amptui("run", "numerics-lab", "--set", "run.max_steps=8", "--set", "amp.autopilot={mode=\"act\"}", check=True)
+    run = only_run(runs_dir)
+    records = events(run)
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    assert switch["rule"] == "widen_overflow" and switch["evidence"]["cause"]["cause"] == "precision_overflow"
+    assert switch["to"]["keys"] == {"amp.layers": {"blocks.3.mlp.proj": "fp32"}}
+    after = [r for r in records if r["kind"] == "step" and r["step"] > switch["step"]]
+    assert after and all(r["skipped"] == 0 and r["loss"] is not None for r in after)
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+    assert f"fp16+scaler -> fp16+scaler + 1 fp32 layer at step {switch['step']}" in amptui("runs", check=True).stdout
+
+
+def test_a_float8_runs_tail_trains_in_high_precision(runs_dir):
+    """tail_share = 0.5 of 16 steps: at the step-8 record the run switches float8 off at a checkpoint;
+    the range samples after it hold no float8 layer, and it completes."""
+    amptui("run", "plan-lab", *PLAN_LAB_FP8, "--set", "amp.autopilot={mode=\"act\",tail_share=0.5}", check=True)
+    records = events(only_run(runs_dir))
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    assert switch["rule"] == "float8_tail" and switch["step"] == 8 and switch["to"]["keys"] == {"amp.float8": "off"}
+    sampled = [(r["step"], bool(r.get("float8"))) for r in records if r["kind"] == "numerics"]
+    assert all(has for step, has in sampled if step <= 8) and not any(has for step, has in sampled if step > 8)
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TaskID, TextColum
 from rich.table import Column
 from rich.text import Text
 
+from amptui.core.autopilot import switch_line
 from amptui.core.config.precision import UNSEEN, Precision
 from amptui.core.fmt import (
     fmt_accuracy,
@@ -32,7 +33,7 @@ from amptui.core.fmt import (
     shown,
 )
 from amptui.core.inputbound import notice
-from amptui.core.records import END, EPOCH, SCALER, START, STEP, End, Start, Step
+from amptui.core.records import END, EPOCH, SCALER, START, STEP, End, Record, Start, Step, as_record
 from amptui.core.run.runstate import RunState
 
 
@@ -138,13 +139,12 @@ class ProgressPrinter:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
 
-    def feed(self, records: list[dict[str, Any]]) -> None:
-        for rec in records:
+    def feed(self, records: Sequence[Record | dict[str, Any]]) -> None:
+        for rec in map(as_record, records):
             self.run.add(rec)
-            kind = rec.get("kind")
-            if self.label and kind not in (Start.KIND, Step.KIND, End.KIND):
+            if self.label and not isinstance(rec, (Start, Step, End)):
                 continue
-            handler = getattr(self, f"_on_{kind}", None)
+            handler = getattr(self, f"_on_{rec.kind}", None)
             if handler:
                 handler(rec)
 
@@ -236,6 +236,9 @@ class ProgressPrinter:
     def _on_checkpoint(self, rec):
         if self.console is None:
             self._say(f"checkpoint at step {fmt_of(rec.get('step'), None)}: {rec.get('path') or '(no path)'}")
+
+    def _on_precision_switch(self, rec):  # the autopilot (docs/autopilot.md): which rule, and why
+        self._say(switch_line(rec))
 
     def _on_step(self, rec):
         total = self.run.total_steps

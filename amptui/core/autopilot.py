@@ -39,8 +39,15 @@ class Decision:
         return f"autopilot: switched {from_words} -> {self.to_words} at step {step}: {self.why} (rule {self.rule})"
 
 
-def _toml(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+def _toml(value: Any, inner: bool = False) -> str:
+    """A --set value as TOML: true, bfloat16 (a bare word --set takes), ['a'], {"a" = 'b'}."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"\"{k}\" = {_toml(v, True)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v, True) for v in value) + "]"
+    return f"'{value}'" if isinstance(value, str) and (inner or not value.replace("_", "").isalnum()) else str(value)
 
 
 @dataclass
@@ -55,6 +62,7 @@ class ScaleCollapse:
     clean_seen: bool = False
     last_step: int = 0
     skips: deque = field(default_factory=deque)           # (step, skipped) of the records in the window
+    held: bool = False                                    # it fired where bfloat16 is slow: said, not acted on
     history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
 
     def observe(self, step: int, scale: float | None, skipped: int) -> str | None:
@@ -91,24 +99,114 @@ class ScaleCollapse:
                 "skip_window": s.skip_window}
 
 
-class Pilot:
-    """The rules of one run, fed its step records in order; each decides at most once."""
+@dataclass
+class Float8Sqnr:
+    """Rule 2: a float8 linear back to high precision (amp.float8_skip) once `sqnr_alarms` range samples
+    found its float8 GEMM output under `sqnr_db` above its rounding error; the others stay float8."""
 
-    def __init__(self, settings: Autopilot, *, narrow_scaled: bool, wide: str = "bfloat16", wide_fast: bool = True):
+    settings: Autopilot
+    low: dict[str, list[list[Any]]] = field(default_factory=dict)  # layer -> [[step, sqnr_db], ...] under the bar
+
+    def observe(self, record: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(the layer, why) when a numerics record makes a layer's count, else None."""
+        step = record.get("step")
+        for layer in record.get("float8") or []:
+            if not isinstance(layer, Mapping):
+                continue
+            name, sqnr = layer.get("name"), layer.get("sqnr_db")
+            if not isinstance(name, str) or not isinstance(sqnr, (int, float)) or sqnr >= self.settings.sqnr_db:
+                continue
+            seen = self.low.setdefault(name, [])
+            seen.append([step, round(float(sqnr), 2)])
+            if len(seen) >= self.settings.sqnr_alarms:
+                return name, (f"{name}'s float8 {layer.get('recipe', '')} GEMM output stayed under "
+                              f"{self.settings.sqnr_db:g} dB SQNR in {len(seen)} samples (last {sqnr:.1f} dB)")
+        return None
+
+
+class Pilot:
+    """The rules of one run, fed its records in order; each rule decides at most once (a switch builds a new Pilot)."""
+
+    def __init__(self, settings: Autopilot, *, narrow_scaled: bool, wide: str = "bfloat16", wide_fast: bool = True,
+                 float8_skip: Sequence[str] | None = None, layers: Mapping[str, str] | None = None, widened: int = 0,
+                 total_steps: int | None = None):
         self.settings = settings
         self.wide, self.wide_fast = wide, wide_fast
         self.collapse = ScaleCollapse(settings) if narrow_scaled and "scale_collapse" in settings.rules else None
+        # a float8 run's linears ([amp] float8 on): `float8_skip` is what it keeps in high precision already
+        self.float8_skip = list(float8_skip) if float8_skip is not None else None
+        self.sqnr = Float8Sqnr(settings) if float8_skip is not None and "float8_sqnr" in settings.rules else None
         self.decided: list[Decision] = []
-        self.held_back: str | None = None  # a rule fired where its target is slow: said once, not acted on
+        # widen_overflow: amptui's trainer's [amp.layers] (None: not its run), and how many modules earlier switches widened
+        self.layers = dict(layers) if layers is not None and "widen_overflow" in settings.rules else None
+        self.widened = widened
+        self.total_steps = total_steps  # float8_tail: the run's steps (amptui's trainer knows them)
+        self.held_back: str | None = None  # a rule that fired but is not acted on (its target slow here): why
+
+    def _fired(self, rule: str) -> bool:
+        return any(d.rule == rule for d in self.decided)
+
+    def observe_warning(self, record: Mapping[str, Any]) -> Decision | None:
+        """A `warning` record: a non-finite step whose triage names `precision_overflow` in a module (rule
+        widen_overflow): that module computes in float32 from here, up to `widen_limit` modules a run."""
+        cause = record.get("cause")
+        if self.layers is None or record.get("code") != "nonfinite_cause" or not isinstance(cause, Mapping):
+            return None
+        module, step = cause.get("module"), cause.get("step")
+        if cause.get("cause") != "precision_overflow" or not isinstance(module, str) or not module or \
+                not isinstance(step, int) or self.layers.get(module) == "fp32" or self._fired("widen_overflow"):
+            return None
+        if self.widened >= self.settings.widen_limit:
+            self.held_back = (f"autopilot: {module} overflowed {cause.get('dtype', '')} at step {step}, but "
+                              f"{self.widened} modules were widened already (widen_limit): not switching")
+            return None
+        decision = Decision("widen_overflow", step, {"amp.layers": {**self.layers, module: "fp32"}}, f"{module} in fp32",
+                            f"step {step}: {module}'s {cause.get('where', 'forward')} output passed "
+                            f"{cause.get('dtype', 'the dtype')}'s range with finite inputs (precision_overflow)",
+                            {"cause": dict(cause), "widened_before": self.widened})
+        self.decided.append(decision)
+        return decision
+
+    def observe_numerics(self, record: Mapping[str, Any]) -> Decision | None:
+        """A `numerics` record (a range sample with its float8 layers' SQNR): rule float8_sqnr."""
+        if self.sqnr is None or self._fired("float8_sqnr") or self.float8_skip is None:
+            return None
+        fired = self.sqnr.observe(record)
+        if fired is None:
+            return None
+        layer, why = fired
+        decision = Decision("float8_sqnr", int(record.get("step") or 0), {"amp.float8_skip": [*self.float8_skip, layer]},
+                            f"{layer} out of float8", why, {"sqnr_db": self.settings.sqnr_db,
+                                                            "samples": self.sqnr.low[layer], "layer": layer})
+        self.decided.append(decision)
+        return decision
 
     def observe(self, record: Mapping[str, Any]) -> Decision | None:
+        """A step record: rules float8_tail and scale_collapse."""
+        return self._tail(record) or self._collapse(record)
+
+    def _tail(self, record: Mapping[str, Any]) -> Decision | None:
+        """Rule 4: a float8 run's linears back to high precision (amp.float8 = "off") for the last
+        `tail_share` of its steps (0: off), from the first step record past that point."""
+        step, share, total = record.get("step"), self.settings.tail_share, self.total_steps
+        if not share or not total or self.float8_skip is None or self._fired("float8_tail") or \
+                not isinstance(step, int) or step < total * (1 - share):
+            return None
+        decision = Decision("float8_tail", step, {"amp.float8": "off"}, "float8 off",
+                            f"the last {share:.0%} of the run's {total} steps (from step {step}) in high precision",
+                            {"tail_share": share, "total_steps": total})
+        self.decided.append(decision)
+        return decision
+
+    def _collapse(self, record: Mapping[str, Any]) -> Decision | None:
         step, scale, skipped = record.get("step"), record.get("scale"), record.get("skipped") or 0
-        if not isinstance(step, int) or self.collapse is None or self.decided or self.held_back:
+        if not isinstance(step, int) or self.collapse is None or self._fired("scale_collapse") or self.collapse.held:
             return None
         why = self.collapse.observe(step, scale if isinstance(scale, (int, float)) else None, int(skipped))
         if why is None:
             return None
         if not self.wide_fast:
+            self.collapse.held = True
             self.held_back = (f"autopilot: the scale collapsed at step {step} ({why}), but {self.wide} is slow on "
                               "this device (as `amptui doctor` measures it): not switching")
             return None
@@ -137,3 +235,8 @@ def segments(switches: Sequence[Mapping[str, Any]]) -> str:
             parts.append(str(before or "?"))
         parts.append(f"{after or '?'} at step {rec.get('step')}")
     return " -> ".join(parts)
+
+
+def switch_line(rec: Mapping[str, Any]) -> str:
+    """A precision_switch record in one line: "autopilot: switched fp16+scaler -> bf16 at step 35: why (rule R)"."""
+    return f"autopilot: switched {segments([rec])}: {rec.get('why', '')} (rule {rec.get('rule', '?')})"

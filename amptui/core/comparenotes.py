@@ -22,7 +22,7 @@ from amptui.core.tunenames import source_preset
 from amptui.core.whyamp import why_lines
 
 if TYPE_CHECKING:
-    from amptui.core.compare import RunSummary
+    from amptui.core.runsummary import RunSummary
 
 TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the first run (evaluation, "
                "checkpoints, start-up and the first 10% of steps left out), ± the two runs' spread of step time "

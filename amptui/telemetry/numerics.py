@@ -86,6 +86,7 @@ class Sample:
     seen: list[int]                         # gradient values counted per row (for the underflow share)
     forward_order: list[int] = field(default_factory=list)   # rows, in the order their forward ran
     backward_order: list[int] = field(default_factory=list)  # rows, in the order their gradient arrived
+    last_order: list[int] = field(default_factory=list)  # rows, in the order of their last forward call
 
 
 class RangeSampler:
@@ -159,6 +160,11 @@ class RangeSampler:
                 return
             if row not in sample.forward_order:
                 sample.forward_order.append(row)
+            if sample.last_order and sample.last_order[-1] != row:  # a reused module moves to its latest call
+                with contextlib.suppress(ValueError):
+                    sample.last_order.remove(row)
+            if not sample.last_order or sample.last_order[-1] != row:
+                sample.last_order.append(row)
             for t in tensors:
                 value = t.detach().abs().amax().float()
                 sample.buffer[row, FORWARD] = torch.maximum(sample.buffer[row, FORWARD], value)
@@ -252,8 +258,10 @@ class RangeSampler:
 
     def _first_nonfinite(self, sample: Sample, rows: list[list[float]], scale: float | None) -> dict | None:
         """The first module in execution order whose forward output held inf/NaN; else the first
-        whose gradient did, in the order backward reached them."""
-        for row in sample.forward_order:
+        whose gradient did, in the order backward reached them. A module called more than once (a
+        reused relu) holds the worst of its calls: it is placed at its last call, so a conv whose
+        output overflowed between two of its calls is named, not the relu that passed the inf on."""
+        for row in sample.last_order:
             if not math.isfinite(rows[row][FORWARD]):
                 return describe_nonfinite(self.modules[row][0], "forward", self.dtype.name, self.dtype.max_finite,
                                           rows[row][FORWARD])

@@ -23,7 +23,7 @@ from amptui.core import checkpoints as info
 from amptui.core.config import autopilot as settings_of
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
-from amptui.core.records import PrecisionSwitch, Step
+from amptui.core.records import PrecisionSwitch, Record, Step, WarningRecord
 from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
 from amptui.telemetry.autopilot import CODE
 from amptui.telemetry.autopilot import Autopilot as Rules
@@ -68,10 +68,34 @@ class Autopilot:
     @classmethod
     def of(cls, trainer: Trainer) -> Autopilot | None:
         on = settings_of.of(trainer.cfg.amp).on and not trainer.dist.enabled  # one process: see docs/autopilot.md
-        return cls(trainer) if on else None
+        if not on:
+            return None
+        pilot = cls(trainer)
+        trainer.recorder.sinks.append(pilot)  # sees the numerics samples (rule float8_sqnr)
+        return pilot
 
     def _pilot(self) -> Rules:
-        return Rules(self.settings, self.trainer.state.precision, self.trainer.state.device)
+        t = self.trainer
+        widened = len(set(t.cfg.amp.layers) - set(t.base_cfg.amp.layers))  # by earlier widen_overflow switches
+        return Rules.of(t.cfg.amp, t.state.precision, t.state.device, trainer=True, widened=widened,
+                        total_steps=t.state.total_steps) or \
+            Rules(self.settings, t.state.precision, t.state.device)
+
+    # a Sink of the Recorder (telemetry/sinks.py): the records besides step records (numerics samples)
+    def note(self, record: Record) -> None:
+        if self.pending is None and not (isinstance(record, WarningRecord) and record.code == CODE):
+            self._decided(self.pilot.note(record))
+            if said := self.pilot.said():
+                self.trainer.warn(said, code=CODE)
+
+    def step(self, record: Step) -> None:
+        self.observe(record)
+
+    def epoch(self, record: Any, step: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
     def observe(self, record: Step | None) -> None:
         """A step record just written: a rule that fires is acted on at once (`act`, see `due`) or said."""
@@ -80,6 +104,9 @@ class Autopilot:
         decision, said = self.pilot.observe(record)
         if said:
             self.trainer.warn(said, code=CODE)
+        self._decided(decision)
+
+    def _decided(self, decision: rules.Decision | None) -> None:
         if decision is None:
             return
         if self.settings.acts:
@@ -99,10 +126,16 @@ class Autopilot:
         t, decision = self.trainer, self.pending
         assert decision is not None
         self.pending = None
-        before, before_values = t.state.precision, t.cfg.flat()
+        before, before_values, kept_keys = t.state.precision, t.cfg.flat(), dict(t.switched)
         t.switched.update(decision.to)  # in the checkpoint: a resume from it, or a later one, goes on switched
         t.checkpointed_step = -1        # written even where this step's checkpoint is (it lacks the keys)
         t.save_checkpoint()
+        written = info.read_info(RunFolder(t.run_dir).checkpoints)
+        if written is None or written.get("step") != t.progress.step:  # e.g. a non-finite loss without a scaler
+            t.switched = kept_keys
+            t.warn(f"{decision.advice(before.short)}; not switched: no checkpoint of step {t.progress.step} to switch "
+                   "at (the last one is older)", code=CODE)
+            return
         kept = keep_checkpoint(t.run_dir, t.progress.step)
         t.cfg = t.base_cfg.with_overrides(t.switched, source="autopilot")
         t.state = build_state(t.cfg, t.dist, t.state.device, t.log)
@@ -110,8 +143,11 @@ class Autopilot:
         attach_state(t.recorder, t.cfg, t.state)
         t.recorder.last_scale = None
         after = t.state.precision
+        said_after = _said(after, decision.to, decision.to)
+        if after.short == before.short:  # e.g. one layer out of float8: the run's name for it does not change
+            said_after["short"] = f"{after.short}, {decision.to_words}"
         t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to),
-                                         to=_said(after, decision.to, decision.to), rule=decision.rule,
+                                         to=said_after, rule=decision.rule,
                                          why=decision.why, evidence=decision.evidence, checkpoint=str(kept)))
         t.log(decision.done(before.short, t.progress.step))
         notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft

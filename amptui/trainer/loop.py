@@ -48,7 +48,7 @@ from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer import fsdp
 from amptui.trainer.autopilot import Autopilot, resumed_config
 from amptui.trainer.dist import Dist, no_sync
-from amptui.trainer.recording import attach_recorder, record_failure
+from amptui.trainer.recording import attach_recorder, notify_setup_failure, record_failure
 from amptui.trainer.replay import StepReplay
 from amptui.trainer.resume import Progress, gather_sharded, restore, write_checkpoint
 from amptui.trainer.state import TrainingState, build_state, choose_device
@@ -250,9 +250,7 @@ class Trainer:
         lr is the schedule's for every step so far."""
         if self.state.skips is not None:
             self.apply_skips(self.state.skips.settle())
-        record = self.recorder.write_step()
-        if self.autopilot is not None:
-            self.autopilot.observe(record)
+        self.recorder.write_step()  # an autopilot (a sink of the Recorder) reads the record
         if self.replay is not None:
             self.replay.window_done()
         step = self.recorder.trouble_step
@@ -346,6 +344,7 @@ class Trainer:
         print(line, flush=True)  # under torchrun, each line gets its "[rank N]" prefix from torchrun
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
+        notify_setup_failure(self, status)  # failed in set-up, before the mirrors: the webhook hears it too
         self.recorder.end(status, error)
 
 

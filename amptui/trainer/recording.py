@@ -32,6 +32,18 @@ def attach_state(recorder: Recorder, cfg: Config, state: TrainingState) -> None:
     recorder.sample_plan(state.model, cfg.numerics.plan_every)
 
 
+def notify_setup_failure(trainer, status: str) -> None:
+    """A run that failed before attach_recorder (building the model, the data: no `state` yet):
+    its webhook (log.notify_url) still hears of the failure from the end record."""
+    cfg = trainer.cfg
+    if status == "failed" and not hasattr(trainer, "state") and trainer.dist.rank == 0 and cfg.log.notify_url:
+        from amptui.telemetry.notify import notifier_from
+
+        notifier = notifier_from(cfg.log.notify_url, Path(trainer.run_dir).name)
+        if notifier is not None:
+            trainer.recorder.sinks.append(notifier)
+
+
 def record_failure(exc: BaseException) -> None:
     """Under torchrun: write this rank's exception to torchelastic's error file (what `@record`
     writes), with an exact time so the supervisor can tell the root cause from the ranks that

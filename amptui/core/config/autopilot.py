@@ -8,7 +8,10 @@ here against `KEYS` (type, default, meaning), so a preset's mistake names the ke
     skip_limit = 20         # ... this many skipped steps ...
     skip_window = 100       # ... within this many steps, after the first clean one (calibration is not counted)
 
-Rules (docs/autopilot.md): `scale_collapse`, float16 + GradScaler -> bfloat16 where bfloat16 is fast.
+Rules (docs/autopilot.md): `scale_collapse`, float16 + GradScaler -> bfloat16 where bfloat16 is fast;
+`float8_sqnr`, a float8 linear whose sampled SQNR stays low -> high precision (amp.float8_skip);
+`widen_overflow`, a module whose overflow the triage names (`precision_overflow`) -> float32 ([amp.layers]);
+`float8_tail`, a float8 run's last `tail_share` of steps in high precision (amp.float8 = "off").
 No torch here: the rules themselves are core/autopilot.py.
 """
 
@@ -22,7 +25,7 @@ from amptui.core.errors import ConfigError
 
 KEY = "amp.autopilot"
 MODES = ("off", "advise", "act")
-RULES = ("scale_collapse",)  # the rules built so far (issue 54 names five; docs/autopilot.md says which)
+RULES = ("scale_collapse", "float8_sqnr", "widen_overflow", "float8_tail")  # the rules built so far (issue 54 names five; docs/autopilot.md)
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,16 @@ class Autopilot:
     floor_steps: int = 50
     skip_limit: int = 20
     skip_window: int = 100
+    # float8_sqnr: a float8 linear back to high precision after `sqnr_alarms` range samples ([numerics] every) whose
+    # float8 GEMM output was under `sqnr_db` above its rounding error (core.numerics.SQNR_ALARM_DB's 10 dB: healthy
+    # float8 layers keep 20-35 dB; plan-lab's outlier linear, whose inputs are rounded away, stays under it)
+    sqnr_db: float = 10.0
+    sqnr_alarms: int = 3
+    # widen_overflow: a module whose non-finite step the triage pins on float16's range computes in float32 from
+    # then on ([amp.layers] "module" = "fp32"), at most this many modules a run
+    widen_limit: int = 2
+    # float8_tail: a float8 run's last share of steps in high precision (0 = off: the share is the run's to choose)
+    tail_share: float = 0.0
 
     @property
     def on(self) -> bool:
@@ -53,6 +66,10 @@ _DOCS = {
     "floor_steps": "... for this many optimizer steps fires the rule",
     "skip_limit": "scale_collapse: this many skipped steps ...",
     "skip_window": "... within this many optimizer steps (after the first clean step) fires the rule",
+    "sqnr_db": "float8_sqnr: a float8 linear's sampled GEMM output SQNR (dB) under this ...",
+    "sqnr_alarms": "... in this many range samples ([numerics] every) moves it back to high precision",
+    "widen_limit": "widen_overflow: at most this many modules widened to float32 in a run",
+    "tail_share": "float8_tail: the last share (0-1) of a float8 run's steps in high precision (0 = off)",
 }
 
 
@@ -83,6 +100,10 @@ def _checked(name: str, value: Any, default: Any, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
         return value
+    if name == "tail_share":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ConfigError(f"{where} must be a number in [0, 1), got {value!r}")
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise ConfigError(f"{where} must be a number > 0, got {value!r}")
     return float(value)

@@ -36,7 +36,7 @@ from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
 from amptui.core.turns import Turns
 from amptui.telemetry import Recorder, ddp
-from amptui.telemetry.autopilot import CODE, Autopilot
+from amptui.telemetry.autopilot import Autopilot
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -78,7 +78,6 @@ class ScriptSession:
         self.plan_every = 0  # numerics.plan_every (amptui plan --script)
         self.sampling: tuple[int, int, str] | None = None  # [numerics] every, depth, the dtype computed in
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
-        self.autopilot: Autopilot | None = None  # [amp.autopilot], once the precision is seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
         # `ab --script --interleave`: the script trains only in its turn (core/turns.py), handed on at
@@ -182,7 +181,8 @@ class ScriptSession:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
-        self.autopilot = Autopilot.of(cfg.amp, precision, recorder.device)  # advises only: the loop is the script's
+        if pilot := Autopilot.of(cfg.amp, precision, recorder.device):  # [amp.autopilot]: advice only (its loop)
+            recorder.sinks.append(pilot.advisor(self.warn))
 
     def _slow_on_cpu(self, precision: Precision) -> None:
         """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
@@ -249,13 +249,7 @@ class ScriptSession:
 
     def write_step(self, reduce: bool = True) -> None:
         self.recorder.reduce = ddp.all_sum if reduce and ddp.initialized(self.world_size) else None
-        record = self.recorder.write_step()
-        if self.autopilot is not None:  # advice only: the loop is the script's
-            decision, said = self.autopilot.observe(record)
-            if decision is not None:
-                self.warn(CODE, decision.advice(self.autopilot.precision.short, own_loop=True))
-            if said:
-                self.warn(CODE + "_held", said)
+        self.recorder.write_step()
         self.flushes.say()
         if self.recorder.trouble_step is not None and self.models and self.reduced is not None:
             if not replay_cause(self, self.recorder.counters.step):  # else: sample the next steps' ranges
