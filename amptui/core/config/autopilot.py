@@ -104,13 +104,13 @@ def _checked(name: str, value: Any, default: Any, where: str) -> Any:
         if not isinstance(value, list) or any(rule not in RULES for rule in value):
             raise ConfigError(f"{where} must be a list of rule names, of {', '.join(RULES)}; got {value!r}")
         return tuple(value)
-    if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
-        return value
     if name == "promote_after":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{where} must be an integer >= 0, got {value!r}")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
         return value
     if name == "promote_for":
         try:
