@@ -49,7 +49,7 @@ import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from amptui.core import compare, figures  # noqa: E402
+from amptui.core import compare, figures, runsummary  # noqa: E402
 from amptui.core.config import presets  # noqa: E402
 from amptui.core.config.precision import Precision  # noqa: E402
 from amptui.core.config.variants import VARIANTS  # noqa: E402
@@ -182,7 +182,7 @@ def amptui_ab(model: Model, variants: list[str], device: str, runs_dir: Path) ->
     # the A/B's runs, in the order it ran them (run ids are time-ordered; dot-folders hold the A/B
     # group's own records); the rows `ab` printed
     runs = sorted(p for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
-    summaries = [compare.summarize(d) for d in runs]
+    summaries = [runsummary.summarize(d) for d in runs]
     rows = compare.compare_rows(summaries)
     return {v: (s.steady_step_ms, row.speedup) for v, s, row in zip(variants, summaries, rows)}
 

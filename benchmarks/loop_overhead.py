@@ -66,7 +66,7 @@ def monitor_alternating(dtype: str, args, runs_dir: Path, windows: int = 20, ste
 
 
 def amptui(dtype: str, args, runs_dir: Path, reuse: bool = True) -> float:
-    from amptui.core import compare
+    from amptui.core import runsummary
 
     precision = ["--set", "amp.autocast=false"] if dtype == "fp32" else ["--set", "amp.dtype=bfloat16"]
     before = set(runs_dir.iterdir()) if runs_dir.exists() else set()
@@ -79,7 +79,7 @@ def amptui(dtype: str, args, runs_dir: Path, reuse: bool = True) -> float:
                     "--runs-dir", str(runs_dir)],
                    capture_output=True, text=True, check=True, env=env)
     (run_dir,) = set(runs_dir.iterdir()) - before
-    return compare.summarize(run_dir).steady_step_ms
+    return runsummary.summarize(run_dir).steady_step_ms
 
 
 COLUMNS = ("bare", "amptui", "Monitor", "bare, glibc defaults", "amptui, reuse off")

@@ -11,7 +11,7 @@ from support.cli import amptui
 from support.records import events, events_so_far, only_run, record, write_records
 from support.waits import wait_until
 
-from amptui.core import compare, comparenotes
+from amptui.core import compare, comparenotes, runsummary
 from amptui.core.config import values as cfgmod
 from amptui.core.config import variants as ab
 from amptui.core.errors import UserError
@@ -62,7 +62,7 @@ def canned_run(root, name, ms_per_step, batch, peak, acc, steps=100, every=10, p
 def test_table_arithmetic_on_canned_runs(tmp_path):
     base = canned_run(tmp_path, "a", ms_per_step=20.0, batch=64, peak=1000 * 2**20, acc=0.90)
     fast = canned_run(tmp_path, "b", ms_per_step=8.0, batch=64, peak=600 * 2**20, acc=0.91, precision="bf16")
-    rows = compare.compare_rows([compare.summarize(base), compare.summarize(fast)])
+    rows = compare.compare_rows([runsummary.summarize(base), runsummary.summarize(fast)])
     assert rows[0].speedup == pytest.approx(1.0) and rows[0].memory_saving == pytest.approx(0.0)
     assert rows[1].samples_per_s == pytest.approx(64 / 0.008)
     assert rows[1].speedup == pytest.approx(20.0 / 8.0), "warm-up window left out"
@@ -82,7 +82,7 @@ def test_a_resumed_run_counts_all_its_sessions_and_whole_epochs_only(tmp_path):
         w.emit("start", total_steps=20, resumed_from=12, t=87400.0)
         w.emit("epoch", epoch=2, epoch_time_s=6.0, partial=True, t=87407.0)  # resumed mid-epoch
         w.emit("end", status="completed", steps=20, total_time_s=9.0, peak_mem=700.0, t=87408.0)
-    summary = compare.summarize(run)
+    summary = runsummary.summarize(run)
     assert summary.total_time_s == pytest.approx(23.0)  # the sessions' time (runs.RunClock), not the pause
     assert summary.peak_mem == 900.0 and summary.status == "completed"
     assert summary.time_per_epoch_s == pytest.approx(10.0)
@@ -171,7 +171,7 @@ def test_compare_of_a_script_run_beside_preset_runs_counts_only_what_the_script_
     scalers = cli("compare", "preset-fp16", "fp16", check=True).stdout  # both had one: their settings count
     assert "differ in more than precision: amp.init_scale (65536 / 1.67772e+07), run.script (- / recipe.py)\n" \
         in scalers, scalers
-    summaries = [compare.summarize(runs_dir / name) for name in ("fp32", "fp16", "bf16")]
+    summaries = [runsummary.summarize(runs_dir / name) for name in ("fp32", "fp16", "bf16")]
     differ = comparenotes.differing_keys(summaries)
     assert set(differ) == {"log.every", "run.script"} and differ["log.every"] == [10, 10, 5], differ
 

@@ -379,7 +379,7 @@ def test_damaged_files_watch_loads(damaged_root, name):
     for _ in range(500):
         if not tail.poll():
             break
-    assert model.step == 4
+    assert model.run.step == 4
 
 
 def test_a_50mb_line_is_read_in_bounded_memory(tmp_path):

@@ -121,14 +121,14 @@ def test_a_50mb_torn_line_keeps_the_run_screen_bounded_and_counts_one_bad_line(t
     finally:
         tracemalloc.stop()
     assert peak < RUN_SCREEN_BOUND, f"peak {peak / 2**20:.1f} MiB"
-    assert model.step == 10 and model.bad_lines == 1 and not model.loading
+    assert model.run.step == 10 and model.bad_lines == 1 and not model.loading
     # The line ends at last and the run goes on: read on, the bad line counted once.
     with open(run / "events.jsonl", "ab") as fh:
         fh.write(b'"}\n' + json.dumps({"kind": "end", "status": "completed", "steps": 12}).encode() + b"\n")
     for _ in range(200):
         if not tail.poll():
             break
-    assert model.end is not None and model.bad_lines == 1
+    assert model.run.end is not None and model.bad_lines == 1
 
 
 # --- issue 32 finding 6: config.toml that is not a regular file ----------------------------------------

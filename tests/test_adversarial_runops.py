@@ -405,7 +405,7 @@ def session(t0: float, t1: float, status: str, steps: int, resumed_from: int = 0
 
 @pytest.mark.timeout(60)
 def test_every_view_tells_one_duration_after_resumes_and_a_failed_resume_adds_no_downtime(runs_dir):
-    from amptui.core import compare
+    from amptui.core import runsummary
     from amptui.dashboard.runmodel import RunModel
     from amptui.dashboard.runtail import RunTail
 
@@ -421,7 +421,7 @@ def test_every_view_tells_one_duration_after_resumes_and_a_failed_resume_adds_no
     while tail.poll():
         pass
     listed = runs.load_run(run_dir).duration_s
-    compared = compare.summarize(run_dir).total_time_s
+    compared = runsummary.summarize(run_dir).total_time_s
     assert listed == pytest.approx(30.0) and compared == pytest.approx(30.0)
     assert model.elapsed(t + 99_999) == pytest.approx(30.0)
 

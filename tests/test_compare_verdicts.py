@@ -193,13 +193,13 @@ def test_plan_verify_states_no_figure_its_noise_cannot_tell():
 
 def test_the_compare_screen_says_why_too_noisy_and_what_to_do(runs_dir):
     """The dashboard decides by the same verdict and says under its table what `amptui compare` says."""
-    from amptui.core import compare
+    from amptui.core import runsummary
     from amptui.dashboard.screens.compare.screen import numerics_notes
 
     noisy = [10, 14, 8, 12, 16, 9, 11, 15, 8, 13]
     write_run(runs_dir, "20261127-100000-qs-a", noisy)
     write_run(runs_dir, "20261127-100001-qs-b", [ms * 0.96 for ms in reversed(noisy)])
-    summaries = [compare.summarize(runs_dir / r) for r in ("20261127-100000-qs-a", "20261127-100001-qs-b")]
+    summaries = [runsummary.summarize(runs_dir / r) for r in ("20261127-100000-qs-a", "20261127-100001-qs-b")]
     said = numerics_notes(summaries).plain
     assert "speed-up too noisy to tell (20261127-100001-qs-b: " in said and "rerun when the machine is quieter" in said
 
@@ -207,12 +207,12 @@ def test_the_compare_screen_says_why_too_noisy_and_what_to_do(runs_dir):
 def test_a_control_is_the_first_runs_setup_again_whatever_its_seed_or_how_its_precision_was_spelled(tmp_path):
     """An `ab` fp32 variant (amp.grad_scaler = false) and `amptui run` of the same preset with another
     seed (grad_scaler "auto") are one setup: the second is the first's control; another batch size is not."""
-    from amptui.core import compare, comparestep
+    from amptui.core import comparestep, runsummary
 
     def run(name: str, config: str, precision: str = "fp32"):
         write_run(tmp_path, name, [10.0] * 4, precision=precision)
         (tmp_path / name / "config.toml").write_text('[run]\nname = "quickstart"\n' + config)
-        return compare.summarize(tmp_path / name)
+        return runsummary.summarize(tmp_path / name)
 
     base = run("a", "seed = 0\n[amp]\nautocast = false\ngrad_scaler = false\n")
     bf16 = run("b", "seed = 0\n[amp]\nautocast = true\ndtype = \"bfloat16\"\n", "bf16")

@@ -263,7 +263,7 @@ async def test_w_opens_a_failed_run_with_its_error_and_q_goes_back(root):
         await pilot.press("w")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
-        await until(pilot, lambda: screen.model.end is not None and screen.query_one("#error-panel").display)
+        await until(pilot, lambda: screen.model.run.end is not None and screen.query_one("#error-panel").display)
         text = str(screen.query_one("#error-panel").render())
         assert "run failed" in text and "RuntimeError: debug.fail_at_step" in text
         assert "failed" in str(screen.query_one("#run-header").render())
@@ -282,11 +282,11 @@ async def test_finished_run_fills_every_panel(root):
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
-        await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await until(pilot, lambda: screen.model.run.end is not None and not screen.model.loading)
         await until(pilot, screen.drawn)  # the screen renders the model on a timer
         await settled(pilot)
         m = screen.model
-        assert m.step == 256 and m.n_backoff == 37 and m.skipped_total == 37 and m.n_growth > 0
+        assert m.run.step == 256 and m.n_backoff == 37 and m.run.skipped_total == 37 and m.n_growth > 0
         assert "skipped 37" in str(screen.query_one("#scale-info").render())
         events = str(screen.query_one("#scale-list").render())  # every event, newest first; it scrolls
         assert events.index("step 253") < events.index("step 251") and "inf in head.weight" in events
@@ -316,7 +316,7 @@ async def test_live_run_stop_confirm_and_detach(root, monkeypatch):
         await pilot.press("w")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
-        await until(pilot, lambda: screen.model.status == "running" and screen.model.step == 120)
+        await until(pilot, lambda: screen.model.status == "running" and screen.model.run.step == 120)
         await until(pilot, screen.drawn)  # the screen renders the model on a timer
         await settled(pilot)
         header = str(screen.query_one("#run-header").render())
@@ -347,7 +347,7 @@ async def test_panel_keys_at_80x24(root):
         await pilot.press("n")
         assert screen.query_one("#p-mem").display
         # the warning bar appears once the run's records are in; click after that layout change
-        await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await until(pilot, lambda: screen.model.run.end is not None and not screen.model.loading)
         await until(pilot, screen.drawn)  # the screen renders the model (and the bar) on a timer
         await settled(pilot)
         await pilot.click("#panel-tabs", offset=(3, 0))  # the mouse: " 1 loss "
@@ -409,9 +409,9 @@ async def test_torn_and_garbage_lines_do_not_crash(root):
     notes = Notes().install(app)
     async with app.run_test(size=(110, 34)) as pilot:
         screen = app.screen
-        await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await until(pilot, lambda: screen.model.run.end is not None and not screen.model.loading)
         await settled(pilot)
-        assert screen.model.step == 320
+        assert screen.model.run.step == 320
         await until(pilot, lambda: "unreadable" in notes.text())
         with open(path, "a") as fh:  # the torn record completes; another bad line arrives
             fh.write('ep"}\nmore garbage\n')

@@ -181,7 +181,7 @@ def test_stop_from_the_run_screen_stops_a_real_run(tmp_path, monkeypatch):
         app = make_app("runs", watch=run_dir)
         async with app.run_test(size=(110, 34)) as pilot:
             screen = app.screen
-            await until(pilot, lambda: screen.model.status == "running" and screen.model.step > 3, 90, 0.2)
+            await until(pilot, lambda: screen.model.status == "running" and screen.model.run.step > 3, 90, 0.2)
             await pilot.press("s")
             await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
             await pilot.press("y")

@@ -390,7 +390,7 @@ async def test_long_alarm_and_log_lines_wrap_at_120_columns(root):
     app = app_for(root, watch=root / SCALER)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
-        await until(pilot, lambda: not screen.model.loading and screen.model.end is not None)
+        await until(pilot, lambda: not screen.model.loading and screen.model.run.end is not None)
         await until(pilot, lambda: screen.drawn() and screen.model.log_seq > 0)
         await settled(pilot)
         bar = screen.query_one("#warning-bar")
@@ -452,7 +452,7 @@ async def test_a_figure_reads_the_same_on_the_run_screen_the_list_and_compare(ro
         await pilot.press("w")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
-        await until(pilot, lambda: screen.model.end is not None and not screen.model.loading)
+        await until(pilot, lambda: screen.model.run.end is not None and not screen.model.loading)
         await until(pilot, screen.drawn)  # the screen renders the model on a timer
         await settled(pilot)
         stats = str(screen.query_one("#stats").render())

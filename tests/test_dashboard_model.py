@@ -12,8 +12,10 @@ from support.dashboard import FAILED, QUICK, SCALER, copy_runs
 from support.records import record
 
 from amptui.core import compare as cmp
+from amptui.core import runsummary
 from amptui.core.records import Mem, Scaler, Start, Step
 from amptui.core.series import Series
+from amptui.dashboard.panels import plots
 from amptui.dashboard.runmodel import SERIES_CAP, RunModel
 from amptui.dashboard.runtail import RunTail
 
@@ -67,7 +69,7 @@ def test_a_long_history_keeps_memory_flat():
     """Once the series are full, more records cost next to nothing: 10k traced records after a
     10k warm-up, then 20k more (each series compacts many times over) stay within the cap."""
     total = 40_000
-    model = RunModel("big")
+    model = RunModel("big", plots())
     model.feed([_start("big", total, t=1000.0)])
     model.feed([_step(i, scale=65536.0) for i in range(1, 10_001)])
     tracemalloc.start()
@@ -76,9 +78,9 @@ def test_a_long_history_keeps_memory_flat():
     tracemalloc.stop()  # the rest untraced: fast
     for chunk in range(20_001, total + 1, 20_000):
         model.feed([_step(i, scale=65536.0) for i in range(chunk, chunk + 20_000)])
-    big = sum(len(s) for s in (model.loss_s, model.lr_s, model.scale_s, model.sps_s, *model.mem.values()))
-    assert model.step == total
-    for series in (model.loss_s, model.lr_s, model.scale_s, model.sps_s, *model.mem.values()):
+    big = sum(len(s) for s in (model.series["loss"], model.series["lr"], model.series["log2_scale"], model.series["samples_per_s"], *model.mem.values()))
+    assert model.run.step == total
+    for series in (model.series["loss"], model.series["lr"], model.series["log2_scale"], model.series["samples_per_s"], *model.mem.values()):
         assert len(series) <= SERIES_CAP + 1
     assert big <= 7 * (SERIES_CAP + 1)
     assert small < 2_000_000  # 10k more records cost next to nothing once the series are full
@@ -101,33 +103,33 @@ def test_a_huge_event_file_is_skimmed_on_attach(tmp_path):
     old = runtail.SKIM_ABOVE_BYTES, runtail.SKIM_TARGET_STEPS
     runtail.SKIM_ABOVE_BYTES, runtail.SKIM_TARGET_STEPS = size // 4, 3_000  # as if it were 1M records
     try:
-        model = RunModel()
+        model = RunModel(plots=plots())
         tail = RunTail(run, model, alive=lambda info: True)
         while tail.poll():
             pass
     finally:
         runtail.SKIM_ABOVE_BYTES, runtail.SKIM_TARGET_STEPS = old
-    assert model.step == 60_000 and model.n_backoff == 120  # newest step and every scaler event kept
-    assert model.loss_s.count < 10_000  # only a sample of the step records was parsed
+    assert model.run.step == 60_000 and model.n_backoff == 120  # newest step and every scaler event kept
+    assert model.series["loss"].count < 10_000  # only a sample of the step records was parsed
     # records appended after the catch-up are all read
     with open(run / "events.jsonl", "a") as fh:
         fh.write(json.dumps(_step(60_001, scale=1024.0), separators=(",", ":")) + "\n")
     tail.poll()
-    assert model.step == 60_001
+    assert model.run.step == 60_001
 
 
 def test_tail_reads_fixture_log_and_scaler_events(tmp_path):
     root = copy_runs(tmp_path / "runs")
-    model = RunModel()
+    model = RunModel(plots=plots())
     tail = RunTail(root / SCALER, model, alive=lambda info: False)
     while tail.poll():
         pass
-    assert model.status == "completed" and model.step == 256 and model.total_steps == 256
-    assert model.n_backoff == 37 and model.skipped_total == 37 and model.has_scaler
+    assert model.status == "completed" and model.run.step == 256 and model.run.total_steps == 256
+    assert model.n_backoff == 37 and model.run.skipped_total == 37 and model.run.has_scaler
     assert model.scaler_events[-1]["step"] == 253 and model.scaler_events[-1]["overflow"][0] == "head.weight"
-    assert min(model.backoffs.points()[1]) == math.log2(262144.0)
+    assert min(model.series["backoffs"].points()[1]) == math.log2(262144.0)
     assert any("completed" in line for line in model.log_lines)
-    assert model.precision_words == "autocast float16 + GradScaler" and model.elapsed(time.time()) < 10
+    assert model.run.precision_words == "autocast float16 + GradScaler" and model.elapsed(time.time()) < 10
 
 
 def test_tail_follows_appends_torn_lines_and_other_ranks(tmp_path):
@@ -137,21 +139,21 @@ def test_tail_follows_appends_torn_lines_and_other_ranks(tmp_path):
     start = _start("r1", 10, t=1.0, world_size=2, device={"type": "cuda", "name": "GPU", "count": 2})
     events.write_text(json.dumps(start) + "\n")
     (run / "run.json").write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
-    model = RunModel()
+    model = RunModel(plots=plots())
     tail = RunTail(run, model, alive=lambda info: True)
     tail.poll(now=10.0)
-    assert model.status == "running" and model.world_size == 2
+    assert model.status == "running" and model.run.world_size == 2
     line = json.dumps(_step(1, scale=1024.0)) + "\n"
     with open(events, "a") as fh:
         fh.write(line[:40])  # torn: the writer is mid-line
     tail.poll(now=11.0)
-    assert model.step == 0
+    assert model.run.step == 0
     with open(events, "a") as fh:
         fh.write(line[40:])
     (run / "events.rank1.jsonl").write_text(json.dumps(_step(1, rank=1)) + "\n" + json.dumps(
         record(Mem(devices=[{"index": 1, "name": "GPU", "used": 3e9, "total": 8e9, "util": 50}]), t=2.0, rank=1)) + "\n")
     tail.poll(now=100.0)  # new rank files are looked for every 2 s
-    assert model.step == 1 and model.scale == 1024.0
+    assert model.run.step == 1 and model.run.scale == 1024.0
     assert {"r0 allocated", "r1 allocated", "gpu1 used"} <= set(model.mem)
     assert model.mem_now["gpu1 used"] == (3e9, 8e9)
 
@@ -161,7 +163,7 @@ def test_status_starting_then_killed(tmp_path):
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"pid": 1, "host": "x"}))
     alive = {"v": True}
-    model = RunModel()
+    model = RunModel(plots=plots())
     tail = RunTail(run, model, alive=lambda info: alive["v"])
     tail.poll()
     assert model.status == "starting"
@@ -172,7 +174,7 @@ def test_status_starting_then_killed(tmp_path):
 
 def test_compare_rows_from_fixtures(tmp_path):
     root = copy_runs(tmp_path / "runs")
-    summaries = [cmp.summarize(root / r) for r in (QUICK, SCALER, FAILED)]
+    summaries = [runsummary.summarize(root / r) for r in (QUICK, SCALER, FAILED)]
     rows = cmp.compare_rows(summaries)
     assert rows[0].speedup == 1.0 and rows[0].memory_saving == 0.0
     assert rows[1].skipped == 37 and rows[1].precision == "autocast float16 + GradScaler"
@@ -209,13 +211,13 @@ def test_home_runs_cache_reads_finished_runs_once(tmp_path, monkeypatch):
 def test_a_resumed_session_redraws_the_redone_steps_once():
     from amptui.dashboard.runmodel import RunModel
 
-    model = RunModel("r")
+    model = RunModel("r", plots())
     model.feed([{"kind": "start", "t": 1.0, "total_steps": 40}])
     model.feed([{"kind": "step", "rank": 0, "step": s, "loss": 1.0 / s} for s in range(1, 19)])
     model.feed([{"kind": "end", "status": "failed", "steps": 18},
                 {"kind": "start", "t": 2.0, "resumed_from": 14, "total_steps": 40}])
     model.feed([{"kind": "step", "rank": 0, "step": s, "loss": 1.0 / s} for s in range(15, 41)])
-    xs, _ = model.loss_s.points()
+    xs, _ = model.series["loss"].points()
     assert xs == sorted(set(xs)) and xs[-1] == 40
 
 
@@ -224,7 +226,7 @@ def test_the_loss_panel_says_waiting_only_before_a_step_record():
     says so, with the skipped count, rather than "waiting for data" (as if nothing had arrived)."""
     from amptui.dashboard.panels.loss import loss_missing_words
 
-    model = RunModel("r")
+    model = RunModel("r", plots())
     model.feed([{"kind": "start", "t": 1.0, "total_steps": 40}])
     assert loss_missing_words(model) == ("waiting for data", "-")
     model.feed([{"kind": "step", "rank": 0, "step": s, "loss": None, "scale": 2.0 ** (16 - s),
@@ -239,7 +241,7 @@ def test_the_no_finite_loss_panel_names_the_first_non_finite_module():
     direction and the value that crossed float16's range, at the step it was found."""
     from amptui.dashboard.panels.loss import loss_missing_words
 
-    model = RunModel("r")
+    model = RunModel("r", plots())
     model.feed([{"kind": "start", "t": 1.0, "total_steps": 40}])
     model.feed([{"kind": "step", "rank": 0, "step": s, "loss": None, "scale": 2.0 ** (16 - s),
                  "skipped_total": s} for s in range(1, 4)])

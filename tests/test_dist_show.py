@@ -18,7 +18,7 @@ from support.cli import one_clear_line
 from support.dashboard import QUICK, app_for, async_test, copy_runs, home_ready, settled, until
 from support.dist import DDP_RUN, FSDP_RUN, MIB, PEAKS, write_dist_run
 
-from amptui.core import compare
+from amptui.core import compare, runsummary
 from amptui.core.run import runs
 
 pytestmark = pytest.mark.timeout(120)
@@ -95,7 +95,7 @@ async def test_an_fsdp_abs_long_labels_give_way_before_the_duration_does(root):
 # --- compare: memory per rank -----------------------------------------------------------------------
 
 def test_compare_sets_fsdps_state_per_rank_against_ddps_whole_replica(pair):
-    ddp, fsdp = compare.compare_rows([compare.summarize(p) for p in pair])
+    ddp, fsdp = compare.compare_rows([runsummary.summarize(p) for p in pair])
     assert (ddp.dist, fsdp.dist) == ("DDP x2", "FSDP x2")
     assert ddp.state_mem == 12 * MIB and fsdp.state_mem == 6 * MIB  # parameters + AdamW's two moments
     assert ddp.state_saving == 0.0 and fsdp.state_saving == pytest.approx(0.5)
@@ -111,7 +111,7 @@ def test_a_rank_file_named_with_other_digits_is_left_out(pair):
     compare leaves it out instead of failing."""
     ddp = pair[0]
     (ddp / "events.rank\u00b2.jsonl").write_text((ddp / "events.rank1.jsonl").read_text())
-    row = compare.compare_rows([compare.summarize(ddp)])[0]
+    row = compare.compare_rows([runsummary.summarize(ddp)])[0]
     assert row.rank_peaks == list(PEAKS["ddp"])
 
 
@@ -234,5 +234,5 @@ def test_a_damaged_rank_number_is_not_placed(pair):
         fh.write(json.dumps({"v": 1, "kind": "step", "t": 1.0, "rank": 10 ** 12, "step": 9, "epoch": 1,
                              "mem": {"rss": 1, "peak_rss": 1}}) + "\n")
     (ddp / f"events.rank{10 ** 12}.jsonl").write_text((ddp / "events.rank1.jsonl").read_text())
-    row = compare.compare_rows([compare.summarize(ddp)])[0]
+    row = compare.compare_rows([runsummary.summarize(ddp)])[0]
     assert row.rank_peaks == list(PEAKS["ddp"])

@@ -152,3 +152,33 @@ def test_primary_events_file_skips_names_that_are_not_a_rank(tmp_path):
     (tmp_path / "events.rank3.jsonl").write_text("")
     (tmp_path / "events.rank12.jsonl").write_text("")
     assert primary_events_file(tmp_path) == tmp_path / "events.rank3.jsonl"
+
+
+def test_the_reader_yields_each_kind_as_its_record_class(tmp_path):
+    """One typed read path (issue 52): what the writer wrote from a record class comes back as that
+    class, its fields as attributes, `t` and `rank` from the line, a foreign kind as Foreign."""
+    from amptui.core.records import Epoch, Foreign, Step
+
+    path = tmp_path / "events.jsonl"
+    with EventWriter(path, rank=1) as writer:
+        writer.write(Step(step=3, epoch=1, loss=0.5, lr=0.1, scale=None, skipped=0, skipped_total=0,
+                          samples_per_s=10.0, step_time_ms=2.0, data_wait_ms=None, mem={}, grad_norm=1.5))
+        writer.write(Epoch(epoch=1, val_loss=0.4, extra={"bleu": 31.0}))
+        writer.emit("step", step=4)  # a writer that left most fields out
+    with path.open("a") as fh:
+        fh.write('{"v":1,"kind":"from_the_future","t":5.0,"rank":0,"x":1}\n')
+    step, epoch, sparse, foreign = read_events(path)
+    assert isinstance(step, Step) and (step.step, step.loss, step.grad_norm, step.rank) == (3, 0.5, 1.5, 1)
+    assert step.t is not None and step.t > 0 and step.tflops is None  # an optional field left out reads None
+    assert isinstance(epoch, Epoch) and epoch.val_loss == 0.4 and epoch.extra == {"bleu": 31.0}
+    assert isinstance(sparse, Step) and sparse.step == 4 and sparse.loss is None
+    assert isinstance(foreign, Foreign) and foreign.kind == "from_the_future" and foreign.get("x") == 1
+
+
+def test_a_line_whose_keys_name_a_records_methods_stays_data(tmp_path):
+    """The runs folder is data: a key that is no field ("get", "wire", "fields") never becomes an
+    attribute that hides the record's own."""
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"v":1,"kind":"step","t":1.0,"rank":0,"step":2,"get":1,"wire":2,"fields":3,"_wire":4}\n')
+    (step,) = read_events(path)
+    assert step.step == 2 and step.get("get") == 1 and step.wire["wire"] == 2 and step.fields()["step"] == 2

@@ -13,7 +13,7 @@ from support.dashboard import QUICK, copy_runs
 
 from amptui.cli.console import ProgressPrinter
 from amptui.core import compare as cmp
-from amptui.core import export
+from amptui.core import export, runsummary
 from amptui.core.figures import steady_of_rows
 from amptui.core.fmt import fmt_loss, fmt_rate
 from amptui.dashboard.runmodel import RunModel
@@ -24,7 +24,7 @@ def test_one_recorded_run_shows_the_same_figures_in_every_view(tmp_path):
     run_dir = copy_runs(tmp_path / "runs") / QUICK
     records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
 
-    summary = cmp.summarize(run_dir)
+    summary = runsummary.summarize(run_dir)
     row = cmp.compare_rows([summary])[0]
     steady, ms, loss = summary.steady_samples_per_s, summary.steady_step_ms, summary.final_loss
     assert steady and ms and loss is not None
@@ -35,10 +35,10 @@ def test_one_recorded_run_shows_the_same_figures_in_every_view(tmp_path):
     model = RunModel()
     for rec in records:
         model.add(rec)
-    assert model.steady_samples_per_s == pytest.approx(steady) and model.steady_step_ms == pytest.approx(ms)
+    assert model.run.steady_samples_per_s == pytest.approx(steady) and model.run.steady_step_ms == pytest.approx(ms)
     assert f"samples/s {steady:,.0f}" in stats_line(model).plain          # the run screen's header
     assert row.samples_per_s == pytest.approx(steady) and row.final_loss == pytest.approx(loss)  # compare
-    assert model.final_loss == pytest.approx(loss)
+    assert model.run.final_loss == pytest.approx(loss)
 
     out = io.StringIO()
     export.write(run_dir, "json", out)
@@ -62,7 +62,7 @@ def test_a_tune_trial_and_compare_of_the_same_run_agree(tmp_path):
 
     run_dir = copy_runs(tmp_path / "runs") / QUICK
     records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
-    summary = cmp.summarize(run_dir)
+    summary = runsummary.summarize(run_dir)
     trial = T.measure(T.Trial("fp32", {}, "reference", run_id=QUICK), records)
     assert trial.samples_per_s == pytest.approx(summary.steady_samples_per_s)
     assert trial.ms_per_step == pytest.approx(summary.steady_step_ms)
@@ -71,6 +71,6 @@ def test_a_tune_trial_and_compare_of_the_same_run_agree(tmp_path):
 
     assert f"{statistics.median(rates):,.0f}" != f"{trial.samples_per_s:,.0f}"  # the old median disagreed
     compiled = T.measure(T.Trial("fp32", {"run.compile": True}, "reference", run_id=QUICK), records)
-    state = cmp.summarize(run_dir)
+    state = runsummary.summarize(run_dir)
     state.config = {"run": {"compile": True}}  # a compiled run: both leave its first two windows out
     assert compiled.ms_per_step == pytest.approx(state.steady_step_ms)

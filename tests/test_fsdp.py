@@ -13,7 +13,7 @@ from support.cli import amptui, one_clear_line, started
 from support.records import events, events_so_far, only_run
 from support.waits import wait_until
 
-from amptui.core import compare
+from amptui.core import compare, runsummary
 from amptui.core.config.precision import Precision
 from amptui.core.config.variants import expand
 from amptui.core.modes.fsdp import Policy
@@ -140,7 +140,7 @@ def test_fsdp_holds_less_memory_per_rank_than_ddp_for_the_same_model(isolated, r
     assert saved > 40 * 2**20, f"FSDP saved only {saved / 2**20:.0f} MiB per rank ({peaks})"
     # compare says it per rank: FSDP's shards against DDP's whole replica (parameters + both moments,
     # from each rank's start record), and each run's highest rank's peak (from both ranks' files)
-    ddp, fsdp = compare.compare_rows([compare.summarize(run_dirs[m]) for m in ("ddp", "fsdp")])
+    ddp, fsdp = compare.compare_rows([runsummary.summarize(run_dirs[m]) for m in ("ddp", "fsdp")])
     assert (ddp.dist, fsdp.dist) == ("DDP x2", "FSDP x2")
     assert ddp.state_mem is not None and ddp.state_mem > 3 * 8_000_000 * 4  # 8.4M float32 parameters, 3 copies
     assert fsdp.state_saving == pytest.approx(0.5, abs=0.01)

@@ -107,9 +107,9 @@ def test_monitor_in_process_writes_a_valid_stream(runs_dir):
 
     model_view = RunModel(run_dir.name)
     model_view.feed(recs)
-    assert model_view.status == "completed" and model_view.has_scaler and model_view.lr == 0.01
-    assert model_view.loss == steps[-1]["loss"] and model_view.scale == scaler.get_scale()
-    assert model_view.skipped_total == len(backoffs)
+    assert model_view.status == "completed" and model_view.run.has_scaler and model_view.run.lr == 0.01
+    assert model_view.run.loss == steps[-1]["loss"] and model_view.run.scale == scaler.get_scale()
+    assert model_view.run.skipped_total == len(backoffs)
 
 
 def test_a_float32_loop_without_a_scaler_is_told_its_loss_is_not_finite(runs_dir):

@@ -104,7 +104,7 @@ async def test_the_run_screen_of_a_monitor_without_totals(untold_run):
                                       (killed, "step 24 (total unknown) · epoch 2", False)):
         app = make_app(run_dir.parent, watch=run_dir)
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.step == 24
+            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.run.step == 24
                         and app.screen.model.status != "running")
             screen = app.screen
             await until(pilot, screen.drawn)  # the screen renders the model on a timer

@@ -129,7 +129,7 @@ def test_a_run_whose_loss_went_non_finite_is_marked_wherever_runs_are_listed(run
 
     from test_scripthooks import record_script
 
-    from amptui.core import compare
+    from amptui.core import compare, runsummary
     from amptui.core.run import runs
     from amptui.dashboard.widgets.runtable import RunTable
 
@@ -149,7 +149,7 @@ def test_a_run_whose_loss_went_non_finite_is_marked_wherever_runs_are_listed(run
     home = RunTable()
     home.groups, home._short = {}, {}
     assert "completed NaN" in str(home._cells(bad)[3]) and str(home._cells(good)[3]) == "completed"
-    rows = compare.compare_rows([compare.summarize(good_dir), compare.summarize(bad_dir)])
+    rows = compare.compare_rows([runsummary.summarize(good_dir), runsummary.summarize(bad_dir)])
     assert rows[1].nonfinite and "completed NaN" in compare.render(rows, "table")
     assert json.loads(compare.render(rows, "json"))[1]["nonfinite"] == bad.nonfinite
 
@@ -159,7 +159,7 @@ def test_an_ab_summary_names_what_the_replay_found_not_what_later_samples_credit
     sampling on (every later sample credits another layer) it names the replay's module."""
     from test_scripthooks import record_script
 
-    from amptui.core import compare, comparenotes
+    from amptui.core import comparenotes, runsummary
 
     run_dir, recs, error = record_script(runs_dir, "reused_relu.py", log_every=2, sets={"numerics.every": 1})
     assert error is None
@@ -167,5 +167,5 @@ def test_an_ab_summary_names_what_the_replay_found_not_what_later_samples_credit
     # the samples too: the reused relu holds the worst of its two calls, placed at its last, after conv2
     sampled = [r["first_nonfinite"]["module"] for r in recs if r["kind"] == "numerics" and r.get("first_nonfinite")]
     assert sampled and set(sampled) == {"conv2"}, sampled
-    said = comparenotes.headroom_note([compare.summarize(run_dir)])
+    said = comparenotes.headroom_note([runsummary.summarize(run_dir)])
     assert said is not None and "inf/NaN first in conv2" in said and "first in relu" not in said, said

@@ -343,9 +343,9 @@ def test_compare_names_each_runs_narrowest_layer():
     """The numerics-lab float16 run of the dashboard fixtures: blocks.3's output held inf/NaN."""
     from support.dashboard import FIXTURES, NUMERICS, QUICK
 
-    from amptui.core import compare, comparenotes
+    from amptui.core import compare, comparenotes, runsummary
 
-    summary = compare.summarize(FIXTURES / "numerics" / NUMERICS)
+    summary = runsummary.summarize(FIXTURES / "numerics" / NUMERICS)
     row = compare.compare_rows([summary])[0]
     assert (row.headroom_bits, row.headroom_layer) == ("nonfinite", "blocks.3")
     note = comparenotes.headroom_note([summary])
@@ -355,7 +355,7 @@ def test_compare_names_each_runs_narrowest_layer():
     assert note in comparenotes.notes([summary])
     # the dashboard's compare screen says it per run, numerics off included (never None or "?")
     assert comparenotes.headroom_words(summary) == source
-    unsampled = compare.summarize(FIXTURES / "runs" / QUICK)
+    unsampled = runsummary.summarize(FIXTURES / "runs" / QUICK)
     assert comparenotes.narrowest_headroom(unsampled) is None
     assert comparenotes.headroom_words(unsampled) == "not sampled (numerics off)"
 
@@ -365,10 +365,10 @@ def test_compare_names_the_first_non_finite_layer_not_the_ones_downstream_of_it(
     model's) order, but blocks.1 overflowed and head only held the inf that flowed down from it.
     Compare and `amptui numerics` name blocks.1 as the source, head as downstream of it."""
     from amptui.cli.numerics import as_table
-    from amptui.core import compare, comparenotes
+    from amptui.core import compare, comparenotes, runsummary
 
     first = describe_nonfinite("blocks.1.mlp", "forward", "float16", 65504.0, 2.0e5)
-    summary = compare.RunSummary(run_id="r")
+    summary = runsummary.RunSummary(run_id="r")
     for step in (1, 2):
         summary.add({"kind": "numerics", "rank": 0, "step": step, "dtype": "float16", "max_finite": 65504.0,
                      "layers": [{"name": "head", "forward": None, "grad": None, "nonfinite": "forward"},
@@ -389,11 +389,11 @@ def _scaler_backoffs_then_a_forward_overflow(found_forward: bool):
     start scale: backward starts in head, so head is each step's first non-finite, in backward);
     on step 4 blocks.3 overflows in its forward and head, after it, holds its inf. With
     `found_forward` step 4's record names blocks.3.mlp.proj; without, it names nothing."""
-    from amptui.core import compare
+    from amptui.core import runsummary
 
     backoff = describe_nonfinite("head", "backward", "float16", 65504.0, None, scale=65536.0)
     overflow = describe_nonfinite("blocks.3.mlp.proj", "forward", "float16", 65504.0, 2.0e5)
-    summary = compare.RunSummary(run_id="r")
+    summary = runsummary.RunSummary(run_id="r")
     for step in range(1, 6):
         out = step == 4
         summary.add({"kind": "numerics", "rank": 0, "step": step, "dtype": "float16", "max_finite": 65504.0,

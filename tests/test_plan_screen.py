@@ -81,7 +81,7 @@ async def test_p_on_the_run_screen_shows_that_plan_run_s_plan_or_its_presets_new
         async def plan_from_run(run_id: str) -> None:
             await select_run(pilot, run_id)
             await pilot.press("enter")
-            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.preset != "")
+            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.run.preset != "")
             await pilot.press("P")
 
         await plan_from_run("20261127-190000-lab-aaaa")

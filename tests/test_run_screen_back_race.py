@@ -27,7 +27,7 @@ async def test_back_right_after_opening_a_run_screen_then_opening_it_again_does_
             fresh = RunScreen(root / LIVE)
             app.push_screen(fresh)
             await until(pilot, lambda: app.screen is fresh and fresh.query("#progress-text"))
-            await until(pilot, lambda: fresh.model.start is not None)  # mounted: its tail reads the run
+            await until(pilot, lambda: fresh.model.run.start is not None)  # mounted: its tail reads the run
             app.pop_screen()
             await until(pilot, lambda: app.screen is home)
     assert app.return_code in (None, 0)  # the dashboard never died of it

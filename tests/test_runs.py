@@ -101,10 +101,10 @@ def test_duration_is_the_sessions_time_summed(tmp_path):
                ("start", {"total_steps": 20, "resumed_from": 10, "t": 3710.0}),
                ("end", {"status": "completed", "steps": 20, "total_time_s": 7.0, "t": 3715.0})]
     path = make_run(tmp_path, "two-sessions", records)
-    from amptui.core import compare
+    from amptui.core import runsummary
 
     assert runs.load_run(path).duration_s == pytest.approx(15.0)
-    assert compare.summarize(path).total_time_s == pytest.approx(15.0)
+    assert runsummary.summarize(path).total_time_s == pytest.approx(15.0)
     # A session that was killed (no end record) counts to its last record.
     killed = make_run(tmp_path, "killed", [("start", {"t": 100.0}), ("step", {"step": 5, "t": 104.0})], pid=999_999_999)
     assert runs.load_run(killed).duration_s == pytest.approx(4.0)

@@ -15,7 +15,7 @@ from support.cli import amptui, one_clear_line
 from support.dashboard import Notes, app_for, async_test, home_ready, select_run, until
 from support.records import events
 
-from amptui.core import compare
+from amptui.core import runsummary
 from amptui.core.lossgaps import noise_band
 from amptui.core.series import Series
 from amptui.jobs import groups
@@ -68,7 +68,7 @@ def test_amp_applied_to_a_plain_fp32_loop(runs_dir):
         baseline.add(r["step"], r["loss"])
     band = noise_band(baseline)
     assert all(abs(s[-1]["loss"] - steps[0][-1]["loss"]) <= band for s in steps[1:]), (band, steps)
-    assert [compare.summarize(d).skipped_total for d in dirs] == [0, 0, 0]
+    assert [runsummary.summarize(d).skipped_total for d in dirs] == [0, 0, 0]
 
 
 @pytest.mark.slow
@@ -153,7 +153,7 @@ async def test_dashboard_a_on_a_script_run_starts_the_ab_of_that_script_with_its
         await until(pilot, lambda: [g.state for g in groups.groups(runs_dir)] == ["done"], timeout=240)
     dirs = _group_runs(runs_dir)
     assert [events(d)[-1]["steps"] for d in dirs] == [3, 3]
-    assert [compare.summarize(d).precision_words for d in dirs] == ["fp32", "autocast bfloat16"]
+    assert [runsummary.summarize(d).precision_words for d in dirs] == ["fp32", "autocast bfloat16"]
     assert 'apply_amp = "bf16"' in (dirs[1] / "config.toml").read_text()
 
 

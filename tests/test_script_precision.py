@@ -16,7 +16,7 @@ from support.paths import REPO
 from support.records import only_run, record, write_records
 from support.waits import wait_until
 
-from amptui.core import compare
+from amptui.core import runsummary
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import UNSEEN, Precision
 from amptui.core.events import VERSION
@@ -71,7 +71,7 @@ def test_a_start_record_says_it_when_config_toml_was_not_rewritten(runs_dir):
 def test_compare_says_not_seen_for_a_script_run_that_never_showed_it(runs_dir, cli):
     run_dir = script_run(runs_dir)
     write_records(run_dir / "events.jsonl", [record(End(status="completed", total_time_s=1.0, steps=0), 2.0)])
-    assert compare.summarize(run_dir).precision_words == ""
+    assert runsummary.summarize(run_dir).precision_words == ""
     out = cli("compare", run_dir.name, check=True).stdout
     line = next(line for line in out.splitlines() if line.startswith(run_dir.name))
     assert UNSEEN in line and "bf16" not in line, out

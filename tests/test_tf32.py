@@ -10,7 +10,7 @@ from support.cli import amptui, one_clear_line
 from support.records import events, only_run, record, write_records
 
 from amptui.cli.doctor import render_text
-from amptui.core import compare, comparenotes
+from amptui.core import comparenotes, runsummary
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
 from amptui.core.config.precision import Precision
@@ -133,8 +133,8 @@ def canned(root, name, precision, tf32_state):
 
 
 def test_compare_says_whether_the_fp32_baseline_used_tf32(tmp_path):
-    fp32 = compare.summarize(canned(tmp_path, "a", "fp32", ON_A100))
-    amp = compare.summarize(canned(tmp_path, "b", "autocast float16 + GradScaler", ON_A100))
+    fp32 = runsummary.summarize(canned(tmp_path, "a", "fp32", ON_A100))
+    amp = runsummary.summarize(canned(tmp_path, "b", "autocast float16 + GradScaler", ON_A100))
     assert any(n.startswith("fp32 baseline a: TF32 matmuls off") for n in comparenotes.notes([fp32, amp]))
     assert not any("TF32" in n for n in comparenotes.notes([amp, fp32]))  # the first run is not fp32
 

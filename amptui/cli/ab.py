@@ -11,16 +11,13 @@ import argparse
 import json
 from pathlib import Path
 
-from amptui.cli.abscript import variant_labels
+from amptui.cli.abscript import INTERLEAVED, variant_labels
 from amptui.cli.compare import print_emulation_notes
 from amptui.cli.parser import PRESET_HELP, runs_dir_option
 from amptui.cli.run_commands import attach, attach_all
 from amptui.core.config.variants import variants_help
 from amptui.core.errors import UserError
 from amptui.jobs.detached import announce
-
-INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
-               "one whose turn it is trains, the others wait off their step clocks")
 
 
 def add_parser(sub) -> None:
@@ -65,7 +62,7 @@ def handle(args) -> int:
     from amptui.cli.prose import error, say
     from amptui.cli.run import check_layer_rules
     from amptui.cli.tables import print_comparison
-    from amptui.core import compare, preflight
+    from amptui.core import preflight, runsummary
     from amptui.core.config import presets
     from amptui.core.config import values as config
     from amptui.core.config import variants as ab
@@ -144,7 +141,7 @@ def handle(args) -> int:
     print()
     print_comparison(outcome.run_dirs, args.format)
     if args.format in ("table", "markdown"):
-        print_emulation_notes([compare.summarize(d) for d in outcome.run_dirs])
+        print_emulation_notes([runsummary.summarize(d) for d in outcome.run_dirs])
         say(f"again later: amptui compare {' '.join(d.name for d in outcome.run_dirs)}")
     if outcome.error:
         error(outcome.error)

@@ -21,10 +21,14 @@ from pathlib import Path
 
 from amptui.core.errors import UserError
 
+INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
+               "one whose turn it is trains, the others wait off their step clocks")  # ab and ab --script say it
 AS_WRITTEN = "fp32"  # --variants: the script as written (its own float32 loop)
 NO_STEP = ("it recorded no training step (amptui saw no optimizer.step() before the script ended: check its "
            "arguments, e.g. a step count of 0)")
-
+# said by `ab` and `ab --script` alike when the variants take turns
+INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
+               "one whose turn it is trains, the others wait off their step clocks")
 
 def script_variants(args, device_type: str) -> list[tuple[str, dict[str, object], list[str]]]:
     """(name, the run's overrides, the script's extra arguments) for each variant."""
@@ -129,7 +133,6 @@ def cmd_ab_script(args) -> int:
     # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
     echoed = 0 if sys.stdout.isatty() else None
     if args.interleave:  # the variants side by side, taking turns at each step record (core/turns.py)
-        from amptui.cli.ab import INTERLEAVED
         from amptui.cli.run_commands import attach_all
         from amptui.jobs.ab import run_interleaved
 
@@ -245,13 +248,14 @@ def nan_where_baseline_finite(baseline: Path, run_dir: Path) -> int | None:
     """The first step at which `run_dir`'s loss was not finite (a step record's loss null) while
     `baseline`'s at that step was finite; None when there is none (or it is the baseline)."""
     from amptui.core.events import EventReader, primary_events_file
+    from amptui.core.records import Step
 
     def losses(path: Path) -> dict[int, float | None]:
         out: dict[int, float | None] = {}
         reader = EventReader(primary_events_file(path))
         while batch := reader.read(8 * 1024 * 1024):
-            out.update((r["step"], r.get("loss")) for r in batch
-                       if r.get("kind") == "step" and isinstance(r.get("step"), int) and "loss" in r)
+            out.update((r.step, r.loss) for r in batch
+                       if isinstance(r, Step) and isinstance(r.step, int) and "loss" in r)
         return out
 
     if baseline == run_dir:

@@ -45,9 +45,9 @@ def handle(args) -> int:
         return cli_pictures.compare_svg(args, root, dirs)
     print_comparison(dirs, args.format)
     if args.format in ("table", "markdown"):
-        from amptui.core import compare
+        from amptui.core import runsummary
 
-        print_emulation_notes([compare.summarize(d) for d in dirs])
+        print_emulation_notes([runsummary.summarize(d) for d in dirs])
     return 0
 
 

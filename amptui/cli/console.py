@@ -33,7 +33,7 @@ from amptui.core.fmt import (
     shown,
 )
 from amptui.core.inputbound import notice
-from amptui.core.records import END, EPOCH, SCALER, START, STEP, End, Start, Step
+from amptui.core.records import END, EPOCH, SCALER, START, STEP, End, Record, Start, Step, as_record
 from amptui.core.run.runstate import RunState
 
 
@@ -139,13 +139,12 @@ class ProgressPrinter:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
 
-    def feed(self, records: list[dict[str, Any]]) -> None:
-        for rec in records:
+    def feed(self, records: Sequence[Record | dict[str, Any]]) -> None:
+        for rec in map(as_record, records):
             self.run.add(rec)
-            kind = rec.get("kind")
-            if self.label and kind not in (Start.KIND, Step.KIND, End.KIND):
+            if self.label and not isinstance(rec, (Start, Step, End)):
                 continue
-            handler = getattr(self, f"_on_{kind}", None)
+            handler = getattr(self, f"_on_{rec.kind}", None)
             if handler:
                 handler(rec)
 

@@ -153,6 +153,7 @@ def sampled_run(run_dir: Path, proc, args) -> tuple[list[dict], dict]:
     from amptui.cli.planwatch import FirstStepWatch, script_ends_with_plan
     from amptui.cli.run_commands import attach
     from amptui.core.events import primary_events_file, read_events
+    from amptui.core.records import PlanSample, Start
     from amptui.core.run.runfiles import RunFolder
 
     out = sys.stderr if args.format == "json" else sys.stdout
@@ -168,8 +169,8 @@ def sampled_run(run_dir: Path, proc, args) -> tuple[list[dict], dict]:
                         "there was nothing to sample and it was ended; a plan samples a training loop's optimizer "
                         f"steps (its output: amptui watch {run_dir.name}; a slow first step: a longer --budget)")
     records = read_events(primary_events_file(run_dir)) if RunFolder(run_dir).events.exists() else []
-    start = next((r for r in records if r.get("kind") == "start"), {})
-    return [r for r in records if r.get("kind") == "plan_sample"], start
+    start = next((r.wire for r in records if isinstance(r, Start)), {})
+    return [r.wire for r in records if isinstance(r, PlanSample)], start
 
 
 def check_save(args) -> None:

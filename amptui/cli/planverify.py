@@ -9,7 +9,7 @@ from typing import Any
 def verify(args, preset, plan, saved_name: str, root) -> dict[str, Any]:
     from amptui.cli.run_commands import attach
     from amptui.core import compare as cmp
-    from amptui.core import preflight
+    from amptui.core import preflight, runsummary
     from amptui.core.config import values as config
     from amptui.core.config.variants import expand
     from amptui.jobs import launch
@@ -22,7 +22,7 @@ def verify(args, preset, plan, saved_name: str, root) -> dict[str, Any]:
                                                 "run.max_steps": args.steps, "log.checkpoint_every": 0}, root, notes=[])
         attach(run_dir, launch.start(run_dir), False, 0, label=f"verify {name}: ")
         dirs.append(run_dir)
-    rows = cmp.compare_rows([cmp.summarize(d) for d in dirs])
+    rows = cmp.compare_rows([runsummary.summarize(d) for d in dirs])
     bf16, planned = rows[0], rows[-1]
     return {"device": device, "predicted_for": plan.device.name, "predicted_speedup": plan.predicted_speedup,
             "measured_speedup": planned.speedup, "same_speed": planned.same_speed,

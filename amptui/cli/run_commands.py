@@ -191,9 +191,11 @@ def _follow(run_dir: Path, proc, offset: int, printer, echo=None) -> tuple[dict 
 
 def _feed(reader, printer) -> dict | None:
     """Read the records written since the last call into the printer; the end record if among them."""
+    from amptui.core.records import End
+
     batch = reader.read()
     printer.feed(batch)
-    return next((r for r in batch if r.get("kind") == "end"), None)
+    return next((r.wire for r in batch if isinstance(r, End)), None)
 
 
 def _report_end(run_dir: Path, proc, end: dict | None, info, stopping: bool, out=None) -> int:

@@ -126,9 +126,9 @@ def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
     than precision, how it is measured). csv and json stay machine-readable: warnings go to stderr.
     An `ab --script --variant NAME` run is named by its NAME in the preset column (core/compare.py)."""
     out = out if out is not None else sys.stdout
-    from amptui.core import compare, comparenotes
+    from amptui.core import compare, comparenotes, runsummary
 
-    summaries = [compare.summarize(d) for d in run_dirs]
+    summaries = [runsummary.summarize(d) for d in run_dirs]
     rows = compare.compare_rows(summaries)
     if fmt == "table":
         print_compare(rows, out)

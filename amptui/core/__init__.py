@@ -19,11 +19,12 @@ Where things live:
       runids      run ids as people type them (prefix, short tail, `last`): resolve_run_dir
       folders     the runs folders this user has used (recorded in the state directory)
     statedir      amptui's state directory ($XDG_STATE_HOME/amptui) and its JSON files
-    records       the event stream's record kinds, one dataclass each
+    records       the event stream's record kinds, one dataclass each; readers get them back (from_wire)
     events        the one line framer, EventReader and EventWriter; eventends: a file's head and tail
     safefile      opening what a run folder holds as data (no links out, no FIFOs, bounded)
     trust         which run folders may run the code their config names
-    compare       the tutorials' table; inputbound: the data-wait share; series, axis, fmt: figures
+    compare       the tutorials' table (of runsummary's RunSummary: a run read for comparison);
+                  inputbound: the data-wait share; series, axis, fmt: figures
     comparenotes  the lines under compare's table (warnings, TF32, headroom, what was measured)
     distribution  how a run was spread ("bf16 FSDP x2"); rankmemory: its memory per rank
     lossgaps      each run's loss against the baseline's noise band (the compare screen)

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from amptui.core import figures
 from amptui.core.events import EventReader, primary_events_file
-from amptui.core.records import STEP, Step
+from amptui.core.records import Step
 
 if TYPE_CHECKING:
-    from amptui.core.compare import RunSummary
+    from amptui.core.runsummary import RunSummary
 
 _CHUNK = 8 * 1024 * 1024
 # The speed verdict itself (noise, "same speed", "too noisy to tell", a control) is core/figures.py's.
@@ -35,8 +35,10 @@ def loss_at(run_dir: Path | None, step: int) -> tuple[int, float] | None:
     reader = EventReader(primary_events_file(run_dir))
     while batch := reader.read(_CHUNK):
         for rec in batch:
-            at, loss = rec.get(STEP.step), rec.get(STEP.loss)
-            if (rec.get("kind") == Step.KIND and isinstance(at, int) and isinstance(loss, (int, float))
+            if not isinstance(rec, Step):
+                continue
+            at, loss = rec.step, rec.loss
+            if (isinstance(at, int) and isinstance(loss, (int, float))
                     and at <= step and (found is None or at >= found[0])):
                 found = (at, float(loss))
     return found

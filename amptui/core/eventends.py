@@ -14,9 +14,10 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from amptui.core.events import CHUNK_BYTES, LineFramer, open_events
+from amptui.core.records import Record
 from amptui.core.safefile import UnsafeFile
 
 HEAD_BYTES = 256 * 1024
@@ -28,12 +29,12 @@ _SESSION_MARK = re.compile(rb'"kind":\s*"(?:start|end)"')
 class Ends:
     """Records from the start and the end of an event file, and the session records between."""
 
-    head: list[dict[str, Any]] = field(default_factory=list)
-    middle: list[dict[str, Any]] = field(default_factory=list)
-    tail: list[dict[str, Any]] = field(default_factory=list)  # empty when `head` holds the whole file
+    head: list[Record] = field(default_factory=list)
+    middle: list[Record] = field(default_factory=list)
+    tail: list[Record] = field(default_factory=list)  # empty when `head` holds the whole file
     damaged: str = ""  # why the file could not be read as data (a FIFO, a device, a symlink)
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[Record]:
         return self.head + self.middle + self.tail
 
 
@@ -45,12 +46,12 @@ class SessionIndex:
     def __init__(self, max_files: int = 1024, max_records: int = 256):
         self.max_files = max_files
         self.max_records = max_records
-        self._files: OrderedDict[tuple[str, int], tuple[int, list[dict[str, Any]]]] = OrderedDict()
+        self._files: OrderedDict[tuple[str, int], tuple[int, list[Record]]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._files)
 
-    def scan(self, fh: IO[bytes], path: Path, begin: int, end: int) -> list[dict[str, Any]]:
+    def scan(self, fh: IO[bytes], path: Path, begin: int, end: int) -> list[Record]:
         key = (str(path), os.fstat(fh.fileno()).st_ino)
         scanned, found = self._files.pop(key, (begin, []))
         if end > scanned:
@@ -64,7 +65,7 @@ class SessionIndex:
         return found
 
 
-def session_records(fh: IO[bytes], begin: int, end: int) -> list[dict[str, Any]]:
+def session_records(fh: IO[bytes], begin: int, end: int) -> list[Record]:
     """The `start` and `end` records of the whole lines in [begin, end), read in chunks."""
     framer = LineFramer()
     found = []
@@ -83,7 +84,7 @@ def session_records(fh: IO[bytes], begin: int, end: int) -> list[dict[str, Any]]
     return found
 
 
-def _records(data: bytes) -> list[dict[str, Any]]:
+def _records(data: bytes) -> list[Record]:
     """The records of the whole lines in `data` (a torn last line left out)."""
     return LineFramer().records(data)
 

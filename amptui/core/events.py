@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from amptui.core.records import BY_KIND, COMMON_FIELDS, Record, field_types
+from amptui.core.records import BY_KIND, COMMON_FIELDS, Record, field_types, from_wire
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import UnsafeFile, open_fd, open_file
 
@@ -184,15 +184,16 @@ def valid_record(record: Any) -> bool:
     return True
 
 
-def parse_line(line: bytes) -> dict[str, Any] | None:
-    """One line as a record, or None when it is not a valid one (or longer than MAX_LINE_BYTES)."""
+def parse_line(line: bytes) -> Record | None:
+    """One line as its record object (records.from_wire), or None when it is not a valid one (or
+    longer than MAX_LINE_BYTES)."""
     if len(line) > MAX_LINE_BYTES:
         return None
     try:
         record = json.loads(line)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
-    return record if valid_record(record) else None
+    return from_wire(record) if valid_record(record) else None
 
 
 class LineFramer:
@@ -253,14 +254,14 @@ class LineFramer:
         else:
             self._held.append(piece)
 
-    def parse(self, line: bytes) -> dict[str, Any] | None:
+    def parse(self, line: bytes) -> Record | None:
         """`parse_line`, counting a line that is no valid record in `bad_lines`."""
         record = parse_line(line)
         if record is None:
             self.bad_lines += 1
         return record
 
-    def records(self, chunk: bytes) -> list[dict[str, Any]]:
+    def records(self, chunk: bytes) -> list[Record]:
         """The valid records completed by `chunk`."""
         out = []
         for line in self.feed(chunk):
@@ -308,11 +309,11 @@ class EventReader:
         self.damaged = ""
         return data
 
-    def read(self, max_bytes: int | None = None) -> list[dict[str, Any]]:
+    def read(self, max_bytes: int | None = None) -> list[Record]:
         """Records completed since the last call, reading about `max_bytes` (all there is: None).
         Past `max_bytes` only while nothing was found yet: callers that read "until an empty
         batch" must not stop inside a huge damaged line."""
-        records: list[dict[str, Any]] = []
+        records: list[Record] = []
         budget = max_bytes
         while budget is None or budget > 0 or not records:
             chunk = self.read_chunk(min(CHUNK_BYTES, budget) if budget and budget > 0 else CHUNK_BYTES)
@@ -324,7 +325,7 @@ class EventReader:
             records += self.framer.records(chunk)
         return records
 
-    def follow(self, interval: float = 0.2, stop=lambda: False) -> Iterator[list[dict[str, Any]]]:
+    def follow(self, interval: float = 0.2, stop=lambda: False) -> Iterator[list[Record]]:
         """Yield batches of new records until `stop()` is true (polling; works on every filesystem)."""
         while True:
             batch = self.read()
@@ -336,6 +337,6 @@ class EventReader:
                 time.sleep(interval)
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
+def read_events(path: Path) -> list[Record]:
     """All complete records of a file (a torn last line is ignored)."""
     return EventReader(path).read()

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from amptui.core.errors import UserError
 from amptui.core.events import EventReader, primary_events_file
-from amptui.core.records import EPOCH, STEP, Epoch, Start, Step
+from amptui.core.records import EPOCH, Epoch, Record, Start, Step
 
 CHUNK = 4 * 1024 * 1024
 FORMATS = ("csv", "json")
@@ -51,22 +51,21 @@ class _Sessions:
         self.step_keys: set[str] = set()
         self.eval_keys: list[str] = []
 
-    def add(self, rec: dict[str, Any]) -> None:
-        kind = rec.get("kind")
-        if kind == Start.KIND:
+    def add(self, rec: Record) -> None:
+        if isinstance(rec, Start):
             if self.first_t is None:
-                self.first_t = number(rec.get("t"))
-            resumed = number(rec.get("resumed_from"))
+                self.first_t = number(rec.t)
+            resumed = number(rec.resumed_from)
             if self.cutoffs and resumed is not None:
                 self.cutoffs[-1] = resumed
             self.cutoffs.append(math.inf)
-        elif kind == Step.KIND:
+        elif isinstance(rec, Step):
             self.step_keys.update(k for k in OPTIONAL_STEP if number(rec.get(k)) is not None)
-            mem = rec.get(STEP.mem)
+            mem = rec.mem
             if isinstance(mem, dict):
                 self.mem_keys.update(k for k in MEM_KEYS if number(mem.get(k)) is not None)
-        elif kind == Epoch.KIND:
-            for key, value in rec.items():
+        elif isinstance(rec, Epoch):
+            for key, value in rec.wire.items():
                 if key not in _EPOCH_NOT_METRICS and number(value) is not None and key not in self.eval_keys:
                     self.eval_keys.append(key)
 
@@ -79,7 +78,7 @@ class _Sessions:
         return steps + mem + known + others
 
 
-def _records(path: Path) -> Iterator[dict[str, Any]]:
+def _records(path: Path) -> Iterator[Record]:
     reader = EventReader(path)
     while batch := reader.read(CHUNK):
         yield from batch
@@ -102,13 +101,12 @@ def _rows(path: Path, sessions: _Sessions, columns: list[str]) -> Iterator[dict[
     pending: dict[str, Any] | None = None  # the latest row: an epoch record after it adds its metrics
     superseded = False                     # this session has gone past the step the next one resumed from
     for rec in _records(path):
-        kind = rec.get("kind")
-        if kind == Start.KIND:
+        if isinstance(rec, Start):
             session, superseded = session + 1, False
             continue
         cutoff = sessions.cutoffs[session] if 0 <= session < len(sessions.cutoffs) else math.inf
-        if kind == Step.KIND:
-            step = number(rec.get(STEP.step))
+        if isinstance(rec, Step):
+            step = number(rec.step)
             if step is not None and step > cutoff:
                 superseded = True  # redone by a later session
             if step is None or superseded:
@@ -116,8 +114,8 @@ def _rows(path: Path, sessions: _Sessions, columns: list[str]) -> Iterator[dict[
             if pending is not None:
                 yield pending
             pending = _step_row(rec, columns, sessions.first_t)
-        elif kind == Epoch.KIND and pending is not None and not superseded:
-            for key, value in rec.items():
+        elif isinstance(rec, Epoch) and pending is not None and not superseded:
+            for key, value in rec.wire.items():
                 if key in _EPOCH_NOT_METRICS or number(value) is None:
                     continue
                 column = key if key in columns else f"epoch_{key}"
@@ -127,17 +125,17 @@ def _rows(path: Path, sessions: _Sessions, columns: list[str]) -> Iterator[dict[
         yield pending
 
 
-def _step_row(rec: dict[str, Any], columns: list[str], first_t: float | None) -> dict[str, Any]:
+def _step_row(rec: Step, columns: list[str], first_t: float | None) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(columns)
     for column in columns:
         if column in STEP_COLUMNS and column != "elapsed_s":
             row[column] = number(rec.get(column))
-    mem = rec.get(STEP.mem)
+    mem = rec.mem
     if isinstance(mem, dict):
         for key in MEM_KEYS:
             if f"mem_{key}" in row:
                 row[f"mem_{key}"] = number(mem.get(key))
-    t = number(rec.get("t"))
+    t = number(rec.t)
     if t is not None and first_t is not None:
         row["elapsed_s"] = round(t - first_t, 3)
     return row

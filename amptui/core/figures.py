@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from amptui.core.records import END, STEP
+from amptui.core.records import END, STEP, Readable
 
 # Timings leave out start-up and warm-up: step records whose window ends in the first 10% of the
 # run's steps (at least the first record) do not count. Each window is timed between two reads of
@@ -58,7 +58,7 @@ class StepWindows:
         """A start record: the next window starts at the step this session resumed from."""
         self.window_from = resumed_from
 
-    def take(self, rec: dict[str, Any]) -> bool:
+    def take(self, rec: Readable) -> bool:
         """Fold one step record; True when it added a timed window."""
         step, ms = rec.get(STEP.step, 0), rec.get(STEP.step_time_ms)
         added = False

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, TypeGuard
 
-from amptui.core.records import STEP
+from amptui.core.records import STEP, Readable
 
 INPUT_BOUND_SHARE = 0.20  # at or above this share of step time waiting for data, a run is input-bound
 
@@ -31,7 +31,7 @@ class DataWait:
         self.step_ms = 0.0
         self.seen = False  # a step record with data_wait_ms (older runs have none)
 
-    def add(self, rec: dict[str, Any]) -> None:
+    def add(self, rec: Readable) -> None:
         wait, step = _number(rec.get(STEP.data_wait_ms)), _number(rec.get(STEP.step_time_ms))
         if wait is None or step is None or step <= 0:
             return

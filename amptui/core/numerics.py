@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from amptui.core.fmt import fmt_scale
+from amptui.core.records import Numerics, Readable, as_record
 
 LOW_HEADROOM_BITS = 1.0   # below this a layer is one doubling from overflowing
 SQNR_ALARM_DB = 10.0  # a float8 layer whose GEMM output is under this many dB above its rounding error
@@ -165,7 +166,7 @@ class NumericsSummary:
                 if (values := [v for v in row if v is not None])]
         return sorted(lows, key=lambda pair: pair[1])[:n]
 
-    def add(self, rec: Mapping[str, Any]) -> None:
+    def add(self, rec: Readable) -> None:
         layers = rec.get("layers")
         step = rec.get("step")
         if not isinstance(layers, list) or not isinstance(step, int):
@@ -259,10 +260,10 @@ class NumericsSummary:
         return found[0].narrowest if found else None
 
 
-def summarize(records: Iterable[Mapping[str, Any]]) -> NumericsSummary:
+def summarize(records: Iterable[Readable]) -> NumericsSummary:
     summary = NumericsSummary()
-    for rec in records:
-        if rec.get("kind") == "numerics":
+    for rec in map(as_record, records):
+        if isinstance(rec, Numerics):
             summary.add(rec)
     return summary
 

@@ -2,7 +2,7 @@
 optimizer state, from its start record) and each rank's peak (its step records' memory figures).
 
     ranks = RankMemory()
-    for rec in rank0_records: ranks.add(rec)          # compare.RunSummary feeds rank 0's as it reads them
+    for rec in rank0_records: ranks.add(rec)          # runsummary.RunSummary feeds rank 0's as it reads them
     read_other_ranks(run_dir, primary_file, ranks)    # then events.rank<N>.jsonl, each rank its own file
     ranks.state_per_rank(), ranks.highest_peak(), ranks.peaks_by_rank()
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from amptui.core.events import EventReader
-from amptui.core.records import END, STEP, End, Start, Step
+from amptui.core.records import End, Readable, Record, Start, Step
 
 _CHUNK = 8 * 1024 * 1024
 PEAK_KEYS = ("peak_allocated", "peak_rss", "allocated", "rss")  # a step record's mem, best figure first
@@ -51,7 +51,7 @@ def peak_of(mem: Any) -> float | None:
     return found[1] if found else None
 
 
-def held_bytes(start: dict[str, Any]) -> float | None:
+def held_bytes(start: Readable) -> float | None:
     """Parameters + optimizer state bytes the rank keeps, from a start record; None when it
     recorded neither (a Monitor, a script, a run from before these fields)."""
     for name in HELD_FIELDS:
@@ -63,7 +63,7 @@ def held_bytes(start: dict[str, Any]) -> float | None:
     return None
 
 
-def _rank(rec: dict[str, Any]) -> int | None:
+def _rank(rec: Readable) -> int | None:
     rank = _number(rec.get("rank"))
     return int(rank) if rank is not None and 0 <= rank < MAX_RANKS else None
 
@@ -74,24 +74,23 @@ class RankMemory:
     peaks: dict[int, float] = field(default_factory=dict)  # rank -> its highest memory figure
     measures: set[str] = field(default_factory=set)        # which figures the peaks are (PEAK_KEYS)
 
-    def add(self, rec: dict[str, Any], rank: int | None = None) -> None:
+    def add(self, rec: Record, rank: int | None = None) -> None:
         """One record: of rank `rank`'s own file, or (None) of the file that speaks for the run,
         where the record's `rank` says whose it is."""
-        kind = rec.get("kind")
         rank = _rank(rec) if rank is None else rank
         if rank is None or rank >= MAX_RANKS:
             return
-        if kind == Start.KIND:
+        if isinstance(rec, Start):
             held = held_bytes(rec)
             if held is not None:  # a resumed session's start says it again: the latest counts
                 self.state[rank] = held
-        elif kind == Step.KIND:
-            peak = named_peak(rec.get(STEP.mem))
+        elif isinstance(rec, Step):
+            peak = named_peak(rec.mem)
             if peak is not None:
                 self.measures.add(peak[0])
                 self._take(rank, peak[1])
-        elif kind == End.KIND:
-            peak_mem = _number(rec.get(END.peak_mem))
+        elif isinstance(rec, End):
+            peak_mem = _number(rec.peak_mem)
             if peak_mem is not None:
                 self._take(rank, peak_mem)
 
@@ -158,6 +157,6 @@ def read_other_ranks(run_dir: Path, primary: Path, into: RankMemory) -> None:
         reader = EventReader(path)
         while batch := reader.read(_CHUNK):
             for rec in batch:
-                if rec.get("kind") in (Start.KIND, Step.KIND, End.KIND):
+                if isinstance(rec, (Start, Step, End)):
                     into.add(rec, rank)
 

@@ -7,14 +7,20 @@ readers validate what they read against the same classes (`field_types`) and nam
 
 A new step-record field is one line in `Step` plus where its value is measured (the Recorder).
 Every record also carries `v`, `kind`, `t` and `rank` (added by the writer).
+
+Readers get the same objects back: `from_wire(line's dict)` (core.events does it for every valid
+line) is the kind's class with its fields set, `t` and `rank` from the line, and the line itself in
+`wire` (what a printer or an export that shows every key reads). Code that folds records tells the
+kinds apart by class (`isinstance(rec, Step)`), never by comparing kind strings.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 import typing
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 
 @dataclass
@@ -24,6 +30,37 @@ class Record:
 
     KIND: ClassVar[str] = ""
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    _wire: ClassVar[dict[str, Any] | None] = None  # the line it was read from (set per instance by from_wire)
+
+    @property
+    def wire(self) -> dict[str, Any]:
+        """The record as its line holds it ({v, kind, t, rank, ...}); for one built to be written, its fields."""
+        return self._wire if self._wire is not None else {"kind": self.KIND, **self.fields()}
+
+    @property
+    def kind(self) -> str:
+        return str(self.wire.get("kind", self.KIND))
+
+    @property
+    def t(self) -> float | None:
+        """When the writer wrote it (seconds since the epoch); None for one not read back."""
+        t = self.wire.get("t")
+        return t if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+
+    @property
+    def rank(self) -> int:
+        rank = self.wire.get("rank")
+        return int(rank) if isinstance(rank, (int, float)) and not isinstance(rank, bool) else 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A key of its line, as a mapping reads it (a user's extra numbers, a newer writer's fields)."""
+        return self.wire.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.wire[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.wire
 
     def fields(self) -> dict[str, Any]:
         out = asdict(self)
@@ -251,6 +288,49 @@ BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in KINDS}
 COMMON_FIELDS: dict[str, tuple[type, ...]] = {"v": (int,), "kind": (str,), "t": (int, float), "rank": (int, float)}
 
 
+@dataclass
+class Foreign(Record):
+    """A valid line of a kind this version does not know (a newer writer's): its keys in `wire` only."""
+
+
+def _defaults(cls: type[Record]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """What a field the line leaves out reads as: its default (None when the class has none: a
+    damaged or foreign writer may leave out any field), and the fields made by a factory."""
+    plain, made = {}, []
+    for f in fields(cls):
+        if f.default_factory is not dataclasses.MISSING:
+            made.append((f.name, f.default_factory))
+        else:
+            plain[f.name] = None if f.default is dataclasses.MISSING else f.default
+    return plain, tuple(made)
+
+
+_DEFAULTS = {cls: _defaults(cls) for cls in (*KINDS, Foreign)}
+_KEYS = {cls: frozenset(f.name for f in fields(cls)) | frozenset(COMMON_FIELDS) for cls in _DEFAULTS}
+
+
+def from_wire(line: dict[str, Any]) -> Record:
+    """A valid line's dict (core.events.valid_record) as its kind's record object. Fields the line
+    leaves out read as their default (None without one); keys of no field stay in `wire`, and an
+    epoch record's go to `extra` as the writer took them from there."""
+    cls = BY_KIND.get(line.get("kind", ""), Foreign)
+    rec = cls.__new__(cls)
+    values = rec.__dict__
+    plain, made = _DEFAULTS[cls]
+    values.update(plain)
+    for name, factory in made:
+        values[name] = factory()
+    others = line.keys() - _KEYS[cls]
+    if not others:
+        values.update(line)  # in C: this runs for every line read (v, kind, t, rank: read through `wire`)
+    else:  # a key of no field never becomes an attribute (a line's "get" or "wire" must not shadow ours)
+        values.update({k: v for k, v in line.items() if k not in others})
+    if cls is Epoch:
+        values["extra"] = {k: line[k] for k in others}
+    values["_wire"] = line
+    return rec
+
+
 class Names:
     """A record class's field names as attributes: `names(Step).skipped_total == "skipped_total"`."""
 
@@ -305,3 +385,14 @@ def field_types() -> dict[str, dict[str, tuple[type, ...]]]:
             own[name] = types
         out[cls.KIND] = own
     return out
+
+
+# what code that reads fields by name (`.get`) takes: a record object or a line's dict
+Readable = Record | Mapping[str, Any]
+
+
+def as_record(rec: Readable) -> Record:
+    """A record object; a line's dict (one a test or a writer's echo holds) read as from_wire reads it."""
+    if isinstance(rec, Record):
+        return rec
+    return from_wire(rec if isinstance(rec, dict) else dict(rec))

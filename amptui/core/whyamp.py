@@ -18,7 +18,7 @@ from amptui.core.comparestep import speed_verdict
 from amptui.core.fmt import fmt_flops, fmt_ratio
 
 if TYPE_CHECKING:
-    from amptui.core.compare import RunSummary
+    from amptui.core.runsummary import RunSummary
 
 HELPED = 1.25        # a speed-up at least this large needs no explanation
 SMALL_SHARE = 0.25   # matmuls under this share of the fp32 step: too little of it for AMP to change

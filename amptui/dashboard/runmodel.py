@@ -1,10 +1,10 @@
 """What the run screen shows, built from event records; no Textual in here.
 
-`RunModel` is the run's state (core.runstate.RunState: status, step, loss, scale, precision, ...)
-plus what only the dashboard draws: bounded, downsampled plot series, the last few scaler events,
-memory per device and rank, the trainer's log lines. `dashboard.runtail.RunTail` feeds it from
-the run folder in a worker thread; the screen renders from it a few times a second. All access
-goes through `model.lock`.
+`RunModel` holds the run's state (`run`, a core.runstate.RunState: status, step, loss, scale,
+precision, ...) and what only the dashboard draws: the plot series the panels declare (`Plot`,
+each panel's PLOTS), memory per device and rank, the last few scaler events, the trainer's log
+lines. `dashboard.runtail.RunTail` feeds it from the run folder in a worker thread; the screen
+renders from it a few times a second. All access goes through `model.lock`.
 """
 
 from __future__ import annotations
@@ -12,27 +12,14 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
 from amptui.core.config.precision import Precision
 from amptui.core.numerics import NumericsSummary
-from amptui.core.records import (
-    EPOCH,
-    MEM,
-    SCALER,
-    STEP,
-    WARNING,
-    Checkpoint,
-    Epoch,
-    Mem,
-    Numerics,
-    Scaler,
-    Start,
-    Step,
-    WarningRecord,
-)
+from amptui.core.records import Checkpoint, Epoch, Mem, Numerics, Record, Scaler, Start, Step, WarningRecord, as_record
 from amptui.core.run.runstate import RunState
-from amptui.core.series import Series
+from amptui.core.series import Mode, Series
 
 SERIES_CAP = 400
 MAX_MEM_SERIES = 8
@@ -46,22 +33,34 @@ def _num(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-class RunModel(RunState):
-    def __init__(self, run_id: str = ""):
-        super().__init__(primary_rank=0, run_id=run_id)  # rank 0, or a node's lowest rank (set by the tail)
+@dataclass(frozen=True)
+class Plot:
+    """A series a panel draws (its PLOTS): which records it comes from, the number it takes of each
+    (None: no point), and how points merge when the series halves (core.series). A point sits at
+    the record's step (a record without one: the run's step when it arrived)."""
+
+    name: str                                  # model.series[name]
+    of: type[Record]
+    value: Callable[[Any], float | None]
+    how: Mode = "last"
+    cap: int = SERIES_CAP
+    every_rank: bool = False                   # else only the records of the rank that speaks for the run
+
+
+class RunModel:
+    def __init__(self, run_id: str = "", plots: Iterable[Plot] = ()):
+        self.run = RunState(primary_rank=0, run_id=run_id)  # rank 0, or a node's lowest rank (set by the tail)
         self.lock = threading.RLock()
         self.version = 0
         self.bad_lines = 0  # complete lines in the event files that were not records (skipped)
         self.damaged = ""   # why an event file cannot be read as data (a FIFO, a device, a link)
-        self.loss_s = Series(SERIES_CAP, "mean")
-        self.lr_s = Series(SERIES_CAP, "last")
-        self.val_s = Series(SERIES_CAP // 2, "last")  # validation loss at each evaluated epoch
-        self.scale_s = Series(SERIES_CAP, "last")
-        self.sps_s = Series(SERIES_CAP, "mean")
-        self.steptime_s = Series(SERIES_CAP, "mean")
+        self.plots: dict[type[Record], list[Plot]] = {}
+        self.series: dict[str, Series] = {}
+        for plot in plots:
+            if plot.name not in self.series:
+                self.plots.setdefault(plot.of, []).append(plot)
+                self.series[plot.name] = Series(plot.cap, plot.how)
         self.time_s = Series(SERIES_CAP, "last")  # training seconds at each step (the time axis)
-        self.backoffs = Series(SERIES_CAP // 2, "min")
-        self.growths = Series(SERIES_CAP // 2, "max")
         self.n_backoff = 0
         self.n_growth = 0
         self.scaler_events: deque[dict[str, Any]] = deque(maxlen=SCALER_EVENTS)
@@ -70,7 +69,7 @@ class RunModel(RunState):
         self.mem_now: dict[str, tuple[float, float | None]] = {}  # label -> (value, total)
         self.mem_peak: dict[str, float] = {}
         self.rank_step: dict[int, int] = {}
-        self.epochs_seen: deque[dict[str, Any]] = deque(maxlen=50)
+        self.epochs_seen: deque[Epoch] = deque(maxlen=50)
         self.checkpoints = 0
         self.alive: bool | None = None  # process check, set by the tail
         self.records = 0
@@ -82,27 +81,27 @@ class RunModel(RunState):
     # --- status -----------------------------------------------------------------------------
     @property
     def status(self) -> str:
-        if self.end is not None:
-            return super().status
+        if self.run.end is not None:
+            return self.run.status
         if self.alive is False:
             return "killed"
-        if self.started is None:
+        if self.run.started is None:
             return "starting"
         return "running"
 
     def elapsed(self, now: float) -> float | None:
         """The run's duration as every view tells it (core.runstate.RunClock: its training
         sessions summed, the time it lay stopped left out); counting up to `now` while it runs."""
-        if self.started is None:
+        if self.run.started is None:
             return None
-        return self.clock.seconds(now if self.status == "running" else None)
+        return self.run.clock.seconds(now if self.status == "running" else None)
 
     def eta(self, now: float, session_t: float | None = None) -> float | None:
-        return super().eta(now, session_t) if self.status == "running" else None
+        return self.run.eta(now, session_t) if self.status == "running" else None
 
     # --- what the tail tells it ---------------------------------------------------------------
-    def feed(self, records: list[dict[str, Any]]) -> None:
-        """Valid records (core.events.valid_record), in file order."""
+    def feed(self, records: Sequence[Record | dict[str, Any]]) -> None:
+        """Records as the reader yields them (a line's dict is read as one), in file order."""
         if not records:
             return
         with self.lock:
@@ -117,15 +116,16 @@ class RunModel(RunState):
     def prefill(self, preset: str, precision_words: str) -> None:
         """Name and precision from config.toml, before the trainer's start record arrives."""
         with self.lock:
-            self.preset = self.preset or preset
-            self.precision_said = self.precision_said or precision_words
-            self.precision = self.precision or Precision.from_record(precision_words)
+            run = self.run
+            run.preset = run.preset or preset
+            run.precision_said = run.precision_said or precision_words
+            run.precision = run.precision or Precision.from_record(precision_words)
             self._changed()
 
     def speak_for(self, rank: int) -> None:
         """Another rank's file speaks for the run (a node of a multi-node run without rank 0)."""
         with self.lock:
-            self.primary_rank = rank
+            self.run.primary_rank = rank
 
     def count_skimmed_scaler(self, counts: dict[str, int]) -> None:
         """Scaler events a skimming read counted without parsing them."""
@@ -165,52 +165,50 @@ class RunModel(RunState):
             self.log_seq += len(lines)
             self._changed()
 
-    # --- folding records: the state (RunState.add), then the plots --------------------------------
-    def add(self, rec: dict[str, Any]) -> None:
-        super().add(rec)
-        kind = rec.get("kind")
-        own = self.speaks(rec)
-        if kind == Start.KIND:
-            self._note_shards(rec)
-        if kind == Start.KIND and own and self.session_step:
-            for series in (self.loss_s, self.lr_s, self.scale_s, self.sps_s, self.steptime_s, self.val_s, self.time_s,
-                           self.backoffs, self.growths, *self.mem.values()):
-                series.rewind(self.session_step)  # steps after the checkpoint are done again: draw them once
-        elif kind == Step.KIND:
-            self._plot_step(rec, own)
-        elif kind == Mem.KIND:
-            self._plot_mem(rec)
-        elif kind == Scaler.KIND:
-            self._plot_scaler(rec)
-        elif kind == Epoch.KIND and own:
-            self.epochs_seen.append(rec)
-            self.val_s.add(self.step, _num(rec.get(EPOCH.val_loss)))
-        elif kind == Checkpoint.KIND:
-            self.checkpoints += 1
-        elif kind == Numerics.KIND and own:
-            self.numerics.add(rec)
-        elif kind == WarningRecord.KIND and not own:
-            self.warnings.append(str(rec.get(WARNING.message, "")))
+    # --- folding records: the state (RunState.add), then what the panels draw ------------------------
+    def add(self, rec: Record | dict[str, Any]) -> None:
+        rec = as_record(rec)
+        self.run.add(rec)
+        own = self.run.speaks(rec)
+        x = _num(getattr(rec, "step", None))
+        for plot in self.plots.get(type(rec), ()):
+            if own or plot.every_rank:
+                self.series[plot.name].add(self.run.step if x is None else x, plot.value(rec))
+        handler = _HANDLERS.get(type(rec))
+        if handler is not None:
+            handler(self, rec, own)
 
-    def _plot_step(self, rec: dict[str, Any], own: bool) -> None:
-        rank, step = int(rec.get("rank") or 0), _num(rec.get(STEP.step))
+    def _on_start(self, rec: Start, own: bool) -> None:
+        self._note_shards(rec)
+        if own and self.run.session_step:
+            for series in (*self.series.values(), self.time_s, *self.mem.values()):
+                series.rewind(self.run.session_step)  # steps after the checkpoint are done again: draw them once
+
+    def _on_step(self, rec: Step, own: bool) -> None:
+        step = _num(rec.step)
         if step is None:
             return
-        self.rank_step[rank] = int(step)
-        mem = rec.get(STEP.mem)
-        if isinstance(mem, dict):
-            self._mem_from_step(rank, step, mem)
-        if not own:
-            return
-        self.loss_s.add(step, self.loss)
-        self.lr_s.add(step, self.lr)
-        if self.scale is not None and self.scale > 0:
-            self.scale_s.add(step, math.log2(self.scale))
-        self.sps_s.add(step, self.samples_per_s)
-        self.steptime_s.add(step, self.step_time_ms)
-        t = _num(rec.get("t"))
-        if t is not None:
-            self.time_s.add(step, self.clock.seconds(t))
+        self.rank_step[rec.rank] = int(step)
+        if isinstance(rec.mem, dict):
+            self._mem_from_step(rec.rank, step, rec.mem)
+        t = rec.t
+        if own and t is not None:
+            self.time_s.add(step, self.run.clock.seconds(t))
+
+    def _on_epoch(self, rec: Epoch, own: bool) -> None:
+        if own:
+            self.epochs_seen.append(rec)
+
+    def _on_checkpoint(self, rec: Checkpoint, own: bool) -> None:
+        self.checkpoints += 1
+
+    def _on_numerics(self, rec: Numerics, own: bool) -> None:
+        if own:
+            self.numerics.add(rec)
+
+    def _on_warning(self, rec: WarningRecord, own: bool) -> None:
+        if not own:  # the run's own are the state's; another rank's are shown too
+            self.run.warnings.append(str(rec.message or ""))
 
     def _mem_series(self, label: str) -> Series | None:
         series = self.mem.get(label)
@@ -234,13 +232,13 @@ class RunModel(RunState):
         if _num(value) is not None:
             self.mem_peak[label] = max(self.mem_peak.get(label, 0.0), float(value))
 
-    def _note_shards(self, rec: dict[str, Any]) -> None:
+    def _note_shards(self, rec: Start) -> None:
         """FSDP: what the rank holds for good (its parameter shards + their optimizer state), drawn
         beside its allocated / rss line, so the rest of the peak is activations and buffers."""
-        held = rec.get("sharded")
+        held = rec.sharded
         if isinstance(held, dict):
             value = (_num(held.get("params_bytes")) or 0.0) + (_num(held.get("optimizer_bytes")) or 0.0)
-            self.shards[int(rec.get("rank") or 0)] = value
+            self.shards[rec.rank] = value
 
     def _mem_from_step(self, rank: int, step: float, mem: dict[str, Any]) -> None:
         if rank in self.shards:
@@ -253,29 +251,33 @@ class RunModel(RunState):
             self._mem_point(f"r{rank} rss", step, mem.get("rss"))
             self._mem_peak(f"r{rank} rss", mem.get("peak_rss"))
 
-    def _plot_mem(self, rec: dict[str, Any]) -> None:
-        rank = int(rec.get("rank") or 0)
-        x = self.rank_step.get(rank, self.step)
-        devices = [dev for dev in rec.get(MEM.devices) or [] if isinstance(dev, dict)]
+    def _on_mem(self, rec: Mem, own: bool) -> None:
+        rank = rec.rank
+        x = self.rank_step.get(rank, self.run.step)
+        devices = [dev for dev in rec.devices or [] if isinstance(dev, dict)]
         for dev in devices:
-            if rank != 0 and self.world_size > 1 and dev.get("index") is None:
+            if rank != 0 and self.run.world_size > 1 and dev.get("index") is None:
                 continue
             self._mem_point(f"gpu{dev.get('index', 0)} used", x, dev.get("used"), dev.get("total"))
-        if not rec.get(MEM.devices) and f"r{rank} rss" not in self.mem and rec.get(MEM.rss) is not None:
-            self._mem_point(f"r{rank} rss", x, rec.get(MEM.rss))
+        if not rec.devices and f"r{rank} rss" not in self.mem and rec.rss is not None:
+            self._mem_point(f"r{rank} rss", x, rec.rss)
 
-    def _plot_scaler(self, rec: dict[str, Any]) -> None:
-        self.scaler_seen = True
-        step = rec.get(SCALER.step) or 0
-        new = _num(rec.get(SCALER.new_scale))
-        y = math.log2(new) if new is not None and new > 0 else None
-        if rec.get(SCALER.event) == "backoff":
+    def _on_scaler(self, rec: Scaler, own: bool) -> None:
+        self.run.scaler_seen = True  # another rank's event says so too
+        if rec.event == "backoff":
             self.n_backoff += 1
-            self.backoffs.add(step, y)
         else:
             self.n_growth += 1
-            self.growths.add(step, y)
-        overflow = rec.get(SCALER.overflow) or []
-        self.scaler_events.append({"step": step, "event": rec.get(SCALER.event), "old": rec.get(SCALER.old_scale),
-                                   "new": new, "overflow": list(overflow[:4]), "n_overflow": len(overflow)})
+        overflow = rec.overflow or []
+        self.scaler_events.append({"step": rec.step or 0, "event": rec.event, "old": rec.old_scale,
+                                   "new": _num(rec.new_scale), "overflow": list(overflow[:4]),
+                                   "n_overflow": len(overflow)})
+
+
+# one handler per kind, after the state's (RunState.add) and the declared plots
+_HANDLERS: dict[type[Record], Callable[[RunModel, Any, bool], None]] = {
+    Start: RunModel._on_start, Step: RunModel._on_step, Mem: RunModel._on_mem, Scaler: RunModel._on_scaler,
+    Epoch: RunModel._on_epoch, Checkpoint: RunModel._on_checkpoint, Numerics: RunModel._on_numerics,
+    WarningRecord: RunModel._on_warning,
+}
 

@@ -10,10 +10,11 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from amptui.core import safefile
 from amptui.core.events import EventReader, events_file, open_events
+from amptui.core.records import Record, Scaler
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runs import load_run, process_alive, read_launch_info, writer_alive
 from amptui.dashboard.runmodel import RunModel
@@ -50,7 +51,7 @@ class SkimReader(EventReader):
         self._steps = 0
         self.unparsed_scaler: dict[str, int] = {}  # set by a skimming read
 
-    def read(self, max_bytes: int | None = CHUNK_BYTES, stride: int = 1) -> list[dict[str, Any]]:
+    def read(self, max_bytes: int | None = CHUNK_BYTES, stride: int = 1) -> list[Record]:
         chunk = self.read_chunk(max_bytes or CHUNK_BYTES)
         if not chunk:
             return []
@@ -61,7 +62,7 @@ class SkimReader(EventReader):
                 self.offset += cut
                 return self._skim(chunk, cut, stride)
         self.offset += len(chunk)
-        out: list[dict[str, Any]] = []
+        out: list[Record] = []
         pending: tuple[int, bytes] | None = None
         for line in self.framer.feed(chunk):
             if stride > 1 and _STEP_MARK in line:
@@ -79,7 +80,7 @@ class SkimReader(EventReader):
                 out.insert(pending[0], record)
         return out
 
-    def _skim(self, data: bytes, size: int, stride: int) -> list[dict[str, Any]]:
+    def _skim(self, data: bytes, size: int, stride: int) -> list[Record]:
         """Records of a chunk of whole lines, without looking at most of them: every rare kind
         (start, epoch, checkpoint, warning, end) found by its marker, step and mem records sampled
         one line per `stride` lines' worth of bytes, scaler events every `stride`-th plus the last
@@ -121,8 +122,8 @@ class SkimReader(EventReader):
                 if record is not None:
                     out.append(record)
         for record in out:
-            if record.get("kind") == "scaler" and record.get("event") in counts:
-                counts[record["event"]] -= 1
+            if isinstance(record, Scaler) and record.event in counts:
+                counts[record.event] -= 1
         self.unparsed_scaler = counts
         return out
 
@@ -162,7 +163,7 @@ class RunTail:
         self.model.set_damaged("; ".join(r.damaged for r in self.readers.values() if r.damaged))
         if not more:
             self.model.caught_up()
-        if not self.model.ended and (now - self._last_alive > 2.0 or self.model.alive is None):
+        if not self.model.run.ended and (now - self._last_alive > 2.0 or self.model.alive is None):
             self._last_alive = now
             self._check_alive()
         return more
@@ -209,7 +210,7 @@ class RunTail:
         if not os.path.lexists(RunFolder(self.run_dir).lock):
             info = read_launch_info(self.run_dir)
             if not info:  # no launch record: not started yet, or started by something that is gone
-                self.model.set_alive(None if self.model.started is None else False)
+                self.model.set_alive(None if self.model.run.started is None else False)
                 return
         alive, _ = writer_alive(self.run_dir, alive=self._alive)
         self.model.set_alive(alive)

@@ -20,7 +20,7 @@ from amptui.core import safefile
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import ConfigError, UserError
 from amptui.core.events import EventReader, EventWriter
-from amptui.core.records import End, ErrorInfo
+from amptui.core.records import End, ErrorInfo, Step
 from amptui.core.run import runlock
 from amptui.core.run.runfiles import RunFolder
 
@@ -92,7 +92,7 @@ def record_exit(run_dir: Path, offset: int, started: float, returncode: int) -> 
     process has taken the run since, or the disk refuses)."""
     path = RunFolder(run_dir).events
     seen = EventReader(path, offset=offset).read()
-    steps = [r["step"] for r in seen if r.get("kind") == "step" and isinstance(r.get("step"), int)]
+    steps = [r.step for r in seen if isinstance(r, Step) and isinstance(r.step, int)]
     words, tail = exit_words(returncode), [] if seen else output_tail(run_dir)
     if tail:
         words += f" before its first record: {' / '.join(tail)}"

@@ -15,7 +15,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from amptui.core import figures, modes, safefile, tunenames
 from amptui.core.config import values as cfgmod
@@ -25,7 +25,7 @@ from amptui.core.config.variants import VARIANTS
 from amptui.core.errors import UserError
 from amptui.core.fmt import fmt_bytes
 from amptui.core.rankmemory import peak_of
-from amptui.core.records import END, START, STEP, End, Start, Step
+from amptui.core.records import END, STEP, End, Record, Start, Step, as_record
 from amptui.core.safefile import atomic_write_text
 
 # --- the search space -------------------------------------------------------------------------
@@ -204,15 +204,16 @@ def is_oom(error: dict[str, Any] | None) -> bool:
     return "outofmemory" in text or "out of memory" in text
 
 
-def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
+def measure(trial: Trial, records: Sequence[Record | dict[str, Any]]) -> Trial:
     """Fill a trial's numbers from its event records: ms/step and samples/s as core/figures.py
     defines them for every view (the windows after warm-up, time-weighted), so a trial and
     `amptui compare` of its run say the same; a trial stopped before a window past warm-up is
     timed by what it measured."""
-    steps = [r for r in records if r.get("kind") == Step.KIND]
+    read = [as_record(r) for r in records]
+    steps = [r for r in read if isinstance(r, Step)]
     trial.windows = [{k: r.get(k) for k in (STEP.step, STEP.loss, STEP.step_time_ms, STEP.samples_per_s,
                                             STEP.data_wait_ms, STEP.skipped_total)} for r in steps]
-    end = next((r for r in reversed(records) if r.get("kind") == End.KIND), None)
+    end = next((r for r in reversed(read) if isinstance(r, End)), None)
     peaks = [p for p in (peak_of(r.get(STEP.mem)) for r in steps) if p is not None]
     if end and end.get(END.peak_mem) is not None:
         peaks.append(float(end[END.peak_mem]))
@@ -222,8 +223,8 @@ def measure(trial: Trial, records: list[dict[str, Any]]) -> Trial:
     timed = figures.StepWindows()
     for r in steps:
         timed.take(r)
-    start = next((r for r in records if r.get("kind") == Start.KIND), {})
-    total = start.get(START.total_steps) if isinstance(start.get(START.total_steps), int) else None
+    start = next((r for r in read if isinstance(r, Start)), None)
+    total = start.total_steps if start is not None and isinstance(start.total_steps, int) else None
     compiled = bool(trial.knobs.get("run.compile"))
     steady = [w for w in trial.windows[warmup_windows(trial.knobs):] if w.get(STEP.step_time_ms)]
     if not steady and trial.windows and trial.status == "stopped":

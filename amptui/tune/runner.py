@@ -25,7 +25,7 @@ from amptui.core.config.precision import Precision, wide
 from amptui.core.config.presets import Preset
 from amptui.core.errors import UserError
 from amptui.core.events import EventReader
-from amptui.core.records import STEP
+from amptui.core.records import STEP, End, Record, Start, Step
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runs import launch_identity
 from amptui.jobs import launch, signals
@@ -238,7 +238,7 @@ class Search:
         t.wall_s = time.monotonic() - started
         T.measure(t, records)
         if cand.role == "reference":  # did the fp32 baseline use TF32? (its start record says)
-            self.reference_tf32 = next((r.get("tf32") for r in records if r.get("kind") == "start"), None)
+            self.reference_tf32 = next((r.tf32 for r in records if isinstance(r, Start)), None)
         if t.status == "running":
             t.status, t.reason = "killed", t.reason or "ended without an end record"
         self.say(f"  {cand.name:<22} {t.status}" + (f": {t.ms_per_step:.1f} ms/step" if t.measured else "")
@@ -263,16 +263,16 @@ class Search:
     def start(self, run_dir: Path):
         return launch.start(run_dir)
 
-    def follow(self, t: T.Trial, run_dir: Path, proc) -> list[dict[str, Any]]:
+    def follow(self, t: T.Trial, run_dir: Path, proc) -> list[Record]:
         """Read the trial's events until it ends; ask it to stop when it can no longer win, the
         budget ends or the user presses Ctrl-C; kill it if it does not stop in time."""
         reader = EventReader(RunFolder(run_dir).events)
-        records: list[dict[str, Any]] = []
+        records: list[Record] = []
         stop_sent = None
         while True:
             try:
                 records += reader.read()
-                if any(r.get("kind") == "end" for r in records) or proc.poll() is not None:
+                if any(isinstance(r, End) for r in records) or proc.poll() is not None:
                     records += reader.read()
                     break
                 now = time.monotonic()
@@ -304,13 +304,13 @@ class Search:
             pass
         return records
 
-    def stop_reason(self, t: T.Trial, records: list[dict[str, Any]]) -> str:
+    def stop_reason(self, t: T.Trial, records: list[Record]) -> str:
         if time.monotonic() >= self.deadline - REPORT_RESERVE_S:
             return BUDGET_STOP
         ref = next((x for x in self.trials if x.role == "reference" and x.measured), None)
         if ref is None or t.role != "candidate" or t.accuracy_only:  # fp32's own runs are the yardstick; an
             return ""                                                 # emulated float8 is judged on its loss
-        steps = [r for r in records if r.get("kind") == "step"]
+        steps = [r for r in records if isinstance(r, Step)]
         skip = T.warmup_windows(t.knobs)
         for r in steps[skip:]:
             rate = r.get(STEP.samples_per_s) or (1000.0 / r[STEP.step_time_ms] if r.get(STEP.step_time_ms) else None)

@@ -129,6 +129,11 @@ class PrecisionMode(ABC):
         """What it adds to the `start` record's `precision` (beside the shared fields and `mode`)."""
         return {}
 
+    def conversion_note(self, record: Mapping[str, Any]) -> str | None:
+        """What its conversion did to a run's model, from the `start` record's `precision` (compare's
+        notes); None: it converted nothing there."""
+        return None
+
     def overrides(self, p: Precision) -> dict[str, object]:
         """The preset keys (dotted) that give `p`, beyond amp.autocast/amp.dtype/amp.grad_scaler."""
         return {"amp.mode": self.name} if self.chosen_by_name else {}

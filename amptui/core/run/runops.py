@@ -113,8 +113,9 @@ def session_writer_alive(run_dir: Path) -> bool:
     created before that record can have written it: a later one that reuses the pid did not."""
     from amptui.core.eventends import read_ends
     from amptui.core.events import primary_events_file
+    from amptui.core.records import Start
 
-    starts = [r for r in read_ends(primary_events_file(run_dir)).records() if r.get("kind") == "start"]
+    starts = [r for r in read_ends(primary_events_file(run_dir)).records() if isinstance(r, Start)]
     if not starts:
         return False
     start = starts[-1]

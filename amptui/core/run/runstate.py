@@ -3,6 +3,9 @@
 
     state = fold(read_events(path))        # or state.add(record) as records arrive
 
+Records arrive as their classes (core.records.from_wire); `add` hands each to the one handler of
+its class (HANDLERS), so a new kind is a handler and one line in the table.
+
 A later `start` record begins a new session of the same run (a resume): it clears the previous
 session's `end`, so a resumed run is running again until its own `end`.
 """
@@ -11,25 +14,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from amptui.core.config.precision import Precision
 from amptui.core.figures import StepWindows, final_loss
 from amptui.core.inputbound import DataWait
-from amptui.core.records import (
-    END,
-    EPOCH,
-    START,
-    STEP,
-    WARNING,
-    End,
-    Epoch,
-    PrecisionSwitch,
-    Scaler,
-    Start,
-    Step,
-    WarningRecord,
-)
+from amptui.core.records import END, End, Epoch, PrecisionSwitch, Record, Scaler, Start, Step, WarningRecord, as_record
 
 WARNINGS_KEPT = 10
 
@@ -54,16 +44,15 @@ class RunClock:
         self.last_t: float | None = None
         self.sessions = 0
 
-    def feed(self, rec: dict[str, Any]) -> None:
-        t = _number(rec.get("t"))
+    def feed(self, rec: Record) -> None:
+        t = rec.t
         if t is None:
             return
-        kind = rec.get("kind")
-        if kind == Start.KIND:
+        if isinstance(rec, Start):
             self._close(self.last_t)  # the previous session ended without an end record
             self.open_t = t
             self.sessions += 1
-        elif kind == End.KIND:
+        elif isinstance(rec, End):
             self._close(t)
         self.last_t = t
 
@@ -235,110 +224,114 @@ class RunState:
 
     # --- folding ------------------------------------------------------------------------------
 
-    def speaks(self, rec: dict[str, Any]) -> bool:
+    def speaks(self, rec: Record) -> bool:
         """Is this record the run's own (its primary rank's)?"""
-        return self.primary_rank is None or (rec.get("rank") or 0) == self.primary_rank
+        return self.primary_rank is None or rec.rank == self.primary_rank
 
-    def add(self, rec: dict[str, Any]) -> None:
-        """Fold one valid record (see core.events.valid_record) in."""
-        t = _number(rec.get("t"))
+    def add(self, rec: Record | dict[str, Any]) -> None:
+        """Fold one record in (a valid line's dict, core.events.valid_record, is read as its class)."""
+        rec = as_record(rec)
+        t = rec.t
         if t is not None:
             self.last_t = t if self.last_t is None else max(self.last_t, t)
-        kind = rec.get("kind")
-        if kind == End.KIND:
-            self._on_end(rec)
-        if not self.speaks(rec):
-            return
-        self.clock.feed(rec)
-        if kind == Start.KIND:
-            self._on_start(rec)
-        elif kind == Step.KIND:
-            self._on_step(rec)
-        elif kind == Epoch.KIND:
-            self._on_epoch(rec)
-        elif kind == Scaler.KIND:
-            self.scaler_seen = True
-        elif kind == PrecisionSwitch.KIND and isinstance(rec.get("step"), int):
-            self.switches.append(rec)
-        elif kind == WarningRecord.KIND:
-            self.warnings.append(str(rec.get(WARNING.message, "")))
-            self.warning_codes.add(str(rec.get(WARNING.code, "")))
-            if rec.get(WARNING.code) == "nonfinite_cause" and self.cause is None and isinstance(rec.get("cause"), dict):
-                self.cause = rec["cause"]
+        own = self.speaks(rec)
+        if own:
+            self.clock.feed(rec)
+        handler = HANDLERS.get(type(rec))
+        if handler is not None and (own or isinstance(rec, End)):  # another rank's failed end counts too
+            handler(self, rec)
 
-    def _on_start(self, rec: dict[str, Any]) -> None:
-        get = rec.get
-        self.run_id = self.run_id or get(START.run_id) or ""  # a reader that knows the folder keeps its name
-        self.preset = get(START.preset) or self.preset
-        said = get(START.precision)
+    def _on_start(self, rec: Start) -> None:
+        self.run_id = self.run_id or rec.run_id or ""  # a reader that knows the folder keeps its name
+        self.preset = rec.preset or self.preset
+        said = rec.precision
         if said:
             self.precision = Precision.from_record(said)
             self.precision_said = said.get("words", "") if isinstance(said, dict) else str(said)
-        self.config = get(START.config) or self.config
-        self.device = get(START.device) or self.device
-        self.world_size = get(START.world_size) or self.world_size
-        self.total_steps = get(START.total_steps) or self.total_steps
-        self.steps_per_epoch = get(START.steps_per_epoch) or self.steps_per_epoch
-        self.epochs = get(START.epochs) or self.epochs
-        self.peak_tflops = get(START.peak_tflops) or self.peak_tflops
+        self.config = rec.config or self.config
+        self.device = rec.device or self.device
+        self.world_size = rec.world_size or self.world_size
+        self.total_steps = rec.total_steps or self.total_steps
+        self.steps_per_epoch = rec.steps_per_epoch or self.steps_per_epoch
+        self.epochs = rec.epochs or self.epochs
+        self.peak_tflops = rec.peak_tflops or self.peak_tflops
         if self.start is None:
-            self.start, self.started = rec, _number(get("t"))
-        self.session_t = _number(get("t"))
-        self.session_step = int(get(START.resumed_from) or 0)
+            self.start, self.started = rec.wire, rec.t
+        self.session_t = rec.t
+        self.session_step = int(rec.resumed_from or 0)
         self.recent.clear()  # a new session's pace is its own
         self.timed.session(self.session_step)
         self.end = None  # a resumed session: the run goes on
 
-    def _on_step(self, rec: dict[str, Any]) -> None:
-        get = rec.get
-        step = _number(get(STEP.step))
+    def _on_step(self, rec: Step) -> None:
+        step = _number(rec.step)
         if step is None:
             return  # not a step record we can place
-        self.last_step = rec
+        self.last_step = rec.wire
         self.step = int(step)
         self.timed.take(rec)
-        t = _number(get("t"))
+        t = rec.t
         if t is not None:
             self.recent.append((t, self.step))
             while len(self.recent) > 2 and self.recent[0][0] < t - ETA_WINDOW_S:
                 self.recent.popleft()
-        self.epoch = int(get(STEP.epoch) or self.epoch)
-        self.loss = get(STEP.loss)
-        self.lr = get(STEP.lr)
-        self.scale = get(STEP.scale)
-        self.skipped_total = int(get(STEP.skipped_total) or 0)
-        self.samples_per_s = get(STEP.samples_per_s)
-        self.step_time_ms = get(STEP.step_time_ms)
-        if STEP.grad_norm in rec:
-            self.grad_norm = get(STEP.grad_norm)
-        if STEP.tflops in rec:
-            self.tflops = get(STEP.tflops)
+        self.epoch = int(rec.epoch or self.epoch)
+        self.loss = rec.loss
+        self.lr = rec.lr
+        self.scale = rec.scale
+        self.skipped_total = int(rec.skipped_total or 0)
+        self.samples_per_s = rec.samples_per_s
+        self.step_time_ms = rec.step_time_ms
+        if rec.grad_norm is not None:
+            self.grad_norm = rec.grad_norm
+        if rec.tflops is not None:
+            self.tflops = rec.tflops
         if self.scale is not None and self.scale > 0:
             self.scaler_seen = True
         self.data_wait.add(rec)
 
-    def _on_epoch(self, rec: dict[str, Any]) -> None:
-        epoch = _number(rec.get(EPOCH.epoch))
+    def _on_epoch(self, rec: Epoch) -> None:
+        epoch = _number(rec.epoch)
         if epoch is not None:
             self.epoch = int(epoch)
             self.epochs_done = max(self.epochs_done, int(epoch))
-        if rec.get(EPOCH.val_acc) is not None:
-            self.val_acc = rec[EPOCH.val_acc]
+        if rec.val_acc is not None:
+            self.val_acc = rec.val_acc
 
-    def _on_end(self, rec: dict[str, Any]) -> None:
+    def _on_scaler(self, rec: Scaler) -> None:
+        self.scaler_seen = True
+
+    def _on_switch(self, rec: PrecisionSwitch) -> None:
+        if isinstance(rec.step, int):
+            self.switches.append(rec.wire)
+
+    def _on_warning(self, rec: WarningRecord) -> None:
+        self.warnings.append(str(rec.message or ""))
+        self.warning_codes.add(str(rec.code or ""))
+        if rec.code == "nonfinite_cause" and self.cause is None and isinstance(rec.cause, dict):
+            self.cause = rec.cause  # the first one: its replay's finding
+
+    def _on_end(self, rec: End) -> None:
         own = self.speaks(rec)
-        if not own and (rec.get(END.status) != "failed" or self.end is not None):
+        if not own and (rec.status != "failed" or self.end is not None):
             return  # another rank's end says something only when it failed first
-        self.end = rec
+        self.end = rec.wire
         if own:
-            steps = _number(rec.get(END.steps))
+            steps = _number(rec.steps)
             if steps is not None:  # never below what the step records showed (a failed session says 0)
                 self.step = max(self.step, int(steps))
-            if rec.get(END.val_acc) is not None:
-                self.val_acc = rec[END.val_acc]
+            if rec.val_acc is not None:
+                self.val_acc = rec.val_acc
 
 
-def fold(records: Iterable[dict[str, Any]], state: RunState | None = None) -> RunState:
+# one handler per kind; a kind without one changes nothing here (mem, checkpoint, numerics: views' own)
+HANDLERS: dict[type[Record], Callable[[Any, Any], None]] = {
+    Start: RunState._on_start, Step: RunState._on_step, Epoch: RunState._on_epoch, Scaler: RunState._on_scaler,
+    WarningRecord: RunState._on_warning, End: RunState._on_end, PrecisionSwitch: RunState._on_switch,
+}
+
+
+def fold(records: Iterable[Record | dict[str, Any]], state: RunState | None = None) -> RunState:
     """Records folded, in order, into `state` (default: a new RunState)."""
     state = state if state is not None else RunState()
     for rec in records:

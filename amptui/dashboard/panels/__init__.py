@@ -9,8 +9,9 @@ import importlib
 import pkgutil
 
 from amptui.dashboard.panels.base import PanelView, RunPanel
+from amptui.dashboard.runmodel import Plot
 
-__all__ = ["PanelView", "RunPanel", "registry"]
+__all__ = ["PanelView", "RunPanel", "plots", "registry"]
 
 
 def registry() -> list[type[RunPanel]]:
@@ -19,3 +20,8 @@ def registry() -> list[type[RunPanel]]:
     for module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{module.name}")  # a panel registers itself (RunPanel.__init_subclass__)
     return sorted(RunPanel.registered, key=lambda cls: (cls.OPTIONAL, cls.PLACE))
+
+
+def plots() -> list[Plot]:
+    """The series every panel declares (PLOTS): what a RunModel for the run screen keeps."""
+    return [plot for cls in registry() for plot in cls.PLOTS]

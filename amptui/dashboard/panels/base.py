@@ -14,8 +14,9 @@ from typing import ClassVar
 
 from textual.containers import Vertical
 
+from amptui.core.records import Step
 from amptui.core.series import Series, interpolate
-from amptui.dashboard.runmodel import RunModel
+from amptui.dashboard.runmodel import Plot, RunModel
 from amptui.dashboard.widgets.plot import Figure, Line
 
 
@@ -41,7 +42,7 @@ class PanelView:
 
     def switch_marks(self) -> tuple[float, ...]:
         """Where the autopilot switched the run's precision, on the shared x axis (marked on every panel)."""
-        steps = [float(rec["step"]) for rec in self.model.switches]
+        steps = [float(rec["step"]) for rec in self.model.run.switches]
         if self.x_unit == "step" or not steps:
             return tuple(steps)
         kx, ky = self.model.time_s.points()
@@ -57,7 +58,7 @@ def shared_x_range(model: RunModel, x_unit: str, held: list[Series]) -> tuple[fl
     points = [s.points()[0] for s in held if len(s)]
     if not points:
         return None
-    return min(xs[0] for xs in points), max(float(model.step), *(xs[-1] for xs in points))
+    return min(xs[0] for xs in points), max(float(model.run.step), *(xs[-1] for xs in points))
 
 
 class RunPanel(Vertical):
@@ -72,6 +73,7 @@ class RunPanel(Vertical):
     PLACE: ClassVar[float] = 0     # where it sits in the grid (lowest first)
     OPTIONAL: ClassVar[bool] = False  # shown only for runs it has data for; numbered after the others
     MISSING: ClassVar[str] = ""    # an OPTIONAL panel's words when its key is pressed for a run without its data
+    PLOTS: ClassVar[tuple[Plot, ...]] = ()  # the series it draws: the model keeps them (model.series[name])
     registered: ClassVar[list[type[RunPanel]]] = []
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -85,8 +87,8 @@ class RunPanel(Vertical):
         self.border_title = f"{number} {self.TITLE}"
 
     def held(self, model: RunModel) -> list[Series]:
-        """The series it draws against steps: the shared x axis spans them all."""
-        return []
+        """The series it draws from step records: the shared x axis spans them all."""
+        return [model.series[plot.name] for plot in self.PLOTS if plot.of is Step]
 
     def has_data(self, model: RunModel) -> bool:
         """Whether an OPTIONAL panel is shown for this run."""

@@ -5,23 +5,21 @@ from __future__ import annotations
 from textual.app import ComposeResult
 
 from amptui.core import axis
-from amptui.core.series import Series
+from amptui.core.records import Step
 from amptui.dashboard.panels.base import PanelView, RunPanel
-from amptui.dashboard.runmodel import RunModel
+from amptui.dashboard.runmodel import Plot
 from amptui.dashboard.widgets.plot import Line, MetricPlot
 
 
 class LearningRatePanel(RunPanel):
     KEY, NAME, TITLE, PLACE = "lr", "lr", "learning rate", 2
+    PLOTS = (Plot("lr", Step, lambda rec: rec.lr),)
 
     def compose(self) -> ComposeResult:
         yield MetricPlot(id="plot-lr")
 
-    def held(self, model: RunModel) -> list[Series]:
-        return [model.lr_s]
-
     def draw(self, view: PanelView) -> None:
         m = view.model
-        xs, ys = view.x(m.lr_s)
+        xs, ys = view.x(m.series["lr"])
         self.query_one(MetricPlot).update_figure(view.figure([Line(xs, ys, color="green")], y_unit="lr"))
-        self.border_subtitle = axis.eng(m.lr) if m.lr is not None else "-"
+        self.border_subtitle = axis.eng(m.run.lr) if m.run.lr is not None else "-"

@@ -4,6 +4,8 @@ held inf/NaN. A run without a GradScaler says whether it needs one."""
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -11,9 +13,9 @@ from textual.widgets import Static
 
 from amptui.core.config.precision import DTYPES, Precision, precision_or_unseen
 from amptui.core.fmt import fmt_scale
-from amptui.core.series import Series
+from amptui.core.records import Scaler, Step
 from amptui.dashboard.panels.base import PanelView, RunPanel
-from amptui.dashboard.runmodel import RunModel
+from amptui.dashboard.runmodel import SERIES_CAP, Plot
 from amptui.dashboard.widgets.plot import Line, MetricPlot
 
 
@@ -29,6 +31,10 @@ def no_scaler_why(precision: Precision | None) -> str:
             "GradScaler on (amp.grad_scaler).")
 
 
+def _log2(scale: float | None) -> float | None:
+    return math.log2(scale) if scale is not None and scale > 0 else None
+
+
 def scaler_event_line(ev: dict) -> Text:
     """One backoff or growth: the step, the scale's change, and the parameters that held inf/NaN
     (all of them kept; the line wraps rather than cutting a name)."""
@@ -42,6 +48,11 @@ def scaler_event_line(ev: dict) -> Text:
 
 class LossScalePanel(RunPanel):
     KEY, NAME, TITLE, PLACE = "scale", "loss scale", "loss scale (log2)", 3
+    PLOTS = (Plot("log2_scale", Step, lambda rec: _log2(rec.scale)),
+             Plot("backoffs", Scaler, lambda rec: _log2(rec.new_scale) if rec.event == "backoff" else None, how="min",
+                  cap=SERIES_CAP // 2, every_rank=True),
+             Plot("growths", Scaler, lambda rec: _log2(rec.new_scale) if rec.event != "backoff" else None, how="max",
+                  cap=SERIES_CAP // 2, every_rank=True))
     _events_shown: tuple[int, int | None] | None = None  # the scaler events listed: how many, the newest's step
 
     def compose(self) -> ComposeResult:
@@ -50,11 +61,8 @@ class LossScalePanel(RunPanel):
         with VerticalScroll(id="scale-events"):
             yield Static(id="scale-list")
 
-    def held(self, model: RunModel) -> list[Series]:
-        return [model.scale_s]
-
     def draw(self, view: PanelView) -> None:
-        m = view.model
+        model, m = view.model, view.model.run
         plot = self.query_one(MetricPlot)
         info = self.query_one("#scale-info", Static)
         events = self.query_one("#scale-events")
@@ -64,9 +72,9 @@ class LossScalePanel(RunPanel):
                                       f"{m.skipped_total}\n", (no_scaler_why(m.precision), "dim")))
             self.border_subtitle = ""
             return
-        xs, ys = view.x(m.scale_s)
-        bx, by = view.x(m.backoffs)
-        gx, gy = view.x(m.growths)
+        xs, ys = view.x(model.series["log2_scale"])
+        bx, by = view.x(model.series["backoffs"])
+        gx, gy = view.x(model.series["growths"])
         lines = [Line(xs, ys, label="log2 scale", color="magenta")]
         if bx:
             lines.append(Line(bx, by, label="backoff", color="red", marker="▼", scatter=True))
@@ -75,9 +83,9 @@ class LossScalePanel(RunPanel):
         plot.update_figure(view.figure(lines, log2_ticks=True, legend=False))  # the info below says ▼ / ▲
         self.border_subtitle = f"scale {fmt_scale(m.scale)}"
         info.update(Text.assemble("skipped ", (str(m.skipped_total), "bold red" if m.skipped_total else "bold"),
-                                  " · ", (f"▼ {m.n_backoff}", "red"), " backoff · ", (f"▲ {m.n_growth}", "green"),
+                                  " · ", (f"▼ {model.n_backoff}", "red"), " backoff · ", (f"▲ {model.n_growth}", "green"),
                                   " growth"))
-        newest_first = list(reversed(m.scaler_events))
+        newest_first = list(reversed(model.scaler_events))
         shown = (len(newest_first), newest_first[0]["step"] if newest_first else None)
         if shown != self._events_shown:
             self._events_shown = shown

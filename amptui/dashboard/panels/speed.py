@@ -7,9 +7,10 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from amptui.core.fmt import fmt_flops
-from amptui.core.series import Series, rolling_median
+from amptui.core.records import Step
+from amptui.core.series import rolling_median
 from amptui.dashboard.panels.base import PanelView, RunPanel
-from amptui.dashboard.runmodel import RunModel
+from amptui.dashboard.runmodel import Plot
 from amptui.dashboard.widgets.plot import Line, MetricPlot
 
 MEDIAN_WINDOW = 9  # throughput windows in the rolling median drawn over the raw ones
@@ -18,17 +19,15 @@ RAW_SPEED = (150, 95, 40)  # the raw throughput windows: a dim orange under the 
 
 class ThroughputPanel(RunPanel):
     KEY, NAME, TITLE, PLACE = "speed", "throughput", "throughput", 5
+    PLOTS = (Plot("samples_per_s", Step, lambda rec: rec.samples_per_s, how="mean"),)
 
     def compose(self) -> ComposeResult:
         yield MetricPlot(id="plot-speed")
         yield Static(id="speed-info", classes="info")
 
-    def held(self, model: RunModel) -> list[Series]:
-        return [model.sps_s]
-
     def draw(self, view: PanelView) -> None:
-        m = view.model
-        xs, ys = view.x(m.sps_s)
+        m = view.model.run
+        xs, ys = view.x(view.model.series["samples_per_s"])
         median = rolling_median(ys, MEDIAN_WINDOW)
         lines = [Line(xs, ys, label="windows", color=RAW_SPEED),
                  Line(xs, median, label=f"median of {MEDIAN_WINDOW}", color="orange")]

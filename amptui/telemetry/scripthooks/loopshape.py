@@ -32,11 +32,11 @@ import torch
 from amptui.telemetry.scripthooks.models import batch_size
 
 if TYPE_CHECKING:
-    from amptui.telemetry.scripthooks.session import ScriptSession
+    from amptui.telemetry.scripthooks.host import Session
 
 
 class LoopShape:
-    def __init__(self, session: ScriptSession):
+    def __init__(self, session: Session):
         self.session = session
         self.seen_modules: dict[int, torch.nn.Module] = {}
         self.first_forwards: list[tuple[int, int]] = []   # (id(module), batch size) before the first step

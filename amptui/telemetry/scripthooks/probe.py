@@ -14,14 +14,14 @@ from amptui.core import safefile
 from amptui.core.config.scriptsets import PROBE_ENV
 
 if TYPE_CHECKING:
-    from amptui.telemetry.scripthooks.session import ScriptSession
+    from amptui.telemetry.scripthooks.host import Session
 
 
 def probing() -> str | None:
     return os.environ.get(PROBE_ENV) or None
 
 
-def report(session: ScriptSession, path: str, stepped: bool) -> None:
+def report(session: Session, path: str, stepped: bool) -> None:
     """What the script's own loop does, then the end of the probe process."""
     scaler = session.scaling.scaler
     seen = {

@@ -20,11 +20,11 @@ from amptui.telemetry.scaler import SkipLedger
 from amptui.telemetry.scripthooks import mistakes
 
 if TYPE_CHECKING:
-    from amptui.telemetry.scripthooks.session import ScriptSession
+    from amptui.telemetry.scripthooks.host import Session
 
 
 class ScalerWatch:
-    def __init__(self, session: ScriptSession):
+    def __init__(self, session: Session):
         self.session = session
         self.scaler: Any = None                        # the loop's enabled GradScaler, once it scaled
         self.initial_scale: float | None = None

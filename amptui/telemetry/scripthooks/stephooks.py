@@ -19,13 +19,13 @@ from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.stepclock import StepClock, StepLr
 
 if TYPE_CHECKING:
-    from amptui.telemetry.scripthooks.session import ScriptSession
+    from amptui.telemetry.scripthooks.host import Session
 
 NO_OPTIMIZER_AFTER = 20   # backward() calls with no torch.optim optimizer made: said live (the run starts)
 
 
 class StepWatch:
-    def __init__(self, session: ScriptSession):
+    def __init__(self, session: Session):
         self.session = session
         self.clock = StepClock()
         self.step_lr = StepLr()

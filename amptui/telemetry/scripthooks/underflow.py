@@ -26,7 +26,7 @@ from amptui.telemetry.scripthooks import mistakes
 from amptui.telemetry.scripthooks.models import optimizer_params
 
 if TYPE_CHECKING:
-    from amptui.telemetry.scripthooks.session import ScriptSession
+    from amptui.telemetry.scripthooks.host import Session
 
 REFERENCE_BITS = 16          # the reference's loss scale, 2**16: a GradScaler's initial scale
 CHECKS = 3                    # sampled steps per run: the 2nd, then each log.every-th
@@ -96,7 +96,7 @@ class FlushCheck:
     """The session's sampled float16 underflow check (the module doc): `backward(loss)` before the
     loop's backward() of a sampled step, `say()` at the step record that follows."""
 
-    def __init__(self, session: ScriptSession):
+    def __init__(self, session: Session):
         self.session = session
         self.checks = 0
         self.checked_step = 0

@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
 from amptui.core import compare as cmp
-from amptui.core import comparenotes, comparestep
+from amptui.core import comparenotes, comparestep, runsummary
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown
@@ -31,7 +31,7 @@ MARKERS = ("•", "+", "×", "▪", "◆")  # runs after the baseline, whose lin
 BAND = (90, 90, 90)  # the baseline's noise band: dim grey
 
 
-def numerics_notes(summaries: Sequence[cmp.RunSummary]) -> Text:
+def numerics_notes(summaries: Sequence[runsummary.RunSummary]) -> Text:
     """Under the table, in core.compare's words (as `amptui compare` says them): which step the
     loss column compares runs at when they stopped at different steps, whether the fp32
     baseline used TF32, what memory per rank measured (runs on several processes), and each run's narrowest range headroom when any run sampled it, one line
@@ -74,7 +74,7 @@ class CompareScreen(DashboardScreen):
         super().__init__()
         self.run_dirs = [Path(p) for p in run_dirs]
         self.rows: list[cmp.CompareRow] = []
-        self.summaries: list[cmp.RunSummary] = []
+        self.summaries: list[runsummary.RunSummary] = []
         self.differ: list[str] = []
         self._curves_drawn = False
         self._fitted_width = 0
@@ -151,12 +151,12 @@ class CompareScreen(DashboardScreen):
 
     @in_background("compare", "reading the runs to compare")
     def load(self) -> None:
-        summaries = [cmp.summarize(d) for d in self.run_dirs]
+        summaries = [runsummary.summarize(d) for d in self.run_dirs]
         rows = cmp.compare_rows(summaries)
         differ = list(comparenotes.differing_keys(summaries))  # as `amptui compare` warns: measuring keys are no difference
         self.app.from_thread(self._show, summaries, rows, differ)
 
-    def _show(self, summaries: list[cmp.RunSummary], rows: list[cmp.CompareRow], differ: Sequence[str] = ()) -> None:
+    def _show(self, summaries: list[runsummary.RunSummary], rows: list[cmp.CompareRow], differ: Sequence[str] = ()) -> None:
         self.rows = rows
         self.summaries = summaries
         self.differ = list(differ)
@@ -202,7 +202,7 @@ class CompareScreen(DashboardScreen):
         if self.rows and self.query_one("#compare-table-box").content_size.width != self._fitted_width:
             self._fill_table()
 
-    def _curves(self, summaries: list[cmp.RunSummary]) -> None:
+    def _curves(self, summaries: list[runsummary.RunSummary]) -> None:
         """The overlay on one step axis for all runs (the baseline a line, the others markers on
         every third column, so curves that coincide both show), and beside it each run's loss
         minus the baseline's at the same step, against the baseline's own noise band."""

@@ -60,7 +60,7 @@ class RunStatusPanel(Static):
         if m.loading:
             self._resume_refusal = "the run is still being read"
         elif m.status == "running":
-            self._resume_refusal = f"run {m.run_id} is running; it needs no resume"
+            self._resume_refusal = f"run {m.run.run_id} is running; it needs no resume"
         else:
             try:
                 self._resume_refusal = runops.resume_refusal(self.run_dir)
@@ -79,14 +79,14 @@ class RunStatusPanel(Static):
             panel.display = True
             panel.set_class(True, "-failed")
         elif m.status == "failed":
-            err = m.error or {}
+            err = m.run.error or {}
             lines = str(err.get("traceback") or "").rstrip().splitlines()
             width = max(20, width - 6)
             shown = lines[-(2 if compact else TRACEBACK_LINES):]
             tail = [line if len(line) <= width else line[: width - 1] + "…" for line in map(escaped, shown)]
             rank = err.get("rank")
             panel.update(Text.assemble(
-                ("✗ run failed", "bold red"), f" at step {(m.end or {}).get('steps', m.step)}",
+                ("✗ run failed", "bold red"), f" at step {(m.run.end or {}).get('steps', m.run.step)}",
                 f" (rank {rank})" if rank is not None else "", ": ",
                 (escaped(f"{err.get('type', 'Error')}: {err.get('message', '')}"), "bold"),
                 "\n" if tail else "", ("\n".join(tail), "dim")))
@@ -94,12 +94,12 @@ class RunStatusPanel(Static):
             panel.set_class(True, "-failed")
         elif m.status == "killed":
             panel.update(Text.assemble(("✗ the trainer process is gone", "bold red"),
-                                       f" without an end record (killed, or it died before it could write one) after step {m.step}. "
+                                       f" without an end record (killed, or it died before it could write one) after step {m.run.step}. "
                                        "Its output is "
                                        f"in {self.run_dir / 'output.log'}; ", self._resume_hint()))
             panel.display = True
         elif m.status == "stopped":
-            panel.update(Text.assemble(("■ stopped", "bold yellow"), f" at step {m.step}; ", self._resume_hint()))
+            panel.update(Text.assemble(("■ stopped", "bold yellow"), f" at step {m.run.step}; ", self._resume_hint()))
             panel.display = True
             panel.set_class(False, "-failed")
         else:
@@ -120,7 +120,7 @@ class RunStatusPanel(Static):
     def _resume_hint(self) -> Text:
         """A resume is suggested only when it would be accepted; otherwise the reason."""
         if self._resume_refusal is None:
-            return Text.assemble("R continues it (or: amptui resume ", self.model.run_id, ")")
+            return Text.assemble("R continues it (or: amptui resume ", self.model.run.run_id, ")")
         return Text(f"no resume: {self._resume_refusal}", style="dim")
 
     def stop(self) -> None:
@@ -131,7 +131,7 @@ class RunStatusPanel(Static):
                 self.notify("stopping: the run writes a checkpoint, then ends", timeout=4)
                 self._stop()
 
-        self.app.push_screen(ConfirmModal(f"Stop run {self.model.run_id}?\nIt writes a checkpoint and ends "
+        self.app.push_screen(ConfirmModal(f"Stop run {self.model.run.run_id}?\nIt writes a checkpoint and ends "
                                           "with status stopped (resume it later with amptui resume).",
                                           yes="Stop", no="Keep running"), answer)
 
@@ -160,7 +160,7 @@ class RunStatusPanel(Static):
             if yes:
                 self._start_resume([trust.TRUST_FLAG])
 
-        self.app.push_screen(ConfirmModal(trust.question(self.model.run_id, foreign), yes="Resume", no="Cancel"),
+        self.app.push_screen(ConfirmModal(trust.question(self.model.run.run_id, foreign), yes="Resume", no="Cancel"),
                              answer)
 
     def _start_resume(self, flags: list[str]) -> None:
@@ -168,7 +168,7 @@ class RunStatusPanel(Static):
             return
         self._resuming = True
         self._keys_changed()
-        self.notify(f"resuming {self.model.run_id}…", timeout=3)
+        self.notify(f"resuming {self.model.run.run_id}…", timeout=3)
         self._resume(flags)
 
     @in_background("run-resume", "resuming the run")

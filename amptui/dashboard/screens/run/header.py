@@ -76,10 +76,10 @@ def first_look(run_dir: Path) -> RunModel:
 
 def device_words(m: RunModel) -> str:
     """"Intel Xeon Platinum 8480 (cpu)", "NVIDIA H100 (cuda) x4"."""
-    name = " ".join(shown(m.device.get("name") or "unnamed device").replace("(R)", "").replace("(TM)", "").split())
-    device_type = m.device.get("type") or ""
-    if m.world_size > 1:
-        return f"{name} ({device_type}) x{m.world_size}"
+    name = " ".join(shown(m.run.device.get("name") or "unnamed device").replace("(R)", "").replace("(TM)", "").split())
+    device_type = m.run.device.get("type") or ""
+    if m.run.world_size > 1:
+        return f"{name} ({device_type}) x{m.run.world_size}"
     return f"{name} ({device_type})" if device_type else name
 
 
@@ -91,7 +91,7 @@ def header_line(m: RunModel, now: float) -> Text:
         status_text = (f"● {status}", STATUS_STYLE.get(status, ""))
     eta = m.eta(now)
     return Text.assemble(
-        (shown(m.preset or m.run_id), "bold"), " · ", (shown(precision_or_unseen(m.precision_words)), "bold magenta"), " · ",
+        (shown(m.run.preset or m.run.run_id), "bold"), " · ", (shown(precision_or_unseen(m.run.precision_words)), "bold magenta"), " · ",
         status_text, " · elapsed ", fmt_duration(m.elapsed(now)),
         *((" · ETA ", (fmt_duration(eta), "bold")) if eta is not None else ()), " · ", device_words(m),
     )
@@ -99,15 +99,15 @@ def header_line(m: RunModel, now: float) -> Text:
 
 def progress_line(m: RunModel) -> Text:
     # a tune's trial runs its steps: its epochs are only a bound ("epoch 1/1000" would mislead)
-    epochs = f" · epoch {fmt_of(m.epoch, m.epochs)}" if (m.epochs or m.epoch) and not is_trial(m.preset) else ""
-    total = m.total_steps or (m.step if m.status == "completed" else None)  # a finished run's total is known
-    return Text(f"{fmt_progress(m.step, total)}{epochs} · {m.run_id}")
+    epochs = f" · epoch {fmt_of(m.run.epoch, m.run.epochs)}" if (m.run.epochs or m.run.epoch) and not is_trial(m.run.preset) else ""
+    total = m.run.total_steps or (m.run.step if m.status == "completed" else None)  # a finished run's total is known
+    return Text(f"{fmt_progress(m.run.step, total)}{epochs} · {m.run.run_id}")
 
 
 def progress_fraction(m: RunModel) -> float | None:
     """How far the run is, 0..1; None when nobody can tell (no total steps given, not completed)."""
-    if m.total_steps:
-        return min(1.0, m.step / m.total_steps)
+    if m.run.total_steps:
+        return min(1.0, m.run.step / m.run.total_steps)
     return 1.0 if m.status == "completed" else None
 
 
@@ -119,17 +119,17 @@ def stats_line(m: RunModel) -> Text:
             parts.append(("  ", ""))
         parts.extend([(label + " ", "dim"), (value, style)])
 
-    add("loss", fmt_loss(m.loss))
-    add("lr", fmt_lr(m.lr))
-    if m.has_scaler:
-        add("scale", fmt_scale(m.scale))
-    add("skipped", str(m.skipped_total), "bold red" if m.skipped_total else "bold")
+    add("loss", fmt_loss(m.run.loss))
+    add("lr", fmt_lr(m.run.lr))
+    if m.run.has_scaler:
+        add("scale", fmt_scale(m.run.scale))
+    add("skipped", str(m.run.skipped_total), "bold red" if m.run.skipped_total else "bold")
     mem = next(iter(m.mem_now.items()), None)
     if mem:
         add(mem[0].split(" ", 1)[-1], fmt_bytes(mem[1][0]))
-    if m.steady_samples_per_s:  # after warm-up (core.figures), the figure compare and the summary show
-        add("samples/s", f"{m.steady_samples_per_s:,.0f}")
+    if m.run.steady_samples_per_s:  # after warm-up (core.figures), the figure compare and the summary show
+        add("samples/s", f"{m.run.steady_samples_per_s:,.0f}")
     ep = m.epochs_seen[-1] if m.epochs_seen else None
-    if ep and ep.get("val_acc") is not None:
-        add("val acc", fmt_accuracy(ep["val_acc"]))
+    if ep and ep.val_acc is not None:
+        add("val acc", fmt_accuracy(ep.val_acc))
     return Text.assemble(*parts, no_wrap=True, overflow="ellipsis")

@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 from amptui.core.fmt import shown
 from amptui.core.inputbound import notice
 from amptui.core.plan import plan_for_run
-from amptui.dashboard.panels import PanelView, RunPanel, registry
+from amptui.dashboard.panels import PanelView, RunPanel, plots, registry
 from amptui.dashboard.panels.base import shared_x_range
 from amptui.dashboard.picture import save_screen
 from amptui.dashboard.runmodel import RunModel
@@ -63,6 +63,12 @@ def _panel_binding(index: int, cls: type[RunPanel]) -> Binding:
                    id=f"run.panel_{cls.NAME.replace(' ', '_')}")
 
 
+class RunRead(Message):
+    """The one message the tail's worker posts: the model has changed since its last one (records,
+    log lines, the writer's liveness). At most one waits at a time; the screen draws on it, and
+    FLUSH_HZ times a second besides (the clock, and a redraw the plot rate held back)."""
+
+
 class RunScreen(DashboardScreen):
     # One line per key; the footer, the help screen (? / F1) and check_action all read this list.
     BINDINGS = with_reasons([
@@ -85,7 +91,7 @@ class RunScreen(DashboardScreen):
         super().__init__(id=None)
         self.run_dir = Path(run_dir)
         self.standalone = standalone  # opened by `amptui watch`: q quits, d goes home
-        self.model = RunModel(self.run_dir.name)
+        self.model = RunModel(self.run_dir.name, plots())
         self.x_unit = "step"  # or "seconds" (the `t` key)
         self._rendered = -1
         self.flushes = 0  # flush() calls so far (tests wait for one more after drawn())
@@ -96,6 +102,7 @@ class RunScreen(DashboardScreen):
         self._shown: dict[str, Text] = {}
         self._first_look: RunModel | None = None  # the header's until the tail has read the history
         self.panels = [cls(NUMBERED.index(cls) + 1) for cls in IN_PLACE]  # in the grid's order
+        self._read_waiting = False  # a RunRead posted and not yet handled
 
     def numbered(self, index: int) -> RunPanel:
         """The panel number key index+1 shows."""
@@ -170,22 +177,29 @@ class RunScreen(DashboardScreen):
     # --- live data -------------------------------------------------------------------------------
     @in_background("run-tail", "reading the run's files")
     def tail(self) -> None:
-        """Read the run's files into the model; the UI thread renders it FLUSH_HZ times a second."""
+        """Read the run's files into the model, and say so (RunRead) when it changed."""
         worker = get_current_worker()
         tail = RunTail(self.run_dir, self.model, alive=self.app.process_alive)
         tail.prefill()
-        idle = 0
+        idle, told = 0, -1
         while not worker.is_cancelled:
             try:
                 more = tail.poll()
             except OSError:
                 more = False
+            if self.model.version != told and not self._read_waiting:
+                told, self._read_waiting = self.model.version, True
+                self.post_message(RunRead())  # thread-safe: handled on the UI thread
             if more:
                 continue
-            finished = self.model.end is not None or self.model.status == "killed"
+            finished = self.model.run.end is not None or self.model.status == "killed"
             idle = idle + 1 if finished else 0
             # A finished run can still be resumed (new records appended): keep looking, slowly.
             time.sleep(1.0 if idle > 10 else 0.1)
+
+    def on_run_read(self, message: RunRead) -> None:
+        self._read_waiting = False
+        self.flush()
 
     def flush(self) -> None:
         """Render the model if it changed (coalesces any number of records into one redraw)."""
@@ -204,7 +218,7 @@ class RunScreen(DashboardScreen):
                             "read", severity="warning", timeout=8)
             # plots cost a few ms each: redraw them at most PLOT_HZ times a second
             tick = time.monotonic()
-            if tick - self._plotted >= 1 / PLOT_HZ or m.end is not None:
+            if tick - self._plotted >= 1 / PLOT_HZ or m.run.end is not None:
                 self._plotted = tick
                 self._rendered = m.version
                 self._draw()
@@ -222,7 +236,7 @@ class RunScreen(DashboardScreen):
         self._set("#stats", stats_line(m))
         bar = self.query_one("#progress", ProgressBar)
         fraction = progress_fraction(m)
-        untold = fraction is None and m.start is not None  # the run said no total: no bar, no "0%"
+        untold = fraction is None and m.run.start is not None  # the run said no total: no bar, no "0%"
         if bar.display == untold:
             bar.display = not untold
         if bar.progress != (fraction or 0.0):
@@ -250,11 +264,11 @@ class RunScreen(DashboardScreen):
             panel.draw(view)
         # an input-bound run, then warnings (odd AMP combinations, loss-scale alarms): the newest, and how many
         bar = self.query_one("#warning-bar", Static)
-        bound = notice(m.data_wait.share, m.device.get("type"))
+        bound = notice(m.run.data_wait.share, m.run.device.get("type"))
         parts: list = [("⚠ ", "bold yellow"), (bound, "yellow")] if bound else []
-        if m.warnings:
-            count = f"  (+{len(m.warnings) - 1} earlier, in output.log)" if len(m.warnings) > 1 else ""
-            parts += [("  ·  " if bound else "⚠ ", "bold yellow"), shown(m.warnings[-1]), (count, "dim")]
+        if m.run.warnings:
+            count = f"  (+{len(m.run.warnings) - 1} earlier, in output.log)" if len(m.run.warnings) > 1 else ""
+            parts += [("  ·  " if bound else "⚠ ", "bold yellow"), shown(m.run.warnings[-1]), (count, "dim")]
         if parts:
             bar.update(Text.assemble(*parts))
         bar.display = bool(parts)
@@ -357,7 +371,7 @@ class RunScreen(DashboardScreen):
         self.app.compare_with(self.run_dir)
 
     def action_plan(self) -> None:
-        show_plan(self, self.model.preset, plan_for_run(self.app.runs_root, self.run_dir, self.model.preset))
+        show_plan(self, self.model.run.preset, plan_for_run(self.app.runs_root, self.run_dir, self.model.run.preset))
 
     def action_cancel_ab(self) -> None:
         from amptui.dashboard.screens.ab.cancel import cancel_ab_of
