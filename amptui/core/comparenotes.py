@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from amptui.core import distribution, modes
+from amptui.core import distribution, hygiene, modes
 from amptui.core.comparestep import common_step, load_differs, never_stepped, noisy_note, stopped_early
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, SCALER_KEYS
@@ -213,6 +213,7 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     lines += [f"{s.run_id} ({precision_or_unseen(s.precision_words)}): {bound}; its speed-up measures the input pipeline, not AMP"
               for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
     lines += conversion_notes(summaries)
+    lines += hygiene.compare_notes(summaries)
     load = load_differs(summaries)
     lines += [load] if load else []
     noisy = noisy_note(summaries)
