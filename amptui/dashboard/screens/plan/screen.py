@@ -96,12 +96,12 @@ class PlanScreen(DashboardScreen):
             text.append(shown(layer.get("reason", "")) + "\n")
         speedup, risk = doc.get("predicted_speedup"), doc.get("risk") or {}
         float8 = doc.get("float8_layers", 0)
-        line = f"\n{float8} of {len(self.plan_layers())} linears in float8"
+        line = f"{float8} of {len(self.plan_layers())} linears in float8"
         if isinstance(speedup, (int, float)):
             line += f"; the step predicted {speedup:.2f}x as fast as all-bf16"
         if isinstance(risk.get("lowest_sqnr_db"), (int, float)):
             line += f"; risk: lowest kept SQNR {risk['lowest_sqnr_db']:.1f} dB ({risk.get('layer')})"
-        text.append(shown(line) + ". Speed-ups are predictions from the GPU's roofline; numerics measured on the "
+        text.append("\n" + shown(line) + ". Speed-ups are predictions from the GPU's roofline; numerics measured on the "
                     "machine that ran the plan.")
         return text
 
