@@ -9,10 +9,9 @@ import os
 import subprocess
 import time
 
-import psutil
 import pytest
 from support.cli import amptui, one_clear_line, started
-from support.waits import wait_until
+from support.waits import gone, wait_until
 
 from amptui.core.run import runs
 
@@ -35,13 +34,6 @@ os.waitpid(child, 0)
 """
 
 
-
-
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 # --- finding 4: a stop nobody answers ----------------------------------------------------------------

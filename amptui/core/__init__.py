@@ -26,6 +26,7 @@ Where things live:
     compare       the tutorials' table (of runsummary's RunSummary: a run read for comparison);
                   inputbound: the data-wait share; series, axis, fmt: figures
     comparenotes  the lines under compare's table (warnings, TF32, headroom, what was measured)
+    hygiene       precision hygiene's findings: codes, thresholds, words (telemetry/hygiene.py measures)
     distribution  how a run was spread ("bf16 FSDP x2"); rankmemory: its memory per rank
     lossgaps      each run's loss against the baseline's noise band (the compare screen)
     turns         the turn file of `ab --interleave`: one variant trains at a time, in turn

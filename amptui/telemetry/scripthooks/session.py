@@ -35,8 +35,7 @@ from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
 from amptui.core.turns import Turns
-from amptui.telemetry import Recorder, ddp
-from amptui.telemetry.autopilot import Autopilot
+from amptui.telemetry import Recorder, autopilot, ddp, hygiene
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -181,8 +180,7 @@ class ScriptSession:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
-        if pilot := Autopilot.of(cfg.amp, precision, recorder.device):  # [amp.autopilot]: advice only (its loop)
-            recorder.sinks.append(pilot.advisor(self.warn))
+        recorder.sinks += autopilot.advisors(cfg.amp, precision, recorder.device, self.warn)  # advice only: its loop
 
     def _slow_on_cpu(self, precision: Precision) -> None:
         """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
@@ -215,6 +213,8 @@ class ScriptSession:
         steps.grad_norm, loop.samples = None, 0
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
             recorder.sample_numerics(self.models[0], *self.sampling)
+        if first and self.models:  # precision hygiene likewise (on unless numerics.hygiene_every = 0)
+            recorder.check_hygiene(hygiene.for_script(self.models, steps.optimizers, self.config(), bool(self.seen.entered)))
         if first and self.plan_every and self.models:  # `amptui plan --script`: likewise
             recorder.sample_plan(self.models[0], self.plan_every)
         loop.steps_in_epoch += 1
