@@ -190,7 +190,8 @@ class CompareScreen(DashboardScreen):
             table.add_column(label, key=h, width=max([cell_len(label), *(cell_len(t[h]) for t in texts)]))
         for i, (row, cells_of) in enumerate(zip(rows, texts, strict=True)):
             color = COLORS[i % len(COLORS)]
-            by_header: dict[str, str | Text] = {**cells_of, "run": Text(cells_of["run"], style=color)}
+            # Text, not str: a DataTable reads a str cell as markup (a preset named "[/]" ended the app)
+            by_header = {**{h: Text(cell) for h, cell in cells_of.items()}, "run": Text(cells_of["run"], style=color)}
             table.add_row(Text(str(i + 1), style=f"bold {color}"), *(by_header[h] for h in order), key=row.run_id)
         self._fitted_width = width
 
