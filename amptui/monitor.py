@@ -61,7 +61,7 @@ from amptui.core.stream.events import EventWriter, events_file
 from amptui.core.stream.records import End, WarningRecord
 from amptui.jobs.scriptexit import python_exit_code
 from amptui.monitor_folder import Opening
-from amptui.telemetry import Recorder, ddp, scripthooks
+from amptui.telemetry import Recorder, ddp, hygiene, scripthooks
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks.patches import Patches
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
@@ -193,6 +193,12 @@ class Monitor:
         if self.model is not None and self.config.numerics.every:  # config={"numerics": {"every": N}}: range headroom
             self.recorder.sample_numerics(self.model, self.config.numerics.every, self.config.numerics.depth,
                                           precision.reduced)
+        self.recorder.check_hygiene(hygiene.for_loop(
+            self.model, lambda: [self.optimizer] if self.optimizer is not None else [], precision,
+            self.config.numerics.hygiene_every, source="preset" if {"amp.dtype", "amp.autocast"} & self._user_keys
+            else "autocast", entered=bool(self.config.amp.autocast if "amp.autocast" in self._user_keys
+                                          else self._seen.entered),
+            stated="amp.mode" in self._user_keys))
         if self._writes:
             # log.tensorboard (config= or the run's config.toml): the trainer's TensorBoard sink
             self.recorder.sinks += mirror_sinks(self.config, self.run_dir, self.rank)
@@ -231,6 +237,8 @@ class Monitor:
             loss = torch.tensor(float(loss), device=recorder.device)
         if loss.device != recorder.device and not recorder.active_meter.steps:
             recorder.use_device(loss.device)  # the model's device was a guess; the loss's is the truth
+        if recorder.hygiene is not None:
+            recorder.hygiene.loss(loss)  # its dtype (a float16 loss)
         recorder.active_meter.add_loss(loss.detach().float().mean() if loss.dim() else loss)
         recorder.optimizer_step(samples=batch_size)
         if self.steps % self.log_every == 0:

@@ -9,10 +9,9 @@ import os
 import subprocess
 import time
 
-import psutil
 import pytest
 from support.cli import amptui, one_clear_line, started
-from support.waits import wait_until
+from support.waits import gone, wait_until
 
 from amptui.core.run import runs
 
@@ -37,13 +36,6 @@ os.waitpid(child, 0)
 
 
 
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 # --- finding 4: a stop nobody answers ----------------------------------------------------------------
 
 @pytest.mark.slow
@@ -62,6 +54,30 @@ def test_stop_of_a_script_that_deadlocked_after_fork_kills_it_and_says_so(isolat
         assert "waiting up to 2 s" in stop.stderr  # it said what it waits for before it waited
         wait_until(lambda: gone(parent) and gone(child), 30, "both processes gone")
         assert runs.load_run(run_dir).status == "killed"
+    finally:
+        for pid in (parent, child):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_stop_kills_a_deadlocked_script_that_left_its_folder_in_a_relative_runs_folder(isolated, runs_dir):
+    """The writer's proof reads RUN_DIR from its command line: `--runs-dir runs` puts a relative one
+    there, and a script that changes folder (Hydra does) must still be proved the run's writer."""
+    script, pids = isolated / "deadlock.py", isolated / "pids"
+    script.write_text("import os\nos.chdir('/')\n" + DEADLOCK)
+    proc = amptui("run", "--detach", "--script", str(script), "--runs-dir", "runs", "--", str(pids), check=True)
+    run_dir = runs_dir / started(proc.stdout)["run_id"]
+    wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2, 90, "the script forked")
+    parent, child = (int(p) for p in pids.read_text().split())
+    try:
+        stop = amptui("stop", run_dir.name, "--grace", "2", "--runs-dir", "runs")
+        assert stop.returncode == 0, (stop.stdout, stop.stderr)
+        assert stop.stdout.strip() == f"run {run_dir.name}: stopped (killed after 2 s without an answer)"
+        wait_until(lambda: gone(parent) and gone(child), 30, "both processes gone")
     finally:
         for pid in (parent, child):
             try:

@@ -13,9 +13,9 @@ import pytest
 from support.cli import amptui, started
 from support.records import events, only_run, wait_for_step
 
-from amptui.core.run import runs
+from amptui.core.run import runlock, runs
 from amptui.core.run.runfiles import RunFolder
-from amptui.jobs import launch
+from amptui.jobs import forcestop, launch
 from amptui.jobs.stderrtail import StderrTail
 from amptui.trainer.torchrun import launch_failure
 
@@ -46,6 +46,8 @@ def test_ddp_stop_and_resume(runs_dir):
     run_id = started(amptui("run", "quickstart", *DDP2, "--detach", check=True).stdout)["run_id"]
     run_dir = runs_dir / run_id
     wait_for_step(run_dir, timeout=120)  # two ranks start slowly on a loaded machine
+    proved = forcestop.writer(run_dir)  # what `stop` would end unanswered, without --force (issue 50.4)
+    assert proved.pid == runlock.holder(run_dir)["pid"] and "amptui.trainer.torchrun" in proved.proc.cmdline()
     assert "stopped" in amptui("stop", run_id, check=True).stdout
     stopped_at = events(run_dir)[-1]["steps"]
     amptui("resume", run_id, check=True)

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 from support.cli import amptui
-from support.waits import wait_until
+from support.waits import gone, wait_until
 
 # Writes its pid, then never steps (a data loader that hangs, a script waiting for a server).
 NEVER_STEPS = """import os, sys, time
@@ -22,13 +22,6 @@ with open(sys.argv[1], "w") as fh:
     fh.write(str(os.getpid()))
 time.sleep(600)
 """
-
-
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def running(script: str) -> list[int]:

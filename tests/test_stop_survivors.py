@@ -9,11 +9,10 @@ from __future__ import annotations
 import os
 import signal
 
-import psutil
 import pytest
 from support.cli import amptui, one_clear_line, started
 from support.records import events
-from support.waits import wait_until
+from support.waits import gone, wait_until
 
 from amptui.core.run import runs
 
@@ -38,13 +37,6 @@ while True:  # until `amptui stop`: its KeyboardInterrupt comes at an optimizer 
     opt.zero_grad()
     time.sleep(0.05)
 """
-
-
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def _started_forker(isolated, runs_dir, how: str):

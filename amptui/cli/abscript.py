@@ -26,7 +26,9 @@ INTERLEAVED = ("interleaved: the variants run side by side and take turns, one s
 AS_WRITTEN = "fp32"  # --variants: the script as written (its own float32 loop)
 NO_STEP = ("it recorded no training step (amptui saw no optimizer.step() before the script ended: check its "
            "arguments, e.g. a step count of 0)")
-
+# said by `ab` and `ab --script` alike when the variants take turns
+INTERLEAVED = ("interleaved: the variants run side by side and take turns, one step record at a time; only the "
+               "one whose turn it is trains, the others wait off their step clocks")
 
 def script_variants(args, device_type: str) -> list[tuple[str, dict[str, object], list[str]]]:
     """(name, the run's overrides, the script's extra arguments) for each variant."""

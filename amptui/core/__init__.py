@@ -39,4 +39,5 @@ Where things live:
     distribution  how a run was spread ("bf16 FSDP x2"); rankmemory: its memory per rank
     export        a run's step series as CSV or JSON (`amptui export`)
     autopilot     the precision autopilot's rules; urls: where amptui may send; errors: UserError, ConfigError
+    hygiene       precision hygiene's findings: codes, thresholds, words (telemetry/hygiene.py measures)
 """

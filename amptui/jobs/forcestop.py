@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from amptui.core.run import runlock, runs
-from amptui.core.run.runfiles import RunFolder
+from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
 from amptui.jobs import signals
 
 TERM_WAIT_S = 5.0   # after SIGTERM (amptui's trainer stops at its next record on it), before SIGKILL
@@ -63,15 +63,26 @@ def _check_owned(run_dir: Path) -> None:
 
 
 def runs_folder(proc: psutil.Process, run_dir: Path) -> bool:
-    """Is `proc` amptui's writer (trainer, script runner, torchrun supervisor) for `run_dir`?"""
+    """Is `proc` amptui's writer (trainer, script runner, torchrun supervisor) for `run_dir`? Its
+    command line names the folder; a relative name is read against the folder the process is in now
+    or, as it may have left the one it started in (a script under Hydra does), against the absolute
+    folder amptui gave it in its environment (RUN_DIR_ENV, as it started: a script cannot change it)."""
     try:
         command, cwd = proc.cmdline(), proc.cwd()
     except psutil.Error:
         return False
+    named = [command[i + 2] for i in range(len(command) - 2)
+             if command[i] == "-m" and command[i + 1] in WRITER_MODULES]
     target = os.path.realpath(run_dir)
-    return any(command[i] == "-m" and command[i + 1] in WRITER_MODULES
-               and os.path.realpath(os.path.join(cwd, command[i + 2])) == target
-               for i in range(len(command) - 2))
+    if any(os.path.realpath(os.path.join(cwd, path)) == target for path in named):
+        return True
+    if not any(not os.path.isabs(path) for path in named):
+        return False
+    try:
+        given = proc.environ().get(RUN_DIR_ENV)
+    except psutil.Error:
+        return False
+    return given is not None and os.path.realpath(given) == target
 
 
 def _runs_it(run_dir: Path, handle: signals.Handle) -> signals.Handle:

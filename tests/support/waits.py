@@ -18,3 +18,13 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str | Callabl
             raise AssertionError(f"timed out waiting for: {what() if callable(what) else what}")
         time.sleep(step)
     return value
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie its parent has not reaped yet counts as ended)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from amptui.core import distribution
+from amptui.core import distribution, hygiene, modes
 from amptui.core.comparison.comparestep import common_step, load_differs, never_stepped, noisy_note, stopped_early
 from amptui.core.comparison.tf32note import baseline_line
 from amptui.core.comparison.whyamp import why_lines
@@ -212,7 +212,8 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
         lines.append("warning: these runs differ in more than precision: " + ", ".join(shown) + more)
     lines += [f"{s.run_id} ({precision_or_unseen(s.precision_words)}): {bound}; its speed-up measures the input pipeline, not AMP"
               for s in summaries if (bound := notice(s.data_wait_share, s.device.get("type")))]
-    lines += float8_notes(summaries)
+    lines += conversion_notes(summaries)
+    lines += hygiene.compare_notes(summaries)
     load = load_differs(summaries)
     lines += [load] if load else []
     noisy = noisy_note(summaries)
@@ -231,24 +232,17 @@ def notes(summaries: list[RunSummary], most: int = 6) -> list[str]:
     return lines
 
 
-def float8_notes(summaries: list[RunSummary]) -> list[str]:
-    """Each float8 run: what converted, and where torchao emulated it, that its speed says nothing
-    (the values are rounded to float8 exactly, the matmuls run in high precision)."""
+def conversion_notes(summaries: list[RunSummary]) -> list[str]:
+    """Each run whose precision mode converted its model: what converted, in the mode's words
+    (an emulated conversion: that its speed says nothing)."""
     lines = []
     for s in summaries:
         precision = (s.start or {}).get("precision")
         if not isinstance(precision, dict):
             continue
-        float8 = precision.get("float8")
-        if not isinstance(float8, dict) or "converted" not in float8:
-            continue
-        headline = float8.get("headline")  # [amp.layers] may mix recipes: the run's own words for them
-        said = f"{s.run_id} ({precision.get('short', '?')}): " + (
-            str(headline) if isinstance(headline, str) else
-            f"float8 {float8.get('recipe')}: {float8.get('converted')} of {float8.get('linears')} linears")
-        if float8.get("emulated"):
-            said += "; emulated (no float8 GEMM on this device): numerics are real, speed is not"
-        lines.append(said)
+        for mode in modes.MODES:
+            if said := mode.conversion_note(precision):
+                lines.append(f"{s.run_id} ({precision.get('short', '?')}): {said}")
     return lines
 
 

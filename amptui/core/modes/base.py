@@ -35,6 +35,9 @@ class PrecisionMode(ABC):
     extra = ""  # the amptui extra (pip install 'amptui[EXTRA]') a node needs for it ("": none)
     toggle = ""  # the preset key of its row on the home screen's toggles ("": none; a select of the key's choices)
     tune_last = False  # `amptui tune` tries its variant last, in a trial of its own (compiled)
+    # float32 master weights under it; False: 16-bit parameters are its stated choice (precision hygiene does
+    # not call them a mistake, core/hygiene.py)
+    master_copy = True
 
     # --- the names `ab`, `tune` and `plan` take ------------------------------------------------------
 
@@ -128,6 +131,11 @@ class PrecisionMode(ABC):
     def record(self, p: Precision) -> dict[str, Any]:
         """What it adds to the `start` record's `precision` (beside the shared fields and `mode`)."""
         return {}
+
+    def conversion_note(self, record: Mapping[str, Any]) -> str | None:
+        """What its conversion did to a run's model, from the `start` record's `precision` (compare's
+        notes); None: it converted nothing there."""
+        return None
 
     def overrides(self, p: Precision) -> dict[str, object]:
         """The preset keys (dotted) that give `p`, beyond amp.autocast/amp.dtype/amp.grad_scaler."""

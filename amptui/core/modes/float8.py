@@ -146,6 +146,19 @@ class Float8(PrecisionMode):
         return {**(fsdp.policy_record(p, policy) if policy is not None else {}),
                 **({"tf32": True} if p.options.tf32 else {}), "float8": {"recipe": p.options.recipe}}
 
+    def conversion_note(self, record: Mapping[str, Any]) -> str | None:
+        """What converted, and where torchao emulated it, that its speed says nothing (the values
+        are rounded to float8 exactly, the matmuls run in high precision)."""
+        said = record.get(self.name)
+        if not isinstance(said, Mapping) or "converted" not in said:
+            return None
+        headline = said.get("headline")  # [amp.layers] may mix recipes: the run's own words for them
+        text = str(headline) if isinstance(headline, str) else \
+            f"float8 {said.get('recipe')}: {said.get('converted')} of {said.get('linears')} linears"
+        if said.get("emulated"):
+            text += "; emulated (no float8 GEMM on this device): numerics are real, speed is not"
+        return text
+
     def overrides(self, p: Precision) -> dict[str, object]:
         policy = p.options.policy
         return {**(fsdp.policy_overrides(policy) if policy is not None else {}), "amp.float8": p.options.recipe}

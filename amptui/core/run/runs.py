@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amptui.core import distribution, safefile
+from amptui.core import distribution, hygiene, safefile
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import APPLIED_BY, precision_seen, script_sections
@@ -225,6 +225,7 @@ class RunInfo:
     extra: dict[str, Any] = field(default_factory=dict)
     dist: dict[str, Any] | None = None             # mode, world_size, FSDP policy (core/distribution.py)
     script_line: str = ""                          # a script run: its file and arguments ("train.py --lr 0.1")
+    hygiene: list[str] = field(default_factory=list)  # precision-hygiene findings said (core/hygiene.py codes)
     nonfinite: str = ""                            # its loss went inf/NaN: why, in a few words (RunState.nonfinite)
 
     @property
@@ -340,6 +341,7 @@ def _take_state(info: RunInfo, state: RunState, launched: float | None) -> None:
         info.dist = distribution.with_start(info.dist, state.start)
     info.step, info.epoch = state.step, state.epoch
     info.final_loss, info.val_acc = state.final_loss, state.val_acc
+    info.hygiene = hygiene.said(state.warning_codes)
     info.nonfinite = state.nonfinite
     info.duration_s = state.clock.seconds()
 

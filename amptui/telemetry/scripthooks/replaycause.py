@@ -6,7 +6,8 @@ What it keeps costs nothing: weak references to the inputs of the model's last t
 taken by the per-model hook that is there anyway. At the record the loop still holds that batch (the
 record is written from inside its optimizer step or scaler.update), so the references resolve; a
 loop that let its batch go gets the sampling fallback (Recorder.triage_by_sampling). A GradScaler
-skipped the step, so the weights are the step's own; the replay is forward only, under no_grad, in
+skipped the step, so the weights are the step's own; one process only (under torchrun a forward can
+be a collective); the replay is forward only, under no_grad, in
 the dtype the loop's autocast computed in, with the RNG and the module buffers put back: the script
 goes on as if it had not happened.
 """
@@ -23,6 +24,7 @@ import torch
 from amptui.core.config.precision import dtype_range, wide_dtype
 from amptui.core.stream.records import Numerics
 from amptui.telemetry.nonfinite import trace_first_nonfinite
+from amptui.telemetry.numerics import unwrap
 
 _GONE = object()
 
@@ -70,9 +72,11 @@ def replay_cause(session: Any, step: int) -> bool:
     """Replay the last forward of the session's first model; say its first non-finite module as a
     `nonfinite_cause` warning when its float32 value passed the dtype's range. True when a cause was
     said (then no sampling is needed)."""
-    recorder, model = session.recorder, session.models[0]
+    recorder, model = session.recorder, unwrap(session.models[0])  # DDP's reducer and buffer broadcast stay out
     inputs = session.last_forward.get()
-    if inputs is None or recorder.cause_said or session.reduced is None:
+    # one process only: under torchrun a forward may be a collective (FSDP's all-gather) that one rank would
+    # run alone; there the sampling fallback names the module
+    if inputs is None or recorder.cause_said or session.reduced is None or session.world_size > 1:
         return False
     args, kwargs = inputs
     device = recorder.device or torch.device("cpu")

@@ -35,7 +35,7 @@ from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
 from amptui.core.stream.events import EventWriter, events_file
 from amptui.core.stream.records import ErrorInfo, WarningRecord
-from amptui.telemetry import Recorder, ddp
+from amptui.telemetry import Recorder, ddp, hygiene
 from amptui.telemetry.autopilot import Autopilot
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
@@ -215,6 +215,8 @@ class ScriptSession:
         steps.grad_norm, loop.samples = None, 0
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
             recorder.sample_numerics(self.models[0], *self.sampling)
+        if first and self.models:  # precision hygiene likewise (on unless numerics.hygiene_every = 0)
+            recorder.check_hygiene(hygiene.for_script(self.models, steps.optimizers, self.config(), bool(self.seen.entered)))
         if first and self.plan_every and self.models:  # `amptui plan --script`: likewise
             recorder.sample_plan(self.models[0], self.plan_every)
         loop.steps_in_epoch += 1
