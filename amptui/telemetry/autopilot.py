@@ -90,3 +90,10 @@ class Advisor:
 
     def close(self) -> None:
         pass
+
+
+def advisors(amp_cfg: Any, precision: Precision, device: torch.device | None,
+             warn: Callable[[str, str], None]) -> list[Advisor]:
+    """[amp.autopilot] for a script's hooks: its Advisor sink, or none when the autopilot is off."""
+    pilot = Autopilot.of(amp_cfg, precision, device)
+    return [pilot.advisor(warn)] if pilot is not None else []

@@ -35,8 +35,7 @@ from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
 from amptui.core.stream.events import EventWriter, events_file
 from amptui.core.stream.records import ErrorInfo, WarningRecord
-from amptui.telemetry import Recorder, ddp, hygiene
-from amptui.telemetry.autopilot import Autopilot
+from amptui.telemetry import Recorder, autopilot, ddp, hygiene
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -181,8 +180,7 @@ class ScriptSession:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
-        if pilot := Autopilot.of(cfg.amp, precision, recorder.device):  # [amp.autopilot]: advice only (its loop)
-            recorder.sinks.append(pilot.advisor(self.warn))
+        recorder.sinks += autopilot.advisors(cfg.amp, precision, recorder.device, self.warn)  # advice only: its loop
 
     def _slow_on_cpu(self, precision: Precision) -> None:
         """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
