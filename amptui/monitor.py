@@ -54,14 +54,14 @@ import torch
 
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
-from amptui.core.events import EventWriter, events_file
-from amptui.core.records import End, WarningRecord
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
+from amptui.core.stream.events import EventWriter, events_file
+from amptui.core.stream.records import End, WarningRecord
 from amptui.jobs.scriptexit import python_exit_code
 from amptui.monitor_folder import Opening
-from amptui.telemetry import Recorder, ddp, scripthooks
+from amptui.telemetry import Recorder, autopilot, ddp, hygiene, scripthooks
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks.patches import Patches
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
@@ -190,9 +190,17 @@ class Monitor:
         precision = Precision.from_config(self.config, self.device.type)
         self.recorder.watch_scale(self.scaler.get_growth_interval() if self.recorder.scaler_enabled  # NaN loss said without one too
                                   else self.config.amp.growth_interval, precision)
+        self.recorder.sinks += autopilot.advisors(self.config.amp, precision, self.device,  # [amp.autopilot]: advice only
+                                                  lambda code, message: self.recorder.warn(message, code=code))
         if self.model is not None and self.config.numerics.every:  # config={"numerics": {"every": N}}: range headroom
             self.recorder.sample_numerics(self.model, self.config.numerics.every, self.config.numerics.depth,
                                           precision.reduced)
+        self.recorder.check_hygiene(hygiene.for_loop(
+            self.model, lambda: [self.optimizer] if self.optimizer is not None else [], precision,
+            self.config.numerics.hygiene_every, source="preset" if {"amp.dtype", "amp.autocast"} & self._user_keys
+            else "autocast", entered=bool(self.config.amp.autocast if "amp.autocast" in self._user_keys
+                                          else self._seen.entered),
+            stated="amp.mode" in self._user_keys))
         if self._writes:
             # log.tensorboard (config= or the run's config.toml): the trainer's TensorBoard sink
             self.recorder.sinks += mirror_sinks(self.config, self.run_dir, self.rank)
@@ -231,6 +239,8 @@ class Monitor:
             loss = torch.tensor(float(loss), device=recorder.device)
         if loss.device != recorder.device and not recorder.active_meter.steps:
             recorder.use_device(loss.device)  # the model's device was a guess; the loss's is the truth
+        if recorder.hygiene is not None:
+            recorder.hygiene.loss(loss)  # its dtype (a float16 loss)
         recorder.active_meter.add_loss(loss.detach().float().mean() if loss.dim() else loss)
         recorder.optimizer_step(samples=batch_size)
         if self.steps % self.log_every == 0:

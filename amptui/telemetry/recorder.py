@@ -25,8 +25,8 @@ import torch
 from amptui.core import cluster
 from amptui.core.config.precision import Precision, narrow, wide_dtype
 from amptui.core.config.values import Config
-from amptui.core.events import EventWriter
-from amptui.core.records import (
+from amptui.core.stream.events import EventWriter
+from amptui.core.stream.records import (
     EPOCH,
     End,
     Epoch,
@@ -44,6 +44,7 @@ from amptui.machine import tf32
 from amptui.telemetry import torch_amp
 from amptui.telemetry.alarms import HeadroomAlarms, ScaleAlarms
 from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
+from amptui.telemetry.hygiene import HygieneSampler
 from amptui.telemetry.machineload import MachineLoad
 from amptui.telemetry.meter import StepMeter, TimedBatches
 from amptui.telemetry.numerics import RangeSampler
@@ -71,6 +72,7 @@ class Recorder:
         self.numerics: RangeSampler | None = None      # per-layer range samples ([numerics] every > 0)
         self.headroom_alarms: HeadroomAlarms | None = None
         self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
+        self.hygiene: HygieneSampler | None = None     # silent precision mistakes (numerics.hygiene_every > 0)
         self.traced: dict[int, Numerics] = {}          # step -> what a replay found (numerics.trace_nonfinite)
         self.cause_said = False                          # a nonfinite_cause warning was written
         self.triage_left: int | None = None              # triage_by_sampling's samples still to take
@@ -187,6 +189,12 @@ class Recorder:
         if self.triage_left is not None and (self.cause_said or self.triage_left <= 0):
             self.numerics, self.triage_left = None, 0  # unhooked: sampling was for the triage only
 
+    def check_hygiene(self, sampler: HygieneSampler | None) -> None:
+        """Precision hygiene (telemetry/hygiene.py) on its sampled steps; None: nothing hooked."""
+        self.hygiene = sampler
+        if sampler is not None:
+            sampler.prepare(self.counters.step + 1, self._scale_now(self.device or torch.device("cpu")))
+
     def sample_plan(self, model: torch.nn.Module, every: int) -> None:
         """`amptui plan`'s probe of every linear every `every` optimizer steps (0: nothing hooked)."""
         self.plan = PlanProbe(model, every) if model is not None and every > 0 else None
@@ -206,7 +214,7 @@ class Recorder:
         return scale if scale is not None else torch.tensor(float(self.scaler.get_scale()), device=device)
 
     def start(self, config: Config, **fields: Any) -> dict:
-        """The start record (run_id, preset, total_steps, ... as `core.records.Start`), for the
+        """The start record (run_id, preset, total_steps, ... as `core.stream.records.Start`), for the
         resolved `config`: its precision, and the device, torch version, host, pid, world size
         and scale are filled in. `precision_seen=False`: a script that ended before its loop showed
         its precision: the record's precision is "" (not seen), never the config's defaults."""
@@ -271,6 +279,9 @@ class Recorder:
             self.numerics.step_done()
             self.numerics.armed = self.numerics.armed or trace  # a known backoff: sample the next step too
             self.numerics.prepare(self.counters.step + 1, scale)
+        if self.hygiene is not None:
+            self.hygiene.step_done()
+            self.hygiene.prepare(self.counters.step + 1, scale)
         if self.plan is not None:
             with self.paused("plan"):  # a sampled step's probe is kept out of the step clock
                 layers = self.plan.step_done()
@@ -311,8 +322,10 @@ class Recorder:
         meter, c = self.meter, self.counters
         if meter is None or not meter.steps:
             return None
+        ranges = self.numerics.riders() if self.numerics is not None else []
         window = meter.flush(self.reduce if reduce else None,
-                             riders=self.numerics.riders() if self.numerics is not None else None)
+                             riders=ranges + (self.hygiene.riders() if self.hygiene is not None else []))
+        window.riders, hygiene = window.riders[:len(ranges)], window.riders[len(ranges):]
         with self.paused("record"):
             first = c.step - window.steps + 1
             events, self.last_scale = scaler_events(first, self.last_scale, window.scales,
@@ -357,6 +370,8 @@ class Recorder:
                 alarms += self.headroom_alarms.observe(samples)
             for alarm in alarms:
                 self.warn(alarm.message, code=alarm.code)
+            for code, message in self.hygiene.records(hygiene) if self.hygiene is not None else []:
+                self.warn(message, code=code)
             if self.sampler.due():
                 self.write(Mem(**self.sampler.sample(with_gpus=meter.device.type == "cuda" and self.rank == 0)))
         return record
@@ -431,6 +446,8 @@ class Recorder:
             self.numerics.cancel()  # a step prepared for sampling that never came: no hooks stay on the model
         if self.plan is not None:
             self.plan.cancel()
+        if self.hygiene is not None:
+            self.hygiene.cancel()
         if self.writer is not None:
             self.writer.close()
         for sink in self.sinks:

@@ -9,7 +9,7 @@ import traceback
 from pathlib import Path
 
 from amptui.core.config.values import Config
-from amptui.telemetry import Recorder
+from amptui.telemetry import Recorder, hygiene
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.trainer.state import TrainingState
 
@@ -30,6 +30,8 @@ def attach_state(recorder: Recorder, cfg: Config, state: TrainingState) -> None:
     recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced,
                              state.layer_dtypes)
     recorder.sample_plan(state.model, cfg.numerics.plan_every)
+    recorder.check_hygiene(hygiene.for_loop(state.model, lambda: [state.optimizer], state.precision,
+                                            cfg.numerics.hygiene_every, own=state.layer_dtypes))
 
 
 def notify_setup_failure(trainer, status: str) -> None:

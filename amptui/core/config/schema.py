@@ -242,6 +242,10 @@ class NumericsConfig:
                                 "re-run that batch once with hooks on every module (same RNG state) to name the first "
                                 "module whose forward output or gradient held inf/NaN. Needs a GradScaler (without "
                                 "one a step is not skipped, so not replayed: numerics.every names it when sampled).")
+    hygiene_every: int = key(50, "Optimizer steps between precision-hygiene samples (updates lost to the "
+                             "parameters' rounding, 16-bit master weights or moments under a mixed setup, linears "
+                             "computing in another dtype than asked, an eps that vanishes, gradients still scaled or "
+                             "unscaled twice, a float16 loss), each said once as a warning; 0 = off.", minimum=0)
     plan_every: int = key(0, "Optimizer steps between `amptui plan`'s per-layer probes (every linear's GEMM on the "
                           "same tensors in float32, bf16, fp16 and each float8 recipe); 0 = off, nothing hooked. "
                           "Set by `amptui plan`.", minimum=0)

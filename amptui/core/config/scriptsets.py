@@ -7,7 +7,7 @@ it, records it and names the run. So a script run takes the keys that say how am
 - log.every (steps between step records), log.tensorboard, log.mlflow (the records mirrored as
   TensorBoard scalars, into MLflow);
 - numerics.every, numerics.depth: range headroom sampled on the script's model; numerics.plan_every:
-  `amptui plan --script`'s per-linear probes;
+  `amptui plan --script`'s per-linear probes; numerics.hygiene_every: precision hygiene's samples;
 - amp.autopilot: the precision autopilot, which for a script only advises (docs/autopilot.md);
 - run.apply_amp: the precision amptui applies to the script's fp32 loop (`amptui ab --script
   --variants`; telemetry/scripthooks/applyamp.py);
@@ -27,7 +27,8 @@ from typing import Any, Mapping
 from amptui.core.errors import UserError
 
 SCRIPT_SETTABLE = ("run.name", "run.description", "log.every", "log.tensorboard", "log.mlflow", "numerics.every",
-                   "numerics.depth", "numerics.plan_every", "run.apply_amp", "amp.autopilot", "dist.mode", "dist.nproc_per_node", "dist.nnodes", "dist.node_rank",
+                   "numerics.depth", "numerics.plan_every", "numerics.hygiene_every", "run.apply_amp", "amp.autopilot",
+                   "dist.mode", "dist.nproc_per_node", "dist.nnodes", "dist.node_rank",
                    "dist.rdzv_endpoint", "dist.max_restarts")
 SCRIPT_DIST_MODES = ("none", "ddp", "fsdp")  # ddp and fsdp both mean: under torchrun
 SETTABLE_WORDS = ("run.name, run.description, log.every, log.tensorboard, log.mlflow, numerics.every, numerics.depth, "

@@ -35,6 +35,9 @@ class PrecisionMode(ABC):
     extra = ""  # the amptui extra (pip install 'amptui[EXTRA]') a node needs for it ("": none)
     toggle = ""  # the preset key of its row on the home screen's toggles ("": none; a select of the key's choices)
     tune_last = False  # `amptui tune` tries its variant last, in a trial of its own (compiled)
+    # float32 master weights under it; False: 16-bit parameters are its stated choice (precision hygiene does
+    # not call them a mistake, core/hygiene.py)
+    master_copy = True
 
     # --- the names `ab`, `tune` and `plan` take ------------------------------------------------------
 

@@ -34,6 +34,7 @@ class Pure(PrecisionMode):
     order = 30
     keys = ("amp.stochastic_round",)
     chosen_by_name = True
+    master_copy = False
 
     def variants(self) -> list[str]:
         return [n for d in DTYPES.values() if not d.needs_scaler

@@ -78,6 +78,8 @@ class StepWatch:
             if meter is None or not (meter.steps or meter.step_losses or self.clock.holds_losses):
                 session.meter(loss.device)  # the window may still move to the loss's device
             self.clock.add_loss(loss if loss.dim() == 0 else loss.reshape(()))
+            if session.recorder.hygiene is not None:
+                session.recorder.hygiene.loss(loss)  # its dtype (a float16 loss)
             if not session.started:
                 self.losses_seen += 1
                 if self.losses_seen == NO_OPTIMIZER_AFTER and session.probe:  # stepped by hand, or never

@@ -61,6 +61,8 @@ class StochasticAdam(torch.optim.Optimizer):
     down with the odds of its distance), so an update below the parameter's last bit survives on
     average instead of rounding away."""
 
+    bf16_stochastic_round = True  # torchao's name for it: precision hygiene counts no update lost
+
     def __init__(self, params: Any, lr: float, weight_decay: float, decoupled: bool, seed: int,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})

@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from amptui.core.fmt import shown
-from amptui.core.plan import FLOAT8, RECIPES, SQNR_FIELDS
+from amptui.core.planning.plan import FLOAT8, RECIPES, SQNR_FIELDS
 from amptui.dashboard.screens.base import DashboardScreen
 from amptui.dashboard.screens.keys import named
 
