@@ -54,11 +54,11 @@ import torch
 
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
-from amptui.core.events import EventWriter, events_file
-from amptui.core.records import End, WarningRecord
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
+from amptui.core.stream.events import EventWriter, events_file
+from amptui.core.stream.records import End, WarningRecord
 from amptui.jobs.scriptexit import python_exit_code
 from amptui.monitor_folder import Opening
 from amptui.telemetry import Recorder, autopilot, ddp, hygiene, scripthooks

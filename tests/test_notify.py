@@ -15,7 +15,7 @@ from support.waits import wait_until
 from support.webstub import hanging, recording, refusing_port
 
 from amptui.core.config import values as config
-from amptui.core.records import End
+from amptui.core.stream.records import End
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.notify import Notifier, body_for, notify
 

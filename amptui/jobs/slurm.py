@@ -23,14 +23,14 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from amptui.core import preflight
 from amptui.core.config import values as cfgmod
 from amptui.core.config.presets import Preset
 from amptui.core.errors import ConfigError, UserError
-from amptui.core.events import EventReader, EventWriter, primary_events_file
-from amptui.core.records import End, ErrorInfo
+from amptui.core.prepare import preflight
 from amptui.core.run import runlock, runs
 from amptui.core.run.runstate import fold
+from amptui.core.stream.events import EventReader, EventWriter, primary_events_file
+from amptui.core.stream.records import End, ErrorInfo
 from amptui.jobs import clusterfile
 from amptui.jobs.spawn import SAFE_PATH
 
