@@ -224,3 +224,36 @@ def test_promotion_converts_the_safe_gaining_linears_after_the_warm_up_and_not_t
     assert decision.to == {"amp.layers": {"hidden.0": "fp8", "hidden.1": "fp8"}}
     assert set(decision.evidence["kept"]) == {"inp", "outlier", "head"}
     assert "20 dB SQNR floor" in decision.evidence["kept"]["outlier"]
+
+
+def test_a_monitored_loop_gets_the_advice_and_nothing_changes(runs_dir, tmp_path, monkeypatch):
+    """amptui.Monitor on an unmodified float16 loop whose forward overflows every step (a linear 1e6 too
+    large, as tests/scripts/fp16_overflow.py): amptui does not own the loop, so [amp.autopilot] act only
+    advises, in one `autopilot` warning naming the change to make in the loop."""
+    import torch
+    from support.machine import cpu_rates_here
+
+    import amptui
+
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.2)  # bfloat16 fast here, whatever this CPU does
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    with torch.no_grad():
+        model[2].weight.mul_(1e6)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 4)
+    config = {"amp": {"dtype": "float16", "autopilot": {"mode": "act", "floor_steps": 5}}}
+    with amptui.Monitor("monitored", scaler=scaler, optimizer=opt, model=model, config=config, log_every=1) as mon:
+        for _ in range(15):
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = model(torch.rand(16, 8) + 1.0).float().pow(2).mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+            mon.step(loss)
+    records = events(mon.run_dir)
+    said = [r["message"] for r in records if r["kind"] == "warning" and r.get("code") == "autopilot"]
+    assert len(said) == 1 and said[0].startswith("autopilot: would switch fp16+scaler -> bf16 at step "), said
+    assert "torch.autocast(..., dtype=torch.bfloat16), no GradScaler" in said[0]
+    assert not [r for r in records if r["kind"] == "precision_switch"] and scaler.is_enabled()

@@ -206,14 +206,14 @@ class Pilot:
 
     def _promote(self, record: Mapping[str, Any]) -> Decision | None:
         """Rule 3: at the first step record from `promote_after` on, the linears `amptui plan`'s rules
-        (core/plan.py) find safe and gaining on `promote_for`'s roofline, from this run's plan samples,
+        (core/planning/plan.py) find safe and gaining on `promote_for`'s roofline, from this run's plan samples,
         move to that float8 recipe; the others (and the layers [amp.layers] already names) stay."""
         step = record.get("step")
         if not self.plan_samples or self.layers is None or self._fired("promote") or \
                 not isinstance(step, int) or step < self.settings.promote_after:
             return None
-        from amptui.core.plan import make_plan
-        from amptui.core.roofline import roof_for
+        from amptui.core.planning.plan import make_plan
+        from amptui.core.planning.roofline import roof_for
 
         plan = make_plan(self.plan_samples, roof_for(self.settings.promote_for))
         chosen = {x.name: x.choice for x in plan.float8_layers if x.name not in self.layers}

@@ -12,7 +12,7 @@ import torch
 from amptui.core import autopilot as rules
 from amptui.core.config import autopilot as settings_of
 from amptui.core.config.precision import Precision, narrow, wide_dtype
-from amptui.core.records import Numerics, PlanSample, Record, Step, WarningRecord
+from amptui.core.stream.records import Numerics, PlanSample, Record, Step, WarningRecord
 from amptui.telemetry.device import native_bf16
 
 CODE = "autopilot"  # the warning code of what it says: an advice, or a rule held back

@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from amptui.core.errors import ConfigError
-from amptui.core.roofline import roof_for
+from amptui.core.planning.roofline import roof_for
 
 KEY = "amp.autopilot"
 MODES = ("off", "advise", "act")

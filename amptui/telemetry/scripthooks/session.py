@@ -28,13 +28,13 @@ from amptui.core.config import values as cfgmod
 from amptui.core.config.modefacts import SCALER_UNNEEDED, SLOW_ON_CPU, RunFacts
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
-from amptui.core.events import EventWriter, events_file
-from amptui.core.records import ErrorInfo, WarningRecord
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
+from amptui.core.run.turns import Turns
 from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
-from amptui.core.turns import Turns
+from amptui.core.stream.events import EventWriter, events_file
+from amptui.core.stream.records import ErrorInfo, WarningRecord
 from amptui.telemetry import Recorder, autopilot, ddp, hygiene
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
@@ -79,7 +79,7 @@ class ScriptSession:
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
-        # `ab --script --interleave`: the script trains only in its turn (core/turns.py), handed on at
+        # `ab --script --interleave`: the script trains only in its turn (core/run/turns.py), handed on at
         # each step record, as the trainer does; the first wait is before its first line runs
         self.turns = Turns.from_env() if world_size == 1 else None
         if self.turns is not None:
