@@ -181,7 +181,7 @@ def test_a_forward_that_cannot_be_replayed_leaves_the_recording_on(runs_dir):
     steps = [r["step"] for r in recs if r["kind"] == "step"]
     assert steps and steps[-1] == 8 and recs[-1]["kind"] == "end" and recs[-1]["status"] == "completed", steps
     assert [r for r in recs if r["kind"] == "numerics" and not r.get("traced")]  # the fallback sampled
-    from amptui.core import comparenotes, runsummary
+    from amptui.core.comparison import comparenotes, runsummary
 
     said = comparenotes.headroom_note([runsummary.summarize(run_dir)])  # and says so, not "replaying"
     assert said is not None and "found by sampling" in said and "replaying" not in said, said
