@@ -122,6 +122,24 @@ def test_gradients_unscaled_twice_are_named_against_the_loss_scale(runs_dir):
     assert hygiene.GRAD_SCALE_WRONG not in said, said
 
 
+def test_gradients_the_optimizer_steps_on_still_scaled_are_named(runs_dir):
+    """The loop scales its loss but steps the optimizer itself: nothing ever unscales."""
+    model = norm_model()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-9)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+
+    def step(_i):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(torch.randn(8, 16)).float().pow(2).mean()
+        scaler.scale(loss).backward()
+        opt.step()  # not scaler.step(opt)
+        opt.zero_grad()
+        return loss.detach()
+    said = run_loop(runs_dir / "scaled", model, opt, step, scaler=scaler)
+    assert set(said) == {hygiene.GRAD_SCALE_WRONG}
+    assert "still scaled" in said[hygiene.GRAD_SCALE_WRONG] and "2**+16" in said[hygiene.GRAD_SCALE_WRONG]
+
+
 def test_a_float16_loss_is_named_and_a_float32_one_is_not(runs_dir):
     def loop(name, upcast):
         model = norm_model(torch.float16)
