@@ -262,3 +262,28 @@ def test_the_trainers_pure_bfloat16_mode_hears_of_lost_updates_but_not_of_its_ma
         trainer.finish("completed")
     said = warnings_of(run_dir)
     assert set(said) == (set() if rounded else {hygiene.UPDATES_LOST}), said
+
+
+class HandRMSNorm(nn.Module):
+    """An RMSNorm as written by hand in model code, computing in its input's dtype unless `upcast`."""
+
+    def __init__(self, width: int, eps: float, upcast: bool):
+        super().__init__()
+        self.weight, self.eps, self.upcast = nn.Parameter(torch.ones(width)), eps, upcast
+
+    def forward(self, x):
+        h = x.float() if self.upcast else x
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+@pytest.mark.parametrize("upcast", [False, True])
+def test_a_hand_written_norms_eps_that_rounds_to_zero_in_float16_is_named(runs_dir, upcast):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), HandRMSNorm(32, 1e-8, upcast), nn.Linear(32, 1)).half()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    said = run_loop(runs_dir / f"norm{upcast}", model, opt, plain_step(model, opt, torch.float16))
+    if upcast:  # the eps is added in float32: it holds
+        assert said == {}
+    else:
+        assert set(said) == {hygiene.EPS_VANISHES}
+        assert said[hygiene.EPS_VANISHES].startswith("1 (a normalisation): eps=1e-08 is zero")
