@@ -54,14 +54,14 @@ import torch
 
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
-from amptui.core.events import EventWriter, events_file
-from amptui.core.records import End, WarningRecord
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
+from amptui.core.stream.events import EventWriter, events_file
+from amptui.core.stream.records import End, WarningRecord
 from amptui.jobs.scriptexit import python_exit_code
 from amptui.monitor_folder import Opening
-from amptui.telemetry import Recorder, ddp, hygiene, scripthooks
+from amptui.telemetry import Recorder, autopilot, ddp, hygiene, scripthooks
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks.patches import Patches
 from amptui.telemetry.scripthooks.precision import AutocastSeen, loop_overrides
@@ -190,6 +190,8 @@ class Monitor:
         precision = Precision.from_config(self.config, self.device.type)
         self.recorder.watch_scale(self.scaler.get_growth_interval() if self.recorder.scaler_enabled  # NaN loss said without one too
                                   else self.config.amp.growth_interval, precision)
+        self.recorder.sinks += autopilot.advisors(self.config.amp, precision, self.device,  # [amp.autopilot]: advice only
+                                                  lambda code, message: self.recorder.warn(message, code=code))
         if self.model is not None and self.config.numerics.every:  # config={"numerics": {"every": N}}: range headroom
             self.recorder.sample_numerics(self.model, self.config.numerics.every, self.config.numerics.depth,
                                           precision.reduced)

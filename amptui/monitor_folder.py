@@ -13,11 +13,11 @@ from typing import Any, Mapping
 
 import torch
 
-from amptui.core import safefile, trust
+from amptui.core import safefile
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import narrow_dtype
 from amptui.core.config.resolve import auto_overrides
-from amptui.core.run import runlock, runs
+from amptui.core.run import runlock, runs, trust
 from amptui.core.run.folders import remember as remember_runs_folder
 from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
 from amptui.core.safefile import atomic_write_text

@@ -49,7 +49,8 @@ import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from amptui.core import compare, figures, runsummary  # noqa: E402
+from amptui.core import figures  # noqa: E402
+from amptui.core.comparison import compare, runsummary  # noqa: E402
 from amptui.core.config import presets  # noqa: E402
 from amptui.core.config.precision import Precision  # noqa: E402
 from amptui.core.config.variants import VARIANTS  # noqa: E402

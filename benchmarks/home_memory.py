@@ -54,8 +54,8 @@ def make_runs(root: Path, count: int) -> list[Path]:
 
 def writer(run_dir: Path) -> None:
     """A stand-in trainer: holds the run's lock and appends a step record every 50 ms."""
-    from amptui.core.events import EventWriter
     from amptui.core.run import runlock
+    from amptui.core.stream.events import EventWriter
 
     lock = runlock.acquire(run_dir)
     lock.describe()

@@ -85,8 +85,8 @@ def measure(args) -> tuple[dict[str, list[float]], list[str]]:
             times["off"].append(off)
             times["sampled" if sampled else "not sampled"].append(on)
     from amptui.core import hygiene
-    from amptui.core.events import read_events
-    from amptui.core.records import WarningRecord
+    from amptui.core.stream.events import read_events
+    from amptui.core.stream.records import WarningRecord
 
     said += [str(r.code) for r in read_events(on_mon.run_dir / "events.jsonl")
              if isinstance(r, WarningRecord) and r.code in hygiene.CODES]

@@ -66,7 +66,7 @@ def monitor_alternating(dtype: str, args, runs_dir: Path, windows: int = 20, ste
 
 
 def amptui(dtype: str, args, runs_dir: Path, reuse: bool = True) -> float:
-    from amptui.core import runsummary
+    from amptui.core.comparison import runsummary
 
     precision = ["--set", "amp.autocast=false"] if dtype == "fp32" else ["--set", "amp.dtype=bfloat16"]
     before = set(runs_dir.iterdir()) if runs_dir.exists() else set()

@@ -11,13 +11,13 @@ from support.cli import amptui
 from support.records import events, events_so_far, only_run, record, write_records
 from support.waits import wait_until
 
-from amptui.core import compare, comparenotes, runsummary
+from amptui.core.comparison import compare, comparenotes, runsummary
 from amptui.core.config import values as cfgmod
 from amptui.core.config import variants as ab
 from amptui.core.errors import UserError
-from amptui.core.events import EventWriter
-from amptui.core.records import End, Epoch, Start, Step
 from amptui.core.run import runs
+from amptui.core.stream.events import EventWriter
+from amptui.core.stream.records import End, Epoch, Start, Step
 
 
 def test_variant_expansion_and_defaults():
@@ -207,8 +207,8 @@ def test_compare_of_trials_of_one_tune_does_not_warn_about_presets(cli, runs_dir
 def test_tensorboard_missing_is_explained(monkeypatch):
     import sys
 
-    from amptui.core import preflight
     from amptui.core.config import values as config
+    from amptui.core.prepare import preflight
 
     # Stand-in for a machine without the optional extra: hide the installed package.
     monkeypatch.setitem(sys.modules, "tensorboard", None)

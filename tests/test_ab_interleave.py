@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from amptui.core import turns
+from amptui.core.run import turns
 from amptui.core.run.runs import list_runs
 
 

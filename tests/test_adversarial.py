@@ -25,10 +25,10 @@ from support.records import events_so_far
 from support.waits import wait_until
 
 from amptui.cli import main as cli
-from amptui.core.events import EventReader, EventWriter, parse_line
-from amptui.core.records import Checkpoint, End
 from amptui.core.run import runs
 from amptui.core.run.runlock import RunLocked
+from amptui.core.stream.events import EventReader, EventWriter, parse_line
+from amptui.core.stream.records import Checkpoint, End
 from amptui.trainer import checkpoint
 
 # A quickstart small enough for a loaded 2-core CI box: ~50 steps per epoch, a checkpoint every 2.

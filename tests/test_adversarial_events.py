@@ -15,7 +15,7 @@ import pytest
 from support.cli import amptui
 from support.dashboard import FIXTURES, QUICK, app_for, async_test, until
 
-from amptui.core.events import EventWriter
+from amptui.core.stream.events import EventWriter
 
 # What the run screen's reader may hold while it reads a 50 MB torn line: the chunk being read
 # (8 MiB while a big history is skimmed, 1 MiB after) plus at most MAX_LINE_BYTES (4 MiB) of a torn

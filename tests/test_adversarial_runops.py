@@ -22,10 +22,9 @@ from support.records import events_so_far, wait_for_step
 from support.terminal import amptui_on_pty
 from support.waits import wait_until
 
-from amptui.core import trust
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import UserError
-from amptui.core.run import runlock, runops, runs
+from amptui.core.run import runlock, runops, runs, trust
 from amptui.jobs import launch
 
 TINY = ["--set", "run.device=cpu", "--set", "data.batch_size=8", "--set", "data.img_size=8",
@@ -405,7 +404,7 @@ def session(t0: float, t1: float, status: str, steps: int, resumed_from: int = 0
 
 @pytest.mark.timeout(60)
 def test_every_view_tells_one_duration_after_resumes_and_a_failed_resume_adds_no_downtime(runs_dir):
-    from amptui.core import runsummary
+    from amptui.core.comparison import runsummary
     from amptui.dashboard.runmodel import RunModel
     from amptui.dashboard.runtail import RunTail
 

@@ -67,7 +67,7 @@ def test_a_preset_file_with_a_bad_rule_is_refused_in_one_line_with_nothing_made(
 
 
 def test_a_float8_rule_under_fsdp_takes_tensorwise_only():
-    from amptui.core.preflight import check_precision
+    from amptui.core.prepare.preflight import check_precision
 
     cfg = config.build_config({"model": {"name": "gpt"}, "data": {"name": "text"}, "dist": {"mode": "fsdp"},
                                "amp": {"layers": {"blocks.*.mlp.fc": "fp8-rowwise"}}})

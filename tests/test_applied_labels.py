@@ -16,7 +16,7 @@ from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
 from amptui.core.config.values import read_toml
 from amptui.core.config.variants import VARIANTS
-from amptui.core.records import End, Start, Step
+from amptui.core.stream.records import End, Start, Step
 
 SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
 

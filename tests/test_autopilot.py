@@ -40,7 +40,9 @@ def test_autopilot_is_off_by_default_and_its_keys_are_checked():
                         ({"mode": "always"}, "amp.autopilot.mode must be one of off, advise, act"),
                         ({"floor_steps": 0}, "amp.autopilot.floor_steps must be an integer >= 1"),
                         ({"scale_floor": -1}, "amp.autopilot.scale_floor must be a number > 0"),
-                        ({"rules": ["promote"]}, "amp.autopilot.rules must be a list of rule names")):
+                        ({"rules": ["demote"]}, "amp.autopilot.rules must be a list of rule names"),
+                        ({"promote_for": "H1000"}, "amp.autopilot.promote_for: unknown GPU 'H1000'"),
+                        ({"promote_after": -1}, "amp.autopilot.promote_after must be an integer >= 0")):
         with pytest.raises(ConfigError, match=said):
             values.build_config({"amp": {"autopilot": table}}, source="p.toml")
 
@@ -199,3 +201,59 @@ def test_a_float8_tail_turns_float8_off_for_the_last_share_of_steps():
         {"step": 99, "scale": None, "skipped": 0}) is None  # tail_share 0: off
     with pytest.raises(ConfigError, match="amp.autopilot.tail_share must be a number in"):
         values.build_config({"amp": {"autopilot": {"tail_share": 1.0}}})
+
+
+def test_promotion_converts_the_safe_gaining_linears_after_the_warm_up_and_not_the_outlier():
+    """Rule promote on plan-lab's own plan samples (steps 2-6 of a 64-wide run: the SQNRs measured) with its
+    GEMMs at plan-lab's real size (2048 rows and features, where an H100 gains from float8): at the first step
+    record from promote_after on, hidden.0 and hidden.1 go fp8; outlier (10.8 dB) and the first and last
+    linears (under the 25 dB edge floor) stay. At 64 wide nothing gains on an H100 and nothing moves."""
+    samples = [json.loads(line) for line in (FIXTURES / "autopilot" / "plan-lab-64-plan-samples.jsonl").open()]
+    settings = autopilot.Autopilot(mode="act", promote_after=6)
+    small = Pilot(settings, narrow_scaled=False, layers={})
+    for sample in samples:
+        small.observe_plan(sample)
+    assert small.observe({"step": 6, "scale": None, "skipped": 0}) is None  # too small to gain
+
+    pilot = Pilot(settings, narrow_scaled=False, layers={})
+    for sample in samples:
+        pilot.observe_plan({**sample, "layers": [{**x, "m": 2048, "k": 2048, "n": 2048} for x in sample["layers"]]})
+    assert pilot.observe({"step": 4, "scale": None, "skipped": 0}) is None  # still warming up
+    decision = pilot.observe({"step": 6, "scale": None, "skipped": 0})
+    assert decision is not None and decision.rule == "promote"
+    assert decision.to == {"amp.layers": {"hidden.0": "fp8", "hidden.1": "fp8"}}
+    assert set(decision.evidence["kept"]) == {"inp", "outlier", "head"}
+    assert "20 dB SQNR floor" in decision.evidence["kept"]["outlier"]
+
+
+def test_a_monitored_loop_gets_the_advice_and_nothing_changes(runs_dir, tmp_path, monkeypatch):
+    """amptui.Monitor on an unmodified float16 loop whose forward overflows every step (a linear 1e6 too
+    large, as tests/scripts/fp16_overflow.py): amptui does not own the loop, so [amp.autopilot] act only
+    advises, in one `autopilot` warning naming the change to make in the loop."""
+    import torch
+    from support.machine import cpu_rates_here
+
+    import amptui
+
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.2)  # bfloat16 fast here, whatever this CPU does
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    with torch.no_grad():
+        model[2].weight.mul_(1e6)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 4)
+    config = {"amp": {"dtype": "float16", "autopilot": {"mode": "act", "floor_steps": 5}}}
+    with amptui.Monitor("monitored", scaler=scaler, optimizer=opt, model=model, config=config, log_every=1) as mon:
+        for _ in range(15):
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = model(torch.rand(16, 8) + 1.0).float().pow(2).mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+            mon.step(loss)
+    records = events(mon.run_dir)
+    said = [r["message"] for r in records if r["kind"] == "warning" and r.get("code") == "autopilot"]
+    assert len(said) == 1 and said[0].startswith("autopilot: would switch fp16+scaler -> bf16 at step "), said
+    assert "torch.autocast(..., dtype=torch.bfloat16), no GradScaler" in said[0]
+    assert not [r for r in records if r["kind"] == "precision_switch"] and scaler.is_enabled()

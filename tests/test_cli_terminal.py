@@ -14,7 +14,7 @@ from support.records import record
 from support.terminal import amptui_on_pty
 from test_ab_compare import canned_run
 
-from amptui.core.records import End, Start, Step
+from amptui.core.stream.records import End, Start, Step
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

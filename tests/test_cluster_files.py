@@ -131,3 +131,49 @@ def test_any_string_in_any_field_is_refused_or_parses_to_exactly_the_intended_ta
     [worker] = [line for line in task["run"].split("\n") if "amptui.trainer.scriptrun" in line]
     words = shlex.split(worker.split("amptui.trainer.scriptrun", 1)[1].split(" 2>&1")[0])
     assert words == ["$RUN_DIR", (script or "x") + ".py", *args]
+
+
+# --- the setup section: amptui's install source is a field too ----------------------------------------
+
+def pip_words(setup: str, home: Path) -> list[str]:
+    """What bash hands pip when it runs `setup` (python3 stood in for by a function that prints its words)."""
+    shim = 'python3() { printf "%s\\0" "$@"; }\n'
+    done = subprocess.run(["bash", "-c", shim + setup], capture_output=True, timeout=30, env={"HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.decode().split("\0")[:-1]
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="runs the setup section with bash")
+@pytest.mark.parametrize("url", ["https://h/x$(touch {marker})", "https://h/x`touch {marker}`",
+                                 "https://h/x\"'$HOME"])
+def test_an_install_source_with_shell_syntax_reaches_pip_as_one_word_and_runs_nothing(tmp_path, url):
+    marker = tmp_path / "pwned"
+    url = url.format(marker=marker)
+    source = sky.InstallSource(f"amptui{{extras}} @ git+{url}@abc", None, f"from {url} at commit abc, as here")
+    cfg = cfgmod.build_config({}, {"dist.mode": "ddp", "dist.nnodes": 2})
+    setup = sky.setup_section(source, cfg)
+    assert len(setup.rstrip("\n").split("\n")) == 3  # set, one comment, pip: no line a URL added
+    assert pip_words(setup, tmp_path)[3:] == [f"amptui @ git+{url}@abc"] and not marker.exists()
+
+
+@pytest.mark.parametrize("odd", ["\ntouch /tmp/pwned", "\u2028touch /tmp/pwned"])
+def test_an_install_source_with_a_line_break_is_refused_in_one_line(odd):
+    source = sky.InstallSource(f"amptui{{extras}} @ git+https://h/x{odd}@abc", None, f"from https://h/x{odd}, as here")
+    with pytest.raises(UserError) as refused:
+        sky.setup_section(source, cfgmod.build_config({}, {"dist.mode": "ddp", "dist.nnodes": 2}))
+    assert "\n" not in str(refused.value) and "install source" in str(refused.value)
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="runs the setup section with bash")
+def test_an_uploaded_checkout_is_installed_from_the_nodes_home(tmp_path):
+    source = sky.InstallSource("$HOME/amptui-src{extras}", Path("/w/amptui"), "from the checkout /w/amptui (uploaded), as here")
+    cfg = cfgmod.build_config({}, {"dist.mode": "ddp", "dist.nnodes": 2, "log.tensorboard": True})
+    assert pip_words(sky.setup_section(source, cfg), tmp_path) == ["-m", "pip", "install",
+                                                                   f"{tmp_path}/amptui-src[tensorboard]"]
+
+
+@pytest.mark.parametrize("option", ["--partition", "--time"])
+def test_an_sbatch_option_with_an_unprintable_character_is_refused_naming_the_option(cli, tmp_path, option):
+    line = one_clear_line(cli("slurm", "quickstart", "--nodes", "2", "--gpus-per-node", "0",
+                              "--runs-dir", str(tmp_path), option, "gpu\u202e\x1b[2J"))
+    assert option in line and "\x1b" not in line and "\u202e" not in line

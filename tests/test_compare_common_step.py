@@ -12,7 +12,7 @@ import json
 
 from support.records import record, write_records
 
-from amptui.core.records import End, Start, Step
+from amptui.core.stream.records import End, Start, Step
 
 FP32, BF16 = "20261123-100000-qs-fp32", "20261123-100001-qs-bf16"
 

@@ -8,7 +8,7 @@ import json
 
 from support.records import record, write_records
 
-from amptui.core.records import End, Start, Step
+from amptui.core.stream.records import End, Start, Step
 
 
 def write_run(root, run_id, precision: str, losses: list[float], status: str = "completed", every: int = 10):

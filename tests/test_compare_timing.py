@@ -9,7 +9,7 @@ import json
 import pytest
 from support.records import record, write_records
 
-from amptui.core.records import End, Epoch, Start, Step
+from amptui.core.stream.records import End, Epoch, Start, Step
 
 
 def write_run(root, run_id, *, step_ms, eval_s=0.0, wait_ms=0.0, device="cuda", steps=100, every=10):

@@ -8,7 +8,7 @@ import json
 
 from support.records import record, write_records
 
-from amptui.core.records import End, Start, Step
+from amptui.core.stream.records import End, Start, Step
 
 
 def write_run(root, run_id, step_ms: list[float], others_cpu: float | None = None, every: int = 10,
@@ -193,7 +193,7 @@ def test_plan_verify_states_no_figure_its_noise_cannot_tell():
 
 def test_the_compare_screen_says_why_too_noisy_and_what_to_do(runs_dir):
     """The dashboard decides by the same verdict and says under its table what `amptui compare` says."""
-    from amptui.core import runsummary
+    from amptui.core.comparison import runsummary
     from amptui.dashboard.screens.compare.screen import numerics_notes
 
     noisy = [10, 14, 8, 12, 16, 9, 11, 15, 8, 13]
@@ -207,7 +207,7 @@ def test_the_compare_screen_says_why_too_noisy_and_what_to_do(runs_dir):
 def test_a_control_is_the_first_runs_setup_again_whatever_its_seed_or_how_its_precision_was_spelled(tmp_path):
     """An `ab` fp32 variant (amp.grad_scaler = false) and `amptui run` of the same preset with another
     seed (grad_scaler "auto") are one setup: the second is the first's control; another batch size is not."""
-    from amptui.core import comparestep, runsummary
+    from amptui.core.comparison import comparestep, runsummary
 
     def run(name: str, config: str, precision: str = "fp32"):
         write_run(tmp_path, name, [10.0] * 4, precision=precision)

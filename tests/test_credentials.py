@@ -14,7 +14,7 @@ from support.records import events, only_run
 from support.waits import wait_until
 from support.webstub import make_ca_and_server_cert, recording, server_context
 
-from amptui.core.records import End, Start, Step
+from amptui.core.stream.records import End, Start, Step
 from amptui.telemetry import trainjob
 
 TOKEN = "eyJ-stand-in-projected-token-0123456789"

@@ -10,7 +10,7 @@ from pathlib import Path
 from support.dashboard import QUICK, app_for, async_test, until
 from support.records import record, write_records
 
-from amptui.core.records import End, Start, Step
+from amptui.core.stream.records import End, Start, Step
 
 RUN = "20261129-040000-clipped-1a2b"
 T0 = 1795302900.0

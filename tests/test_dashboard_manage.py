@@ -26,7 +26,7 @@ from support.dashboard import (
 )
 from support.records import record
 
-from amptui.core.records import WarningRecord
+from amptui.core.stream.records import WarningRecord
 from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
 from amptui.dashboard.screens.home.screen import HomeScreen
@@ -442,7 +442,7 @@ async def test_compare_of_an_ab_pair_has_no_warning(root):
 @async_test
 async def test_a_figure_reads_the_same_on_the_run_screen_the_list_and_compare(root):
     """val acc and final loss: one formatter for the run screen, the run list and the compare table."""
-    from amptui.core.compare import HEADERS
+    from amptui.core.comparison.compare import HEADERS
 
     app = app_for(root)
     async with app.run_test(size=(110, 34)) as pilot:

@@ -11,10 +11,10 @@ import pytest
 from support.dashboard import FAILED, QUICK, SCALER, copy_runs
 from support.records import record
 
-from amptui.core import compare as cmp
-from amptui.core import runsummary
-from amptui.core.records import Mem, Scaler, Start, Step
+from amptui.core.comparison import compare as cmp
+from amptui.core.comparison import runsummary
 from amptui.core.series import Series
+from amptui.core.stream.records import Mem, Scaler, Start, Step
 from amptui.dashboard.panels import plots
 from amptui.dashboard.runmodel import SERIES_CAP, RunModel
 from amptui.dashboard.runtail import RunTail
@@ -59,7 +59,7 @@ def _start(run_id, total_steps, t, world_size=1, device=None):
 
 
 def _step(i, scale=None, rank=0):
-    """Step record `i` (core.records.Step, as the trainer writes it); copied from one built record,
+    """Step record `i` (core.stream.records.Step, as the trainer writes it); copied from one built record,
     as tens of thousands are needed."""
     return {**STEP_RECORD, "t": 1000.0 + i, "rank": rank, "step": i, "epoch": 1 + i // 1000, "loss": 1.0 / (1 + i),
             "scale": scale}
@@ -261,8 +261,8 @@ def test_the_heat_map_names_the_layer_where_inf_came_first_and_counts_the_rest_d
     on. The heat map's legend names blocks.3 and counts the two after it, not three findings."""
     from support.dashboard import FIXTURES, NUMERICS
 
-    from amptui.core.events import read_events
     from amptui.core.numerics import summarize
+    from amptui.core.stream.events import read_events
     from amptui.dashboard.widgets.heatmap import legend_and_narrowest
 
     said = legend_and_narrowest(summarize(read_events(FIXTURES / "numerics" / NUMERICS / "events.jsonl"))).plain

@@ -18,7 +18,7 @@ from support.cli import one_clear_line
 from support.dashboard import QUICK, app_for, async_test, copy_runs, home_ready, settled, until
 from support.dist import DDP_RUN, FSDP_RUN, MIB, PEAKS, write_dist_run
 
-from amptui.core import compare, runsummary
+from amptui.core.comparison import compare, runsummary
 from amptui.core.run import runs
 
 pytestmark = pytest.mark.timeout(120)

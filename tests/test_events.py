@@ -2,7 +2,7 @@
 
 import json
 
-from amptui.core.events import EventReader, EventWriter, primary_events_file, read_events
+from amptui.core.stream.events import EventReader, EventWriter, primary_events_file, read_events
 
 
 def test_every_record_has_the_envelope_and_is_flushed(tmp_path):
@@ -60,7 +60,7 @@ def test_reattach_from_an_offset_reads_only_what_is_new(tmp_path):
 # --- the line framer: the one way every reader cuts an event file into lines ------------------
 
 def test_framer_holds_a_torn_line_until_its_newline_arrives():
-    from amptui.core.events import LineFramer
+    from amptui.core.stream.events import LineFramer
 
     framer = LineFramer()
     assert framer.feed(b'{"kind":"start"}\n{"kind":"st') == [b'{"kind":"start"}']
@@ -71,7 +71,7 @@ def test_framer_holds_a_torn_line_until_its_newline_arrives():
 
 
 def test_framer_drops_an_over_long_line_without_holding_it_and_counts_it_once():
-    from amptui.core.events import LineFramer
+    from amptui.core.stream.events import LineFramer
 
     framer = LineFramer(max_line=100)
     assert framer.feed(b'{"kind":"start"}\n' + b"x" * 60) == [b'{"kind":"start"}']
@@ -87,7 +87,7 @@ def test_framer_drops_an_over_long_line_without_holding_it_and_counts_it_once():
 
 
 def test_framer_counts_invalid_json_and_wrong_types_as_bad_lines():
-    from amptui.core.events import LineFramer
+    from amptui.core.stream.events import LineFramer
 
     framer = LineFramer()
     records = framer.records(b'{"kind":"start"}\nnot json\n[1]\n{"kind":"step","step":"x"}\n'
@@ -97,7 +97,7 @@ def test_framer_counts_invalid_json_and_wrong_types_as_bad_lines():
 
 
 def test_reader_reads_a_file_in_chunks_as_one_framer(tmp_path):
-    from amptui.core.events import CHUNK_BYTES
+    from amptui.core.stream.events import CHUNK_BYTES
 
     path = tmp_path / "events.jsonl"
     line = json.dumps({"kind": "step", "step": 1, "pad": "p" * 300}) + "\n"
@@ -122,7 +122,7 @@ def test_reader_refuses_a_symlink_and_says_why(tmp_path):
 
 
 def test_ends_of_a_big_file_match_reading_it_whole(tmp_path):
-    from amptui.core.eventends import HEAD_BYTES, SessionIndex, read_ends
+    from amptui.core.stream.eventends import HEAD_BYTES, SessionIndex, read_ends
 
     path = tmp_path / "events.jsonl"
     with EventWriter(path) as writer:
@@ -157,7 +157,7 @@ def test_primary_events_file_skips_names_that_are_not_a_rank(tmp_path):
 def test_the_reader_yields_each_kind_as_its_record_class(tmp_path):
     """One typed read path (issue 52): what the writer wrote from a record class comes back as that
     class, its fields as attributes, `t` and `rank` from the line, a foreign kind as Foreign."""
-    from amptui.core.records import Epoch, Foreign, Step
+    from amptui.core.stream.records import Epoch, Foreign, Step
 
     path = tmp_path / "events.jsonl"
     with EventWriter(path, rank=1) as writer:

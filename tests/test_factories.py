@@ -12,9 +12,9 @@ import pytest
 from support.cli import amptui
 from support.records import events, only_run
 
-from amptui.core import usercode
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import UserError
+from amptui.core.prepare import usercode
 
 TINY_MODEL = '''
 import json, os

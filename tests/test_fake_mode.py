@@ -167,8 +167,8 @@ def test_the_trainer_runs_its_runtime(registered):
 def test_preflight_asks_the_mode_for_its_refusals_and_warnings(registered):
     """The launch's checks are the mode's: its refusal stops a launch, its warnings (its own, and the
     shared dtype rules it inherits) are the run's odd-combination warnings."""
-    from amptui.core import preflight
     from amptui.core.errors import UserError
+    from amptui.core.prepare import preflight
 
     cfg = config.build_config({"run": {"device": "cpu"}}, Precision.from_variant("fp16-norms").overrides())
     notes = preflight.odd_combinations(cfg)

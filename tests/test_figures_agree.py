@@ -12,8 +12,9 @@ from rich.console import Console
 from support.dashboard import QUICK, copy_runs
 
 from amptui.cli.console import ProgressPrinter
-from amptui.core import compare as cmp
-from amptui.core import export, runsummary
+from amptui.core import export
+from amptui.core.comparison import compare as cmp
+from amptui.core.comparison import runsummary
 from amptui.core.figures import steady_of_rows
 from amptui.core.fmt import fmt_loss, fmt_rate
 from amptui.dashboard.runmodel import RunModel

@@ -14,7 +14,7 @@ from support.terminal import amptui_on_pty
 
 from amptui.cli import doctor
 from amptui.core.config import presets
-from amptui.core.preflight import GPU_DRIVER_PATHS
+from amptui.core.prepare.preflight import GPU_DRIVER_PATHS
 from amptui.jobs import detached, launch
 from amptui.machine import cputorch
 

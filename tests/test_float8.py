@@ -15,11 +15,11 @@ from support.records import events, only_run
 from torch import nn
 
 from amptui.core import modes
+from amptui.core.comparison.lossgaps import noise_band
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
 from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError, UserError
-from amptui.core.lossgaps import noise_band
 from amptui.core.modes.float8 import recipe_of
 from amptui.core.numerics import summarize
 from amptui.core.series import Series
@@ -361,7 +361,7 @@ def test_ab_bf16_against_fp8_rowwise_prints_the_table_with_the_emulation_note(ru
     assert "fp8-rowwise" in out and "bf16" in out
     assert "float8 rowwise: 7 of 9 linears; emulated (no float8 GEMM on this device): numerics are real, " \
            "speed is not" in out, proc.stdout
-    # the same loss: float8's final loss within the bf16 run's noise band (core.lossgaps, as compare reads it)
+    # the same loss: float8's final loss within the bf16 run's noise band (core.comparison.lossgaps, as compare reads it)
     runs = sorted((d for d in runs_dir.iterdir() if d.is_dir() and not d.name.startswith(".")),
                   key=lambda d: events(d)[0]["t"])
     bf16, *float8s = ([r for r in events(d) if r["kind"] == "step"] for d in runs)

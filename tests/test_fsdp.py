@@ -13,7 +13,7 @@ from support.cli import amptui, one_clear_line, started
 from support.records import events, events_so_far, only_run
 from support.waits import wait_until
 
-from amptui.core import compare, runsummary
+from amptui.core.comparison import compare, runsummary
 from amptui.core.config.precision import Precision
 from amptui.core.config.variants import expand
 from amptui.core.modes.fsdp import Policy

@@ -12,9 +12,9 @@ import torch
 from support.cli import amptui, one_clear_line
 from support.records import events, only_run
 
-from amptui.core import textcorpus
 from amptui.core.config.presets import find_preset
 from amptui.core.errors import UserError
+from amptui.core.prepare import textcorpus
 from amptui.trainer.gpt import GPT, NextTokenLoss
 from amptui.trainer.models import build_model
 from amptui.trainer.textdata import build_text_batches

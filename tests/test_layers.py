@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import amptui.core
-from amptui.core import checkpoints
 from amptui.core.errors import UserError
+from amptui.core.run import checkpoints
 
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "torchvision", "textual", "amptui.trainer", "amptui.dashboard", "amptui.telemetry")
@@ -57,7 +57,7 @@ def test_import_contracts_are_kept():
 @pytest.mark.slow
 def test_every_core_module_imports_without_torch_textual_or_the_trainer():
     names = sorted(m.name for m in pkgutil.walk_packages(amptui.core.__path__, "amptui.core."))
-    assert "amptui.core.run.runs" in names and "amptui.core.preflight" in names
+    assert "amptui.core.run.runs" in names and "amptui.core.prepare.preflight" in names
     loaded = _loaded_after("import importlib\n" + "".join(f"importlib.import_module({n!r})\n" for n in names))
     assert loaded == [], f"importing amptui.core loads {loaded}"
 
@@ -71,10 +71,10 @@ def test_amptui_help_does_not_import_torch():
 
 
 def test_the_weights_table_names_torchvision_files():
-    """core/pretrained.py (no torch) holds the file names torchvision's weights download to."""
+    """core/prepare/pretrained.py (no torch) holds the file names torchvision's weights download to."""
     from torchvision import models
 
-    from amptui.core.pretrained import WEIGHTS, torchvision_weights
+    from amptui.core.prepare.pretrained import WEIGHTS, torchvision_weights
 
     for name, entry in WEIGHTS.items():
         assert Path(torchvision_weights(models, name).url).name == entry.file

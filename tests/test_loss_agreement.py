@@ -4,7 +4,7 @@ short (few shared steps, or a loss still falling fast), "band too wide" when the
 
 from __future__ import annotations
 
-from amptui.core.lossgaps import LossGap, agreement_words, noise_band, still_falling, too_short
+from amptui.core.comparison.lossgaps import LossGap, agreement_words, noise_band, still_falling, too_short
 from amptui.core.series import Series
 
 

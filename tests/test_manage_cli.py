@@ -15,8 +15,8 @@ from support.records import record, write_records
 from test_ab_compare import canned_run
 
 from amptui.core.config import presets
-from amptui.core.records import End, Epoch, Start, Step
 from amptui.core.run import runlock
+from amptui.core.stream.records import End, Epoch, Start, Step
 
 pytestmark = pytest.mark.timeout(60)
 

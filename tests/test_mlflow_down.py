@@ -13,7 +13,7 @@ from support.waits import wait_until
 from support.webstub import hanging, refusing_port
 
 from amptui.core.config import values as config
-from amptui.core.records import End, Start, Step
+from amptui.core.stream.records import End, Start, Step
 
 pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'amptui[mlflow]')")
 

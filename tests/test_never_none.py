@@ -16,8 +16,8 @@ from test_cli_terminal import screen_lines
 from torch import nn
 
 import amptui
-from amptui.core.events import EventReader
 from amptui.core.fmt import fmt_lr, fmt_of, fmt_progress, fmt_total
+from amptui.core.stream.events import EventReader
 
 pytestmark = pytest.mark.timeout(120)
 

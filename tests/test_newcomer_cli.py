@@ -11,7 +11,7 @@ import sys
 import pytest
 from support.waits import wait_until
 
-from amptui.core import preflight
+from amptui.core.prepare import preflight
 
 
 def _wait_ended(run_dir, deadline_s: float = 240) -> None:

@@ -129,7 +129,7 @@ def test_a_run_whose_loss_went_non_finite_is_marked_wherever_runs_are_listed(run
 
     from test_scripthooks import record_script
 
-    from amptui.core import compare, runsummary
+    from amptui.core.comparison import compare, runsummary
     from amptui.core.run import runs
     from amptui.dashboard.widgets.runtable import RunTable
 
@@ -159,7 +159,7 @@ def test_an_ab_summary_names_what_the_replay_found_not_what_later_samples_credit
     sampling on (every later sample credits another layer) it names the replay's module."""
     from test_scripthooks import record_script
 
-    from amptui.core import comparenotes, runsummary
+    from amptui.core.comparison import comparenotes, runsummary
 
     run_dir, recs, error = record_script(runs_dir, "reused_relu.py", log_every=2, sets={"numerics.every": 1})
     assert error is None

@@ -15,7 +15,7 @@ from support.waits import wait_until
 from support.webstub import hanging, recording, refusing_port
 
 from amptui.core.config import values as config
-from amptui.core.records import End
+from amptui.core.stream.records import End
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.notify import Notifier, body_for, notify
 
@@ -135,3 +135,16 @@ def test_a_run_that_fails_in_set_up_tells_the_webhook_too(isolated, runs_dir):
         wait_until(lambda: hook.requests, 30, "the webhook's message")
     [request] = hook.requests
     assert "failed at step 0" in request["body"].decode() and "ran out of memory" in request["body"].decode()
+
+
+def test_a_loopback_http_webhook_never_travels_through_an_http_proxy(monkeypatch):
+    # A cluster's http_proxy would carry the address (the secret) across a network in clear.
+    from amptui.telemetry.outbound import post
+
+    with recording() as proxy, recording() as hook:
+        for name in ("http_proxy", "HTTP_PROXY"):
+            monkeypatch.setenv(name, proxy.url)
+        for name in ("no_proxy", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        assert post(hook.url + "/secret-hook", b"hi", "text/plain", loopback_http=True) == 200
+    assert [r["path"] for r in hook.requests] == ["/secret-hook"] and proxy.requests == []

@@ -207,7 +207,7 @@ def test_modules_at_depth_include_shallow_leaves_and_look_through_wrappers():
 
 
 def test_headroom_alarm_after_several_narrow_samples():
-    from amptui.core.records import Numerics
+    from amptui.core.stream.records import Numerics
 
     alarms = HeadroomAlarms("float16")
     narrow = [{"name": "blocks.3.ffn", "forward": 0.4, "grad": 20.0}, {"name": "head", "forward": 9.0}]
@@ -343,7 +343,7 @@ def test_compare_names_each_runs_narrowest_layer():
     """The numerics-lab float16 run of the dashboard fixtures: blocks.3's output held inf/NaN."""
     from support.dashboard import FIXTURES, NUMERICS, QUICK
 
-    from amptui.core import compare, comparenotes, runsummary
+    from amptui.core.comparison import compare, comparenotes, runsummary
 
     summary = runsummary.summarize(FIXTURES / "numerics" / NUMERICS)
     row = compare.compare_rows([summary])[0]
@@ -365,7 +365,7 @@ def test_compare_names_the_first_non_finite_layer_not_the_ones_downstream_of_it(
     model's) order, but blocks.1 overflowed and head only held the inf that flowed down from it.
     Compare and `amptui numerics` name blocks.1 as the source, head as downstream of it."""
     from amptui.cli.numerics import as_table
-    from amptui.core import compare, comparenotes, runsummary
+    from amptui.core.comparison import compare, comparenotes, runsummary
 
     first = describe_nonfinite("blocks.1.mlp", "forward", "float16", 65504.0, 2.0e5)
     summary = runsummary.RunSummary(run_id="r")
@@ -389,7 +389,7 @@ def _scaler_backoffs_then_a_forward_overflow(found_forward: bool):
     start scale: backward starts in head, so head is each step's first non-finite, in backward);
     on step 4 blocks.3 overflows in its forward and head, after it, holds its inf. With
     `found_forward` step 4's record names blocks.3.mlp.proj; without, it names nothing."""
-    from amptui.core import runsummary
+    from amptui.core.comparison import runsummary
 
     backoff = describe_nonfinite("head", "backward", "float16", 65504.0, None, scale=65536.0)
     overflow = describe_nonfinite("blocks.3.mlp.proj", "forward", "float16", 65504.0, 2.0e5)
@@ -411,7 +411,7 @@ def test_backward_findings_from_scale_backoffs_do_not_make_head_the_forward_sour
     The forward inf began in blocks.3: compare, `amptui numerics`' narrowest line and the heat map
     name it, with its own forward finding (not head's newer backward one), and head downstream."""
     from amptui.cli.numerics import as_json, narrowest_words
-    from amptui.core import compare, comparenotes
+    from amptui.core.comparison import compare, comparenotes
     from amptui.dashboard.widgets.heatmap import legend_and_narrowest
 
     summary = _scaler_backoffs_then_a_forward_overflow(found_forward=True)
@@ -433,7 +433,7 @@ def test_with_no_forward_finding_the_inf_layers_are_listed_not_ranked():
     came first, and the records' order is the model's, not the one it ran in, so no layer is
     called downstream of another; each is listed, and the newest finding (a backward one) said."""
     from amptui.cli.numerics import narrowest_words
-    from amptui.core import comparenotes
+    from amptui.core.comparison import comparenotes
     from amptui.dashboard.widgets.heatmap import legend_and_narrowest
 
     summary = _scaler_backoffs_then_a_forward_overflow(found_forward=False)
@@ -453,7 +453,7 @@ def test_the_numerics_table_counts_forward_and_gradient_inf_apart_and_fits_80_co
     from support.dashboard import FIXTURES, NUMERICS
 
     from amptui.cli.numerics import as_json, as_table
-    from amptui.core.events import read_events
+    from amptui.core.stream.events import read_events
 
     summary = summarize(read_events(FIXTURES / "numerics" / NUMERICS / "events.jsonl"))
     lines = as_table(NUMERICS, summary).splitlines()
@@ -540,7 +540,7 @@ def test_a_closed_monitor_leaves_no_sampling_hooks_on_the_model(runs_dir):
 def test_headroom_alarm_counts_overflowed_samples_in_the_narrow_run():
     """A layer that swings between the edge and past it (numerics-lab's blocks.3) is the one to warn
     about: an inf/NaN sample keeps its run of narrow samples going instead of starting it again."""
-    from amptui.core.records import Numerics
+    from amptui.core.stream.records import Numerics
 
     near = [{"name": "blocks.3", "forward": 0.05}]
     over = [{"name": "blocks.3", "nonfinite": "forward"}]
@@ -563,7 +563,7 @@ def test_headroom_alarm_counts_overflowed_samples_in_the_narrow_run():
 def test_headroom_alarm_blames_the_named_source_not_the_layers_after_it():
     """numerics-lab in float16: blocks.3's MLP overflows, and ln_f and head only pass its inf on.
     The alarm names blocks.3 (which holds the first non-finite module), not the layers after it."""
-    from amptui.core.records import Numerics
+    from amptui.core.stream.records import Numerics
 
     first = describe_nonfinite("blocks.3.mlp.proj", "forward", "float16", 65504.0, 3.8e5)
     layers = [{"name": "blocks.2", "forward": 5.3}, {"name": "blocks.3", "nonfinite": "forward"},

@@ -15,8 +15,8 @@ from support.pictures import RESUMED, write_resumed_run, write_twin_runs
 from textual.app import App
 
 from amptui.core import axis
-from amptui.core.lossgaps import loss_gaps
-from amptui.core.runsummary import summarize
+from amptui.core.comparison.lossgaps import loss_gaps
+from amptui.core.comparison.runsummary import summarize
 from amptui.core.series import interpolate, rolling_median
 from amptui.dashboard.picture import parse_size, pin_cells
 from amptui.dashboard.widgets.plot import Figure, Line, MetricPlot

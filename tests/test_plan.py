@@ -1,4 +1,4 @@
-"""`amptui plan` (issue 44): the planner's choices against its rules (core/plan.py, no torch), the
+"""`amptui plan` (issue 44): the planner's choices against its rules (core/planning/plan.py, no torch), the
 probe on a tiny plan-lab model (telemetry/plan_probe.py: the outlier linear found, nothing hooked
 between sampled steps), and the command end to end on a tiny plan-lab."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from amptui.core import plan as planner
-from amptui.core import roofline
+from amptui.core.planning import plan as planner
+from amptui.core.planning import roofline
 
 BIG = {"m": 16384, "k": 8192, "n": 8192}    # gains from float8 on an H100 by any roofline
 SMALL = {"m": 64, "k": 64, "n": 64}         # too small to gain on any GPU

@@ -8,7 +8,7 @@ import json
 
 from support.dashboard import Notes, app_for, async_test, home_ready, select_run, until
 
-from amptui.core.events import EventWriter
+from amptui.core.stream.events import EventWriter
 from amptui.dashboard.screens.help import key_rows
 from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.plan.screen import PlanScreen

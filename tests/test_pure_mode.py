@@ -15,11 +15,12 @@ import torch
 from support.cli import amptui, one_clear_line
 from support.records import events, only_run
 
-from amptui.core import modes, preflight
+from amptui.core import modes
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
 from amptui.core.config.precision import Precision
 from amptui.core.errors import UserError
+from amptui.core.prepare import preflight
 from amptui.trainer.modes.pure import StochasticAdam
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from amptui.core import eventends
 from amptui.core.errors import UserError
-from amptui.core.events import EventWriter
 from amptui.core.run import runs
+from amptui.core.stream import eventends
+from amptui.core.stream.events import EventWriter
 
 
 def make_run(root, name="r1", records=(), pid=None):
@@ -101,7 +101,7 @@ def test_duration_is_the_sessions_time_summed(tmp_path):
                ("start", {"total_steps": 20, "resumed_from": 10, "t": 3710.0}),
                ("end", {"status": "completed", "steps": 20, "total_time_s": 7.0, "t": 3715.0})]
     path = make_run(tmp_path, "two-sessions", records)
-    from amptui.core import runsummary
+    from amptui.core.comparison import runsummary
 
     assert runs.load_run(path).duration_s == pytest.approx(15.0)
     assert runsummary.summarize(path).total_time_s == pytest.approx(15.0)

@@ -23,9 +23,9 @@ NOT_RUNS_FOLDER = {
     "amptui/cli/estimate.py": (2, "/proc/self/stat and /proc/uptime"),
     "amptui/cli/pictures.py": (1, "watch --svg FILE: the file the user named on the command line"),
     "amptui/core/statedir.py": (1, "the lock beside a file of amptui's state folder (XDG_STATE_HOME)"),
-    "amptui/core/trust.py": (1, "the state folder's record of code the user trusted"),
+    "amptui/core/run/trust.py": (1, "the state folder's record of code the user trusted"),
     "amptui/core/scriptcode.py": (1, "reading the user's own script files to fingerprint them"),
-    "amptui/core/textcorpus.py": (2, "reading the text data set a preset names"),
+    "amptui/core/prepare/textcorpus.py": (2, "reading the text data set a preset names"),
     "amptui/trainer/data.py": (1, "reading CIFAR-10's batches (the data folder)"),
     "amptui/trainer/recording.py": (1, "torchelastic's error file (torchrun's own temporary folder)"),
     "amptui/telemetry/outbound.py": (2, "the Kubeflow token file (the credential path, outside runs); "

@@ -13,9 +13,9 @@ import pytest
 from amptui.core import safefile
 from amptui.core.config.values import parse_toml, read_toml
 from amptui.core.errors import ConfigError
-from amptui.core.events import MAX_STRING, EventWriter
 from amptui.core.fmt import fmt_time, shown
 from amptui.core.safefile import UnsafeFile
+from amptui.core.stream.events import MAX_STRING, EventWriter
 
 pytestmark = pytest.mark.timeout(30)  # a FIFO that blocks fails the test instead of hanging the run
 

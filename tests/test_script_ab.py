@@ -15,8 +15,8 @@ from support.cli import amptui, one_clear_line
 from support.dashboard import Notes, app_for, async_test, home_ready, select_run, until
 from support.records import events
 
-from amptui.core import runsummary
-from amptui.core.lossgaps import noise_band
+from amptui.core.comparison import runsummary
+from amptui.core.comparison.lossgaps import noise_band
 from amptui.core.series import Series
 from amptui.jobs import groups
 

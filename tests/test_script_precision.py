@@ -16,12 +16,12 @@ from support.paths import REPO
 from support.records import only_run, record, write_records
 from support.waits import wait_until
 
-from amptui.core import runsummary
+from amptui.core.comparison import runsummary
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import UNSEEN, Precision
-from amptui.core.events import VERSION
-from amptui.core.records import End
 from amptui.core.run import runs
+from amptui.core.stream.events import VERSION
+from amptui.core.stream.records import End
 
 pytestmark = pytest.mark.timeout(180)
 GATED = REPO / "tests" / "scripts" / "gated.py"

@@ -220,3 +220,41 @@ def test_a_crafted_run_leaves_the_tmux_pane_title_and_screen_as_they_were(tmp_pa
         assert "evil" in shell and tmux.title() == before
     finally:
         tmux.kill()
+
+
+MARKUP = "[/]evil [bold]x"  # a closing tag with nothing to close: Rich refuses to read it (MarkupError)
+
+
+def plain(svg: str) -> str:
+    """The characters an SVG screenshot draws, as text (tags out, entities and no-break spaces read)."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+
+
+@async_test
+async def test_markup_in_a_crafted_run_or_plan_is_drawn_as_written_in_the_compare_and_plan_tables(root):
+    """A DataTable reads a plain str cell as Rich markup: a preset or layer name that is a tag styled
+    the table, and an unbalanced one (`[/]`) ended the dashboard."""
+    from amptui.dashboard.screens.compare.screen import CompareScreen
+    from amptui.dashboard.screens.plan.screen import PlanScreen
+
+    crafted = write_crafted_run(root, hostile=MARKUP)
+    layer = {"name": MARKUP, "shape": {"m": 64, "k": 64, "n": 64}, "flops_share": 1.0, "choice": MARKUP,
+             "reason": "r", "recipes": {"bf16": {"sqnr_db": 50.0}}}
+    app = app_for(root)
+    seen = {}
+    async with app.run_test(size=(200, 50)) as pilot:
+        await home_ready(pilot, 4)
+        app.open_compare([root / QUICK, crafted])
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.rows)
+        await settled(pilot)
+        seen["compare"] = plain(screen_text(app))
+        app.pop_screen()
+        await settled(pilot)
+        app.push_screen(PlanScreen({"preset": "p", "device": {"name": "d"}, "samples": 4, "layers": [layer]}))
+        await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await settled(pilot)
+        seen["plan"] = plain(screen_text(app))
+    assert {where: MARKUP in text for where, text in seen.items()} == {"compare": True, "plan": True}

@@ -15,7 +15,7 @@ from torch import nn
 
 import amptui
 from amptui.core.config import presets
-from amptui.core.records import STEP_FIELDS, Step
+from amptui.core.stream.records import STEP_FIELDS, Step
 from amptui.jobs import launch
 from amptui.telemetry import torch_amp
 from amptui.telemetry.scaler import SkipLedger

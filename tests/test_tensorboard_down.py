@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from amptui.core.config import values as config
-from amptui.core.records import Step
+from amptui.core.stream.records import Step
 
 pytest.importorskip("tensorboard")
 

@@ -10,13 +10,13 @@ from support.cli import amptui, one_clear_line
 from support.records import events, only_run, record, write_records
 
 from amptui.cli.doctor import render_text
-from amptui.core import comparenotes, runsummary
+from amptui.core.comparison import comparenotes, runsummary
+from amptui.core.comparison.tf32note import baseline_line
 from amptui.core.config import values as config
 from amptui.core.config import variants as ab
 from amptui.core.config.precision import Precision
 from amptui.core.errors import ConfigError
-from amptui.core.records import End, Start
-from amptui.core.tf32note import baseline_line
+from amptui.core.stream.records import End, Start
 from amptui.machine import tf32
 from amptui.tune.machine_notes import tf32_note
 
@@ -58,7 +58,7 @@ def test_ab_tf32_on_a_cpu_is_one_line_exit_2_and_leaves_nothing(cli, runs_dir):
 
 
 def test_amp_tf32_true_on_a_cpu_runs_with_a_warning_that_it_changes_nothing():
-    from amptui.core import preflight
+    from amptui.core.prepare import preflight
 
     cpu = config.build_config({}, {"amp.tf32": True, "run.device": "cpu"})
     assert any("amp.tf32 = true on the CPU" in n for n in preflight.odd_combinations(cpu))

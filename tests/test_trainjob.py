@@ -89,7 +89,7 @@ def test_only_rank_0_posts(stub, tmp_path, monkeypatch):
 
 
 def test_a_failing_endpoint_is_one_warning_and_never_an_error(tmp_path, capsys):
-    from amptui.core.records import End, Start, Step
+    from amptui.core.stream.records import End, Start, Step
 
     sink = trainjob.TrainJobStatus("https://127.0.0.1:9/status", str(tmp_path / "no-token"), ssl.create_default_context())
     sink.note(Start(run_id="r", preset="p", config={}, precision="", world_size=1, device={}, torch="", host="",

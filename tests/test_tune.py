@@ -121,7 +121,7 @@ def test_judge_picks_fastest_accurate_candidate_and_stays_in_fp32_within_noise()
 ])
 def test_tunes_winner_says_why_fp32s_band_cannot_judge_its_loss(fp32_losses, said):
     """Issue 43: "its loss inside fp32's noise band" is said only where the band can judge; the same
-    words as the compare screen's otherwise (core/lossgaps.py), and in the timing line's reason."""
+    words as the compare screen's otherwise (core/comparison/lossgaps.py), and in the timing line's reason."""
     from amptui.tune import partial
 
     trials = [trial("fp32", "reference", losses=fp32_losses, ms=10.0), trial("bf16", losses=fp32_losses, ms=5.0)]

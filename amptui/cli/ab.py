@@ -62,12 +62,13 @@ def handle(args) -> int:
     from amptui.cli.prose import error, say
     from amptui.cli.run import check_layer_rules
     from amptui.cli.tables import print_comparison
-    from amptui.core import preflight, runsummary
+    from amptui.core.comparison import runsummary
     from amptui.core.config import presets
     from amptui.core.config import values as config
     from amptui.core.config import variants as ab
     from amptui.core.config.precision import Precision
     from amptui.core.config.scriptsets import check_no_script
+    from amptui.core.prepare import preflight
     from amptui.core.run import runs
     from amptui.jobs import ab as abjob
     from amptui.jobs import groups, launch

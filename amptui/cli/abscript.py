@@ -87,9 +87,9 @@ def cmd_ab_script(args) -> int:
     from amptui.cli.prose import error, say
     from amptui.cli.run_commands import attach
     from amptui.cli.tables import print_comparison
-    from amptui.core import preflight
     from amptui.core.config import values as config
     from amptui.core.config.scriptsets import check_script_sets
+    from amptui.core.prepare import preflight
     from amptui.core.run import runs
     from amptui.jobs import groups, launch
     from amptui.jobs.ab import Outcome, interleave_refusal
@@ -132,7 +132,7 @@ def cmd_ab_script(args) -> int:
     # on a terminal the script's own output above the progress line, as `run --script` shows it; in
     # a pipe stdout stays the A/B's lines and table (each run's output.log keeps the script's)
     echoed = 0 if sys.stdout.isatty() else None
-    if args.interleave:  # the variants side by side, taking turns at each step record (core/turns.py)
+    if args.interleave:  # the variants side by side, taking turns at each step record (core/run/turns.py)
         from amptui.cli.run_commands import attach_all
         from amptui.jobs.ab import run_interleaved
 
@@ -228,9 +228,9 @@ def precision_notes(variants: list[tuple[str, dict[str, object], list[str]]], ov
     """What a preset's run says of its precision on this machine ("float16 autocast on the CPU:
     float16 is slow on this CPU ..."), for each variant whose AMP amptui applies to the script:
     said once before the A/B starts (a preset's trainer says it as each run starts)."""
-    from amptui.core import preflight
     from amptui.core.config import values as config
     from amptui.core.config.variants import VARIANTS
+    from amptui.core.prepare import preflight
     from amptui.machine.dtype_speed import slow_dtypes
 
     slow = slow_dtypes("cpu") if device_type == "cpu" else None
@@ -247,8 +247,8 @@ def precision_notes(variants: list[tuple[str, dict[str, object], list[str]]], ov
 def nan_where_baseline_finite(baseline: Path, run_dir: Path) -> int | None:
     """The first step at which `run_dir`'s loss was not finite (a step record's loss null) while
     `baseline`'s at that step was finite; None when there is none (or it is the baseline)."""
-    from amptui.core.events import EventReader, primary_events_file
-    from amptui.core.records import Step
+    from amptui.core.stream.events import EventReader, primary_events_file
+    from amptui.core.stream.records import Step
 
     def losses(path: Path) -> dict[int, float | None]:
         out: dict[int, float | None] = {}

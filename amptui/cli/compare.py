@@ -45,7 +45,7 @@ def handle(args) -> int:
         return cli_pictures.compare_svg(args, root, dirs)
     print_comparison(dirs, args.format)
     if args.format in ("table", "markdown"):
-        from amptui.core import runsummary
+        from amptui.core.comparison import runsummary
 
         print_emulation_notes([runsummary.summarize(d) for d in dirs])
     return 0

@@ -33,8 +33,8 @@ from amptui.core.fmt import (
     shown,
 )
 from amptui.core.inputbound import notice
-from amptui.core.records import END, EPOCH, SCALER, START, STEP, End, Record, Start, Step, as_record
 from amptui.core.run.runstate import RunState
+from amptui.core.stream.records import END, EPOCH, SCALER, START, STEP, End, Record, Start, Step, as_record
 
 
 def terminal(out: TextIO | None = None) -> Console | None:

@@ -18,8 +18,8 @@ def add_parser(sub) -> None:
 
 
 def handle(args) -> int:
-    from amptui.core.events import primary_events_file, read_events
     from amptui.core.run import runs
+    from amptui.core.stream.events import primary_events_file, read_events
 
     run_dir = runs.run_dir(runs.runs_root(args.runs_dir), args.run_id)
     from amptui.cli import prose

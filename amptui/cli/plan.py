@@ -1,7 +1,7 @@
 """`amptui plan PRESET` / `amptui plan --script FILE [-- ARGS]`: which linear can run in which
 precision, from one short sampled run: every recipe's numerics per linear on the same tensors,
 each linear's GEMM shapes and the speed-up a named GPU's roofline predicts, a choice per linear
-with its reason (core/plan.py); `--save NAME` keeps it as a preset with `[amp.layers]`.
+with its reason (core/planning/plan.py); `--save NAME` keeps it as a preset with `[amp.layers]`.
 
 Standard library and amptui's core only at import time (main.py imports every command).
 """
@@ -48,9 +48,9 @@ def add_parser(sub) -> None:
 
 
 def handle(args) -> int:
-    from amptui.core import plan as planner
     from amptui.core.config import presets
     from amptui.core.config import values as config
+    from amptui.core.planning import plan as planner
     from amptui.core.run import runs
     from amptui.jobs import launch
 
@@ -119,7 +119,7 @@ def handle(args) -> int:
 
 def device_roof(name: str | None):
     """The roofline the speed-ups are predicted on: the named GPU, else this machine's GPU."""
-    from amptui.core import roofline
+    from amptui.core.planning import roofline
 
     if name:
         return roofline.roof_for(name)
@@ -134,8 +134,8 @@ def local_roof():
     """This machine's GPU in the roofline's table (its name as torch says it), or None."""
     import torch  # only when no GPU was named
 
-    from amptui.core import roofline
     from amptui.core.errors import ConfigError
+    from amptui.core.planning import roofline
 
     if not torch.cuda.is_available():
         return None
@@ -152,9 +152,9 @@ def sampled_run(run_dir: Path, proc, args) -> tuple[list[dict], dict]:
     its start record. With --format json the progress goes to stderr: stdout is the JSON."""
     from amptui.cli.planwatch import FirstStepWatch, script_ends_with_plan
     from amptui.cli.run_commands import attach
-    from amptui.core.events import primary_events_file, read_events
-    from amptui.core.records import PlanSample, Start
     from amptui.core.run.runfiles import RunFolder
+    from amptui.core.stream.events import primary_events_file, read_events
+    from amptui.core.stream.records import PlanSample, Start
 
     out = sys.stderr if args.format == "json" else sys.stdout
     watch = FirstStepWatch(run_dir, proc, args.budget) if args.script else None
@@ -187,9 +187,9 @@ def check_save(args) -> None:
 
 def save(name: str, preset, cfg, plan, args) -> Path:
     """The preset, its sampled run's keys taken back out, with the plan as [amp.layers]."""
-    from amptui.core import plan as planner
     from amptui.core.config import presets
     from amptui.core.config import values as config
+    from amptui.core.planning import plan as planner
 
     base = preset.config(config.parse_set(args.sets))
     keys = {"amp.layers": planner.layer_table(plan), "run.name": name}  # runs of it are listed under its own name

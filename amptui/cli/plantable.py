@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amptui.core.plan import FLOAT8, LayerPlan, Plan
+from amptui.core.planning.plan import FLOAT8, LayerPlan, Plan
 
 COLUMNS = ("layer", "FLOPs", "M x K x N", "bf16", "fp16", "fp8", "row", "mx", "gain", "choice")
 WIDTHS = (16, 5, 13, 5, 5, 5, 5, 5, 5, 11)

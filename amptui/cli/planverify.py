@@ -8,10 +8,11 @@ from typing import Any
 
 def verify(args, preset, plan, saved_name: str, root) -> dict[str, Any]:
     from amptui.cli.run_commands import attach
-    from amptui.core import compare as cmp
-    from amptui.core import preflight, runsummary
+    from amptui.core.comparison import compare as cmp
+    from amptui.core.comparison import runsummary
     from amptui.core.config import values as config
     from amptui.core.config.variants import expand
+    from amptui.core.prepare import preflight
     from amptui.jobs import launch
 
     base = preset.config(config.parse_set(args.sets))

@@ -30,7 +30,7 @@ class FirstStepWatch:
         self._thread.start()
 
     def _watch(self, run_dir: Path, proc, budget_s: float) -> None:
-        from amptui.core.events import EventReader, primary_events_file
+        from amptui.core.stream.events import EventReader, primary_events_file
         from amptui.jobs import signals
 
         deadline = time.monotonic() + budget_s

@@ -48,8 +48,7 @@ def handle(args) -> int:
 def asked_on_terminal(run_dir: Path) -> bool:
     """`amptui resume` of a run naming code not given here: on a terminal, ask (no: one line, exit
     2); elsewhere, or when the resume is refused anyway, False (launch.start then says why)."""
-    from amptui.core import trust
-    from amptui.core.run import runops
+    from amptui.core.run import runops, trust
 
     foreign = trust.foreign_code(run_dir)
     if not foreign or not (sys.stdin.isatty() and sys.stderr.isatty()):

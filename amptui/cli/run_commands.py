@@ -111,8 +111,8 @@ def attach_all(run_dirs: list[Path], procs: list, labels: list[str], tick) -> li
     second leaves them running. One code per run: 0 completed, 130 stopped by Ctrl-C or left
     running, 1 otherwise."""
     from amptui.cli.console import ProgressPrinter
-    from amptui.core.events import EventReader
     from amptui.core.run import runs
+    from amptui.core.stream.events import EventReader
     from amptui.jobs import launch
 
     began = time.time()
@@ -159,7 +159,7 @@ def _follow(run_dir: Path, proc, offset: int, printer, echo=None) -> tuple[dict 
     """Feed the run's records to `printer` until its end record, or until its process is gone
     without one: (the end record or None, whether Ctrl-C asked it to stop). A first Ctrl-C asks
     the run to stop (checkpoint first); a second leaves it running: None."""
-    from amptui.core.events import EventReader, primary_events_file
+    from amptui.core.stream.events import EventReader, primary_events_file
     from amptui.jobs import launch
 
     reader = EventReader(RunFolder(run_dir).events, offset=offset)
@@ -191,7 +191,7 @@ def _follow(run_dir: Path, proc, offset: int, printer, echo=None) -> tuple[dict 
 
 def _feed(reader, printer) -> dict | None:
     """Read the records written since the last call into the printer; the end record if among them."""
-    from amptui.core.records import End
+    from amptui.core.stream.records import End
 
     batch = reader.read()
     printer.feed(batch)

@@ -11,10 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from amptui.cli.console import terminal
-from amptui.core import trust
 from amptui.core.distribution import precision_labels
 from amptui.core.fmt import fmt_duration, fmt_time, shown
 from amptui.core.narrow import columns_that_fit
+from amptui.core.run import trust
 from amptui.core.run.runs import RunInfo
 
 
@@ -105,7 +105,7 @@ def print_compare(rows, out: TextIO | None = None) -> None:
     than a narrow terminal can spare), short headers, and the least wanted columns left out until
     it fits. Elsewhere every column as plain text (compare.render)."""
     out = out if out is not None else sys.stdout
-    from amptui.core import compare
+    from amptui.core.comparison import compare
 
     console = terminal(out)
     if console is None:
@@ -124,9 +124,9 @@ def print_compare(rows, out: TextIO | None = None) -> None:
 def print_comparison(run_dirs, fmt: str, out: TextIO | None = None) -> None:
     """`amptui compare` / `ab`: the table, then its notes (warnings when the runs differ in more
     than precision, how it is measured). csv and json stay machine-readable: warnings go to stderr.
-    An `ab --script --variant NAME` run is named by its NAME in the preset column (core/compare.py)."""
+    An `ab --script --variant NAME` run is named by its NAME in the preset column (core/comparison/compare.py)."""
     out = out if out is not None else sys.stdout
-    from amptui.core import compare, comparenotes, runsummary
+    from amptui.core.comparison import compare, comparenotes, runsummary
 
     summaries = [runsummary.summarize(d) for d in run_dirs]
     rows = compare.compare_rows(summaries)

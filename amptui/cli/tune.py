@@ -44,10 +44,10 @@ def handle(args) -> int:
     import time
 
     t0 = time.monotonic()
-    from amptui.core import preflight
     from amptui.core.config import presets
     from amptui.core.config import values as config
     from amptui.core.config.scriptsets import check_no_script
+    from amptui.core.prepare import preflight
     from amptui.core.run import runids, runs
     from amptui.jobs import launch
     from amptui.tune import plan as T

@@ -36,8 +36,8 @@ def check_script_tune(args) -> str:
 def script_search(args, t0: float):
     """The search (tune/scriptsearch.py), announced, ready to run."""
     from amptui.cli.prose import say as words
-    from amptui.core import preflight
     from amptui.core.config import values as config
+    from amptui.core.prepare import preflight
     from amptui.core.run import runids, runs
     from amptui.tune import plan as T
     from amptui.tune.scriptsearch import ScriptSearch

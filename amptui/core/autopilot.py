@@ -141,6 +141,7 @@ class Pilot:
         self.layers = dict(layers) if layers is not None and "widen_overflow" in settings.rules else None
         self.widened = widened
         self.total_steps = total_steps  # float8_tail: the run's steps (amptui's trainer knows them)
+        self.plan_samples: list[Mapping[str, Any]] = []  # promote: the run's plan_sample records so far
         self.held_back: str | None = None  # a rule that fired but is not acted on (its target slow here): why
 
     def _fired(self, rule: str) -> bool:
@@ -183,7 +184,7 @@ class Pilot:
 
     def observe(self, record: Mapping[str, Any]) -> Decision | None:
         """A step record: rules float8_tail and scale_collapse."""
-        return self._tail(record) or self._collapse(record)
+        return self._tail(record) or self._promote(record) or self._collapse(record)
 
     def _tail(self, record: Mapping[str, Any]) -> Decision | None:
         """Rule 4: a float8 run's linears back to high precision (amp.float8 = "off") for the last
@@ -197,6 +198,33 @@ class Pilot:
                             {"tail_share": share, "total_steps": total})
         self.decided.append(decision)
         return decision
+
+    def observe_plan(self, record: Mapping[str, Any]) -> None:
+        """A `plan_sample` record (numerics.plan_every): kept for rule promote."""
+        if self.layers is not None and self.settings.promote_after and not self._fired("promote"):
+            self.plan_samples.append(record)
+
+    def _promote(self, record: Mapping[str, Any]) -> Decision | None:
+        """Rule 3: at the first step record from `promote_after` on, the linears `amptui plan`'s rules
+        (core/planning/plan.py) find safe and gaining on `promote_for`'s roofline, from this run's plan samples,
+        move to that float8 recipe; the others (and the layers [amp.layers] already names) stay."""
+        step = record.get("step")
+        if not self.plan_samples or self.layers is None or self._fired("promote") or \
+                not isinstance(step, int) or step < self.settings.promote_after:
+            return None
+        from amptui.core.planning.plan import make_plan
+        from amptui.core.planning.roofline import roof_for
+
+        plan = make_plan(self.plan_samples, roof_for(self.settings.promote_for))
+        chosen = {x.name: x.choice for x in plan.float8_layers if x.name not in self.layers}
+        kept = {x.name: x.reason for x in plan.layers if x.name not in chosen}
+        decision = Decision("promote", step, {"amp.layers": {**self.layers, **chosen}},
+                            f"{len(chosen)} layers to float8",
+                            f"after {step} steps, {len(chosen)} of {len(plan.layers)} linears safe and gaining on "
+                            f"{plan.device.name} ({', '.join(chosen) or 'none'})",
+                            {"promoted": chosen, "kept": kept, "samples": plan.samples, "for": plan.device.name})
+        self.decided.append(decision)
+        return decision if chosen else None
 
     def _collapse(self, record: Mapping[str, Any]) -> Decision | None:
         step, scale, skipped = record.get("step"), record.get("scale"), record.get("skipped") or 0

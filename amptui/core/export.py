@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from amptui.core.errors import UserError
-from amptui.core.events import EventReader, primary_events_file
-from amptui.core.records import EPOCH, Epoch, Record, Start, Step
+from amptui.core.stream.events import EventReader, primary_events_file
+from amptui.core.stream.records import EPOCH, Epoch, Record, Start, Step
 
 CHUNK = 4 * 1024 * 1024
 FORMATS = ("csv", "json")

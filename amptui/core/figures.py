@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from amptui.core.records import END, STEP, Readable
+from amptui.core.stream.records import END, STEP, Readable
 
 # Timings leave out start-up and warm-up: step records whose window ends in the first 10% of the
 # run's steps (at least the first record) do not count. Each window is timed between two reads of

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, TypeGuard
 
-from amptui.core.records import STEP, Readable
+from amptui.core.stream.records import STEP, Readable
 
 INPUT_BOUND_SHARE = 0.20  # at or above this share of step time waiting for data, a run is input-bound
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from amptui.core.fmt import fmt_scale
-from amptui.core.records import Numerics, Readable, as_record
+from amptui.core.stream.records import Numerics, Readable, as_record
 
 LOW_HEADROOM_BITS = 1.0   # below this a layer is one doubling from overflowing
 SQNR_ALARM_DB = 10.0  # a float8 layer whose GEMM output is under this many dB above its rounding error

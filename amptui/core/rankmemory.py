@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amptui.core.events import EventReader
-from amptui.core.records import End, Readable, Record, Start, Step
+from amptui.core.stream.events import EventReader
+from amptui.core.stream.records import End, Readable, Record, Start, Step
 
 _CHUNK = 8 * 1024 * 1024
 PEAK_KEYS = ("peak_allocated", "peak_rss", "allocated", "rss")  # a step record's mem, best figure first

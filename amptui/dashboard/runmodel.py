@@ -17,9 +17,20 @@ from typing import Any, Callable, Iterable, Sequence
 
 from amptui.core.config.precision import Precision
 from amptui.core.numerics import NumericsSummary
-from amptui.core.records import Checkpoint, Epoch, Mem, Numerics, Record, Scaler, Start, Step, WarningRecord, as_record
 from amptui.core.run.runstate import RunState
 from amptui.core.series import Mode, Series
+from amptui.core.stream.records import (
+    Checkpoint,
+    Epoch,
+    Mem,
+    Numerics,
+    Record,
+    Scaler,
+    Start,
+    Step,
+    WarningRecord,
+    as_record,
+)
 
 SERIES_CAP = 400
 MAX_MEM_SERIES = 8

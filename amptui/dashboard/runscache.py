@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from amptui.core.eventends import SessionIndex
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runs import RunInfo, load_run
+from amptui.core.stream.eventends import SessionIndex
 
 
 class RunsCache:

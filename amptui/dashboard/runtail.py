@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Callable
 
 from amptui.core import safefile
-from amptui.core.events import EventReader, events_file, open_events
-from amptui.core.records import Record, Scaler
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runs import load_run, process_alive, read_launch_info, writer_alive
+from amptui.core.stream.events import EventReader, events_file, open_events
+from amptui.core.stream.records import Record, Scaler
 from amptui.dashboard.runmodel import RunModel
 
 CHUNK_BYTES = 1024 * 1024
@@ -41,7 +41,7 @@ def _compact(path: Path) -> bool:
 
 
 class SkimReader(EventReader):
-    """core.events.EventReader (its LineFramer: whole records only, a torn last line waits, damaged
+    """core.stream.events.EventReader (its LineFramer: whole records only, a torn last line waits, damaged
     and over-long lines counted), plus skimming: with stride k > 1 only every k-th step record is
     parsed (and always the newest of each chunk, so counters such as skipped_total stay exact).
     Every other kind is always parsed."""

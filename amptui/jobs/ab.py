@@ -2,7 +2,7 @@
 terminal or (`--detach`, what the dashboard's `a` starts) in the background; both end the same
 way: `done`, or `failed` naming the variants that did not complete.
 
-Torch is imported only by the checks (core.preflight), never at import time.
+Torch is imported only by the checks (core.prepare.preflight), never at import time.
 """
 
 from __future__ import annotations
@@ -122,11 +122,11 @@ FollowAll = Callable[[list[Path], list[subprocess.Popen], Callable[[], None]], l
 def run_interleaved(group: groupmod.Group, names: list[str], create: Callable[[int], Path],
                     start: Callable[[int, Path, dict[str, str]], subprocess.Popen], follow_all: FollowAll) -> Outcome:
     """`ab --interleave` (a preset's variants, or a script's): every variant's process started at
-    once, taking turns one step record at a time (core/turns.py), so their timed windows alternate.
+    once, taking turns one step record at a time (core/run/turns.py), so their timed windows alternate.
     `create(i)` makes variant i's run folder, `start(i, folder, env)` its process with the turn
     variable in `env`. The tick retires a variant whose process has ended, so a crash never leaves
     the others waiting for its turn."""
-    from amptui.core import turns
+    from amptui.core.run import turns
 
     group.update(state="running", variants=list(names))
     outcome = Outcome(total=len(names))

@@ -14,12 +14,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from amptui.core import preflight, safefile, trust
+from amptui.core import safefile
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import auto_dtype
 from amptui.core.config.presets import Preset
 from amptui.core.errors import UserError
-from amptui.core.run import runlock, runops, runs
+from amptui.core.prepare import preflight
+from amptui.core.run import runlock, runops, runs, trust
 from amptui.core.run.runfiles import RUN_DIR_ENV, RunFolder
 from amptui.core.safefile import atomic_write_text
 from amptui.jobs.modulefind import module_missing

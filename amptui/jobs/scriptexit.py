@@ -19,10 +19,10 @@ from typing import Any
 from amptui.core import safefile
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import ConfigError, UserError
-from amptui.core.events import EventReader, EventWriter
-from amptui.core.records import End, ErrorInfo, Step
 from amptui.core.run import runlock
 from amptui.core.run.runfiles import RunFolder
+from amptui.core.stream.events import EventReader, EventWriter
+from amptui.core.stream.records import End, ErrorInfo, Step
 
 
 def lone_script(run_dir: Path) -> bool:

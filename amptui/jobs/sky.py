@@ -191,12 +191,19 @@ def precision_modes(cfg: cfgmod.Config) -> list[PrecisionMode]:
 # --- the task ---------------------------------------------------------------------------------------
 
 def setup_section(source: InstallSource, cfg: cfgmod.Config) -> str:
+    """Installs amptui as here: the requirement (a URL or path from pip's direct_url.json is a field
+    too) one quoted shell word, only the uploaded checkout's leading $HOME left to the shell."""
     chosen = extras(cfg)
     requirement = source.requirement.replace("{extras}", f"[{','.join(chosen)}]" if chosen else "")
+    clusterfile.word(requirement, "amptui's install source")
+    home = SOURCE_MOUNT.replace("~", "$HOME").split("/")[0]
+    pip_arg = (f'"{home}"{shlex.quote(requirement[len(home):])}' if requirement.startswith(home + "/")
+               else shlex.quote(requirement))
     return "\n".join([
         "set -euo pipefail",
-        f"# amptui {source.how}; torch comes with it (pin a CUDA build here if the image needs one)",
-        f"python3 -m pip install {shlex.quote(requirement) if '$' not in requirement else json.dumps(requirement)}",
+        "# " + clusterfile.comment(f"amptui {source.how}; torch comes with it (pin a CUDA build here if the image "
+                                   "needs one)"),
+        f"python3 -m pip install {pip_arg}",
     ]) + "\n"
 
 

@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from amptui.core import preflight
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import UserError
+from amptui.core.prepare import preflight
 from amptui.core.run import runlock, runs
 from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
 from amptui.jobs import slurm

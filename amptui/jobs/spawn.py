@@ -20,7 +20,7 @@ from amptui.core import safefile
 # would run instead of amptui (as the user, in every tab of `amptui serve`). -P (Python 3.11+)
 # leaves it off and keeps PYTHONPATH and the user's site-packages; 3.10 has only -I, which drops
 # those too. User code that relies on the working folder (a preset's model.factory, a script's
-# own folder) puts it back itself, after amptui is imported (core/usercode.py, trainer/scriptrun.py).
+# own folder) puts it back itself, after amptui is imported (core/prepare/usercode.py, trainer/scriptrun.py).
 SAFE_PATH = "-P" if sys.version_info >= (3, 11) else "-I"
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from amptui.core import checkpoints, preflight, safefile
+from amptui.core import safefile
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import UserError
-from amptui.core.run import runlock, runops, runs
+from amptui.core.prepare import preflight
+from amptui.core.run import checkpoints, runlock, runops, runs
 from amptui.core.run.runfiles import CONFIG_FILE, EVENTS_FILE, OUTPUT_LOG, RUN_JSON, STOP_FILE, RunFolder
 
 # A check that reads a run's last.pt (torch: the trainer's layer provides it) and raises UserError
@@ -59,7 +60,7 @@ def check_resumable(run_dir: Path, locked: bool = False,
                     check_checkpoint: CheckpointCheck | None = None) -> runs.RunInfo:
     """Refuse (UserError, one line) a resume that cannot work. `locked`: the caller holds the
     run's lock (launch.start does), so no other writer can start meanwhile. `check_checkpoint`
-    reads last.pt itself when its last.json does not describe it (see core/checkpoints.py)."""
+    reads last.pt itself when its last.json does not describe it (see core/run/checkpoints.py)."""
     info = runs.load_run(run_dir, own_lock=locked)
     if info.status == "running":
         raise runlock.RunLocked(runlock.in_use_message(run_dir, fallback={"pid": info.pid}))

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from amptui.core import statedir
-from amptui.core.preflight import GPU_DRIVER_PATHS
+from amptui.core.prepare.preflight import GPU_DRIVER_PATHS
 
 CPU_WHEELS = "pip install --force-reinstall torch torchvision --index-url https://download.pytorch.org/whl/cpu"
 SAID = "cpu-torch-note.json"  # in the state directory: the first run says it, later ones do not
@@ -41,7 +41,7 @@ def installed_cuda_build() -> str | None:
 
 def first_run_note() -> str | None:
     """The note, the first time a run on this machine asks (remembered in the state directory).
-    A machine with no GPU driver has no usable CUDA GPU (core/preflight.py's device_type)."""
+    A machine with no GPU driver has no usable CUDA GPU (core/prepare/preflight.py's device_type)."""
     if statedir.read_json(SAID, 4096) or any(os.path.exists(p) for p in GPU_DRIVER_PATHS):
         return None
     note = note_words(installed_cuda_build(), cuda_available=False)

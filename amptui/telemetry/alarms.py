@@ -224,7 +224,7 @@ class HeadroomAlarms:
     raised: set[str] = field(default_factory=set)
 
     def observe(self, samples: list[Any]) -> list[Alarm]:
-        """Feed the window's `numerics` records (core.records.Numerics); get new alarms."""
+        """Feed the window's `numerics` records (core.stream.records.Numerics); get new alarms."""
         out: list[Alarm] = []
         for sample in samples:
             source = (sample.first_nonfinite or {}).get("module")

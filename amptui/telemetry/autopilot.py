@@ -12,7 +12,7 @@ import torch
 from amptui.core import autopilot as rules
 from amptui.core.config import autopilot as settings_of
 from amptui.core.config.precision import Precision, narrow, wide_dtype
-from amptui.core.records import Numerics, Record, Step, WarningRecord
+from amptui.core.stream.records import Numerics, PlanSample, Record, Step, WarningRecord
 from amptui.telemetry.device import native_bf16
 
 CODE = "autopilot"  # the warning code of what it says: an advice, or a rule held back
@@ -45,6 +45,8 @@ class Autopilot:
         non-finite step's cause rule widen_overflow."""
         if isinstance(record, Numerics):
             return self.pilot.observe_numerics(record.fields())
+        if isinstance(record, PlanSample):
+            self.pilot.observe_plan(record.fields())
         return self.pilot.observe_warning(record.fields()) if isinstance(record, WarningRecord) else None
 
     def said(self) -> str | None:
@@ -88,3 +90,10 @@ class Advisor:
 
     def close(self) -> None:
         pass
+
+
+def advisors(amp_cfg: Any, precision: Precision, device: torch.device | None,
+             warn: Callable[[str, str], None]) -> list[Advisor]:
+    """[amp.autopilot] for a script's hooks: its Advisor sink, or none when the autopilot is off."""
+    pilot = Autopilot.of(amp_cfg, precision, device)
+    return [pilot.advisor(warn)] if pilot is not None else []

@@ -1,7 +1,7 @@
 """The load a run's timed windows ran under, read at each step record (host counters only: no
 device read, a few syscalls): the 1-minute load average and the share of the machine's CPU time
 that other processes used in the window. compare and ab read them to tell a speed-up from a busy
-machine (core/comparestep.py)."""
+machine (core/comparison/comparestep.py)."""
 
 from __future__ import annotations
 

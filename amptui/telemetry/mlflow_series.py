@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from amptui.core.config.values import Config
-from amptui.core.records import EPOCH, STEP, End, Epoch, Numerics, Record, Start, Step
+from amptui.core.stream.records import EPOCH, STEP, End, Epoch, Numerics, Record, Start, Step
 from amptui.telemetry.outbound import Outbox
 from amptui.telemetry.sinks import Sink, numerics_summary
 

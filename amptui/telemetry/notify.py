@@ -20,7 +20,7 @@ import os
 from typing import Iterable
 from urllib.parse import urlsplit
 
-from amptui.core.records import End, Record, Step
+from amptui.core.stream.records import End, Record, Step
 from amptui.core.urls import ENV_REF, url_problem
 from amptui.telemetry.outbound import Outbox, post, say
 from amptui.telemetry.sinks import Sink

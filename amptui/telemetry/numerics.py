@@ -28,7 +28,7 @@ from torch import nn
 
 from amptui.core.config.precision import dtype_range
 from amptui.core.numerics import describe_nonfinite, headroom_bits
-from amptui.core.records import Numerics
+from amptui.core.stream.records import Numerics
 from amptui.telemetry.float8_numerics import Float8Probe, float8_layers
 from amptui.telemetry.fsdp_policy import local  # a sharded (FSDP2 DTensor) gradient's shard
 from amptui.telemetry.modulehook import ModuleHook

@@ -78,7 +78,10 @@ def post(url: str, body: bytes, content_type: str, *, token: str | None = None,
     headers = {"Content-Type": content_type, "User-Agent": "amptui"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), _NoRedirect)
+    handlers: list = [urllib.request.HTTPSHandler(context=context), _NoRedirect]
+    if urlsplit(url).scheme == "http":  # loopback only: an http_proxy would carry it across a network in clear
+        handlers.append(urllib.request.ProxyHandler({}))
+    opener = urllib.request.build_opener(*handlers)
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with opener.open(request, timeout=timeout) as answer:

@@ -25,8 +25,8 @@ import torch
 from amptui.core import cluster
 from amptui.core.config.precision import Precision, narrow, wide_dtype
 from amptui.core.config.values import Config
-from amptui.core.events import EventWriter
-from amptui.core.records import (
+from amptui.core.stream.events import EventWriter
+from amptui.core.stream.records import (
     EPOCH,
     End,
     Epoch,
@@ -214,7 +214,7 @@ class Recorder:
         return scale if scale is not None else torch.tensor(float(self.scaler.get_scale()), device=device)
 
     def start(self, config: Config, **fields: Any) -> dict:
-        """The start record (run_id, preset, total_steps, ... as `core.records.Start`), for the
+        """The start record (run_id, preset, total_steps, ... as `core.stream.records.Start`), for the
         resolved `config`: its precision, and the device, torch version, host, pid, world size
         and scale are filled in. `precision_seen=False`: a script that ended before its loop showed
         its precision: the record's precision is "" (not seen), never the config's defaults."""

@@ -1,6 +1,6 @@
 """Where step and epoch records go: one `Sink` interface, as torchtitan's metric loggers have.
 
-The Recorder hands each record (a `core.records` dataclass) to every sink in its `sinks` list, in
+The Recorder hands each record (a `core.stream.records` dataclass) to every sink in its `sinks` list, in
 order: the run's event stream first (`EventStream`), then any mirror of it (the trainer's
 TensorBoard scalars, MLflow, a Kubeflow TrainJob's status). A new destination is one class with
 these methods, appended to `Recorder.sinks` (mirrors.py says which a run gets).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from amptui.core.events import EventWriter
-from amptui.core.records import Epoch, Numerics, Record, Step
+from amptui.core.stream.events import EventWriter
+from amptui.core.stream.records import Epoch, Numerics, Record, Step
 
 
 class Sink(Protocol):

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from amptui.core.records import Numerics
+from amptui.core.stream.records import Numerics
 
 
 @dataclass

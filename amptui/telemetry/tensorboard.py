@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from amptui.core.records import EPOCH, STEP, Epoch, Step
+from amptui.core.stream.records import EPOCH, STEP, Epoch, Step
 from amptui.telemetry.outbound import Outbox
 from amptui.telemetry.sinks import Sink
 

@@ -24,7 +24,7 @@ import ssl
 import time
 from datetime import datetime, timezone
 
-from amptui.core.records import STEP, End, Epoch, Numerics, Record, Start, Step
+from amptui.core.stream.records import STEP, End, Epoch, Numerics, Record, Start, Step
 from amptui.core.urls import url_problem
 from amptui.telemetry.outbound import OutboundError, Outbox, post, read_token, say, tls_context
 from amptui.telemetry.sinks import Sink, numerics_summary

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from amptui.core import autopilot as rules
-from amptui.core import checkpoints as info
 from amptui.core.config import autopilot as settings_of
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
-from amptui.core.records import PrecisionSwitch, Record, Step, WarningRecord
+from amptui.core.run import checkpoints as info
 from amptui.core.run.runfiles import CHECKPOINT_FILE, RunFolder
+from amptui.core.stream.records import PrecisionSwitch, Record, Step, WarningRecord
 from amptui.telemetry.autopilot import CODE
 from amptui.telemetry.autopilot import Autopilot as Rules
 from amptui.telemetry.notify import notify

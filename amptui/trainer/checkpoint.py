@@ -13,11 +13,13 @@ from typing import Any
 
 import torch
 
-from amptui.core import checkpoints as info
-from amptui.core.checkpoints import code_fingerprint as code_fingerprint  # saved with a checkpoint, compared on resume
-from amptui.core.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
 from amptui.core.config.values import Config
 from amptui.core.errors import UserError
+from amptui.core.run import checkpoints as info
+from amptui.core.run.checkpoints import (
+    code_fingerprint as code_fingerprint,  # saved with a checkpoint, compared on resume
+)
+from amptui.core.run.checkpoints import config_changes as config_changes  # the trainer's resume warns with it
 from amptui.core.run.runfiles import CHECKPOINT_FILE as FILENAME
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_writer, open_file

@@ -23,10 +23,10 @@ from typing import Any, Iterator, Protocol
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from amptui.core import preflight, usercode
 from amptui.core.config.schema import DataConfig
 from amptui.core.config.values import Config, resolve_num_workers
 from amptui.core.errors import UserError
+from amptui.core.prepare import preflight, usercode
 from amptui.trainer.devicebatches import DeviceBatches
 from amptui.trainer.gpt import NextTokenLoss
 from amptui.trainer.textdata import build_text_batches

@@ -35,14 +35,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from amptui.core import cluster, preflight
+from amptui.core import cluster
 from amptui.core.config.precision import Precision
 from amptui.core.errors import UserError
-from amptui.core.events import EventWriter, events_file
 from amptui.core.fmt import fmt_accuracy, fmt_loss
-from amptui.core.records import Checkpoint
+from amptui.core.prepare import preflight
 from amptui.core.run.runfiles import RunFolder
-from amptui.core.turns import Turns
+from amptui.core.run.turns import Turns
+from amptui.core.stream.events import EventWriter, events_file
+from amptui.core.stream.records import Checkpoint
 from amptui.machine import tf32
 from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer import fsdp
@@ -82,7 +83,7 @@ class Trainer:
         self.triage: Triage | None = None      # why the first non-finite step was not finite
         self.autopilot: Autopilot | None = None  # [amp.autopilot]; `switched`: the keys its switches set (checkpointed)
         self.switched: dict = {}
-        # `amptui ab --interleave`: train only in this variant's turn (core/turns.py); one process only
+        # `amptui ab --interleave`: train only in this variant's turn (core/run/turns.py); one process only
         self.turns = None if self.dist.enabled else Turns.from_env()
 
     # --- setup -------------------------------------------------------------------------------------

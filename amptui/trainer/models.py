@@ -7,10 +7,10 @@ from typing import cast
 import torch
 from torch import nn
 
-from amptui.core import usercode
 from amptui.core.config.schema import ModelConfig, RunConfig
 from amptui.core.errors import UserError
-from amptui.core.pretrained import torchvision_weights
+from amptui.core.prepare import usercode
+from amptui.core.prepare.pretrained import torchvision_weights
 from amptui.trainer.gpt import GPT
 
 CNNS = ("alexnet", "resnet18", "smallcnn")

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from amptui.core.config.precision import dtype_range
-from amptui.core.records import Numerics
+from amptui.core.stream.records import Numerics
 from amptui.telemetry import Recorder, ddp
 from amptui.telemetry.nonfinite import trace_first_nonfinite
 from amptui.trainer.dist import Dist, no_sync

@@ -21,10 +21,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable
 
-from amptui.core.events import EventReader, EventWriter, events_file
-from amptui.core.records import End, ErrorInfo
 from amptui.core.run import runlock
 from amptui.core.run.runfiles import RunFolder
+from amptui.core.stream.events import EventReader, EventWriter, events_file
+from amptui.core.stream.records import End, ErrorInfo
 from amptui.jobs.scriptexit import python_exit_code
 from amptui.jobs.stderrtail import StderrTail
 

@@ -1,6 +1,6 @@
 """`data.name = "text"`: byte-level language-model batches from a text file or folder.
 
-The corpus (core.textcorpus: `data.path`, or Python's standard library when empty) is read once,
+The corpus (core.prepare.textcorpus: `data.path`, or Python's standard library when empty) is read once,
 split into train and validation bytes and kept on the training device as uint8. A batch is
 `batch_size` windows of `model.block_size + 1` bytes at random offsets: inputs are the first
 block_size bytes, targets the same window shifted by one (next-byte prediction, vocabulary 256).
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from amptui.core import textcorpus
 from amptui.core.config.values import Config
+from amptui.core.prepare import textcorpus
 from amptui.trainer.devicebatches import DeviceBatches
 
 

@@ -18,11 +18,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from amptui.core.errors import UserError
-from amptui.core.events import EventReader, EventWriter, primary_events_file
-from amptui.core.records import START, End, ErrorInfo
 from amptui.core.run import runlock
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import fold
+from amptui.core.stream.events import EventReader, EventWriter, primary_events_file
+from amptui.core.stream.records import START, End, ErrorInfo
 from amptui.jobs import launch
 from amptui.jobs.stderrtail import StderrTail
 

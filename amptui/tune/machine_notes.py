@@ -7,7 +7,7 @@ import importlib.util
 import shutil
 from typing import Any
 
-from amptui.core.tf32note import baseline_line
+from amptui.core.comparison.tf32note import baseline_line
 from amptui.machine import hardware
 from amptui.machine.busy import busy_load
 from amptui.machine.cpu import cpu_name

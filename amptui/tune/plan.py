@@ -25,8 +25,8 @@ from amptui.core.config.variants import VARIANTS
 from amptui.core.errors import UserError
 from amptui.core.fmt import fmt_bytes
 from amptui.core.rankmemory import peak_of
-from amptui.core.records import END, STEP, End, Record, Start, Step, as_record
 from amptui.core.safefile import atomic_write_text
+from amptui.core.stream.records import END, STEP, End, Record, Start, Step, as_record
 
 # --- the search space -------------------------------------------------------------------------
 

@@ -24,10 +24,10 @@ from typing import Any, Callable
 from amptui.core.config.precision import Precision, wide
 from amptui.core.config.presets import Preset
 from amptui.core.errors import UserError
-from amptui.core.events import EventReader
-from amptui.core.records import STEP, End, Record, Start, Step
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runs import launch_identity
+from amptui.core.stream.events import EventReader
+from amptui.core.stream.records import STEP, End, Record, Start, Step
 from amptui.jobs import launch, signals
 from amptui.tune import partial as P
 from amptui.tune import plan as T

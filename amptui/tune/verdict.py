@@ -12,9 +12,9 @@ import statistics
 from typing import Any
 
 from amptui.core import figures
+from amptui.core.comparison.lossgaps import judged_by
 from amptui.core.config.precision import Precision, narrow, narrow_dtype, wide
 from amptui.core.inputbound import input_bound
-from amptui.core.lossgaps import judged_by
 from amptui.tune.plan import BAND_FLOOR, FAILED, MIN_GAIN, STORM_FRACTION, TOO_NOISY, Trial, of_steps
 
 # --- the accuracy guard -------------------------------------------------------------------------
@@ -41,7 +41,7 @@ def noise_band(reference: Trial, second: Trial | None) -> tuple[float, str]:
 
 
 def band_unjudged(trials: list[Trial], band: float | None) -> str | None:
-    """Why fp32's noise band judges no candidate's accuracy (core/lossgaps.py, as the compare screen
+    """Why fp32's noise band judges no candidate's accuracy (core/comparison/lossgaps.py, as the compare screen
     says it: too short, or too wide for the loss), or None when it does."""
     reference = next((t for t in trials if t.role == "reference" and t.measured), None)
     if reference is None or band is None:

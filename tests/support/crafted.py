@@ -21,25 +21,25 @@ def toml_string(text: str) -> str:
     return json.dumps(text)  # a JSON string of \\uXXXX escapes is a TOML basic string too
 
 
-def write_crafted_run(root: Path, run_id: str = "20261121-231609-evil-b640") -> Path:
+def write_crafted_run(root: Path, run_id: str = "20261121-231609-evil-b640", hostile: str = HOSTILE) -> Path:
     """FAILED's records with the hostile text as its preset name, description, error and log lines."""
     run_dir = Path(shutil.copytree(FIXTURES / "runs" / FAILED, Path(root) / run_id))
     config = (run_dir / "config.toml").read_text()
-    config = config.replace('name = "quickstart"', f"name = {toml_string(HOSTILE)}", 1)
-    config = re.sub(r'description = ".*"', lambda _: f"description = {toml_string(HOSTILE)}", config, count=1)
+    config = config.replace('name = "quickstart"', f"name = {toml_string(hostile)}", 1)
+    config = re.sub(r'description = ".*"', lambda _: f"description = {toml_string(hostile)}", config, count=1)
     (run_dir / "config.toml").write_text(config)
     lines = []
     for line in (run_dir / "events.jsonl").read_text().splitlines():
         rec = json.loads(line)
         if rec["kind"] == "start":
-            rec.update(run_id=run_id, preset=HOSTILE)
-            rec["config"]["run"].update(name=HOSTILE, description=HOSTILE)
+            rec.update(run_id=run_id, preset=hostile)
+            rec["config"]["run"].update(name=hostile, description=hostile)
         if rec["kind"] == "end":
-            rec["error"]["message"] = HOSTILE
+            rec["error"]["message"] = hostile
         lines.append(json.dumps(rec))
     (run_dir / "events.jsonl").write_text("\n".join(lines) + "\n")
     with open(run_dir / "output.log", "a") as fh:
-        fh.write(HOSTILE + "\n")
+        fh.write(hostile + "\n")
     return run_dir
 
 

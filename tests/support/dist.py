@@ -13,7 +13,7 @@ from pathlib import Path
 from amptui.core.config import presets
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import to_toml
-from amptui.core.records import End, Start, Step
+from amptui.core.stream.records import End, Start, Step
 from support.records import record, write_records
 
 MIB = 2 ** 20

@@ -150,7 +150,7 @@ def write_float8_run(root: Path) -> Path:
     from amptui.core.config import presets
     from amptui.core.config.precision import Precision
     from amptui.core.config.values import to_toml
-    from amptui.core.records import End, Numerics, Start, Step, WarningRecord
+    from amptui.core.stream.records import End, Numerics, Start, Step, WarningRecord
     from amptui.telemetry.alarms import HeadroomAlarms
     from support.records import record, write_records
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from amptui.core.events import VERSION
-from amptui.core.records import Record
+from amptui.core.stream.events import VERSION
+from amptui.core.stream.records import Record
 from support.waits import wait_until
 
 
 def record(rec: Record, t: float, rank: int = 0) -> dict:
-    """The dict a writer puts on one line of events.jsonl for `rec` (a core/records.py class) at
+    """The dict a writer puts on one line of events.jsonl for `rec` (a core/stream/records.py class) at
     time `t`: what `EventWriter.write` writes, with a time the test chooses."""
     return {"v": VERSION, "kind": rec.KIND, "t": t, "rank": rank, **rec.fields()}
 

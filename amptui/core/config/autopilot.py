@@ -11,7 +11,8 @@ here against `KEYS` (type, default, meaning), so a preset's mistake names the ke
 Rules (docs/autopilot.md): `scale_collapse`, float16 + GradScaler -> bfloat16 where bfloat16 is fast;
 `float8_sqnr`, a float8 linear whose sampled SQNR stays low -> high precision (amp.float8_skip);
 `widen_overflow`, a module whose overflow the triage names (`precision_overflow`) -> float32 ([amp.layers]);
-`float8_tail`, a float8 run's last `tail_share` of steps in high precision (amp.float8 = "off").
+`float8_tail`, a float8 run's last `tail_share` of steps in high precision (amp.float8 = "off");
+`promote`, after a warm-up the linears `amptui plan` finds safe and gaining -> float8 ([amp.layers]).
 No torch here: the rules themselves are core/autopilot.py.
 """
 
@@ -22,10 +23,11 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from amptui.core.errors import ConfigError
+from amptui.core.planning.roofline import roof_for
 
 KEY = "amp.autopilot"
 MODES = ("off", "advise", "act")
-RULES = ("scale_collapse", "float8_sqnr", "widen_overflow", "float8_tail")  # the rules built so far (issue 54 names five; docs/autopilot.md)
+RULES = ("scale_collapse", "float8_sqnr", "widen_overflow", "float8_tail", "promote")  # the rules built so far (issue 54 names five; docs/autopilot.md)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,10 @@ class Autopilot:
     widen_limit: int = 2
     # float8_tail: a float8 run's last share of steps in high precision (0 = off: the share is the run's to choose)
     tail_share: float = 0.0
+    # promote: after this many steps (0 = off) the linears `amptui plan`'s rules find safe and gaining on `promote_for`'s
+    # roofline, from the run's own plan samples ([numerics] plan_every), move to that float8 recipe ([amp.layers])
+    promote_after: int = 0
+    promote_for: str = "H100"
 
     @property
     def on(self) -> bool:
@@ -70,6 +76,8 @@ _DOCS = {
     "sqnr_alarms": "... in this many range samples ([numerics] every) moves it back to high precision",
     "widen_limit": "widen_overflow: at most this many modules widened to float32 in a run",
     "tail_share": "float8_tail: the last share (0-1) of a float8 run's steps in high precision (0 = off)",
+    "promote_after": "promote: after this many steps (0 = off), the linears plan's rules find safe and gaining go float8",
+    "promote_for": "promote: the GPU whose roofline predicts the gain (as `amptui plan --for`)",
 }
 
 
@@ -96,9 +104,21 @@ def _checked(name: str, value: Any, default: Any, where: str) -> Any:
         if not isinstance(value, list) or any(rule not in RULES for rule in value):
             raise ConfigError(f"{where} must be a list of rule names, of {', '.join(RULES)}; got {value!r}")
         return tuple(value)
+    if name == "promote_after":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{where} must be an integer >= 0, got {value!r}")
+        return value
     if isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
+        return value
+    if name == "promote_for":
+        try:
+            roof_for(str(value)) if isinstance(value, str) else None
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a GPU's name, got {value!r}")
         return value
     if name == "tail_share":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:

@@ -1,5 +1,5 @@
 """Deciding a config's device-dependent "auto" values, once for every way a run starts: amptui's
-launcher (core/preflight.py, for this machine) and `amptui.Monitor` (for the device the user's
+launcher (core/prepare/preflight.py, for this machine) and `amptui.Monitor` (for the device the user's
 model is on).
 
 `amp.dtype = "auto"` means "what is fast and safe here": where the machine layer says the device's

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from amptui.core.config.values import Config
 
 CONFIG_FILE = "config.toml"        # the run's resolved config, written before the run starts
-EVENTS_FILE = "events.jsonl"       # rank 0's event stream (core/events.py); other ranks: events.rank<N>.jsonl
+EVENTS_FILE = "events.jsonl"       # rank 0's event stream (core/stream/events.py); other ranks: events.rank<N>.jsonl
 OUTPUT_LOG = "output.log"          # the trainer's stdout and stderr
 RUN_JSON = "run.json"              # who launched the run (pid, host, command)
 STOP_FILE = "stop-requested"       # `amptui stop` writes it; every rank stops at its next step record

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from amptui.core import trust
 from amptui.core.config import presets as presetmod
 from amptui.core.config import values as cfgmod
 from amptui.core.config.scriptsets import SCRIPT_SETTABLE, script_option
 from amptui.core.errors import UserError
-from amptui.core.run import runlock
+from amptui.core.run import runlock, trust
 from amptui.core.run import runs as runsmod
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import atomic_write_text
@@ -111,9 +110,9 @@ def delete_run(run_dir: Path, alive=runsmod.process_alive) -> None:
 def session_writer_alive(run_dir: Path) -> bool:
     """Is the process that wrote the run's last `start` record alive on this host? Only a process
     created before that record can have written it: a later one that reuses the pid did not."""
-    from amptui.core.eventends import read_ends
-    from amptui.core.events import primary_events_file
-    from amptui.core.records import Start
+    from amptui.core.stream.eventends import read_ends
+    from amptui.core.stream.events import primary_events_file
+    from amptui.core.stream.records import Start
 
     starts = [r for r in read_ends(primary_events_file(run_dir)).records() if isinstance(r, Start)]
     if not starts:

@@ -25,20 +25,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amptui.core import distribution, hygiene, safefile, trust
+from amptui.core import distribution, hygiene, safefile
 from amptui.core.config import values as cfgmod
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import APPLIED_BY, precision_seen, script_sections
 from amptui.core.errors import ConfigError, UserError
-from amptui.core.eventends import SessionIndex, read_ends
-from amptui.core.events import primary_events_file
-from amptui.core.records import START
-from amptui.core.run import runlock
+from amptui.core.run import runlock, trust
 from amptui.core.run.folders import remember
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runids import RUN_ID_RE, resolve_run_dir
 from amptui.core.run.runstate import RunState, fold
 from amptui.core.safefile import atomic_write_text
+from amptui.core.stream.eventends import SessionIndex, read_ends
+from amptui.core.stream.events import primary_events_file
+from amptui.core.stream.records import START
 
 
 def runs_root(arg: str | os.PathLike | None = None, *, writable: bool = False) -> Path:
@@ -110,7 +110,7 @@ def create_folder(root: Path | None, name: str) -> RunFolder:
 
 def write_new(folder: RunFolder, cfg: cfgmod.Config, header: str, users_loop: bool = False) -> None:
     """Fill a fresh folder: its config.toml (under `header`) and checkpoints folder, and its code
-    remembered as given here (core/trust.py). A full disk or a quota leaves no half-made run
+    remembered as given here (core/run/trust.py). A full disk or a quota leaves no half-made run
     folder behind: the folder is removed and a UserError says why. A script's loop has not run
     yet, so its config.toml says no precision (core/config/scriptview.py). `users_loop`: a
     Monitor's folder, whose config is a user's loop's even when no script file is known."""
@@ -220,7 +220,7 @@ class RunInfo:
     val_acc: float | None = None
     error: str = ""
     pid: int | None = None
-    code: list[str] = field(default_factory=list)  # the code its config names (core/trust.py)
+    code: list[str] = field(default_factory=list)  # the code its config names (core/run/trust.py)
     code_given_here: bool = True                   # ... given on this machine (False: resume asks)
     extra: dict[str, Any] = field(default_factory=dict)
     dist: dict[str, Any] | None = None             # mode, world_size, FSDP policy (core/distribution.py)

@@ -3,7 +3,7 @@
 
     state = fold(read_events(path))        # or state.add(record) as records arrive
 
-Records arrive as their classes (core.records.from_wire); `add` hands each to the one handler of
+Records arrive as their classes (core.stream.records.from_wire); `add` hands each to the one handler of
 its class (HANDLERS), so a new kind is a handler and one line in the table.
 
 A later `start` record begins a new session of the same run (a resume): it clears the previous
@@ -19,7 +19,18 @@ from typing import Any, Callable, Iterable
 from amptui.core.config.precision import Precision
 from amptui.core.figures import StepWindows, final_loss
 from amptui.core.inputbound import DataWait
-from amptui.core.records import END, End, Epoch, PrecisionSwitch, Record, Scaler, Start, Step, WarningRecord, as_record
+from amptui.core.stream.records import (
+    END,
+    End,
+    Epoch,
+    PrecisionSwitch,
+    Record,
+    Scaler,
+    Start,
+    Step,
+    WarningRecord,
+    as_record,
+)
 
 WARNINGS_KEPT = 10
 
@@ -229,7 +240,7 @@ class RunState:
         return self.primary_rank is None or rec.rank == self.primary_rank
 
     def add(self, rec: Record | dict[str, Any]) -> None:
-        """Fold one record in (a valid line's dict, core.events.valid_record, is read as its class)."""
+        """Fold one record in (a valid line's dict, core.stream.events.valid_record, is read as its class)."""
         rec = as_record(rec)
         t = rec.t
         if t is not None:

@@ -14,8 +14,8 @@ from typing import ClassVar
 
 from textual.containers import Vertical
 
-from amptui.core.records import Step
 from amptui.core.series import Series, interpolate
+from amptui.core.stream.records import Step
 from amptui.dashboard.runmodel import Plot, RunModel
 from amptui.dashboard.widgets.plot import Figure, Line
 

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 
 from amptui.core.fmt import fmt_accuracy, fmt_loss
 from amptui.core.numerics import nonfinite_text
-from amptui.core.records import Epoch, Step
+from amptui.core.stream.records import Epoch, Step
 from amptui.dashboard.panels.base import PanelView, RunPanel
 from amptui.dashboard.runmodel import SERIES_CAP, Plot, RunModel
 from amptui.dashboard.widgets.plot import Line, MetricPlot

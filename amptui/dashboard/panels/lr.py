@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 
 from amptui.core import axis
-from amptui.core.records import Step
+from amptui.core.stream.records import Step
 from amptui.dashboard.panels.base import PanelView, RunPanel
 from amptui.dashboard.runmodel import Plot
 from amptui.dashboard.widgets.plot import Line, MetricPlot

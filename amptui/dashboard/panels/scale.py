@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from amptui.core.config.precision import DTYPES, Precision, precision_or_unseen
 from amptui.core.fmt import fmt_scale
-from amptui.core.records import Scaler, Step
+from amptui.core.stream.records import Scaler, Step
 from amptui.dashboard.panels.base import PanelView, RunPanel
 from amptui.dashboard.runmodel import SERIES_CAP, Plot
 from amptui.dashboard.widgets.plot import Line, MetricPlot

@@ -7,8 +7,8 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from amptui.core.fmt import fmt_flops
-from amptui.core.records import Step
 from amptui.core.series import rolling_median
+from amptui.core.stream.records import Step
 from amptui.dashboard.panels.base import PanelView, RunPanel
 from amptui.dashboard.runmodel import Plot
 from amptui.dashboard.widgets.plot import Line, MetricPlot

@@ -8,9 +8,9 @@ from textual import events
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from amptui.core import trust
 from amptui.core.distribution import precision_labels
 from amptui.core.fmt import fmt_duration, shown
+from amptui.core.run import trust
 from amptui.core.run.runs import RunInfo
 
 STATUS_STYLE = {"running": "bold green", "completed": "cyan", "stopped": "yellow", "failed": "bold red",
@@ -82,7 +82,7 @@ def precision_cell(r: RunInfo, width: int | None = None) -> Text:
 
 
 def preset_cell(r: RunInfo) -> Text:
-    """The preset (a script run: its file and arguments), marked when the run's config names code (core/trust.py): [code] given here,
+    """The preset (a script run: its file and arguments), marked when the run's config names code (core/run/trust.py): [code] given here,
     [foreign code] not (a resume asks first)."""
     mark = trust.mark(r.code, r.code_given_here)
     text = Text(shown(r.script_line or r.preset or "-"))  # a script run by its file and arguments: two told apart

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from amptui.core.config.precision import dtype_range, wide_dtype
-from amptui.core.records import Numerics
+from amptui.core.stream.records import Numerics
 from amptui.telemetry.nonfinite import trace_first_nonfinite
 from amptui.telemetry.numerics import unwrap
 

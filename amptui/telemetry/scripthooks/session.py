@@ -28,15 +28,14 @@ from amptui.core.config import values as cfgmod
 from amptui.core.config.modefacts import SCALER_UNNEEDED, SLOW_ON_CPU, RunFacts
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
-from amptui.core.events import EventWriter, events_file
-from amptui.core.records import ErrorInfo, WarningRecord
 from amptui.core.run import runs
 from amptui.core.run.runfiles import RunFolder
+from amptui.core.run.turns import Turns
 from amptui.core.safefile import atomic_write_text
 from amptui.core.scriptcode import fingerprint
-from amptui.core.turns import Turns
-from amptui.telemetry import Recorder, ddp, hygiene
-from amptui.telemetry.autopilot import Autopilot
+from amptui.core.stream.events import EventWriter, events_file
+from amptui.core.stream.records import ErrorInfo, WarningRecord
+from amptui.telemetry import Recorder, autopilot, ddp, hygiene
 from amptui.telemetry.mirrors import mirror_sinks
 from amptui.telemetry.scripthooks import mistakes, probe
 from amptui.telemetry.scripthooks.applyamp import AppliedAmp, refuse
@@ -80,7 +79,7 @@ class ScriptSession:
         self.reduced: str | None = None  # the dtype the script's forward computes in, once seen
         self.warned: set[str] = set()
         self.early_warnings: list[tuple[str, str]] = []
-        # `ab --script --interleave`: the script trains only in its turn (core/turns.py), handed on at
+        # `ab --script --interleave`: the script trains only in its turn (core/run/turns.py), handed on at
         # each step record, as the trainer does; the first wait is before its first line runs
         self.turns = Turns.from_env() if world_size == 1 else None
         if self.turns is not None:
@@ -181,8 +180,7 @@ class ScriptSession:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
-        if pilot := Autopilot.of(cfg.amp, precision, recorder.device):  # [amp.autopilot]: advice only (its loop)
-            recorder.sinks.append(pilot.advisor(self.warn))
+        recorder.sinks += autopilot.advisors(cfg.amp, precision, recorder.device, self.warn)  # advice only: its loop
 
     def _slow_on_cpu(self, precision: Precision) -> None:
         """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,

@@ -13,12 +13,12 @@ from textual.color import Color
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
-from amptui.core import compare as cmp
-from amptui.core import comparenotes, comparestep, runsummary
+from amptui.core.comparison import compare as cmp
+from amptui.core.comparison import comparenotes, comparestep, runsummary
+from amptui.core.comparison.lossgaps import agreement_words, loss_gaps, still_falling
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown
-from amptui.core.lossgaps import agreement_words, loss_gaps, still_falling
 from amptui.core.narrow import columns_that_fit
 from amptui.core.run import runops
 from amptui.dashboard.picture import save_screen
@@ -32,7 +32,7 @@ BAND = (90, 90, 90)  # the baseline's noise band: dim grey
 
 
 def numerics_notes(summaries: Sequence[runsummary.RunSummary]) -> Text:
-    """Under the table, in core.compare's words (as `amptui compare` says them): which step the
+    """Under the table, in core.comparison.compare's words (as `amptui compare` says them): which step the
     loss column compares runs at when they stopped at different steps, whether the fp32
     baseline used TF32, what memory per rank measured (runs on several processes), and each run's narrowest range headroom when any run sampled it, one line
     per run by its number; empty when there is nothing to say."""
@@ -190,7 +190,8 @@ class CompareScreen(DashboardScreen):
             table.add_column(label, key=h, width=max([cell_len(label), *(cell_len(t[h]) for t in texts)]))
         for i, (row, cells_of) in enumerate(zip(rows, texts, strict=True)):
             color = COLORS[i % len(COLORS)]
-            by_header: dict[str, str | Text] = {**cells_of, "run": Text(cells_of["run"], style=color)}
+            # Text, not str: a DataTable reads a str cell as markup (a preset named "[/]" ended the app)
+            by_header = {**{h: Text(cell) for h, cell in cells_of.items()}, "run": Text(cells_of["run"], style=color)}
             table.add_row(Text(str(i + 1), style=f"bold {color}"), *(by_header[h] for h in order), key=row.run_id)
         self._fitted_width = width
 
@@ -257,7 +258,7 @@ class CompareScreen(DashboardScreen):
         return None
 
     def table_text(self, fmt: str) -> str:
-        """core.compare's rendering (as `amptui compare --format` prints it); markdown with its notes."""
+        """core.comparison.compare's rendering (as `amptui compare --format` prints it); markdown with its notes."""
         text = cmp.render(self.rows, fmt)
         if fmt == "csv":
             return text

@@ -107,7 +107,7 @@ def script_start(words: list[str], runs_root: Path) -> Start:
 def resume_start(run_id: str, flags: list[str], runs_root: Path) -> Start:
     """`amptui resume RUN_ID --detach`: startchecks.check_resumable (which needs torch, so not in the
     dashboard's process) and launch.start(resume=True), as the CLI does. `flags`: --trust-code once
-    the user said yes to the code the run names (core/trust.py)."""
+    the user said yes to the code the run names (core/run/trust.py)."""
     return Start(["resume", run_id, detached.DETACH, *flags, "--runs-dir", str(runs_root)], run_id,
                  Notice(f"resuming {run_id}…", timeout=3))
 

@@ -18,9 +18,9 @@ from textual.binding import Binding
 from textual.widgets import Footer, OptionList
 from textual.worker import Worker, WorkerState
 
-from amptui.core import trust
 from amptui.core.config import presets as presetmod
-from amptui.core.plan import latest_plan
+from amptui.core.planning.plan import latest_plan
+from amptui.core.run import trust
 from amptui.core.run.runs import RunInfo
 from amptui.dashboard.filestamps import presets_stamp
 from amptui.dashboard.notice import Notice

@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from amptui.core.fmt import shown
-from amptui.core.plan import FLOAT8, RECIPES, SQNR_FIELDS
+from amptui.core.planning.plan import FLOAT8, RECIPES, SQNR_FIELDS
 from amptui.dashboard.screens.base import DashboardScreen
 from amptui.dashboard.screens.keys import named
 
@@ -82,11 +82,13 @@ class PlanScreen(DashboardScreen):
             heads = [h for h in (fp16.get("headroom_forward"), fp16.get("headroom_grad")) if isinstance(h, (int, float))]
             gains = [g for r in FLOAT8 if isinstance(g := (recipes.get(r) or {}).get("predicted_speedup"), (int, float))]
             share = layer.get("flops_share")
-            table.add_row(shown(layer.get("name", "")), f"{100 * share:.0f}%" if isinstance(share, (int, float)) else "-",
-                          f"{shape.get('m')}x{shape.get('k')}x{shape.get('n')}",
-                          _db((recipes.get("bf16") or {}).get("sqnr_db")), f"{min(heads):.0f}b" if heads else "-",
-                          *(_db(lowest(recipes.get(r))) for r in FLOAT8),
-                          f"{max(gains):.2f}x" if gains else "-", shown(layer.get("choice", "")))
+            cells = [layer.get("name", ""), f"{100 * share:.0f}%" if isinstance(share, (int, float)) else "-",
+                     f"{shape.get('m')}x{shape.get('k')}x{shape.get('n')}",
+                     _db((recipes.get("bf16") or {}).get("sqnr_db")), f"{min(heads):.0f}b" if heads else "-",
+                     *(_db(lowest(recipes.get(r))) for r in FLOAT8),
+                     f"{max(gains):.2f}x" if gains else "-", layer.get("choice", "")]
+            # Text, not str: a DataTable reads a str cell as markup, and these come from the plan's file
+            table.add_row(*(Text(shown(c)) for c in cells))
 
     def words(self) -> Text:
         doc = self.doc
@@ -96,12 +98,12 @@ class PlanScreen(DashboardScreen):
             text.append(shown(layer.get("reason", "")) + "\n")
         speedup, risk = doc.get("predicted_speedup"), doc.get("risk") or {}
         float8 = doc.get("float8_layers", 0)
-        line = f"\n{float8} of {len(self.plan_layers())} linears in float8"
+        line = f"{float8} of {len(self.plan_layers())} linears in float8"
         if isinstance(speedup, (int, float)):
             line += f"; the step predicted {speedup:.2f}x as fast as all-bf16"
         if isinstance(risk.get("lowest_sqnr_db"), (int, float)):
             line += f"; risk: lowest kept SQNR {risk['lowest_sqnr_db']:.1f} dB ({risk.get('layer')})"
-        text.append(shown(line) + ". Speed-ups are predictions from the GPU's roofline; numerics measured on the "
+        text.append("\n" + shown(line) + ". Speed-ups are predictions from the GPU's roofline; numerics measured on the "
                     "machine that ran the plan.")
         return text
 

@@ -15,10 +15,9 @@ from textual.notifications import SeverityLevel
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
-from amptui.core import trust
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown as escaped
-from amptui.core.run import runops
+from amptui.core.run import runops, trust
 from amptui.dashboard.runmodel import RunModel
 from amptui.dashboard.screens.base import in_background, say_failure
 from amptui.dashboard.screens.modals import ConfirmModal, RunInfoModal
@@ -175,7 +174,7 @@ class RunStatusPanel(Static):
     def _resume(self, flags: list[str]) -> None:
         """`amptui resume RUN_ID --detach` (startchecks.check_resumable + start(resume=True)); the tail
         picks up the new session's records on this screen. `flags`: --trust-code once the user said
-        yes to the code the run names (core/trust.py)."""
+        yes to the code the run names (core/run/trust.py)."""
         started, error = detached.start(["resume", self.run_dir.name, detached.DETACH, *flags, "--runs-dir",
                                          str(self.run_dir.parent)])
         self.app.from_thread(self._resumed, started["run_id"] if started else None, error)

@@ -34,8 +34,8 @@ FIRST_LOOK_MAX_BYTES = 4 * 1024 * 1024  # above this, the first look reads the e
 def _two_ends(path: Path) -> list:
     """The records of the first and last stretch of a long event file (a bounded read: the start
     record, then the latest steps)."""
-    from amptui.core.eventends import HEAD_BYTES, TAIL_BYTES
-    from amptui.core.events import LineFramer, open_events
+    from amptui.core.stream.eventends import HEAD_BYTES, TAIL_BYTES
+    from amptui.core.stream.events import LineFramer, open_events
 
     with open_events(path) as fh:
         head = fh.read(HEAD_BYTES)
@@ -50,9 +50,9 @@ def first_look(run_dir: Path) -> RunModel:
     """What the run's files already say, read at once (the event file at both ends, config.toml,
     the lock or run.json: each read bounded), so the screen opens at the run's step, status and
     device rather than at "starting · step 0" while the tail reads the whole history."""
-    from amptui.core.eventends import read_ends
-    from amptui.core.events import primary_events_file
     from amptui.core.run.runs import load_run
+    from amptui.core.stream.eventends import read_ends
+    from amptui.core.stream.events import primary_events_file
 
     model = RunModel(run_dir.name)
     try:

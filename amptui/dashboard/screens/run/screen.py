@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 
 from amptui.core.fmt import shown
 from amptui.core.inputbound import notice
-from amptui.core.plan import plan_for_run
+from amptui.core.planning.plan import plan_for_run
 from amptui.dashboard.panels import PanelView, RunPanel, plots, registry
 from amptui.dashboard.panels.base import shared_x_range
 from amptui.dashboard.picture import save_screen

@@ -1,6 +1,6 @@
 """A run read for comparison: its state (core.runstate) plus the figures only the comparison
-needs, from its whole event stream (`summarize`). The table (core.compare), its notes
-(core.comparenotes) and the common-step figures (core.comparestep) all read these.
+needs, from its whole event stream (`summarize`). The table (core.comparison.compare), its notes
+(core.comparison.comparenotes) and the common-step figures (core.comparison.comparestep) all read these.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from amptui.core import distribution
 from amptui.core.config import values as cfgmod
 from amptui.core.config.scriptview import keys_said
 from amptui.core.errors import ConfigError
-from amptui.core.events import EventReader, primary_events_file
 from amptui.core.numerics import NumericsSummary
 from amptui.core.rankmemory import RankMemory, peak_of, read_other_ranks
-from amptui.core.records import End, Epoch, Numerics, Record, Step, as_record
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.runstate import RunState, fold
 from amptui.core.series import Series
+from amptui.core.stream.events import EventReader, primary_events_file
+from amptui.core.stream.records import End, Epoch, Numerics, Record, Step, as_record
 
 _CHUNK = 8 * 1024 * 1024
 

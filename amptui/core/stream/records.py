@@ -8,7 +8,7 @@ readers validate what they read against the same classes (`field_types`) and nam
 A new step-record field is one line in `Step` plus where its value is measured (the Recorder).
 Every record also carries `v`, `kind`, `t` and `rank` (added by the writer).
 
-Readers get the same objects back: `from_wire(line's dict)` (core.events does it for every valid
+Readers get the same objects back: `from_wire(line's dict)` (core.stream.events does it for every valid
 line) is the kind's class with its fields set, `t` and `rank` from the line, and the line itself in
 `wire` (what a printer or an export that shows every key reads). Code that folds records tells the
 kinds apart by class (`isinstance(rec, Step)`), never by comparing kind strings.
@@ -100,7 +100,7 @@ class Start(Record):
     sharded: dict | None = None     # FSDP: this rank's params_bytes, optimizer_bytes (its shards), model_params_bytes
     replica: dict | None = None     # not sharded (DDP, one process): the same bytes, of the whole model each rank keeps
     code: dict | None = None        # a script's run: sha256 and files, its own and those it imports (core/scriptcode.py)
-    interleaved: bool | None = None  # `ab --interleave`: it trained in turns with the other variants (core/turns.py)
+    interleaved: bool | None = None  # `ab --interleave`: it trained in turns with the other variants (core/run/turns.py)
 
 
 @dataclass
@@ -310,7 +310,7 @@ _KEYS = {cls: frozenset(f.name for f in fields(cls)) | frozenset(COMMON_FIELDS) 
 
 
 def from_wire(line: dict[str, Any]) -> Record:
-    """A valid line's dict (core.events.valid_record) as its kind's record object. Fields the line
+    """A valid line's dict (core.stream.events.valid_record) as its kind's record object. Fields the line
     leaves out read as their default (None without one); keys of no field stay in `wire`, and an
     epoch record's go to `extra` as the writer took them from there."""
     cls = BY_KIND.get(line.get("kind", ""), Foreign)

@@ -8,21 +8,21 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from amptui.core import distribution, hygiene, modes
-from amptui.core.comparestep import common_step, load_differs, never_stepped, noisy_note, stopped_early
+from amptui.core.comparison.comparestep import common_step, load_differs, never_stepped, noisy_note, stopped_early
+from amptui.core.comparison.tf32note import baseline_line
+from amptui.core.comparison.whyamp import why_lines
 from amptui.core.config.precision import PRECISION_KEYS, Precision, precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY, SCALER_KEYS
 from amptui.core.config.variants import RAN_AS_FP32, chosen_label
 from amptui.core.inputbound import notice
 from amptui.core.numerics import LayerStats, downstream_words, fmt_bits, nonfinite_text, some_names
 from amptui.core.rankmemory import note as rank_memory_note
-from amptui.core.records import START
 from amptui.core.scriptcode import changed_files
-from amptui.core.tf32note import baseline_line
+from amptui.core.stream.records import START
 from amptui.core.tunenames import source_preset
-from amptui.core.whyamp import why_lines
 
 if TYPE_CHECKING:
-    from amptui.core.runsummary import RunSummary
+    from amptui.core.comparison.runsummary import RunSummary
 
 TIMING_NOTE = ("speed-up = steady-state samples/s of training steps against the first run (evaluation, "
                "checkpoints, start-up and the first 10% of steps left out), ± the two runs' spread of step time "
@@ -103,7 +103,7 @@ def headroom_note(summaries: list[RunSummary]) -> str | None:
 
 
 def tf32_baseline_note(summaries: list[RunSummary], name: str | None = None) -> str | None:
-    """Whether the fp32 baseline (the first run) used TF32 (core.tf32note), where that matters;
+    """Whether the fp32 baseline (the first run) used TF32 (core.comparison.tf32note), where that matters;
     `name` stands for its run id (the dashboard says "run 1")."""
     first = summaries[0] if summaries else None
     if first is None or first.precision is None or first.precision.autocast:

@@ -1,6 +1,6 @@
 """The tutorials' comparison table, computed from runs' event streams (no UI here).
 
-    summaries = [summarize(run_dir) for run_dir in dirs]   # core.runsummary
+    summaries = [summarize(run_dir) for run_dir in dirs]   # core.comparison.runsummary
     rows = compare_rows(summaries)          # speed-up and memory saving against the first run
     print(render(rows, "table"))            # or "markdown", "csv", "json"
     for line in notes(summaries): ...        # warnings (runs differ in more than precision), how it is timed
@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
 
 from amptui.core import distribution, figures
-from amptui.core.comparenotes import short_precision, variant_label
-from amptui.core.comparestep import (
+from amptui.core.comparison.comparenotes import short_precision, variant_label
+from amptui.core.comparison.comparestep import (
     common_step,
     control_of,
     losses_at,
@@ -30,6 +30,7 @@ from amptui.core.comparestep import (
     speedup_of,
     stopped_early,
 )
+from amptui.core.comparison.runsummary import RunSummary
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY
 from amptui.core.fmt import (
@@ -45,7 +46,6 @@ from amptui.core.fmt import (
     shown,
 )
 from amptui.core.inputbound import notice
-from amptui.core.runsummary import RunSummary
 
 
 def precision_said(s: RunSummary) -> str:

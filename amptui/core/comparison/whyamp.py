@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from amptui.core.comparestep import speed_verdict
+from amptui.core.comparison.comparestep import speed_verdict
 from amptui.core.fmt import fmt_flops, fmt_ratio
 
 if TYPE_CHECKING:
-    from amptui.core.runsummary import RunSummary
+    from amptui.core.comparison.runsummary import RunSummary
 
 HELPED = 1.25        # a speed-up at least this large needs no explanation
 SMALL_SHARE = 0.25   # matmuls under this share of the fp32 step: too little of it for AMP to change

@@ -1,5 +1,5 @@
 """`amptui plan`'s planner: from a run's `plan_sample` records (telemetry/plan_probe.py) and a
-device's roofline (core/roofline.py), a precision per linear with its reason, the step's predicted
+device's roofline (core/planning/roofline.py), a precision per linear with its reason, the step's predicted
 speed-up and the predicted risk. Standard library only.
 
 The rules (docs/numerics.md#plan), in order, per linear:
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from amptui.core import roofline
 from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
+from amptui.core.planning import roofline
 
 FLOAT8 = tuple(FLOAT8_RECIPES.values())          # "fp8", "fp8-rowwise", "mxfp8"
 RECIPES = ("bf16", "fp16", *FLOAT8)               # every recipe a layer's figures name

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from amptui.core.records import BY_KIND, COMMON_FIELDS, Record, field_types, from_wire
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import UnsafeFile, open_fd, open_file
+from amptui.core.stream.records import BY_KIND, COMMON_FIELDS, Record, field_types, from_wire
 
 VERSION = 1
 KINDS = tuple(BY_KIND)
@@ -125,7 +125,7 @@ class EventWriter:
         return record
 
     def write(self, record: Record) -> dict[str, Any]:
-        """Append one record built from its class (core/records.py)."""
+        """Append one record built from its class (core/stream/records.py)."""
         return self.emit(record.KIND, **record.fields())
 
     def close(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amptui.core.runsummary import RunSummary
+from amptui.core.comparison.runsummary import RunSummary
 from amptui.core.series import Series, interpolate
 
 # The baseline's own noise: twice the median change of its loss curve from one point to the next

@@ -2,7 +2,7 @@
 all of a huge history. The first and last HEAD_BYTES/TAIL_BYTES give the start record and the
 newest step and end; the `start`/`end` records between them give every session's duration.
 
-Lines are cut by core.events.LineFramer, like every other reader's. The middle's session records
+Lines are cut by core.stream.events.LineFramer, like every other reader's. The middle's session records
 are remembered per file by a SessionIndex the caller owns (bounded), so a list refreshed every
 few seconds reads only what was appended since.
 """
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from amptui.core.events import CHUNK_BYTES, LineFramer, open_events
-from amptui.core.records import Record
 from amptui.core.safefile import UnsafeFile
+from amptui.core.stream.events import CHUNK_BYTES, LineFramer, open_events
+from amptui.core.stream.records import Record
 
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 256 * 1024

@@ -1,4 +1,4 @@
-"""Runs set side by side at one step (core/compare.py's table): the last step every run reached,
+"""Runs set side by side at one step (core/comparison/compare.py's table): the last step every run reached,
 each run's loss there (read again from its events where it went further), whether it stopped
 early, and the noise on a speed-up from the runs' step-time spread."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from amptui.core import figures
-from amptui.core.events import EventReader, primary_events_file
-from amptui.core.records import Step
+from amptui.core.stream.events import EventReader, primary_events_file
+from amptui.core.stream.records import Step
 
 if TYPE_CHECKING:
-    from amptui.core.runsummary import RunSummary
+    from amptui.core.comparison.runsummary import RunSummary
 
 _CHUNK = 8 * 1024 * 1024
 # The speed verdict itself (noise, "same speed", "too noisy to tell", a control) is core/figures.py's.

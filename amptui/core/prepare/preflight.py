@@ -12,15 +12,15 @@ import shutil
 from pathlib import Path
 from typing import Callable, Mapping
 
-from amptui.core import textcorpus
 from amptui.core.config import values as cfgmod
 from amptui.core.config.modefacts import Asked, RunFacts
 from amptui.core.config.precision import Precision
 from amptui.core.config.resolve import auto_fallback_note, auto_overrides, wants_speed_facts
 from amptui.core.errors import UserError
-from amptui.core.fsdp_checks import check_fsdp
-from amptui.core.pretrained import WEIGHTS
-from amptui.core.usercode import check_factories
+from amptui.core.prepare import textcorpus
+from amptui.core.prepare.fsdp_checks import check_fsdp
+from amptui.core.prepare.pretrained import WEIGHTS
+from amptui.core.prepare.usercode import check_factories
 
 CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5",
                "test_batch", "batches.meta")

@@ -1,0 +1,1 @@
+"""`amptui plan`'s planner (plan) and the roofline it reads (roofline)."""
