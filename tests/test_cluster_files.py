@@ -170,3 +170,10 @@ def test_an_uploaded_checkout_is_installed_from_the_nodes_home(tmp_path):
     cfg = cfgmod.build_config({}, {"dist.mode": "ddp", "dist.nnodes": 2, "log.tensorboard": True})
     assert pip_words(sky.setup_section(source, cfg), tmp_path) == ["-m", "pip", "install",
                                                                    f"{tmp_path}/amptui-src[tensorboard]"]
+
+
+@pytest.mark.parametrize("option", ["--partition", "--time"])
+def test_an_sbatch_option_with_an_unprintable_character_is_refused_naming_the_option(cli, tmp_path, option):
+    line = one_clear_line(cli("slurm", "quickstart", "--nodes", "2", "--gpus-per-node", "0",
+                              "--runs-dir", str(tmp_path), option, "gpu\u202e\x1b[2J"))
+    assert option in line and "\x1b" not in line and "\u202e" not in line

@@ -87,7 +87,7 @@ def check_spec(spec: JobSpec) -> None:
     if not 0 < spec.port < 65536:
         raise UserError(f"--port {spec.port}: expected a port from 1 to 65535")
     for option, value in (("--partition", spec.partition), ("--time", spec.time)):
-        if value is not None and (not value or any(c.isspace() or c in "\"'\\$`#" for c in value)):
+        if value is not None and (not value.isprintable() or not value or any(c.isspace() or c in "\"'\\$`#" for c in value)):
             raise UserError(f"{option} {value!r}: expected one word, as sbatch takes it")
     if spec.rendezvous not in RENDEZVOUS:
         raise UserError(f"--rendezvous {spec.rendezvous}: expected static or c10d")

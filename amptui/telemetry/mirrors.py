@@ -6,10 +6,10 @@ the hooks (`amptui run --script`) and an `amptui.Monitor`."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from amptui.core.config.values import Config
+from amptui.telemetry.outbound import describe, say
 from amptui.telemetry.sinks import Sink
 
 
@@ -35,7 +35,7 @@ def mirror_sinks(cfg: Config, run_dir: Path, rank: int) -> list[Sink]:
         except ImportError as exc:
             say(f"log.mlflow: MLflow is not installed ({exc}): pip install 'amptui[mlflow]'")
         except Exception as exc:  # noqa: BLE001 - the tracking server's failure is not the run's
-            say(f"log.mlflow: MLflow refused the run ({type(exc).__name__}: {exc}); the run goes on without it")
+            say(f"log.mlflow: MLflow refused the run ({describe(exc)}); the run goes on without it")
     if cfg.log.notify_url:
         from amptui.telemetry.notify import notifier_from
 
@@ -48,7 +48,3 @@ def mirror_sinks(cfg: Config, run_dir: Path, rank: int) -> list[Sink]:
     if status is not None:
         sinks.append(status)
     return sinks
-
-
-def say(line: str) -> None:
-    print(f"[amptui] {line}", file=sys.stderr, flush=True)
