@@ -122,6 +122,24 @@ def test_gradients_unscaled_twice_are_named_against_the_loss_scale(runs_dir):
     assert hygiene.GRAD_SCALE_WRONG not in said, said
 
 
+def test_gradients_the_optimizer_steps_on_still_scaled_are_named(runs_dir):
+    """The loop scales its loss but steps the optimizer itself: nothing ever unscales."""
+    model = norm_model()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-9)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+
+    def step(_i):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(torch.randn(8, 16)).float().pow(2).mean()
+        scaler.scale(loss).backward()
+        opt.step()  # not scaler.step(opt)
+        opt.zero_grad()
+        return loss.detach()
+    said = run_loop(runs_dir / "scaled", model, opt, step, scaler=scaler)
+    assert set(said) == {hygiene.GRAD_SCALE_WRONG}
+    assert "still scaled" in said[hygiene.GRAD_SCALE_WRONG] and "2**+16" in said[hygiene.GRAD_SCALE_WRONG]
+
+
 def test_a_float16_loss_is_named_and_a_float32_one_is_not(runs_dir):
     def loop(name, upcast):
         model = norm_model(torch.float16)
@@ -244,3 +262,28 @@ def test_the_trainers_pure_bfloat16_mode_hears_of_lost_updates_but_not_of_its_ma
         trainer.finish("completed")
     said = warnings_of(run_dir)
     assert set(said) == (set() if rounded else {hygiene.UPDATES_LOST}), said
+
+
+class HandRMSNorm(nn.Module):
+    """An RMSNorm as written by hand in model code, computing in its input's dtype unless `upcast`."""
+
+    def __init__(self, width: int, eps: float, upcast: bool):
+        super().__init__()
+        self.weight, self.eps, self.upcast = nn.Parameter(torch.ones(width)), eps, upcast
+
+    def forward(self, x):
+        h = x.float() if self.upcast else x
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+@pytest.mark.parametrize("upcast", [False, True])
+def test_a_hand_written_norms_eps_that_rounds_to_zero_in_float16_is_named(runs_dir, upcast):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), HandRMSNorm(32, 1e-8, upcast), nn.Linear(32, 1)).half()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    said = run_loop(runs_dir / f"norm{upcast}", model, opt, plain_step(model, opt, torch.float16))
+    if upcast:  # the eps is added in float32: it holds
+        assert said == {}
+    else:
+        assert set(said) == {hygiene.EPS_VANISHES}
+        assert said[hygiene.EPS_VANISHES].startswith("1 (a normalisation): eps=1e-08 is zero")

@@ -130,7 +130,7 @@ def adam_eps(eps: float, dtype: str, optimizer: str) -> str | None:
 def norm_eps(module: str, eps: float, dtype: str) -> str:
     """Finding 4 for a norm whose eps vanished (its all-zero row gave a non-finite output)."""
     return TEXTS[EPS_VANISHES].format(
-        where=f"{module} (a normalisation)", eps=eps, why="rounds to zero against the values", dtype=dtype,
+        where=f"{module} (a normalisation)", eps=eps, why="is zero (an all-zero row came out inf/NaN)", dtype=dtype,
         fix=f"compute the norm in float32 (x.float() before the mean, as torch's own norms do), or raise eps above "
             f"{SMALLEST_NORMAL.get(dtype, 0):.2g}")
 

@@ -61,6 +61,16 @@ def guarded(method):
     return wrapper
 
 
+def _own_norm(module: nn.Module) -> bool:
+    """A normalisation written by hand (not torch's: those add eps in float32): a float `eps` (or Hugging
+    Face's `variance_epsilon`), a 1-D 16-bit weight, no buffers (nothing a probe could update)."""
+    eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
+    weight = getattr(module, "weight", None)
+    return (isinstance(eps, float) and not type(module).__module__.startswith("torch.")
+            and isinstance(weight, torch.Tensor) and weight.dim() == 1 and weight.dtype in SIXTEEN
+            and not any(True for _ in module.buffers(recurse=False)))
+
+
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -86,6 +96,8 @@ class HygieneSampler:
         own = own or {}
         self.linears = [(n, m) for n, m in (model.named_modules() if model is not None else [])
                         if isinstance(m, nn.Linear) and not any(n == o or n.startswith(o + ".") for o in own)]
+        self.norms = [(n, m) for n, m in (model.named_modules() if model is not None else []) if _own_norm(m)]
+        self.norm_probe: tuple[list[tuple[str, float, str]], torch.Tensor] | None = None  # (norm, eps, dtype), flags
         self.said: set[str] = set()
         self.findings: list[tuple[str, str]] = []   # (code, message) waiting for the next record
         self.looked_once = False
@@ -251,6 +263,7 @@ class HygieneSampler:
                 self.say(words.MASTER_16BIT, words.TEXTS[words.MASTER_16BIT].format(
                     dtype=dtype, setup=setup, share=share, names=words.names_said([n for n, _ in narrow]),
                     what=what, fix="autocast" if self.source != "FSDP policy" else "the FSDP MixedPrecisionPolicy"))
+        self._probe_norms()
         for opt in optimizers:
             for group in opt.param_groups:
                 eps = group.get("eps")
@@ -263,6 +276,24 @@ class HygieneSampler:
                     if said:
                         self.say(words.EPS_VANISHES, said)
 
+    def _probe_norms(self) -> None:
+        """Finding 4 for a hand-written norm in a 16-bit dtype (torch's own add their eps in float32): one
+        all-zero row through it, without gradients; an inf/NaN out means its eps rounded to zero. Once."""
+        found, flags = [], []
+        for name, module in self.norms:
+            weight = module.weight
+            eps = float(getattr(module, "eps", getattr(module, "variance_epsilon", 0.0)))
+            try:
+                with torch.no_grad():
+                    out = module(torch.zeros(1, weight.shape[-1], dtype=weight.dtype, device=weight.device))
+            except Exception:  # noqa: BLE001 -- a norm that wants other inputs: not judged
+                continue
+            if isinstance(out, torch.Tensor):
+                found.append((name, eps, _name(weight.dtype)))
+                flags.append((~out.isfinite()).any().float())
+        if flags:
+            self.norm_probe = (found, torch.stack(flags))
+
     # --- at the step record -----------------------------------------------------------------------
 
     @guarded
@@ -271,7 +302,7 @@ class HygieneSampler:
         for sample in self.pending:
             parts = [sample[k].reshape(-1) for k in ("counts", "grads", "found_inf") if k in sample]
             out.append(torch.cat(parts))
-        return out
+        return out + ([self.norm_probe[1]] if self.norm_probe is not None else [])
 
     @guarded
     def records(self, host: list[list[float]]) -> list[tuple[str, str]]:
@@ -296,6 +327,11 @@ class HygieneSampler:
                 said = self.scale_check.observe(sample["step"], backward, seen / (inside * inside), scale)
                 if said:
                     self.say(words.GRAD_SCALE_WRONG, said)
+        if self.norm_probe is not None and len(host) > len(self.pending):
+            for (name, eps, dtype), bad in zip(self.norm_probe[0], host[len(self.pending)], strict=False):
+                if bad:
+                    self.say(words.EPS_VANISHES, words.norm_eps(name, eps, dtype))
+            self.norm_probe = None
         self.pending = []
         out, self.findings = self.findings, []
         return out

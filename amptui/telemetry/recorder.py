@@ -185,7 +185,7 @@ class Recorder:
                       f"(max {sample.max_finite:.4g}), the first sampled module to, its weights finite: keep {module} "
                       f"out of {sample.dtype} (run it in float32{wider})", code="nonfinite_cause",
                       cause={"cause": "precision_overflow", "step": sample.step, "module": module, "where": where,
-                             "dtype": sample.dtype, "value": value})
+                             "dtype": sample.dtype, "value": value, "sampled": True})
         if self.triage_left is not None and (self.cause_said or self.triage_left <= 0):
             self.numerics, self.triage_left = None, 0  # unhooked: sampling was for the triage only
 
