@@ -218,3 +218,31 @@ def test_a_first_step_overflow_is_replayed_when_every_step_is_recorded(runs_dir)
     found = causes(recs)
     assert [c["cause"]["module"] for c in found] == ["boom"], [r["message"] for r in found]
     assert found[0]["cause"].get("traced") and found[0]["cause"]["step"] == 2
+
+
+def test_a_namedtuple_batch_is_kept_for_the_replay_without_stopping_the_recording(runs_dir):
+    """Keeping the last forward's inputs rebuilt a namedtuple from one generator: the first training
+    forward raised and turned recording off. Namedtuples (PackedSequence too) are rebuilt field by field."""
+    from test_scripthooks import record_script
+
+    run_dir, recs, error = record_script(runs_dir, "namedtuple_batch.py", log_every=2)
+    assert error is None, error
+    assert [r["step"] for r in recs if r["kind"] == "step"][-1] == 6 and recs[-1]["kind"] == "end"
+    found = causes(recs)
+    # the overflow is the model's own code (boom's output times the batch's scale), measured again in float32
+    assert [c["cause"]["module"] for c in found] == ["model"] and found[0]["cause"].get("traced"), found
+    assert found[0]["cause"]["after"] == "boom" and found[0]["cause"]["value"] > 65504
+
+
+def test_the_kept_inputs_of_a_packed_sequence_come_back_as_one():
+    from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
+
+    from amptui.telemetry.scripthooks.replaycause import LastForward
+
+    packed = pack_padded_sequence(torch.ones(3, 2, 4), [3, 2])
+    kept = LastForward()
+    kept.keep((packed,), {"hidden": None})
+    (again,), kwargs = kept.get()
+    assert isinstance(again, PackedSequence) and again.data is packed.data and kwargs == {"hidden": None}
+    del packed, again
+    assert kept.get() is None  # held weakly: the loop let its batch go

@@ -37,7 +37,8 @@ def _as_float32(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().float() if value.is_floating_point() else value
     if isinstance(value, (tuple, list)):
-        return type(value)(_as_float32(v) for v in value)
+        items = [_as_float32(v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)  # a namedtuple: by field
     if isinstance(value, dict):
         return {k: _as_float32(v) for k, v in value.items()}
     return value

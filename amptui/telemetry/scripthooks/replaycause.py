@@ -32,23 +32,34 @@ from amptui.telemetry.numerics import unwrap
 _GONE = object()
 
 
+class _Fields:
+    """A namedtuple's fields, held weakly (a PackedSequence is one): rebuilt by its own constructor."""
+
+    def __init__(self, kind: type, items: list[Any]):
+        self.kind, self.items = kind, items
+
+
 def _weak(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return weakref.ref(value)
-    if isinstance(value, (tuple, list)):
+    if type(value) in (tuple, list):
         return type(value)(_weak(v) for v in value)
-    if isinstance(value, dict):
+    if type(value) is dict:
         return {k: _weak(v) for k, v in value.items()}
-    return value
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return _Fields(type(value), [_weak(v) for v in value])
+    return value  # any other object as it is (held until the next training forward)
 
 
 def _strong(value: Any) -> Any:
     if isinstance(value, weakref.ref):
         tensor = value()
         return _GONE if tensor is None else tensor
-    if isinstance(value, (tuple, list)):
-        items = [_strong(v) for v in value]
-        return _GONE if any(v is _GONE for v in items) else type(value)(items)
+    if isinstance(value, (tuple, list, _Fields)):
+        items = [_strong(v) for v in (value.items if isinstance(value, _Fields) else value)]
+        if any(v is _GONE for v in items):
+            return _GONE
+        return value.kind(*items) if isinstance(value, _Fields) else type(value)(items)
     if isinstance(value, dict):
         found = {k: _strong(v) for k, v in value.items()}
         return _GONE if any(v is _GONE for v in found.values()) else found
