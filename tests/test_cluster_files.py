@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support.cli import one_clear_line
 
@@ -104,6 +104,7 @@ TEXT = st.text(alphabet=st.one_of(st.characters(codec="utf-8", exclude_categorie
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=TEXT, description=TEXT, root=TEXT, runs_dir=TEXT, script=TEXT, args=st.lists(TEXT, max_size=3))
+@example(name="", description="", root="data", runs_dir="r", script="s", args=[])  # data.root's default
 def test_any_string_in_any_field_is_refused_or_parses_to_exactly_the_intended_task(name, description, root,
                                                                                    runs_dir, script, args):
     values = {"run": {"name": name, "description": description}, "data": {"root": root}}
@@ -124,10 +125,10 @@ def test_any_string_in_any_field_is_refused_or_parses_to_exactly_the_intended_ta
     assert task["envs"] == {"AMPTUI_RUNS_DIR": "/mnt/" + runs_dir, "RDZV_PORT": "29500"}
     assert task["setup"] == sky.setup_section(SOURCE, cfg)
     assert task["run"] == doc["run"]
-    preset = embedded_preset(task["run"])
+    preset, defaults = embedded_preset(task["run"]), cfgmod.build_config({}, {}).to_dict()
     for section, keys in values.items():
-        for key, value in keys.items():
-            assert preset.get(section, {}).get(key, "") == value
+        for key, value in keys.items():  # a value equal to the default is left out of the preset
+            assert preset.get(section, {}).get(key, defaults[section][key]) == value
     [worker] = [line for line in task["run"].split("\n") if "amptui.trainer.scriptrun" in line]
     words = shlex.split(worker.split("amptui.trainer.scriptrun", 1)[1].split(" 2>&1")[0])
     assert words == ["$RUN_DIR", (script or "x") + ".py", *args]

@@ -169,3 +169,52 @@ def test_an_ab_summary_names_what_the_replay_found_not_what_later_samples_credit
     assert sampled and set(sampled) == {"conv2"}, sampled
     said = comparenotes.headroom_note([runsummary.summarize(run_dir)])
     assert said is not None and "inf/NaN first in conv2" in said and "first in relu" not in said, said
+
+
+def test_a_forward_that_cannot_be_replayed_leaves_the_recording_on(runs_dir):
+    """A forward that takes gradients itself (a physics-informed net) cannot run again under no_grad:
+    the replay's error once turned recording off for the rest of the run; it falls back to sampling."""
+    from test_scripthooks import record_script
+
+    run_dir, recs, error = record_script(runs_dir, "grad_in_forward.py", log_every=2)
+    assert error is None, error
+    steps = [r["step"] for r in recs if r["kind"] == "step"]
+    assert steps and steps[-1] == 8 and recs[-1]["kind"] == "end" and recs[-1]["status"] == "completed", steps
+    assert [r for r in recs if r["kind"] == "numerics" and not r.get("traced")]  # the fallback sampled
+    from amptui.core.comparison import comparenotes, runsummary
+
+    said = comparenotes.headroom_note([runsummary.summarize(run_dir)])  # and says so, not "replaying"
+    assert said is not None and "found by sampling" in said and "replaying" not in said, said
+
+
+def test_a_non_finite_run_is_replayed_once_not_on_every_later_record(runs_dir, monkeypatch):
+    """The replay runs on the first non-finite record only: a NaN that is no overflow (found, not said)
+    used to be replayed again on every later record, one more forward each."""
+    from test_scripthooks import record_script
+
+    from amptui.telemetry.scripthooks import replaycause
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return trace_first_nonfinite(*args, **kwargs)
+
+    monkeypatch.setattr(replaycause, "trace_first_nonfinite", counted)
+    run_dir, recs, error = record_script(runs_dir, "log_nan.py", log_every=1)
+    assert error is None, error
+    assert len([r for r in recs if r["kind"] == "step"]) == 10
+    assert len(calls) == 1, len(calls)
+    assert len([r for r in recs if r["kind"] == "numerics" and r.get("traced")]) == 1
+
+
+def test_a_first_step_overflow_is_replayed_when_every_step_is_recorded(runs_dir):
+    """log.every = 1: the first record is step 1, whose forward ran before amptui knew the model (nothing
+    was kept to replay); the replay waits for the next record instead of handing over to sampling."""
+    from test_scripthooks import record_script
+
+    run_dir, recs, error = record_script(runs_dir, "boom.py", log_every=1)
+    assert error is None, error
+    found = causes(recs)
+    assert [c["cause"]["module"] for c in found] == ["boom"], [r["message"] for r in found]
+    assert found[0]["cause"].get("traced") and found[0]["cause"]["step"] == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from support.dashboard import Notes, app_for, async_test, home_ready, select_run, until
+from support.dashboard import Notes, app_for, async_test, home_ready, select_run, settled, until
 
 from amptui.core.stream.events import EventWriter
 from amptui.dashboard.screens.help import key_rows
@@ -105,3 +105,20 @@ async def test_p_on_the_run_screen_shows_that_plan_run_s_plan_or_its_presets_new
         await plan_from_run("20261127-210000-solo-dddd")
         await until(pilot, lambda: "amptui plan solo" in notes.text())
         assert isinstance(app.screen, RunScreen)
+
+
+@async_test
+async def test_a_plan_file_whose_tables_are_lists_or_strings_is_drawn_not_a_crash(root):
+    """plan.json is runs-folder data: a crafted or damaged one (a layer's shape a list, its recipes a
+    string, the device a number, a share that is text) shows what it can, never ends the dashboard."""
+    layer = {"name": "fc1", "shape": [1, 2], "flops_share": "most", "recipes": "bf16", "choice": "bf16"}
+    odd = {"name": "fc2", "recipes": {"bf16": [52], "fp16": "x", "fp8": 3}, "choice": "fp8"}
+    doc = {"preset": "p", "device": 7, "risk": ["x"], "samples": 4, "layers": [layer, odd]}
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await home_ready(pilot)
+        app.push_screen(PlanScreen(doc))
+        await until(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await settled(pilot)
+        assert app.screen.query_one("#plan-table").row_count == 2
+        assert "fc2" in str(app.screen.query_one("#plan-heat").render())

@@ -32,9 +32,9 @@ def add_parser(sub) -> None:
                    help=f"how long to wait for the run to stop at its next step before its processes are "
                         f"killed (SIGTERM, then SIGKILL; default {STOP_GRACE_S:g})")
     p.add_argument("--force", action="store_true",
-                   help="signal the run's recorded process even when its record cannot prove it is the one "
-                        "amptui started (an old or copied run folder without a start time); its command "
-                        "line is shown first")
+                   help="signal the run's recorded process even when it cannot be proved the run's writer "
+                        "(an old or copied run folder without a start time, a run your own script records "
+                        "with amptui.Monitor outside `amptui run`); its command line is shown first")
     runs_dir_option(p)
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import torch
 
 from amptui.core import cluster
-from amptui.core.config.precision import Precision, narrow, wide_dtype
+from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
 from amptui.core.stream.events import EventWriter
 from amptui.core.stream.records import (
@@ -52,6 +52,7 @@ from amptui.telemetry.plan_probe import PlanProbe
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
 from amptui.telemetry.tally import Counters, EpochTimes, first_bad_step, loss_source, nonfinite_at, with_replays
+from amptui.telemetry.triagecause import TRIAGE_DEPTH, TRIAGE_SAMPLES, say_cause, trouble_step
 
 OWN_LOOP_SOURCES = ("script", "monitor")  # start records' `source` for a run of the user's own loop
 
@@ -159,35 +160,11 @@ class Recorder:
     def triage_by_sampling(self, model: torch.nn.Module, dtype: str) -> None:
         """After the first non-finite loss or backoff streak of a loop amptui cannot replay (a script's): sample
         the layers' ranges on the next TRIAGE_SAMPLES steps (nothing was hooked before) so the first module past
-        the dtype's range is named with a `nonfinite_cause` (see _say_cause). Once per run."""
+        the dtype's range is named with a `nonfinite_cause` (triagecause.say_cause). Once per run."""
         if self.triage_left is not None or self.numerics is not None or self.cause_said:
             return
         self.triage_left, self.triage_model = TRIAGE_SAMPLES, model
         self.sample_numerics(model, 1, TRIAGE_DEPTH, dtype)
-
-    def _say_cause(self, samples: list[Numerics]) -> None:
-        """The first sample that names a module whose float32 value passed the dtype's range: a precision
-        overflow (a NaN/inf that float32 holds too is not said to be one). Ends triage sampling."""
-        if self.triage_left is not None:
-            self.triage_left -= len(samples)
-        for sample in samples:
-            first = sample.first_nonfinite or {}
-            value, module, where = first.get("value"), first.get("module", "?"), first.get("where")
-            # the first module whose forward output left the range, its inputs (the modules before it) finite:
-            # unless its own weights hold inf/NaN, the dtype's range is what it exceeded
-            past = value is None or (isinstance(value, (int, float)) and abs(value) > sample.max_finite)
-            if self.cause_said or where != "forward" or not past or not _finite_params(self.triage_model, module):
-                continue
-            said = f" ({value:.3g} in float32)" if isinstance(value, (int, float)) else ""
-            wider = f", or use {wide_dtype()}" if narrow(sample.dtype) else ""  # bfloat16 has float32's range
-            # what sampling saw: the first sampled module (in forward order) past the range, its own weights finite
-            self.warn(f"step {sample.step}: module {module}'s forward output{said} exceeds {sample.dtype}'s range "
-                      f"(max {sample.max_finite:.4g}), the first sampled module to, its weights finite: keep {module} "
-                      f"out of {sample.dtype} (run it in float32{wider})", code="nonfinite_cause",
-                      cause={"cause": "precision_overflow", "step": sample.step, "module": module, "where": where,
-                             "dtype": sample.dtype, "value": value})
-        if self.triage_left is not None and (self.cause_said or self.triage_left <= 0):
-            self.numerics, self.triage_left = None, 0  # unhooked: sampling was for the triage only
 
     def check_hygiene(self, sampler: HygieneSampler | None) -> None:
         """Precision hygiene (telemetry/hygiene.py) on its sampled steps; None: nothing hooked."""
@@ -332,7 +309,7 @@ class Recorder:
                                                     self.tracer.named(first, window.overflow_counts))
             samples = self._numerics_records(window.riders)
             if samples and self.triage_left:
-                self._say_cause(samples)
+                say_cause(self, samples)
             firsts = {r.step: r.first_nonfinite for r in samples if r.first_nonfinite}
             for event in events:
                 if event["event"] == "backoff" and firsts.get(event["step"]):
@@ -342,7 +319,7 @@ class Recorder:
             for event in events:
                 self.write(Scaler(**event))
             c.skipped_total += skipped
-            self.trouble_step = _trouble_step(window, first, skipped, self.last_scale)
+            self.trouble_step = trouble_step(window, first, skipped, self.last_scale)
             if self.nonfinite_step is None and window.loss is not None and not math.isfinite(window.loss):
                 self.nonfinite_step = first_bad_step(window, first) or first
             self.last_loss = window.loss
@@ -453,23 +430,3 @@ class Recorder:
         for sink in self.sinks:
             sink.close()
         self.sinks = []
-
-
-TRIAGE_SAMPLES, TRIAGE_DEPTH = 4, 3  # a script's triage: range samples taken, module depth hooked
-
-
-def _trouble_step(window, first: int, skipped: int, scale: float | None) -> int | None:
-    """The step a window first went wrong at: its first non-finite loss, or the last step of a window the
-    GradScaler skipped whole with its scale already down to 1 or less (gradients that overflow at a higher
-    scale are the scaler's to calibrate); None for a healthy window."""
-    if window.loss is not None and not math.isfinite(window.loss):
-        return first_bad_step(window, first) or first + window.steps - 1
-    if window.steps and skipped >= window.steps and scale is not None and scale <= 1:
-        return first + window.steps - 1
-    return None
-
-
-def _finite_params(model: torch.nn.Module | None, name: str) -> bool:
-    """Whether module `name` of `model` holds only finite parameters (read once, after an overflow)."""
-    module = dict(model.named_modules()).get(name) if model is not None else None
-    return module is not None and all(bool(torch.isfinite(p).all()) for p in module.parameters())

@@ -60,8 +60,9 @@ def narrowest_headroom(s: RunSummary) -> str | None:
     (once the weights are NaN every step's first layer holds inf/NaN first)."""
     cause = s.cause or {}
     if cause.get("cause") == "precision_overflow" and isinstance(cause.get("module"), str):
+        how = "found by sampling the steps after it" if cause.get("sampled") else "found by replaying that step"
         return (f"inf/NaN first in {cause['module']} ({cause.get('where', 'forward')}, past {cause.get('dtype')}'s "
-                f"range at step {cause.get('step')}, found by replaying that step)")
+                f"range at step {cause.get('step')}, {how})")
     found = s.numerics.narrowest(1)
     if not found:
         return None

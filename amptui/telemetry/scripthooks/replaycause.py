@@ -5,8 +5,11 @@ training forward is run again, on the same inputs, with the tracer's hooks on ev
 What it keeps costs nothing: weak references to the inputs of the model's last training forward,
 taken by the per-model hook that is there anyway. At the record the loop still holds that batch (the
 record is written from inside its optimizer step or scaler.update), so the references resolve; a
-loop that let its batch go gets the sampling fallback (Recorder.triage_by_sampling). A GradScaler
-skipped the step, so the weights are the step's own; one process only (under torchrun a forward can
+loop that let its batch go, or whose forward cannot run again under no_grad, gets the sampling
+fallback (Recorder.triage_by_sampling). Once per run; a first record at step 1 (log.every = 1) waits for
+the next, since step 1's forward ran before the model was known. A GradScaler skipped the step, so the
+weights are the step's own (without one the optimizer already applied the step: weights gone inf/NaN
+are said as such and named no cause); one process only (under torchrun a forward can
 be a collective); the replay is forward only, under no_grad, in
 the dtype the loop's autocast computed in, with the RNG and the module buffers put back: the script
 goes on as if it had not happened.
@@ -57,6 +60,16 @@ class LastForward:
 
     def __init__(self) -> None:
         self.inputs: tuple[Any, Any] | None = None
+        self.tried = False  # replayed once: a later record's replay would cost a forward and find no more
+        self.waited = False
+
+    def wait(self) -> bool:
+        """Nothing kept yet: the first step's forward ran before its model was known (log.every = 1).
+        True once: the next record's forward will have been kept (a model never called stops waiting)."""
+        if self.inputs is not None or self.waited:
+            return False
+        self.waited = True
+        return True
 
     def keep(self, args: Any, kwargs: Any) -> None:
         self.inputs = (_weak(args), _weak(kwargs))
@@ -69,15 +82,20 @@ class LastForward:
 
 
 def replay_cause(session: Any, step: int) -> bool:
-    """Replay the last forward of the session's first model; say its first non-finite module as a
-    `nonfinite_cause` warning when its float32 value passed the dtype's range. True when a cause was
-    said (then no sampling is needed)."""
-    recorder, model = session.recorder, unwrap(session.models[0])  # DDP's reducer and buffer broadcast stay out
-    inputs = session.last_forward.get()
-    # one process only: under torchrun a forward may be a collective (FSDP's all-gather) that one rank would
-    # run alone; there the sampling fallback names the module
-    if inputs is None or recorder.cause_said or session.reduced is None or session.world_size > 1:
+    """Replay the last forward of the session's first model, once per run; say its first non-finite
+    module as a `nonfinite_cause` warning when its float32 value passed the dtype's range. True when a
+    cause was said or the replay waits for the next record (then no sampling is needed yet)."""
+    recorder, model, kept = session.recorder, unwrap(session.models[0]), session.last_forward  # unwrap: DDP's
+    # reducer and buffer broadcast stay out. One process only: under torchrun a forward may be a collective
+    # (FSDP's all-gather) that one rank would run alone; there the sampling fallback names the module
+    if kept.tried or recorder.cause_said or session.reduced is None or session.world_size > 1:
         return False
+    if kept.wait():
+        return True
+    inputs = kept.get()
+    if inputs is None:
+        return False
+    kept.tried = True
     args, kwargs = inputs
     device = recorder.device or torch.device("cpu")
     info = dtype_range(session.reduced)
@@ -95,6 +113,8 @@ def replay_cause(session: Any, step: int) -> bool:
     try:
         with recorder.paused("replay"):
             first = trace_first_nonfinite(model, replay, info.name, device.type, forward_only=True)
+    except Exception:  # noqa: BLE001 -- a forward that cannot run again under no_grad (one taking gradients
+        return False   # itself): sampling names the module; recording stays on (the guard would turn it off)
     finally:
         session.replaying = False
         torch.set_rng_state(cpu_rng)

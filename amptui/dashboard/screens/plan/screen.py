@@ -22,6 +22,12 @@ COOL = "black on green"
 HEAT_NAMES = {"fp8-rowwise": "fp8-row"}  # the heat map's 8-wide columns: a name that fits
 
 
+def field(table: Any, key: str, default: Any = None) -> Any:
+    """`table[key]` when the plan's file has a table there, else `default` (a crafted or damaged
+    plan.json may hold a list, a string or a number anywhere: shown as missing, never a crash)."""
+    return table.get(key, default) if isinstance(table, dict) else default
+
+
 def lowest(figures: Any) -> float | None:
     """A recipe's lowest SQNR on a layer (output and gradients), from the plan's JSON."""
     if not isinstance(figures, dict):
@@ -45,7 +51,7 @@ def heat_map(layers: list[dict[str, Any]]) -> Text:
     for layer in layers:
         text.append(f"{shown(layer.get('name', ''))[:width]:<{width}} ")
         for recipe in RECIPES:
-            text.append_text(cell(lowest((layer.get("recipes") or {}).get(recipe))))
+            text.append_text(cell(lowest(field(layer.get("recipes"), recipe))))
         text.append(f"  {shown(layer.get('choice', ''))}\n")
     return text
 
@@ -59,7 +65,7 @@ class PlanScreen(DashboardScreen):
 
     def compose(self) -> ComposeResult:
         doc = self.doc
-        device = (doc.get("device") or {}).get("name", "?")
+        device = field(doc.get("device"), "name", "?")
         yield Static(Text(shown(f"plan of {doc.get('preset', '?')} for {device} (run {doc.get('run_id', '?')}, "
                                 f"{doc.get('samples', 0)} sampled steps)"), style="bold"), id="plan-title")
         with VerticalScroll():
@@ -70,22 +76,21 @@ class PlanScreen(DashboardScreen):
 
     def plan_layers(self) -> list[dict[str, Any]]:
         layers = [x for x in self.doc.get("layers") or [] if isinstance(x, dict)]
-        return sorted(layers, key=lambda x: -(x.get("flops_share") or 0))
+        return sorted(layers, key=lambda x: -(share if isinstance(share := x.get("flops_share"), (int, float)) else 0))
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("layer", "FLOPs", "M x K x N", *(r for r in RECIPES), "gain", "choice")
         for layer in self.plan_layers():
-            recipes = layer.get("recipes") or {}
-            shape = layer.get("shape") or {}
-            fp16 = recipes.get("fp16") or {}
-            heads = [h for h in (fp16.get("headroom_forward"), fp16.get("headroom_grad")) if isinstance(h, (int, float))]
-            gains = [g for r in FLOAT8 if isinstance(g := (recipes.get(r) or {}).get("predicted_speedup"), (int, float))]
+            recipes, shape = layer.get("recipes"), layer.get("shape")
+            fp16 = field(recipes, "fp16")
+            heads = [h for h in (field(fp16, "headroom_forward"), field(fp16, "headroom_grad")) if isinstance(h, (int, float))]
+            gains = [g for r in FLOAT8 if isinstance(g := field(field(recipes, r), "predicted_speedup"), (int, float))]
             share = layer.get("flops_share")
             cells = [layer.get("name", ""), f"{100 * share:.0f}%" if isinstance(share, (int, float)) else "-",
-                     f"{shape.get('m')}x{shape.get('k')}x{shape.get('n')}",
-                     _db((recipes.get("bf16") or {}).get("sqnr_db")), f"{min(heads):.0f}b" if heads else "-",
-                     *(_db(lowest(recipes.get(r))) for r in FLOAT8),
+                     f"{field(shape, 'm')}x{field(shape, 'k')}x{field(shape, 'n')}",
+                     _db(field(field(recipes, "bf16"), "sqnr_db")), f"{min(heads):.0f}b" if heads else "-",
+                     *(_db(lowest(field(recipes, r))) for r in FLOAT8),
                      f"{max(gains):.2f}x" if gains else "-", layer.get("choice", "")]
             # Text, not str: a DataTable reads a str cell as markup, and these come from the plan's file
             table.add_row(*(Text(shown(c)) for c in cells))
@@ -96,7 +101,8 @@ class PlanScreen(DashboardScreen):
         for layer in self.plan_layers():
             text.append(shown(f"{layer.get('name')}: "), style="bold")  # a plan's file: names from a user's model
             text.append(shown(layer.get("reason", "")) + "\n")
-        speedup, risk = doc.get("predicted_speedup"), doc.get("risk") or {}
+        speedup, risk = doc.get("predicted_speedup"), field(doc, "risk", {})
+        risk = risk if isinstance(risk, dict) else {}
         float8 = doc.get("float8_layers", 0)
         line = f"{float8} of {len(self.plan_layers())} linears in float8"
         if isinstance(speedup, (int, float)):
