@@ -287,3 +287,17 @@ def test_a_hand_written_norms_eps_that_rounds_to_zero_in_float16_is_named(runs_d
     else:
         assert set(said) == {hygiene.EPS_VANISHES}
         assert said[hygiene.EPS_VANISHES].startswith("1 (a normalisation): eps=1e-08 is zero")
+
+
+@pytest.mark.parametrize("mode", ["scaled-twice", "scaler-bf16"])
+def test_a_script_that_scales_its_loss_twice_is_named(runs_dir, mode):
+    """Under the script hooks: scaler.scale(scaler.scale(loss)) is named; the same loop scaling once
+    (mistakes.py's scaler-bf16 mode: its own odd combination is another warning's) is not."""
+    from test_scripthooks import record_script
+
+    _, recs, _ = record_script(runs_dir, "mistakes.py", mode, log_every=2, sets={"numerics.hygiene_every": 1})
+    codes = {r.get("code"): r["message"] for r in recs if r["kind"] == "warning"}
+    if mode == "scaled-twice":
+        assert "scaled twice" in codes[hygiene.GRAD_SCALE_WRONG]
+    else:
+        assert hygiene.GRAD_SCALE_WRONG not in codes

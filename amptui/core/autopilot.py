@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from amptui.core.config.autopilot import Autopilot
 from amptui.core.fmt import fmt_scale
+from amptui.core.run.runstate import segments
 
 HISTORY = 32  # the (step, scale, skipped) records a decision keeps as its evidence
 
@@ -249,20 +250,6 @@ def _short(dtype: str) -> str:
 
     found = DTYPES.get(dtype)
     return found.short if found is not None else dtype
-
-
-def segments(switches: Sequence[Mapping[str, Any]]) -> str:
-    """A run's precision as its segments, from its precision_switch records: "fp16+scaler -> bf16 at step
-    1200" ("" without a switch)."""
-    parts: list[str] = []
-    for rec in switches:
-        source, to = rec.get("from"), rec.get("to")
-        before = source.get("short") if isinstance(source, Mapping) else None
-        after = to.get("short") if isinstance(to, Mapping) else None
-        if not parts:
-            parts.append(str(before or "?"))
-        parts.append(f"{after or '?'} at step {rec.get('step')}")
-    return " -> ".join(parts)
 
 
 def switch_line(rec: Mapping[str, Any]) -> str:

@@ -46,6 +46,10 @@ TEXTS = {
                    "float32: loss_fn(output.float(), target), or keep the model float32 under autocast"),
 }
 
+SCALED_TWICE = ("the loss is scaled twice: scaler.scale() was given what scaler.scale() returned, so the gradients "
+                "carry the loss scale squared and one unscale leaves them a loss scale too large (or inf, and "
+                "every step skipped); call scaler.scale(loss).backward() once per loss")
+
 SMALLEST_NORMAL = {"float16": 6.103515625e-05, "bfloat16": 1.1754943508222875e-38, "float32": 1.1754943508222875e-38}
 SMALLEST_SUBNORMAL = {"float16": 5.960464477539063e-08, "bfloat16": 9.183549615799121e-41, "float32": 1.401298464324817e-45}
 

@@ -1,7 +1,9 @@
 """AMP mistakes, one per mode, in an otherwise ordinary loop (never imports amptui).
 
     python mistakes.py no-update | half-params | scaler-bf16 | sched-after-skip | sched-after-skip-quiet
-                       | fp16-no-scaler | never-trains
+                       | fp16-no-scaler | never-trains | scaled-twice
+
+scaled-twice: scaler.scale(scaler.scale(loss)).backward(): the gradients carry the loss scale squared.
 
 sched-after-skip-quiet: sched-after-skip in a script that silences Python's warnings (amptui still says it).
 
@@ -33,7 +35,10 @@ y = torch.randn(8, 1).to(model[0].weight.dtype) * scale
 for step in range(40 if mode == "never-trains" else 10):
     with torch.autocast("cpu", dtype=dtype):
         loss = nn.functional.mse_loss(model(x) * scale, y)
-    scaler.scale(loss).backward()
+    scaled = scaler.scale(loss)
+    if mode == "scaled-twice":
+        scaled = scaler.scale(scaled)
+    scaled.backward()
     scaler.step(opt)
     if mode != "no-update":
         scaler.update()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from amptui.core.config.precision import Precision
 from amptui.core.figures import StepWindows, final_loss
@@ -156,8 +156,6 @@ class RunState:
     @property
     def segments(self) -> str:
         """The run's precision as its segments ("fp16+scaler -> bf16 at step 1200"); "" without a switch."""
-        from amptui.core.autopilot import segments
-
         return segments(self.switches)
 
     @property
@@ -348,3 +346,17 @@ def fold(records: Iterable[Record | dict[str, Any]], state: RunState | None = No
     for rec in records:
         state.add(rec)
     return state
+
+
+def segments(switches: Sequence[Mapping[str, Any]]) -> str:
+    """A run's precision as its segments, from its precision_switch records: "fp16+scaler -> bf16 at step
+    1200" ("" without a switch)."""
+    parts: list[str] = []
+    for rec in switches:
+        source, to = rec.get("from"), rec.get("to")
+        before = source.get("short") if isinstance(source, Mapping) else None
+        after = to.get("short") if isinstance(to, Mapping) else None
+        if not parts:
+            parts.append(str(before or "?"))
+        parts.append(f"{after or '?'} at step {rec.get('step')}")
+    return " -> ".join(parts)

@@ -11,10 +11,12 @@ tracer for the steps after it."""
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from amptui.core import hygiene
 from amptui.telemetry import torch_amp
 from amptui.telemetry.scaler import SkipLedger
 from amptui.telemetry.scripthooks import mistakes
@@ -38,6 +40,7 @@ class ScalerWatch:
         self.checked_fp16: set[int] = set()
         self.skips: SkipLedger | None = None           # the GradScaler's skip flags (the module doc)
         self.found_inf: torch.Tensor | None = None
+        self._last_scaled: weakref.ref | None = None   # the loss the last scaler.scale() was given
 
     @property
     def on(self) -> bool:
@@ -54,9 +57,20 @@ class ScalerWatch:
         # missing from what torch scales.
         steps = self.session.steps
         if isinstance(outputs, torch.Tensor):
+            self._scaled_twice(outputs)
             steps.add_loss(outputs)
         elif isinstance(outputs, (list, tuple)) and outputs:
             steps.add_loss(outputs[0])
+
+    def _scaled_twice(self, loss: torch.Tensor) -> None:
+        """scaler.scale() of what scaler.scale() returned (its graph's last step multiplies the loss the
+        previous call was given): the gradients carry the scale squared. Graph metadata only."""
+        before = self._last_scaled() if self._last_scaled is not None else None
+        self._last_scaled = weakref.ref(loss)
+        node = loss.grad_fn
+        if before is not None and before.grad_fn is not None and node is not None and \
+                any(fn is before.grad_fn for fn, _ in node.next_functions):
+            self.session.warn(hygiene.GRAD_SCALE_WRONG, hygiene.SCALED_TWICE)
 
     def unscale(self, scaler, opt) -> None:
         self.unscaled_since_update.add(id(opt))
