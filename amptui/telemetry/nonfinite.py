@@ -58,6 +58,8 @@ class _Trace:
         def hook(module: nn.Module, args: Any, kwargs: Any) -> None:
             if self.busy:
                 return
+            if not self.stack:  # a forward of the whole model begins: "call 2 of 3" counts within one forward,
+                self.calls = {}  # not across the micro-batches a replay runs
             self.calls[name] = self.calls.get(name, 0) + 1
             self.stack.append([name, _finite(list(floating_tensors((args, kwargs)))), None])
         return hook
@@ -67,6 +69,8 @@ class _Trace:
             if self.busy:
                 return
             _, inputs_finite, last_child = self.stack.pop() if self.stack else (name, False, None)
+            if not self.stack and self.forward is not None and "calls" not in self.forward:
+                self.forward["calls"] = self.calls.get(self.forward["module"], 1)  # in the forward that overflowed
             outputs = list(floating_tensors(output))
             finite = _finite(outputs)
             if self.stack and finite:
@@ -158,7 +162,7 @@ def trace_first_nonfinite(model: nn.Module, replay: Callable[[], None], dtype: s
     if trace.forward is not None:
         seen = trace.forward
         name = seen.pop("module")
-        seen["calls"] = trace.calls.get(name, 1)
+        seen.setdefault("calls", trace.calls.get(name, 1))  # the replay stopped inside that forward
         return describe_nonfinite(name, "forward", info.name, info.max_finite, seen.pop("value"), seen=seen)
     if trace.backward is not None:
         return describe_nonfinite(trace.backward[0], "backward", info.name, info.max_finite, None, scale)
