@@ -27,6 +27,7 @@ from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from amptui.core import hygiene as words
+from amptui.core.config.dtypes import DTYPES
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
 from amptui.telemetry.fsdp_policy import first_policy, local
@@ -354,7 +355,7 @@ def for_loop(model: nn.Module | None, optimizers: Callable[[], list[Any]], preci
     policy = first_policy([inner]) if inner is not None else None
     if policy is not None and source == "autocast":
         source = "FSDP policy"
-    asked = precision.reduced if precision.reduced in ("float16", "bfloat16") else None
+    asked = precision.reduced if precision.reduced in DTYPES else None  # a reduced dtype was asked for
     # mixed by name: an autocast context, a GradScaler, an FSDP policy (a mode with none of them, pure bfloat16
     # by choice, keeps no float32 master copy on purpose: finding 2 is not its to hear)
     autocast = precision.autocast_dtype is not None if entered is None else entered
