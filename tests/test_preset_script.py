@@ -123,7 +123,7 @@ def test_amptui_run_of_a_preset_naming_a_script_is_one_line_exit_2_and_nothing_w
                     "loop decides its model, data and precision, so the preset's other keys would be ignored; "
                     "remove run.script, or run the script as `amptui run --script train.py` (a script run takes "
                     "run.name, run.description, log.every, log.tensorboard, log.mlflow, numerics.every, numerics.depth, "
-                    "run.apply_amp, dist.*)"), line
+                    "run.apply_amp, amp.autopilot, dist.*)"), line
     line = one_clear_line(amptui("run", "scripted", timeout=90))
     assert "scripted.toml: run.script = '-m pkg.train'" in line and "`amptui run -m pkg.train`" in line
     assert sorted(p.relative_to(isolated) for p in isolated.rglob("*")) == before
