@@ -90,6 +90,11 @@ def test_doctor_json_has_the_fields():
     assert all(v > 0 for v in rates.values())
     rec = r["recommendation"]
     expected = _expected(rates)
+    if "cpu" in (r.get("unreliable") or {}):
+        # the float32 control disagreed (a busy machine, CI's): no ratio is stood behind, so the choice is
+        # the one made without measuring (--no-bench's), whatever the rates happen to say
+        expected = hardware.recommend({"cpu": cpu})[0]
+        assert "not measured reliably" in rec["reason"], rec
     assert (rec["dtype"], rec["grad_scaler"], rec["autocast"]) == (expected, False, expected != "float32")
     assert rec["reason"].count(".") >= 1 and "\n" not in rec["reason"]
 
