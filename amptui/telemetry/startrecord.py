@@ -30,7 +30,7 @@ def start_record(config: Config, device: torch.device, world_size: int, scale: f
     resolved = fields.pop("precision", None)
     modules = fields.pop("layer_modules", None)
     precision = (resolved or Precision.from_config(config, device.type)).as_record() if seen else ""
-    for key, done in conversions.items():  # [amp.layers]' float8 in a run without amp.float8 too
+    for key, done in conversions.items():  # [amp.layers]' conversions in a run whose own keys ask for none too
         if isinstance(precision, dict):
             precision.setdefault(key, {}).update(done)
     if modules and isinstance(precision, dict) and isinstance(precision.get("layers"), dict):
