@@ -13,14 +13,14 @@ import pkgutil
 from typing import TYPE_CHECKING, Any
 
 from amptui.core.config.modefacts import Asked, LoopFacts, Note, RunFacts
-from amptui.core.modes.base import SCALER, PrecisionMode
+from amptui.core.modes.base import SCALER, NumericsProbe, PrecisionMode
 
 if TYPE_CHECKING:
     from amptui.core.config.precision import Precision
     from amptui.core.config.values import Config
 
-__all__ = ["Asked", "LoopFacts", "MODES", "Note", "PrecisionMode", "RunFacts", "SCALER", "by_name", "detect",
-           "from_config", "mode_of", "parse_variant", "tune_variants"]
+__all__ = ["Asked", "LoopFacts", "MODES", "Note", "NumericsProbe", "PrecisionMode", "RunFacts", "SCALER", "by_name", "detect",
+           "from_config", "mode_of", "parse_variant", "probes", "tune_variants"]
 
 
 def _found() -> list[PrecisionMode]:
@@ -59,6 +59,11 @@ def from_config(cfg: Config, base: Precision) -> Precision:
     if mode is None:
         mode = next(m for m in reversed(MODES) if not m.chosen_by_name and m.claims(cfg, base))
     return mode.configure(cfg, base)
+
+
+def probes() -> list[NumericsProbe]:
+    """Every mode's numerics probe (what it measures per layer on sampled steps), in MODES order."""
+    return [m.probe for m in MODES if m.probe is not None]
 
 
 def tune_variants() -> list[str]:

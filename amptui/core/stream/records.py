@@ -67,7 +67,8 @@ class Record:
         for key in self.OPTIONAL:
             if out.get(key) is None:
                 out.pop(key, None)
-        out.update(out.pop("extra", None) or {})
+        for flat in ("extra", "probes"):  # an epoch's user numbers, a numerics record's probes: keys of the line
+            out.update(out.pop(flat, None) or {})
         return out
 
 
@@ -201,7 +202,7 @@ class Numerics(Record):
     less overflows; null when the value was zero, not seen, or not finite (`nonfinite` says where)."""
 
     KIND: ClassVar[str] = "numerics"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("first_nonfinite", "traced", "float8")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("first_nonfinite", "traced")
 
     step: int
     dtype: str                      # the dtype the forward computes in (headroom is to its range)
@@ -209,8 +210,7 @@ class Numerics(Record):
     layers: list                    # per module: {name, forward, grad, underflow, nonfinite?}
     first_nonfinite: dict | None = None  # {module, where: forward|backward, value, text}
     traced: bool | None = None      # found by re-running the batch (numerics.trace_nonfinite)
-    float8: list | None = None      # per float8 linear: {name, recipe, sqnr_db, input/weight/grad_output: {format, amax, scale, underflow}}
-    # (MXFP8's also underflow_worst_block, underflow_block_spread)
+    probes: dict = field(default_factory=dict)  # a mode's probe's key -> entries per layer: keys of the line
 
 
 @dataclass
@@ -325,8 +325,8 @@ def from_wire(line: dict[str, Any]) -> Record:
         values.update(line)  # in C: this runs for every line read (v, kind, t, rank: read through `wire`)
     else:  # a key of no field never becomes an attribute (a line's "get" or "wire" must not shadow ours)
         values.update({k: v for k, v in line.items() if k not in others})
-    if cls is Epoch:
-        values["extra"] = {k: line[k] for k in others}
+    if cls in (Epoch, Numerics):  # an epoch's user numbers; a numerics record's probes (core/modes/base.py)
+        values["extra" if cls is Epoch else "probes"] = {k: line[k] for k in others}
     values["_wire"] = line
     return rec
 
