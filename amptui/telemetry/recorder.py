@@ -200,13 +200,13 @@ class Recorder:
         if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         shown = fields.pop("config_shown", None)  # what config.toml says, when it is not all of config
-        conversions = fields.pop("conversions", None) or {}  # each mode's conversion, by its record key (float8's linears)
+        conversions = fields.pop("conversions", None) or {}  # each mode's conversion, by its record key (the linears it converted)
         resolved = fields.pop("precision", None)  # the trainer's, [amp.layers] resolved on its model
         modules = fields.pop("layer_modules", None)  # [amp.layers]: each layer -> the variant it computes in
         if self.alarms is not None and fields.get("source") in OWN_LOOP_SOURCES:
             self.alarms.own_loop = True  # their advice names the loop's code: a script has no preset keys
         precision = (resolved or Precision.from_config(config, device.type)).as_record() if seen else ""
-        for key, done in conversions.items():  # [amp.layers]' float8 in a run without amp.float8 too
+        for key, done in conversions.items():  # [amp.layers]' conversions in a run whose own keys ask for none too
             if isinstance(precision, dict):
                 precision.setdefault(key, {}).update(done)
         if modules and isinstance(precision, dict) and isinstance(precision.get("layers"), dict):
