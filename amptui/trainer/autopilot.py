@@ -30,7 +30,7 @@ from amptui.telemetry.autopilot import Autopilot as Rules
 from amptui.telemetry.notify import notify
 
 if TYPE_CHECKING:
-    from amptui.trainer.loop import Trainer
+    from amptui.trainer.host import Trainer
 
 
 
