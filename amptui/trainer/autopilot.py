@@ -144,7 +144,7 @@ class Autopilot:
         t.recorder.last_scale = None
         after = t.state.precision
         said_after = _said(after, decision.to, decision.to)
-        if after.short == before.short:  # e.g. one layer out of float8: the run's name for it does not change
+        if after.short == before.short:  # e.g. one layer out of a per-layer recipe: the run's name for it does not change
             said_after["short"] = f"{after.short}, {decision.to_words}"
         t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to),
                                          to=said_after, rule=decision.rule,

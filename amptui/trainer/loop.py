@@ -213,7 +213,7 @@ class Trainer:
             s.scaler.unscale_(s.optimizer)  # no-op without a GradScaler
             grad_norm = fsdp.plain(nn.utils.clip_grad_norm_(s.model.parameters(), cfg.amp.clip_grad_norm))
         s.scaler.step(s.optimizer)
-        for runtime, done in s.conversions:  # e.g. float8's scales for the next FSDP all-gather
+        for runtime, done in s.conversions:  # e.g. a conversion's weight scales for the next FSDP all-gather
             runtime.after_optimizer_step(s.model, done)
         flags: list[tuple[int, bool]] = []
         if s.skips is not None:
