@@ -30,7 +30,7 @@ from amptui.telemetry.autopilot import Autopilot as Rules
 from amptui.telemetry.notify import notify
 
 if TYPE_CHECKING:
-    from amptui.trainer.loop import Trainer
+    from amptui.trainer.host import Trainer
 
 
 
@@ -145,7 +145,7 @@ class Autopilot:
         t.recorder.last_scale = None
         after = t.state.precision
         said_after = _said(after, t.cfg.flat(), decision.to, decision.layers)
-        if after.short == before.short:  # e.g. one layer out of float8: the run's name for it does not change
+        if after.short == before.short:  # e.g. one layer out of a per-layer recipe: the run's name for it does not change
             said_after["short"] = f"{after.short}, {decision.to_words}"
         t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to, decision.layers),
                                          to=said_after, rule=decision.rule,

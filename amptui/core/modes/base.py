@@ -76,6 +76,10 @@ class PrecisionMode(ABC):
     # not call them a mistake, core/hygiene.py)
     master_copy = True
     probe: NumericsProbe | None = None  # what it measures per layer on sampled steps (None: headroom only)
+    planned = False  # `amptui plan` weighs its variants per linear (the plan probe measures each one)
+    # the CUDA compute capability its GEMMs need in hardware (below it, and on a CPU, they are emulated:
+    # numerics real, speed not); None: it runs wherever its dtype does
+    gemm_capability: tuple[int, int] | None = None
 
     # --- the names `ab`, `tune` and `plan` take ------------------------------------------------------
 
@@ -163,7 +167,7 @@ class PrecisionMode(ABC):
         """In words (without " + GradScaler")."""
 
     def scope_word(self, p: Precision) -> str:
-        """Its name as one layer of a mixed run says it ("bf16 + 2 float8 rowwise layers")."""
+        """Its name as one layer of a mixed run says it ("bf16 + 2 <this word> layers")."""
         return self.short(p)
 
     def record(self, p: Precision) -> dict[str, Any]:

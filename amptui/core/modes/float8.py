@@ -112,6 +112,8 @@ class Float8(PrecisionMode):
     toggle = "amp.float8"
     extra = "fp8"
     probe = Sqnr()
+    planned = True
+    gemm_capability = (8, 9)  # Ada, Hopper, Blackwell (MXFP8's 10.0: trainer/modes/float8.py NATIVE_CAPABILITY)
 
     def variants(self) -> list[str]:
         return list(RECIPES.values())
