@@ -8,10 +8,9 @@ scales the loss. The loss is what `scaler.scale()` receives, or without a scaler
 (gradient accumulation's loss / ACC sums to the true loss). The start record waits for the first
 step, so its precision is what the loop really did. Epochs are the passes of the training
 DataLoader that feed steps (none without one); no-grad work between steps that is not part of
-each step is evaluation, kept out of the step clock (loopshape.py). With `numerics.every`
-set, the script's (first) model gets the Recorder's range sampler from the second step on, in the
-dtype its loop computes in. Nothing here reads a device tensor outside the Recorder's one read per
-`log.every` steps.
+each step is evaluation, kept out of the step clock (loopshape.py). With `numerics.every` set, the
+script's (first) model gets the Recorder's range sampler from the second step on, in the dtype its loop
+computes in. Nothing here reads a device tensor outside the Recorder's one read per `log.every` steps.
 """
 
 from __future__ import annotations
@@ -165,7 +164,7 @@ class ScriptSession:
         recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
                        epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
                        parameters=sum(p.numel() for p in optimizer_params(steps.optimizers)) or None,
-                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code,
+                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code, precision=precision,
                        interleaved=True if self.turns is not None else None)
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
@@ -201,7 +200,8 @@ class ScriptSession:
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
             recorder.sample_numerics(self.models[0], *self.sampling)
         if first and self.models:  # precision hygiene likewise (on unless numerics.hygiene_every = 0)
-            recorder.check_hygiene(hygiene.for_script(self.models, steps.optimizers, self.config(), bool(self.seen.entered)))
+            recorder.check_hygiene(hygiene.for_script(self.models, steps.optimizers, self.config(), bool(self.seen.entered),
+                                                      recorder.precision))
         if first and self.plan_every and self.models:  # `amptui plan --script`: likewise
             recorder.sample_plan(self.models[0], self.plan_every)
         loop.steps_in_epoch += 1
