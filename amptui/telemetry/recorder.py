@@ -67,6 +67,7 @@ class Recorder:
         self.meter: StepMeter | None = None
         self.sampler = DeviceSampler()
         self.alarms: ScaleAlarms | None = None
+        self.precision: Precision | None = None  # the loop's, once per process: given to (or computed by) `start`
         self.numerics: RangeSampler | None = None      # per-layer range samples ([numerics] every > 0)
         self.headroom_alarms: HeadroomAlarms | None = None
         self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
@@ -191,7 +192,9 @@ class Recorder:
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
         if self.alarms is not None and fields.get("source") in OWN_LOOP_SOURCES:
             self.alarms.own_loop = True  # their advice names the loop's code: a script has no preset keys
-        record = start_record(config, self.device or torch.device("cpu"), self.world_size, self.last_scale, **fields)
+        device = self.device or torch.device("cpu")
+        self.precision = fields.pop("precision", None) or Precision.from_config(config, device.type)
+        record = start_record(config, device, self.world_size, self.last_scale, self.precision, **fields)
         self.write(record)
         return record.fields()
 
