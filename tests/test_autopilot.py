@@ -257,3 +257,63 @@ def test_a_monitored_loop_gets_the_advice_and_nothing_changes(runs_dir, tmp_path
     assert len(said) == 1 and said[0].startswith("autopilot: would switch fp16+scaler -> bf16 at step "), said
     assert "torch.autocast(..., dtype=torch.bfloat16), no GradScaler" in said[0]
     assert not [r for r in records if r["kind"] == "precision_switch"] and scaler.is_enabled()
+
+
+def test_a_switch_record_names_the_layers_it_changed_on_each_side_and_old_records_still_read():
+    """precision_switch `from`/`to` hold `layers` (PRODUCT: "from and to (precision, layers)"): each module the
+    switch changed with its precision on that side, {"*": short} for the whole model. A record written before
+    `layers` existed (only `keys`) is read from its keys."""
+    from amptui.core.autopilot import layer_precisions, switch_layers, switch_line
+    from amptui.core.config.precision import Precision
+
+    fp8 = values.build_config({"amp": {"dtype": "bfloat16", "float8": "tensorwise", "float8_skip": ["head"]}})
+    after = fp8.with_overrides({"amp.float8_skip": ["head", "outlier"]})
+    bf16 = Precision(True, "bfloat16", False)
+    assert layer_precisions(bf16, fp8.flat(), ("outlier",)) == {"outlier": "fp8 tensorwise"}
+    assert layer_precisions(bf16, after.flat(), ("outlier",)) == {"outlier": "bf16"}
+    widened = values.build_config({"amp": {"dtype": "float16", "layers": {"blocks.*.proj": "fp32"}}})
+    assert layer_precisions(Precision(True, "float16", True), widened.flat(), ("blocks.3.proj", "inp")) == \
+        {"blocks.3.proj": "fp32", "inp": "fp16"}
+    assert layer_precisions(Precision(True, "float16", True), widened.flat(), ()) == {"*": "fp16+scaler"}
+
+    new = {**switch_record(6, "fp8", "fp8, outlier out of float8"), "rule": "float8_sqnr", "why": "low SQNR"}
+    new["from"]["layers"], new["to"]["layers"] = {"outlier": "fp8 tensorwise"}, {"outlier": "bf16"}
+    assert switch_line(new) == ("autopilot: switched fp8 -> fp8, outlier out of float8 at step 6: low SQNR "
+                                "(rule float8_sqnr) [outlier fp8 tensorwise -> bf16]")
+    old = switch_record(1, "fp16+scaler", "fp16+scaler + 1 fp32 layer")  # keys only: widen_overflow's
+    old["from"]["keys"], old["to"]["keys"] = {"amp.layers": {}}, {"amp.layers": {"blocks.3.mlp.proj": "fp32"}}
+    assert switch_layers(old) == ({"blocks.3.mlp.proj": "?"}, {"blocks.3.mlp.proj": "fp32"})
+    collapse = switch_record(35, "fp16+scaler", "bf16")
+    assert switch_layers(collapse) == ({"*": "fp16+scaler"}, {"*": "bf16"}) and "[" not in switch_line(collapse)
+
+
+def test_promotion_on_this_devices_measured_roof_gains_at_64_wide_where_its_float8_is_fast(tmp_path, monkeypatch):
+    """promote_for = "here": the run's device's roofline from its measured bfloat16 and float8 matmul rates
+    (the peak cache `amptui doctor` fills; pinned here as a device whose float8 GEMM is 4x its bfloat16 one).
+    On plan-lab's 64-wide samples it promotes hidden.0 and hidden.1 and keeps outlier, inp and head; a device
+    whose float8 is no faster promotes nothing."""
+    import torch
+    from support.machine import cpu_rates_here
+
+    from amptui.machine.roof import measured_roof
+
+    assert autopilot.of(values.build_config({"amp": {"autopilot": {"promote_for": "here"}}}).amp).promote_for == "here"
+    samples = [json.loads(line) for line in (FIXTURES / "autopilot" / "plan-lab-64-plan-samples.jsonl").open()]
+    settings = autopilot.Autopilot(mode="act", promote_after=6, promote_for="here")
+    for float8, promoted in ((0.8, {"hidden.0": "fp8", "hidden.1": "fp8"}), (0.2, None)):
+        cpu_rates_here(tmp_path / str(float8), monkeypatch, bfloat16=0.2, float8=float8)
+        roof, why = measured_roof(torch.device("cpu"))
+        assert why is None and roof is not None and roof.measured and roof.peak_tflops == {"bf16": 0.2, "fp8": float8}
+        pilot = Pilot(settings, narrow_scaled=False, layers={}, roof=roof)
+        for sample in samples:
+            pilot.observe_plan(sample)
+        decision = pilot.observe({"step": 6, "scale": None, "skipped": 0})
+        assert (decision.to["amp.layers"] if decision else None) == promoted
+        if decision is not None:
+            assert set(decision.evidence["kept"]) == {"inp", "outlier", "head"} and decision.layers == ("hidden.0", "hidden.1")
+    done = Pilot(settings, narrow_scaled=False, layers={}, roof=roof, fired_before=("promote",))
+    done.observe_plan(samples[0])
+    assert done.observe({"step": 6, "scale": None, "skipped": 0}) is None  # once a run
+    nowhere = Pilot(settings, narrow_scaled=False, layers={}, roof_why="no float8 GEMM measured on cpu")
+    nowhere.observe_plan(samples[0])
+    assert nowhere.observe({"step": 6, "scale": None, "skipped": 0}) is None and "no float8 GEMM" in nowhere.held_back

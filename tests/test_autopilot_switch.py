@@ -51,6 +51,7 @@ def test_a_collapsing_float16_run_switches_to_bf16_exactly_as_a_hand_resume(bf16
     assert switch["to"]["short"] == "bf16" and switch["to"]["keys"] == {"amp.dtype": "bfloat16",
                                                                          "amp.grad_scaler": False}
     assert switch["evidence"]["scale_history"][-1][0] == at and 0 < at < 50
+    assert (switch["from"]["layers"], switch["to"]["layers"]) == ({"*": "fp16+scaler"}, {"*": "bf16"})
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
     after = [r for r in records if r["kind"] == "step" and r["step"] > at]
     assert after and all(r["scale"] is None and r["skipped"] == 0 for r in after)  # the scaler is gone
@@ -138,6 +139,7 @@ def test_plan_labs_outlier_layer_leaves_float8_after_its_alarms_and_the_others_s
     (switch,) = [r for r in records if r["kind"] == "precision_switch"]
     at = switch["step"]
     assert switch["rule"] == "float8_sqnr" and switch["to"]["keys"] == {"amp.float8_skip": ["outlier"]}
+    assert (switch["from"]["layers"], switch["to"]["layers"]) == ({"outlier": "fp8 tensorwise"}, {"outlier": "bf16"})
     assert [s[0] for s in switch["evidence"]["samples"]] == [2, 4, 6] and at == 6
     sampled = [{f["name"] for f in r.get("float8") or []} for r in records if r["kind"] == "numerics"]
     assert sampled[0] == {"hidden.0", "hidden.1", "outlier"} and sampled[-1] == {"hidden.0", "hidden.1"}
@@ -164,6 +166,8 @@ def test_a_forced_float16_overflow_in_one_module_is_widened_and_the_run_complete
     (switch,) = [r for r in records if r["kind"] == "precision_switch"]
     assert switch["rule"] == "widen_overflow" and switch["evidence"]["cause"]["cause"] == "precision_overflow"
     assert switch["to"]["keys"] == {"amp.layers": {"blocks.3.mlp.proj": "fp32"}}
+    assert (switch["from"]["layers"], switch["to"]["layers"]) == ({"blocks.3.mlp.proj": "fp16"},
+                                                                  {"blocks.3.mlp.proj": "fp32"})
     after = [r for r in records if r["kind"] == "step" and r["step"] > switch["step"]]
     assert after and all(r["skipped"] == 0 and r["loss"] is not None for r in after)
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
@@ -180,3 +184,31 @@ def test_a_float8_runs_tail_trains_in_high_precision(runs_dir):
     sampled = [(r["step"], bool(r.get("float8"))) for r in records if r["kind"] == "numerics"]
     assert all(has for step, has in sampled if step <= 8) and not any(has for step, has in sampled if step > 8)
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+
+
+PLAN_LAB_BF16 = ("--set", "model.width=64", "--set", "data.batch_size=64", "--set", "data.train_samples=1280",
+                 "--set", "amp.dtype=bfloat16", "--set", "numerics.plan_every=2", "--set", "run.max_steps=12")
+
+
+def test_a_promotion_run_converts_the_safe_layers_after_the_warm_up_and_not_the_outlier(tmp_path, monkeypatch, runs_dir):
+    """plan-lab 64 wide in bfloat16, its plan probe on every 2nd step, promote_after = 6 on this device's own
+    roofline (promote_for = "here": its measured matmul rates). At 64 wide no GPU's datasheet roofline gains
+    from float8, so the test pins this CPU's rates as a machine whose float8 GEMM is 4x its bfloat16 one (the
+    same cache `amptui doctor` fills; rule scale_collapse's tests pin bfloat16 fast the same way). At the
+    step-6 record the linears measured safe (hidden.0 and hidden.1, >= 20 dB; the first and last ones where
+    they pass the 25 dB edge floor) move to float8 at a checkpoint; outlier (its inputs rounded away,
+    11-13 dB) stays bf16; the model rebuilt at the switch runs them in float8, and the run completes."""
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.2, float8=0.8)
+    amptui("run", "plan-lab", *PLAN_LAB_BF16, "--set",
+           "amp.autopilot={mode=\"act\",rules=[\"promote\"],promote_after=6,promote_for=\"here\"}", check=True)
+    records = events(only_run(runs_dir))
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    assert switch["rule"] == "promote" and switch["step"] == 6, switch
+    promoted = switch["to"]["keys"]["amp.layers"]
+    assert {"hidden.0", "hidden.1"} <= set(promoted) and "outlier" not in promoted, promoted
+    assert set(promoted.values()) <= {"fp8", "fp8-rowwise", "mxfp8"} and switch["to"]["layers"] == promoted
+    assert switch["from"]["layers"] == dict.fromkeys(promoted, "bf16")
+    assert f"+ {len(promoted)} float8" in switch["to"]["precision"], switch["to"]  # what the rebuilt model converted
+    assert "SQNR floor" in switch["evidence"]["kept"]["outlier"] and switch["evidence"]["for"].startswith("this cpu")
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+    assert [r["step"] for r in records if r["kind"] == "step"] == [2, 4, 6, 8, 10, 12]

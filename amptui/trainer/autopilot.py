@@ -63,6 +63,7 @@ class Autopilot:
         self.trainer = trainer
         self.settings = settings_of.of(trainer.cfg.amp)
         self.pending: rules.Decision | None = None
+        self.fired: list[str] = []  # the rules this run's switches fired (promote fires once a run)
         self.pilot = self._pilot()
 
     @classmethod
@@ -78,7 +79,7 @@ class Autopilot:
         t = self.trainer
         widened = len(set(t.cfg.amp.layers) - set(t.base_cfg.amp.layers))  # by earlier widen_overflow switches
         return Rules.of(t.cfg.amp, t.state.precision, t.state.device, trainer=True, widened=widened,
-                        total_steps=t.state.total_steps) or \
+                        total_steps=t.state.total_steps, fired_before=tuple(self.fired)) or \
             Rules(self.settings, t.state.precision, t.state.device)
 
     # a Sink of the Recorder (telemetry/sinks.py): the records besides step records (numerics samples)
@@ -143,19 +144,24 @@ class Autopilot:
         attach_state(t.recorder, t.cfg, t.state)
         t.recorder.last_scale = None
         after = t.state.precision
-        said_after = _said(after, decision.to, decision.to)
+        said_after = _said(after, t.cfg.flat(), decision.to, decision.layers)
         if after.short == before.short:  # e.g. one layer out of a per-layer recipe: the run's name for it does not change
             said_after["short"] = f"{after.short}, {decision.to_words}"
-        t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to),
+        t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to, decision.layers),
                                          to=said_after, rule=decision.rule,
                                          why=decision.why, evidence=decision.evidence, checkpoint=str(kept)))
         t.log(decision.done(before.short, t.progress.step))
         notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
+        self.fired.append(decision.rule)
         self.pilot = self._pilot()
 
 
-def _said(precision: Precision, values: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
-    return {"precision": precision.words, "short": precision.short, "keys": {k: values.get(k) for k in keys}}
+def _said(precision: Precision, values: Mapping[str, Any], keys: Mapping[str, Any], layers: tuple[str, ...]
+          ) -> dict[str, Any]:
+    """A precision_switch side: its precision in words and short, the modules the switch changes with their
+    precision on this side (`layers`; {"*": short}: the whole model), and the preset keys it set."""
+    return {"precision": precision.words, "short": precision.short,
+            "layers": rules.layer_precisions(precision, values, layers), "keys": {k: values.get(k) for k in keys}}
 
 
 def keep_checkpoint(run_dir: Path, step: int) -> Path:

@@ -27,6 +27,7 @@ from amptui.core.planning.roofline import roof_for
 
 KEY = "amp.autopilot"
 MODES = ("off", "advise", "act")
+HERE = "here"  # promote_for: the run's own device, from its measured matmul rates (machine/roof.py)
 RULES = ("scale_collapse", "float8_sqnr", "widen_overflow", "float8_tail", "promote")  # the rules built so far (issue 54 names five; docs/autopilot.md)
 
 
@@ -52,7 +53,8 @@ class Autopilot:
     # float8_tail: a float8 run's last share of steps in high precision (0 = off: the share is the run's to choose)
     tail_share: float = 0.0
     # promote: after this many steps (0 = off) the linears `amptui plan`'s rules find safe and gaining on `promote_for`'s
-    # roofline, from the run's own plan samples ([numerics] plan_every), move to that float8 recipe ([amp.layers])
+    # roofline ("here": the run's device, its measured matmul rates), from the run's own plan samples
+    # ([numerics] plan_every), move to that float8 recipe ([amp.layers]); once a run
     promote_after: int = 0
     promote_for: str = "H100"
 
@@ -77,7 +79,8 @@ _DOCS = {
     "widen_limit": "widen_overflow: at most this many modules widened to float32 in a run",
     "tail_share": "float8_tail: the last share (0-1) of a float8 run's steps in high precision (0 = off)",
     "promote_after": "promote: after this many steps (0 = off), the linears plan's rules find safe and gaining go float8",
-    "promote_for": "promote: the GPU whose roofline predicts the gain (as `amptui plan --for`)",
+    "promote_for": "promote: the GPU whose roofline predicts the gain (as `amptui plan --for`), or \"here\": the "
+                   "run's device from its measured bfloat16 and float8 matmul rates",
 }
 
 
@@ -113,6 +116,8 @@ def _checked(name: str, value: Any, default: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
         return value
     if name == "promote_for":
+        if value == HERE:
+            return value
         try:
             roof_for(str(value)) if isinstance(value, str) else None
         except ConfigError as exc:

@@ -227,13 +227,13 @@ class PlanSample(Record):
 @dataclass
 class PrecisionSwitch(Record):
     """The autopilot changed the run's precision at a checkpoint (core/autopilot.py): written as
-    `from` and `to` ({precision: words, short, keys}), the rule, why, its evidence and the checkpoint
+    `from` and `to` ({precision: words, short, layers, keys}), the rule, why, its evidence and the checkpoint
     the run resumed from with the new precision."""
 
     KIND: ClassVar[str] = "precision_switch"
 
     step: int
-    source: dict                    # written as "from": {"precision": words, "short": ..., "keys": {...}}
+    source: dict                    # written as "from": {"precision": words, "short": ..., "layers": {...}, "keys": {...}}
     to: dict
     rule: str
     why: str

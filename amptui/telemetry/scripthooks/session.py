@@ -24,7 +24,6 @@ from typing import Any
 import torch
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.modefacts import SCALER_UNNEEDED, SLOW_ON_CPU, RunFacts
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
 from amptui.core.run import runs
@@ -170,26 +169,14 @@ class ScriptSession:
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
-        if recorder.scaler_enabled and any(note.code == SCALER_UNNEEDED for note in  # the mode's rule, the hooks' words
-                                           precision.mode.warnings(precision, RunFacts(script=True))):
-            self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
-        if recorder.device is not None and recorder.device.type == "cpu" and precision.autocast:
-            self._slow_on_cpu(precision)
+        for code, message in mistakes.precision_mistakes(precision, recorder.scaler_enabled,
+                                                         recorder.device.type if recorder.device else None):
+            self.warn(code, message)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
         recorder.sinks += autopilot.advisors(cfg.amp, precision, recorder.device, self.warn)  # advice only: its loop
-
-    def _slow_on_cpu(self, precision: Precision) -> None:
-        """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
-        with this CPU's measured rates where doctor cached them), in a script's words."""
-        from amptui.machine.dtype_speed import slow_dtypes
-
-        facts = RunFacts(device="cpu", script=True, slow=slow_dtypes("cpu"))
-        for note in precision.mode.warnings(precision, facts):
-            if note.code == SLOW_ON_CPU:
-                self.warn("slow_on_cpu", note.text.replace("(amp.autocast=false)", "(the loop without autocast)"))
 
     def finish_step(self) -> None:
         steps, loop = self.steps, self.loop
