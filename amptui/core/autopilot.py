@@ -126,6 +126,14 @@ class Float8Sqnr:
         return None
 
 
+def kept_out(amp_cfg: Any) -> list[str] | None:
+    """What rule float8_sqnr starts from in amptui's trainer: a float8 run's linears kept in high
+    precision (amp.float8_skip); None when the run converts none by its own keys (the rule is off)."""
+    if getattr(amp_cfg, "float8", "off") == "off":
+        return None
+    return list(getattr(amp_cfg, "float8_skip", []))
+
+
 class Pilot:
     """The rules of one run, fed its records in order; each rule decides at most once (a switch builds a new Pilot)."""
 

@@ -39,11 +39,10 @@ class Autopilot:
     def of(cls, amp_cfg: Any, precision: Precision, device: torch.device | None,
            trainer: bool = False, widened: int = 0, total_steps: int | None = None,
            fired_before: tuple[str, ...] = ()) -> Autopilot | None:
-        """None when [amp.autopilot] is off. `trainer`: amptui's own trainer, whose float8 conversion
-        (amp.float8) and [amp.layers] the rules may change; `widened`: modules earlier switches widened."""
+        """None when [amp.autopilot] is off. `trainer`: amptui's own trainer, whose conversions and
+        [amp.layers] the rules may change; `widened`: modules earlier switches widened."""
         settings = settings_of.of(amp_cfg)
-        float8 = trainer and getattr(amp_cfg, "float8", "off") != "off"
-        skip = list(getattr(amp_cfg, "float8_skip", [])) if float8 else None
+        skip = rules.kept_out(amp_cfg) if trainer else None
         layers = dict(getattr(amp_cfg, "layers", {})) if trainer else None
         return cls(settings, precision, device or torch.device("cpu"), skip, layers, widened,
                    total_steps, fired_before) if settings.on else None
