@@ -233,3 +233,19 @@ def test_an_overflow_without_a_grad_scaler_rewinds_widens_the_module_and_complet
     assert [r["step"] for r in after] == [1, 2, 3, 4, 5, 6] and all(r["loss"] is not None for r in after)
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
     assert "nonfinite_step" not in records[-1]
+
+
+def test_a_float8_runs_tail_starts_at_the_lrs_decay_onset(runs_dir):
+    """cosine with a 5-step warm-up, tail_on_decay: the first step record whose lr is under an earlier one's
+    switches float8 off at a checkpoint (the warm-up's rise is not decay); the run completes without float8."""
+    amptui("run", "plan-lab", *PLAN_LAB_FP8, "--set", "sched.name=cosine", "--set", "sched.warmup_epochs=0.25",
+           "--set", "amp.autopilot={mode=\"act\",tail_on_decay=true}", check=True)
+    records = events(only_run(runs_dir))
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    lrs = [(r["step"], r["lr"]) for r in records if r["kind"] == "step" and r["step"] <= switch["step"]]
+    onset = next(step for n, (step, lr) in enumerate(lrs) if n and lr < max(x for _, x in lrs[:n]))
+    assert switch["rule"] == "float8_tail" and switch["step"] == onset and 6 <= onset < 16, lrs
+    assert switch["evidence"]["tail_on_decay"] and switch["to"]["keys"] == {"amp.float8": "off"}
+    sampled = [(r["step"], bool(r.get("float8"))) for r in records if r["kind"] == "numerics"]
+    assert not any(has for step, has in sampled if step > onset)
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
