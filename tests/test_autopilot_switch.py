@@ -6,6 +6,7 @@ is), so nothing depends on this CPU's bfloat16 speed: the model is 64 wide and r
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -249,3 +250,24 @@ def test_a_float8_runs_tail_starts_at_the_lrs_decay_onset(runs_dir):
     sampled = [(r["step"], bool(r.get("float8"))) for r in records if r["kind"] == "numerics"]
     assert not any(has for step, has in sampled if step > onset)
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+
+
+def test_under_torchrun_every_rank_switches_at_the_same_step_to_the_same_precision(bf16_fast, runs_dir):
+    """autopilot-lab on 2 DDP ranks (gloo): rank 0 decides on its records and broadcasts the decision at the
+    step record, so both ranks checkpoint, rebuild and restore at the same step into the same precision; both
+    train on in bfloat16 without a GradScaler (the same reduced losses) and the run completes."""
+    amptui("run", "autopilot-lab", *SHORT, "--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2", check=True)
+    run = only_run(runs_dir)
+    ranks = [events(run), [json.loads(line) for line in (run / "events.rank1.jsonl").read_text().splitlines()]]
+    switches = [[r for r in records if r["kind"] == "precision_switch"] for records in ranks]
+    assert [len(s) for s in switches] == [1, 1], switches
+    (zero,), (one,) = switches
+    assert zero["step"] == one["step"] and zero["to"] == one["to"] and zero["rule"] == one["rule"] == "scale_collapse"
+    at = zero["step"]
+    assert zero["to"]["keys"] == {"amp.dtype": "bfloat16", "amp.grad_scaler": False} and 0 < at < 50
+    after = [[(r["step"], r["loss"], r["scale"]) for r in records if r["kind"] == "step" and r["step"] > at]
+             for records in ranks]
+    assert after[0] == after[1] and len(after[0]) == 50 - at and all(scale is None for _, _, scale in after[0])
+    assert all(records[-1]["kind"] == "end" and records[-1]["status"] == "completed" for records in ranks)
+    assert (run / "checkpoints" / f"switch-step{at}.pt").is_file()
+    assert f"fp16+scaler -> bf16 at step {at}" in amptui("runs", check=True).stdout

@@ -13,6 +13,9 @@ start when there is none) is restored as a resume would, the steps up to N-1 are
 before step N the triage replays it on the weights it had; a module it finds overflowing is widened at a
 checkpoint of step N-1 like any switch (at most `retry_limit` rewinds a run).
 
+Under torchrun rank 0's rules decide: `sync` (after each step record, on every rank) broadcasts its decision,
+so every rank switches at the same step; rank 0 writes the checkpoint and every rank restores it.
+
 `advise` writes what `act` would do as a warning and changes nothing. The keys a switch set are kept in
 every later checkpoint (`autopilot`), so `amptui resume` continues in the new precision.
 """
@@ -68,7 +71,9 @@ class Autopilot:
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
         self.settings = settings_of.of(trainer.cfg.amp)
-        self.pending: rules.Decision | None = None
+        self.pending: rules.Decision | None = None   # the switch every rank makes at the next chance
+        self.proposed: rules.Decision | None = None  # under torchrun: this rank's decision, until sync makes it rank 0's
+        self.switching = False
         self.fired: list[str] = []  # the rules this run's switches fired (promote fires once a run)
         self.rewind_for: int | None = None  # widen_overflow without a GradScaler: the non-finite step to rewind for
         self.triage_at: int | None = None   # ... and, once rewound, the step to triage before training it
@@ -77,7 +82,7 @@ class Autopilot:
 
     @classmethod
     def of(cls, trainer: Trainer) -> Autopilot | None:
-        on = settings_of.of(trainer.cfg.amp).on and not trainer.dist.enabled  # one process: see docs/autopilot.md
+        on = settings_of.of(trainer.cfg.amp).on  # under torchrun: rank 0 decides for every rank (sync)
         if not on:
             return None
         pilot = cls(trainer)
@@ -135,9 +140,23 @@ class Autopilot:
         if decision is None:
             return
         if self.settings.acts:
-            self.pending = decision
+            self.proposed = decision
+            if not self.trainer.dist.enabled:
+                self.pending, self.proposed = decision, None
         else:
             self.trainer.warn(decision.advice(self.trainer.state.precision.short), code=CODE)
+
+    def sync(self) -> None:
+        """After each step record, on every rank (the loop calls it at the same records everywhere): under
+        torchrun rank 0's decision, made on its own records, becomes every rank's pending switch, so all switch
+        at the same step to the same precision (one broadcast a record; nothing in one process)."""
+        t = self.trainer
+        if not t.dist.enabled or self.switching:
+            return
+        decided = t.dist.from_rank0(self.proposed if t.dist.rank == 0 else None)
+        self.proposed = None
+        if isinstance(decided, rules.Decision) and self.pending is None:
+            self.pending = decided
 
     def due(self) -> bool:
         return self.pending is not None or self.rewind_for is not None
@@ -198,14 +217,20 @@ class Autopilot:
         before, before_values, kept_keys = t.state.precision, t.cfg.flat(), dict(t.switched)
         t.switched.update(decision.to)  # in the checkpoint: a resume from it, or a later one, goes on switched
         t.checkpointed_step = -1        # written even where this step's checkpoint is (it lacks the keys)
-        t.save_checkpoint()
+        self.switching = True           # its step record is not a decision point
+        try:
+            t.save_checkpoint()
+        finally:
+            self.switching = False
+        t.dist.barrier()                # rank 0 wrote it: every rank reads the same checkpoint below
         written = info.read_info(RunFolder(t.run_dir).checkpoints)
         if written is None or written.get("step") != t.progress.step:  # e.g. a non-finite loss without a scaler
             t.switched = kept_keys
             t.warn(f"{decision.advice(before.short)}; not switched: no checkpoint of step {t.progress.step} to switch "
                    "at (the last one is older)", code=CODE)
             return
-        kept = keep_checkpoint(t.run_dir, t.progress.step)
+        kept = keep_checkpoint(t.run_dir, t.progress.step) if t.dist.rank == 0 else \
+            RunFolder(t.run_dir).checkpoints / f"switch-step{t.progress.step}.pt"
         t.cfg = t.base_cfg.with_overrides(t.switched, source="autopilot")
         t.state = build_state(t.cfg, t.dist, t.state.device, t.log)
         restore(t.run_dir, t.base_cfg, t.state, t.progress, lambda *a, **k: None)  # said by the record instead
@@ -218,8 +243,9 @@ class Autopilot:
         t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to, decision.layers),
                                          to=said_after, rule=decision.rule,
                                          why=decision.why, evidence=decision.evidence, checkpoint=str(kept)))
-        t.log(decision.done(before.short, t.progress.step))
-        notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
+        if t.dist.rank == 0:
+            t.log(decision.done(before.short, t.progress.step))
+            notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
         self.fired.append(decision.rule)
         self.pilot = self._pilot()
 

@@ -253,6 +253,8 @@ class Trainer:
         if self.state.skips is not None:
             self.apply_skips(self.state.skips.settle())
         self.recorder.write_step()  # an autopilot (a sink of the Recorder) reads the record
+        if self.autopilot is not None:
+            self.autopilot.sync()  # under torchrun: rank 0's decision, every rank's
         if self.replay is not None:
             self.replay.window_done()
         step = self.recorder.trouble_step
