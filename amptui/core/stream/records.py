@@ -2,7 +2,7 @@
 
 Every writer (amptui's trainer and `amptui.Monitor` through the telemetry Recorder, the torchrun
 supervisor for a failed run's `end`) builds these and writes them with `EventWriter.write`;
-readers validate what they read against the same classes (`field_types`) and name fields through
+readers validate what they read against the same classes (fieldtypes.py) and name fields through
 `names(...)`: `STEP.skipped_total` is the string "skipped_total", and a typo is an AttributeError.
 
 A new step-record field is one line in `Step` plus where its value is measured (the Recorder).
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
-import typing
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Mapping
 
@@ -351,41 +350,6 @@ START, STEP, SCALER, EPOCH = names(Start), names(Step), names(Scaler), names(Epo
 MEM, CHECKPOINT, WARNING, END = names(Mem), names(Checkpoint), names(WarningRecord), names(End)
 NUMERICS = names(Numerics)
 STEP_FIELDS = tuple(f.name for f in fields(Step) if f.name != "extra")
-
-_JSON_TYPES: dict[Any, tuple[type, ...]] = {int: (int, float), float: (int, float), str: (str,), dict: (dict,),
-                                             list: (list,), bool: (bool,)}
-
-
-def _json_types(annotation: Any) -> tuple[type, ...] | None:
-    """The exact JSON value types an annotation allows (None: anything)."""
-    parts = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, type(int | None)) \
-        else (annotation,)
-    found: list[type] = []
-    for part in parts:
-        if part is type(None):
-            continue
-        json = _JSON_TYPES.get(typing.get_origin(part) or part)
-        if json is None:
-            return None
-        found += [t for t in json if t not in found]
-    return tuple(found)
-
-
-def field_types() -> dict[str, dict[str, tuple[type, ...]]]:
-    """{kind: {field name: the JSON types its value may have (besides null)}}: each kind's own
-    fields plus the common ones (a user's extra numbers in an epoch record are not checked
-    against another kind's field of the same name)."""
-    out: dict[str, dict[str, tuple[type, ...]]] = {}
-    for cls in KINDS:
-        own = dict(COMMON_FIELDS)
-        for name, annotation in typing.get_type_hints(cls).items():
-            types = _json_types(annotation)
-            if name == "extra" or types is None or name in ("KIND", "OPTIONAL", "STATUSES"):
-                continue
-            own[name] = types
-        out[cls.KIND] = own
-    return out
-
 
 # what code that reads fields by name (`.get`) takes: a record object or a line's dict
 Readable = Record | Mapping[str, Any]
