@@ -317,3 +317,22 @@ def test_promotion_on_this_devices_measured_roof_gains_at_64_wide_where_its_floa
     nowhere = Pilot(settings, narrow_scaled=False, layers={}, roof_why="no float8 GEMM measured on cpu")
     nowhere.observe_plan(samples[0])
     assert nowhere.observe({"step": 6, "scale": None, "skipped": 0}) is None and "no float8 GEMM" in nowhere.held_back
+
+
+def test_a_float8_tail_can_start_at_the_lrs_decay_onset():
+    """tail_on_decay: the first step record whose lr is under the highest an earlier one showed (a warm-up's
+    rise is not decay; a plateau's first drop is) moves the float8 linears to high precision, before tail_share."""
+    lrs = [0.1, 0.5, 1.0, 1.0, 1.0, 0.5, 0.25, 0.25, 0.25, 0.25]
+    records = [{"step": 10 * (n + 1), "lr": lr, "scale": None, "skipped": 0} for n, lr in enumerate(lrs)]
+    settings = autopilot.Autopilot(mode="act", tail_share=0.1, tail_on_decay=True)
+    decision = fed(Pilot(settings, narrow_scaled=False, float8_skip=[], total_steps=100), records)
+    assert decision is not None and (decision.rule, decision.step, decision.to) == ("float8_tail", 60, {"amp.float8": "off"})
+    assert decision.why.startswith("the lr began to decay by step 60 (0.5, under its peak 1)")
+    assert decision.evidence["peak_lr"] == 1.0
+    off = fed(Pilot(autopilot.Autopilot(mode="act", tail_share=0.1), narrow_scaled=False, float8_skip=[],
+                    total_steps=100), records)
+    assert off is not None and off.step == 90 and "tail_on_decay" not in off.evidence  # tail_share alone
+    assert fed(Pilot(autopilot.Autopilot(mode="act", tail_on_decay=True, rules=("scale_collapse",)),
+                     narrow_scaled=False, float8_skip=[], total_steps=100), records) is None  # rule not listed
+    with pytest.raises(ConfigError, match="amp.autopilot.tail_on_decay must be true or false"):
+        values.build_config({"amp": {"autopilot": {"tail_on_decay": "yes"}}})

@@ -212,3 +212,40 @@ def test_a_promotion_run_converts_the_safe_layers_after_the_warm_up_and_not_the_
     assert "SQNR floor" in switch["evidence"]["kept"]["outlier"] and switch["evidence"]["for"].startswith("this cpu")
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
     assert [r["step"] for r in records if r["kind"] == "step"] == [2, 4, 6, 8, 10, 12]
+
+
+def test_an_overflow_without_a_grad_scaler_rewinds_widens_the_module_and_completes(runs_dir):
+    """numerics-lab in float16 without a GradScaler: step 1's forward overflows in blocks.3.mlp.proj and, not
+    skipped, leaves NaN weights (the triage then finds them non-finite in float32 too). Rule widen_overflow
+    rewinds to the run's start (no checkpoint yet), replays step 1 on the weights it had, finds the module
+    (precision_overflow), widens it at a checkpoint of step 0, and the run trains on finite and completes."""
+    amptui("run", "numerics-lab", "--set", "run.max_steps=6", "--set", "amp.grad_scaler=false",
+           "--set", "amp.autopilot={mode=\"act\"}", check=True)
+    records = events(only_run(runs_dir))
+    said = [r["message"] for r in records if r["kind"] == "warning" and r.get("code") == "autopilot"]
+    assert len(said) == 1 and "rewound from step 1 to step 0 (the start)" in said[0] and "rewind 1 of 2" in said[0]
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    assert switch["rule"] == "widen_overflow" and switch["step"] == 0
+    assert switch["evidence"]["cause"]["cause"] == "precision_overflow"
+    assert (switch["from"]["layers"], switch["to"]["layers"]) == ({"blocks.3.mlp.proj": "fp16"},
+                                                                  {"blocks.3.mlp.proj": "fp32"})
+    after = [r for r in records[records.index(switch):] if r["kind"] == "step"]
+    assert [r["step"] for r in after] == [1, 2, 3, 4, 5, 6] and all(r["loss"] is not None for r in after)
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+    assert "nonfinite_step" not in records[-1]
+
+
+def test_a_float8_runs_tail_starts_at_the_lrs_decay_onset(runs_dir):
+    """cosine with a 5-step warm-up, tail_on_decay: the first step record whose lr is under an earlier one's
+    switches float8 off at a checkpoint (the warm-up's rise is not decay); the run completes without float8."""
+    amptui("run", "plan-lab", *PLAN_LAB_FP8, "--set", "sched.name=cosine", "--set", "sched.warmup_epochs=0.25",
+           "--set", "amp.autopilot={mode=\"act\",tail_on_decay=true}", check=True)
+    records = events(only_run(runs_dir))
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    lrs = [(r["step"], r["lr"]) for r in records if r["kind"] == "step" and r["step"] <= switch["step"]]
+    onset = next(step for n, (step, lr) in enumerate(lrs) if n and lr < max(x for _, x in lrs[:n]))
+    assert switch["rule"] == "float8_tail" and switch["step"] == onset and 6 <= onset < 16, lrs
+    assert switch["evidence"]["tail_on_decay"] and switch["to"]["keys"] == {"amp.float8": "off"}
+    sampled = [(r["step"], bool(r.get("float8"))) for r in records if r["kind"] == "numerics"]
+    assert not any(has for step, has in sampled if step > onset)
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"

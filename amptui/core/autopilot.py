@@ -19,6 +19,7 @@ from amptui.core.fmt import fmt_scale
 from amptui.core.run.runstate import segments
 
 HISTORY = 32  # the (step, scale, skipped) records a decision keeps as its evidence
+DECAY_TOLERANCE = 1e-6  # float8_tail's decay onset: an lr this much (relative) under its peak (not its rounding)
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ class Pilot:
         self.layers = dict(layers) if layers is not None else None
         self.widened = widened
         self.total_steps = total_steps  # float8_tail: the run's steps (amptui's trainer knows them)
+        self.peak_lr: float | None = None  # float8_tail with tail_on_decay: the highest lr the step records showed
         self.plan_samples: list[Mapping[str, Any]] = []  # promote: the run's plan_sample records so far
         # promote_for = "here": the run's device's measured roof (built where torch is), or why there is none
         self.roof, self.roof_why = roof, roof_why
@@ -209,14 +211,28 @@ class Pilot:
 
     def _tail(self, record: Mapping[str, Any]) -> Decision | None:
         """Rule 4: a float8 run's linears back to high precision (amp.float8 = "off") for the last
-        `tail_share` of its steps (0: off), from the first step record past that point."""
-        step, share, total = record.get("step"), self.settings.tail_share, self.total_steps
-        if not share or not total or self.float8_skip is None or self._fired("float8_tail") or \
-                not isinstance(step, int) or step < total * (1 - share):
+        `tail_share` of its steps (0: off), from the first step record past that point; with `tail_on_decay`,
+        from the lr's decay onset if that comes first: the first step record whose lr is under the highest
+        an earlier record showed (the end of a constant phase, a plateau's first drop, cosine's warm-up end)."""
+        step, share, total, lr = record.get("step"), self.settings.tail_share, self.total_steps, record.get("lr")
+        if self.float8_skip is None or "float8_tail" not in self.settings.rules or self._fired("float8_tail") or \
+                not isinstance(step, int):
             return None
-        decision = Decision("float8_tail", step, {"amp.float8": "off"}, "float8 off",
-                            f"the last {share:.0%} of the run's {total} steps (from step {step}) in high precision",
-                            {"tail_share": share, "total_steps": total})
+        peak, decaying = self.peak_lr, False
+        if self.settings.tail_on_decay and isinstance(lr, (int, float)) and not isinstance(lr, bool):
+            decaying = peak is not None and lr < peak * (1 - DECAY_TOLERANCE)
+            self.peak_lr = lr if peak is None else max(peak, lr)
+        if decaying and peak is not None and isinstance(lr, (int, float)):
+            decision = Decision("float8_tail", step, {"amp.float8": "off"}, "float8 off",
+                                f"the lr began to decay by step {step} ({lr:.3g}, under its peak {peak:.3g}): the rest "
+                                "of the run in high precision", {"tail_on_decay": True, "lr": lr, "peak_lr": peak,
+                                                                 "total_steps": total})
+        elif share and total and step >= total * (1 - share):
+            decision = Decision("float8_tail", step, {"amp.float8": "off"}, "float8 off",
+                                f"the last {share:.0%} of the run's {total} steps (from step {step}) in high precision",
+                                {"tail_share": share, "total_steps": total})
+        else:
+            return None
         self.decided.append(decision)
         return decision
 

@@ -7,6 +7,12 @@ resume from that checkpoint with the new precision set by hand would continue:
     (resume.restore): the same model, optimizer, lr schedule, RNG and data position; the GradScaler's
     state is dropped when leaving float16 (a disabled scaler loads nothing).
 
+Rule widen_overflow on a run without a GradScaler: a non-finite step N was not skipped, so its weights may
+hold NaN and no checkpoint of it can be written. The run rewinds instead: the last checkpoint (the run's
+start when there is none) is restored as a resume would, the steps up to N-1 are trained again, and
+before step N the triage replays it on the weights it had; a module it finds overflowing is widened at a
+checkpoint of step N-1 like any switch (at most `retry_limit` rewinds a run).
+
 `advise` writes what `act` would do as a warning and changes nothing. The keys a switch set are kept in
 every later checkpoint (`autopilot`), so `amptui resume` continues in the new precision.
 """
@@ -64,6 +70,9 @@ class Autopilot:
         self.settings = settings_of.of(trainer.cfg.amp)
         self.pending: rules.Decision | None = None
         self.fired: list[str] = []  # the rules this run's switches fired (promote fires once a run)
+        self.rewind_for: int | None = None  # widen_overflow without a GradScaler: the non-finite step to rewind for
+        self.triage_at: int | None = None   # ... and, once rewound, the step to triage before training it
+        self.rewinds = 0
         self.pilot = self._pilot()
 
     @classmethod
@@ -106,6 +115,21 @@ class Autopilot:
         if said:
             self.trainer.warn(said, code=CODE)
         self._decided(decision)
+        self._unskipped(record)
+
+    def _unskipped(self, record: Step) -> None:
+        """A non-finite step no GradScaler skipped: rewind for it (rule widen_overflow, `act`, see the module doc)."""
+        t, bad = self.trainer, self.trainer.recorder.nonfinite_step
+        if bad is None or t.state.skips is not None or self.pending is not None or self.rewind_for is not None or \
+                not self.settings.acts or "widen_overflow" not in self.settings.rules or t.triage is None:
+            return
+        if self.rewinds >= self.settings.retry_limit:
+            if self.rewinds == self.settings.retry_limit:
+                self.rewinds += 1  # said once
+                t.warn(f"autopilot: step {bad} is not finite and the run rewound {self.settings.retry_limit} times "
+                       "already (retry_limit): not rewinding", code=CODE)
+            return
+        self.rewind_for = bad
 
     def _decided(self, decision: rules.Decision | None) -> None:
         if decision is None:
@@ -116,7 +140,49 @@ class Autopilot:
             self.trainer.warn(decision.advice(self.trainer.state.precision.short), code=CODE)
 
     def due(self) -> bool:
-        return self.pending is not None
+        return self.pending is not None or self.rewind_for is not None
+
+    def before_step(self) -> bool:
+        """Before each optimizer step: on a rewound run, step N is triaged on the weights it had (a module it
+        finds overflowing makes rule widen_overflow's switch due: True)."""
+        t = self.trainer
+        if self.triage_at is None or t.progress.step + 1 != self.triage_at or t.triage is None:
+            return False
+        step, self.triage_at = self.triage_at, None
+        with t.recorder.paused("replay"):
+            found = t.triage.find(step)
+        if found is None:
+            t.warn(f"autopilot: step {step} replayed finite after the rewind: nothing to widen", code=CODE)
+        else:  # the warning reaches the rules (note): a precision_overflow makes the switch pending
+            t.warn(f"{found['text']}: {found['advice']}", code="nonfinite_cause", cause=found)
+        return self.due()
+
+    def rewind(self) -> None:
+        """Restore the last checkpoint (or the run's start) to triage step `rewind_for` on its weights (module doc)."""
+        from amptui.trainer.recording import attach_state
+        from amptui.trainer.resume import Progress, restore
+        from amptui.trainer.state import build_state
+        from amptui.trainer.triage import Triage
+
+        t, bad = self.trainer, self.rewind_for
+        assert bad is not None
+        self.rewind_for, self.rewinds = None, self.rewinds + 1
+        at = t.progress.step
+        t.state = build_state(t.cfg, t.dist, t.state.device, t.log)  # seeded: the run's start, as a fresh one
+        if RunFolder(t.run_dir).checkpoints.joinpath(CHECKPOINT_FILE).is_file():
+            restore(t.run_dir, t.base_cfg, t.state, t.progress, lambda *a, **k: None)
+        else:
+            for key, value in vars(Progress()).items():  # in place: the Recorder counts on the same object
+                setattr(t.progress, key, value)
+        attach_state(t.recorder, t.cfg, t.state)
+        t.recorder.last_loss = t.recorder.nonfinite_step = None  # the steps trained again are the run's record
+        t.recorder.last_scale = None
+        t.triage, t.checkpointed_step = Triage(t.state, t.cfg.amp.accumulate), -1
+        self.triage_at = bad
+        t.warn(f"autopilot: step {bad}'s loss is not finite and no GradScaler skipped it (its weights may hold NaN): "
+               f"rewound from step {at} to step {t.progress.step} ({'the last checkpoint' if t.progress.step else 'the start'}"
+               f"), to replay step {bad} on the weights it had (rewind {self.rewinds} of {self.settings.retry_limit})",
+               code=CODE)
 
     def switch(self) -> None:
         """Switch to the pending decision's precision at a checkpoint of this step (see the module doc)."""
@@ -124,8 +190,10 @@ class Autopilot:
         from amptui.trainer.resume import restore
         from amptui.trainer.state import build_state
 
+        if self.pending is None:
+            self.rewind()
+            return
         t, decision = self.trainer, self.pending
-        assert decision is not None
         self.pending = None
         before, before_values, kept_keys = t.state.precision, t.cfg.flat(), dict(t.switched)
         t.switched.update(decision.to)  # in the checkpoint: a resume from it, or a later one, goes on switched

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from amptui.trainer.dist import Dist
     from amptui.trainer.resume import Progress
     from amptui.trainer.state import TrainingState
+    from amptui.trainer.triage import Triage
 
 
 class Trainer(Protocol):
@@ -27,9 +28,10 @@ class Trainer(Protocol):
     progress: Progress
     switched: dict[str, Any]   # the keys the switches set (checkpointed)
     checkpointed_step: int
+    triage: Triage | None      # one process: the first non-finite step's cause (a rewind makes a new one)
 
     def save_checkpoint(self) -> None: ...
 
-    def warn(self, message: str, code: str = ...) -> None: ...
+    def warn(self, message: str, code: str = ..., cause: dict | None = ...) -> None: ...
 
     def log(self, line: str) -> None: ...

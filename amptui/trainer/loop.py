@@ -150,6 +150,8 @@ class Trainer:
             batches = self.recorder.timed(s.train_data.batches(p.epoch, start=p.batch_in_epoch))
             # Consume whole optimizer steps; leftover micro-batches at the end of an epoch are dropped.
             for _ in range(s.steps_per_epoch - p.batch_in_epoch // cfg.amp.accumulate):
+                if self.autopilot is not None and self.autopilot.before_step():
+                    break  # a rewound run's bad step, triaged on its weights: the switch comes first
                 self.train_step(batches)
                 if p.step % cfg.log.every == 0 or p.step == s.total_steps:
                     self.write_step_record()
