@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.cli import one_clear_line
 from support.dashboard import async_test, settled
+from support.paths import FIXTURES
 from support.records import events
 from textual.app import App
 
@@ -19,7 +20,6 @@ from amptui.core.config import autopilot, values
 from amptui.core.errors import ConfigError
 from amptui.dashboard.widgets.plot import Figure, Line, MetricPlot
 
-FIXTURES = Path(__file__).parent / "fixtures"
 SCALER_LAB = FIXTURES / "runs" / "20261121-231557-scaler-lab-058d"   # float16 from init_scale 2**32: healthy
 NUMERICS_LAB = next((FIXTURES / "numerics").iterdir())               # float16 whose forward overflows every step
 
