@@ -205,7 +205,7 @@ class Monitor:
             # log.tensorboard (config= or the run's config.toml): the trainer's TensorBoard sink
             self.recorder.sinks += mirror_sinks(self.config, self.run_dir, self.rank)
         shown = {"config_shown": script_sections(self.config)} if self.config.run.script else {}
-        self.recorder.start(config=self.config, **self._start_fields, **shown)
+        self.recorder.start(config=self.config, precision=precision, **self._start_fields, **shown)
         if self.config.numerics.trace_nonfinite:  # asked for, and would otherwise be dropped unsaid
             self.recorder.warn("numerics.trace_nonfinite: the Monitor does not replay a skipped step (re-running a "
                                "batch needs amptui's trainer); numerics.every = N names the first non-finite module "

@@ -121,7 +121,9 @@ def hand_loop_ms(model: Model, variant: str, device: str) -> float:
     cnn = cfg.model.name in CNNS
     if dev.type == "cuda" and cnn:
         net = net.to(memory_format=torch.channels_last)
-    if precision.float8 != "off":  # the trainer's conversion: the same linears convert
+    from amptui.core.modes.float8 import recipe_of
+
+    if recipe_of(precision) != "off":  # the trainer's conversion: the same linears convert
         from amptui.trainer.modes import float8
 
         float8.convert(net, precision, cfg, dev)

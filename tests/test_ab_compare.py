@@ -124,6 +124,10 @@ def test_compare_warns_when_runs_differ_in_more_than_precision(cli, runs_dir):
                config='[run]\nname = "scaler-lab"\n[model]\nwidth = 8\n')
     same = cli("compare", "fp32", "bf16", check=True)
     assert "warning" not in same.stdout + same.stderr, "an A/B differs in precision only"
+    canned_run(runs_dir, "piloted", 10.0, 64, 2**29, 0.9, preset="quickstart", precision="autocast bfloat16",
+               config=quick + '[amp]\ndtype = "bfloat16"\n[amp.autopilot]\nmode = "act"\n')
+    piloted = cli("compare", "fp32", "piloted", check=True)
+    assert "warning" not in piloted.stdout + piloted.stderr, "the autopilot is a precision policy, not another experiment"
     assert "2.00x" in same.stdout
     bigger = cli("compare", "fp32", "big", check=True).stdout
     assert "warning: these runs differ in more than precision: data.batch_size (64 / 256)" in bigger

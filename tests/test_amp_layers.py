@@ -137,6 +137,22 @@ def test_an_fp32_layer_computes_in_float32_inside_a_bf16_run():
     assert seen == {"head": torch.float32, "blocks.0.mlp.fc": torch.bfloat16, "blocks.1.mlp.fc": torch.float16}
 
 
+def test_the_rules_are_applied_in_one_place_that_autocast_and_fsdp_both_take():
+    """`LayerScope.decisions`: the modules that compute in a dtype of their own, each with it; the
+    per-module autocast wraps exactly those, FSDP shards exactly those that hold parameters (deepest
+    first, for fully_shard's bottom-up order) with that dtype as their policy's."""
+    from amptui.trainer.fsdp import _ruled_modules
+
+    model = _gpt()
+    scope = LayerScope.of(model, Precision.from_config(_cfg({"head": "fp32", "blocks.1.mlp": "fp16",
+                                                              "blocks.1.mlp.fc": "fp16", "blocks.0": "bf16"}), "cpu"))
+    said = [(d.name, d.dtype) for d in scope.decisions(model)]
+    assert said == [("blocks.1.mlp", "float16"), ("head", "float32")]  # blocks.0 and blocks.1.mlp.fc: as their parent
+    assert apply_autocast(model, scope, CPU) == [name for name, _ in said]
+    assert [(m, d) for m, d in _ruled_modules(model, scope)] == \
+        [(model.get_submodule(name), dtype) for name, dtype in said]
+
+
 def test_a_float8_run_keeps_the_linears_a_rule_takes_out_and_mixes_recipes():
     model, _, done, mix = _built({"blocks.0.mlp.fc": "bf16", "blocks.1.mlp.fc": "mxfp8"}, float8="rowwise")
     assert done.kept["blocks.0.mlp.fc"] == "amp.layers: bf16"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.cli import one_clear_line
 from support.dashboard import async_test, settled
+from support.paths import FIXTURES
 from support.records import events
 from textual.app import App
 
@@ -19,7 +20,6 @@ from amptui.core.config import autopilot, values
 from amptui.core.errors import ConfigError
 from amptui.dashboard.widgets.plot import Figure, Line, MetricPlot
 
-FIXTURES = Path(__file__).parent / "fixtures"
 SCALER_LAB = FIXTURES / "runs" / "20261121-231557-scaler-lab-058d"   # float16 from init_scale 2**32: healthy
 NUMERICS_LAB = next((FIXTURES / "numerics").iterdir())               # float16 whose forward overflows every step
 
@@ -257,3 +257,113 @@ def test_a_monitored_loop_gets_the_advice_and_nothing_changes(runs_dir, tmp_path
     assert len(said) == 1 and said[0].startswith("autopilot: would switch fp16+scaler -> bf16 at step "), said
     assert "torch.autocast(..., dtype=torch.bfloat16), no GradScaler" in said[0]
     assert not [r for r in records if r["kind"] == "precision_switch"] and scaler.is_enabled()
+
+
+def test_a_switch_record_names_the_layers_it_changed_on_each_side_and_old_records_still_read():
+    """precision_switch `from`/`to` hold `layers` (PRODUCT: "from and to (precision, layers)"): each module the
+    switch changed with its precision on that side, {"*": short} for the whole model. A record written before
+    `layers` existed (only `keys`) is read from its keys."""
+    from amptui.core.autopilot import layer_precisions, switch_layers, switch_line
+    from amptui.core.config.precision import Precision
+
+    fp8 = values.build_config({"amp": {"dtype": "bfloat16", "float8": "tensorwise", "float8_skip": ["head"]}})
+    after = fp8.with_overrides({"amp.float8_skip": ["head", "outlier"]})
+    bf16 = Precision(True, "bfloat16", False)
+    assert layer_precisions(bf16, fp8.flat(), ("outlier",)) == {"outlier": "fp8 tensorwise"}
+    assert layer_precisions(bf16, after.flat(), ("outlier",)) == {"outlier": "bf16"}
+    widened = values.build_config({"amp": {"dtype": "float16", "layers": {"blocks.*.proj": "fp32"}}})
+    assert layer_precisions(Precision(True, "float16", True), widened.flat(), ("blocks.3.proj", "inp")) == \
+        {"blocks.3.proj": "fp32", "inp": "fp16"}
+    assert layer_precisions(Precision(True, "float16", True), widened.flat(), ()) == {"*": "fp16+scaler"}
+
+    new = {**switch_record(6, "fp8", "fp8, outlier out of float8"), "rule": "float8_sqnr", "why": "low SQNR"}
+    new["from"]["layers"], new["to"]["layers"] = {"outlier": "fp8 tensorwise"}, {"outlier": "bf16"}
+    assert switch_line(new) == ("autopilot: switched fp8 -> fp8, outlier out of float8 at step 6: low SQNR "
+                                "(rule float8_sqnr) [outlier fp8 tensorwise -> bf16]")
+    old = switch_record(1, "fp16+scaler", "fp16+scaler + 1 fp32 layer")  # keys only: widen_overflow's
+    old["from"]["keys"], old["to"]["keys"] = {"amp.layers": {}}, {"amp.layers": {"blocks.3.mlp.proj": "fp32"}}
+    assert switch_layers(old) == ({"blocks.3.mlp.proj": "?"}, {"blocks.3.mlp.proj": "fp32"})
+    collapse = switch_record(35, "fp16+scaler", "bf16")
+    assert switch_layers(collapse) == ({"*": "fp16+scaler"}, {"*": "bf16"}) and "[" not in switch_line(collapse)
+
+
+def test_promotion_on_this_devices_measured_roof_gains_at_64_wide_where_its_float8_is_fast(tmp_path, monkeypatch):
+    """promote_for = "here": the run's device's roofline from its measured bfloat16 and float8 matmul rates
+    (the peak cache `amptui doctor` fills; pinned here as a device whose float8 GEMM is 4x its bfloat16 one).
+    On plan-lab's 64-wide samples it promotes hidden.0 and hidden.1 and keeps outlier, inp and head; a device
+    whose float8 is no faster promotes nothing."""
+    import torch
+    from support.machine import cpu_rates_here
+
+    from amptui.machine.roof import measured_roof
+
+    assert autopilot.of(values.build_config({"amp": {"autopilot": {"promote_for": "here"}}}).amp).promote_for == "here"
+    samples = [json.loads(line) for line in (FIXTURES / "autopilot" / "plan-lab-64-plan-samples.jsonl").open()]
+    settings = autopilot.Autopilot(mode="act", promote_after=6, promote_for="here")
+    for float8, promoted in ((0.8, {"hidden.0": "fp8", "hidden.1": "fp8"}), (0.2, None)):
+        cpu_rates_here(tmp_path / str(float8), monkeypatch, bfloat16=0.2, float8=float8)
+        roof, why = measured_roof(torch.device("cpu"))
+        assert why is None and roof is not None and roof.measured and roof.peak_tflops == {"bf16": 0.2, "fp8": float8}
+        pilot = Pilot(settings, narrow_scaled=False, layers={}, roof=roof)
+        for sample in samples:
+            pilot.observe_plan(sample)
+        decision = pilot.observe({"step": 6, "scale": None, "skipped": 0})
+        assert (decision.to["amp.layers"] if decision else None) == promoted
+        if decision is not None:
+            assert set(decision.evidence["kept"]) == {"inp", "outlier", "head"} and decision.layers == ("hidden.0", "hidden.1")
+    done = Pilot(settings, narrow_scaled=False, layers={}, roof=roof, fired_before=("promote",))
+    done.observe_plan(samples[0])
+    assert done.observe({"step": 6, "scale": None, "skipped": 0}) is None  # once a run
+    nowhere = Pilot(settings, narrow_scaled=False, layers={}, roof_why="no float8 GEMM measured on cpu")
+    nowhere.observe_plan(samples[0])
+    assert nowhere.observe({"step": 6, "scale": None, "skipped": 0}) is None and "no float8 GEMM" in nowhere.held_back
+
+
+def test_a_float8_tail_can_start_at_the_lrs_decay_onset():
+    """tail_on_decay: the first step record whose lr is under the highest an earlier one showed (a warm-up's
+    rise is not decay; a plateau's first drop is) moves the float8 linears to high precision, before tail_share."""
+    lrs = [0.1, 0.5, 1.0, 1.0, 1.0, 0.5, 0.25, 0.25, 0.25, 0.25]
+    records = [{"step": 10 * (n + 1), "lr": lr, "scale": None, "skipped": 0} for n, lr in enumerate(lrs)]
+    settings = autopilot.Autopilot(mode="act", tail_share=0.1, tail_on_decay=True)
+    decision = fed(Pilot(settings, narrow_scaled=False, float8_skip=[], total_steps=100), records)
+    assert decision is not None and (decision.rule, decision.step, decision.to) == ("float8_tail", 60, {"amp.float8": "off"})
+    assert decision.why.startswith("the lr began to decay by step 60 (0.5, under its peak 1)")
+    assert decision.evidence["peak_lr"] == 1.0
+    off = fed(Pilot(autopilot.Autopilot(mode="act", tail_share=0.1), narrow_scaled=False, float8_skip=[],
+                    total_steps=100), records)
+    assert off is not None and off.step == 90 and "tail_on_decay" not in off.evidence  # tail_share alone
+    assert fed(Pilot(autopilot.Autopilot(mode="act", tail_on_decay=True, rules=("scale_collapse",)),
+                     narrow_scaled=False, float8_skip=[], total_steps=100), records) is None  # rule not listed
+    with pytest.raises(ConfigError, match="amp.autopilot.tail_on_decay must be true or false"):
+        values.build_config({"amp": {"autopilot": {"tail_on_decay": "yes"}}})
+
+
+def test_a_resumed_run_goes_on_counting_the_rules_fired_and_the_rewinds(runs_dir):
+    """What the autopilot counts a run is in each checkpoint (`autopilot_state`): after a promotion, `amptui
+    resume` does not promote again (once a run), and the rewinds made count toward retry_limit. In process, a
+    tiny quickstart run: a promote decision (no layer changed) is switched at step 4 through the trainer's own
+    switch, then the run is resumed from that checkpoint as `amptui resume` does."""
+    from amptui.core import autopilot as rules
+    from amptui.core.config import presets
+    from amptui.jobs import launch
+    from amptui.trainer.loop import Trainer
+
+    tiny = {"run.device": "cpu", "run.reuse_host_memory": False, "model.width": 8, "data.img_size": 16,
+            "data.batch_size": 16, "data.val_samples": 0, "data.num_workers": 0, "log.every": 4, "run.epochs": 1,
+            "log.checkpoint_every": 0, "data.train_samples": 128,
+            "amp.autopilot": {"mode": "act", "rules": ["promote"], "promote_after": 2}}
+    run_dir, _ = launch.create_run(presets.find_preset("quickstart"), tiny, runs_dir)
+    first = Trainer(run_dir, resume=False)
+    first.setup()
+    assert first.autopilot is not None
+    first.autopilot.rewinds = 1
+    first.autopilot.pending = rules.Decision("promote", 0, {"amp.layers": {}}, "0 layers to float8", "test")
+    first.autopilot.switch()
+    first.finish("stopped")
+    assert [r["rule"] for r in events(run_dir) if r["kind"] == "precision_switch"] == ["promote"]
+    resumed = Trainer(run_dir, resume=True)
+    resumed.setup()
+    assert resumed.autopilot is not None
+    assert resumed.autopilot.fired == ["promote"] and resumed.autopilot.rewinds == 1
+    assert not resumed.autopilot.pilot.pilot._promoting()  # once a run, across the resume
+    resumed.finish("stopped")

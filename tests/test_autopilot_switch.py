@@ -6,14 +6,15 @@ is), so nothing depends on this CPU's bfloat16 speed: the model is 64 wide and r
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from support.cli import amptui
 from support.machine import cpu_rates_here
+from support.paths import SCRIPTS
 from support.records import events, only_run
 from support.waits import wait_until
 from support.webstub import recording
@@ -23,7 +24,6 @@ from amptui.core.config import values
 pytestmark = pytest.mark.slow
 
 SHORT = ("--set", "run.max_steps=50")
-SCRIPTS = Path(__file__).parent / "scripts"
 
 
 @pytest.fixture
@@ -51,6 +51,7 @@ def test_a_collapsing_float16_run_switches_to_bf16_exactly_as_a_hand_resume(bf16
     assert switch["to"]["short"] == "bf16" and switch["to"]["keys"] == {"amp.dtype": "bfloat16",
                                                                          "amp.grad_scaler": False}
     assert switch["evidence"]["scale_history"][-1][0] == at and 0 < at < 50
+    assert (switch["from"]["layers"], switch["to"]["layers"]) == ({"*": "fp16+scaler"}, {"*": "bf16"})
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
     after = [r for r in records if r["kind"] == "step" and r["step"] > at]
     assert after and all(r["scale"] is None and r["skipped"] == 0 for r in after)  # the scaler is gone
@@ -138,6 +139,7 @@ def test_plan_labs_outlier_layer_leaves_float8_after_its_alarms_and_the_others_s
     (switch,) = [r for r in records if r["kind"] == "precision_switch"]
     at = switch["step"]
     assert switch["rule"] == "float8_sqnr" and switch["to"]["keys"] == {"amp.float8_skip": ["outlier"]}
+    assert (switch["from"]["layers"], switch["to"]["layers"]) == ({"outlier": "fp8 tensorwise"}, {"outlier": "bf16"})
     assert [s[0] for s in switch["evidence"]["samples"]] == [2, 4, 6] and at == 6
     sampled = [{f["name"] for f in r.get("float8") or []} for r in records if r["kind"] == "numerics"]
     assert sampled[0] == {"hidden.0", "hidden.1", "outlier"} and sampled[-1] == {"hidden.0", "hidden.1"}
@@ -164,6 +166,8 @@ def test_a_forced_float16_overflow_in_one_module_is_widened_and_the_run_complete
     (switch,) = [r for r in records if r["kind"] == "precision_switch"]
     assert switch["rule"] == "widen_overflow" and switch["evidence"]["cause"]["cause"] == "precision_overflow"
     assert switch["to"]["keys"] == {"amp.layers": {"blocks.3.mlp.proj": "fp32"}}
+    assert (switch["from"]["layers"], switch["to"]["layers"]) == ({"blocks.3.mlp.proj": "fp16"},
+                                                                  {"blocks.3.mlp.proj": "fp32"})
     after = [r for r in records if r["kind"] == "step" and r["step"] > switch["step"]]
     assert after and all(r["skipped"] == 0 and r["loss"] is not None for r in after)
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
@@ -180,3 +184,89 @@ def test_a_float8_runs_tail_trains_in_high_precision(runs_dir):
     sampled = [(r["step"], bool(r.get("float8"))) for r in records if r["kind"] == "numerics"]
     assert all(has for step, has in sampled if step <= 8) and not any(has for step, has in sampled if step > 8)
     assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+
+
+PLAN_LAB_BF16 = ("--set", "model.width=64", "--set", "data.batch_size=64", "--set", "data.train_samples=1280",
+                 "--set", "amp.dtype=bfloat16", "--set", "numerics.plan_every=2", "--set", "run.max_steps=12")
+
+
+def test_a_promotion_run_converts_the_safe_layers_after_the_warm_up_and_not_the_outlier(tmp_path, monkeypatch, runs_dir):
+    """plan-lab 64 wide in bfloat16, its plan probe on every 2nd step, promote_after = 6 on this device's own
+    roofline (promote_for = "here": its measured matmul rates). At 64 wide no GPU's datasheet roofline gains
+    from float8, so the test pins this CPU's rates as a machine whose float8 GEMM is 4x its bfloat16 one (the
+    same cache `amptui doctor` fills; rule scale_collapse's tests pin bfloat16 fast the same way). At the
+    step-6 record the linears measured safe (hidden.0 and hidden.1, >= 20 dB; the first and last ones where
+    they pass the 25 dB edge floor) move to float8 at a checkpoint; outlier (its inputs rounded away,
+    11-13 dB) stays bf16; the model rebuilt at the switch runs them in float8, and the run completes."""
+    cpu_rates_here(tmp_path, monkeypatch, bfloat16=0.2, float8=0.8)
+    amptui("run", "plan-lab", *PLAN_LAB_BF16, "--set",
+           "amp.autopilot={mode=\"act\",rules=[\"promote\"],promote_after=6,promote_for=\"here\"}", check=True)
+    records = events(only_run(runs_dir))
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    assert switch["rule"] == "promote" and switch["step"] == 6, switch
+    promoted = switch["to"]["keys"]["amp.layers"]
+    assert {"hidden.0", "hidden.1"} <= set(promoted) and "outlier" not in promoted, promoted
+    assert set(promoted.values()) <= {"fp8", "fp8-rowwise", "mxfp8"} and switch["to"]["layers"] == promoted
+    assert switch["from"]["layers"] == dict.fromkeys(promoted, "bf16")
+    assert f"+ {len(promoted)} float8" in switch["to"]["precision"], switch["to"]  # what the rebuilt model converted
+    assert "SQNR floor" in switch["evidence"]["kept"]["outlier"] and switch["evidence"]["for"].startswith("this cpu")
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+    assert [r["step"] for r in records if r["kind"] == "step"] == [2, 4, 6, 8, 10, 12]
+
+
+def test_an_overflow_without_a_grad_scaler_rewinds_widens_the_module_and_completes(runs_dir):
+    """numerics-lab in float16 without a GradScaler: step 1's forward overflows in blocks.3.mlp.proj and, not
+    skipped, leaves NaN weights (the triage then finds them non-finite in float32 too). Rule widen_overflow
+    rewinds to the run's start (no checkpoint yet), replays step 1 on the weights it had, finds the module
+    (precision_overflow), widens it at a checkpoint of step 0, and the run trains on finite and completes."""
+    amptui("run", "numerics-lab", "--set", "run.max_steps=6", "--set", "amp.grad_scaler=false",
+           "--set", "amp.autopilot={mode=\"act\"}", check=True)
+    records = events(only_run(runs_dir))
+    said = [r["message"] for r in records if r["kind"] == "warning" and r.get("code") == "autopilot"]
+    assert len(said) == 1 and "rewound from step 1 to step 0 (the start)" in said[0] and "rewind 1 of 2" in said[0]
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    assert switch["rule"] == "widen_overflow" and switch["step"] == 0
+    assert switch["evidence"]["cause"]["cause"] == "precision_overflow"
+    assert (switch["from"]["layers"], switch["to"]["layers"]) == ({"blocks.3.mlp.proj": "fp16"},
+                                                                  {"blocks.3.mlp.proj": "fp32"})
+    after = [r for r in records[records.index(switch):] if r["kind"] == "step"]
+    assert [r["step"] for r in after] == [1, 2, 3, 4, 5, 6] and all(r["loss"] is not None for r in after)
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+    assert "nonfinite_step" not in records[-1]
+
+
+def test_a_float8_runs_tail_starts_at_the_lrs_decay_onset(runs_dir):
+    """cosine with a 5-step warm-up, tail_on_decay: the first step record whose lr is under an earlier one's
+    switches float8 off at a checkpoint (the warm-up's rise is not decay); the run completes without float8."""
+    amptui("run", "plan-lab", *PLAN_LAB_FP8, "--set", "sched.name=cosine", "--set", "sched.warmup_epochs=0.25",
+           "--set", "amp.autopilot={mode=\"act\",tail_on_decay=true}", check=True)
+    records = events(only_run(runs_dir))
+    (switch,) = [r for r in records if r["kind"] == "precision_switch"]
+    lrs = [(r["step"], r["lr"]) for r in records if r["kind"] == "step" and r["step"] <= switch["step"]]
+    onset = next(step for n, (step, lr) in enumerate(lrs) if n and lr < max(x for _, x in lrs[:n]))
+    assert switch["rule"] == "float8_tail" and switch["step"] == onset and 6 <= onset < 16, lrs
+    assert switch["evidence"]["tail_on_decay"] and switch["to"]["keys"] == {"amp.float8": "off"}
+    sampled = [(r["step"], bool(r.get("float8"))) for r in records if r["kind"] == "numerics"]
+    assert not any(has for step, has in sampled if step > onset)
+    assert records[-1]["kind"] == "end" and records[-1]["status"] == "completed"
+
+
+def test_under_torchrun_every_rank_switches_at_the_same_step_to_the_same_precision(bf16_fast, runs_dir):
+    """autopilot-lab on 2 DDP ranks (gloo): rank 0 decides on its records and broadcasts the decision at the
+    step record, so both ranks checkpoint, rebuild and restore at the same step into the same precision; both
+    train on in bfloat16 without a GradScaler (the same reduced losses) and the run completes."""
+    amptui("run", "autopilot-lab", *SHORT, "--set", "dist.mode=ddp", "--set", "dist.nproc_per_node=2", check=True)
+    run = only_run(runs_dir)
+    ranks = [events(run), [json.loads(line) for line in (run / "events.rank1.jsonl").read_text().splitlines()]]
+    switches = [[r for r in records if r["kind"] == "precision_switch"] for records in ranks]
+    assert [len(s) for s in switches] == [1, 1], switches
+    (zero,), (one,) = switches
+    assert zero["step"] == one["step"] and zero["to"] == one["to"] and zero["rule"] == one["rule"] == "scale_collapse"
+    at = zero["step"]
+    assert zero["to"]["keys"] == {"amp.dtype": "bfloat16", "amp.grad_scaler": False} and 0 < at < 50
+    after = [[(r["step"], r["loss"], r["scale"]) for r in records if r["kind"] == "step" and r["step"] > at]
+             for records in ranks]
+    assert after[0] == after[1] and len(after[0]) == 50 - at and all(scale is None for _, _, scale in after[0])
+    assert all(records[-1]["kind"] == "end" and records[-1]["status"] == "completed" for records in ranks)
+    assert (run / "checkpoints" / f"switch-step{at}.pt").is_file()
+    assert f"fp16+scaler -> bf16 at step {at}" in amptui("runs", check=True).stdout

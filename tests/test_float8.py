@@ -5,6 +5,7 @@ layer; and, in real processes, each recipe training gpt-text with falling loss, 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 
@@ -24,8 +25,8 @@ from amptui.core.modes.float8 import recipe_of
 from amptui.core.numerics import summarize
 from amptui.core.series import Series
 from amptui.telemetry.alarms import HeadroomAlarms
-from amptui.telemetry.float8_numerics import FLOAT8_MAX, add_blocks, block_spread, block_underflow, cast_masks
 from amptui.telemetry.numerics import RangeSampler
+from amptui.telemetry.probes.float8 import FLOAT8_MAX, add_blocks, block_spread, block_underflow, cast_masks
 
 torchao = pytest.importorskip("torchao", reason="amp.float8 needs torchao (pip install 'amptui[fp8]')")
 
@@ -186,7 +187,7 @@ def test_each_converted_linear_gets_its_sqnr_amax_scale_and_underflow(recipe):
     assert (summary.converted, summary.linears) == (7, 9)  # the first linear and the tied head stay
     assert float8.summary_words(summary).startswith(f"float8 {recipe}: 7 of 9 linears (kept in high precision: "
                                                     "blocks.0.attn.qkv (first linear), head (last linear))")
-    layers = {layer["name"]: layer for layer in record.float8}
+    layers = {layer["name"]: layer for layer in record.get("float8")}
     assert list(layers) == list(summary.layers)
     for layer in layers.values():
         assert layer["recipe"] == recipe
@@ -204,7 +205,7 @@ def test_each_converted_linear_gets_its_sqnr_amax_scale_and_underflow(recipe):
                 assert t["underflow"] <= t["underflow_worst_block"] <= 1 and 0 <= t["underflow_block_spread"] <= 1
     assert HeadroomAlarms("bfloat16").observe([record]) == []  # healthy layers: no alarm
     folded = summarize([{"kind": "numerics", **record.fields()}])
-    assert set(folded.float8) == set(layers)
+    assert set(folded.probes["float8"].latest) == set(layers)
 
 
 def test_mxfp8_block_underflow_names_the_worst_block_the_overall_share_hides():
@@ -235,16 +236,16 @@ def test_mxfp8_block_underflow_names_the_worst_block_the_overall_share_hides():
 
 def test_a_layer_whose_float8_values_break_is_named_by_the_alarm_with_advice():
     _, record = _trained_sample("tensorwise", poison="blocks.1.mlp.fc")
-    broken = next(layer for layer in record.float8 if layer["name"] == "blocks.1.mlp.fc")
+    broken = next(layer for layer in record.get("float8") if layer["name"] == "blocks.1.mlp.fc")
     assert broken["sqnr_db"] is None and broken["weight"]["amax"] is None
     alarms = HeadroomAlarms("bfloat16").observe([record])
     said = [a.message for a in alarms if a.code == "float8_sqnr"]
     assert said and said[0].startswith("blocks.1.mlp.fc's float8 tensorwise weight")
     assert 'amp.float8_skip = ["blocks.1.mlp.fc"]' in said[0] and "rowwise" in said[0]
     # a collapsed SQNR (a finite but tiny margin over the rounding error) says so too
-    low = {**record.float8[0], "sqnr_db": 4.2}
-    alarm = HeadroomAlarms("bfloat16").observe([type(record)(**{**record.fields(), "float8": [low],
-                                                                "first_nonfinite": None})])
+    low = {**record.get("float8")[0], "sqnr_db": 4.2}
+    alarm = HeadroomAlarms("bfloat16").observe([dataclasses.replace(record, probes={"float8": [low]},
+                                                                    first_nonfinite=None)])
     assert [a.code for a in alarm] == ["float8_sqnr"] and "4.2 dB" in alarm[0].message
 
 
@@ -311,8 +312,8 @@ def test_under_fsdp_float8_all_gather_sqnr_is_measured_against_the_high_precisio
             float8.precompute_scales(model)  # torchtitan's second flag: the next all-gather's scales
             records += sampler.records([b.flatten().tolist() for b in sampler.riders()])
         for record in records:
-            assert {layer["name"] for layer in record.float8} == set(summary.layers)
-            for layer in record.float8:
+            assert {layer["name"] for layer in record.get("float8")} == set(summary.layers)
+            for layer in record.get("float8"):
                 assert 15 <= layer["sqnr_db"] <= 45, layer
                 assert 0 < layer["weight"]["amax"] < 1, layer  # the float32 weight's, not float8's 448
     finally:

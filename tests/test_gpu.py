@@ -39,6 +39,7 @@ def test_auto_picks_this_machines_default_device_and_dtype(runs_dir):
 
 # --- CUDA ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # the real CLI or an A/B as a process
 @pytest.mark.gpu
 def test_cuda_step_records_carry_allocator_memory(runs_dir):
     amptui("run", "quickstart", "--set", "run.device=cuda", *SHORT, check=True)
@@ -50,6 +51,7 @@ def test_cuda_step_records_carry_allocator_memory(runs_dir):
         assert 0 < mem["allocated"] <= mem["reserved"] and mem["allocated"] <= mem["peak_allocated"]
 
 
+@pytest.mark.slow  # the real CLI or an A/B as a process
 @pytest.mark.gpu
 def test_nvml_samples_in_mem_records(runs_dir):
     # long enough for the sampler's 2 s period to come round
@@ -64,6 +66,7 @@ def test_nvml_samples_in_mem_records(runs_dir):
         assert d["index"] < torch.cuda.device_count()
 
 
+@pytest.mark.slow  # the real CLI or an A/B as a process
 @pytest.mark.gpu
 def test_ddp_over_nccl_one_process_per_gpu(runs_dir):
     n = torch.cuda.device_count()
@@ -95,6 +98,7 @@ def test_cnns_train_channels_last_on_cuda(runs_dir):
     assert convs and all(p.is_cuda and p.is_contiguous(memory_format=torch.channels_last) for p in convs)
 
 
+@pytest.mark.slow  # the real CLI or an A/B as a process
 @pytest.mark.gpu
 def test_doctor_on_cuda_reports_each_gpu():
     info = json.loads(amptui("doctor", "--format", "json", "--no-bench", check=True).stdout)
@@ -108,6 +112,7 @@ def test_doctor_on_cuda_reports_each_gpu():
     assert torch.cuda.get_device_name(0) in text
 
 
+@pytest.mark.slow  # the real CLI or an A/B as a process
 @pytest.mark.gpu
 def test_ab_resnet18_fp16_beats_fp32_at_batch_256(runs_dir):
     """The tutorials' headline on a GPU: ResNet-18 at batch 256, synthetic images (no download)."""
@@ -128,6 +133,7 @@ def test_ab_resnet18_fp16_beats_fp32_at_batch_256(runs_dir):
 FLOAT8_GPU = not torch.cuda.is_available() or torch.cuda.get_device_capability(0) < (8, 9)
 
 
+@pytest.mark.slow  # the real CLI or an A/B as a process
 @pytest.mark.gpu
 @pytest.mark.skipif(FLOAT8_GPU, reason="float8 GEMMs need compute capability 8.9+ (Ada, Hopper, Blackwell)")
 def test_ab_fp8_rowwise_beats_bf16_on_a_large_compiled_mlp(runs_dir):

@@ -245,3 +245,22 @@ def test_amptui_stop_ends_a_script_run_as_stopped(runs_dir):
     end = events(run_dir)[-1]
     assert end["kind"] == "end" and end["status"] == "stopped"
     assert runs.load_run(run_dir).status == "stopped"
+
+
+def test_the_monitor_computes_its_loops_precision_once_for_every_reader(runs_dir, monkeypatch):
+    """One owner per process: the precision the Monitor sees its loop use (at its first step) is
+    computed once and is the one its start record says, its range samples measure to and its hygiene
+    checks (the Recorder's); before, the start record computed it again."""
+    from amptui.core.config.precision import Precision
+
+    model, opt, scaler, _ = tiny_loop(0)
+    with amptui.Monitor("once", scaler=scaler, optimizer=opt, model=model, log_every=2,
+                        config={"amp": {"dtype": "float16"}, "numerics": {"every": 2}}) as mon:
+        real, calls = Precision.from_config.__func__, []  # from here on: what the loop's records read
+        monkeypatch.setattr(Precision, "from_config", classmethod(lambda cls, *a, **k: calls.append(a) or real(cls, *a, **k)))
+        _run(4, model, opt, scaler, torch.randn(8, 16), torch.randn(8, 16), mon, None)()
+    assert len(calls) == 1
+    assert mon.recorder.precision is not None and mon.recorder.precision.short == "fp16+scaler"
+    recs = events(only_run(runs_dir))
+    assert recs[0]["precision"]["short"] == "fp16+scaler"
+    assert {r["dtype"] for r in by_kind(recs, "numerics")} == {"float16"}

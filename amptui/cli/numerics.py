@@ -7,7 +7,15 @@ import json
 from typing import Any
 
 from amptui.cli.parser import runs_dir_option
-from amptui.core.numerics import NumericsSummary, downstream_words, fmt_bits, fmt_value, nonfinite_text, summarize
+from amptui.core.numerics import (
+    NumericsSummary,
+    ProbeSeries,
+    downstream_words,
+    fmt_bits,
+    fmt_value,
+    nonfinite_text,
+    summarize,
+)
 
 
 def add_parser(sub) -> None:
@@ -41,7 +49,7 @@ def as_json(run_id: str, s: NumericsSummary) -> dict[str, Any]:
                        for x in s.layers.values()],
             "narrowest": [{"name": x.name, "bits": _json_bits(x.narrowest)} for x in s.narrowest()],
             "first_nonfinite": s.first_nonfinite,
-            **({"float8": list(s.float8.values())} if s.float8 else {})}
+            **{key: list(series.latest.values()) for key, series in s.probes.items() if series.latest}}
 
 
 def _json_bits(value: float | None) -> float | str | None:
@@ -79,7 +87,8 @@ def as_table(run_id: str, s: NumericsSummary) -> str:
     lines = [f"{run_id}: {len(s.steps)} samples",
              f"range headroom in log2 bits to {s.dtype}'s largest finite value ({s.max_finite:g})"]
     lines += layer_rows(s)
-    lines += float8_rows(s)
+    for series in s.probes.values():
+        lines += probe_rows(series)
     narrow = narrowest_words(s)
     if narrow:
         lines.append("narrowest: " + ", ".join(narrow))
@@ -135,36 +144,18 @@ def layer_rows(s: NumericsSummary) -> list[str]:
     return lines + [INF_LEGEND] if overflowed else lines
 
 
-FLOAT8_LEGEND = ("SQNR: the float8 GEMM's output against the same GEMM in float32, in dB (20-35 is usual; "
-                 "under 10 the layer's output is mostly rounding error); underflow: non-zero values that round to "
-                 "zero in float8, of input / weight / grad-output")
-
-
-def float8_rows(s: NumericsSummary) -> list[str]:
-    """The float8 linears (amp.float8), latest sample: SQNR, the lowest over the run, amax and scale
-    of the input, and the underflow shares; none without float8 linears."""
-    if not s.float8:
+def probe_rows(series: ProbeSeries) -> list[str]:
+    """A mode's probe's table of its latest entries, in the probe's columns (core/modes/); none
+    without entries."""
+    if not series.latest:
         return []
-
-    def share(t: Any) -> str:
-        value = (t or {}).get("underflow")
-        return f"{100 * value:.1f}" if isinstance(value, (int, float)) else "-"
-
-    def figure(value: Any, spec: str) -> str:
-        return format(value, spec) if isinstance(value, (int, float)) else "-"
-
-    recipes = sorted({str(x.get("recipe")) for x in s.float8.values()})
-    header = ("float8 layer", "SQNR dB", "lowest", "in amax", "in scale", "underflow % in/w/go")
-    rows = [(name, figure(x.get("sqnr_db"), ".1f"), figure(x.get("lowest_sqnr_db"), ".1f"),
-             figure((x.get("input") or {}).get("amax"), ".3g"), figure((x.get("input") or {}).get("scale"), ".3g"),
-             "/".join(share(x.get(t)) for t in ("input", "weight", "grad_output")))
-            for name, x in s.float8.items()]
+    title, header, rows, legend = series.probe.table(series.latest)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     widths[0] = max(len(header[0]), min(widths[0], TABLE_WIDTH - sum(widths[1:]) - 2 * (len(widths) - 1)))
-    lines = ["", f"float8 ({', '.join(recipes)}), latest sample:"]
+    lines = ["", title]
     lines += ["  ".join(_cut(c, w).ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
               for row in [header, *rows]]
-    return lines + [FLOAT8_LEGEND]
+    return lines + ([legend] if legend else [])
 
 
 def _cut(name: str, width: int) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amptui.core.planning.plan import FLOAT8, LayerPlan, Plan
+from amptui.core.planning.plan import FAMILY, FLOAT8, LayerPlan, Plan
 
 COLUMNS = ("layer", "FLOPs", "M x K x N", "bf16", "fp16", "fp8", "row", "mx", "gain", "choice")
 WIDTHS = (16, 5, 13, 5, 5, 5, 5, 5, 5, 11)
@@ -50,7 +50,7 @@ def as_text(run_id: str, plan: Plan, where: Any = None) -> str:
     lines += [cells_line(row(layer)) for layer in sorted(plan.layers, key=lambda x: -(x.flops_share or 0))]
     lines.append("")
     lines.append("bf16/fp8/row(wise)/mx(fp8): lowest SQNR in dB against float32 (output, grad input, grad "
-                 "weight); fp16: range headroom in bits to 65,504; gain: the best float8 recipe's predicted "
+                 f"weight); fp16: range headroom in bits to 65,504; gain: the best {FAMILY} recipe's predicted "
                  f"speed-up of the linear's three GEMMs over bf16 on {plan.device.name}")
     lines += [f"{x.name}: {x.reason}" for x in plan.layers]
     lines.append("")
@@ -60,7 +60,7 @@ def as_text(run_id: str, plan: Plan, where: Any = None) -> str:
 
 def summary(plan: Plan, where: Any = None) -> str:
     converted = len(plan.float8_layers)
-    text = f"{converted} of {len(plan.layers)} linears in float8"
+    text = f"{converted} of {len(plan.layers)} linears in {FAMILY}"
     if plan.predicted_speedup is not None and plan.gemm_speedup is not None:
         text += (f"; predicted on {plan.device.name}: the step {plan.predicted_speedup:.2f}x as fast as all-bf16 "
                  f"(the linears' GEMMs {plan.gemm_speedup:.2f}x")
@@ -73,6 +73,6 @@ def summary(plan: Plan, where: Any = None) -> str:
     device = where.get("type") if isinstance(where, dict) else None
     if not getattr(plan.device, "measured", False):
         text += (f". Speed-ups are predictions for the {plan.device.name} from its roofline (no overlap, no "
-                 "launch cost)" + (", numerics measured on this CPU (float8 emulated: the rounding is real)"
+                 "launch cost)" + (f", numerics measured on this CPU ({FAMILY} emulated: the rounding is real)"
                                    if device == "cpu" else "") + ".")
     return text

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from amptui.core.planning.plan import FAMILY
+
 
 def verify(args, preset, plan, saved_name: str, root) -> dict[str, Any]:
     from amptui.cli.run_commands import attach
@@ -41,7 +43,7 @@ def words(result: dict[str, Any]) -> str:
     elif measured is not None:
         text += f"; measured here ({result['device']}) {measured:.2f}x"
         if result["device"] != "cuda":
-            text += " (float8 emulated on this machine: numerics real, speed not the GPU's)"
+            text += f" ({FAMILY} emulated on this machine: numerics real, speed not the GPU's)"
         elif result.get("same_speed"):
             text += " (same speed: inside the runs' noise)"
     loss = result["loss"]

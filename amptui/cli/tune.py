@@ -14,7 +14,10 @@ from amptui.core.errors import UserError
 
 
 def add_parser(sub) -> None:
+    from amptui.core.config.precision import Precision
     from amptui.tune.plan import DEFAULT_BUDGET_MIN, DEFAULT_KEYS, FLOAT8_CANDIDATE, PRECISIONS
+
+    last = Precision.from_variant(FLOAT8_CANDIDATE).mode  # the mode tune tries last, in a trial of its own
 
     p = sub.add_parser("tune", help="search precision, compile and batch size for the fastest setup that keeps "
                        "fp32's accuracy; save the winner as PRESET-tuned",
@@ -30,7 +33,8 @@ def add_parser(sub) -> None:
     p.add_argument("--keys", metavar="K,K,...", default=None,
                    help=f"what may vary (default {DEFAULT_KEYS}; amp.autocast/amp.dtype/amp.grad_scaler all "
                         f"mean the precision setup, whose variants tried are fp32 (the reference), "
-                        f"{', '.join(PRECISIONS)}, then {FLOAT8_CANDIDATE} (torchao's float8, the fp8 extra); "
+                        f"{', '.join(PRECISIONS)}, then {FLOAT8_CANDIDATE} (the {last.name} mode"
+                        + (f", the {last.extra} extra" if last.extra else "") + "); "
                         "with --script the precision only)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--no-save", action="store_true", help="do not save the winner as PRESET-tuned")

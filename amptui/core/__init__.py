@@ -12,7 +12,7 @@ Where things live:
       modes       the precision modes (fp32, tf32, autocast, FSDP policy): one class each
       dtypes      the DTYPES table: the autocast dtypes and their ranges
       resolve     "auto" values decided for a device; variants: `amptui ab`'s precision setups
-    modes/        the precision modes, one module each (fp32, autocast, float8, pure bfloat16, ...)
+    modes/        the precision modes, one module each (fp32, autocast, torchao's fp8 recipes, pure bfloat16, ...)
     run/          a run folder and what it says
       runfiles    the file names in a run folder; runlock: one writer per folder (flock)
       runs        listing runs, their status and duration; runstate: the fold of a run's records

@@ -1,5 +1,6 @@
 """Range headroom read back: what the `numerics` records say, for the CLI (`amptui numerics`), the
-dashboard's heat map, compare and the alarms. No torch here.
+dashboard's heat map, compare and the alarms; a mode's numerics probe (core/modes/base.py), read
+beside the headroom, folds into a `ProbeSeries`. No torch here.
 
 Headroom is log2(max_finite / abs max) in bits: how many doublings a layer's largest value can
 take before the dtype's largest finite value (float16: 65,504). Below 0 it has overflowed; a
@@ -13,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from amptui.core.fmt import fmt_scale
+from amptui.core.modes import NumericsProbe, probes
 from amptui.core.stream.records import Numerics, Readable, as_record
 
 LOW_HEADROOM_BITS = 1.0   # below this a layer is one doubling from overflowing
-SQNR_ALARM_DB = 10.0  # a float8 layer whose GEMM output is under this many dB above its rounding error
 NARROWEST_SHOWN = 5
 
 
@@ -87,17 +88,6 @@ def some_names(names: list[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + (f" +{len(names) - shown}" if len(names) > shown else "")
 
 
-def float8_cell(layer: Mapping[str, Any]) -> float | None:
-    """A float8 linear's SQNR in dB on one sample; -inf when its input, weight or grad-output held
-    inf/NaN (the record's amax is null then), None when nothing was measured."""
-    sqnr = layer.get("sqnr_db")
-    if isinstance(sqnr, (int, float)) and not isinstance(sqnr, bool):
-        return float(sqnr)
-    if any(isinstance(layer.get(t), dict) and layer[t].get("amax", 0) is None for t in ("input", "weight", "grad_output")):
-        return -math.inf
-    return None
-
-
 def layer_headroom(layer: Mapping[str, Any]) -> float | None:
     """A layer's narrowest headroom on one sample (forward or gradient); -inf when its forward
     output held inf/NaN. A gradient that held inf/NaN (on an overflowing step every layer's does,
@@ -126,6 +116,39 @@ class LayerStats:
 
 
 @dataclass
+class ProbeSeries:
+    """One mode's probe over a run: per layer its latest entry (plus `lowest_<figure>` over the
+    run) and its figure on each sampled step, lined up with the summary's steps."""
+
+    probe: NumericsProbe
+    latest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rows: dict[str, list[float | None]] = field(default_factory=dict)
+
+    def note(self, entries: list) -> None:
+        """A record's entries: the latest of each layer, and its lowest figure so far."""
+        lowest_key = f"lowest_{self.probe.figure}"
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                continue
+            before = self.latest.get(entry["name"], {}).get(lowest_key)
+            lowest = min((v for v in (before, _num(entry.get(self.probe.figure))) if v is not None), default=None)
+            self.latest[entry["name"]] = {**entry, lowest_key: lowest}
+
+    def sample(self, entries: list, steps: int) -> None:
+        """The heat map's column for the step just appended (the summary's `steps`-th)."""
+        for entry in entries:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                row = self.rows.setdefault(entry["name"], [None] * steps)
+                row[-1] = self.probe.cell(entry)
+
+    def lowest(self, n: int = NARROWEST_SHOWN) -> list[tuple[str, float]]:
+        """(layer, lowest figure over its kept samples) of the layers that fared worst, lowest first
+        (-inf: it held inf/NaN)."""
+        lows = [(name, min(values)) for name, row in self.rows.items() if (values := [v for v in row if v is not None])]
+        return sorted(lows, key=lambda pair: pair[1])[:n]
+
+
+@dataclass
 class NumericsSummary:
     """Every numerics record of a run folded: per layer (in the model's order), the heat map's rows
     (step -> headroom), and the first non-finite modules found."""
@@ -138,33 +161,11 @@ class NumericsSummary:
     first_nonfinite: list[dict[str, Any]] = field(default_factory=list)  # with "step"
     records: int = 0
     cap: int = 0                     # keep the last `cap` samples for the heat map (0: all)
-    # float8 linears (amp.float8): layer -> its latest record entry, plus "lowest_sqnr_db" over the run
-    float8: dict[str, dict[str, Any]] = field(default_factory=dict)
-    float8_rows: dict[str, list[float | None]] = field(default_factory=dict)  # layer -> SQNR per sampled step
+    probes: dict[str, ProbeSeries] = field(default_factory=dict)  # by probe key, in the order first seen
 
-    def _add_float8(self, layers: Any) -> None:
-        """A record's float8 linears: the latest entry of each, and its lowest SQNR so far."""
-        for layer in layers if isinstance(layers, list) else []:
-            if not isinstance(layer, dict) or not isinstance(layer.get("name"), str):
-                continue
-            before = self.float8.get(layer["name"], {}).get("lowest_sqnr_db")
-            lowest = min((v for v in (before, _num(layer.get("sqnr_db"))) if v is not None), default=None)
-            self.float8[layer["name"]] = {**layer, "lowest_sqnr_db": lowest}
-
-    def _sample_float8(self, layers: Any) -> None:
-        """The heat map's float8 column for the step just appended: each layer's SQNR (-inf when
-        its input, weight or grad-output held inf/NaN)."""
-        for layer in layers if isinstance(layers, list) else []:
-            if isinstance(layer, dict) and isinstance(layer.get("name"), str):
-                row = self.float8_rows.setdefault(layer["name"], [None] * len(self.steps))
-                row[-1] = float8_cell(layer)
-
-    def lowest_float8(self, n: int = NARROWEST_SHOWN) -> list[tuple[str, float]]:
-        """(layer, lowest SQNR over its kept samples) of the float8 linears that lost the most,
-        lowest first (-inf: it held inf/NaN)."""
-        lows = [(name, min(values)) for name, row in self.float8_rows.items()
-                if (values := [v for v in row if v is not None])]
-        return sorted(lows, key=lambda pair: pair[1])[:n]
+    def probed(self) -> ProbeSeries | None:
+        """The first probe with samples on the heat map's steps (the view its panel shows instead)."""
+        return next((series for series in self.probes.values() if series.rows), None)
 
     def add(self, rec: Readable) -> None:
         layers = rec.get("layers")
@@ -180,14 +181,18 @@ class NumericsSummary:
         if isinstance(first, dict):
             first = {"step": step, **first, "traced": bool(rec.get("traced"))}
             self.first_nonfinite.append(first)
-        self._add_float8(rec.get("float8"))
+        found = [(self.probes.setdefault(p.key, ProbeSeries(p)), entries) for p in probes()
+                 if isinstance(entries := rec.get(p.key), list)]
+        for series, entries in found:
+            series.note(entries)
         if not layers:
             self._count_first(first)  # a replay of a step that was not sampled
             return
         self.steps.append(step)
-        for row in (*self.rows.values(), *self.float8_rows.values()):
+        for row in self._all_rows():
             row.append(None)
-        self._sample_float8(rec.get("float8"))
+        for series, entries in found:
+            series.sample(entries, len(self.steps))
         for layer in layers:
             if not isinstance(layer, dict) or not isinstance(layer.get("name"), str):
                 continue
@@ -210,10 +215,13 @@ class NumericsSummary:
         self._count_first(first)
         if self.cap and len(self.steps) > self.cap:
             del self.steps[0]
-            for row in (*self.rows.values(), *self.float8_rows.values()):
+            for row in self._all_rows():
                 del row[0]
         if self.cap and len(self.first_nonfinite) > self.cap:
             del self.first_nonfinite[0]
+
+    def _all_rows(self) -> list[list[float | None]]:
+        return [*self.rows.values(), *(row for series in self.probes.values() for row in series.rows.values())]
 
     def _count_first(self, first: Any) -> None:
         """Credit a step's first non-finite module to the sampled layer that is it or holds it

@@ -18,8 +18,11 @@ from amptui.machine.cpu import cpu_name
 
 # What the doctor measures: float32 and every autocast dtype (by name).
 MEASURED_DTYPES = (FULL, *sorted(DTYPES))
+# Measured only when asked (the autopilot's promote_for = "here" roofline): a tensorwise-scaled float8 GEMM
+# (torch._scaled_mm, bfloat16 out), as amp.float8's linears compute.
+FLOAT8 = "float8_e4m3fn"
 
-_ALIASES = {"fp32": FULL, "float": FULL, FULL: FULL, "half": "float16",
+_ALIASES = {"fp32": FULL, "float": FULL, FULL: FULL, "half": "float16", FLOAT8: FLOAT8, "fp8": FLOAT8,
             **{alias: d.name for d in DTYPES.values() for alias in (d.name, d.short)}}
 
 _PEAK_CACHE: dict[tuple[str, str], float] = {}
@@ -59,6 +62,7 @@ def measure_matmul_tflops(device: Any = "cpu", dtype: Any = "float32", budget_s:
 
     dev = torch.device(device)
     tdtype = getattr(torch, dtype_name(dtype))
+    float8 = tdtype is torch.float8_e4m3fn
     cuda = dev.type == "cuda"
     sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
     cap = 8192 if cuda else 1024
@@ -67,15 +71,20 @@ def measure_matmul_tflops(device: Any = "cpu", dtype: Any = "float32", budget_s:
     gen = torch.Generator(device=dev).manual_seed(0)
 
     def operands(n: int):
-        a = torch.empty(n, n, device=dev, dtype=tdtype).uniform_(-1, 1, generator=gen)
-        b = torch.empty(n, n, device=dev, dtype=tdtype).uniform_(-1, 1, generator=gen)
-        return a, b
+        made = torch.bfloat16 if float8 else tdtype  # float8 has no uniform_: drawn in bfloat16, then cast
+        a = torch.empty(n, n, device=dev, dtype=made).uniform_(-1, 1, generator=gen)
+        b = torch.empty(n, n, device=dev, dtype=made).uniform_(-1, 1, generator=gen)
+        return (a.to(tdtype), b.to(tdtype).t()) if float8 else (a, b)  # _scaled_mm: its second operand column-major
+
+    one = torch.ones((), device=dev)
+    product = (lambda a, b: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)) if float8 \
+        else torch.mm
 
     def timed(a, b, k: int) -> float:
         sync()
         t0 = time.perf_counter()
         for _ in range(k):
-            torch.mm(a, b)
+            product(a, b)
         sync()
         return time.perf_counter() - t0
 

@@ -10,7 +10,8 @@ from typing import Any, Mapping
 
 from amptui.core.config.precision import narrow, wide_dtype
 from amptui.core.fmt import fmt_scale
-from amptui.core.numerics import LOW_HEADROOM_BITS, SQNR_ALARM_DB, layer_headroom, nonfinite_text
+from amptui.core.modes import probes
+from amptui.core.numerics import LOW_HEADROOM_BITS, layer_headroom, nonfinite_text
 
 BACKOFF_STREAK = 5          # consecutive skipped steps that make an alarm, once the scale has settled
 CALIBRATION_STREAK = 16     # the least calibration is allowed: the default init_scale 2**16 halved down to 1
@@ -242,7 +243,7 @@ class HeadroomAlarms:
                 if self.low[name] >= LOW_HEADROOM_SAMPLES and name not in self.raised:
                     self.raised.add(name)
                     out.append(Alarm("low_headroom", self._advice(name, bits, sample.step)))
-            out += self._float8(sample)
+            out += self._probes(sample)
             first = sample.first_nonfinite
             if first and "nonfinite" not in self.raised:
                 self.raised.add("nonfinite")
@@ -250,23 +251,16 @@ class HeadroomAlarms:
                                  f"{nonfinite_text(first)}"))
         return out
 
-    def _float8(self, sample: Any) -> list[Alarm]:
-        """A float8 linear whose GEMM output lost too much (SQNR under SQNR_ALARM_DB) or whose
-        input or grad-output was inf/NaN: named once, with what to change."""
+    def _probes(self, sample: Any) -> list[Alarm]:
+        """Each layer a mode's probe finds in trouble (a GEMM output that lost too much, say),
+        named once, with what to change (the probe's words)."""
         out = []
-        for layer in getattr(sample, "float8", None) or []:
-            name, recipe, sqnr = layer.get("name", "?"), layer.get("recipe", "?"), layer.get("sqnr_db")
-            broken = [t for t in ("input", "weight", "grad_output") if (layer.get(t) or {}).get("amax", 0) is None]
-            if (sqnr is None and not broken) or (sqnr is not None and sqnr >= SQNR_ALARM_DB) or \
-                    f"float8:{name}" in self.raised:
-                continue
-            self.raised.add(f"float8:{name}")
-            said = (f"{name}'s float8 {recipe} GEMM output is {sqnr:.1f} dB above its rounding error at step "
-                    f"{sample.step} (healthy float8 layers: 20-35 dB)" if sqnr is not None else
-                    f"{name}'s float8 {recipe} {' and '.join(broken)} held inf/NaN at step {sample.step}")
-            rowwise = ", or scale per row: amp.float8 = \"rowwise\" instead of tensorwise" if recipe == "tensorwise" else ""
-            out.append(Alarm("float8_sqnr", f"{said}: keep it in high precision with amp.float8_skip = "
-                             f"[\"{name}\"]{rowwise}"))
+        for probe in probes():
+            for entry in sample.get(probe.key) or []:
+                name = f"{probe.key}:{entry.get('name', '?')}"
+                if name not in self.raised and (said := probe.alarm(entry, sample.step)) is not None:
+                    self.raised.add(name)
+                    out.append(Alarm(probe.alarm_code, said))
         return out
 
     def _advice(self, name: str, bits: float, step: int) -> str:

@@ -21,24 +21,31 @@ CODE = "autopilot"  # the warning code of what it says: an advice, or a rule hel
 class Autopilot:
     def __init__(self, settings: settings_of.Autopilot, precision: Precision, device: torch.device,
                  float8_skip: list[str] | None = None, layers: dict[str, str] | None = None, widened: int = 0,
-                 total_steps: int | None = None):
+                 total_steps: int | None = None, fired_before: tuple[str, ...] = ()):
         self.settings, self.precision = settings, precision
+        roof, roof_why = None, None
+        if layers is not None and settings.promote_after and "promote" in settings.rules and \
+                settings.promote_for == settings_of.HERE and "promote" not in fired_before:
+            from amptui.machine.roof import measured_roof  # cached rates: measured once per machine
+
+            roof, roof_why = measured_roof(device)
         self.pilot = rules.Pilot(settings, narrow_scaled=precision.autocast and narrow(precision.dtype) and precision.scaler,
                                  wide=wide_dtype(), wide_fast=native_bf16(device), float8_skip=float8_skip,
-                                 layers=layers, widened=widened, total_steps=total_steps)
+                                 layers=layers, widened=widened, total_steps=total_steps, roof=roof,
+                                 roof_why=roof_why, fired_before=fired_before)
         self.held_back_said = False
 
     @classmethod
     def of(cls, amp_cfg: Any, precision: Precision, device: torch.device | None,
-           trainer: bool = False, widened: int = 0, total_steps: int | None = None) -> Autopilot | None:
-        """None when [amp.autopilot] is off. `trainer`: amptui's own trainer, whose float8 conversion
-        (amp.float8) and [amp.layers] the rules may change; `widened`: modules earlier switches widened."""
+           trainer: bool = False, widened: int = 0, total_steps: int | None = None,
+           fired_before: tuple[str, ...] = ()) -> Autopilot | None:
+        """None when [amp.autopilot] is off. `trainer`: amptui's own trainer, whose conversions and
+        [amp.layers] the rules may change; `widened`: modules earlier switches widened."""
         settings = settings_of.of(amp_cfg)
-        float8 = trainer and getattr(amp_cfg, "float8", "off") != "off"
-        skip = list(getattr(amp_cfg, "float8_skip", [])) if float8 else None
+        skip = rules.kept_out(amp_cfg) if trainer else None
         layers = dict(getattr(amp_cfg, "layers", {})) if trainer else None
         return cls(settings, precision, device or torch.device("cpu"), skip, layers, widened,
-                   total_steps) if settings.on else None
+                   total_steps, fired_before) if settings.on else None
 
     def note(self, record: Record) -> rules.Decision | None:
         """Any other record the run writes: a `numerics` sample feeds rule float8_sqnr, a `warning` naming a

@@ -366,12 +366,15 @@ def for_loop(model: nn.Module | None, optimizers: Callable[[], list[Any]], preci
                           autocast=autocast, own=own)
 
 
-def for_script(models: list[nn.Module], optimizers: list[Any], cfg: Config, entered: bool) -> HygieneSampler | None:
+def for_script(models: list[nn.Module], optimizers: list[Any], cfg: Config, entered: bool,
+               precision: Precision | None) -> HygieneSampler | None:
     """A script's sampler (the hooks' session): its first model, every optimizer it steps (the list grows),
-    the parameters named as the overflow tracer names them, the precision its loop was seen to use."""
+    the parameters named as the overflow tracer names them, the precision its loop was seen to use (the
+    start record's: the Recorder's; None before it, when nothing is sampled)."""
     from amptui.telemetry.scripthooks.models import NamedParams  # the script hooks' naming, shared
 
+    if precision is None:
+        return None
     pairs = NamedParams(models, optimizers).pairs
-    device = local(pairs[0][1]).device.type if pairs else "cpu"
-    return for_loop(models[0], lambda: list(optimizers), Precision.from_config(cfg, device), cfg.numerics.hygiene_every,
+    return for_loop(models[0], lambda: list(optimizers), precision, cfg.numerics.hygiene_every,
                     params=pairs, source="autocast", entered=entered, stated=False)

@@ -3,7 +3,7 @@ MLflow run per amptui run, in the tracking server MLFLOW_TRACKING_URI names (exp
 MLFLOW_EXPERIMENT_NAME, else MLflow's default), written by rank 0 as one more Recorder sink
 (sinks.py). Its params are the resolved config (dotted keys) and its tags the precision, preset
 and amptui run id; its metrics are loss, lr, loss scale, skipped steps, samples/s, step time,
-memory, the epoch figures and the numerics summaries (narrowest headroom, float8's lowest SQNR).
+memory, the epoch figures and the numerics summaries (narrowest headroom, each mode's probe's lowest figure).
 
 Through `MlflowClient`, never MLflow's global "active run": a script under `amptui run --script`
 that logs to MLflow itself keeps its own run. Every call to the tracking server -- importing MLflow,

@@ -1,5 +1,5 @@
 """`ModuleHook`: every hook amptui puts on a user's module (the script hooks, the range sampler, the
-plan and float8 probes). Module-level, so `torch.save(model)`, `pickle` and `copy.deepcopy` of the
+plan probe and the modes' numerics probes). Module-level, so `torch.save(model)`, `pickle` and `copy.deepcopy` of the
 module work as without amptui whatever is hooked at that moment: a copy or an unpickled module
 gets an inert hook, holding none of amptui's state (its session, buffers and files stay with the
 module amptui watches)."""

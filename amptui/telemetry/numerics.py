@@ -29,7 +29,7 @@ from torch import nn
 from amptui.core.config.precision import dtype_range
 from amptui.core.numerics import describe_nonfinite, headroom_bits
 from amptui.core.stream.records import Numerics
-from amptui.telemetry.float8_numerics import Float8Probe, float8_layers
+from amptui.telemetry import probes
 from amptui.telemetry.fsdp_policy import local  # a sharded (FSDP2 DTensor) gradient's shard
 from amptui.telemetry.modulehook import ModuleHook
 
@@ -81,7 +81,7 @@ class Sample:
     """One sampled step, on its way to the host."""
 
     step: int
-    buffer: torch.Tensor                    # (modules + float8 rows + 1, 4) float32 on the device
+    buffer: torch.Tensor                    # (modules + probes' rows + 1, 4) float32 on the device
     scaled: bool                            # its backward ran on a GradScaler's scaled loss
     seen: list[int]                         # gradient values counted per row (for the underflow share)
     forward_order: list[int] = field(default_factory=list)   # rows, in the order their forward ran
@@ -102,8 +102,7 @@ class RangeSampler:
         self.own_dtypes = {name: dtype_range(d) for name, _ in self.modules
                            if (d := (layer_dtypes or {}).get(name)) is not None and d != self.dtype.name}
         self.params = [[p for p in m.parameters() if p.requires_grad] for _, m in self.modules]
-        layers = float8_layers(unwrap(model))
-        self.float8 = Float8Probe(layers) if layers else None  # torchao's float8 linears: their own rows
+        self.probes = probes.attach(unwrap(model))  # the modes' own probes (telemetry/probes/): their own rows
         self.armed = False            # sample the next step too (after a known backoff)
         self.quiet = False            # a forward/backward that is not the step (a replay): hooks write nothing
         self.current: Sample | None = None
@@ -125,18 +124,20 @@ class RangeSampler:
         if self.current is not None or not self.due(step):
             return
         self.armed = False
-        # one row per module, the float8 linears' rows, and a last row holding the loss scale this
+        # one row per module, the probes' rows, and a last row holding the loss scale this
         # step's backward ran at
-        float8_rows = self.float8.rows if self.float8 is not None else 0
-        buffer = torch.zeros(len(self.modules) + float8_rows + 1, 4, dtype=torch.float32, device=self.device)
+        probe_rows = sum(p.rows for p in self.probes)
+        buffer = torch.zeros(len(self.modules) + probe_rows + 1, 4, dtype=torch.float32, device=self.device)
         buffer[-1, 0] = scale.detach().reshape(()).float() if scale is not None else 1.0
         sample = self.current = Sample(step, buffer, scale is not None, [0] * len(self.modules))
         for row, (_, module) in enumerate(self.modules):
             self._handles.append(module.register_forward_hook(ModuleHook(self._forward_hook(row))))
             # gradients as backward computes them (scaled; before any optimizer unscales or fuses them)
             self._handles += [p.register_hook(self._param_hook(sample, row)) for p in self.params[row]]
-        if self.float8 is not None:
-            self._handles += self.float8.hook(buffer, len(self.modules), lambda: self.quiet)
+        first_row = len(self.modules)
+        for probe in self.probes:
+            self._handles += probe.hook(buffer, first_row, lambda: self.quiet)
+            first_row += probe.rows
 
     @contextlib.contextmanager
     def suspended(self):
@@ -249,12 +250,12 @@ class RangeSampler:
                 layer["dtype"] = own.name
             layers.append(layer)
         first = self._first_nonfinite(sample, rows, scale)
-        float8 = None
-        if self.float8 is not None:
-            start = len(self.modules) * 4
-            float8 = self.float8.records(values[start:start + self.float8.rows * 4])
+        entries, start = {}, len(self.modules) * 4
+        for probe in self.probes:
+            entries[probe.key] = probe.records(values[start:start + probe.rows * 4])
+            start += probe.rows * 4
         return Numerics(step=sample.step, dtype=self.dtype.name, max_finite=top, layers=layers,
-                        first_nonfinite=first, float8=float8)
+                        first_nonfinite=first, probes=entries)
 
     def _first_nonfinite(self, sample: Sample, rows: list[list[float]], scale: float | None) -> dict | None:
         """The first module in execution order whose forward output held inf/NaN; else the first

@@ -15,7 +15,7 @@ flowing back. After the optimizer step (`step_done`) the hooks come out and, per
   bfloat16 copies of the tensors as under bf16 autocast (float32 where bfloat16 is slow here):
   output SQNR,
   grad-input and grad-weight SQNR, and the share of input/weight/grad-output values that round to
-  zero at the recipe's scale granularity (telemetry/float8_numerics.py's masks), for MXFP8 also its
+  zero at the recipe's scale granularity (telemetry/probes/float8.py's masks), for MXFP8 also its
   worst 32-value block.
 
 Biases are left out of every GEMM: each recipe adds them in high precision after its GEMM
@@ -39,9 +39,9 @@ from amptui.core.config.dtypes import DTYPES, wide_dtype
 from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
 from amptui.core.numerics import headroom_bits
 from amptui.machine.dtype_speed import slow_dtypes
-from amptui.telemetry.float8_numerics import GRAD_FORMAT, block_spread, block_underflow, cast_masks, sqnr_db
 from amptui.telemetry.modulehook import ModuleHook
 from amptui.telemetry.numerics import unwrap
+from amptui.telemetry.probes.float8 import GRAD_FORMAT, block_spread, block_underflow, cast_masks, sqnr_db
 
 FP16 = DTYPES["float16"]
 ALIGN = {"tensorwise": 16, "rowwise": 16, "mxfp8": 32}  # torchao's float8 GEMMs need features that divide

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import socket
 import time
 from dataclasses import asdict
 from dataclasses import fields as dataclass_fields
@@ -22,7 +20,6 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import torch
 
-from amptui.core import cluster
 from amptui.core.config.precision import Precision
 from amptui.core.config.values import Config
 from amptui.core.stream.events import EventWriter
@@ -36,14 +33,12 @@ from amptui.core.stream.records import (
     PlanSample,
     Record,
     Scaler,
-    Start,
     Step,
     WarningRecord,
 )
-from amptui.machine import tf32
 from amptui.telemetry import torch_amp
 from amptui.telemetry.alarms import HeadroomAlarms, ScaleAlarms
-from amptui.telemetry.device import DeviceSampler, device_info, native_bf16, peak_memory, step_memory
+from amptui.telemetry.device import DeviceSampler, native_bf16, peak_memory, step_memory
 from amptui.telemetry.hygiene import HygieneSampler
 from amptui.telemetry.machineload import MachineLoad
 from amptui.telemetry.meter import StepMeter, TimedBatches
@@ -51,8 +46,10 @@ from amptui.telemetry.numerics import RangeSampler
 from amptui.telemetry.plan_probe import PlanProbe
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
 from amptui.telemetry.sinks import EventStream, Sink
+from amptui.telemetry.startrecord import start_record
 from amptui.telemetry.tally import Counters, EpochTimes, first_bad_step, loss_source, nonfinite_at, with_replays
 from amptui.telemetry.triagecause import TRIAGE_DEPTH, TRIAGE_SAMPLES, say_cause, trouble_step
+from amptui.telemetry.windowfeed import WindowFeed
 
 OWN_LOOP_SOURCES = ("script", "monitor")  # start records' `source` for a run of the user's own loop
 
@@ -70,6 +67,7 @@ class Recorder:
         self.meter: StepMeter | None = None
         self.sampler = DeviceSampler()
         self.alarms: ScaleAlarms | None = None
+        self.precision: Precision | None = None  # the loop's, once per process: given to (or computed by) `start`
         self.numerics: RangeSampler | None = None      # per-layer range samples ([numerics] every > 0)
         self.headroom_alarms: HeadroomAlarms | None = None
         self.plan: PlanProbe | None = None             # `amptui plan`'s per-linear probes (numerics.plan_every > 0)
@@ -88,12 +86,7 @@ class Recorder:
         self.val_acc: float | None = None
         self.t_start = time.time()
         self.times = EpochTimes()
-        self._window_samples = 0
-        self._have_samples = False
-        self._batches: TimedBatches | None = None
-        self._waited_seen = 0.0        # of the current batches' waited_s, already reported
-        self._waited_window = 0.0      # from earlier batches iterators, not yet reported
-        self._measures_wait = False
+        self.feed = WindowFeed()       # the window's samples and data wait
         self.epochs_known = True       # False: step records carry no epoch (a script with no training loader)
 
     # --- set-up -------------------------------------------------------------------------------------
@@ -195,26 +188,13 @@ class Recorder:
         resolved `config`: its precision, and the device, torch version, host, pid, world size
         and scale are filled in. `precision_seen=False`: a script that ended before its loop showed
         its precision: the record's precision is "" (not seen), never the config's defaults."""
-        device = self.device or torch.device("cpu")
-        seen = fields.pop("precision_seen", True)
         if self.scaler_enabled and self.last_scale is None:  # a caller may know it already
             self.last_scale = float(self.scaler.get_scale())  # once, before the first step
-        shown = fields.pop("config_shown", None)  # what config.toml says, when it is not all of config
-        conversions = fields.pop("conversions", None) or {}  # each mode's conversion, by its record key (float8's linears)
-        resolved = fields.pop("precision", None)  # the trainer's, [amp.layers] resolved on its model
-        modules = fields.pop("layer_modules", None)  # [amp.layers]: each layer -> the variant it computes in
         if self.alarms is not None and fields.get("source") in OWN_LOOP_SOURCES:
             self.alarms.own_loop = True  # their advice names the loop's code: a script has no preset keys
-        precision = (resolved or Precision.from_config(config, device.type)).as_record() if seen else ""
-        for key, done in conversions.items():  # [amp.layers]' float8 in a run without amp.float8 too
-            if isinstance(precision, dict):
-                precision.setdefault(key, {}).update(done)
-        if modules and isinstance(precision, dict) and isinstance(precision.get("layers"), dict):
-            precision["layers"]["modules"] = modules
-        record = Start(config=shown if shown is not None else config.to_dict(), precision=precision,
-                       world_size=self.world_size, device=device_info(device), torch=torch.__version__,
-                       host=socket.gethostname(), pid=os.getpid(), scale=self.last_scale,
-                       slurm=cluster.slurm_identity(), tf32=tf32.state(torch, device), **fields)
+        device = self.device or torch.device("cpu")
+        self.precision = fields.pop("precision", None) or Precision.from_config(config, device.type)
+        record = start_record(config, device, self.world_size, self.last_scale, self.precision, **fields)
         self.write(record)
         return record.fields()
 
@@ -228,17 +208,11 @@ class Recorder:
 
     def timed(self, batches: Iterable) -> TimedBatches:
         """Wrap the loop's batch iterator: the time blocked in next() becomes data_wait_ms."""
-        if self._batches is not None:
-            self._waited_window += self._batches.waited_s - self._waited_seen
-        self._batches = TimedBatches(batches)
-        self._waited_seen = 0.0
-        self._measures_wait = True
-        return self._batches
+        return self.feed.timed(batches)
 
     def add_data_wait(self, seconds: float) -> None:
         """Host seconds the loop waited for a batch, measured by the caller (the script hooks)."""
-        self._waited_window += seconds
-        self._measures_wait = True
+        self.feed.add_wait(seconds)
 
     def optimizer_step(self, grad_norm: torch.Tensor | None = None, samples: int | None = None,
                        trace: bool = False) -> None:
@@ -266,8 +240,7 @@ class Recorder:
                 self.write(PlanSample(step=self.counters.step, layers=layers))
             self._plan_prepare()
         if samples is not None:
-            self._window_samples += int(samples)
-            self._have_samples = True
+            self.feed.add_samples(samples)
 
     @contextlib.contextmanager
     def paused(self, what: str = "eval", since: float | None = None) -> Iterator[None]:
@@ -330,8 +303,8 @@ class Recorder:
             record = Step(
                 step=c.step, epoch=c.epoch + 1 if self.epochs_known else None, loss=window.loss, lr=self.lr(),
                 scale=self.last_scale if self.scaler_enabled else None, skipped=skipped,
-                skipped_total=c.skipped_total, samples_per_s=self._samples_per_s(window.seconds),
-                step_time_ms=1000 * window.seconds / window.steps, data_wait_ms=self._data_wait_ms(window.steps),
+                skipped_total=c.skipped_total, samples_per_s=self.feed.samples_per_s(window.seconds, self.world_size),
+                step_time_ms=1000 * window.seconds / window.steps, data_wait_ms=self.feed.data_wait_ms(window.steps),
                 mem=step_memory(meter.device), grad_norm=window.grad_norm,
                 tflops=self.step_flops * window.steps / window.seconds / 1e12
                 if self.step_flops and window.seconds > 0 else None, **self._load())
@@ -357,22 +330,6 @@ class Recorder:
         samples = self.numerics.records(riders) if self.numerics is not None else []
         found, self.traced = with_replays(samples, self.traced), {}
         return found
-
-    def _samples_per_s(self, seconds: float) -> float | None:
-        samples = self._window_samples * self.world_size if self._have_samples else None
-        self._window_samples = 0
-        return samples / seconds if samples is not None and seconds > 0 else None
-
-    def _data_wait_ms(self, steps: int) -> float | None:
-        if not self._measures_wait:
-            return None
-        waited = self._waited_window
-        if self._batches is not None:
-            now = self._batches.waited_s
-            waited += now - self._waited_seen
-            self._waited_seen = now
-        self._waited_window = 0.0
-        return 1000 * waited / steps
 
     def lr(self) -> float | None:
         if self.optimizer is None or not getattr(self.optimizer, "param_groups", None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from amptui.core.modes import probes
 from amptui.core.stream.events import EventWriter
 from amptui.core.stream.records import Epoch, Numerics, Record, Step
 
@@ -50,18 +51,19 @@ class EventStream(Sink):
 def numerics_summary(record: Numerics) -> dict[str, float]:
     """A sampled step's per-layer numerics in three figures: the narrowest range headroom (log2 bits
     to the dtype's largest finite value, forward or gradient), the largest gradient underflow share
-    and, with float8, the lowest SQNR (dB)."""
+    and, per mode's probe in the record, its lowest figure (`min_<key>_<figure>`)."""
     fields = record.fields()
     headroom = [v for layer in fields.get("layers") or [] for v in (layer.get("forward"), layer.get("grad"))
                 if isinstance(v, (int, float))]
     underflow = [layer["underflow"] for layer in fields.get("layers") or []
                  if isinstance(layer.get("underflow"), (int, float))]
-    sqnr = [layer["sqnr_db"] for layer in fields.get("float8") or [] if isinstance(layer.get("sqnr_db"), (int, float))]
     out = {}
     if headroom:
         out["min_headroom_log2"] = float(min(headroom))
     if underflow:
         out["max_grad_underflow"] = float(max(underflow))
-    if sqnr:
-        out["min_float8_sqnr_db"] = float(min(sqnr))
+    for probe in probes():
+        figures = [v for entry in fields.get(probe.key) or [] if isinstance(v := entry.get(probe.figure), (int, float))]
+        if figures:
+            out[f"min_{probe.key}_{probe.figure}"] = float(min(figures))
     return out

@@ -1,6 +1,6 @@
 """Inside a Kubeflow Trainer TrainJob (KEP-2779): rank 0 posts the run's `trainerStatus` --
 progressPercentage, estimatedRemainingSeconds and metrics as name/value pairs (loss, lr, loss
-scale, skipped steps, the narrowest headroom and, with float8, the lowest SQNR) -- to the status
+scale, skipped steps, the narrowest headroom and each mode probe's lowest figure) -- to the status
 URL the Trainer's status plugin injects, over HTTPS with its CA and bearer token (outbound.py: the
 one way amptui sends; https only, redirects never followed, the token never in a message):
 
@@ -73,9 +73,9 @@ class TrainJobStatus(Sink):
             self.first_step = record.resumed_from or 0
         elif isinstance(record, Numerics):
             summary = numerics_summary(record)
-            for key in ("min_headroom_log2", "min_float8_sqnr_db"):
-                if key in summary:
-                    self.metrics[key] = f"{summary[key]:.4g}"
+            for key, value in summary.items():  # the narrowest headroom and each probe's lowest figure
+                if key.startswith("min_"):
+                    self.metrics[key] = f"{value:.4g}"
         elif isinstance(record, End):
             if record.status == "completed":
                 self.progress, self.remaining = 100, 0

@@ -7,6 +7,15 @@ resume from that checkpoint with the new precision set by hand would continue:
     (resume.restore): the same model, optimizer, lr schedule, RNG and data position; the GradScaler's
     state is dropped when leaving float16 (a disabled scaler loads nothing).
 
+Rule widen_overflow on a run without a GradScaler: a non-finite step N was not skipped, so its weights may
+hold NaN and no checkpoint of it can be written. The run rewinds instead: the last checkpoint (the run's
+start when there is none) is restored as a resume would, the steps up to N-1 are trained again, and
+before step N the triage replays it on the weights it had; a module it finds overflowing is widened at a
+checkpoint of step N-1 like any switch (at most `retry_limit` rewinds a run).
+
+Under torchrun rank 0's rules decide: `sync` (after each step record, on every rank) broadcasts its decision,
+so every rank switches at the same step; rank 0 writes the checkpoint and every rank restores it.
+
 `advise` writes what `act` would do as a warning and changes nothing. The keys a switch set are kept in
 every later checkpoint (`autopilot`), so `amptui resume` continues in the new precision.
 """
@@ -30,23 +39,24 @@ from amptui.telemetry.autopilot import Autopilot as Rules
 from amptui.telemetry.notify import notify
 
 if TYPE_CHECKING:
-    from amptui.trainer.loop import Trainer
+    from amptui.trainer.host import Trainer
 
 
 
-def switched_keys(run_dir: Path) -> dict[str, Any]:
+def switched_keys(run_dir: Path, field: str = "autopilot") -> dict[str, Any]:
     """The keys earlier switches set, as the last checkpoint keeps them ({} when none): a resumed run
-    continues in the precision its autopilot chose. From last.json (no torch), else last.pt."""
+    continues in the precision its autopilot chose. From last.json (no torch), else last.pt.
+    `field="autopilot_state"`: what the autopilot counts a run (the rules fired, the rewinds: `kept`)."""
     folder = RunFolder(run_dir)
     described = info.read_info(folder.checkpoints)
-    if described is not None and isinstance(described.get("autopilot"), dict):
-        return dict(described["autopilot"])
+    if described is not None and isinstance(described.get(field), dict):
+        return dict(described[field])
     if described is not None or not folder.checkpoints.joinpath(CHECKPOINT_FILE).is_file():
         return {}
     from amptui.trainer import checkpoint
 
     saved = checkpoint.load(folder.checkpoints)
-    keys = saved.get("autopilot") if isinstance(saved, dict) else None
+    keys = saved.get(field) if isinstance(saved, dict) else None
     return dict(keys) if isinstance(keys, dict) else {}
 
 
@@ -62,12 +72,21 @@ class Autopilot:
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
         self.settings = settings_of.of(trainer.cfg.amp)
-        self.pending: rules.Decision | None = None
+        self.pending: rules.Decision | None = None   # the switch every rank makes at the next chance
+        self.proposed: rules.Decision | None = None  # under torchrun: this rank's decision, until sync makes it rank 0's
+        self.switching = False
+        # the rules this run's switches fired (promote fires once a run) and its rewinds (retry_limit a run): kept in
+        # each checkpoint, so a resumed run goes on counting
+        kept = switched_keys(trainer.run_dir, "autopilot_state") if trainer.resume else {}
+        self.fired: list[str] = [str(r) for r in kept.get("fired", ()) if isinstance(r, str)]
+        self.rewind_for: int | None = None  # widen_overflow without a GradScaler: the non-finite step to rewind for
+        self.triage_at: int | None = None   # ... and, once rewound, the step to triage before training it
+        self.rewinds = int(kept.get("rewinds", 0)) if isinstance(kept.get("rewinds"), int) else 0
         self.pilot = self._pilot()
 
     @classmethod
     def of(cls, trainer: Trainer) -> Autopilot | None:
-        on = settings_of.of(trainer.cfg.amp).on and not trainer.dist.enabled  # one process: see docs/autopilot.md
+        on = settings_of.of(trainer.cfg.amp).on  # under torchrun: rank 0 decides for every rank (sync)
         if not on:
             return None
         pilot = cls(trainer)
@@ -78,8 +97,12 @@ class Autopilot:
         t = self.trainer
         widened = len(set(t.cfg.amp.layers) - set(t.base_cfg.amp.layers))  # by earlier widen_overflow switches
         return Rules.of(t.cfg.amp, t.state.precision, t.state.device, trainer=True, widened=widened,
-                        total_steps=t.state.total_steps) or \
+                        total_steps=t.state.total_steps, fired_before=tuple(self.fired)) or \
             Rules(self.settings, t.state.precision, t.state.device)
+
+    def kept(self) -> dict[str, Any]:
+        """What a checkpoint keeps of this autopilot (`autopilot_state`): the rules fired, the rewinds made."""
+        return {"fired": list(self.fired), "rewinds": self.rewinds}
 
     # a Sink of the Recorder (telemetry/sinks.py): the records besides step records (numerics samples)
     def note(self, record: Record) -> None:
@@ -105,17 +128,88 @@ class Autopilot:
         if said:
             self.trainer.warn(said, code=CODE)
         self._decided(decision)
+        self._unskipped(record)
+
+    def _unskipped(self, record: Step) -> None:
+        """A non-finite step no GradScaler skipped: rewind for it (rule widen_overflow, `act`, see the module doc)."""
+        t, bad = self.trainer, self.trainer.recorder.nonfinite_step
+        if bad is None or t.state.skips is not None or self.pending is not None or self.rewind_for is not None or \
+                not self.settings.acts or "widen_overflow" not in self.settings.rules or t.triage is None:
+            return
+        if self.rewinds >= self.settings.retry_limit:
+            if self.rewinds == self.settings.retry_limit:
+                self.rewinds += 1  # said once
+                t.warn(f"autopilot: step {bad} is not finite and the run rewound {self.settings.retry_limit} times "
+                       "already (retry_limit): not rewinding", code=CODE)
+            return
+        self.rewind_for = bad
 
     def _decided(self, decision: rules.Decision | None) -> None:
         if decision is None:
             return
         if self.settings.acts:
-            self.pending = decision
+            self.proposed = decision
+            if not self.trainer.dist.enabled:
+                self.pending, self.proposed = decision, None
         else:
             self.trainer.warn(decision.advice(self.trainer.state.precision.short), code=CODE)
 
+    def sync(self) -> None:
+        """After each step record, on every rank (the loop calls it at the same records everywhere): under
+        torchrun rank 0's decision, made on its own records, becomes every rank's pending switch, so all switch
+        at the same step to the same precision (one broadcast a record; nothing in one process)."""
+        t = self.trainer
+        if not t.dist.enabled or self.switching:
+            return
+        decided = t.dist.from_rank0(self.proposed if t.dist.rank == 0 else None)
+        self.proposed = None
+        if isinstance(decided, rules.Decision) and self.pending is None:
+            self.pending = decided
+
     def due(self) -> bool:
-        return self.pending is not None
+        return self.pending is not None or self.rewind_for is not None
+
+    def before_step(self) -> bool:
+        """Before each optimizer step: on a rewound run, step N is triaged on the weights it had (a module it
+        finds overflowing makes rule widen_overflow's switch due: True)."""
+        t = self.trainer
+        if self.triage_at is None or t.progress.step + 1 != self.triage_at or t.triage is None:
+            return False
+        step, self.triage_at = self.triage_at, None
+        with t.recorder.paused("replay"):
+            found = t.triage.find(step)
+        if found is None:
+            t.warn(f"autopilot: step {step} replayed finite after the rewind: nothing to widen", code=CODE)
+        else:  # the warning reaches the rules (note): a precision_overflow makes the switch pending
+            t.warn(f"{found['text']}: {found['advice']}", code="nonfinite_cause", cause=found)
+        return self.due()
+
+    def rewind(self) -> None:
+        """Restore the last checkpoint (or the run's start) to triage step `rewind_for` on its weights (module doc)."""
+        from amptui.trainer.recording import attach_state
+        from amptui.trainer.resume import Progress, restore
+        from amptui.trainer.state import build_state
+        from amptui.trainer.triage import Triage
+
+        t, bad = self.trainer, self.rewind_for
+        assert bad is not None
+        self.rewind_for, self.rewinds = None, self.rewinds + 1
+        at = t.progress.step
+        t.state = build_state(t.cfg, t.dist, t.state.device, t.log)  # seeded: the run's start, as a fresh one
+        if RunFolder(t.run_dir).checkpoints.joinpath(CHECKPOINT_FILE).is_file():
+            restore(t.run_dir, t.base_cfg, t.state, t.progress, lambda *a, **k: None)
+        else:
+            for key, value in vars(Progress()).items():  # in place: the Recorder counts on the same object
+                setattr(t.progress, key, value)
+        attach_state(t.recorder, t.cfg, t.state)
+        t.recorder.last_loss = t.recorder.nonfinite_step = None  # the steps trained again are the run's record
+        t.recorder.last_scale = None
+        t.triage, t.checkpointed_step = Triage(t.state, t.cfg.amp.accumulate), -1
+        self.triage_at = bad
+        t.warn(f"autopilot: step {bad}'s loss is not finite and no GradScaler skipped it (its weights may hold NaN): "
+               f"rewound from step {at} to step {t.progress.step} ({'the last checkpoint' if t.progress.step else 'the start'}"
+               f"), to replay step {bad} on the weights it had (rewind {self.rewinds} of {self.settings.retry_limit})",
+               code=CODE)
 
     def switch(self) -> None:
         """Switch to the pending decision's precision at a checkpoint of this step (see the module doc)."""
@@ -123,39 +217,54 @@ class Autopilot:
         from amptui.trainer.resume import restore
         from amptui.trainer.state import build_state
 
+        if self.pending is None:
+            self.rewind()
+            return
         t, decision = self.trainer, self.pending
-        assert decision is not None
         self.pending = None
         before, before_values, kept_keys = t.state.precision, t.cfg.flat(), dict(t.switched)
         t.switched.update(decision.to)  # in the checkpoint: a resume from it, or a later one, goes on switched
+        self.fired.append(decision.rule)  # ... and that this rule fired (promote: once a run, resumed or not)
         t.checkpointed_step = -1        # written even where this step's checkpoint is (it lacks the keys)
-        t.save_checkpoint()
+        self.switching = True           # its step record is not a decision point
+        try:
+            t.save_checkpoint()
+        finally:
+            self.switching = False
+        t.dist.barrier()                # rank 0 wrote it: every rank reads the same checkpoint below
         written = info.read_info(RunFolder(t.run_dir).checkpoints)
         if written is None or written.get("step") != t.progress.step:  # e.g. a non-finite loss without a scaler
             t.switched = kept_keys
+            self.fired.pop()
             t.warn(f"{decision.advice(before.short)}; not switched: no checkpoint of step {t.progress.step} to switch "
                    "at (the last one is older)", code=CODE)
             return
-        kept = keep_checkpoint(t.run_dir, t.progress.step)
+        kept = keep_checkpoint(t.run_dir, t.progress.step) if t.dist.rank == 0 else \
+            RunFolder(t.run_dir).checkpoints / f"switch-step{t.progress.step}.pt"
         t.cfg = t.base_cfg.with_overrides(t.switched, source="autopilot")
         t.state = build_state(t.cfg, t.dist, t.state.device, t.log)
         restore(t.run_dir, t.base_cfg, t.state, t.progress, lambda *a, **k: None)  # said by the record instead
         attach_state(t.recorder, t.cfg, t.state)
         t.recorder.last_scale = None
         after = t.state.precision
-        said_after = _said(after, decision.to, decision.to)
-        if after.short == before.short:  # e.g. one layer out of float8: the run's name for it does not change
+        said_after = _said(after, t.cfg.flat(), decision.to, decision.layers)
+        if after.short == before.short:  # e.g. one layer out of a per-layer recipe: the run's name for it does not change
             said_after["short"] = f"{after.short}, {decision.to_words}"
-        t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to),
+        t.recorder.write(PrecisionSwitch(step=t.progress.step, source=_said(before, before_values, decision.to, decision.layers),
                                          to=said_after, rule=decision.rule,
                                          why=decision.why, evidence=decision.evidence, checkpoint=str(kept)))
-        t.log(decision.done(before.short, t.progress.step))
-        notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
+        if t.dist.rank == 0:
+            t.log(decision.done(before.short, t.progress.step))
+            notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
         self.pilot = self._pilot()
 
 
-def _said(precision: Precision, values: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
-    return {"precision": precision.words, "short": precision.short, "keys": {k: values.get(k) for k in keys}}
+def _said(precision: Precision, values: Mapping[str, Any], keys: Mapping[str, Any], layers: tuple[str, ...]
+          ) -> dict[str, Any]:
+    """A precision_switch side: its precision in words and short, the modules the switch changes with their
+    precision on this side (`layers`; {"*": short}: the whole model), and the preset keys it set."""
+    return {"precision": precision.words, "short": precision.short,
+            "layers": rules.layer_precisions(precision, values, layers), "keys": {k: values.get(k) for k in keys}}
 
 
 def keep_checkpoint(run_dir: Path, step: int) -> Path:

@@ -40,6 +40,18 @@ class Dist:
     def any(self, flag: bool, device: torch.device) -> bool:
         return ddp.any_rank(flag, device, self.world_size)
 
+    def from_rank0(self, value: object) -> object:
+        """Rank 0's `value` on every rank (a picklable object; the autopilot's decision): a collective."""
+        if not self.enabled:
+            return value
+        box = [value]
+        torch.distributed.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def barrier(self) -> None:
+        if self.enabled:
+            torch.distributed.barrier()
+
     def close(self) -> None:
         if self.enabled and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()

@@ -98,15 +98,9 @@ def shard(model: nn.Module, device: torch.device, world_size: int, precision: Pr
 def _ruled_modules(model: nn.Module, scope: LayerScope | None) -> list[tuple[nn.Module, str]]:
     """The modules [amp.layers] puts in another compute dtype than their parent's, deepest first
     (fully_shard goes bottom-up), each with its dtype."""
-    if scope is None:
-        return []
-    found = []
-    for name, module in model.named_modules():
-        if name in scope.own and name and any(True for _ in module.parameters()):
-            mine = scope.compute_dtype(name)
-            if mine != scope.compute_dtype(name.rpartition(".")[0]):
-                found.append((name, module, mine))
-    return [(m, dtype) for name, m, dtype in sorted(found, key=lambda f: -f[0].count("."))]
+    found = [d for d in (scope.decisions(model) if scope is not None else [])  # the model's own: its root policy
+             if d.name and any(True for _ in d.module.parameters())]
+    return [(d.module, d.dtype) for d in sorted(found, key=lambda d: -d.name.count("."))]
 
 
 @contextlib.contextmanager

@@ -1,5 +1,7 @@
-"""[amp.layers] on a built model: which precision each module runs in (`LayerScope`), and the
-autocast each module whose precision differs from its parent's enters around its own forward.
+"""[amp.layers] on a built model: which precision each module runs in (`LayerScope`), decided once;
+`LayerScope.decisions` yields the modules that compute in a dtype of their own, which each consumer
+applies: the autocast each enters around its own forward (`apply_autocast`), or under FSDP the
+policy each is sharded with (trainer/fsdp.py).
 
 A module a rule matches runs in the rule's variant, its children with it unless a rule matches
 them too; the rest runs in the run's precision (core/config/layers.py). A layer variant's autocast
@@ -52,6 +54,15 @@ def unmatched_words(model: nn.Module, missed: list[str]) -> str:
 
 
 @dataclass(frozen=True)
+class LayerDecision:
+    """One module that computes in a dtype of its own ([amp.layers]): each consumer applies it its way."""
+
+    name: str
+    module: nn.Module
+    dtype: str  # FULL (float32): no autocast inside, its inputs cast up
+
+
+@dataclass(frozen=True)
 class LayerScope:
     """What [amp.layers] decided for one model, by qualified module name."""
 
@@ -100,6 +111,17 @@ class LayerScope:
             return self.run_dtype
         return Precision.from_variant(variant).autocast_dtype or FULL
 
+    def decisions(self, model: nn.Module) -> list[LayerDecision]:
+        """[amp.layers] applied, in one place: each module a rule names whose compute dtype differs
+        from its parent's (the model's own: from the run's), in model order, with that dtype."""
+        out = []
+        for name, module in model.named_modules():
+            if name in self.own:
+                mine = self.compute_dtype(name)
+                if mine != (self.compute_dtype(name.rpartition(".")[0]) if name else self.run_dtype):
+                    out.append(LayerDecision(name, module, mine))
+        return out
+
     def unruled_labels(self, model: nn.Module, converts: dict[str, str]) -> dict[str, str]:
         """Each layer's variant without the rules: the variant the run's own conversion gives the
         layers it converts (`converts`: its mode's runtime says which), else the run's compute dtype's."""
@@ -129,16 +151,9 @@ def _dtype_variant(dtype: str) -> str:
 def apply_autocast(model: nn.Module, scope: LayerScope, device: torch.device) -> list[str]:
     """Wrap the forward of each module whose compute dtype differs from its parent's in an
     autocast of its own (in place); returns their names."""
-    wrapped = []
-    for name, module in model.named_modules():
-        if name not in scope.own:
-            continue
-        mine = scope.compute_dtype(name)
-        theirs = scope.compute_dtype(name.rpartition(".")[0]) if name else scope.run_dtype
-        if mine != theirs:
-            module.forward = _in_dtype(module.forward, device.type, mine)
-            wrapped.append(name)
-    return wrapped
+    for decision in (decisions := scope.decisions(model)):
+        decision.module.forward = _in_dtype(decision.module.forward, device.type, decision.dtype)
+    return [d.name for d in decisions]
 
 
 def _in_dtype(forward: Any, device_type: str, dtype: str) -> Any:

@@ -12,7 +12,8 @@ Read top to bottom it is the tutorials' loop:
 plus what a dashboard needs, through the same telemetry Recorder a user's loop gets from
 `amptui.Monitor`: metrics accumulated on the device and written to the event stream every
 `log.every` steps, with a clock that holds training steps only (evaluation, checkpoints and record
-writing are paused out of it); checkpoints, a graceful stop on SIGTERM/SIGINT, and resume.
+writing are paused out of it); checkpoints, a graceful stop on SIGTERM/SIGINT (the process
+around the loop: __main__.py), and resume.
 
 What it trains with is built once by `state.build_state` (a frozen `TrainingState`); what it has
 counted lives in one place, the Recorder's counters (`Progress`, checkpointed by `resume`).
@@ -27,18 +28,15 @@ from __future__ import annotations
 
 import contextlib
 import math
-import signal
-import sys
-import traceback
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from amptui.core import cluster
 from amptui.core.config.precision import Precision
-from amptui.core.errors import UserError
-from amptui.core.fmt import fmt_accuracy, fmt_loss
+from amptui.core.fmt import fmt_accuracy
 from amptui.core.prepare import preflight
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.run.turns import Turns
@@ -49,7 +47,8 @@ from amptui.telemetry import Recorder, torch_amp
 from amptui.trainer import fsdp
 from amptui.trainer.autopilot import Autopilot, resumed_config
 from amptui.trainer.dist import Dist, no_sync
-from amptui.trainer.recording import attach_recorder, notify_setup_failure, record_failure
+from amptui.trainer.evaluate import evaluate
+from amptui.trainer.recording import attach_recorder, notify_setup_failure
 from amptui.trainer.replay import StepReplay
 from amptui.trainer.resume import Progress, gather_sharded, restore, write_checkpoint
 from amptui.trainer.state import TrainingState, build_state, choose_device
@@ -82,7 +81,7 @@ class Trainer:
         self.replay: StepReplay | None = None  # numerics.trace_nonfinite with a GradScaler
         self.triage: Triage | None = None      # why the first non-finite step was not finite
         self.autopilot: Autopilot | None = None  # [amp.autopilot]; `switched`: the keys its switches set (checkpointed)
-        self.switched: dict = {}
+        self.switched: dict[str, Any] = {}
         # `amptui ab --interleave`: train only in this variant's turn (core/run/turns.py); one process only
         self.turns = None if self.dist.enabled else Turns.from_env()
 
@@ -151,6 +150,8 @@ class Trainer:
             batches = self.recorder.timed(s.train_data.batches(p.epoch, start=p.batch_in_epoch))
             # Consume whole optimizer steps; leftover micro-batches at the end of an epoch are dropped.
             for _ in range(s.steps_per_epoch - p.batch_in_epoch // cfg.amp.accumulate):
+                if self.autopilot is not None and self.autopilot.before_step():
+                    break  # a rewound run's bad step, triaged on its weights: the switch comes first
                 self.train_step(batches)
                 if p.step % cfg.log.every == 0 or p.step == s.total_steps:
                     self.write_step_record()
@@ -214,7 +215,7 @@ class Trainer:
             s.scaler.unscale_(s.optimizer)  # no-op without a GradScaler
             grad_norm = fsdp.plain(nn.utils.clip_grad_norm_(s.model.parameters(), cfg.amp.clip_grad_norm))
         s.scaler.step(s.optimizer)
-        for runtime, done in s.conversions:  # e.g. float8's scales for the next FSDP all-gather
+        for runtime, done in s.conversions:  # e.g. a conversion's weight scales for the next FSDP all-gather
             runtime.after_optimizer_step(s.model, done)
         flags: list[tuple[int, bool]] = []
         if s.skips is not None:
@@ -252,6 +253,8 @@ class Trainer:
         if self.state.skips is not None:
             self.apply_skips(self.state.skips.settle())
         self.recorder.write_step()  # an autopilot (a sink of the Recorder) reads the record
+        if self.autopilot is not None:
+            self.autopilot.sync()  # under torchrun: rank 0's decision, every rank's
         if self.replay is not None:
             self.replay.window_done()
         step = self.recorder.trouble_step
@@ -269,10 +272,10 @@ class Trainer:
         train_loss = float("nan") if train_loss is None else train_loss
         last_epoch = p.epoch + 1 >= cfg.run.epochs or p.step >= s.total_steps
         val_loss = val_acc = None
-        evaluate = cfg.log.eval_every and ((p.epoch + 1) % cfg.log.eval_every == 0 or last_epoch)
-        if s.val_data is not None and evaluate:
+        due = cfg.log.eval_every and ((p.epoch + 1) % cfg.log.eval_every == 0 or last_epoch)
+        if s.val_data is not None and due:
             with recorder.paused("eval"):
-                val_loss, val_acc = self.evaluate()
+                val_loss, val_acc = evaluate(s, self.dist)
         if finished:
             s.schedule.epoch_done(train_loss)
             p.epoch += 1
@@ -285,31 +288,6 @@ class Trainer:
         self.log(f"epoch {number}/{cfg.run.epochs}: train loss {train_loss:.4f}"
                  + (f", val loss {val_loss:.4f}, val acc {fmt_accuracy(val_acc)}" if val_loss is not None else "")
                  + (f", acc {fmt_accuracy(val_acc)}" if val_loss is None and val_acc is not None else ""))
-
-    @torch.no_grad()
-    def evaluate(self) -> tuple[float | None, float | None]:
-        s = self.state
-        if s.val_data is None:
-            return None, None
-        s.forward.eval()
-        classify = not isinstance(s.criterion, nn.MSELoss)
-        totals = torch.zeros(3, device=s.device, dtype=torch.float64)  # loss sum, correct, count
-        for x, y in s.val_data.batches(0):
-            x = s.on_device(x)
-            with s.autocast():
-                out = s.forward(x)
-                loss = s.criterion(out, y)
-            totals[0] += loss.double() * y.shape[0]
-            if classify:  # a classifier's (B, C) or a language model's (B, T, V): share of tokens right
-                totals[1] += (out.argmax(-1) == y).reshape(y.shape[0], -1).double().mean(1).sum()
-            totals[2] += y.shape[0]
-        self.dist.all_sum(totals)
-        loss_sum, correct, count = totals.tolist()
-        s.faults.after_eval()
-        s.forward.train()
-        if not count:
-            return None, None
-        return loss_sum / count, (correct / count if classify else None)
 
     def save_checkpoint(self) -> None:
         """Every rank calls it: the open window is written first (the checkpoint holds every step's
@@ -332,7 +310,7 @@ class Trainer:
                 self.checkpointed_step = p.step
                 return
             path = write_checkpoint(self.run_dir, self.base_cfg, self.state, p, self.recorder.last_scale, gathered,
-                                    switched=self.switched)
+                                    switched=self.switched, pilot=self.autopilot.kept() if self.autopilot else None)
             self.checkpointed_step = p.step
             self.recorder.write(Checkpoint(step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path)))
 
@@ -355,47 +333,3 @@ def _cpu_slow_dtypes(cfg) -> dict[str, str] | None:
     from amptui.machine.dtype_speed import slow_dtypes
 
     return slow_dtypes("cpu") if cfg.run.device == "cpu" else None
-
-
-def run(run_dir: Path, resume: bool) -> int:
-    trainer = Trainer(run_dir, resume)
-
-    def request_stop(signum, _frame):
-        trainer.stop_requested = True
-        trainer.log(f"received {signal.Signals(signum).name}: stopping at the next record, with a checkpoint")
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    try:
-        trainer.setup()
-        status = trainer.train()
-        trainer.save_checkpoint()
-        trainer.finish(status)
-        trainer.log(f"completed: {trainer.progress.step} steps, final loss {fmt_loss(trainer.recorder.last_loss)}")
-        return 0
-    except StopRequested:
-        trainer.save_checkpoint()
-        trainer.finish("stopped")
-        trainer.log(f"stopped at step {trainer.progress.step}; resume with: amptui resume {run_dir.name}")
-        return 0
-    except BaseException as exc:  # the run's record must say why it ended, whatever happened
-        if trainer.dist.under_torchrun:
-            # The supervisor writes the run's end record from torchelastic's error files, naming
-            # the rank that failed first; this rank only records its own exception.
-            record_failure(exc)
-            if trainer.dist.rank == 0:
-                trainer.recorder.close()
-            else:
-                trainer.finish("failed", exc)  # into this rank's own events.rank<N>.jsonl
-            print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            return 1
-        trainer.finish("failed", exc)
-        if isinstance(exc, UserError):
-            print(f"error: {exc}", file=sys.stderr, flush=True)
-        else:
-            traceback.print_exc()
-        return 1
-    finally:
-        if trainer.turns is not None:
-            trainer.turns.retire()  # the other variants go on taking turns without this one
-        trainer.dist.close()

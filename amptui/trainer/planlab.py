@@ -4,8 +4,8 @@ LLM activations have: Dettmers et al., "LLM.int8()"; Sun et al., "Massive activa
 
 Those channels are OUTLIER_GAIN times the others, one in every quarter of the features; the
 outlier linear's weights on them are held at zero (their gradient is masked), so the model
-ignores them, as a model learns to. One scale per tensor or per row (float8 tensorwise, rowwise)
-is set by them and rounds the other channels to float8's smallest values: `amptui plan` must
+ignores them, as a model learns to. One scale per tensor or per row (fp8 tensorwise, rowwise)
+is set by them and rounds the other channels to the 8-bit format's smallest values: `amptui plan` must
 find this linear and keep it out of those recipes.
 """
 

@@ -1,4 +1,5 @@
-"""What this machine allows a tune search, in words: its name, whether torch.compile and float8 can run,
+"""What this machine allows a tune search, in words: its name, whether torch.compile and the mode tried
+last (PrecisionMode.tune_last) can run,
 whether it was too busy for firm CPU timings, and the hardware clause of the precision verdict."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import shutil
 from typing import Any
 
 from amptui.core.comparison.tf32note import baseline_line
+from amptui.core.modes import PrecisionMode
 from amptui.machine import hardware
 from amptui.machine.busy import busy_load
 from amptui.machine.cpu import cpu_name
@@ -35,24 +37,25 @@ def compiler_missing(device_type: str) -> str:
     return ""
 
 
-def fp8_reason(device_type: str) -> str:
-    """Why float8 cannot be tried here ("" when it can): it needs torchao (the fp8 extra)."""
-    from amptui.core.modes.float8 import MODE
-
-    return MODE.missing() or ""
+def missing_reason(mode: PrecisionMode) -> str:
+    """Why `mode` cannot be tried here ("" when it can): what it needs that is not installed."""
+    return mode.missing() or ""
 
 
-def float8_emulated(device_type: str) -> str:
-    """Why a float8 trial is judged on accuracy only here ("" where the hardware runs float8 GEMMs:
-    CUDA compute capability 8.9+)."""
+def emulated_reason(mode: PrecisionMode, device_type: str) -> str:
+    """Why a trial of `mode` is judged on accuracy only here ("" where the hardware runs its GEMMs:
+    a CUDA GPU of its `gemm_capability`, or a mode that needs none)."""
+    need = mode.gemm_capability
+    if need is None:
+        return ""
     if device_type != "cuda":
-        return "emulated on this CPU (no float8 GEMM): judged on accuracy only, its speed says nothing"
+        return f"emulated on this CPU (no {mode.name} GEMM): judged on accuracy only, its speed says nothing"
     import torch
 
     cc = torch.cuda.get_device_capability()
-    if cc < (8, 9):
-        return (f"emulated on this GPU (compute capability {cc[0]}.{cc[1]}; float8 GEMMs need 8.9+): judged on "
-                "accuracy only, its speed says nothing")
+    if cc < need:
+        return (f"emulated on this GPU (compute capability {cc[0]}.{cc[1]}; {mode.name} GEMMs need "
+                f"{need[0]}.{need[1]}+): judged on accuracy only, its speed says nothing")
     return ""
 
 

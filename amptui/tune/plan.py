@@ -34,7 +34,7 @@ from amptui.core.stream.records import END, STEP, End, Record, Start, Step, as_r
 
 def precisions() -> tuple[str, ...]:
     """Tried after fp32 (the reference), in this order: what the precision modes offer tune
-    (amptui/core/modes/, `tune_variants`), a mode tried last apart (its own trial: runner.try_float8)."""
+    (amptui/core/modes/, `tune_variants`), a mode tried last apart (its own trial: runner.try_last)."""
     return tuple(n for n in modes.tune_variants() if not Precision.from_variant(n).mode.tune_last)
 
 
@@ -103,7 +103,7 @@ class Candidate:
     name: str                       # "bf16", "bf16 +compile", "bf16 batch 256"
     knobs: dict[str, Any]           # the preset overrides that make this candidate
     role: str = "candidate"         # "reference" (fp32), "band" (fp32, second seed) or "candidate"
-    accuracy_only: str = ""         # why its speed is not judged (emulated float8), "" when it is
+    accuracy_only: str = ""         # why its speed is not judged (its GEMMs emulated here), "" when it is
 
 
 def precision_candidate(name: str) -> Candidate:
@@ -181,7 +181,7 @@ class Trial:
     wall_s: float | None = None
     speedup: float | None = None
     verdict: str = ""               # reference, winner, accepted, rejected: ..., skipped: ..., ...
-    accuracy_only: str = ""         # why its speed is not judged (emulated float8), "" when it is
+    accuracy_only: str = ""         # why its speed is not judged (its GEMMs emulated here), "" when it is
 
     @property
     def measured(self) -> bool:

@@ -36,9 +36,9 @@ from amptui.tune.machine_notes import (
     busy_note,
     compiler_missing,
     device_name,
-    float8_emulated,
-    fp8_reason,
+    emulated_reason,
     hardware_note,
+    missing_reason,
     tf32_note,
 )
 
@@ -137,7 +137,7 @@ class Search:
         if len(first) == 1 and fp32.measured:
             self.trial(T.Candidate("fp32 seed 2", dict(fp32.knobs), "band"))
         if "precision" in self.dims:
-            self.try_float8()
+            self.try_last()
         base = self.best()
         if "compile" in self.dims and base is not None and not self.stopped:
             cand = T.derived(T.Candidate(base.candidate, dict(base.knobs)), compile_=True)
@@ -150,16 +150,17 @@ class Search:
         if "batch" in self.dims and base is not None:
             self.grow_batch(base)
 
-    def try_float8(self) -> None:
-        """torchao's float8 (rowwise: torchtitan's accurate recipe), compiled where compile works
-        (float8 is slow uncompiled). Where the hardware has no float8 GEMM torchao emulates it:
-        judged on accuracy only, as its speed says nothing."""
+    def try_last(self) -> None:
+        """The mode tried last (`tune_last`: torchao's fp8-rowwise, torchtitan's accurate recipe),
+        compiled where compile works (it is slow uncompiled). Where the hardware has no GEMM of its
+        kind it is emulated: judged on accuracy only, as its speed says nothing."""
         cand = T.precision_candidate(T.FLOAT8_CANDIDATE)
-        reason = fp8_reason(self.device_type)
+        mode = Precision.from_variant(T.FLOAT8_CANDIDATE).mode
+        reason = missing_reason(mode)
         if reason:
             self.skip(cand, reason)
             return
-        emulated = float8_emulated(self.device_type)
+        emulated = emulated_reason(mode, self.device_type)
         if not emulated and not compiler_missing(self.device_type):
             cand = T.derived(cand, compile_=True)
         if emulated:
@@ -309,7 +310,7 @@ class Search:
             return BUDGET_STOP
         ref = next((x for x in self.trials if x.role == "reference" and x.measured), None)
         if ref is None or t.role != "candidate" or t.accuracy_only:  # fp32's own runs are the yardstick; an
-            return ""                                                 # emulated float8 is judged on its loss
+            return ""                                                 # an emulated trial is judged on its loss
         steps = [r for r in records if isinstance(r, Step)]
         skip = T.warmup_windows(t.knobs)
         for r in steps[skip:]:

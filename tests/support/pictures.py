@@ -186,7 +186,7 @@ def write_float8_run(root: Path) -> Path:
                        "weight": {"format": "e4m3", "amax": 0.2, "scale": 448.0 / 0.2, "underflow": 0.0},
                        "grad_output": {"format": "e4m3", "amax": 1e-3, "scale": 448.0 / 1e-3, "underflow": 0.004}}
                       for name in FLOAT8_LAYERS]
-            sample = Numerics(step=step, dtype="bfloat16", max_finite=3.3895e38, layers=layers, float8=float8)
+            sample = Numerics(step=step, dtype="bfloat16", max_finite=3.3895e38, layers=layers, probes={"float8": float8})
             records.append(record(sample, t))
             records += [record(WarningRecord(message=a.message, code=a.code), t) for a in alarms.observe([sample])]
     records.append(record(End(status="completed", total_time_s=24.0, steps=120, final_loss=1.2,

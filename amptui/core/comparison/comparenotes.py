@@ -117,8 +117,9 @@ def memory_note(summaries: list[RunSummary], brief: bool = False) -> str | None:
     return rank_memory_note([(s.run_id, distribution.dist_label(s.dist), s.ranks) for s in summaries], brief)
 
 
-# Keys an A/B varies on purpose, and keys that do not change what is trained.
-_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "run.apply_amp", "run.variant", "run.name", "run.description", "numerics.every", "numerics.depth",
+# Keys an A/B varies on purpose, and keys that do not change what is trained (amp.autopilot: a precision
+# policy; a switch it made shows in the runs' precision segments instead).
+_SAME_EXPERIMENT_IGNORES = (*PRECISION_KEYS, "amp.autopilot", "run.apply_amp", "run.variant", "run.name", "run.description", "numerics.every", "numerics.depth",
                             "numerics.trace_nonfinite")  # measuring, not training
 
 

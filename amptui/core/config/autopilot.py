@@ -27,6 +27,7 @@ from amptui.core.planning.roofline import roof_for
 
 KEY = "amp.autopilot"
 MODES = ("off", "advise", "act")
+HERE = "here"  # promote_for: the run's own device, from its measured matmul rates (machine/roof.py)
 RULES = ("scale_collapse", "float8_sqnr", "widen_overflow", "float8_tail", "promote")  # the rules built so far (issue 54 names five; docs/autopilot.md)
 
 
@@ -49,10 +50,16 @@ class Autopilot:
     # widen_overflow: a module whose non-finite step the triage pins on float16's range computes in float32 from
     # then on ([amp.layers] "module" = "fp32"), at most this many modules a run
     widen_limit: int = 2
+    # ... and a run without a GradScaler, whose non-finite step may leave NaN weights, rewinds to its last checkpoint
+    # to replay that step on the weights it had, at most this many times a run
+    retry_limit: int = 2
     # float8_tail: a float8 run's last share of steps in high precision (0 = off: the share is the run's to choose)
     tail_share: float = 0.0
+    # ... or from the lr's decay onset (the first step record whose lr is under the highest before), if earlier
+    tail_on_decay: bool = False
     # promote: after this many steps (0 = off) the linears `amptui plan`'s rules find safe and gaining on `promote_for`'s
-    # roofline, from the run's own plan samples ([numerics] plan_every), move to that float8 recipe ([amp.layers])
+    # roofline ("here": the run's device, its measured matmul rates), from the run's own plan samples
+    # ([numerics] plan_every), move to that float8 recipe ([amp.layers]); once a run
     promote_after: int = 0
     promote_for: str = "H100"
 
@@ -75,9 +82,12 @@ _DOCS = {
     "sqnr_db": "float8_sqnr: a float8 linear's sampled GEMM output SQNR (dB) under this ...",
     "sqnr_alarms": "... in this many range samples ([numerics] every) moves it back to high precision",
     "widen_limit": "widen_overflow: at most this many modules widened to float32 in a run",
+    "retry_limit": "widen_overflow without a GradScaler: at most this many rewinds to the last checkpoint a run",
     "tail_share": "float8_tail: the last share (0-1) of a float8 run's steps in high precision (0 = off)",
+    "tail_on_decay": "float8_tail: also from the lr's decay onset (its first step record under the highest lr so far)",
     "promote_after": "promote: after this many steps (0 = off), the linears plan's rules find safe and gaining go float8",
-    "promote_for": "promote: the GPU whose roofline predicts the gain (as `amptui plan --for`)",
+    "promote_for": "promote: the GPU whose roofline predicts the gain (as `amptui plan --for`), or \"here\": the "
+                   "run's device from its measured bfloat16 and float8 matmul rates",
 }
 
 
@@ -104,6 +114,10 @@ def _checked(name: str, value: Any, default: Any, where: str) -> Any:
         if not isinstance(value, list) or any(rule not in RULES for rule in value):
             raise ConfigError(f"{where} must be a list of rule names, of {', '.join(RULES)}; got {value!r}")
         return tuple(value)
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
+        return value
     if name == "promote_after":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{where} must be an integer >= 0, got {value!r}")
@@ -113,6 +127,8 @@ def _checked(name: str, value: Any, default: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
         return value
     if name == "promote_for":
+        if value == HERE:
+            return value
         try:
             roof_for(str(value)) if isinstance(value, str) else None
         except ConfigError as exc:

@@ -19,7 +19,7 @@ class LoopFacts:
     autocast: tuple[str, str] | None = None      # the first enabled autocast with gradients on: (device, dtype)
     fsdp_policy: dict[str, str] | None = None    # an FSDP2-sharded model's policy (telemetry/fsdp_policy.py)
     param_dtype: str | None = None               # the dtype of its models' floating-point parameters
-    # what a mode's own look at the models found, by mode name (the recipe of torchao's float8 linears)
+    # what a mode's own look at the models found, by mode name (e.g. the recipe of torchao's converted linears)
     seen: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -103,14 +103,19 @@ class Precision:
         if scaler == "auto":
             scaler = bool(amp.autocast) and DTYPES[dtype].needs_scaler
         base = cls(bool(amp.autocast), dtype, bool(scaler), layers=tuple(getattr(amp, "layers", {}).items()))
-        return modes.from_config(cfg, base)
+        named = getattr(amp, "mode", "auto")
+        mode = modes.by_name(named) if named != "auto" else None
+        if mode is None:  # the most specific mode its keys ask for
+            mode = next(m for m in reversed(modes.MODES) if not m.chosen_by_name and m.claims(cfg, base))
+        return mode.configure(cfg, base)
 
     @classmethod
     def from_variant(cls, name: str) -> "Precision":
         """"fp32", "fp16", "fp16+scaler", "bf16", "bf16+scaler" (any DTYPES short name), and for
         FSDP policies "bf16+reduce" / "fp16+reduce+scaler" (reduce in the compute dtype): any name
         a precision mode knows (modes.MODES); ValueError else."""
-        found = modes.parse_variant(name, cls(False, next(iter(DTYPES)), False))
+        base = cls(False, next(iter(DTYPES)), False)
+        found = next((p for m in modes.MODES if (p := m.parse(name, base)) is not None), None)  # the first that knows it
         if found is None:
             raise ValueError(name)
         return found
@@ -161,8 +166,9 @@ class Precision:
 
     @property
     def mode(self) -> modes.PrecisionMode:
-        """The precision mode that answers for this value."""
-        return modes.mode_of(self)
+        """The precision mode that answers for this value: the one it names; a name no mode has (a run
+        recorded by a newer amptui): the plain mode of its shared fields."""
+        return modes.by_name(self.mode_name) or modes.by_name("autocast" if self.autocast else "fp32") or modes.MODES[0]
 
     @property
     def short(self) -> str:

@@ -4,23 +4,20 @@ dashboard's panels are found: a new mode is a new module here (and, where the tr
 something for it, a runtime module in amptui/trainer/modes/); no other file names it.
 
 `Precision` (core/config/precision.py) is the value a run records; every question about it is
-answered by the mode it names (`mode_of`). No torch here."""
+answered by the mode it names (`Precision.mode`). The modes name it in their annotations only:
+precision.py imports this package, and this package never imports it back. No torch here."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amptui.core.config.modefacts import Asked, LoopFacts, Note, RunFacts
-from amptui.core.modes.base import SCALER, PrecisionMode
+from amptui.core.modes.base import SCALER, NumericsProbe, PrecisionMode
 
-if TYPE_CHECKING:
-    from amptui.core.config.precision import Precision
-    from amptui.core.config.values import Config
-
-__all__ = ["Asked", "LoopFacts", "MODES", "Note", "PrecisionMode", "RunFacts", "SCALER", "by_name", "detect",
-           "from_config", "mode_of", "parse_variant", "tune_variants"]
+__all__ = ["Asked", "LoopFacts", "MODES", "Note", "NumericsProbe", "PrecisionMode", "RunFacts", "SCALER", "by_name", "detect",
+           "probes", "tune_variants"]
 
 
 def _found() -> list[PrecisionMode]:
@@ -41,24 +38,9 @@ def by_name(name: str) -> PrecisionMode | None:
     return next((m for m in MODES if m.name == name), None)
 
 
-def mode_of(p: Precision) -> PrecisionMode:
-    """The mode `p` names; a name no mode has (a run recorded by a newer amptui): the plain mode of
-    its shared fields."""
-    return by_name(p.mode_name) or by_name("autocast" if p.autocast else "fp32") or MODES[0]
-
-
-def parse_variant(name: str, base: Precision) -> Precision | None:
-    """A variant name's Precision, from the first mode that knows it; None: no mode does."""
-    return next((p for m in MODES if (p := m.parse(name, base)) is not None), None)
-
-
-def from_config(cfg: Config, base: Precision) -> Precision:
-    """A config's precision: the mode `amp.mode` names, else the most specific mode its keys ask for."""
-    named = getattr(cfg.amp, "mode", "auto")
-    mode = by_name(named) if named != "auto" else None
-    if mode is None:
-        mode = next(m for m in reversed(MODES) if not m.chosen_by_name and m.claims(cfg, base))
-    return mode.configure(cfg, base)
+def probes() -> list[NumericsProbe]:
+    """Every mode's numerics probe (what it measures per layer on sampled steps), in MODES order."""
+    return [m.probe for m in MODES if m.probe is not None]
 
 
 def tune_variants() -> list[str]:

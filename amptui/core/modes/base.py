@@ -21,6 +21,43 @@ if TYPE_CHECKING:  # precision.py imports the modes: the value is only named in 
 SCALER = "scaler"  # the variant suffix that adds a GradScaler ("fp16+scaler")
 
 
+class NumericsProbe:
+    """What a mode measures per layer on the steps `[numerics]` samples, beside the range headroom
+    every run gets, read back (its runtime half: amptui/telemetry/probes/). A `numerics` record holds
+    its entries under `key`, a list of dicts each naming its layer; the heat map, the alarms,
+    `amptui numerics` and the sinks read any mode's probe through these."""
+
+    key = ""     # its field in a `numerics` record (the mode's name: runs recorded before probes read alike)
+    figure = ""  # the entry's figure the heat map draws (lower is worse), e.g. "sqnr_db"
+    title = ""   # the heat map panel's title for its view
+    unit = ""    # the colour key's unit
+    # (below this, word) for the heat map's five colours, as the headroom's bands: inf/NaN first
+    bands: tuple[tuple[float, str], ...] = ()
+    alarm_code = ""  # the code of its alarms (warning records)
+
+    def cell(self, entry: Mapping[str, Any]) -> float | None:
+        """An entry's figure on one sample; -inf when it held inf/NaN, None when nothing was measured."""
+        value = entry.get(self.figure)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def value_words(self, value: float) -> str:
+        """A figure as the views say it."""
+        return f"{value:.1f}"
+
+    def headline(self, latest: Mapping[str, Mapping[str, Any]]) -> str:
+        """One line over its latest entries by layer (the heat map's legend, `amptui numerics`)."""
+        return f"{self.key}: {len(latest)} layers"
+
+    def alarm(self, entry: Mapping[str, Any], step: int) -> str | None:
+        """The alarm one entry raises (once per layer), with what to change; None: none."""
+        return None
+
+    def table(self, latest: Mapping[str, Mapping[str, Any]]) -> tuple[str, tuple[str, ...], list[tuple[str, ...]], str]:
+        """`amptui numerics`' table of its latest entries: title, header, rows (the layer first), legend."""
+        rows: list[tuple[str, ...]] = [(name, "-" if (v := self.cell(x)) is None else self.value_words(v)) for name, x in latest.items()]
+        return f"{self.key}, latest sample:", (f"{self.key} layer", self.figure), rows, ""
+
+
 class PrecisionMode(ABC):
     """One way to train in reduced precision. Its module in this package says `MODE = TheMode()`;
     `order` places it among the others (where its variants are offered, last: the most specific)."""
@@ -38,6 +75,11 @@ class PrecisionMode(ABC):
     # float32 master weights under it; False: 16-bit parameters are its stated choice (precision hygiene does
     # not call them a mistake, core/hygiene.py)
     master_copy = True
+    probe: NumericsProbe | None = None  # what it measures per layer on sampled steps (None: headroom only)
+    planned = False  # `amptui plan` weighs its variants per linear (the plan probe measures each one)
+    # the CUDA compute capability its GEMMs need in hardware (below it, and on a CPU, they are emulated:
+    # numerics real, speed not); None: it runs wherever its dtype does
+    gemm_capability: tuple[int, int] | None = None
 
     # --- the names `ab`, `tune` and `plan` take ------------------------------------------------------
 
@@ -125,7 +167,7 @@ class PrecisionMode(ABC):
         """In words (without " + GradScaler")."""
 
     def scope_word(self, p: Precision) -> str:
-        """Its name as one layer of a mixed run says it ("bf16 + 2 float8 rowwise layers")."""
+        """Its name as one layer of a mixed run says it ("bf16 + 2 <this word> layers")."""
         return self.short(p)
 
     def record(self, p: Precision) -> dict[str, Any]:

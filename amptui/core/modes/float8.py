@@ -6,11 +6,12 @@ instead of autocast: the policy's dtypes, float8 in the linears."""
 from __future__ import annotations
 
 import importlib.util
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from amptui.core.modes import fsdp
-from amptui.core.modes.base import PrecisionMode, dtype_short
+from amptui.core.modes.base import NumericsProbe, PrecisionMode, dtype_short
 
 if TYPE_CHECKING:
     from amptui.core.config.modefacts import Asked, LoopFacts, RunFacts
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 RECIPES: dict[str, str] = {"tensorwise": "fp8", "rowwise": "fp8-rowwise", "mxfp8": "mxfp8"}
 AUTOCAST = "bfloat16"  # the autocast dtype amp.float8's recipes run on top of
 EXTRA = "pip install 'amptui[fp8]'"  # the install line of the mode's `extra`
+SQNR_ALARM_DB = 10.0  # a float8 layer whose GEMM output is under this many dB above its rounding error
+TENSORS = ("input", "weight", "grad_output")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,67 @@ def recipe_of(p: Precision) -> str:
     return p.options.recipe if p.mode_name == MODE.name else "off"
 
 
+class Sqnr(NumericsProbe):
+    """Per converted linear (telemetry/probes/float8.py): the SQNR in dB of its float8 GEMM's output
+    against the same GEMM in float32, the amax and scale of its input, weight and grad-output, and
+    the share of their values that underflow to zero. Healthy float8 layers keep 20-35 dB."""
+
+    key = "float8"
+    figure = "sqnr_db"
+    title = "float8 SQNR (dB)"
+    unit = "dB SQNR vs float32"
+    bands = ((0.0, "inf/NaN"), (SQNR_ALARM_DB, f"<{SQNR_ALARM_DB:g}"), (15.0, "<15"), (20.0, "<20"), (math.inf, "20+"))
+    alarm_code = "float8_sqnr"
+
+    def cell(self, entry: Mapping[str, Any]) -> float | None:
+        """-inf when its input, weight or grad-output held inf/NaN (the entry's amax is null then)."""
+        sqnr = super().cell(entry)
+        if sqnr is None and any(isinstance(entry.get(t), dict) and entry[t].get("amax", 0) is None for t in TENSORS):
+            return -math.inf
+        return sqnr
+
+    def value_words(self, value: float) -> str:
+        return f"{value:.1f} dB"
+
+    def headline(self, latest: Mapping[str, Mapping[str, Any]]) -> str:
+        recipes = sorted({str(x.get("recipe")) for x in latest.values()})
+        return f"float8 {', '.join(recipes)}: {len(latest)} linears"
+
+    def alarm(self, entry: Mapping[str, Any], step: int) -> str | None:
+        """A linear whose GEMM output lost too much (under SQNR_ALARM_DB) or whose input, weight or
+        grad-output was inf/NaN."""
+        name, recipe, sqnr = entry.get("name", "?"), entry.get("recipe", "?"), entry.get("sqnr_db")
+        broken = [t for t in TENSORS if (entry.get(t) or {}).get("amax", 0) is None]
+        if (sqnr is None and not broken) or (sqnr is not None and sqnr >= SQNR_ALARM_DB):
+            return None
+        said = (f"{name}'s float8 {recipe} GEMM output is {sqnr:.1f} dB above its rounding error at step "
+                f"{step} (healthy float8 layers: 20-35 dB)" if sqnr is not None else
+                f"{name}'s float8 {recipe} {' and '.join(broken)} held inf/NaN at step {step}")
+        rowwise = ", or scale per row: amp.float8 = \"rowwise\" instead of tensorwise" if recipe == "tensorwise" else ""
+        return f"{said}: keep it in high precision with amp.float8_skip = [\"{name}\"]{rowwise}"
+
+    def table(self, latest: Mapping[str, Mapping[str, Any]]) -> tuple[str, tuple[str, ...], list[tuple[str, ...]], str]:
+        """Latest sample per linear: SQNR, the lowest over the run, the input's amax and scale, the
+        underflow shares."""
+        def share(t: Any) -> str:
+            value = (t or {}).get("underflow")
+            return f"{100 * value:.1f}" if isinstance(value, (int, float)) else "-"
+
+        def figure(value: Any, spec: str) -> str:
+            return format(value, spec) if isinstance(value, (int, float)) else "-"
+
+        header = ("float8 layer", "SQNR dB", "lowest", "in amax", "in scale", "underflow % in/w/go")
+        rows: list[tuple[str, ...]] = [(name, figure(x.get("sqnr_db"), ".1f"), figure(x.get("lowest_sqnr_db"), ".1f"),
+                 figure((x.get("input") or {}).get("amax"), ".3g"), figure((x.get("input") or {}).get("scale"), ".3g"),
+                 "/".join(share(x.get(t)) for t in TENSORS))
+                for name, x in latest.items()]
+        legend = ("SQNR: the float8 GEMM's output against the same GEMM in float32, in dB (20-35 is usual; "
+                  "under 10 the layer's output is mostly rounding error); underflow: non-zero values that round to "
+                  "zero in float8, of input / weight / grad-output")
+        recipes = sorted({str(x.get("recipe")) for x in latest.values()})
+        return f"float8 ({', '.join(recipes)}), latest sample:", header, rows, legend
+
+
 class Float8(PrecisionMode):
     name = "float8"
     order = 50
@@ -47,6 +111,9 @@ class Float8(PrecisionMode):
     tune_last = True
     toggle = "amp.float8"
     extra = "fp8"
+    probe = Sqnr()
+    planned = True
+    gemm_capability = (8, 9)  # Ada, Hopper, Blackwell (MXFP8's 10.0: trainer/modes/float8.py NATIVE_CAPABILITY)
 
     def variants(self) -> list[str]:
         return list(RECIPES.values())

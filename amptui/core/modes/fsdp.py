@@ -1,6 +1,6 @@
 """fsdp: dist.mode = "fsdp": FSDP2's MixedPrecisionPolicy computes in the param_dtype (`dtype`;
 float32 without autocast) and reduces gradients in `reduce`; no autocast context on top of it.
-Its helpers (`policy`, `policy_words`, ...) serve float8 too, which runs on top of such a policy."""
+Its helpers (`policy`, `policy_words`, ...) serve the modes that run on top of such a policy too."""
 
 from __future__ import annotations
 

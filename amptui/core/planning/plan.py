@@ -3,7 +3,8 @@ device's roofline (core/planning/roofline.py), a precision per linear with its r
 speed-up and the predicted risk. Standard library only.
 
 The rules (docs/numerics.md#plan), in order, per linear:
-1. A float8 recipe is a candidate where torchao ran it on this linear and the device has its GEMM.
+1. A candidate recipe (a variant of a mode plan weighs, `PrecisionMode.planned`: torchao's fp8
+   ones) is a candidate where it ran on this linear and the device has its GEMM.
 2. It is numerically safe when its lowest SQNR over the sampled steps (output, grad input, grad
    weight) is at least `Rules.sqnr_floor_db`; for the first and the last linear (in execution
    order: the embedding side and the head) `Rules.edge_margin_db` more ("kept unless measured safe").
@@ -20,10 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from amptui.core.modes.float8 import RECIPES as FLOAT8_RECIPES
+from amptui.core.modes import MODES
 from amptui.core.planning import roofline
 
-FLOAT8 = tuple(FLOAT8_RECIPES.values())          # "fp8", "fp8-rowwise", "mxfp8"
+PLANNED = [m for m in MODES if m.planned]  # the modes whose variants plan weighs per linear
+FAMILY = " or ".join(m.name for m in PLANNED)  # their name in plan's words ("3 of 9 linears in ...")
+FLOAT8 = tuple(v for m in PLANNED for v in m.variants())  # the candidates: "fp8", "fp8-rowwise", "mxfp8"
 RECIPES = ("bf16", "fp16", *FLOAT8)               # every recipe a layer's figures name
 ROOF_KEY = {"fp8": "fp8", "fp8-rowwise": "fp8", "mxfp8": "mxfp8", "bf16": "bf16", "fp32": "fp32"}
 SQNR_FIELDS = ("sqnr_db", "grad_input_sqnr_db", "grad_weight_sqnr_db")
@@ -32,9 +35,9 @@ TIE = 0.02  # predicted speed-ups closer than this are a tie
 
 @dataclass(frozen=True)
 class Rules:
-    sqnr_floor_db: float = 20.0   # a float8 recipe's lowest SQNR (output and both gradients) at least this
+    sqnr_floor_db: float = 20.0   # a candidate recipe's lowest SQNR (output and both gradients) at least this
     edge_margin_db: float = 5.0   # and this much more for the first and the last linear
-    min_speedup: float = 1.05     # a float8 recipe must be predicted at least this much faster than bf16
+    min_speedup: float = 1.05     # a candidate recipe must be predicted at least this much faster than bf16
     bf16_floor_db: float = 30.0   # below this bf16 SQNR a linear stays in fp32
 
 
@@ -179,12 +182,12 @@ def choose(layer: LayerPlan, rules: Rules, device: str, edge: bool) -> None:
     layer.choice = "bf16" if bf16 is None or bf16 >= rules.bf16_floor_db else "fp32"
     why = []
     if unsafe:
-        why.append(f"float8 under the {floor:g} dB SQNR floor" + (" for a first/last linear" if edge else "")
+        why.append(f"{FAMILY} under the {floor:g} dB SQNR floor" + (" for a first/last linear" if edge else "")
                    + f" ({', '.join(unsafe)})")
     if slow:
         why.append(f"too small to gain on {device} ({', '.join(slow)}; needs {rules.min_speedup:g}x)")
     if absent and not (unsafe or slow):
-        why.append("no float8 recipe runs here (" + ", ".join(absent) + ")")
+        why.append(f"no {FAMILY} recipe runs here (" + ", ".join(absent) + ")")
     if layer.choice == "fp32":
         why.append(f"bf16 SQNR {bf16:.1f} dB under {rules.bf16_floor_db:g} dB")
     layer.reason = f"{layer.choice}: " + "; ".join(why or ["kept"])

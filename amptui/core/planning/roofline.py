@@ -4,7 +4,7 @@ dense peak FLOP/s per dtype and its memory bandwidth (standard library only).
 A GEMM (M, K, N) takes the longer of its FLOPs (2 M K N) at the recipe's dense peak and its bytes
 at the memory bandwidth: the inputs (M x K and K x N) and the output (M x N) at the recipe's element
 size (fp32 and tf32 4 bytes, bf16 and fp16 2, fp8 and mxfp8 1 in and a bf16 output, nvfp4 half a
-byte in and a bf16 output) and, for the float8 and float4 recipes, the cast of each bf16 input
+byte in and a bf16 output) and, for the fp8, MXFP8 and NVFP4 recipes, the cast of each bf16 input
 (read 2 bytes, write the narrow element) and the block scales (MXFP8 one byte per 32 values,
 NVFP4 one per 16). No overlap with other work, no kernel launch cost, no fusion, every GEMM at
 its peak once it is large enough: a prediction's upper bound, said so wherever it is shown.
@@ -13,7 +13,7 @@ The figures are the vendors' datasheets, dense (the "with sparsity" figures halv
 - H100 SXM5 and H100 PCIe: NVIDIA H100 Tensor Core GPU datasheet (2023);
 - H200 SXM: NVIDIA H200 datasheet (H100's compute, 4.8 TB/s HBM3e);
 - B200: NVIDIA HGX B200 datasheet (per GPU: FP4 9 PFLOP/s, FP8/MXFP8 4.5, BF16 2.25, TF32 1.1 dense);
-- A100 SXM 80GB: NVIDIA A100 datasheet (no float8);
+- A100 SXM 80GB: NVIDIA A100 datasheet (no FP8);
 - L40S, L4, A10: NVIDIA L40S, L4 and A10 datasheets;
 - RTX 4090: NVIDIA Ada Lovelace architecture whitepaper (tensor FP16/BF16 and FP8 with FP32 accumulate).
 """

@@ -16,7 +16,8 @@ from typing import IO, Any, Iterator
 
 from amptui.core.run.runfiles import RunFolder
 from amptui.core.safefile import UnsafeFile, open_fd, open_file
-from amptui.core.stream.records import BY_KIND, COMMON_FIELDS, Record, field_types, from_wire
+from amptui.core.stream.fieldtypes import field_types
+from amptui.core.stream.records import BY_KIND, COMMON_FIELDS, Record, from_wire
 
 VERSION = 1
 KINDS = tuple(BY_KIND)

@@ -2,7 +2,7 @@
 
 Every writer (amptui's trainer and `amptui.Monitor` through the telemetry Recorder, the torchrun
 supervisor for a failed run's `end`) builds these and writes them with `EventWriter.write`;
-readers validate what they read against the same classes (`field_types`) and name fields through
+readers validate what they read against the same classes (fieldtypes.py) and name fields through
 `names(...)`: `STEP.skipped_total` is the string "skipped_total", and a typo is an AttributeError.
 
 A new step-record field is one line in `Step` plus where its value is measured (the Recorder).
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
-import typing
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Mapping
 
@@ -67,7 +66,8 @@ class Record:
         for key in self.OPTIONAL:
             if out.get(key) is None:
                 out.pop(key, None)
-        out.update(out.pop("extra", None) or {})
+        for flat in ("extra", "probes"):  # an epoch's user numbers, a numerics record's probes: keys of the line
+            out.update(out.pop(flat, None) or {})
         return out
 
 
@@ -201,7 +201,7 @@ class Numerics(Record):
     less overflows; null when the value was zero, not seen, or not finite (`nonfinite` says where)."""
 
     KIND: ClassVar[str] = "numerics"
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("first_nonfinite", "traced", "float8")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("first_nonfinite", "traced")
 
     step: int
     dtype: str                      # the dtype the forward computes in (headroom is to its range)
@@ -209,8 +209,7 @@ class Numerics(Record):
     layers: list                    # per module: {name, forward, grad, underflow, nonfinite?}
     first_nonfinite: dict | None = None  # {module, where: forward|backward, value, text}
     traced: bool | None = None      # found by re-running the batch (numerics.trace_nonfinite)
-    float8: list | None = None      # per float8 linear: {name, recipe, sqnr_db, input/weight/grad_output: {format, amax, scale, underflow}}
-    # (MXFP8's also underflow_worst_block, underflow_block_spread)
+    probes: dict = field(default_factory=dict)  # a mode's probe's key -> entries per layer: keys of the line
 
 
 @dataclass
@@ -227,13 +226,13 @@ class PlanSample(Record):
 @dataclass
 class PrecisionSwitch(Record):
     """The autopilot changed the run's precision at a checkpoint (core/autopilot.py): written as
-    `from` and `to` ({precision: words, short, keys}), the rule, why, its evidence and the checkpoint
+    `from` and `to` ({precision: words, short, layers, keys}), the rule, why, its evidence and the checkpoint
     the run resumed from with the new precision."""
 
     KIND: ClassVar[str] = "precision_switch"
 
     step: int
-    source: dict                    # written as "from": {"precision": words, "short": ..., "keys": {...}}
+    source: dict                    # written as "from": {"precision": words, "short": ..., "layers": {...}, "keys": {...}}
     to: dict
     rule: str
     why: str
@@ -325,8 +324,8 @@ def from_wire(line: dict[str, Any]) -> Record:
         values.update(line)  # in C: this runs for every line read (v, kind, t, rank: read through `wire`)
     else:  # a key of no field never becomes an attribute (a line's "get" or "wire" must not shadow ours)
         values.update({k: v for k, v in line.items() if k not in others})
-    if cls is Epoch:
-        values["extra"] = {k: line[k] for k in others}
+    if cls in (Epoch, Numerics):  # an epoch's user numbers; a numerics record's probes (core/modes/base.py)
+        values["extra" if cls is Epoch else "probes"] = {k: line[k] for k in others}
     values["_wire"] = line
     return rec
 
@@ -351,41 +350,6 @@ START, STEP, SCALER, EPOCH = names(Start), names(Step), names(Scaler), names(Epo
 MEM, CHECKPOINT, WARNING, END = names(Mem), names(Checkpoint), names(WarningRecord), names(End)
 NUMERICS = names(Numerics)
 STEP_FIELDS = tuple(f.name for f in fields(Step) if f.name != "extra")
-
-_JSON_TYPES: dict[Any, tuple[type, ...]] = {int: (int, float), float: (int, float), str: (str,), dict: (dict,),
-                                             list: (list,), bool: (bool,)}
-
-
-def _json_types(annotation: Any) -> tuple[type, ...] | None:
-    """The exact JSON value types an annotation allows (None: anything)."""
-    parts = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, type(int | None)) \
-        else (annotation,)
-    found: list[type] = []
-    for part in parts:
-        if part is type(None):
-            continue
-        json = _JSON_TYPES.get(typing.get_origin(part) or part)
-        if json is None:
-            return None
-        found += [t for t in json if t not in found]
-    return tuple(found)
-
-
-def field_types() -> dict[str, dict[str, tuple[type, ...]]]:
-    """{kind: {field name: the JSON types its value may have (besides null)}}: each kind's own
-    fields plus the common ones (a user's extra numbers in an epoch record are not checked
-    against another kind's field of the same name)."""
-    out: dict[str, dict[str, tuple[type, ...]]] = {}
-    for cls in KINDS:
-        own = dict(COMMON_FIELDS)
-        for name, annotation in typing.get_type_hints(cls).items():
-            types = _json_types(annotation)
-            if name == "extra" or types is None or name in ("KIND", "OPTIONAL", "STATUSES"):
-                continue
-            own[name] = types
-        out[cls.KIND] = own
-    return out
-
 
 # what code that reads fields by name (`.get`) takes: a record object or a line's dict
 Readable = Record | Mapping[str, Any]

@@ -1,17 +1,18 @@
 """Panel 7, the range headroom: a heat map of layers x samples (beside the loss scale), with the
 narrowest layers and the latest first non-finite module. Shown only for a run that wrote `numerics`
-records; the other panels keep their places and keys. A float8 run's (amp.float8) samples carry its
-float8 linears: the panel shows their SQNR instead (its float8 view), the figure that says which
-layer float8 hurts; under bf16 autocast the headroom is rarely the question."""
+records; the other panels keep their places and keys. A run whose mode has a numerics probe
+(core/modes/base.py) shows the probe's figures instead (a converted linear's GEMM SQNR: the
+figure that says which layer the mode hurts; under its bf16 autocast the headroom is rarely the question)."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from amptui.core.numerics import ProbeSeries
 from amptui.dashboard.panels.base import PanelView, RunPanel
 from amptui.dashboard.runmodel import RunModel
-from amptui.dashboard.widgets.heatmap import HeatMapView, float8_legend, legend_and_narrowest
+from amptui.dashboard.widgets.heatmap import HeatMapView, legend_and_narrowest, probe_legend
 
 
 class RangeHeadroomPanel(RunPanel):
@@ -30,8 +31,8 @@ class RangeHeadroomPanel(RunPanel):
         summary = view.model.numerics
         if not summary.records:
             return
-        if summary.float8_rows:
-            self._draw_float8(view)
+        if (series := summary.probed()) is not None:
+            self._draw_probe(view, series)
             return
         narrowest = summary.narrowest_bits
         self.border_subtitle = f"narrowest {narrowest:.1f} bits" if narrowest not in (None, float("-inf")) else (
@@ -39,11 +40,10 @@ class RangeHeadroomPanel(RunPanel):
         self.query_one(HeatMapView).show(summary)
         self.query_one("#numerics-info", Static).update(legend_and_narrowest(summary))
 
-    def _draw_float8(self, view: PanelView) -> None:
-        summary = view.model.numerics
-        self.border_title = f"{self.number} float8 SQNR (dB)"
-        lowest = summary.lowest_float8(1)
+    def _draw_probe(self, view: PanelView, series: ProbeSeries) -> None:
+        self.border_title = f"{self.number} {series.probe.title}"
+        lowest = series.lowest(1)
         self.border_subtitle = "" if not lowest else (
-            "inf/NaN seen" if lowest[0][1] == float("-inf") else f"lowest {lowest[0][1]:.1f} dB")
-        self.query_one(HeatMapView).show(summary, float8=True)
-        self.query_one("#numerics-info", Static).update(float8_legend(summary))
+            "inf/NaN seen" if lowest[0][1] == float("-inf") else f"lowest {series.probe.value_words(lowest[0][1])}")
+        self.query_one(HeatMapView).show(view.model.numerics, series)
+        self.query_one("#numerics-info", Static).update(probe_legend(view.model.numerics, series))

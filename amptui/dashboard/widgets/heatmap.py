@@ -1,9 +1,9 @@
 """The range-headroom heat map: one row per sampled layer, one column per sample (the newest on the
 right), each cell coloured by the layer's narrowest headroom on that sample (forward output or
-gradient, log2 bits to the dtype's largest finite value). A run with float8 linears (amp.float8)
-draws its float8 view instead: one row per converted linear, each cell its GEMM's SQNR in dB on
-that sample, low SQNR hot as low headroom is. Drawn from core.numerics.NumericsSummary: no torch,
-no telemetry."""
+gradient, log2 bits to the dtype's largest finite value). A run whose mode has a numerics probe
+(core/modes/base.py: a converted linear's GEMM SQNR in dB, say) draws the probe's view
+instead: one row per layer it measured, each cell its figure on that sample in the probe's bands,
+low hot as low headroom is. Drawn from core.numerics.NumericsSummary: no torch, no telemetry."""
 
 from __future__ import annotations
 
@@ -12,21 +12,19 @@ import math
 from rich.text import Text
 from textual.widget import Widget
 
-from amptui.core.numerics import SQNR_ALARM_DB, NumericsSummary, fmt_bits, nonfinite_text, some_names
+from amptui.core.modes import NumericsProbe
+from amptui.core.numerics import NumericsSummary, ProbeSeries, fmt_bits, nonfinite_text, some_names
 
 # (below this many bits, colour, word): red has overflowed or is one doubling away
 BANDS = ((0.0, "bold red", "inf/NaN"), (1.0, "red", "<1"), (4.0, "dark_orange", "<4"),
          (8.0, "yellow", "<8"), (math.inf, "green", "8+"))
-# float8 SQNR in dB (below this, colour, word): red is under the alarm's line; torchao's float8
-# GEMMs sit at roughly 20-35 dB
-SQNR_BANDS = ((0.0, "bold red", "inf/NaN"), (SQNR_ALARM_DB, "red", f"<{SQNR_ALARM_DB:g}"),
-              (15.0, "dark_orange", "<15"), (20.0, "yellow", "<20"), (math.inf, "green", "20+"))
+PALETTE = tuple(style for _, style, _ in BANDS)  # a probe's five bands take the same colours
 CELL = "█"
 EMPTY = ("·", "grey42")  # not sampled on that step (or no value: all zeros)
 
 
 def band(value: float | None, bands: tuple = BANDS) -> tuple[str, str]:
-    """(character, style) of one cell: headroom bits by BANDS, float8 SQNR by SQNR_BANDS."""
+    """(character, style) of one cell: headroom bits by BANDS, a probe's figure by its probe_bands."""
     if value is None:
         return EMPTY
     if value == -math.inf:
@@ -47,15 +45,21 @@ def heat_map(summary: NumericsSummary, width: int, height: int) -> Text:
     return _grid(summary.rows, keep, bold, BANDS, width, height)
 
 
-def sqnr_map(summary: NumericsSummary, width: int, height: int) -> Text:
-    """The float8 view in `width` x `height` cells: a row per float8 linear, its SQNR per sample.
-    With more layers than rows, the lowest ones are kept (in the model's order)."""
-    if not summary.float8_rows or width < 8 or height < 1:
-        return Text("no float8 samples yet", style="dim")
-    lowest = summary.lowest_float8(len(summary.float8_rows))
+def probe_bands(probe: NumericsProbe) -> tuple:
+    """A probe's (below, word) bands in the heat map's colours."""
+    return tuple((limit, style, word) for (limit, word), style in zip(probe.bands, PALETTE, strict=True))
+
+
+def probe_map(series: ProbeSeries | None, width: int, height: int) -> Text:
+    """A probe's view in `width` x `height` cells: a row per layer it measured, its figure per sample.
+    With more layers than rows, the lowest ones are kept (in the model's order); those under its
+    alarm's line (the second band) in bold."""
+    if series is None or not series.rows or width < 8 or height < 1:
+        return Text(f"no {series.probe.key if series else 'probe'} samples yet", style="dim")
+    lowest = series.lowest(len(series.rows))
     keep = {name for name, _ in lowest[:height]}
-    bold = {name for name, low in lowest if low < SQNR_ALARM_DB}
-    return _grid(summary.float8_rows, keep, bold, SQNR_BANDS, width, height)
+    bold = {name for name, low in lowest if low < series.probe.bands[1][0]}
+    return _grid(series.rows, keep, bold, probe_bands(series.probe), width, height)
 
 
 def _grid(rows: dict[str, list[float | None]], keep: set[str], bold: set[str], bands: tuple,
@@ -105,19 +109,19 @@ def _key(bands: tuple, unit: str) -> Text:
     return text
 
 
-def float8_legend(summary: NumericsSummary, shown: int = 3) -> Text:
-    """The float8 view's colour key, the recipe, the layers whose SQNR fell lowest, and the latest
+def probe_legend(summary: NumericsSummary, series: ProbeSeries, shown: int = 3) -> Text:
+    """A probe's view's colour key, its headline, the layers whose figure fell lowest, and the latest
     first non-finite module."""
-    text = _key(SQNR_BANDS, "dB SQNR vs float32")
-    recipes = sorted({str(x.get("recipe")) for x in summary.float8.values()})
-    text.append(f"\nfloat8 {', '.join(recipes)}: {len(summary.float8)} linears")
+    probe = series.probe
+    text = _key(probe_bands(probe), probe.unit)
+    text.append(f"\n{probe.headline(series.latest)}")
     last = summary.latest_first()
     if last is not None:
         text.append(f"\nstep {last['step']}: first non-finite: ", style="red")
         text.append(nonfinite_text(last))
-    if lowest := summary.lowest_float8(shown):
+    if lowest := series.lowest(shown):
         text.append("\nlowest: ")
-        text.append(", ".join(f"{name} {'inf/NaN' if low == -math.inf else f'{low:.1f} dB'}" for name, low in lowest),
+        text.append(", ".join(f"{name} {'inf/NaN' if low == -math.inf else probe.value_words(low)}" for name, low in lowest),
                     style="bold")
     return text
 
@@ -153,14 +157,14 @@ class HeatMapView(Widget):
     def __init__(self, *, id: str | None = None):
         super().__init__(id=id)
         self.summary = NumericsSummary()
+        self.probed: ProbeSeries | None = None
 
-        self.float8 = False
-
-    def show(self, summary: NumericsSummary, float8: bool = False) -> None:
-        """Draw `summary`'s headroom, or (float8) its float8 linears' SQNR."""
-        self.summary, self.float8 = summary, float8
+    def show(self, summary: NumericsSummary, probed: ProbeSeries | None = None) -> None:
+        """Draw `summary`'s headroom, or (`probed`) a mode's probe's figures."""
+        self.summary, self.probed = summary, probed
         self.refresh()
 
     def render(self) -> Text:
-        draw = sqnr_map if self.float8 else heat_map
-        return draw(self.summary, self.size.width, self.size.height)
+        if self.probed is not None:
+            return probe_map(self.probed, self.size.width, self.size.height)
+        return heat_map(self.summary, self.size.width, self.size.height)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from amptui.core.config.modefacts import SCALER_UNNEEDED, SLOW_ON_CPU, RunFacts
+from amptui.core.config.precision import Precision
+
 CLIP_SCALED = ("clip_grad_norm_ ran on gradients that are still multiplied by the loss scale ({scale}): "
                "no scaler.unscale_(optimizer) came before it, so max_norm is compared with scaled norms and "
                "the clip is meaningless. Call scaler.unscale_(optimizer) right before clip_grad_norm_")
@@ -41,3 +44,19 @@ NO_OPTIMIZER_END = ("0 training steps recorded: no torch.optim optimizer stepped
 def has_fp16_params(optimizer: torch.optim.Optimizer) -> bool:
     """Parameters' dtypes only (metadata): no device read."""
     return any(p.dtype == torch.float16 for g in optimizer.param_groups for p in g["params"])
+
+
+def precision_mistakes(precision: Precision, scaler: bool, device_type: str | None) -> list[tuple[str, str]]:
+    """(code, message) for what the loop's precision mode says its loop could do better, in a script's
+    words (the mode's rules, the hooks' words): a GradScaler its dtype does not need; a narrow autocast
+    dtype this CPU computes slowly (with this CPU's measured rates where doctor cached them)."""
+    said = []
+    if scaler and any(note.code == SCALER_UNNEEDED for note in precision.mode.warnings(precision, RunFacts(script=True))):
+        said.append(("scaler_bfloat16", SCALER_BF16))
+    if device_type == "cpu" and precision.autocast:
+        from amptui.machine.dtype_speed import slow_dtypes
+
+        facts = RunFacts(device="cpu", script=True, slow=slow_dtypes("cpu"))
+        said += [("slow_on_cpu", note.text.replace("(amp.autocast=false)", "(the loop without autocast)"))
+                 for note in precision.mode.warnings(precision, facts) if note.code == SLOW_ON_CPU]
+    return said

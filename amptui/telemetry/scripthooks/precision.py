@@ -1,7 +1,7 @@
 """The precision a loop really trains in, from what it did: the autocast contexts it entered with
 gradients on (device type, dtype), whether an enabled GradScaler scaled its loss, and an FSDP2
-model's MixedPrecisionPolicy (`fully_shard(..., mp_policy=...)`), and torchao's float8 linears in
-its models (amp.float8: their recipe). The same answer for a script
+model's MixedPrecisionPolicy (`fully_shard(..., mp_policy=...)`), and what each mode's probe sees
+in its models (telemetry/probes/: torchao's linears' recipe). The same answer for a script
 under `amptui run --script` and for an `amptui.Monitor` without `config=`."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from amptui.core import modes
-from amptui.telemetry.float8_numerics import float8_layers
+from amptui.telemetry import probes
 from amptui.telemetry.fsdp_policy import first_policy
 
 
@@ -55,11 +55,10 @@ def precision_overrides(seen: AutocastSeen, scaler: Any | None) -> dict[str, Any
 def loop_overrides(seen: AutocastSeen, scaler: Any | None, models: list[torch.nn.Module]) -> dict[str, Any]:
     """`precision_overrides`, and what every precision mode reads from the loop's models: for a
     model the loop sharded with FSDP2 its policy (dist.mode "fsdp"; a reduced param_dtype is the
-    dtype it computes in, no autocast needed), the dtype its parameters are kept in, and the
-    recipe of torchao's linears in it."""
-    recipe = next((layers[0][2] for layers in map(float8_layers, models) if layers), None)
+    dtype it computes in, no autocast needed), the dtype its parameters are kept in, and what each
+    mode's probe sees in them (the recipe of torchao's linears)."""
     facts = modes.LoopFacts(autocast=seen.first, fsdp_policy=first_policy(models), param_dtype=param_dtype(models),
-                            seen={"float8": recipe} if recipe else {})
+                            seen=probes.seen(models))
     return {**precision_overrides(seen, scaler), **modes.detect(facts)}
 
 

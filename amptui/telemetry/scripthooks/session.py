@@ -8,10 +8,9 @@ scales the loss. The loss is what `scaler.scale()` receives, or without a scaler
 (gradient accumulation's loss / ACC sums to the true loss). The start record waits for the first
 step, so its precision is what the loop really did. Epochs are the passes of the training
 DataLoader that feed steps (none without one); no-grad work between steps that is not part of
-each step is evaluation, kept out of the step clock (loopshape.py). With `numerics.every`
-set, the script's (first) model gets the Recorder's range sampler from the second step on, in the
-dtype its loop computes in. Nothing here reads a device tensor outside the Recorder's one read per
-`log.every` steps.
+each step is evaluation, kept out of the step clock (loopshape.py). With `numerics.every` set, the
+script's (first) model gets the Recorder's range sampler from the second step on, in the dtype its loop
+computes in. Nothing here reads a device tensor outside the Recorder's one read per `log.every` steps.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from typing import Any
 import torch
 
 from amptui.core.config import values as cfgmod
-from amptui.core.config.modefacts import SCALER_UNNEEDED, SLOW_ON_CPU, RunFacts
 from amptui.core.config.precision import Precision
 from amptui.core.config.scriptview import script_sections
 from amptui.core.run import runs
@@ -166,31 +164,19 @@ class ScriptSession:
         recorder.start(run_id=self.run_dir.name, preset=cfg.run.name or "script", config=cfg, total_steps=None,
                        epochs=None, steps_per_epoch=None, resumed_from=None, source="script",
                        parameters=sum(p.numel() for p in optimizer_params(steps.optimizers)) or None,
-                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code,
+                       config_shown=script_sections(cfg, seen), precision_seen=seen, code=self.code, precision=precision,
                        interleaved=True if self.turns is not None else None)
         for code, message in self.early_warnings:
             recorder.write(WarningRecord(message=message, code=code))
         self.early_warnings.clear()
-        if recorder.scaler_enabled and any(note.code == SCALER_UNNEEDED for note in  # the mode's rule, the hooks' words
-                                           precision.mode.warnings(precision, RunFacts(script=True))):
-            self.warn("scaler_bfloat16", mistakes.SCALER_BF16)
-        if recorder.device is not None and recorder.device.type == "cpu" and precision.autocast:
-            self._slow_on_cpu(precision)
+        for code, message in mistakes.precision_mistakes(precision, recorder.scaler_enabled,
+                                                         recorder.device.type if recorder.device else None):
+            self.warn(code, message)
         if cfg.numerics.every and self.models:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
         recorder.sinks += autopilot.advisors(cfg.amp, precision, recorder.device, self.warn)  # advice only: its loop
-
-    def _slow_on_cpu(self, precision: Precision) -> None:
-        """float16 autocast on a CPU that computes it slowly: said as the presets say it (the mode's rule,
-        with this CPU's measured rates where doctor cached them), in a script's words."""
-        from amptui.machine.dtype_speed import slow_dtypes
-
-        facts = RunFacts(device="cpu", script=True, slow=slow_dtypes("cpu"))
-        for note in precision.mode.warnings(precision, facts):
-            if note.code == SLOW_ON_CPU:
-                self.warn("slow_on_cpu", note.text.replace("(amp.autocast=false)", "(the loop without autocast)"))
 
     def finish_step(self) -> None:
         steps, loop = self.steps, self.loop
@@ -214,7 +200,8 @@ class ScriptSession:
         if first and self.sampling is not None:  # range headroom from the second step: the model is known now
             recorder.sample_numerics(self.models[0], *self.sampling)
         if first and self.models:  # precision hygiene likewise (on unless numerics.hygiene_every = 0)
-            recorder.check_hygiene(hygiene.for_script(self.models, steps.optimizers, self.config(), bool(self.seen.entered)))
+            recorder.check_hygiene(hygiene.for_script(self.models, steps.optimizers, self.config(), bool(self.seen.entered),
+                                                      recorder.precision))
         if first and self.plan_every and self.models:  # `amptui plan --script`: likewise
             recorder.sample_plan(self.models[0], self.plan_every)
         loop.steps_in_epoch += 1

@@ -68,7 +68,7 @@ R = TypeVar("R", bound=type[ModeRuntime])
 
 
 def register(*names: str) -> Callable[[R], R]:
-    """`@register("float8")`: this class is the runtime of the modes so named."""
+    """`@register("NAME")`: this class is the runtime of the modes so named."""
     def put(cls: R) -> R:
         for name in names:
             RUNTIMES[name] = cls()

@@ -13,11 +13,11 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from amptui.core.fmt import shown
-from amptui.core.planning.plan import FLOAT8, RECIPES, SQNR_FIELDS
+from amptui.core.planning.plan import FAMILY, FLOAT8, RECIPES, SQNR_FIELDS
 from amptui.dashboard.screens.base import DashboardScreen
 from amptui.dashboard.screens.keys import named
 
-HEAT = ((10.0, "white on red"), (15.0, "black on dark_orange"), (20.0, "black on yellow"))  # as the float8 heat map
+HEAT = ((10.0, "white on red"), (15.0, "black on dark_orange"), (20.0, "black on yellow"))  # as the probe's heat map (SQNR bands)
 COOL = "black on green"
 HEAT_NAMES = {"fp8-rowwise": "fp8-row"}  # the heat map's 8-wide columns: a name that fits
 
@@ -103,8 +103,8 @@ class PlanScreen(DashboardScreen):
             text.append(shown(layer.get("reason", "")) + "\n")
         speedup, risk = doc.get("predicted_speedup"), field(doc, "risk", {})
         risk = risk if isinstance(risk, dict) else {}
-        float8 = doc.get("float8_layers", 0)
-        line = f"{float8} of {len(self.plan_layers())} linears in float8"
+        converted = doc.get("float8_layers", 0)
+        line = f"{converted} of {len(self.plan_layers())} linears in {FAMILY}"
         if isinstance(speedup, (int, float)):
             line += f"; the step predicted {speedup:.2f}x as fast as all-bf16"
         if isinstance(risk.get("lowest_sqnr_db"), (int, float)):

@@ -9,7 +9,8 @@ granularity (the tensor, each row, each block of 32); for MXFP8 also that share 
 and its spread over the blocks (one block's outlier zeroes the rest of its 32 values, not the
 tensor's: the overall share can hide it); and the SQNR in dB of the float8 GEMM's output against
 the same GEMM in float32 on the same inputs: 10 log10(signal power / error power).
-A model with no float8 linear (torchao never imported) has no probe at all.
+A model with no float8 linear (torchao never imported) has no probe at all. The float8 mode's
+`numerics` entries (core/modes/float8.py `Sqnr` reads them back).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from amptui.core.modes.float8 import MODE
 from amptui.telemetry.fsdp_policy import local
 from amptui.telemetry.modulehook import ModuleHook
 
@@ -33,6 +35,7 @@ BLOCK_ROWS = 3  # and per MXFP8 linear: a row each for input, weight, grad-outpu
 BLOCK = 32      # MXFP8's scale block, along the last dimension
 FLOAT8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
 GRAD_FORMAT = {"tensorwise": "e5m2", "rowwise": "e4m3", "mxfp8": "e4m3"}
+KEY = MODE.name  # its entries' field in a numerics record
 
 
 def recipe_of(module: nn.Module) -> str | None:
@@ -52,6 +55,17 @@ def float8_layers(model: nn.Module) -> list[tuple[str, nn.Module, str]]:
     if "torchao" not in sys.modules:  # nothing can be converted yet: no walk to pay for
         return []
     return [(name, m, r) for name, m in model.named_modules() if (r := recipe_of(m)) is not None]
+
+
+def attach(model: nn.Module) -> Float8Probe | None:
+    layers = float8_layers(model)
+    return Float8Probe(layers) if layers else None
+
+
+def seen(model: nn.Module) -> str | None:
+    """The recipe of the model's first float8 linear (a script's: amp.float8)."""
+    layers = float8_layers(model)
+    return layers[0][2] if layers else None
 
 
 def plain(param: torch.Tensor) -> torch.Tensor:
@@ -116,6 +130,8 @@ def block_underflow(zeroed: torch.Tensor, nonzero: torch.Tensor) -> torch.Tensor
 
 class Float8Probe:
     """The float8 linears of one model; `hook` puts their hooks in for one sampled step."""
+
+    key = KEY
 
     def __init__(self, layers: list[tuple[str, nn.Module, str]]):
         self.layers = layers
