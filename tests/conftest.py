@@ -86,6 +86,12 @@ def isolate_from_callers_environment(worker: bool) -> list[str]:
                                  if key in CALLERS_VARIABLES or key.startswith(CALLERS_PREFIXES)]
     for key in cleared:
         del os.environ[key]
+    # One OpenMP thread for torch in every process of the suite (the test processes and every trainer, script
+    # and torchrun rank they start): on a 2-core box running two workers, each starting trainers, a second
+    # thread only waits on the first; under load a tiny model's step took 20x longer with two threads.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:  # imported before the suite started: it read the variable already
+        sys.modules["torch"].set_num_threads(1)
     if sys.warnoptions:  # -W / PYTHONWARNINGS: back to Python's documented default filters
         sys.warnoptions.clear()
         warnings.resetwarnings()

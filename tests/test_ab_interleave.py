@@ -9,6 +9,7 @@ import os
 import threading
 
 import pytest
+from support.paths import SCRIPTS
 
 from amptui.core.run import turns
 from amptui.core.run.runs import list_runs
@@ -79,9 +80,8 @@ def test_interleave_refuses_a_script_under_torchrun_in_one_line(cli, runs_dir, t
 def test_a_script_ab_takes_turns_too(cli, runs_dir):
     """Issue 51 item 2: script users could not --interleave; amptui's hooks now hand the turn on at each
     step record of the script's own loop, so its variants' windows alternate as a preset's do."""
-    from pathlib import Path
 
-    script = Path(__file__).parent / "scripts" / "plain_fp32.py"
+    script = SCRIPTS / "plain_fp32.py"
     done = cli("ab", "--script", str(script), "--variants", "fp32,bf16", "--interleave", "--set", "log.every=2",
                "--", "--steps", "8")
     assert done.returncode == 0, done.stderr

@@ -5,12 +5,12 @@ exits non-zero saying so. Real processes, a tiny loop."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from support.cli import amptui
+from support.paths import SCRIPTS
 
-SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
+SCRIPT = SCRIPTS / "plain_fp32.py"
 
 TRAINS_NOTHING = """\
 import torch

@@ -5,10 +5,10 @@ never as if the script had chosen it. Run folders in the real format, read by th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from support.cli import amptui
+from support.paths import SCRIPTS
 from support.records import record, write_records
 
 from amptui.core.config import values as config
@@ -18,7 +18,7 @@ from amptui.core.config.values import read_toml
 from amptui.core.config.variants import VARIANTS
 from amptui.core.stream.records import End, Start, Step
 
-SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
+SCRIPT = SCRIPTS / "plain_fp32.py"
 
 
 def write_script_run(root, run_id: str, applied: str, said: str | None = None, variant: str = "") -> None:

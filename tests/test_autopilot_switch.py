@@ -10,11 +10,11 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from support.cli import amptui
 from support.machine import cpu_rates_here
+from support.paths import SCRIPTS
 from support.records import events, only_run
 from support.waits import wait_until
 from support.webstub import recording
@@ -24,7 +24,6 @@ from amptui.core.config import values
 pytestmark = pytest.mark.slow
 
 SHORT = ("--set", "run.max_steps=50")
-SCRIPTS = Path(__file__).parent / "scripts"
 
 
 @pytest.fixture

@@ -5,11 +5,10 @@ not a test's: tiny sizes, only that every figure is there."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support.paths import BENCHMARKS
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 pytestmark = pytest.mark.slow
 
 

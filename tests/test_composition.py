@@ -8,12 +8,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
+import pytest
+from support.paths import FEWEST_MODULES, PACKAGE, modules
+
+import amptui
 
 
 def _modules() -> dict[str, ast.Module]:
     return {str(path.relative_to(PACKAGE.parent)): ast.parse(path.read_text(encoding="utf-8"))
-            for path in sorted(PACKAGE.rglob("*.py"))}
+            for path in modules()}
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -55,3 +58,9 @@ def test_no_type_checking_stubs_or_object_bases():
                           for alias in node.orelse if isinstance(alias, ast.Assign)
                           and isinstance(alias.value, ast.Name) and alias.value.id == "object"]
     assert not found, "\n".join(found)
+
+
+def test_the_scan_finds_amptui_wherever_this_file_moves(tmp_path):
+    assert PACKAGE == Path(amptui.__file__).resolve().parent and len(_modules()) >= FEWEST_MODULES
+    with pytest.raises(AssertionError, match="would check nothing"):
+        modules(tmp_path)  # a scan pointed at the wrong folder fails instead of passing on no files

@@ -3,10 +3,9 @@
 import dataclasses
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from support.paths import FIXTURES
+from support.paths import FIXTURES, REPO
 
 from amptui.core.config import values as config
 from amptui.core.config.keychecks import check_value
@@ -40,8 +39,7 @@ def test_a_config_is_typed_sections_that_refuse_typos_and_changes():
 @pytest.mark.timeout(600)
 def test_mypy_names_a_typo_in_a_config_key(tmp_path):
     """Code reading the config is checked: a misspelt key fails `mypy`, not a run an hour in."""
-    repo = Path(__file__).resolve().parent.parent
-    (tmp_path / "mypy.ini").write_text(f"[mypy]\nmypy_path = {repo}\nfollow_imports = silent\n"
+    (tmp_path / "mypy.ini").write_text(f"[mypy]\nmypy_path = {REPO}\nfollow_imports = silent\n"
                                        "ignore_missing_imports = true\ncheck_untyped_defs = true\n")
     (tmp_path / "reads.py").write_text("from amptui.core.config.values import build_config\n\n\ndef f():\n"
                                        "    cfg = build_config()\n    return cfg.amp.dtype, cfg.optim.lrr\n")

@@ -4,9 +4,9 @@ constant written in backticks in README.md and docs/*.md is in the code (fast, n
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from support.paths import PACKAGE, REPO, modules
+
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SPAN = re.compile(r"`([^`\n]+)`")
 PATH = re.compile(r"(?<![\w./-])(amptui/[\w./-]*\w)")
@@ -26,7 +26,7 @@ def spans() -> list[tuple[str, str]]:
 
 
 def code_text() -> str:
-    return "\n".join(p.read_text() for p in (REPO / "amptui").rglob("*.py"))
+    return "\n".join(p.read_text() for p in modules())
 
 
 def test_every_amptui_path_a_doc_names_exists():
@@ -43,7 +43,7 @@ def _resolves(dotted: str) -> bool:
     `amptui.Monitor`), or a file in the package (`amptui.tcss`)."""
     parts = dotted.split(".")
     if parts[-1] in FILE_SUFFIXES:
-        return any((REPO / "amptui").rglob(dotted))
+        return any(PACKAGE.rglob(dotted))
     for cut in range(len(parts), 0, -1):
         base = REPO.joinpath(*parts[:cut])
         source = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"

@@ -6,11 +6,11 @@ mode instead, so a new dtype or mode is one entry, not a hunt through every rule
 from __future__ import annotations
 
 import ast
-from pathlib import Path
+
+from support.paths import PACKAGE, modules
 
 from amptui.core.config.dtypes import DTYPES
 
-PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
 TABLE = PACKAGE / "core" / "config" / "dtypes.py"
 
 
@@ -40,7 +40,7 @@ def literal_comparisons(source: str, where: str) -> list[str]:
 
 
 def test_no_module_outside_the_dtype_table_compares_with_a_dtype_literal():
-    offenders = [hit for path in sorted(PACKAGE.rglob("*.py")) if path != TABLE
+    offenders = [hit for path in modules() if path != TABLE
                  for hit in literal_comparisons(path.read_text(), str(path.relative_to(PACKAGE.parent)))]
     assert offenders == [], ("ask the dtype table (amptui.core.config.dtypes: wide, narrow, a Dtype's fields) or "
                              "the precision mode instead of comparing with a literal: " + ", ".join(offenders))

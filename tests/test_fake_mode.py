@@ -13,11 +13,11 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import torch
 from support.dashboard import async_test, until
+from support.paths import REPO
 from torch import nn
 
 from amptui.core import modes
@@ -26,9 +26,6 @@ from amptui.core.config import variants as ab
 from amptui.core.config.precision import Precision, layer_variants, listing
 from amptui.trainer import modes as runtime
 from amptui.tune import plan as tune_plan  # imported before a test adds the mode: its PRECISIONS stay amptui's
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 # --- the one file a new mode takes: its mode ... -------------------------------------------------
 
@@ -222,7 +219,7 @@ def test_a_layer_can_take_it_when_it_is_a_compute_precision_of_its_own(registere
 
 def test_the_docs_recipe_names_every_hook_a_mode_and_its_runtime_have():
     """docs/development.md's "Adding a precision mode" names what this file had to write."""
-    text = (ROOT / "docs/development.md").read_text()
+    text = (REPO / "docs/development.md").read_text()
     section = text.split("## Adding a precision mode", 1)[1].split("\n## ", 1)[0]
     hooks = [n for n in vars(modes.PrecisionMode) if not n.startswith("_") and callable(getattr(modes.PrecisionMode, n))]
     hooks += [n for n in vars(runtime.ModeRuntime) if not n.startswith("_") and callable(getattr(runtime.ModeRuntime, n))]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.paths import REPO, SCRIPTS
 from support.records import wait_for_end
 from support.terminal import amptui_on_pty
 
@@ -18,7 +19,6 @@ from amptui.core.prepare.preflight import GPU_DRIVER_PATHS
 from amptui.jobs import detached, launch
 from amptui.machine import cputorch
 
-REPO = Path(__file__).resolve().parent.parent
 CPU_LINE = "pip install --force-reinstall torch torchvision --index-url https://download.pytorch.org/whl/cpu"
 no_gpu_driver = pytest.mark.skipif(any(os.path.exists(p) for p in GPU_DRIVER_PATHS),
                                    reason="asserts what a machine without a CUDA GPU is told")
@@ -125,7 +125,7 @@ def test_tune_help_names_the_precisions_it_tries(cli):
 
 @pytest.mark.slow  # two tiny runs of a real script, on a terminal
 def test_the_script_ab_shows_the_scripts_output_and_the_slow_float16_note(runs_dir):
-    script = Path(__file__).parent / "scripts" / "plain_fp32.py"
+    script = SCRIPTS / "plain_fp32.py"
     code, drawn = amptui_on_pty(["ab", "--script", str(script), "--variants", "fp32,fp16+scaler"], size=(160, 40))
     assert code == 0, drawn
     assert drawn.count("trained 6 steps") == 2, drawn  # each variant's own last line, as `run --script` shows it
@@ -199,7 +199,7 @@ def test_two_runs_of_one_script_are_named_by_its_file_and_arguments(runs_dir):
     from amptui.core.run.runs import load_run
     from amptui.dashboard.widgets.runtable import preset_cell
 
-    script = Path(__file__).parent / "scripts" / "plain_fp32.py"
+    script = SCRIPTS / "plain_fp32.py"
     names = []
     for steps in ("2", "3"):
         amptui("run", "--script", str(script), "--", "--steps", steps, check=True)

@@ -17,13 +17,13 @@ import psutil
 import pytest
 from support.cli import amptui
 from support.dashboard import FAILED, FIXTURES, QUICK, Notes, app_for, async_test, home_ready, select_run, until
+from support.paths import PACKAGE, modules
 from support.waits import wait_until
 
 from amptui.core.run import runlock
 from amptui.core.run.runs import launch_identity
 from amptui.jobs import signals
 
-PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
 SIGNAL_MODULE = PACKAGE / "jobs" / "signals.py"
 SIGNALLING = {"kill", "killpg", "terminate", "send_signal", "pthread_kill"}
 
@@ -44,7 +44,7 @@ def signal_calls(path: Path) -> list[str]:
 
 
 def test_no_module_but_jobs_signals_sends_a_signal():
-    offenders = [hit for path in sorted(PACKAGE.rglob("*.py")) if path != SIGNAL_MODULE for hit in signal_calls(path)]
+    offenders = [hit for path in modules() if path != SIGNAL_MODULE for hit in signal_calls(path)]
     assert offenders == [], "signal a process only through amptui/jobs/signals.py: " + ", ".join(offenders)
     assert signal_calls(SIGNAL_MODULE)  # the scan does see a signal where there is one
 

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 import amptui.core
 from amptui.core.errors import UserError
 from amptui.core.run import checkpoints
 
-REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "torchvision", "textual", "amptui.trainer", "amptui.dashboard", "amptui.telemetry")
 
 

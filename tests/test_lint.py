@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 pytestmark = pytest.mark.slow  # ruff and mypy run as processes of their own
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _tool(name: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import amptui, one_clear_line
+from support.paths import SCRIPTS
 from support.records import events, only_run
 
 from amptui.core.config import values as config
@@ -17,7 +18,7 @@ from amptui.core.errors import UserError
 
 TINY = ["--set", "run.max_steps=6", "--set", "log.every=2", "--set", "data.train_samples=256",
         "--set", "data.val_samples=64", "--set", "run.epochs=2"]
-SCRIPT = Path(__file__).parent / "scripts" / "float32_args.py"
+SCRIPT = SCRIPTS / "float32_args.py"
 
 
 def tracking(tmp_path: Path) -> tuple[str, object]:

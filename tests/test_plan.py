@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.paths import SCRIPTS
 
 from amptui.core.planning import plan as planner
 from amptui.core.planning import roofline
@@ -164,11 +165,10 @@ def test_roofline_matches_a_hand_calculation_for_two_shapes():
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_amptui_plan_of_an_unmodified_gpt_script_gives_the_same_table(runs_dir):
-    from pathlib import Path
 
     from support.cli import amptui
 
-    script = Path(__file__).parent / "scripts" / "tiny_gpt.py"
+    script = SCRIPTS / "tiny_gpt.py"
     proc = amptui("plan", "--script", str(script), "--for", "H100", "--format", "json", "--steps", "4",
                   "--", "--steps", "6", timeout=280)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 
 import pytest
+from support.paths import PACKAGE, modules
 
 from amptui.core import modes
 from amptui.core.config import precision as precmod
@@ -264,10 +265,8 @@ def test_float8_is_named_only_where_the_mode_and_its_rules_live():
     probe, the plan probe that runs its recipes, the schema's keys and the autopilot's float8 rules (as
     `grep -rlw float8 amptui --include=*.py`: at most 10 files; 38 before)."""
     import re
-    from pathlib import Path
 
-    package = Path(__file__).resolve().parents[1] / "amptui"
-    naming = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+    naming = sorted(str(p.relative_to(PACKAGE)) for p in modules()
                     if re.search(r"\bfloat8\b", p.read_text(encoding="utf-8")))
     assert len(naming) <= 10, naming
     assert {"core/modes/float8.py", "trainer/modes/float8.py", "telemetry/probes/float8.py"} <= set(naming)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 import torch
 from support.cli import amptui, one_clear_line
+from support.paths import REPO, SCRIPTS
 from support.records import events, only_run
 
 from amptui.core import modes
@@ -23,8 +23,7 @@ from amptui.core.errors import UserError
 from amptui.core.prepare import preflight
 from amptui.trainer.modes.pure import StochasticAdam
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tests" / "scripts" / "cast_bf16.py"
+SCRIPT = SCRIPTS / "cast_bf16.py"
 TINY = {"model": {"name": "mlp", "width": 16, "depth": 2}, "data": {"name": "random", "batch_size": 4,
         "train_samples": 16, "val_samples": 0}, "run": {"device": "cpu", "max_steps": 2}}
 
@@ -122,7 +121,7 @@ def test_stochastic_rounding_keeps_updates_that_round_to_nearest_loses():
 
 
 def test_its_name_is_written_in_its_own_files_only():
-    out = subprocess.run(["grep", "-rlE", "bf16.pure|bf16_pure", "amptui", "--include=*.py"], cwd=ROOT,
+    out = subprocess.run(["grep", "-rlE", "bf16.pure|bf16_pure", "amptui", "--include=*.py"], cwd=REPO,
                          capture_output=True, text=True).stdout.split()
     assert len(out) <= 3 and all("/modes/" in f for f in out), out
 

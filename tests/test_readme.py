@@ -5,9 +5,9 @@ dashboard's key docs name every key of the home screen."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from support.paths import REPO
+
 README = (REPO / "README.md").read_text()
 
 

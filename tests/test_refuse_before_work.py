@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from support.cli import one_clear_line
+from support.paths import SCRIPTS
 
-SCRIPT = str(Path(__file__).parent / "scripts" / "tiny_gpt.py")
+SCRIPT = str(SCRIPTS / "tiny_gpt.py")
 
 
 def nothing_ran(runs_dir: Path) -> None:

@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 
 import pytest
+from support.paths import PACKAGE, modules
 
 from amptui.core import safefile
 
-PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
 OPENER = PACKAGE / "core" / "safefile.py"
 WRITES = {"write_text", "write_bytes"}
 
@@ -49,7 +49,7 @@ def opens_in(path: Path) -> list[int]:
 
 def test_runs_folder_files_are_opened_only_through_safefile():
     unexpected = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in modules():
         if path == OPENER:
             continue
         name = str(path.relative_to(PACKAGE.parent))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support.cli import amptui, one_clear_line
 from support.dashboard import Notes, app_for, async_test, home_ready, select_run, until
+from support.paths import SCRIPTS
 from support.records import events
 
 from amptui.core.comparison import runsummary
@@ -20,7 +21,7 @@ from amptui.core.comparison.lossgaps import noise_band
 from amptui.core.series import Series
 from amptui.jobs import groups
 
-SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
+SCRIPT = SCRIPTS / "plain_fp32.py"
 
 
 def _digest(path: Path) -> str:
@@ -192,7 +193,7 @@ def test_ab_script_refusals_are_one_line_and_leave_nothing(cli, runs_dir, extra,
 def test_a_loop_that_updates_its_parameters_by_hand_is_refused_for_fp16_scaler_before_running(runs_dir):
     """A GradScaler applied to a loop with no optimizer step amptui can see would train on scaled
     gradients (issue 41.3): refused in one line by the probe, before any variant runs."""
-    hand = Path(__file__).parent / "scripts" / "manual_sgd.py"
+    hand = SCRIPTS / "manual_sgd.py"
     line = one_clear_line(amptui("ab", "--script", str(hand), "--variants", "fp32,fp16+scaler"), code=2)
     assert "no torch.optim optimizer step amptui can see" in line and "fp16+scaler" in line, line
     assert _nothing_left(runs_dir)
@@ -217,7 +218,7 @@ def test_an_applied_variant_whose_loss_turns_nan_where_the_baselines_did_not_fai
     """Issue 41.3: fp16 applied to a float32 loop whose activations are beyond float16's range: the
     fp16+scaler run's loss is NaN from its first step while fp32's is finite. It used to say
     `completed`, exit 0; the A/B now ends failed and says why."""
-    script = Path(__file__).parent / "scripts" / "fp16_range_fp32.py"
+    script = SCRIPTS / "fp16_range_fp32.py"
     proc = amptui("ab", "--script", str(script), "--variants", "fp32,fp16+scaler", "--set", "log.every=1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "fp16+scaler (its loss turned non-finite at step 1, where fp32's was finite)" in proc.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support.crafted import FORBIDDEN, HOSTILE, write_crafted_preset, write_crafted_run
 from support.dashboard import QUICK, app_for, async_test, home_ready, select_run, settled, until
+from support.paths import PACKAGE, modules
 
 from amptui.core.fmt import shown
 
@@ -26,7 +27,6 @@ def raw_controls(text: str) -> list[str]:
     return sorted({repr(c) for c in FORBIDDEN.findall(text)})
 
 
-PACKAGE = Path(__file__).resolve().parent.parent / "amptui"
 # Where text goes to a terminal (rich/Textual renderables, widgets, print) and the attributes that
 # hold text from a runs folder or a preset: such an attribute given to such a call must go through
 # core.fmt.shown (the one function that shows such text), inside the call's arguments.
@@ -64,7 +64,7 @@ def unshown(source: str, name: str) -> set[tuple[str, str]]:
 def test_text_from_a_runs_folder_reaches_widgets_and_print_only_through_shown():
     """The scan for shown text (issue 50): the home screen's `Text(shown(r.script_line) or r.preset)`
     passed a crafted preset name raw; a call like it anywhere in the dashboard or the CLI fails here."""
-    files = sorted([*PACKAGE.joinpath("dashboard").rglob("*.py"), *PACKAGE.joinpath("cli").rglob("*.py")])
+    files = [*modules(PACKAGE / "dashboard"), *modules(PACKAGE / "cli")]
     found = set().union(*(unshown(p.read_text(), str(p.relative_to(PACKAGE.parent))) for p in files))
     assert found - NOT_SHOWN_HERE.keys() == set(), "show runs-folder text through core.fmt.shown"
     old_leak = 'text = Text(shown(r.script_line) or r.preset or "-")'

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 from support.cli import amptui, one_clear_line
+from support.paths import SCRIPTS
 from support.records import events
 
 from amptui.tune import plan as T
 from amptui.tune.scriptsearch import BF16_SCALER, use_command
 
-SCRIPT = Path(__file__).parent / "scripts" / "plain_fp32.py"
+SCRIPT = SCRIPTS / "plain_fp32.py"
 
 
 def _digest(path: Path) -> str:

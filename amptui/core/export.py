@@ -10,7 +10,6 @@ nested value in a damaged record is left out), and JSON has no inf/NaN: writers 
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from amptui.core.errors import UserError
+from amptui.core.stream.csvsafe import write_csv
 from amptui.core.stream.events import EventReader, primary_events_file
 from amptui.core.stream.records import EPOCH, Epoch, Record, Start, Step
 
@@ -146,12 +146,7 @@ def write(run_dir: Path, fmt: str, out: IO[str]) -> int:
     columns, rows = step_rows(run_dir)
     count = 0
     if fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
-            count += 1
-        return count
+        return write_csv(out, columns, rows, lineterminator="\n")
     out.write("[")
     for row in rows:
         out.write(("," if count else "") + "\n" + json.dumps(row, separators=(", ", ": ")))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from support.paths import FIXTURES
+
 QUICK = "20261121-231544-quickstart-8ab8"
 SCALER = "20261121-231557-scaler-lab-058d"
 FAILED = "20261121-231609-quickstart-b640"

@@ -12,7 +12,6 @@ show a row); a new figure is a field on RunSummary/CompareRow and one more Colum
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -46,6 +45,7 @@ from amptui.core.fmt import (
     shown,
 )
 from amptui.core.inputbound import notice
+from amptui.core.stream.csvsafe import write_csv
 
 
 def precision_said(s: RunSummary) -> str:
@@ -270,12 +270,9 @@ def render(rows: list[CompareRow], fmt: str = "table") -> str:
         return json.dumps([asdict(r) for r in rows], indent=2)
     if fmt == "csv":  # raw numbers (bytes, seconds, fractions), for spreadsheets and scripts
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=list(CompareRow.__dataclass_fields__))
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: " ".join("-" if p is None else f"{p:.0f}" for p in v) if isinstance(v, list)
-                             else shown(v) if isinstance(v, str) else v  # text from a runs folder, as shown
-                             for k, v in asdict(r).items()})  # rank_peaks: bytes, space-separated
+        write_csv(out, list(CompareRow.__dataclass_fields__),  # text from a runs folder: csvsafe's cells
+                  ({k: " ".join("-" if p is None else f"{p:.0f}" for p in v) if isinstance(v, list) else v
+                    for k, v in asdict(r).items()} for r in rows))  # rank_peaks: bytes, space-separated
         return out.getvalue()
     columns = shown_columns(rows)
     table = [tuple(c.header for c in columns)] + [tuple(c.cell(r) for c in columns) for r in rows]
