@@ -64,7 +64,9 @@ class TogglesPanel(Vertical):
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self.base = cfgmod.Config()  # the preset's values, before the toggles
-        self._loading = False
+        # until the first preset is shown (load, load_invalid): the widgets' own Changed messages as they
+        # mount are no edit, and blank rows are no config to check (nor a red "needs a value" flashed)
+        self._loading = True
         self.cuda = cuda_visible()
         self.gpus = gpu_count_guess()
         self.invalid_preset = ""  # why the preset cannot load: its toggles are blank and disabled
