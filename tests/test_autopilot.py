@@ -336,3 +336,34 @@ def test_a_float8_tail_can_start_at_the_lrs_decay_onset():
                      narrow_scaled=False, float8_skip=[], total_steps=100), records) is None  # rule not listed
     with pytest.raises(ConfigError, match="amp.autopilot.tail_on_decay must be true or false"):
         values.build_config({"amp": {"autopilot": {"tail_on_decay": "yes"}}})
+
+
+def test_a_resumed_run_goes_on_counting_the_rules_fired_and_the_rewinds(runs_dir):
+    """What the autopilot counts a run is in each checkpoint (`autopilot_state`): after a promotion, `amptui
+    resume` does not promote again (once a run), and the rewinds made count toward retry_limit. In process, a
+    tiny quickstart run: a promote decision (no layer changed) is switched at step 4 through the trainer's own
+    switch, then the run is resumed from that checkpoint as `amptui resume` does."""
+    from amptui.core import autopilot as rules
+    from amptui.core.config import presets
+    from amptui.jobs import launch
+    from amptui.trainer.loop import Trainer
+
+    tiny = {"run.device": "cpu", "run.reuse_host_memory": False, "model.width": 8, "data.img_size": 16,
+            "data.batch_size": 16, "data.val_samples": 0, "data.num_workers": 0, "log.every": 4, "run.epochs": 1,
+            "log.checkpoint_every": 0, "data.train_samples": 128,
+            "amp.autopilot": {"mode": "act", "rules": ["promote"], "promote_after": 2}}
+    run_dir, _ = launch.create_run(presets.find_preset("quickstart"), tiny, runs_dir)
+    first = Trainer(run_dir, resume=False)
+    first.setup()
+    assert first.autopilot is not None
+    first.autopilot.rewinds = 1
+    first.autopilot.pending = rules.Decision("promote", 0, {"amp.layers": {}}, "0 layers to float8", "test")
+    first.autopilot.switch()
+    first.finish("stopped")
+    assert [r["rule"] for r in events(run_dir) if r["kind"] == "precision_switch"] == ["promote"]
+    resumed = Trainer(run_dir, resume=True)
+    resumed.setup()
+    assert resumed.autopilot is not None
+    assert resumed.autopilot.fired == ["promote"] and resumed.autopilot.rewinds == 1
+    assert not resumed.autopilot.pilot.pilot._promoting()  # once a run, across the resume
+    resumed.finish("stopped")

@@ -459,6 +459,7 @@ async def test_a_runs_an_ab_as_one_group_and_compares_it_when_done(root, monkeyp
         assert [g.state for g in groups.groups(root)] == ["done"]
 
 
+@pytest.mark.slow  # real trainers (an `amptui ab --detach` and its two variants)
 @async_test
 async def test_an_ab_whose_second_variant_fails_ends_failed_and_names_it_as_the_cli_does(root, monkeypatch):
     """`a` is `amptui ab --detach`: the CLI's loop and ending. Its second variant (bf16) dies: the

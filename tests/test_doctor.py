@@ -301,6 +301,7 @@ def test_doctor_says_torchvisions_compiled_ops_load_with_this_torch():
     assert line.startswith("torchvision ") and "compiled ops load" in line
 
 
+@pytest.mark.slow  # the real `amptui doctor`, with a stand-in torchvision on its PYTHONPATH
 def test_doctor_names_a_torchvision_that_does_not_load_and_the_line_that_mends_it(tmp_path):
     """A mismatched torchvision (built for another torch) is what this machine lacks: a stand-in package on
     PYTHONPATH raises the error such a build raises on import. doctor names it, and the matching-pair line."""

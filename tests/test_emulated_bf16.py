@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import TINY_QUICKSTART
 from support.dashboard import async_test, until
 
 from amptui.dashboard.app import make_app
@@ -78,7 +79,7 @@ def test_run_of_auto_precision_falls_back_to_float32_and_says_why(runs_dir, tmp_
 
 @pytest.mark.slow  # real trainers
 def test_ab_says_it_before_running_and_under_the_table(runs_dir):
-    out = fake_cpu_amptui(WITHOUT_BF16, "ab", "quickstart", "--variants", "fp32,bf16", *QUICK).stdout
+    out = fake_cpu_amptui(WITHOUT_BF16, "ab", "quickstart", "--variants", "fp32,bf16", *QUICK, *TINY_QUICKSTART).stdout
     lines = out.splitlines()
     assert lines[0] == f"note: variant bf16: {hardware.EMULATED_BF16_NOTICE}"
     # the fp32 variant keeps amp.dtype = "bfloat16" with autocast off: find the bf16 run by its table row

@@ -19,7 +19,7 @@ HOSTILE = {
     "AMPTUI_RUNS_DIR": "/nonexistent/amptui-runs",
     "AMPTUI_SCRIPT_HOOKS": "0",              # the hooks left out of every script run
     "XDG_CONFIG_HOME": "/nonexistent/xdg",   # saved presets
-    "OMP_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "16",                 # the suite runs torch on one thread whatever the caller says
     "COLUMNS": "40",                         # the CLI's table width
     "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3",  # a shell inside a torchrun job
     "TEXTUAL_ANIMATIONS": "none",

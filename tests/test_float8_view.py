@@ -116,3 +116,23 @@ def test_a_numerics_line_recorded_before_probes_reads_and_shows_as_it_did(tmp_pa
     again = Numerics(step=8, dtype="bfloat16", max_finite=3.3895e38, layers=records[0].layers,
                      probes={"float8": records[0].get("float8")})
     assert json.loads(OLD_LINE)["float8"] == again.fields()["float8"] and "probes" not in again.fields()
+
+
+def test_a_damaged_float8_entry_reads_as_unknown_in_the_table_and_alarms(tmp_path):
+    """A runs folder is data: a numerics line whose float8 entry holds a string or a number where a
+    tensor's {format, amax, scale, underflow} belongs shows "-" there in `amptui numerics` (and
+    raises no alarm on it), instead of ending in a traceback."""
+    from amptui.cli.numerics import as_json, as_table
+    from amptui.core.stream.events import read_events
+    from amptui.telemetry.alarms import HeadroomAlarms
+
+    line = json.loads(OLD_LINE)
+    entry = line["float8"][0]
+    entry["input"], entry["weight"], entry["sqnr_db"] = "damaged", 5, 25.0
+    (tmp_path / "events.jsonl").write_text(json.dumps(line) + "\n")
+    records = list(read_events(tmp_path / "events.jsonl"))
+    s = summarize(records)
+    row = next(x for x in as_table("r", s).splitlines() if x.startswith("blocks.0.mlp.fc"))
+    assert row.split()[1:] == ["25.0", "25.0", "-", "-", "-/-/0.4"]
+    assert as_json("r", s)["float8"][0]["input"] == "damaged"
+    assert HeadroomAlarms("bfloat16").observe(records) == []

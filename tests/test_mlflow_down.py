@@ -6,6 +6,8 @@ with each is measured in benchmarks/mlflow_down.py."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from support.cli import amptui
 from support.records import events, only_run
@@ -15,7 +17,9 @@ from support.webstub import hanging, refusing_port
 from amptui.core.config import values as config
 from amptui.core.stream.records import End, Start, Step
 
-pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'amptui[mlflow]')")
+# found, not imported: importing MLflow takes seconds, and collection (every xdist worker's) would pay them
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("mlflow") is None,
+                                reason="mlflow is not installed (pip install 'amptui[mlflow]')")
 
 TINY = ["--set", "run.max_steps=4", "--set", "log.every=2", "--set", "data.train_samples=256",
         "--set", "data.val_samples=64", "--set", "log.mlflow=true"]
@@ -31,8 +35,14 @@ def a_run_through(sink) -> None:
 
 
 def test_a_hanging_tracking_server_never_holds_the_caller(monkeypatch, tmp_path, capsys):
+    from amptui.telemetry import mlflow_series
     from amptui.telemetry.mirrors import mirror_sinks
 
+    # the end's wait for the mirror, short here: the server never answers, so close() always waits it out
+    # in full (30 s for a real run; the slow test below runs a trainer with it)
+    monkeypatch.setattr(mlflow_series, "CLOSE_S", 1.0)
+    # once the stand-in is gone, the request it held fails at once (no MLflow retries, minutes of them)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     with hanging() as url:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
         [sink] = mirror_sinks(config.build_config({}, {"log.mlflow": True}), tmp_path / "run-1", rank=0)
@@ -42,8 +52,11 @@ def test_a_hanging_tracking_server_never_holds_the_caller(monkeypatch, tmp_path,
         a_run_through(sink)  # while that thread waits on the server: each call only queues
         assert sink.outbox._busy and sink.run_id is None
         sink.close()  # bounded: CLOSE_S, then what is left is said
-    err = capsys.readouterr().err
+        err = capsys.readouterr().err  # read while the server still holds the request: its end fails it
     assert err.count("log.mlflow") == 1 and "did not answer" in err
+    # the mirror's thread ends on that failure here, not saying it during the next test
+    sink.outbox._thread.join(60)
+    assert not sink.outbox._thread.is_alive()
 
 
 def test_a_refusing_tracking_server_is_said_once_and_nothing_more_is_tried(monkeypatch, tmp_path, capsys):

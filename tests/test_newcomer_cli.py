@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import TINY_QUICKSTART
 from support.waits import wait_until
 
 from amptui.core.prepare import preflight
@@ -28,7 +29,7 @@ def test_run_detach_answers_without_importing_torch_on_a_machine_without_a_gpu(t
             "else 'no torch', file=sys.stderr)); sys.argv = ['amptui'] + sys.argv[1:]; "
             "runpy.run_module('amptui', run_name='__main__', alter_sys=True)")
     proc = subprocess.run([sys.executable, "-c", code, "run", "quickstart", "--detach", "--runs-dir", str(tmp_path),
-                           "--set", "run.max_steps=2", "--set", "amp.dtype=bfloat16"],
+                           "--set", "run.max_steps=2", "--set", "amp.dtype=bfloat16", *TINY_QUICKSTART],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     started = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -44,7 +45,7 @@ def test_ab_estimate_times_each_variant_says_a_range_and_starts_nothing(tmp_path
 
     root = tmp_path / "runs"
     proc = amptui("ab", "quickstart", "--estimate", "--format", "json", "--runs-dir", str(root),
-                  "--set", "run.max_steps=6")
+                  "--set", "run.max_steps=6", *TINY_QUICKSTART)
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found["kind"] == "estimate" and 0 < found["low_s"] < found["high_s"]
@@ -58,7 +59,7 @@ def test_ab_prints_its_estimate_before_the_first_variant_starts(tmp_path):
     from support.cli import amptui
 
     proc = amptui("ab", "quickstart", "--runs-dir", str(tmp_path / "runs"), "--set", "run.max_steps=2",
-                  "--variants", "fp32,bf16")
+                  "--variants", "fp32,bf16", *TINY_QUICKSTART)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "estimate: about" in out, out

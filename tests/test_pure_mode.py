@@ -154,6 +154,6 @@ def test_a_script_that_casts_its_model_to_bfloat16_records_bf16_pure(runs_dir):
     assert events(run)[0]["kind"] == "start"
 
 
-def test_an_unknown_mode_is_refused_in_one_line(runs_dir):
-    line = one_clear_line(amptui("run", "quickstart", "--set", "amp.mode=nonsense"))
+def test_an_unknown_mode_is_refused_in_one_line(cli, runs_dir):
+    line = one_clear_line(cli("run", "quickstart", "--set", "amp.mode=nonsense"))
     assert "amp.mode" in line and "pure" in line

@@ -199,17 +199,17 @@ def test_a_loop_that_updates_its_parameters_by_hand_is_refused_for_fp16_scaler_b
     assert _nothing_left(runs_dir)
 
 
-def test_ab_script_estimate_starts_nothing(runs_dir, tmp_path):
+def test_ab_script_estimate_starts_nothing(cli, runs_dir, tmp_path):
     """`ab --script ... --estimate` starts nothing, as with a preset (issue 45.1): the script is not
     run only to time it, and says so."""
     marker = tmp_path / "ran"
     script = tmp_path / "train.py"
     script.write_text(f"open({str(marker)!r}, 'w').close()\n")
-    proc = amptui("ab", "--script", str(script), "--variants", "fp32,bf16", "--estimate", check=True)
+    proc = cli("ab", "--script", str(script), "--variants", "fp32,bf16", "--estimate", check=True)
     assert proc.stdout.strip() == "estimate: none (a script of your own is not run just to time a step)", proc.stdout
     assert not marker.exists()
     assert _nothing_left(runs_dir)
-    found = json.loads(amptui("ab", "--script", str(script), "--estimate", "--format", "json", check=True).stdout)
+    found = json.loads(cli("ab", "--script", str(script), "--estimate", "--format", "json", check=True).stdout)
     assert found["kind"] == "estimate" and "error" in found and not marker.exists()
 
 

@@ -43,19 +43,20 @@ if TYPE_CHECKING:
 
 
 
-def switched_keys(run_dir: Path) -> dict[str, Any]:
+def switched_keys(run_dir: Path, field: str = "autopilot") -> dict[str, Any]:
     """The keys earlier switches set, as the last checkpoint keeps them ({} when none): a resumed run
-    continues in the precision its autopilot chose. From last.json (no torch), else last.pt."""
+    continues in the precision its autopilot chose. From last.json (no torch), else last.pt.
+    `field="autopilot_state"`: what the autopilot counts a run (the rules fired, the rewinds: `kept`)."""
     folder = RunFolder(run_dir)
     described = info.read_info(folder.checkpoints)
-    if described is not None and isinstance(described.get("autopilot"), dict):
-        return dict(described["autopilot"])
+    if described is not None and isinstance(described.get(field), dict):
+        return dict(described[field])
     if described is not None or not folder.checkpoints.joinpath(CHECKPOINT_FILE).is_file():
         return {}
     from amptui.trainer import checkpoint
 
     saved = checkpoint.load(folder.checkpoints)
-    keys = saved.get("autopilot") if isinstance(saved, dict) else None
+    keys = saved.get(field) if isinstance(saved, dict) else None
     return dict(keys) if isinstance(keys, dict) else {}
 
 
@@ -74,10 +75,13 @@ class Autopilot:
         self.pending: rules.Decision | None = None   # the switch every rank makes at the next chance
         self.proposed: rules.Decision | None = None  # under torchrun: this rank's decision, until sync makes it rank 0's
         self.switching = False
-        self.fired: list[str] = []  # the rules this run's switches fired (promote fires once a run)
+        # the rules this run's switches fired (promote fires once a run) and its rewinds (retry_limit a run): kept in
+        # each checkpoint, so a resumed run goes on counting
+        kept = switched_keys(trainer.run_dir, "autopilot_state") if trainer.resume else {}
+        self.fired: list[str] = [str(r) for r in kept.get("fired", ()) if isinstance(r, str)]
         self.rewind_for: int | None = None  # widen_overflow without a GradScaler: the non-finite step to rewind for
         self.triage_at: int | None = None   # ... and, once rewound, the step to triage before training it
-        self.rewinds = 0
+        self.rewinds = int(kept.get("rewinds", 0)) if isinstance(kept.get("rewinds"), int) else 0
         self.pilot = self._pilot()
 
     @classmethod
@@ -95,6 +99,10 @@ class Autopilot:
         return Rules.of(t.cfg.amp, t.state.precision, t.state.device, trainer=True, widened=widened,
                         total_steps=t.state.total_steps, fired_before=tuple(self.fired)) or \
             Rules(self.settings, t.state.precision, t.state.device)
+
+    def kept(self) -> dict[str, Any]:
+        """What a checkpoint keeps of this autopilot (`autopilot_state`): the rules fired, the rewinds made."""
+        return {"fired": list(self.fired), "rewinds": self.rewinds}
 
     # a Sink of the Recorder (telemetry/sinks.py): the records besides step records (numerics samples)
     def note(self, record: Record) -> None:
@@ -216,6 +224,7 @@ class Autopilot:
         self.pending = None
         before, before_values, kept_keys = t.state.precision, t.cfg.flat(), dict(t.switched)
         t.switched.update(decision.to)  # in the checkpoint: a resume from it, or a later one, goes on switched
+        self.fired.append(decision.rule)  # ... and that this rule fired (promote: once a run, resumed or not)
         t.checkpointed_step = -1        # written even where this step's checkpoint is (it lacks the keys)
         self.switching = True           # its step record is not a decision point
         try:
@@ -226,6 +235,7 @@ class Autopilot:
         written = info.read_info(RunFolder(t.run_dir).checkpoints)
         if written is None or written.get("step") != t.progress.step:  # e.g. a non-finite loss without a scaler
             t.switched = kept_keys
+            self.fired.pop()
             t.warn(f"{decision.advice(before.short)}; not switched: no checkpoint of step {t.progress.step} to switch "
                    "at (the last one is older)", code=CODE)
             return
@@ -246,7 +256,6 @@ class Autopilot:
         if t.dist.rank == 0:
             t.log(decision.done(before.short, t.progress.step))
             notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
-        self.fired.append(decision.rule)
         self.pilot = self._pilot()
 
 

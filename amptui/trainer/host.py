@@ -20,6 +20,7 @@ class Trainer(Protocol):
     """loop.Trainer, as an autopilot sees it: it reads the run and, at a switch, rebuilds its state."""
 
     run_dir: Path
+    resume: bool         # a resumed session (`amptui resume`): its checkpoint's autopilot state goes on
     cfg: Config          # with what autopilot switches set
     base_cfg: Config     # config.toml's
     dist: Dist

@@ -310,7 +310,7 @@ class Trainer:
                 self.checkpointed_step = p.step
                 return
             path = write_checkpoint(self.run_dir, self.base_cfg, self.state, p, self.recorder.last_scale, gathered,
-                                    switched=self.switched)
+                                    switched=self.switched, pilot=self.autopilot.kept() if self.autopilot else None)
             self.checkpointed_step = p.step
             self.recorder.write(Checkpoint(step=p.step, epoch=min(p.epoch + 1, self.cfg.run.epochs), path=str(path)))
 

@@ -30,7 +30,8 @@ def gather_sharded(state: TrainingState) -> tuple[dict, dict] | None:
 
 
 def write_checkpoint(run_dir: Path, cfg: Config, state: TrainingState, progress: Progress, last_scale: float | None,
-                     gathered: tuple[dict, dict] | None = None, switched: dict | None = None) -> Path:
+                     gathered: tuple[dict, dict] | None = None, switched: dict | None = None,
+                     pilot: dict | None = None) -> Path:
     """Write the checkpoint (rank 0's job); its path. `gathered`: FSDP's full state (gather_sharded).
     `cfg`: config.toml's; `switched`: the keys the autopilot changed since (trainer/autopilot.py)."""
     model_state, optim_state = gathered or (state.model.state_dict(), state.optimizer.state_dict())
@@ -47,6 +48,8 @@ def write_checkpoint(run_dir: Path, cfg: Config, state: TrainingState, progress:
     }
     if switched:
         saved["autopilot"] = dict(switched)
+    if pilot:  # the autopilot's counts a run (trainer/autopilot.py: Autopilot.kept)
+        saved["autopilot_state"] = dict(pilot)
     path = checkpoint.save(RunFolder(run_dir).checkpoints, saved)
     state.faults.after_checkpoint()
     return path

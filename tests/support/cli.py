@@ -7,6 +7,11 @@ import os
 import subprocess
 import sys
 
+# quickstart's model and data shrunk to a few milliseconds a step, in any precision (a CPU that only
+# emulates bfloat16 runs a full-size quickstart step 100x slower): for tests whose point is not the model
+TINY_QUICKSTART = ["--set", "model.width=4", "--set", "data.img_size=8", "--set", "data.batch_size=8",
+                   "--set", "data.train_samples=64", "--set", "data.val_samples=16"]
+
 
 def amptui(*args: str, timeout: float = 240, check: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the real CLI (`python -m amptui ...`) and capture its output."""

@@ -43,7 +43,7 @@ class Autopilot:
     skip_limit: int = 20
     skip_window: int = 100
     # float8_sqnr: a float8 linear back to high precision after `sqnr_alarms` range samples ([numerics] every) whose
-    # float8 GEMM output was under `sqnr_db` above its rounding error (core.numerics.SQNR_ALARM_DB's 10 dB: healthy
+    # float8 GEMM output was under `sqnr_db` above its rounding error (core.modes.float8.SQNR_ALARM_DB's 10 dB: healthy
     # float8 layers keep 20-35 dB; plan-lab's outlier linear, whose inputs are rounded away, stays under it)
     sqnr_db: float = 10.0
     sqnr_alarms: int = 3

@@ -35,6 +35,12 @@ class Recipe:
     tf32: bool = False  # without autocast or a policy: float32 on TF32 tensor cores around the float8 linears
 
 
+def _part(entry: Mapping[str, Any], tensor: str) -> Mapping[str, Any]:
+    """An entry's `{format, amax, scale, underflow}` of one tensor; {} when a damaged line holds no mapping there."""
+    part = entry.get(tensor)
+    return part if isinstance(part, Mapping) else {}
+
+
 def recipe_of(p: Precision) -> str:
     """A precision's float8 recipe: "off" when it is not float8's."""
     return p.options.recipe if p.mode_name == MODE.name else "off"
@@ -55,7 +61,7 @@ class Sqnr(NumericsProbe):
     def cell(self, entry: Mapping[str, Any]) -> float | None:
         """-inf when its input, weight or grad-output held inf/NaN (the entry's amax is null then)."""
         sqnr = super().cell(entry)
-        if sqnr is None and any(isinstance(entry.get(t), dict) and entry[t].get("amax", 0) is None for t in TENSORS):
+        if sqnr is None and any(_part(entry, t).get("amax", 0) is None for t in TENSORS):
             return -math.inf
         return sqnr
 
@@ -70,7 +76,7 @@ class Sqnr(NumericsProbe):
         """A linear whose GEMM output lost too much (under SQNR_ALARM_DB) or whose input, weight or
         grad-output was inf/NaN."""
         name, recipe, sqnr = entry.get("name", "?"), entry.get("recipe", "?"), entry.get("sqnr_db")
-        broken = [t for t in TENSORS if (entry.get(t) or {}).get("amax", 0) is None]
+        broken = [t for t in TENSORS if _part(entry, t).get("amax", 0) is None]
         if (sqnr is None and not broken) or (sqnr is not None and sqnr >= SQNR_ALARM_DB):
             return None
         said = (f"{name}'s float8 {recipe} GEMM output is {sqnr:.1f} dB above its rounding error at step "
@@ -82,8 +88,8 @@ class Sqnr(NumericsProbe):
     def table(self, latest: Mapping[str, Mapping[str, Any]]) -> tuple[str, tuple[str, ...], list[tuple[str, ...]], str]:
         """Latest sample per linear: SQNR, the lowest over the run, the input's amax and scale, the
         underflow shares."""
-        def share(t: Any) -> str:
-            value = (t or {}).get("underflow")
+        def share(t: Mapping[str, Any]) -> str:
+            value = t.get("underflow")
             return f"{100 * value:.1f}" if isinstance(value, (int, float)) else "-"
 
         def figure(value: Any, spec: str) -> str:
@@ -91,8 +97,8 @@ class Sqnr(NumericsProbe):
 
         header = ("float8 layer", "SQNR dB", "lowest", "in amax", "in scale", "underflow % in/w/go")
         rows: list[tuple[str, ...]] = [(name, figure(x.get("sqnr_db"), ".1f"), figure(x.get("lowest_sqnr_db"), ".1f"),
-                 figure((x.get("input") or {}).get("amax"), ".3g"), figure((x.get("input") or {}).get("scale"), ".3g"),
-                 "/".join(share(x.get(t)) for t in TENSORS))
+                 figure(_part(x, "input").get("amax"), ".3g"), figure(_part(x, "input").get("scale"), ".3g"),
+                 "/".join(share(_part(x, t)) for t in TENSORS))
                 for name, x in latest.items()]
         legend = ("SQNR: the float8 GEMM's output against the same GEMM in float32, in dB (20-35 is usual; "
                   "under 10 the layer's output is mostly rounding error); underflow: non-zero values that round to "

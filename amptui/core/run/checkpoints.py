@@ -93,7 +93,8 @@ def describe(state: Mapping[str, Any], checkpoint_path: Path) -> dict[str, Any]:
     return {"v": INFO_VERSION, "file": CHECKPOINT_FILE, **_file_stamp(checkpoint_path),
             "step": progress.get("step"), "epoch": progress.get("epoch"),
             "config": usable_config(state.get("config")), "code": state.get("code"),
-            "autopilot": state.get("autopilot") if isinstance(state.get("autopilot"), dict) else None}
+            "autopilot": state.get("autopilot") if isinstance(state.get("autopilot"), dict) else None,
+            "autopilot_state": state.get("autopilot_state") if isinstance(state.get("autopilot_state"), dict) else None}
 
 
 def write_info(directory: Path, info: Mapping[str, Any]) -> Path:
