@@ -367,3 +367,34 @@ def test_a_resumed_run_goes_on_counting_the_rules_fired_and_the_rewinds(runs_dir
     assert resumed.autopilot.fired == ["promote"] and resumed.autopilot.rewinds == 1
     assert not resumed.autopilot.pilot.pilot._promoting()  # once a run, across the resume
     resumed.finish("stopped")
+
+
+def test_a_rule_that_fires_at_an_epochs_last_record_switches_at_that_step(runs_dir, monkeypatch):
+    """The step record that ends an epoch is a decision point too: the switch happens at its step (the checkpoint
+    the decision names), not after one more step in the old precision. In process, a tiny quickstart run (8 steps
+    an epoch, a record every 3); a rule firing at the step-8 record stands in for the rules (their conditions are
+    the other tests')."""
+    from amptui.core import autopilot as rules
+    from amptui.core.config import presets
+    from amptui.jobs import launch
+    from amptui.telemetry.autopilot import Autopilot as Rules
+    from amptui.trainer.loop import Trainer
+
+    def fires_at_8(self, record):
+        if record is None or record.step != 8 or getattr(self, "fired8", False):
+            return None, None
+        self.fired8 = True
+        return rules.Decision("promote", 8, {"amp.layers": {}}, "0 layers to float8", "the epoch's end"), None
+
+    monkeypatch.setattr(Rules, "observe", fires_at_8)
+    tiny = {"run.device": "cpu", "run.reuse_host_memory": False, "model.width": 8, "data.img_size": 16,
+            "data.batch_size": 16, "data.val_samples": 0, "data.num_workers": 0, "log.every": 3, "run.epochs": 2,
+            "log.checkpoint_every": 0, "data.train_samples": 128, "amp.autopilot": {"mode": "act", "rules": ["promote"]}}
+    run_dir, _ = launch.create_run(presets.find_preset("quickstart"), tiny, runs_dir)
+    trainer = Trainer(run_dir, resume=False)
+    trainer.setup()
+    trainer.finish(trainer.train())
+    records = events(run_dir)
+    assert [r["step"] for r in records if r["kind"] == "precision_switch"] == [8]
+    assert [r["step"] for r in records if r["kind"] == "step"] == [3, 6, 8, 9, 12, 15, 16]
+    assert records[-1]["status"] == "completed"

@@ -170,11 +170,11 @@ class Autopilot:
         return self.pending is not None or self.rewind_for is not None
 
     def before_step(self) -> bool:
-        """Before each optimizer step: on a rewound run, step N is triaged on the weights it had (a module it
-        finds overflowing makes rule widen_overflow's switch due: True)."""
+        """Before each optimizer step: True when a switch is due first (one decided at the epoch's end record; on a
+        rewound run, step N triaged on the weights it had, a module found overflowing: rule widen_overflow's)."""
         t = self.trainer
         if self.triage_at is None or t.progress.step + 1 != self.triage_at or t.triage is None:
-            return False
+            return self.pending is not None  # decided at an epoch's last record: switch there, not a step later
         step, self.triage_at = self.triage_at, None
         with t.recorder.paused("replay"):
             found = t.triage.find(step)
