@@ -352,7 +352,8 @@ def test_a_resumed_run_goes_on_counting_the_rules_fired_and_the_rewinds(runs_dir
     """What the autopilot counts a run is in each checkpoint (`autopilot_state`): after a promotion, `amptui
     resume` does not promote again (once a run), and the rewinds made count toward retry_limit. In process, a
     tiny quickstart run: a promote decision (no layer changed) is switched at step 4 through the trainer's own
-    switch, then the run is resumed from that checkpoint as `amptui resume` does."""
+    switch (whose triage then replays on the new model, not the one it replaced), then the run is resumed from
+    that checkpoint as `amptui resume` does."""
     from amptui.core import autopilot as rules
     from amptui.core.config import presets
     from amptui.jobs import launch
@@ -371,6 +372,7 @@ def test_a_resumed_run_goes_on_counting_the_rules_fired_and_the_rewinds(runs_dir
     first.autopilot.switch()
     first.finish("stopped")
     assert [r["rule"] for r in events(run_dir) if r["kind"] == "precision_switch"] == ["promote"]
+    assert first.triage is not None and first.triage.state is first.state  # the next non-finite step: on the new model
     resumed = Trainer(run_dir, resume=True)
     resumed.setup()
     assert resumed.autopilot is not None

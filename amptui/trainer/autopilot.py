@@ -246,6 +246,7 @@ class Autopilot:
         restore(t.run_dir, t.base_cfg, t.state, t.progress, lambda *a, **k: None)  # said by the record instead
         attach_state(t.recorder, t.cfg, t.state)
         t.recorder.last_scale = None
+        _replays_anew(t)
         after = t.state.precision
         said_after = _said(after, t.cfg.flat(), decision.to, decision.layers)
         if after.short == before.short:  # e.g. one layer out of a per-layer recipe: the run's name for it does not change
@@ -257,6 +258,18 @@ class Autopilot:
             t.log(decision.done(before.short, t.progress.step))
             notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
         self.pilot = self._pilot()
+
+
+def _replays_anew(t: Trainer) -> None:
+    """After a switch the triage and the skipped-step replay replay on the new state (the old model is gone): the
+    next non-finite step's cause is found in the precision it ran in (a second widen_overflow can fire)."""
+    from amptui.trainer.replay import StepReplay
+    from amptui.trainer.triage import Triage
+
+    if t.triage is not None:  # one process only (loop.Trainer.setup)
+        t.triage = Triage(t.state, t.cfg.amp.accumulate)
+    t.replay = StepReplay(t.state, t.dist, t.recorder) if t.cfg.numerics.trace_nonfinite and t.state.skips is not None \
+        else None
 
 
 def _said(precision: Precision, values: Mapping[str, Any], keys: Mapping[str, Any], layers: tuple[str, ...]
