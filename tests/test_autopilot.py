@@ -173,6 +173,16 @@ def test_a_float8_layer_whose_sqnr_stays_low_leaves_float8_and_only_it():
     assert all(default.observe_numerics({"step": s, "float8": sample}) is None for s in range(1, 10))  # 10 dB
 
 
+def test_a_rewinds_redone_samples_count_once_toward_the_sqnr_alarms():
+    """A rewind (rule widen_overflow without a GradScaler) trains the steps since its last checkpoint again and
+    their range samples come again: a layer's low samples at the same steps count once (the newer one)."""
+    pilot = Pilot(autopilot.Autopilot(mode="act", sqnr_db=20.0, sqnr_alarms=3), narrow_scaled=False, float8_skip=[])
+    sample = [{"name": "outlier", "recipe": "tensorwise", "sqnr_db": 15.4}]
+    assert all(pilot.observe_numerics({"step": step, "float8": sample}) is None for step in (2, 4, 2, 4))
+    decision = pilot.observe_numerics({"step": 6, "float8": sample})
+    assert decision is not None and decision.evidence["samples"] == [[2, 15.4], [4, 15.4], [6, 15.4]]
+
+
 def overflow_warning(step: int, module: str = "blocks.3.mlp.proj", cause: str = "precision_overflow") -> dict:
     return {"kind": "warning", "code": "nonfinite_cause", "message": "...",
             "cause": {"cause": cause, "step": step, "module": module, "where": "forward", "dtype": "float16"}}
