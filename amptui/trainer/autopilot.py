@@ -108,7 +108,7 @@ class Autopilot:
     def note(self, record: Record) -> None:
         if self.pending is None and not (isinstance(record, WarningRecord) and record.code == CODE):
             self._decided(self.pilot.note(record))
-            if said := self.pilot.said():
+            if (said := self.pilot.said()) and self.trainer.dist.rank == 0:
                 self.trainer.warn(said, code=CODE)
 
     def step(self, record: Step) -> None:
@@ -125,7 +125,7 @@ class Autopilot:
         if record is None or self.pending is not None:
             return
         decision, said = self.pilot.observe(record)
-        if said:
+        if said and self.trainer.dist.rank == 0:  # under torchrun rank 0 decides, and speaks: one line, not one a rank
             self.trainer.warn(said, code=CODE)
         self._decided(decision)
         self._unskipped(record)
@@ -151,7 +151,7 @@ class Autopilot:
             self.proposed = decision
             if not self.trainer.dist.enabled:
                 self.pending, self.proposed = decision, None
-        else:
+        elif self.trainer.dist.rank == 0:  # advise under torchrun: rank 0's advice, as act takes rank 0's decision
             self.trainer.warn(decision.advice(self.trainer.state.precision.short), code=CODE)
 
     def sync(self) -> None:
