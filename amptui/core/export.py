@@ -73,7 +73,7 @@ class _Sessions:
             self.checkpoint = rec.step
         elif isinstance(rec, Step):
             step = number(rec.step)
-            if _rewound(rec, self.last) and self.cutoffs:
+            if step is not None and _rewound(rec, self.last) and self.cutoffs:
                 self.cutoffs[-1] = self.checkpoint if self.checkpoint < step else step - 1
                 self.cutoffs.append(math.inf)
             self.last = step if step is not None else self.last
