@@ -16,6 +16,7 @@ from support.dashboard import root  # noqa: F401 - the dashboard tests' fixture:
 
 # The shared helpers live in the tests/support/ package (issue 42): import them from there.
 
+FAILED = pytest.StashKey[bool]()  # a phase of this test failed (stops_what_it_started reads it)
 PINNED_RATES = "AMPTUI_TEST_PINNED_RATES"  # --cpu-bfloat16 slow|fast: the folder of the pinned peak cache
 
 
@@ -208,6 +209,31 @@ def pinned_to_cpu(request, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        item.stash[FAILED] = True  # for stops_what_it_started's teardown
+    return report
+
+
+@pytest.fixture(autouse=True)
+def stops_what_it_started(isolated, monkeypatch, request):
+    """Every process a test starts carries its mark (support/strays.py); after a failed or slow test,
+    whatever of them still runs (a detached trainer a timeout never reached) is ended, and said."""
+    import uuid
+
+    from support import strays
+
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(strays.MARK, mark)
+    yield
+    if request.node.stash.get(FAILED, False) or request.node.get_closest_marker("slow"):
+        stopped = strays.stop_started(mark, isolated)
+        if stopped:
+            print(f"stopped what the test left running: pids {stopped}", file=sys.stderr)
 
 
 @pytest.fixture

@@ -173,6 +173,16 @@ def test_a_float8_layer_whose_sqnr_stays_low_leaves_float8_and_only_it():
     assert all(default.observe_numerics({"step": s, "float8": sample}) is None for s in range(1, 10))  # 10 dB
 
 
+def test_a_rewinds_redone_samples_count_once_toward_the_sqnr_alarms():
+    """A rewind (rule widen_overflow without a GradScaler) trains the steps since its last checkpoint again and
+    their range samples come again: a layer's low samples at the same steps count once (the newer one)."""
+    pilot = Pilot(autopilot.Autopilot(mode="act", sqnr_db=20.0, sqnr_alarms=3), narrow_scaled=False, float8_skip=[])
+    sample = [{"name": "outlier", "recipe": "tensorwise", "sqnr_db": 15.4}]
+    assert all(pilot.observe_numerics({"step": step, "float8": sample}) is None for step in (2, 4, 2, 4))
+    decision = pilot.observe_numerics({"step": 6, "float8": sample})
+    assert decision is not None and decision.evidence["samples"] == [[2, 15.4], [4, 15.4], [6, 15.4]]
+
+
 def overflow_warning(step: int, module: str = "blocks.3.mlp.proj", cause: str = "precision_overflow") -> dict:
     return {"kind": "warning", "code": "nonfinite_cause", "message": "...",
             "cause": {"cause": cause, "step": step, "module": module, "where": "forward", "dtype": "float16"}}
@@ -342,7 +352,8 @@ def test_a_resumed_run_goes_on_counting_the_rules_fired_and_the_rewinds(runs_dir
     """What the autopilot counts a run is in each checkpoint (`autopilot_state`): after a promotion, `amptui
     resume` does not promote again (once a run), and the rewinds made count toward retry_limit. In process, a
     tiny quickstart run: a promote decision (no layer changed) is switched at step 4 through the trainer's own
-    switch, then the run is resumed from that checkpoint as `amptui resume` does."""
+    switch (whose triage then replays on the new model, not the one it replaced), then the run is resumed from
+    that checkpoint as `amptui resume` does."""
     from amptui.core import autopilot as rules
     from amptui.core.config import presets
     from amptui.jobs import launch
@@ -350,7 +361,7 @@ def test_a_resumed_run_goes_on_counting_the_rules_fired_and_the_rewinds(runs_dir
 
     tiny = {"run.device": "cpu", "run.reuse_host_memory": False, "model.width": 8, "data.img_size": 16,
             "data.batch_size": 16, "data.val_samples": 0, "data.num_workers": 0, "log.every": 4, "run.epochs": 1,
-            "log.checkpoint_every": 0, "data.train_samples": 128,
+            "log.checkpoint_every": 0, "data.train_samples": 128, "amp.autocast": False,
             "amp.autopilot": {"mode": "act", "rules": ["promote"], "promote_after": 2}}
     run_dir, _ = launch.create_run(presets.find_preset("quickstart"), tiny, runs_dir)
     first = Trainer(run_dir, resume=False)
@@ -361,9 +372,66 @@ def test_a_resumed_run_goes_on_counting_the_rules_fired_and_the_rewinds(runs_dir
     first.autopilot.switch()
     first.finish("stopped")
     assert [r["rule"] for r in events(run_dir) if r["kind"] == "precision_switch"] == ["promote"]
+    assert first.triage is not None and first.triage.state is first.state  # the next non-finite step: on the new model
     resumed = Trainer(run_dir, resume=True)
     resumed.setup()
     assert resumed.autopilot is not None
     assert resumed.autopilot.fired == ["promote"] and resumed.autopilot.rewinds == 1
     assert not resumed.autopilot.pilot.pilot._promoting()  # once a run, across the resume
     resumed.finish("stopped")
+
+
+def fires_at_8(self, record):
+    """A rule firing at the step-8 record (telemetry Autopilot.observe's place): stands in for the rules, whose
+    conditions are the other tests'."""
+    from amptui.core import autopilot as rules
+
+    if record is None or record.step != 8 or getattr(self, "fired8", False):
+        return None, None
+    self.fired8 = True
+    return rules.Decision("promote", 8, {"amp.layers": {}}, "0 layers to float8", "the epoch's end"), None
+
+
+def tiny_quickstart(mode: str) -> dict:
+    """quickstart, tiny: 8 steps an epoch, a step record every 3, 2 epochs."""
+    return {"run.device": "cpu", "run.reuse_host_memory": False, "model.width": 8, "data.img_size": 16,
+            "data.batch_size": 16, "data.val_samples": 0, "data.num_workers": 0, "log.every": 3, "run.epochs": 2,
+            "log.checkpoint_every": 0, "data.train_samples": 128, "amp.autocast": False,
+            "amp.autopilot": {"mode": mode, "rules": ["promote"]}}
+
+
+def trained(runs_dir, mode: str, rank: int = 0) -> list[dict]:
+    from amptui.core.config import presets
+    from amptui.jobs import launch
+    from amptui.trainer.loop import Trainer
+
+    run_dir, _ = launch.create_run(presets.find_preset("quickstart"), tiny_quickstart(mode), runs_dir)
+    trainer = Trainer(run_dir, resume=False)
+    trainer.setup()
+    trainer.dist.rank = rank
+    trainer.finish(trainer.train())
+    return events(run_dir)
+
+
+def test_a_rule_that_fires_at_an_epochs_last_record_switches_at_that_step(runs_dir, monkeypatch):
+    """The step record that ends an epoch is a decision point too: the switch happens at its step (the checkpoint
+    the decision names), not after one more step in the old precision. In process, a tiny quickstart run."""
+    from amptui.telemetry.autopilot import Autopilot as Rules
+
+    monkeypatch.setattr(Rules, "observe", fires_at_8)
+    records = trained(runs_dir, "act")
+    assert [r["step"] for r in records if r["kind"] == "precision_switch"] == [8]
+    assert [r["step"] for r in records if r["kind"] == "step"] == [3, 6, 8, 9, 12, 15, 16]
+    assert records[-1]["status"] == "completed"
+
+
+def test_under_torchrun_advise_speaks_on_rank_0_only(runs_dir, monkeypatch):
+    """advise under torchrun: rank 0 says the advice (as act takes rank 0's decision), not one line a rank. A
+    second rank stands in as this one process's rank number (the 2-rank gloo run is test_autopilot_switch.py's)."""
+    from amptui.telemetry.autopilot import Autopilot as Rules
+
+    monkeypatch.setattr(Rules, "observe", fires_at_8)
+    said = [[r["message"] for r in trained(runs_dir, "advise", rank) if r["kind"] == "warning" and r.get("code") == "autopilot"]
+            for rank in (0, 1)]
+    assert len(said[0]) == 1 and said[0][0].startswith("autopilot: would switch fp32 -> 0 layers to float8 at step 8")
+    assert said[1] == []

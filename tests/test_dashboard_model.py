@@ -268,3 +268,42 @@ def test_the_heat_map_names_the_layer_where_inf_came_first_and_counts_the_rest_d
     said = legend_and_narrowest(summarize(read_events(FIXTURES / "numerics" / NUMERICS / "events.jsonl"))).plain
     assert "\ninf/NaN out: blocks.3 +2 downstream\n" in said, said
     assert "ln_f" not in said and "head" not in said
+
+
+def test_an_autopilot_rewind_redraws_the_redone_steps_once_on_the_run_screen_and_in_compare(tmp_path):
+    """An autopilot rewind (rule widen_overflow without a GradScaler) trains the steps since its last
+    checkpoint again in the same session: the run screen's plots and compare's loss curve draw each step
+    once, from the checkpoint on (no zig-zag back to it), as after a resume from an older checkpoint."""
+    from amptui.core.comparison.runsummary import summarize
+
+    records = [{"kind": "start", "t": 1.0, "total_steps": 20},
+               *[{"kind": "step", "rank": 0, "step": s, "loss": 1.0 / s} for s in range(1, 11)],
+               {"kind": "checkpoint", "step": 10, "epoch": 1, "path": "checkpoints/last.pt"},
+               *[{"kind": "step", "rank": 0, "step": s, "loss": 1.0 / s} for s in range(11, 15)],
+               {"kind": "warning", "code": "autopilot", "message": "rewound from step 14 to step 10"},
+               *[{"kind": "step", "rank": 0, "step": s, "loss": 2.0 / s} for s in range(11, 21)]]
+    model = RunModel("r", plots())
+    model.feed(records)
+    xs, ys = model.series["loss"].points()
+    assert xs == list(range(1, 21)) and ys[10:] == [2.0 / s for s in range(11, 21)]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    cxs, cys = summarize(run).loss_curve.points()
+    assert cxs == list(range(1, 21)) and cys[10:] == [2.0 / s for s in range(11, 21)]
+
+
+def test_compare_draws_a_resumed_runs_redone_steps_once():
+    """A run resumed from an older checkpoint: compare's loss curve, like the run screen, forgets the first
+    session's steps past the checkpoint."""
+    from amptui.core.comparison.runsummary import RunSummary
+
+    summary = RunSummary(run_id="r")
+    for rec in [{"kind": "start", "t": 1.0, "total_steps": 40},
+                *[{"kind": "step", "rank": 0, "step": s, "loss": 1.0} for s in range(1, 19)],
+                {"kind": "end", "status": "failed", "steps": 18},
+                {"kind": "start", "t": 2.0, "resumed_from": 14, "total_steps": 40},
+                *[{"kind": "step", "rank": 0, "step": s, "loss": 1.0} for s in range(15, 41)]]:
+        summary.add(rec)
+    xs, _ = summary.loss_curve.points()
+    assert xs == list(range(1, 41))

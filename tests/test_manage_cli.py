@@ -187,6 +187,19 @@ def test_export_csv_is_the_step_series_with_evaluation_on_each_epochs_last_step(
     assert {"lr", "samples_per_s", "step_time_ms", "train_loss", "val_loss", "t", "epoch"} <= set(rows[0])
 
 
+def test_export_reads_an_autopilot_rewind_as_a_resume_from_its_checkpoint(cli, runs_dir):
+    """An autopilot rewind (widen_overflow without a GradScaler) trains the steps since its last checkpoint again
+    in the same session: each step is one row, the redone one (the bad step 30's NaN is not a row)."""
+    run = resumed_run(runs_dir)
+    recs = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()[:6]]  # start .. step 30
+    recs.insert(3, {"v": 1, "kind": "checkpoint", "step": 20, "epoch": 1, "path": "checkpoints/last.pt", "t": 102.1})
+    recs[-1]["loss"] = None
+    redone = [{**recs[2], "step": n, "loss": loss, "t": 103.0 + n} for n, loss in ((30, 0.6), (40, 0.4))]
+    (run / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*recs, *redone]))
+    rows = json.loads(cli("export", run.name, "--format", "json", check=True).stdout)
+    assert [(r["step"], r["loss"]) for r in rows] == [(10, 1.0), (20, 0.8), (30, 0.6), (40, 0.4)]
+
+
 def test_export_json_and_to_a_file(cli, runs_dir, isolated):
     run = resumed_run(runs_dir)
     steps = json.loads(cli("export", run.name, "--format", "json", check=True).stdout)

@@ -120,6 +120,21 @@ def test_probe_finds_the_outlier_linear_and_hooks_nothing_between_sampled_steps(
         assert set(figures["mxfp8"]["worst_block"]) == {"input", "weight", "grad_output"}
 
 
+def test_every_float8_recipe_measures_its_own_grad_input_on_a_float32_capture():
+    """A float32 run's captured input is the recipes' float32 already: each recipe's grad input is its
+    own, not added to the ones measured before it (rowwise read 0 dB and MXFP8 -6 dB on a CPU)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchao")
+    from amptui.telemetry.plan_probe import float8_figures
+
+    torch.manual_seed(0)
+    x, w, grad = torch.randn(32, 64), torch.randn(64, 64) / 8, torch.randn(32, 64)
+    y, grads = x @ w.t(), (grad @ w, grad.t() @ x)
+    figures = {r: float8_figures(r, x, w, y, grad, grads) for r in ("tensorwise", "rowwise", "mxfp8")}
+    assert x.grad is None
+    assert all(f["grad_input_sqnr_db"] > 20 for f in figures.values()), figures
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_amptui_plan_of_a_tiny_plan_lab_lists_every_layer_and_keeps_the_outlier_out_of_float8(runs_dir):

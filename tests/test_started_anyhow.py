@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import TINY_QUICKSTART
 from support.records import events_so_far, wait_for_step
 from support.waits import wait_until
 
@@ -89,7 +90,7 @@ def test_an_ab_started_with_sigint_ignored_stops_on_sigint_and_one_is_cancelled_
         root, log = tmp_path / how / "runs", tmp_path / f"{how}.log"
         root.parent.mkdir()
         proc = _start_in_background("ab", "quickstart", "--variants", "fp32,fp16+scaler", "--runs-dir", str(root),
-                                    "--set", "run.max_steps=100000", log=log)
+                                    *TINY_QUICKSTART, "--set", "run.epochs=100000", log=log)
         try:
             first = wait_until(lambda: next(iter(_runs(root)), None), 120, lambda: log.read_text())
             wait_for_step(first, 1, timeout=180)

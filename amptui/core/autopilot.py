@@ -120,6 +120,8 @@ class Float8Sqnr:
             if not isinstance(name, str) or not isinstance(sqnr, (int, float)) or sqnr >= self.settings.sqnr_db:
                 continue
             seen = self.low.setdefault(name, [])
+            if isinstance(step, int):  # a rewind's redone steps (trainer/autopilot.py) count once: the newer sample
+                seen[:] = [s for s in seen if not isinstance(s[0], int) or s[0] < step]
             seen.append([step, round(float(sqnr), 2)])
             if len(seen) >= self.settings.sqnr_alarms:
                 return name, (f"{name}'s float8 {layer.get('recipe', '')} GEMM output stayed under "

@@ -19,7 +19,7 @@ from typing import IO, Any
 from amptui.core.errors import UserError
 from amptui.core.stream.csvsafe import write_csv
 from amptui.core.stream.events import EventReader, primary_events_file
-from amptui.core.stream.records import EPOCH, Epoch, Record, Start, Step
+from amptui.core.stream.records import EPOCH, Checkpoint, Epoch, Record, Start, Step
 
 CHUNK = 4 * 1024 * 1024
 FORMATS = ("csv", "json")
@@ -40,12 +40,21 @@ def number(value: Any) -> float | int | None:
     return None
 
 
+def _rewound(rec: Record, last: float) -> bool:
+    """A step record at or below the last one of its session: an autopilot rewind (trainer/autopilot.py) trained
+    the steps since its last checkpoint again; the rows read it as a new session resumed from that checkpoint."""
+    step = number(rec.step) if isinstance(rec, Step) else None
+    return step is not None and step <= last
+
+
 class _Sessions:
     """Pass one: each session's cut-off step (the step the next session resumed from) and the
     columns that hold something."""
 
     def __init__(self) -> None:
         self.cutoffs: list[float] = []   # per session, rows above this step were redone later
+        self.last = -math.inf            # the session's last step record's step (a lower one: a rewind)
+        self.checkpoint = 0              # the last checkpoint record's step (where a rewind goes back to)
         self.first_t: float | None = None
         self.mem_keys: set[str] = set()
         self.step_keys: set[str] = set()
@@ -59,7 +68,15 @@ class _Sessions:
             if self.cutoffs and resumed is not None:
                 self.cutoffs[-1] = resumed
             self.cutoffs.append(math.inf)
+            self.last = -math.inf
+        elif isinstance(rec, Checkpoint) and number(rec.step) is not None:
+            self.checkpoint = rec.step
         elif isinstance(rec, Step):
+            step = number(rec.step)
+            if step is not None and _rewound(rec, self.last) and self.cutoffs:
+                self.cutoffs[-1] = self.checkpoint if self.checkpoint < step else step - 1
+                self.cutoffs.append(math.inf)
+            self.last = step if step is not None else self.last
             self.step_keys.update(k for k in OPTIONAL_STEP if number(rec.get(k)) is not None)
             mem = rec.mem
             if isinstance(mem, dict):
@@ -100,10 +117,14 @@ def _rows(path: Path, sessions: _Sessions, columns: list[str]) -> Iterator[dict[
     session = -1
     pending: dict[str, Any] | None = None  # the latest row: an epoch record after it adds its metrics
     superseded = False                     # this session has gone past the step the next one resumed from
+    last = -math.inf                       # as _Sessions counts them: a rewind starts a session too
     for rec in _records(path):
-        if isinstance(rec, Start):
-            session, superseded = session + 1, False
-            continue
+        if isinstance(rec, Start) or (_rewound(rec, last) and session >= 0):
+            session, superseded, last = session + 1, False, -math.inf
+            if isinstance(rec, Start):
+                continue
+        if isinstance(rec, Step) and number(rec.step) is not None:
+            last = rec.step
         cutoff = sessions.cutoffs[session] if 0 <= session < len(sessions.cutoffs) else math.inf
         if isinstance(rec, Step):
             step = number(rec.step)

@@ -181,6 +181,9 @@ class RunModel:
         rec = as_record(rec)
         self.run.add(rec)
         own = self.run.speaks(rec)
+        if own and self.run.redone_after is not None:  # a resume, an autopilot rewind: draw the redone steps once
+            for series in (*self.series.values(), self.time_s, *self.mem.values()):
+                series.rewind(self.run.redone_after)
         x = _num(getattr(rec, "step", None))
         for plot in self.plots.get(type(rec), ()):
             if own or plot.every_rank:
@@ -191,9 +194,6 @@ class RunModel:
 
     def _on_start(self, rec: Start, own: bool) -> None:
         self._note_shards(rec)
-        if own and self.run.session_step:
-            for series in (*self.series.values(), self.time_s, *self.mem.values()):
-                series.rewind(self.run.session_step)  # steps after the checkpoint are done again: draw them once
 
     def _on_step(self, rec: Step, own: bool) -> None:
         step = _num(rec.step)

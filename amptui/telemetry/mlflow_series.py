@@ -11,7 +11,7 @@ making the run, each batch, ending it -- runs on the mirror's own thread (outbou
 the first step record so that importing MLflow stays out of the run's set-up, so a
 refusing or hanging server (MLflow retries for minutes) never stalls set-up or a step: the queue
 drops when full, the first failure is one line and the mirror stops calling; `close` waits at most
-CLOSE_S for what is queued.
+outbound.CLOSE_S for what is queued (with the run's other mirrors, at once).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from amptui.core.config.values import Config
 from amptui.core.stream.records import EPOCH, STEP, End, Epoch, Numerics, Record, Start, Step
 from amptui.telemetry.outbound import Outbox
-from amptui.telemetry.sinks import Sink, numerics_summary
+from amptui.telemetry.sinks import Mirror, numerics_summary
 
 STEP_METRICS = {STEP.loss: "loss", STEP.lr: "lr", STEP.scale: "loss_scale", STEP.skipped: "skipped",
                 STEP.skipped_total: "skipped_total", STEP.samples_per_s: "samples_per_s",
@@ -35,7 +35,6 @@ STEP_METRICS = {STEP.loss: "loss", STEP.lr: "lr", STEP.scale: "loss_scale", STEP
 EPOCH_METRICS = (EPOCH.train_loss, EPOCH.val_loss, EPOCH.val_acc, EPOCH.epoch_time_s)
 END_STATUS = {"completed": "FINISHED", "stopped": "KILLED", "failed": "FAILED"}
 SECRET_KEYS = {"log.notify_url"}  # a webhook's address is its secret: never sent to another system
-CLOSE_S = 30.0  # at the end, the longest wait for queued batches and the run's status (a sqlite store migrates slowly)
 BATCH = 100  # params per call (MLflow's limit per log_batch)
 
 
@@ -51,7 +50,7 @@ def flat_params(config: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-class MLflowSeries(Sink):
+class MLflowSeries(Mirror):
     def __init__(self, run_dir: Path, cfg: Config):
         if importlib.util.find_spec("mlflow") is None:
             raise ImportError("No module named 'mlflow'")
@@ -140,10 +139,9 @@ class MLflowSeries(Sink):
         for first in range(0, len(params), BATCH):
             self._log(params=params[first:first + BATCH])
 
-    def close(self) -> None:
+    def last_jobs(self) -> None:
         def end() -> None:
             if not self.broken and self.run_id is not None:
                 self.client.set_terminated(self.run_id, self.ended)
 
         self.outbox.put(end)
-        self.outbox.close(CLOSE_S)

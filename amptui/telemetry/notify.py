@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from amptui.core.stream.records import End, Record, Step
 from amptui.core.urls import ENV_REF, url_problem
 from amptui.telemetry.outbound import Outbox, post, say
-from amptui.telemetry.sinks import Sink
+from amptui.telemetry.sinks import Mirror
 
 MAX_TEXT = 500  # characters per message: one short line
 TIMEOUT_S = 5.0
@@ -65,7 +65,7 @@ def body_for(url: str, text: str) -> tuple[bytes, str]:
     return text.encode(), "text/plain; charset=utf-8"
 
 
-class Notifier(Sink):
+class Notifier(Mirror):
     def __init__(self, url: str, run_name: str):
         self.url, self.run_name = url, run_name
         self.outbox = Outbox("notify", "log.notify_url", size=16)
@@ -94,5 +94,4 @@ class Notifier(Sink):
         elif isinstance(record.final_loss, float) and not math.isfinite(record.final_loss):
             self.send(f"ended {record.status} at step {record.steps} with a non-finite loss ({record.final_loss})")
 
-    def close(self) -> None:
-        self.outbox.close(TIMEOUT_S + 1)
+    close_wait_s = TIMEOUT_S + 1

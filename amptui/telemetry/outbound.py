@@ -3,7 +3,8 @@ status, the notification webhook) and the one queue every mirror (MLflow too) wo
 
 - `Outbox`: one daemon thread per mirror and a bounded queue that drops rather than blocks, so a
   refusing or hanging server costs the training thread an append; each kind of trouble is said
-  once; `close` waits a bounded time.
+  once; `close` waits a bounded time, and `close_together` closes a run's mirrors at once under
+  one deadline (CLOSE_S).
 - `post`: one HTTPS POST, bounded by a timeout; redirects are never followed (a credential would
   travel with them); the URL is checked first (core/urls.py: https only); an error is described
   by `describe`, which never carries a header (the token) and never the URL's path.
@@ -18,15 +19,17 @@ import re
 import ssl
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
-from typing import Callable
+from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 from amptui.core.urls import url_problem
 
 MAX_TOKEN = 16 * 1024
 MAX_ANSWER = 64 * 1024
+CLOSE_S = 30.0  # at a run's end, the longest wait for every mirror together (docs/trainer.md)
 USERINFO = re.compile(r"://[^/@\s]*@")
 
 
@@ -178,16 +181,37 @@ class Outbox:
         with self._cond:
             return self._cond.wait_for(lambda: not self._jobs and not self._busy, timeout=wait_s)
 
-    def close(self, wait_s: float) -> None:
-        """Run what is queued, waiting at most `wait_s`; what is left is said and dropped."""
+    def shut(self) -> None:
+        """No more jobs: what is queued runs on, and the thread ends after it (nothing waited for here)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
         self.begin()
-        self._thread.join(wait_s)
-        if self._thread.is_alive():
-            with self._cond:
-                left = len(self._jobs)
-                self._jobs.clear()
-            self.say_once("closing", f"{self.what}: the server did not answer within {wait_s:g} s at the end; "
-                          f"{left + 1} update(s) not sent")
+
+    def close(self, wait_s: float) -> None:
+        """Run what is queued, waiting at most `wait_s`; what is left is said and dropped."""
+        close_together([(self, wait_s)], wait_s)
+
+    def _give_up(self, wait_s: float) -> None:
+        with self._cond:
+            left = len(self._jobs)
+            self._jobs.clear()
+        self.say_once("closing", f"{self.what}: the server did not answer within {wait_s:g} s at the end; "
+                      f"{left + 1} update(s) not sent")
+
+
+def close_together(outboxes: Sequence[tuple[Outbox, float]], wait_s: float | None = None) -> list[Outbox]:
+    """Close every (outbox, its own longest wait) at once and wait for all of them together: each runs
+    on its own thread, so a hanging server holds the end for at most `wait_s` in all (its own wait if
+    shorter), never for the sum. Jobs still run in order within each outbox. One not done by then is
+    said once (naming it) and what it had queued is dropped; returns those."""
+    wait_s = CLOSE_S if wait_s is None else wait_s
+    for box, _ in outboxes:
+        box.shut()
+    start = time.monotonic()
+    for box, own in outboxes:
+        box._thread.join(max(0.0, start + min(own, wait_s) - time.monotonic()))
+    late = [(box, min(own, wait_s)) for box, own in outboxes if box._thread.is_alive()]
+    for box, waited in late:
+        box._give_up(waited)
+    return [box for box, _ in late]

@@ -175,7 +175,8 @@ def float8_figures(recipe: str, x: torch.Tensor, w: torch.Tensor, y: torch.Tenso
         return {"runs": False, "why": f"features not divisible by {ALIGN[recipe]}"}
     try:
         shadow = _shadow(recipe, w.to(high))
-        xin = x.to(high).requires_grad_(grad is not None)
+        # a copy: a float32 capture is `high` already, and the recipes after the first must not add to its .grad
+        xin = x.detach().to(high, copy=True).requires_grad_(grad is not None)
         out = shadow(xin)
         if grad is not None:
             out.backward(grad.to(high))

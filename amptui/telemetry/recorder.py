@@ -43,9 +43,10 @@ from amptui.telemetry.hygiene import HygieneSampler
 from amptui.telemetry.machineload import MachineLoad
 from amptui.telemetry.meter import StepMeter, TimedBatches
 from amptui.telemetry.numerics import RangeSampler
+from amptui.telemetry.outbound import close_together
 from amptui.telemetry.plan_probe import PlanProbe
 from amptui.telemetry.scaler import OverflowTracer, scaler_events
-from amptui.telemetry.sinks import EventStream, Sink
+from amptui.telemetry.sinks import EventStream, Mirror, Sink
 from amptui.telemetry.startrecord import start_record
 from amptui.telemetry.tally import Counters, EpochTimes, first_bad_step, loss_source, nonfinite_at, with_replays
 from amptui.telemetry.triagecause import TRIAGE_DEPTH, TRIAGE_SAMPLES, say_cause, trouble_step
@@ -384,6 +385,11 @@ class Recorder:
             self.hygiene.cancel()
         if self.writer is not None:
             self.writer.close()
+        mirrors = [(sink.outbox, sink.close_wait_s) for sink in self.sinks if isinstance(sink, Mirror)]
         for sink in self.sinks:
-            sink.close()
+            if isinstance(sink, Mirror):
+                sink.last_jobs()
+            else:
+                sink.close()
+        close_together(mirrors)  # every mirror at once, under one deadline (outbound.CLOSE_S)
         self.sinks = []

@@ -13,6 +13,7 @@ from typing import Protocol
 from amptui.core.modes import probes
 from amptui.core.stream.events import EventWriter
 from amptui.core.stream.records import Epoch, Numerics, Record, Step
+from amptui.telemetry.outbound import CLOSE_S, Outbox
 
 
 class Sink(Protocol):
@@ -46,6 +47,23 @@ class EventStream(Sink):
 
     def close(self) -> None:
         self.writer.close()
+
+
+class Mirror(Sink):
+    """A sink that sends through its own queue and thread (outbound.Outbox): MLflow, TensorBoard,
+    the TrainJob status, notifications. The Recorder closes all of a run's mirrors at once under one
+    deadline (outbound.close_together); `close` alone waits for this one, at most `close_wait_s`."""
+
+    outbox: Outbox
+    close_wait_s: float = CLOSE_S
+
+    def last_jobs(self) -> None:
+        """The jobs for the end (end the MLflow run, close the TensorBoard file), queued."""
+        return None
+
+    def close(self) -> None:
+        self.last_jobs()
+        self.outbox.close(self.close_wait_s)
 
 
 def numerics_summary(record: Numerics) -> dict[str, float]:

@@ -10,16 +10,14 @@ from pathlib import Path
 
 from amptui.core.stream.records import EPOCH, STEP, Epoch, Step
 from amptui.telemetry.outbound import Outbox
-from amptui.telemetry.sinks import Sink
-
-CLOSE_S = 30.0  # at the end, the longest wait for the scalars still queued
+from amptui.telemetry.sinks import Mirror
 
 STEP_SCALARS = (STEP.loss, STEP.lr, STEP.scale, STEP.skipped_total, STEP.samples_per_s, STEP.step_time_ms,
                 STEP.grad_norm, STEP.tflops)
 EPOCH_SCALARS = (EPOCH.train_loss, EPOCH.val_loss, EPOCH.val_acc, EPOCH.epoch_time_s)
 
 
-class TensorBoardScalars(Sink):
+class TensorBoardScalars(Mirror):
     """Scalars written on the mirror's own thread (outbound.Outbox), as every mirror: a folder that
     cannot be written (full, read-only) is one line and the run goes on without it."""
 
@@ -55,10 +53,9 @@ class TensorBoardScalars(Sink):
         self._add([(f"epoch/{key}", record[key], step) for key in EPOCH_SCALARS  # as the event stream: NaN is no value
                    if record.get(key) is not None and math.isfinite(record[key])])
 
-    def close(self) -> None:
+    def last_jobs(self) -> None:
         def shut() -> None:
             if self.writer is not None:
                 self.writer.close()
 
         self.outbox.put(shut)
-        self.outbox.close(CLOSE_S)

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from amptui.core.stream.records import STEP, End, Epoch, Numerics, Record, Start, Step
 from amptui.core.urls import url_problem
 from amptui.telemetry.outbound import OutboundError, Outbox, post, read_token, say, tls_context
-from amptui.telemetry.sinks import Sink, numerics_summary
+from amptui.telemetry.sinks import Mirror, numerics_summary
 
 URL_ENV, TOKEN_ENV, CA_ENV = ("KUBEFLOW_TRAINER_STATUS_URL", "KUBEFLOW_TRAINER_STATUS_TOKEN",
                               "KUBEFLOW_TRAINER_STATUS_CA_CERT")
@@ -53,7 +53,7 @@ def from_env(env=os.environ) -> TrainJobStatus | None:
     return TrainJobStatus(url, env.get(TOKEN_ENV), context)
 
 
-class TrainJobStatus(Sink):
+class TrainJobStatus(Mirror):
     def __init__(self, url: str, token_file: str | None, context: ssl.SSLContext):
         self.url, self.token_file, self.context = url, token_file, context
         self.total_steps: int | None = None
@@ -128,5 +128,4 @@ class TrainJobStatus(Sink):
         post(self.url, json.dumps(payload).encode(), "application/json", token=token, context=self.context,
              timeout=TIMEOUT_S)
 
-    def close(self) -> None:
-        self.outbox.close(2 * TIMEOUT_S + 1)  # the last status, bounded
+    close_wait_s = 2 * TIMEOUT_S + 1  # the last status, bounded

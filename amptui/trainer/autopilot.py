@@ -108,7 +108,7 @@ class Autopilot:
     def note(self, record: Record) -> None:
         if self.pending is None and not (isinstance(record, WarningRecord) and record.code == CODE):
             self._decided(self.pilot.note(record))
-            if said := self.pilot.said():
+            if (said := self.pilot.said()) and self.trainer.dist.rank == 0:
                 self.trainer.warn(said, code=CODE)
 
     def step(self, record: Step) -> None:
@@ -125,7 +125,7 @@ class Autopilot:
         if record is None or self.pending is not None:
             return
         decision, said = self.pilot.observe(record)
-        if said:
+        if said and self.trainer.dist.rank == 0:  # under torchrun rank 0 decides, and speaks: one line, not one a rank
             self.trainer.warn(said, code=CODE)
         self._decided(decision)
         self._unskipped(record)
@@ -151,7 +151,7 @@ class Autopilot:
             self.proposed = decision
             if not self.trainer.dist.enabled:
                 self.pending, self.proposed = decision, None
-        else:
+        elif self.trainer.dist.rank == 0:  # advise under torchrun: rank 0's advice, as act takes rank 0's decision
             self.trainer.warn(decision.advice(self.trainer.state.precision.short), code=CODE)
 
     def sync(self) -> None:
@@ -170,11 +170,11 @@ class Autopilot:
         return self.pending is not None or self.rewind_for is not None
 
     def before_step(self) -> bool:
-        """Before each optimizer step: on a rewound run, step N is triaged on the weights it had (a module it
-        finds overflowing makes rule widen_overflow's switch due: True)."""
+        """Before each optimizer step: True when a switch is due first (one decided at the epoch's end record; on a
+        rewound run, step N triaged on the weights it had, a module found overflowing: rule widen_overflow's)."""
         t = self.trainer
         if self.triage_at is None or t.progress.step + 1 != self.triage_at or t.triage is None:
-            return False
+            return self.pending is not None  # decided at an epoch's last record: switch there, not a step later
         step, self.triage_at = self.triage_at, None
         with t.recorder.paused("replay"):
             found = t.triage.find(step)
@@ -246,6 +246,7 @@ class Autopilot:
         restore(t.run_dir, t.base_cfg, t.state, t.progress, lambda *a, **k: None)  # said by the record instead
         attach_state(t.recorder, t.cfg, t.state)
         t.recorder.last_scale = None
+        _replays_anew(t)
         after = t.state.precision
         said_after = _said(after, t.cfg.flat(), decision.to, decision.layers)
         if after.short == before.short:  # e.g. one layer out of a per-layer recipe: the run's name for it does not change
@@ -257,6 +258,18 @@ class Autopilot:
             t.log(decision.done(before.short, t.progress.step))
             notify(t.recorder.sinks, decision.done(before.short, t.progress.step))  # log.notify_url: off-thread, fail-soft
         self.pilot = self._pilot()
+
+
+def _replays_anew(t: Trainer) -> None:
+    """After a switch the triage and the skipped-step replay replay on the new state (the old model is gone): the
+    next non-finite step's cause is found in the precision it ran in (a second widen_overflow can fire)."""
+    from amptui.trainer.replay import StepReplay
+    from amptui.trainer.triage import Triage
+
+    if t.triage is not None:  # one process only (loop.Trainer.setup)
+        t.triage = Triage(t.state, t.cfg.amp.accumulate)
+    t.replay = StepReplay(t.state, t.dist, t.recorder) if t.cfg.numerics.trace_nonfinite and t.state.skips is not None \
+        else None
 
 
 def _said(precision: Precision, values: Mapping[str, Any], keys: Mapping[str, Any], layers: tuple[str, ...]

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from amptui.core.config.values import Config
     from amptui.telemetry import Recorder
     from amptui.trainer.dist import Dist
+    from amptui.trainer.replay import StepReplay
     from amptui.trainer.resume import Progress
     from amptui.trainer.state import TrainingState
     from amptui.trainer.triage import Triage
@@ -29,7 +30,8 @@ class Trainer(Protocol):
     progress: Progress
     switched: dict[str, Any]   # the keys the switches set (checkpointed)
     checkpointed_step: int
-    triage: Triage | None      # one process: the first non-finite step's cause (a rewind makes a new one)
+    triage: Triage | None      # one process: the first non-finite step's cause (a switch or a rewind makes a new one)
+    replay: StepReplay | None  # numerics.trace_nonfinite with a GradScaler (a switch makes a new one)
 
     def save_checkpoint(self) -> None: ...
 

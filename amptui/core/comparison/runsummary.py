@@ -52,6 +52,8 @@ class RunSummary(RunState):
         rec = as_record(rec)
         timed = len(self.timed.windows)
         super().add(rec)  # the step windows too (core.figures: the steady rates every view shows)
+        if self.redone_after is not None:  # a resume, an autopilot rewind: the redone steps drawn once
+            self.loss_curve.rewind(self.redone_after)
         self.ranks.add(rec)
         if isinstance(rec, Step):
             if len(self.timed.windows) > max(1, timed) and isinstance(rec.others_cpu, (int, float)):

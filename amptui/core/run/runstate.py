@@ -21,6 +21,7 @@ from amptui.core.figures import StepWindows, final_loss
 from amptui.core.inputbound import DataWait
 from amptui.core.stream.records import (
     END,
+    Checkpoint,
     End,
     Epoch,
     PrecisionSwitch,
@@ -113,6 +114,11 @@ class RunState:
     started: float | None = None         # its time
     session_t: float | None = None       # the latest session's start
     session_step: int = 0                # the step that session resumed from
+    # the record just folded makes the steps after this one redone (a resume, an autopilot rewind to its last
+    # checkpoint): the views forget what they drew past it, so each step is drawn once (None: nothing redone)
+    redone_after: int | None = None
+    checkpoint_step: int = 0             # the last checkpoint record's step (a rewind goes back to it)
+    step_seen: int = 0                   # the last step record's step, this session (a lower one: a rewind)
     last_t: float | None = None
     step: int = 0
     epoch: int = 0
@@ -240,6 +246,7 @@ class RunState:
     def add(self, rec: Record | dict[str, Any]) -> None:
         """Fold one record in (a valid line's dict, core.stream.events.valid_record, is read as its class)."""
         rec = as_record(rec)
+        self.redone_after = None
         t = rec.t
         if t is not None:
             self.last_t = t if self.last_t is None else max(self.last_t, t)
@@ -267,7 +274,8 @@ class RunState:
         if self.start is None:
             self.start, self.started = rec.wire, rec.t
         self.session_t = rec.t
-        self.session_step = int(rec.resumed_from or 0)
+        self.session_step = self.step_seen = int(rec.resumed_from or 0)
+        self.redone_after = self.session_step if rec.resumed_from is not None else None
         self.recent.clear()  # a new session's pace is its own
         self.timed.session(self.session_step)
         self.end = None  # a resumed session: the run goes on
@@ -276,6 +284,9 @@ class RunState:
         step = _number(rec.step)
         if step is None:
             return  # not a step record we can place
+        if self.last_step is not None and step <= self.step_seen:  # an autopilot rewind: trained again from its last checkpoint (or the start)
+            self.redone_after = self.checkpoint_step if self.checkpoint_step < step else int(step) - 1
+        self.step_seen = int(step)
         self.last_step = rec.wire
         self.step = int(step)
         self.timed.take(rec)
@@ -307,6 +318,10 @@ class RunState:
         if rec.val_acc is not None:
             self.val_acc = rec.val_acc
 
+    def _on_checkpoint(self, rec: Checkpoint) -> None:
+        if isinstance(rec.step, int):
+            self.checkpoint_step = rec.step
+
     def _on_scaler(self, rec: Scaler) -> None:
         self.scaler_seen = True
 
@@ -337,6 +352,7 @@ class RunState:
 HANDLERS: dict[type[Record], Callable[[Any, Any], None]] = {
     Start: RunState._on_start, Step: RunState._on_step, Epoch: RunState._on_epoch, Scaler: RunState._on_scaler,
     WarningRecord: RunState._on_warning, End: RunState._on_end, PrecisionSwitch: RunState._on_switch,
+    Checkpoint: RunState._on_checkpoint,
 }
 
 
