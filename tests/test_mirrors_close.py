@@ -7,6 +7,7 @@ Loopback stand-ins (support/webstub.py): servers that accept and never answer.""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import time
 
 import pytest
@@ -21,7 +22,9 @@ from amptui.telemetry.notify import Notifier
 from amptui.telemetry.recorder import Recorder
 from amptui.telemetry.trainjob import TrainJobStatus
 
-pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'amptui[mlflow]')")
+# found, not imported: importing MLflow takes seconds, and collection (every xdist worker's) would pay them
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("mlflow") is None,
+                                reason="mlflow is not installed (pip install 'amptui[mlflow]')")
 
 DEADLINE_S = 2.0
 

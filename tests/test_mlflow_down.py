@@ -35,23 +35,22 @@ def a_run_through(sink) -> None:
 
 
 def test_a_hanging_tracking_server_never_holds_the_caller(monkeypatch, tmp_path, capsys):
-    from amptui.telemetry import mlflow_series
     from amptui.telemetry.mirrors import mirror_sinks
 
-    # the end's wait for the mirror, short here: the server never answers, so close() always waits it out
-    # in full (30 s for a real run; the slow test below runs a trainer with it)
-    monkeypatch.setattr(mlflow_series, "CLOSE_S", 1.0)
     # once the stand-in is gone, the request it held fails at once (no MLflow retries, minutes of them)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     with hanging() as url:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
         [sink] = mirror_sinks(config.build_config({}, {"log.mlflow": True}), tmp_path / "run-1", rank=0)
+        # the end's wait for the mirror, short here: the server never answers, so close() always waits it
+        # out in full (outbound.CLOSE_S, 30 s, in a real run; the slow test below runs a trainer with it)
+        sink.close_wait_s = 1.0
         assert sink.outbox._thread.ident is None  # nothing of MLflow's during the run's set-up
         a_run_through(sink)  # the first step record begins the mirror's thread
         wait_until(lambda: sink.outbox._busy, 60, "the mirror's thread to be held by the server")
         a_run_through(sink)  # while that thread waits on the server: each call only queues
         assert sink.outbox._busy and sink.run_id is None
-        sink.close()  # bounded: CLOSE_S, then what is left is said
+        sink.close()  # bounded: close_wait_s, then what is left is said
         err = capsys.readouterr().err  # read while the server still holds the request: its end fails it
     assert err.count("log.mlflow") == 1 and "did not answer" in err
     # the mirror's thread ends on that failure here, not saying it during the next test

@@ -61,11 +61,12 @@ def test_a_failed_end_and_a_non_finite_loss_each_send_one_message(tmp_path):
 
 
 def test_a_hanging_webhook_costs_the_caller_nothing_and_is_said_once(tmp_path, capsys, monkeypatch):
-    # each post's timeout (and so close()'s wait, one more second) short here: the server never answers,
-    # so close() always waits it out in full
+    # each post's timeout and close()'s wait (one more second) short here: the server never answers, so
+    # close() always waits it out in full
     monkeypatch.setattr("amptui.telemetry.notify.TIMEOUT_S", 0.5)
     with hanging() as url:
         notifier = Notifier(url, "run-1")
+        notifier.close_wait_s = 0.5 + 1  # TIMEOUT_S + 1, as the class has it
         began = time.monotonic()
         for i in range(40):  # more than the queue holds: the rest are dropped, not waited for
             notifier.send(f"message {i}")
