@@ -341,7 +341,9 @@ class RunScreen(DashboardScreen):
 
     # --- the status's keys: the status panel decides whether they apply, and does them ---------------
     def refusal(self, action: str) -> str | None:
-        panels = self.query(RunStatusPanel)
+        # a child of the screen (compose): the footer asks for every key at each refresh, and a deep
+        # query walked every plot and panel each time
+        panels = self.query_children(RunStatusPanel)
         if not panels:  # asked before the screen is composed
             return "the run has not been read yet" if action in ("stop", "resume") else None
         return panels.first().refusal(action)
