@@ -159,19 +159,6 @@ def pytest_collection_finish(session):
     gc.set_threshold(20_000, 20, 20)
 
 
-def pytest_sessionstart(session):
-    """A pilot's key press waits until the app looks idle: Textual sleeps in steps of 20 ms until a
-    step passes with almost no CPU time used, twice per key, so every key cost at least 40 ms of
-    nothing (typing two preset names: 2 s of a 4.7 s test). Here the step is 5 ms, with the same measure of
-    idle (a twentieth of the step). What a test waits for does not change: a key's messages are still
-    all handled before press() returns (Pilot._wait_for_screen), and busy work (a worker thread using
-    CPU) still keeps the wait going."""
-    from textual import _wait
-
-    _wait.SLEEP_GRANULARITY = 0.005
-    _wait.SLEEP_IDLE = _wait.SLEEP_GRANULARITY / 20
-
-
 def pytest_unconfigure(config):
     if not hasattr(config, "workerinput") and os.environ.get(SESSION_CACHE):  # the controller made it
         import shutil
