@@ -31,7 +31,7 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     monkeypatch.setenv("AMPTUI_RUNS_DIR", str(tmp_path / "runs"))
     # the once-per-machine note on a CUDA build of torch without a GPU counts as said: whether a test
-    # sees it would depend on which torch this machine has (tests/test_first_hour.py unsays it)
+    # sees it would depend on which torch this machine has (tests/functional/test_first_hour.py unsays it)
     said = state / "amptui" / "cpu-torch-note.json"
     said.parent.mkdir(parents=True, exist_ok=True)
     said.write_text('{"said": true}')

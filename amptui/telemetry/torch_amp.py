@@ -1,4 +1,4 @@
-"""Every private torch AMP API amptui uses, in one place (tested in tests/test_telemetry.py).
+"""Every private torch AMP API amptui uses, in one place (tested in tests/unit/test_telemetry.py).
 
 GradScaler offers no public way to learn, without a host sync, whether the step it just took
 was skipped or what the scale now is; these three read its device tensors directly. If a torch

@@ -1,6 +1,6 @@
 """What the trainer's parts (the autopilot) read and change of the run they belong to (loop.Trainer).
 They are typed against this protocol, not against loop.py, so the loop imports its parts and no part
-imports the loop back (tests/test_import_graph.py counts type-checking imports too)."""
+imports the loop back (tests/unit/test_import_graph.py counts type-checking imports too)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ RULES = ("scale_collapse", "float8_sqnr", "widen_overflow", "float8_tail", "prom
 class Autopilot:
     mode: str = "off"
     rules: tuple[str, ...] = RULES
-    # scale_collapse. The defaults are what tests/test_autopilot.py shows: scaler-lab's calibration from 2**32
+    # scale_collapse. The defaults are what tests/functional/test_autopilot.py shows: scaler-lab's calibration from 2**32
     # (32 backoffs in a row, then clean steps) and a healthy float16 run never reach them; a float16 run whose
     # forward overflows every step does, 50 steps after its scale fell below 1.
     scale_floor: float = 1.0

@@ -53,7 +53,7 @@ def dtype_by_short(short: str) -> Dtype | None:
 
 
 # --- the questions the rest of amptui asks about a dtype name (never `== "bfloat16"` elsewhere:
-# tests/test_dtype_literals.py holds every other module to that) --------------------------------
+# tests/functional/test_dtype_literals.py holds every other module to that) --------------------------------
 
 def narrow(name: str) -> bool:
     """A reduced dtype whose range needs loss scaling (float16): small gradients underflow without a GradScaler."""

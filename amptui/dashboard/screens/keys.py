@@ -24,7 +24,7 @@ from textual.screen import Screen
 
 READ_ONLY_ENV = "AMPTUI_READ_ONLY"  # "1" in the dashboards `amptui serve --read-only` starts
 READ_ONLY_WHY = "read-only: served with --read-only"
-# Every action of the dashboard's screens, classed once (tests/test_read_only.py fails on one that is
+# Every action of the dashboard's screens, classed once (tests/unit/test_read_only.py fails on one that is
 # not). A read-only dashboard allows WATCH only: an action in neither set is off there (default-deny).
 # WATCH looks, moves, compares and explains; CHANGES starts, stops, cancels, resumes, deletes, saves
 # or writes a file (a picture, an export), or leaves the runs folder the tab was served.

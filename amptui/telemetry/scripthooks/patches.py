@@ -19,7 +19,7 @@ call to it: its GradScaler scales the loss, takes over the step and unscales bef
 Hooks put on a user's module are `ModuleHook`s, a module-level class: the module pickles and
 deep-copies as it does without amptui (a copy's hook does nothing).
 
-Tested on every torch CI runs (tests/test_scripthooks.py is in .ci/run's OLDEST_TORCH_TESTS):
+Tested on every torch CI runs (tests/functional/test_scripthooks.py is in .ci/run's OLDEST_TORCH_TESTS):
 if a torch release renames one of these, this module is the one to mend.
 """
 
