@@ -67,7 +67,8 @@ def test_a_hanging_webhook_costs_the_caller_nothing_and_is_said_once(tmp_path, c
         began = time.monotonic()
         for i in range(40):  # more than the queue holds: the rest are dropped, not waited for
             notifier.send(f"message {i}")
-        assert time.monotonic() - began < 1.0  # appends only (a blocking send would wait its timeout: 40 of them, 20 s)
+        # appends only: a blocking send would wait its timeout, 40 of them 20 s; 10 s is room for any load
+        assert time.monotonic() - began < 10.0
         notifier.close()
     err = capsys.readouterr().err
     assert err.count("log.notify_url") <= 3 and "not keeping up" in err and url not in err

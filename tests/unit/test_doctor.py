@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import types
 
 import pytest
@@ -63,12 +62,11 @@ def test_nvml_without_pynvml(monkeypatch):
 
 # --- measurement ---------------------------------------------------------------------------------
 
-def test_measure_is_quick_and_positive():
+def test_measure_is_positive_for_each_dtype():
+    # no wall-clock bound here: a loaded box stretches any budget (the probe's growth is tested by work in
+    # test_doctor_stall.py)
     for dtype in ("float32", torch.bfloat16, "fp16"):
-        t0 = time.perf_counter()
-        rate = peaks.measure_matmul_tflops("cpu", dtype, budget_s=0.1)
-        assert rate > 0
-        assert time.perf_counter() - t0 < 2.0
+        assert peaks.measure_matmul_tflops("cpu", dtype, budget_s=0.1) > 0
 
 
 # --- recommendations (CPU) -----------------------------------------------------------------------
