@@ -41,6 +41,7 @@ def test_the_end_waits_for_every_hanging_mirror_at_once_and_names_each_once(monk
     with contextlib.ExitStack() as stack, recording() as answering:
         mlflow_url, hook_url, status_url = (stack.enter_context(hanging()) for _ in range(3))
         monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_url)
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow's own retries: minutes after the test
         monkeypatch.setenv("KUBEFLOW_TRAINER_STATUS_URL", status_url.replace("http://", "https://") + "/status")
         cfg = config.build_config({}, {"log.mlflow": True, "log.tensorboard": True, "log.notify_url": hook_url})
         recorder = Recorder(None)
@@ -58,6 +59,8 @@ def test_the_end_waits_for_every_hanging_mirror_at_once_and_names_each_once(monk
         began = time.monotonic()
         recorder.close()
         took = time.monotonic() - began
+    for sink in held:  # the servers are gone: each mirror's thread ends here, not saying its failure in a later test
+        sink.outbox._thread.join(60)
     err = capsys.readouterr().err
     late = [line for line in err.splitlines() if "did not answer" in line]
     assert sorted(w for line in late for w in ("log.mlflow", "TrainJob", "log.notify_url") if w in line) == \
