@@ -5,50 +5,15 @@ bearer token; without the variables nothing posts; a failing endpoint is one war
 
 from __future__ import annotations
 
-import json
 import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
-from support.webstub import make_ca_and_server_cert
+from support.webstub import TRAINJOB_TOKEN
 
 from amptui.core.config import values as config
 from amptui.telemetry import trainjob
 from amptui.telemetry.mirrors import mirror_sinks
 
-TOKEN = "eyJ-stand-in-projected-token"
-
-
-@pytest.fixture
-def stub(tmp_path):
-    """The Trainer's status endpoint, on 127.0.0.1 only: records each POST (path, headers, body)."""
-    ca, cert, key = make_ca_and_server_cert(tmp_path)
-    posts: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = self.rfile.read(min(int(self.headers.get("Content-Length", 0)), 1 << 20))
-            posts.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": json.loads(body)})
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    token = tmp_path / "token"
-    token.write_text(TOKEN + "\n")
-    url = f"https://127.0.0.1:{server.server_address[1]}/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status"
-    env = {trainjob.URL_ENV: url, trainjob.TOKEN_ENV: str(token), trainjob.CA_ENV: str(ca)}
-    yield env, posts
-    server.shutdown()
-    server.server_close()
+TOKEN = TRAINJOB_TOKEN
 
 
 def test_without_the_variables_nothing_posts(tmp_path, monkeypatch):
@@ -58,8 +23,8 @@ def test_without_the_variables_nothing_posts(tmp_path, monkeypatch):
     assert mirror_sinks(config.build_config({}, {}), tmp_path, rank=0) == []
 
 
-def test_only_rank_0_posts(stub, tmp_path, monkeypatch):
-    env, _ = stub
+def test_only_rank_0_posts(trainjob_stub, tmp_path, monkeypatch):
+    env, _ = trainjob_stub
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert mirror_sinks(config.build_config({}, {}), tmp_path, rank=1) == []

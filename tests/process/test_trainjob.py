@@ -5,58 +5,20 @@ bearer token; without the variables nothing posts; a failing endpoint is one war
 
 from __future__ import annotations
 
-import json
-import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 from support.cli import amptui
 from support.records import events, only_run
-from support.webstub import make_ca_and_server_cert
-
-from amptui.telemetry import trainjob
+from support.webstub import TRAINJOB_TOKEN
 
 TINY = ["--set", "run.max_steps=6", "--set", "log.every=2", "--set", "data.train_samples=256",
         "--set", "data.val_samples=64", "--set", "amp.dtype=float16", "--set", "amp.grad_scaler=true"]
-TOKEN = "eyJ-stand-in-projected-token"
-
-
-@pytest.fixture
-def stub(tmp_path):
-    """The Trainer's status endpoint, on 127.0.0.1 only: records each POST (path, headers, body)."""
-    ca, cert, key = make_ca_and_server_cert(tmp_path)
-    posts: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = self.rfile.read(min(int(self.headers.get("Content-Length", 0)), 1 << 20))
-            posts.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": json.loads(body)})
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    token = tmp_path / "token"
-    token.write_text(TOKEN + "\n")
-    url = f"https://127.0.0.1:{server.server_address[1]}/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status"
-    env = {trainjob.URL_ENV: url, trainjob.TOKEN_ENV: str(token), trainjob.CA_ENV: str(ca)}
-    yield env, posts
-    server.shutdown()
-    server.server_close()
+TOKEN = TRAINJOB_TOKEN
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_a_run_in_a_trainjob_posts_progress_and_amp_metrics_with_the_token(runs_dir, stub):
-    env, posts = stub
+def test_a_run_in_a_trainjob_posts_progress_and_amp_metrics_with_the_token(runs_dir, trainjob_stub):
+    env, posts = trainjob_stub
     amptui("run", "quickstart", *TINY, env=env, check=True, timeout=200)
     steps = [r for r in events(only_run(runs_dir)) if r["kind"] == "step"]
     assert posts, "nothing was posted"

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import ssl
@@ -123,3 +124,40 @@ def server_context(cert: Path, key: Path) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     return context
+
+
+# --- the Kubeflow Trainer's status endpoint (tests of telemetry/trainjob.py, in process and as a run) -------
+
+TRAINJOB_TOKEN = "eyJ-stand-in-projected-token"
+
+
+@pytest.fixture
+def trainjob_stub(tmp_path):
+    """The Trainer's status endpoint, on 127.0.0.1 only, over TLS from a throwaway CA: records each POST
+    (path, headers, body). Yields (the plugin's variables, the posts)."""
+    from amptui.telemetry import trainjob
+
+    ca, cert, key = make_ca_and_server_cert(tmp_path)
+    posts: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(min(int(self.headers.get("Content-Length", 0)), 1 << 20))
+            posts.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": json.loads(body)})
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = server_context(cert, key).wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    token = tmp_path / "token"
+    token.write_text(TRAINJOB_TOKEN + "\n")
+    url = f"https://127.0.0.1:{server.server_address[1]}/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status"
+    env = {trainjob.URL_ENV: url, trainjob.TOKEN_ENV: str(token), trainjob.CA_ENV: str(ca)}
+    yield env, posts
+    server.shutdown()
+    server.server_close()
