@@ -110,7 +110,7 @@ def main() -> int:
             await pilot.press("q")
 
             app.open_run(runs / failed)
-            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.end is not None)
+            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.model.run.end is not None)
             await pilot.pause(0.8)
             save(app, "run-failed.svg")
             await pilot.press("q")
