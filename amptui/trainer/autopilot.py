@@ -184,6 +184,18 @@ class Autopilot:
             t.warn(f"{found['text']}: {found['advice']}", code="nonfinite_cause", cause=found)
         return self.due()
 
+    def at_end(self) -> None:
+        """The run completed with a switch or a rewind still due (decided at its last step record): no step is left
+        to take it at, so it is said, not dropped."""
+        t = self.trainer
+        if t.dist.rank == 0 and self.pending is not None:
+            t.warn(f"{self.pending.advice(t.state.precision.short)}; not switched: that was the run's last step",
+                   code=CODE)
+        elif t.dist.rank == 0 and self.rewind_for is not None:
+            t.warn(f"autopilot: step {self.rewind_for}'s loss is not finite and no GradScaler skipped it; not rewound: "
+                   "that was the run's last step", code=CODE)
+        self.pending = self.rewind_for = None
+
     def rewind(self) -> None:
         """Restore the last checkpoint (or the run's start) to triage step `rewind_for` on its weights (module doc)."""
         from amptui.trainer.recording import attach_state

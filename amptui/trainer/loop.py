@@ -172,6 +172,8 @@ class Trainer:
             self.write_step_record()  # step records never straddle two epochs
             finished_epoch = p.batch_in_epoch >= s.steps_per_epoch * cfg.amp.accumulate
             self.end_epoch(finished_epoch, partial=resumed_mid_epoch or not finished_epoch)
+        if self.autopilot is not None:
+            self.autopilot.at_end()  # a switch decided at the last step: said
         return "completed"
 
     def wait_turn(self) -> None:

@@ -25,6 +25,7 @@ def attach_state(recorder: Recorder, cfg: Config, state: TrainingState) -> None:
     the FLOPs of a step; the scale alarms for this precision; the samplers [numerics] asks for. Again
     after an autopilot switch (trainer/autopilot.py): a new state, the same sinks."""
     recorder.attach(scaler=state.scaler, optimizer=state.optimizer, model=state.model)
+    recorder.precision = state.precision  # after a switch: the precision the run trains in now
     recorder.step_flops = state.step_flops
     recorder.watch_scale(cfg.amp.growth_interval, state.precision, cfg.amp.init_scale, cfg.amp.backoff_factor)
     recorder.sample_numerics(state.model, cfg.numerics.every, cfg.numerics.depth, state.precision.reduced,

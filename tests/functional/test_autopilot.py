@@ -333,15 +333,21 @@ def test_a_resumed_run_goes_on_counting_the_rules_fired_and_the_rewinds(runs_dir
     resumed.finish("stopped")
 
 
-def fires_at_8(self, record):
-    """A rule firing at the step-8 record (telemetry Autopilot.observe's place): stands in for the rules, whose
-    conditions are the other tests'."""
+def fires_at(step: int):
+    """A rule firing at the step record of `step` (telemetry Autopilot.observe's place): stands in for the rules,
+    whose conditions are the other tests'."""
     from amptui.core import autopilot as rules
 
-    if record is None or record.step != 8 or getattr(self, "fired8", False):
-        return None, None
-    self.fired8 = True
-    return rules.Decision("promote", 8, {"amp.layers": {}}, "0 layers to float8", "the epoch's end"), None
+    def observe(self, record):
+        if record is None or record.step != step or getattr(self, "fired", False):
+            return None, None
+        self.fired = True
+        return rules.Decision("promote", step, {"amp.layers": {}}, "0 layers to float8", "the test's rule"), None
+
+    return observe
+
+
+fires_at_8 = fires_at(8)  # quickstart, tiny: the first epoch's last step
 
 
 def tiny_quickstart(mode: str) -> dict:
@@ -375,6 +381,19 @@ def test_a_rule_that_fires_at_an_epochs_last_record_switches_at_that_step(runs_d
     assert [r["step"] for r in records if r["kind"] == "precision_switch"] == [8]
     assert [r["step"] for r in records if r["kind"] == "step"] == [3, 6, 8, 9, 12, 15, 16]
     assert records[-1]["status"] == "completed"
+
+
+def test_a_switch_decided_at_the_runs_last_step_is_said_not_dropped(runs_dir, monkeypatch):
+    """act, a rule firing at the last step's record: no step is left to switch at, so the run completes in its
+    precision and a warning says what was decided and the keys that would make it (a next run's --set)."""
+    from amptui.telemetry.autopilot import Autopilot as Rules
+
+    monkeypatch.setattr(Rules, "observe", fires_at(16))
+    records = trained(runs_dir, "act")
+    assert not [r for r in records if r["kind"] == "precision_switch"] and records[-1]["status"] == "completed"
+    said = [r["message"] for r in records if r["kind"] == "warning" and r.get("code") == "autopilot"]
+    assert said == ["autopilot: would switch fp32 -> 0 layers to float8 at step 16: the test's rule "
+                    "(--set amp.layers={}); not switched: that was the run's last step"], said
 
 
 def test_under_torchrun_advise_speaks_on_rank_0_only(runs_dir, monkeypatch):

@@ -15,13 +15,15 @@ def test_autopilot_is_off_by_default_and_its_keys_are_checked():
     assert autopilot.of(values.build_config({}).amp).mode == "off"
     cfg = values.build_config({"amp": {"autopilot": {"mode": "act", "floor_steps": 5}}})
     assert autopilot.of(cfg.amp) == autopilot.Autopilot(mode="act", floor_steps=5)
+    assert autopilot.of(values.build_config({"amp": {"autopilot": {"rules": []}}}).amp).rules == ()  # off: nothing to fire is fine
     for table, said in (({"mod": "act"}, "unknown key 'amp.autopilot.mod'"),
                         ({"mode": "always"}, "amp.autopilot.mode must be one of off, advise, act"),
                         ({"floor_steps": 0}, "amp.autopilot.floor_steps must be an integer >= 1"),
                         ({"scale_floor": -1}, "amp.autopilot.scale_floor must be a number > 0"),
                         ({"rules": ["demote"]}, "amp.autopilot.rules must be a list of rule names"),
                         ({"promote_for": "H1000"}, "amp.autopilot.promote_for: unknown GPU 'H1000'"),
-                        ({"promote_after": -1}, "amp.autopilot.promote_after must be an integer >= 0")):
+                        ({"promote_after": -1}, "amp.autopilot.promote_after must be an integer >= 0"),
+                        ({"mode": "act", "rules": []}, "amp.autopilot.rules is empty, so mode = \"act\" has no rule")):
         with pytest.raises(ConfigError, match=said):
             values.build_config({"amp": {"autopilot": table}}, source="p.toml")
 

@@ -102,7 +102,11 @@ def parse(table: object, source: str) -> Autopilot:
         if name not in _DOCS:
             raise ConfigError(f"{source}: unknown key '{KEY}.{name}' (known: {', '.join(_DOCS)})")
         values[name] = _checked(name, value, getattr(default, name), where)
-    return Autopilot(**values)
+    settings = Autopilot(**values)
+    if settings.on and not settings.rules:  # on, and nothing could ever fire: a mistake, not a choice
+        raise ConfigError(f"{source}: {KEY}.rules is empty, so mode = \"{settings.mode}\" has no rule to fire "
+                          f"(name some of {', '.join(RULES)}, or set mode = \"off\")")
+    return settings
 
 
 def _checked(name: str, value: Any, default: Any, where: str) -> Any:
