@@ -191,7 +191,7 @@ class Monitor:
         self.recorder.watch_scale(self.scaler.get_growth_interval() if self.recorder.scaler_enabled  # NaN loss said without one too
                                   else self.config.amp.growth_interval, precision)
         self.recorder.sinks += autopilot.advisors(self.config.amp, precision, self.device,  # [amp.autopilot]: advice only
-                                                  lambda code, message: self.recorder.warn(message, code=code))
+                                                  lambda code, message: self.recorder.warn(message, code=code), self.rank)
         if self.model is not None and self.config.numerics.every:  # config={"numerics": {"every": N}}: range headroom
             self.recorder.sample_numerics(self.model, self.config.numerics.every, self.config.numerics.depth,
                                           precision.reduced)

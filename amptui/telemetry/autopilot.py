@@ -100,7 +100,8 @@ class Advisor:
 
 
 def advisors(amp_cfg: Any, precision: Precision, device: torch.device | None,
-             warn: Callable[[str, str], None]) -> list[Advisor]:
-    """[amp.autopilot] for a script's hooks: its Advisor sink, or none when the autopilot is off."""
-    pilot = Autopilot.of(amp_cfg, precision, device)
+             warn: Callable[[str, str], None], rank: int = 0) -> list[Advisor]:
+    """[amp.autopilot] for a script's hooks: its Advisor sink, or none when the autopilot is off. Under
+    torchrun rank 0 advises (as amptui's trainer, where rank 0 decides): one line, not one a rank."""
+    pilot = Autopilot.of(amp_cfg, precision, device) if rank == 0 else None
     return [pilot.advisor(warn)] if pilot is not None else []

@@ -64,3 +64,18 @@ def test_a_switch_record_names_the_layers_it_changed_on_each_side_and_old_record
     assert switch_layers(old) == ({"blocks.3.mlp.proj": "?"}, {"blocks.3.mlp.proj": "fp32"})
     collapse = switch_record(35, "fp16+scaler", "bf16")
     assert switch_layers(collapse) == ({"*": "fp16+scaler"}, {"*": "bf16"}) and "[" not in switch_line(collapse)
+
+
+def test_under_torchrun_a_scripts_advice_comes_from_rank_0_only():
+    """A script's hooks and the Monitor run in every rank: only rank 0's get the advisor (its rules, its line), as
+    amptui's trainer has rank 0 decide; every rank printing the same advice was one line a rank."""
+    import torch
+
+    from amptui.core.config.precision import Precision
+    from amptui.telemetry.autopilot import advisors
+
+    cfg = values.build_config({"amp": {"dtype": "float16", "autopilot": {"mode": "act"}}})
+    precision = Precision.from_config(cfg, "cpu")
+    said = lambda code, message: None  # noqa: E731
+    assert len(advisors(cfg.amp, precision, torch.device("cpu"), said, rank=0)) == 1
+    assert advisors(cfg.amp, precision, torch.device("cpu"), said, rank=1) == []

@@ -176,7 +176,8 @@ class ScriptSession:
             self.sampling = (cfg.numerics.every, cfg.numerics.depth, precision.reduced)
         self.reduced = precision.reduced
         self.plan_every = cfg.numerics.plan_every
-        recorder.sinks += autopilot.advisors(cfg.amp, precision, recorder.device, self.warn)  # advice only: its loop
+        recorder.sinks += autopilot.advisors(cfg.amp, precision, recorder.device, self.warn,  # advice only: its loop
+                                             self.rank)
 
     def finish_step(self) -> None:
         steps, loop = self.steps, self.loop
