@@ -20,7 +20,7 @@ from support.dashboard import Notes, async_test, settled, until
 
 from amptui.core.config import values as cfgmod
 from amptui.core.errors import UserError
-from amptui.core.run import runops, runs, trust
+from amptui.core.run import runlock, runops, runs, trust
 from amptui.jobs import launch
 
 
@@ -143,8 +143,11 @@ async def test_the_dashboard_asks_before_resuming_a_run_with_foreign_code(isolat
 # --- finding 4: delete takes the run lock --------------------------------------------------------------
 
 @pytest.mark.timeout(60)
-def test_delete_is_refused_while_anyone_holds_the_lock_and_leaves_nothing_behind(runs_dir):
+def test_delete_is_refused_while_anyone_holds_the_lock_and_leaves_nothing_behind(runs_dir, monkeypatch):
     from amptui.core.config import presets
+
+    # the lock's retry (0.5 s: rides over a reader's probe) short here: the holder never lets go
+    monkeypatch.setattr(runlock, "_RETRY_S", 0.05)
 
     run_dir, _ = launch.create_run(presets.find_preset("quickstart"), {"run.device": "cpu"}, runs_dir)
     (run_dir / "run.json").write_text("{ damaged")
@@ -157,7 +160,7 @@ def test_delete_is_refused_while_anyone_holds_the_lock_and_leaves_nothing_behind
 
 
 @async_test
-async def test_the_dashboards_delete_refuses_a_run_that_started_after_the_question(runs_dir):
+async def test_the_dashboards_delete_refuses_a_run_that_started_after_the_question(runs_dir, monkeypatch):
     """The list said stopped when x asked; by the yes a writer holds the lock: nothing is removed."""
     from support.dashboard import FAILED, FIXTURES, home_ready, select_run
 
@@ -173,6 +176,7 @@ async def test_the_dashboards_delete_refuses_a_run_that_started_after_the_questi
         await select_run(pilot, FAILED)
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        monkeypatch.setattr(runlock, "_RETRY_S", 0.05)  # as above: the holder never lets go
         with lock_held_elsewhere(run_dir):
             await pilot.press("y")
             await until(pilot, lambda: notes)

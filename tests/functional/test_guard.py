@@ -104,8 +104,8 @@ def test_amptui_stop_leaves_a_setsid_victim_named_with_its_start_time_alive(cli,
     victim = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
         run_dir, lock = _crafted_with_start_time(runs_dir, victim.pid)
-        with lock:
-            proc = cli("stop", run_dir.name, "--grace", "1", "--runs-dir", str(runs_dir))
+        with lock:  # a short grace: nothing here answers the stop, so it is always waited out in full
+            proc = cli("stop", run_dir.name, "--grace", "0.1", "--runs-dir", str(runs_dir))
         assert victim.poll() is None, "amptui stop signalled a process that does not hold the run's lock"
         assert proc.returncode == 1
         assert "does not hold the run's lock" in proc.stderr and "were not killed" in proc.stderr
@@ -119,8 +119,8 @@ def test_amptui_stop_refuses_a_run_folder_whose_records_belong_to_another_user(c
     runs_dir.mkdir(parents=True)
     run_dir, lock = _crafted_with_start_time(runs_dir, victim.pid)
     os.chown(run_dir / "run.json", 65534, 65534)  # nobody's
-    with lock:
-        proc = cli("stop", run_dir.name, "--grace", "1", "--runs-dir", str(runs_dir))
+    with lock:  # a short grace: nothing here answers the stop, so it is always waited out in full
+        proc = cli("stop", run_dir.name, "--grace", "0.1", "--runs-dir", str(runs_dir))
     assert victim.poll() is None
     assert proc.returncode == 1 and "run.json belongs to another user (uid 65534)" in proc.stderr
 

@@ -39,7 +39,7 @@ def test_a_hanging_tracking_server_never_holds_the_caller(monkeypatch, tmp_path,
         [sink] = mirror_sinks(config.build_config({}, {"log.mlflow": True}), tmp_path / "run-1", rank=0)
         # the end's wait for the mirror, short here: the server never answers, so close() always waits it
         # out in full (outbound.CLOSE_S, 30 s, in a real run; the slow test below runs a trainer with it)
-        sink.close_wait_s = 1.0
+        sink.close_wait_s = 0.25
         assert sink.outbox._thread.ident is None  # nothing of MLflow's during the run's set-up
         a_run_through(sink)  # the first step record begins the mirror's thread
         wait_until(lambda: sink.outbox._busy, 60, "the mirror's thread to be held by the server")

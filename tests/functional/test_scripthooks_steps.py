@@ -19,27 +19,33 @@ from amptui.telemetry.alarms import ScaleAlarms
 
 pytestmark = pytest.mark.timeout(300)
 
-# step_metrics.py's sleeps: per step's accuracy, per eval batch. Long enough that a busy machine's
-# compute (a step took ~190 ms at load 14) stays well inside the margins between right and wrong.
-METRIC_S, EVAL_S = 0.2, 1.0
+# step_metrics.py's sleeps: per step's accuracy, per eval batch (2 batches: an evaluation is 2 x EVAL_S).
+# Long enough that a busy machine's compute (a step took ~190 ms at load 14) stays well inside the
+# margins between right and wrong (EVAL_S, 500 ms, either side of the bound).
+METRIC_S, EVAL_S = 0.2, 0.5
 
 
 @pytest.mark.parametrize("plain", [False, True], ids=["dataloader", "plain-lists"])
 def test_a_per_step_no_grad_metric_is_step_time_and_evaluation_is_not(runs_dir, plain):
     """Training accuracy under no_grad after every step (METRIC_S) stays in the steps' time; the
     2-batch evaluation after each epoch (2 x EVAL_S) does not, and is the epoch's eval_time_s.
-    Wrongly attributed, a step would take < METRIC_S, or the evaluation's 2 x EVAL_S would land on
-    the next record's 2 steps (>= METRIC_S + EVAL_S per step); the margins are for a busy machine."""
+    A record every step: wrongly attributed, a step would take < METRIC_S, or the evaluation would
+    land whole on the next step's record (>= METRIC_S + 2 x EVAL_S); the bound lies halfway.
+    Without a DataLoader the point is the same rule with no loader to tell an evaluation by (a
+    second forward of the model) and no epochs: 2 steps an epoch, and no evaluation after the last
+    (nothing would be measured after it)."""
+    shape = ["--plain", "--train-batch", "32", "--no-final-eval"] if plain else []
     run_dir, recs, error = record_script(runs_dir, "step_metrics.py", "--metric-s", str(METRIC_S), "--eval-s", str(EVAL_S),
-                                         *(["--plain"] if plain else []), log_every=2)
-    assert error is None and recs[-1]["status"] == "completed" and recs[-1]["steps"] == 8
+                                         *shape, log_every=1)
+    steps_run = 4 if plain else 8
+    assert error is None and recs[-1]["status"] == "completed" and recs[-1]["steps"] == steps_run
     steps = by_kind(recs, "step")
-    assert [s["step"] for s in steps] == [2, 4, 6, 8]
+    assert [s["step"] for s in steps] == list(range(1, steps_run + 1))
     times = [s["step_time_ms"] for s in steps]
     # a record comes at its step's optimizer step, before that step's metric: the first record's
-    # window holds one metric for its 2 steps, every later one 2
-    assert 1000 * METRIC_S / 2 <= times[0] and all(1000 * METRIC_S <= t for t in times[1:]), times
-    assert all(t < 1000 * (METRIC_S + EVAL_S / 2) for t in times), times
+    # window holds no metric, every later one the metric of the step before it (and after an
+    # epoch's last step, the evaluation, when wrongly attributed)
+    assert all(1000 * METRIC_S <= t < 1000 * (METRIC_S + EVAL_S) for t in times[1:]), times
     epochs = by_kind(recs, "epoch")
     if plain:  # no DataLoader: no epochs, and no "ep 1" anywhere
         assert not epochs and all("epoch" not in s for s in steps)
@@ -48,7 +54,7 @@ def test_a_per_step_no_grad_metric_is_step_time_and_evaluation_is_not(runs_dir, 
         model.feed(recs)
         assert "epoch" not in progress_line(model).plain
     else:
-        assert [s["epoch"] for s in steps] == [1, 1, 2, 2] and len(epochs) == 2
+        assert [s["epoch"] for s in steps] == [1] * 4 + [2] * 4 and len(epochs) == 2
         evals = [e["eval_time_s"] for e in epochs]
         assert all(2 * EVAL_S <= e < 2 * EVAL_S + 3 * METRIC_S for e in evals), evals  # not the 4 metrics
 

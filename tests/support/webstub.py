@@ -1,7 +1,8 @@
 """Stand-in servers for what amptui sends to (webhooks, a TrainJob status endpoint, MLflow): on
 127.0.0.1 only, each bounded. `Recording` keeps each request (path, headers, body) and answers
 `status` (with `location` when set: a redirect); `hanging` accepts connections and never answers;
-`refusing_port` is a port nothing listens on."""
+`refusing_port` is a port nothing listens on. Each ends at once when its `with` block does: a
+server's shutdown waits for its loop's next look at the flag (POLL_S), not socketserver's 0.5 s."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+POLL_S = 0.05  # how often a stand-in's loop looks for its shutdown: the wait each close costs
 
 
 class Recording:
@@ -44,7 +47,7 @@ class Recording:
         if context is not None:
             self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.scheme = "https" if context is not None else "http"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(POLL_S,), daemon=True)
         self.thread.start()
 
     @property
@@ -75,7 +78,7 @@ def hanging() -> Iterator[str]:
     stop = threading.Event()
 
     def accept() -> None:
-        sock.settimeout(0.2)
+        sock.settimeout(POLL_S)
         while not stop.is_set():
             try:
                 held.append(sock.accept()[0])
@@ -152,7 +155,7 @@ def trainjob_stub(tmp_path):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.socket = server_context(cert, key).wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     token = tmp_path / "token"
     token.write_text(TRAINJOB_TOKEN + "\n")

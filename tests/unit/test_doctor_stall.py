@@ -21,18 +21,20 @@ STALL_S = 0.2  # far longer than any 256x256 float32 product here, loaded or not
 
 def test_a_stall_of_the_first_products_neither_stops_the_growth_nor_is_measured(monkeypatch):
     """A stand-in for a scheduler stall (the machine cannot stall on demand): torch.mm's first six calls
-    each wait STALL_S first, as a descheduled thread's would. The old probe stopped at 64x64 and timed
-    only stalled products (a rate of one product per STALL_S)."""
-    real_mm, sizes, calls = torch.mm, [], []
+    each take STALL_S longer, as a descheduled thread's would, on the clock the probe reads (peaks'
+    time.perf_counter, moved on by STALL_S: what a stall is to the probe, not waited out here). The
+    old probe stopped at 64x64 and timed only stalled products (a rate of one product per STALL_S)."""
+    real_mm, sizes, calls, stalled = torch.mm, [], [], [0.0]
 
     def stalling_mm(a, b):
         calls.append(1)
         sizes.append(a.shape[0])
         if len(calls) <= 6:
-            time.sleep(STALL_S)
+            stalled[0] += STALL_S
         return real_mm(a, b)
 
     monkeypatch.setattr(torch, "mm", stalling_mm)
+    monkeypatch.setattr(peaks, "time", types.SimpleNamespace(perf_counter=lambda: time.perf_counter() + stalled[0]))
     rate = peaks.measure_matmul_tflops("cpu", "float32", budget_s=0.1)
     n = max(sizes)
     assert min(sizes) >= peaks.MIN_SIZE["cpu"], sizes

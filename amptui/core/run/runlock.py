@@ -88,8 +88,9 @@ def _short_command(command: list[str]) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def acquire(run_dir: Path, retry_s: float = _RETRY_S) -> RunLock:
-    """Take the run folder's lock or raise RunLocked naming the process that holds it."""
+def acquire(run_dir: Path, retry_s: float | None = None) -> RunLock:
+    """Take the run folder's lock or raise RunLocked naming the process that holds it (after
+    trying for `retry_s`, default _RETRY_S, read at the call)."""
     run_dir = Path(run_dir)
     path = RunFolder(run_dir).lock
     try:  # never through a symlink, never a FIFO: `describe` writes into this file
@@ -98,7 +99,7 @@ def acquire(run_dir: Path, retry_s: float = _RETRY_S) -> RunLock:
         raise UserError(f"run {run_dir.name}: {exc}; a lock must be a plain file (remove it to use the run)") from None
     except OSError as exc:
         raise UserError(f"run {run_dir.name}: cannot open its lock file {path} ({exc.strerror or exc})") from None
-    deadline = time.monotonic() + retry_s
+    deadline = time.monotonic() + (_RETRY_S if retry_s is None else retry_s)
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
