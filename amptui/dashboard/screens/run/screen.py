@@ -6,6 +6,7 @@ number keys, tabs, titles and help follow the registry."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from amptui.dashboard.widgets.keysfooter import KeysFooter
 from amptui.dashboard.widgets.wordline import WordLine
 
 FLUSH_HZ = 4
+TAIL_LOOK_S, TAIL_IDLE_LOOK_S = 0.1, 1.0  # between the tail's looks at the files: a live run, a finished one
 PLOT_HZ = 2
 NUMBERED = registry()  # by number key: the always-shown panels (1-6), then the optional ones (7)
 PANELS = [cls for cls in NUMBERED if not cls.OPTIONAL]  # the tabs, and what `n` cycles through
@@ -104,6 +106,7 @@ class RunScreen(DashboardScreen):
         self._first_look: RunModel | None = None  # the header's until the tail has read the history
         self.panels = [cls(NUMBERED.index(cls) + 1) for cls in IN_PLACE]  # in the grid's order
         self._read_waiting = False  # a RunRead posted and not yet handled
+        self._tail_stop = threading.Event()  # the screen is gone: the tail stops at once, not after its sleep
 
     def numbered(self, index: int) -> RunPanel:
         """The panel number key index+1 shows."""
@@ -135,6 +138,10 @@ class RunScreen(DashboardScreen):
         self.flush()
         self.set_interval(1 / FLUSH_HZ, self.flush)
         self.tail()
+
+    def on_unmount(self) -> None:
+        # The tail sleeps up to a second between looks at a finished run; quitting waits for its thread.
+        self._tail_stop.set()
 
     def on_resize(self, event) -> None:
         self._layout(event.size.width, event.size.height)
@@ -183,7 +190,7 @@ class RunScreen(DashboardScreen):
         tail = RunTail(self.run_dir, self.model, alive=self.app.process_alive)
         tail.prefill()
         idle, told = 0, -1
-        while not worker.is_cancelled:
+        while not worker.is_cancelled and not self._tail_stop.is_set():
             try:
                 more = tail.poll()
             except OSError:
@@ -196,7 +203,7 @@ class RunScreen(DashboardScreen):
             finished = self.model.run.end is not None or self.model.status == "killed"
             idle = idle + 1 if finished else 0
             # A finished run can still be resumed (new records appended): keep looking, slowly.
-            time.sleep(1.0 if idle > 10 else 0.1)
+            self._tail_stop.wait(TAIL_IDLE_LOOK_S if idle > 10 else TAIL_LOOK_S)
 
     def on_run_read(self, message: RunRead) -> None:
         self._read_waiting = False
