@@ -8,18 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.dashboard import (
-    QUICK,
-    SCALER,
-    Notes,
-    app_for,
-    async_test,
-    drawn_and_flushed,
-    home_ready,
-    select_run,
-    settled,
-    until,
-)
+from support.dashboard import QUICK, SCALER, Notes, app_for, async_test, home_ready, select_run, settled, until
 from textual.app import App
 from textual.command import CommandList, CommandPalette
 
@@ -29,7 +18,6 @@ from amptui.dashboard.app import AmptuiApp, make_app
 from amptui.dashboard.screens.help import HelpScreen, key_rows
 from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.run.screen import RunScreen
-from amptui.dashboard.widgets.keysfooter import KeysFooter
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.toggles import TogglesPanel
 
@@ -245,67 +233,3 @@ async def test_damaged_toggle_edits_are_left_out(root):
         await until(pilot, lambda: home.query_one(TogglesPanel).state()["run.epochs"] == "9")  # the good edit, restored
         state = home.query_one(TogglesPanel).state()
         assert isinstance(state["data.batch_size"], str) and isinstance(state["amp.autocast"], bool)
-
-
-# --- the footer (widgets/keysfooter.py): rebuilt only when the keys it shows change --------------------
-
-def keys_drawn(screen) -> list[str]:
-    """The keys the footer of `screen` has drawn, in order."""
-    from textual.widgets._footer import FooterKey
-
-    return [k.key for k in screen.query(FooterKey)]
-
-
-@async_test
-async def test_the_footer_follows_the_keys_that_apply_and_a_key_that_changes_none_does_not_rebuild_it(root):
-    from amptui.dashboard.widgets.keysfooter import keys_shown
-
-    app = app_for(root)
-    async with app.run_test(size=(110, 34)) as pilot:
-        home = await home_ready(pilot, 3)
-        await settled(pilot)
-        assert "space" not in keys_drawn(home)  # the presets list has the focus: nothing to mark
-        home.query_one(RunTable).focus()
-        await until(pilot, lambda: "space" in keys_drawn(home))  # the run list has: space marks a run
-        await settled(pilot)
-        drawn = list(home.query_one(KeysFooter).children)
-        for key in ("down", "down", "up"):  # the keys that apply stay the same: the footer is kept
-            await pilot.press(key)
-            await settled(pilot)
-        assert list(home.query_one(KeysFooter).children) == drawn
-        assert keys_drawn(home) == [binding.key for binding, *_ in keys_shown(home) if binding.show]
-
-
-@async_test
-async def test_the_footer_compares_the_keys_it_drew_not_those_a_signal_named(root, monkeypatch):
-    """The keys can change between the signal that asks for a rebuild and the rebuild (while a run's
-    history is read, s applies for a moment): the footer compares a later signal with what it drew,
-    so no key that applies is left off (or stays once it no longer does). Here s is let apply by
-    hand, for just the moment of a signal."""
-    from amptui.dashboard.screens.run.controls import RunStatusPanel
-    from amptui.dashboard.screens.run.screen import RunScreen
-
-    stop_applies = False
-    refusal = RunStatusPanel.refusal
-    monkeypatch.setattr(RunStatusPanel, "refusal",
-                        lambda self, action: None if action == "stop" and stop_applies else refusal(self, action))
-    app = app_for(root, watch=root / SCALER)  # a finished run: s does not apply
-    async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, RunScreen) and not app.screen.model.loading)
-        screen = app.screen
-        await drawn_and_flushed(pilot, screen)
-        assert "s" not in keys_drawn(screen)
-        footer = screen.query_one(KeysFooter)
-
-        def signal_then_change() -> None:
-            nonlocal stop_applies
-            stop_applies = True
-            footer.bindings_changed(screen)  # a signal that names s ...
-            stop_applies = False  # ... which no longer applies when the footer is rebuilt
-
-        footer.call_later(signal_then_change)
-        await settled(pilot)
-        assert "s" not in keys_drawn(screen)
-        stop_applies = True
-        screen.refresh_bindings()  # the keys the first signal named, and not drawn: a rebuild
-        await until(pilot, lambda: "s" in keys_drawn(screen), timeout=10)
