@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from support.dashboard import (
@@ -26,9 +27,12 @@ from support.dashboard import (
 )
 from support.records import record
 
+from amptui.core.config import presets as presetmod
 from amptui.core.stream.records import WarningRecord
+from amptui.dashboard.runscache import RunsCache
 from amptui.dashboard.screens.compare.screen import CompareScreen
 from amptui.dashboard.screens.help import HelpScreen
+from amptui.dashboard.screens.home import runs as home_runs
 from amptui.dashboard.screens.home.screen import HomeScreen
 from amptui.dashboard.screens.modals import ConfirmModal, RunInfoModal
 from amptui.dashboard.screens.run.screen import RunScreen
@@ -201,6 +205,59 @@ async def test_f_filters_runs_by_preset_and_status(root):
         await pilot.press("ctrl+u", "enter")
         await until(pilot, lambda: len(table.run_ids) == 3)
         assert not home.query_one("#runs-filter").display
+
+
+@async_test
+async def test_a_filter_shows_as_it_is_typed_and_reads_no_file(root, monkeypatch):
+    """Each key of `/` filters the runs and presets last read, at once: no run folder and no preset
+    file is read again (a folder of hundreds of runs was read whole on every key)."""
+    monkeypatch.setattr(home_runs, "RUNS_REFRESH_S", 3600)  # no periodic read in this test
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot, 3)
+        table = home.query_one(RunTable)
+        await settled(pilot)
+        reads = []
+        scan, list_presets = RunsCache.scan, presetmod.list_presets
+        monkeypatch.setattr(RunsCache, "scan", lambda cache, folder: reads.append(folder) or scan(cache, folder))
+        monkeypatch.setattr(presetmod, "list_presets", lambda: reads.append("presets") or list_presets())
+        for typed, runs in (("failed", [FAILED]), ("scaler", [SCALER]), ("zzz", [])):
+            await pilot.press("slash", "ctrl+u", *typed)
+            assert table.run_ids == runs, typed  # once the keys are handled: no read to wait for
+        await pilot.press("ctrl+u")
+        assert len(table.run_ids) == 3 and "quickstart" in [str(o.id) for o in home.query_one("#presets").options]
+        await settled(pilot)
+        assert reads == []
+
+
+@async_test
+async def test_a_refresh_asked_while_the_run_list_is_read_reads_it_again_after(root, monkeypatch):
+    """A run deleted while the list is being read (that read saw it) is gone once the read ends, not
+    at the next periodic read (2 s; never, in this test)."""
+    monkeypatch.setattr(home_runs, "RUNS_REFRESH_S", 3600)
+    gate, reads = threading.Event(), []
+    scan = RunsCache.scan
+
+    def held_scan(cache, folder):
+        found = scan(cache, folder)
+        reads.append(folder)
+        if len(reads) == 2:
+            gate.wait(30)  # the second read holds what it saw
+        return found
+
+    monkeypatch.setattr(RunsCache, "scan", held_scan)
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot, 3)
+        table = home.query_one(RunTable)
+        pane = home.query_one(home_runs.RunsPane)
+        pane.refresh_runs()
+        await until(pilot, lambda: len(reads) == 2)
+        shutil.rmtree(root / FAILED)
+        pane.refresh_runs()  # asked while the second read is going
+        gate.set()
+        await until(pilot, lambda: len(reads) == 3 and FAILED not in table.run_ids)
+        assert sorted(table.run_ids) == sorted([QUICK, SCALER])
 
 
 @async_test

@@ -199,6 +199,14 @@ class RunTable(DataTable):
                 # until pushed out: tens of MB for a list redrawn every 2 s. Drop them now.
                 self.notify_style_update()
 
+    def refilter(self, words: list[str]) -> bool:
+        """Show the runs last given through the filter `words` (False: none given yet)."""
+        self.filter_words = words
+        if self._all is None:
+            return False
+        self.set_runs(self._all)
+        return True
+
     def on_resize(self, event: events.Resize) -> None:
         """A wider or narrower screen: the preset column gets the room there is."""
         if self._all is not None and event.size.width != self._laid_out_at:

@@ -68,9 +68,17 @@ class PresetsPane(Horizontal):
 
     def load(self, select: str | None = None) -> None:
         """List the presets again (and highlight `select`, or the one highlighted)."""
+        self.presets = presetmod.list_presets()
+        self._list(select)
+
+    def refilter(self, words: list[str]) -> None:
+        """The `/` filter changed: the presets as last listed, filtered anew (a key press reads no file)."""
+        self.filter_words = words
+        self._list()
+
+    def _list(self, select: str | None = None) -> None:
         option_list = self.query_one(PresetList)
         current = select or (self.preset.name if self.preset else None)
-        self.presets = presetmod.list_presets()
         option_list.clear_options()
         width = max((len(shown(p.name)) for p in self.presets), default=10)
         words = self.filter_words  # `/` filters presets and runs alike

@@ -7,6 +7,7 @@ the plain functions behind x (delete)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -77,6 +78,7 @@ class RunsPane(Vertical):
         self._keys_shown: tuple | None = None  # what the footer's keys were last drawn for
         self._cache = RunsCache()
         self._failure_said: tuple[str, str] | None = None  # the last failure shown (say_failure)
+        self._read_again = False  # a read was asked for while one was going
 
     def compose(self):
         yield FilterInput(placeholder="filter presets and runs: words in name, status, precision, A/B group, id",
@@ -92,12 +94,13 @@ class RunsPane(Vertical):
         self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
 
     def refresh_runs(self, anew: bool = False) -> None:
-        """Read the run list again (`anew`: from scratch, another folder or filter), unless a read is
-        still going (a slow one would be cancelled before it showed anything; its result still carries
-        the current filter, which applies when shown)."""
+        """Read the run list again (`anew`: from scratch, another folder). While a read is still going
+        (a slow one would be cancelled before it showed anything) the next starts when it ends."""
         if anew:
             self._cache = RunsCache()
-        if not any(w.group == RUNS_GROUP and w.is_running for w in self.workers):
+        if any(w.group == RUNS_GROUP and w.is_running for w in self.workers):
+            self._read_again = True
+        else:
             self._load_runs()
 
     @in_background(RUNS_GROUP, "reading the run list")
@@ -108,11 +111,18 @@ class RunsPane(Vertical):
             groups = groupmod.groups(root) if root.is_dir() else []
         except OSError:
             return
-        self.app.from_thread(self.show_runs, runs, groups)
+        self.app.from_thread(self._read, root, runs, groups)
+
+    def _read(self, root: Path, runs: list[RunInfo], groups: list[groupmod.Group]) -> None:
+        if root == self.app.runs_root:  # not a folder left meanwhile (o)
+            self.show_runs(runs, groups)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             self._failure_said = say_failure(self, event.worker, self._failure_said)
+        if event.worker.group == RUNS_GROUP and event.worker.is_finished and self._read_again:
+            self._read_again = False
+            self._load_runs()
 
     @property
     def table(self) -> RunTable:
@@ -123,14 +133,18 @@ class RunsPane(Vertical):
         return table.runs.get(table.highlighted_run() or "")
 
     def show_runs(self, runs: list[RunInfo], groups: list[groupmod.Group]) -> None:
+        self.table.set_runs(runs, {rid: g.label for g in groups for rid in g.runs})
+        self._shown()
+        self.post_message(self.Listed({r.run_id: r for r in runs}, groups))
+
+    def _shown(self) -> None:
+        """What goes with the table's rows: the empty note, the filter's count, the highlighted run."""
         table = self.table
-        table.set_runs(runs, {rid: g.label for g in groups for rid in g.runs})
-        self.query_one("#runs-empty").display = not runs
-        table.display = bool(runs)
+        self.query_one("#runs-empty").display = not table.total
+        table.display = bool(table.total)
         words = " ".join(table.filter_words)
         self.border_title = f"Runs · filter {words!r}: {len(table.runs)} of {table.total}" if words else "Runs"
         self._show_detail()
-        self.post_message(self.Listed({r.run_id: r for r in runs}, groups))
 
     @on(DataTable.RowHighlighted, "#runs")
     def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -158,8 +172,9 @@ class RunsPane(Vertical):
 
     @on(Input.Changed, "#runs-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.table.filter_words = words = event.value.lower().split()
-        self.refresh_runs(anew=True)
+        words = event.value.lower().split()
+        if self.table.refilter(words):  # the runs as last read: a key press reads no run folder
+            self._shown()
         self.post_message(self.FilterChanged(words))
 
     @on(Input.Submitted, "#runs-filter")

@@ -133,8 +133,7 @@ class HomeScreen(DashboardScreen):
 
     @on(RunsPane.FilterChanged)
     def _filter_changed(self, event: RunsPane.FilterChanged) -> None:
-        self._presets.filter_words = event.words
-        self.load_presets()
+        self._presets.refilter(event.words)
 
     @on(RunTable.RowSelected, "#runs")
     def _run_selected(self) -> None:
