@@ -172,6 +172,26 @@ def pytest_xdist_make_scheduler(config, log):
     return WorkStealingScheduling(config, log)
 
 
+ONE_PROCESS_TIERS = ("unit", "functional")  # tests/process is the tier whose tests start processes
+
+
+@pytest.hookimpl(optionalhook=True, wrapper=True)  # pytest-xdist's hook: absent under -p no:xdist
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` on the one-process tiers only (the fast lane): one worker more than the cores. A quarter
+    of those tests' time is waiting (a Textual pilot on its app's idle checks and timers, a stand-in
+    server on its socket), which a third worker fills on two cores (the lane's CPU stays the same).
+    Anywhere tests/process runs, its tests' own processes fill the cores: one worker a core, as xdist
+    counts. PYTEST_XDIST_AUTO_NUM_WORKERS, when set, is the number."""
+    count = yield
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or not config.args:
+        return count
+    tests = Path(__file__).parent
+    tiers = [tests / tier for tier in ONE_PROCESS_TIERS]
+    base = config.invocation_params.dir
+    paths = [(base / arg.split("::")[0]).resolve() for arg in config.args]
+    return count + 1 if all(any(p.is_relative_to(t) for t in tiers) for p in paths) else count
+
+
 def pytest_unconfigure(config):
     if not hasattr(config, "workerinput") and os.environ.get(SESSION_CACHE):  # the controller made it
         import shutil
