@@ -18,11 +18,12 @@ from amptui.core.config.precision import Precision
 from amptui.core.errors import UserError
 from amptui.core.modes.float8 import recipe_of
 from amptui.telemetry.numerics import RangeSampler
+from amptui.trainer.gpt import GPT
+from amptui.trainer.modes import float8  # imports torchao when it converts, not here
 
-torchao = pytest.importorskip("torchao", reason="amp.float8 needs torchao (pip install 'amptui[fp8]')")
-
-from amptui.trainer.gpt import GPT  # noqa: E402
-from amptui.trainer.modes import float8  # noqa: E402 - after the skip: it converts with torchao
+# asked, not imported: importing torchao (and triton under it) costs each worker 2.5 s at collection
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torchao") is None,
+                                reason="amp.float8 needs torchao (pip install 'amptui[fp8]')")
 
 
 @pytest.fixture

@@ -22,9 +22,13 @@ from amptui.telemetry.notify import Notifier
 from amptui.telemetry.recorder import Recorder
 from amptui.telemetry.trainjob import TrainJobStatus
 
-# imported here, at collection: the test's MLflow mirror imports it on its own thread, and an import still
-# under way when the test ends would put mlflow back into sys.modules under a later test that hides it
-pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'amptui[mlflow]')")
+
+@pytest.fixture(autouse=True)
+def mlflow_imported():
+    """mlflow imported before the test starts its mirrors: the MLflow mirror imports it on its own thread,
+    and an import still under way when the test ends would put mlflow back into sys.modules under a later
+    test that hides it. Not at collection: that cost every worker a second."""
+    pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'amptui[mlflow]')")
 
 DEADLINE_S = 0.5  # far below each hanging mirror's own wait (5 s and more): they are late
 
