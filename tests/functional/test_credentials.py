@@ -9,7 +9,7 @@ failed run. Loopback servers only (support/webstub.py), each bounded."""
 from __future__ import annotations
 
 import pytest
-from support.webstub import make_ca_and_server_cert, recording, server_context
+from support.webstub import recording, server_context
 
 from amptui.core.stream.records import End, Start, Step
 from amptui.telemetry import trainjob
@@ -18,8 +18,8 @@ TOKEN = "eyJ-stand-in-projected-token-0123456789"
 
 
 @pytest.fixture
-def tls(tmp_path):
-    ca, cert, key = make_ca_and_server_cert(tmp_path)
+def tls(stand_in_certs, tmp_path):
+    ca, cert, key = stand_in_certs
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     return ca, server_context(cert, key), token

@@ -12,7 +12,7 @@ import pytest
 from support.cli import amptui
 from support.records import events, only_run
 from support.waits import wait_until
-from support.webstub import make_ca_and_server_cert, recording, server_context
+from support.webstub import recording, server_context
 
 from amptui.telemetry import trainjob
 
@@ -22,8 +22,8 @@ TINY = ["--set", "run.max_steps=4", "--set", "log.every=2", "--set", "data.train
 
 
 @pytest.fixture
-def tls(tmp_path):
-    ca, cert, key = make_ca_and_server_cert(tmp_path)
+def tls(stand_in_certs, tmp_path):
+    ca, cert, key = stand_in_certs
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     return ca, server_context(cert, key), token

@@ -123,6 +123,13 @@ def make_ca_and_server_cert(folder: Path) -> tuple[Path, Path, Path]:
     return folder / "ca.crt", folder / "server.crt", folder / "server.key"
 
 
+@pytest.fixture(scope="session")
+def stand_in_certs(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """make_ca_and_server_cert once a session (three RSA keys: a few tenths of a second each); the
+    tests only read the files."""
+    return make_ca_and_server_cert(tmp_path_factory.mktemp("stand-in-ca"))
+
+
 def server_context(cert: Path, key: Path) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
@@ -135,12 +142,12 @@ TRAINJOB_TOKEN = "eyJ-stand-in-projected-token"
 
 
 @pytest.fixture
-def trainjob_stub(tmp_path):
+def trainjob_stub(stand_in_certs, tmp_path):
     """The Trainer's status endpoint, on 127.0.0.1 only, over TLS from a throwaway CA: records each POST
     (path, headers, body). Yields (the plugin's variables, the posts)."""
     from amptui.telemetry import trainjob
 
-    ca, cert, key = make_ca_and_server_cert(tmp_path)
+    ca, cert, key = stand_in_certs
     posts: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
