@@ -9,13 +9,13 @@ import ast
 from pathlib import Path
 
 import pytest
-from support.paths import FEWEST_MODULES, PACKAGE, modules
+from support.paths import FEWEST_MODULES, PACKAGE, modules, parsed
 
 import amptui
 
 
 def _modules() -> dict[str, ast.Module]:
-    return {str(path.relative_to(PACKAGE.parent)): ast.parse(path.read_text(encoding="utf-8"))
+    return {str(path.relative_to(PACKAGE.parent)): parsed(path)
             for path in modules()}
 
 

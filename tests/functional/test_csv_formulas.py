@@ -13,7 +13,7 @@ import json
 
 from support.crafted import write_crafted_run
 from support.dashboard import QUICK
-from support.paths import PACKAGE, modules
+from support.paths import PACKAGE, modules, parsed
 
 from amptui.core.stream.csvsafe import FORMULA_START, cell
 
@@ -55,5 +55,5 @@ def test_every_csv_writer_goes_through_csvsafe():
     users = [str(path.relative_to(PACKAGE)) for path in modules()
              if any(isinstance(node, (ast.Import, ast.ImportFrom)) and "csv" in
                     ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module])
-                    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))]
+                    for node in ast.walk(parsed(path)))]
     assert users == ["core/stream/csvsafe.py"], users

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 from support.dashboard import FAILED, FIXTURES, QUICK, Notes, app_for, async_test, home_ready, select_run, until
-from support.paths import PACKAGE, modules
+from support.paths import PACKAGE, modules, parsed
 from support.waits import wait_until
 
 from amptui.core.run import runlock
@@ -30,7 +30,7 @@ SIGNALLING = {"kill", "killpg", "terminate", "send_signal", "pthread_kill"}
 def signal_calls(path: Path) -> list[str]:
     """`x.kill(...)`, `os.killpg(...)`, `proc.terminate()`, `send_signal`, and a bare `kill(...)`
     imported from os, found in one source file."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     bare = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in ("os", "signal")
             for a in n.names if a.name in SIGNALLING}
     found = []

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from support.paths import PACKAGE, modules
+from support.paths import PACKAGE, modules, parsed
 
 from amptui.core import safefile
 
@@ -36,7 +36,7 @@ NOT_RUNS_FOLDER = {
 
 def opens_in(path: Path) -> list[int]:
     """The lines of `path` that call write_text/write_bytes, the builtin open, os.open or X.open."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):

@@ -5,6 +5,8 @@ file's own place; `modules()` refuses to hand a scan test an empty list (a wrong
 
 from __future__ import annotations
 
+import ast
+import functools
 from pathlib import Path
 
 import amptui
@@ -23,3 +25,9 @@ def modules(package: Path = PACKAGE) -> list[Path]:
     least = FEWEST_MODULES if package == PACKAGE else 1
     assert len(found) >= least, f"only {len(found)} Python files under {package}: the scan would check nothing"
     return found
+
+
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """`path`'s syntax tree, parsed once a session (the scan tests walk the same ~250 modules; read only)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
