@@ -5,13 +5,14 @@ screen's bindings may have changed: every focus move, `refresh_bindings`, screen
 nothing it shows. KeysFooter keeps Textual's signal handling and decides at rebuild time instead:
 what `compose()` would yield now is compared with the keys actually mounted, and only a difference
 rebuilds. Rebuilds are serialized (one asked for during another makes that one look once more), so
-the last look always reads the bindings after the last signal. An earlier version compared at
-signal time with what the last compose read, and a race left a finished run's `s Stop` shown."""
+the last look always reads the bindings after the last signal. An earlier version compared each
+signal with keys read apart from those mounted; a run's status (its tail's thread writes it) changed
+in between, and a finished run's `s Stop` stayed shown."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from textual.compose import compose
 from textual.widget import Widget
@@ -19,25 +20,19 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup
 
 
-def _shown(widgets: Iterable[Widget]) -> tuple | None:
-    """What these footer children draw, as a value to compare; None if one is of a kind not known here
-    (never equal: the footer is rebuilt). A key's `-compact` class is left out: data binding sets it
-    from the footer's `compact` once mounted, the same on a key mounted now."""
-    shown = []
+def _shown(widgets: Iterable[Widget]) -> Iterator[tuple]:
+    """What these footer children draw, as values to compare. A key's `-compact` class is left out: data
+    binding sets it from the footer's `compact` once mounted, the same on a key mounted now."""
     for w in widgets:
         if type(w) is FooterKey:
-            shown.append((FooterKey, w.key, w.key_display, w.description, w.action, w._disabled, w.tooltip,
-                          w.classes - {"-compact"}))
+            yield FooterKey, w.key, w.key_display, w.description, w.action, w._disabled, w.tooltip, \
+                w.classes - {"-compact"}
         elif type(w) is FooterLabel:
-            shown.append((FooterLabel, str(w.content), w.classes))
-        elif type(w) is KeyGroup:
-            keys = _shown(w.children if w.is_attached else w._pending_children)  # composed, not mounted: pending
-            if keys is None:
-                return None
-            shown.append((KeyGroup, w.classes, keys))
+            yield FooterLabel, str(w.content), w.classes
+        elif type(w) is KeyGroup:  # composed, not mounted: its keys are still pending
+            yield KeyGroup, w.classes, tuple(_shown(w.children if w.is_attached else w._pending_children))
         else:
-            return None
-    return tuple(shown)
+            yield (object(),)  # a kind not known here: never equal, so the footer is rebuilt
 
 
 class KeysFooter(Footer):
@@ -54,9 +49,8 @@ class KeysFooter(Footer):
                 self._again = False
                 if not self.is_attached or self._pruning:
                     return
-                mounted = _shown(self.query_children("*").exclude(".-textual-system"))
-                wanted = _shown(compose(self))
-                if mounted is None or mounted != wanted:
+                mounted = tuple(_shown(self.query_children("*").exclude(".-textual-system")))
+                if mounted != tuple(_shown(compose(self))):
                     await super().recompose()
                 if not self._again:
                     return
