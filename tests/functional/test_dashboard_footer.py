@@ -187,3 +187,38 @@ async def test_many_signals_and_key_changes_interleaved_settle_on_the_keys_that_
             assert app.is_running and app._exception is None
             assert mounted(footer) == stock(footer), round_
             assert keys_of(footer).count("s") == int(settled_answer), round_
+
+
+@async_test
+async def test_grouped_keys_the_palette_key_tooltips_and_dim_keys_are_drawn_as_textual_draws_them():
+    """What no dashboard screen has today, kept as Textual's Footer has it: keys of one group with its
+    label, the command palette's key, a tooltip, a key that does not apply now drawn dim."""
+    from textual.app import App
+    from textual.binding import Binding
+
+    arrows = Binding.Group("Move", compact=True)
+
+    class Keys(App):
+        BINDINGS = [Binding("left", "move('l')", "Left", group=arrows), Binding("right", "move('r')", "Right", group=arrows),
+                    Binding("x", "cut", "Cut", tooltip="cut the line"), Binding("z", "undo", "Undo")]
+        undo_applies = False
+
+        def compose(self):
+            yield KeysFooter()
+
+        def check_action(self, action, parameters):
+            return None if action == "undo" and not self.undo_applies else True  # None: shown dim
+
+    app = Keys()
+    async with app.run_test(size=(100, 10)) as pilot:
+        footer = app.screen.query_one(KeysFooter)
+        await until(pilot, lambda: "z" in keys_of(footer))
+        await settled(pilot)
+        assert mounted(footer) == stock(footer)
+        drawn = mounted(footer)
+        assert drawn[0][0] == "group" and ("label", "Move") in drawn and "ctrl+p" in keys_of(footer)
+        assert footer.query_one(".-disabled", FooterKey).key == "z"
+        app.undo_applies = True
+        app.screen.refresh_bindings()
+        await until(pilot, lambda: not footer.query(".-disabled"))
+        assert mounted(footer) == stock(footer)
