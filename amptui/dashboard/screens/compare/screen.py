@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.color import Color
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from amptui.core.comparison import compare as cmp
 from amptui.core.comparison import comparenotes, comparestep, runsummary
@@ -24,6 +24,7 @@ from amptui.core.run import runops
 from amptui.dashboard.picture import save_screen
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import named
+from amptui.dashboard.widgets.keysfooter import KeysFooter
 from amptui.dashboard.widgets.plot import COLORS, Figure, Line, MetricPlot
 from amptui.dashboard.widgets.scrollhint import show_columns_hint
 
@@ -91,7 +92,7 @@ class CompareScreen(DashboardScreen):
                 yield MetricPlot(id="compare-plot")
             with Vertical(id="compare-gap-box"):
                 yield MetricPlot(id="compare-gap")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#compare-warning").display = False

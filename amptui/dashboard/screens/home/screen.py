@@ -15,7 +15,7 @@ from typing import Any
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, OptionList
+from textual.widgets import OptionList
 from textual.worker import Worker, WorkerState
 
 from amptui.core.config import presets as presetmod
@@ -32,6 +32,7 @@ from amptui.dashboard.screens.home.presets import PresetsPane
 from amptui.dashboard.screens.home.runs import RunsPane
 from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.screens.plan.screen import show_plan
+from amptui.dashboard.widgets.keysfooter import KeysFooter
 from amptui.dashboard.widgets.runtable import RunTable
 from amptui.dashboard.widgets.title import HomeTitle
 from amptui.dashboard.widgets.toggles import TogglesPanel
@@ -97,7 +98,7 @@ class HomeScreen(DashboardScreen):
         yield HomeTitle(id="home-title")
         yield PresetsPane(id="home-top")
         yield RunsPane(id="runs-box")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self._show_title()

@@ -10,12 +10,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from amptui.core.fmt import shown
 from amptui.core.planning.plan import FAMILY, FLOAT8, RECIPES, SQNR_FIELDS
 from amptui.dashboard.screens.base import DashboardScreen
 from amptui.dashboard.screens.keys import named
+from amptui.dashboard.widgets.keysfooter import KeysFooter
 
 HEAT = ((10.0, "white on red"), (15.0, "black on dark_orange"), (20.0, "black on yellow"))  # as the probe's heat map (SQNR bands)
 COOL = "black on green"
@@ -72,7 +73,7 @@ class PlanScreen(DashboardScreen):
             yield DataTable(id="plan-table", cursor_type="row", zebra_stripes=True)
             yield Static(heat_map(self.plan_layers()), id="plan-heat")
             yield Static(self.words(), id="plan-words")
-        yield Footer()
+        yield KeysFooter()
 
     def plan_layers(self) -> list[dict[str, Any]]:
         layers = [x for x in self.doc.get("layers") or [] if isinstance(x, dict)]

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.message import Message
-from textual.widgets import Footer, ProgressBar, Static
+from textual.widgets import ProgressBar, Static
 from textual.worker import get_current_worker
 
 from amptui.core.fmt import shown
@@ -31,6 +31,7 @@ from amptui.dashboard.screens.keys import with_reasons
 from amptui.dashboard.screens.plan.screen import show_plan
 from amptui.dashboard.screens.run.controls import RunStatusPanel
 from amptui.dashboard.screens.run.header import first_look, header_line, progress_fraction, progress_line, stats_line
+from amptui.dashboard.widgets.keysfooter import KeysFooter
 from amptui.dashboard.widgets.wordline import WordLine
 
 FLUSH_HZ = 4
@@ -125,7 +126,7 @@ class RunScreen(DashboardScreen):
             for panel in self.panels:
                 panel.set_class(panel.OPTIONAL, "-optional")
                 yield panel
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         if self not in self.app.screen_stack:  # popped before its Mount came (Back right after the push):

@@ -18,13 +18,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from amptui.core import safefile
 from amptui.core.errors import UserError
 from amptui.core.fmt import shown
 from amptui.dashboard.screens.base import DashboardScreen, in_background
 from amptui.dashboard.screens.keys import with_reasons
+from amptui.dashboard.widgets.keysfooter import KeysFooter
 from amptui.dashboard.widgets.scrollhint import show_columns_hint, show_rows_hint
 from amptui.jobs import signals
 from amptui.tune import plan as T
@@ -82,7 +83,7 @@ class TuneScreen(DashboardScreen):
             yield DataTable(id="tune-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="tune-explain-box"):  # a partial search says more than 80x24 shows
             yield Static(id="tune-explain")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#tune-table-box").border_title = "Trials"
