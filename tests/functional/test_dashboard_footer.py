@@ -166,7 +166,7 @@ async def test_many_signals_and_key_changes_interleaved_settle_on_the_keys_that_
         screen = app.screen
         await drawn_and_flushed(pilot, screen)
         footer = screen.query_one(KeysFooter)
-        for round_ in range(5):
+        for round_ in range(3):  # the versions taken back failed in the first
             settled_answer = None
             app.push_screen(Cover())
             for i in range(40):
