@@ -12,7 +12,19 @@ import sys
 import pytest
 from rich.cells import cell_len
 from rich.text import Text
-from support.dashboard import FIXTURES, LIVE, QUICK, Notes, app_for, async_test, copy_runs, home_ready, settled, until
+from support.dashboard import (
+    FIXTURES,
+    LIVE,
+    QUICK,
+    Notes,
+    app_for,
+    async_test,
+    copy_runs,
+    finish_live_run,
+    home_ready,
+    settled,
+    until,
+)
 from support.drawn import drawn_text
 
 from amptui.dashboard.screens.help import HelpScreen
@@ -55,13 +67,7 @@ async def test_the_run_list_widens_its_columns_as_a_run_goes_on(tmp_path, monkey
         table = screen.query_one(RunTable)
         first = cells_of(table, LIVE)
         assert first[3] == "killed" and first[6].startswith("120/256")
-        events = root / LIVE / "events.jsonl"
-        last = json.loads(events.read_text().splitlines()[-2])  # the last step record
-        with events.open("a") as f:
-            for step in range(122, 257):
-                f.write(json.dumps({**last, "step": step, "t": last["t"] + step * 0.03}) + "\n")
-            f.write(json.dumps({"v": 1, "kind": "end", "t": last["t"] + 8, "rank": 0, "status": "completed",
-                                "total_time_s": 8.0, "steps": 256, "final_loss": 1.5}) + "\n")
+        finish_live_run(root / LIVE / "events.jsonl", 256)
         await until(pilot, lambda: cells_of(table, LIVE)[3] == "completed")
         await settled(pilot)
         now = cells_of(table, LIVE)

@@ -5,7 +5,6 @@ would compose at that moment: a finished run's `s Stop` once stayed shown after 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 
 from support.dashboard import (
@@ -15,6 +14,7 @@ from support.dashboard import (
     async_test,
     copy_runs,
     drawn_and_flushed,
+    finish_live_run,
     home_ready,
     settled,
     until,
@@ -106,16 +106,6 @@ async def test_a_signal_that_changes_no_key_keeps_the_footer_and_one_that_does_r
         assert mounted(footer) == stock(footer)
 
 
-def end_the_run(events) -> None:
-    """The live fixture's trainer writes its last steps and its end record."""
-    last = json.loads(events.read_text().splitlines()[-2])  # the last step record
-    with events.open("a") as f:
-        for step in range(122, 130):
-            f.write(json.dumps({**last, "step": step, "t": last["t"] + step * 0.03}) + "\n")
-        f.write(json.dumps({"v": 1, "kind": "end", "t": last["t"] + 8, "rank": 0, "status": "completed",
-                            "total_time_s": 8.0, "steps": 129, "final_loss": 1.5}) + "\n")
-
-
 @async_test
 async def test_a_run_that_ends_while_other_signals_come_leaves_no_stop_key(root):
     copy_runs(root, live=True)
@@ -135,7 +125,7 @@ async def test_a_run_that_ends_while_other_signals_come_leaves_no_stop_key(root)
                 await asyncio.sleep(0.01)
 
         task = asyncio.create_task(signals())
-        end_the_run(root / LIVE / "events.jsonl")
+        finish_live_run(root / LIVE / "events.jsonl", 129)
         await until(pilot, lambda: screen.model.status == "completed")
         await pilot.pause(0.1)
         ended = True

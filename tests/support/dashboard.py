@@ -25,6 +25,18 @@ def copy_runs(root: Path, live: bool = False) -> Path:
     return root
 
 
+def finish_live_run(events: Path, steps: int) -> None:
+    """The live fixture's trainer writes its last step records (to `steps`) and its end record."""
+    import json
+
+    last = json.loads(events.read_text().splitlines()[-2])  # the fixture's last step record (step 121)
+    with events.open("a") as f:
+        for step in range(122, steps + 1):
+            f.write(json.dumps({**last, "step": step, "t": last["t"] + step * 0.03}) + "\n")
+        f.write(json.dumps({"v": 1, "kind": "end", "t": last["t"] + 8, "rank": 0, "status": "completed",
+                            "total_time_s": 8.0, "steps": steps, "final_loss": 1.5}) + "\n")
+
+
 def copy_numerics_run(root: Path) -> Path:
     return Path(shutil.copytree(FIXTURES / "numerics" / NUMERICS, root / NUMERICS))
 
