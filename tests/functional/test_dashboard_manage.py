@@ -231,6 +231,22 @@ async def test_a_filter_shows_as_it_is_typed_and_reads_no_file(root, monkeypatch
 
 
 @async_test
+async def test_a_filter_typed_fast_past_its_last_match_shows_no_preset(root):
+    """Keys faster than the screen: the highlight that "cifar" gave the list arrives after "cifarzz" has
+    emptied it, and must not bring that preset's toggles back."""
+    app = app_for(root)
+    async with app.run_test(size=(110, 34)) as pilot:
+        home = await home_ready(pilot, 3)
+        await pilot.press("slash")
+        box = home.query_one("#runs-filter")
+        box.value = "cifar"
+        box.value = "cifarzz"
+        await settled(pilot)
+        assert home.query_one("#presets").option_count == 0
+        assert home.preset is None and "cifarzz" in str(home.query_one("#preset-desc").render())
+
+
+@async_test
 async def test_a_refresh_asked_while_the_run_list_is_read_reads_it_again_after(root, monkeypatch):
     """A run deleted while the list is being read (that read saw it) is gone once the read ends, not
     at the next periodic read (2 s; never, in this test)."""

@@ -113,7 +113,10 @@ class PresetsPane(Horizontal):
 
     @on(OptionList.OptionHighlighted, "#presets")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        """The list's highlight moved to a preset: its toggles."""
+        """The list's highlight moved to a preset: its toggles. Not a highlight the list no longer shows:
+        keys typed fast into the `/` filter relist it before the last listing's highlight arrives."""
+        if event.option_list.highlighted_option is not event.option:
+            return
         preset = next((p for p in self.presets if p.name == event.option.id), None)
         if preset is not None and preset != self.preset:
             self.show(preset)
