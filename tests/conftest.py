@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.dashboard import root  # noqa: F401 - the dashboard tests' fixture: canned runs in ./runs
-from support.webstub import stand_in_certs, trainjob_stub  # noqa: F401 - the Kubeflow status stub (and its CA), for tests in two tiers
+from support.webstub import stand_in_certs, tls, trainjob_stub  # noqa: F401 - the Kubeflow status stub, its CA, TLS: tests in two tiers
 
 # The shared helpers live in the tests/support/ package (issue 42): import them from there.
 

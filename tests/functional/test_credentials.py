@@ -9,20 +9,12 @@ failed run. Loopback servers only (support/webstub.py), each bounded."""
 from __future__ import annotations
 
 import pytest
-from support.webstub import recording, server_context
+from support.webstub import STAND_IN_TOKEN, recording, trainjob_env
 
 from amptui.core.stream.records import End, Start, Step
 from amptui.telemetry import trainjob
 
-TOKEN = "eyJ-stand-in-projected-token-0123456789"
-
-
-@pytest.fixture
-def tls(stand_in_certs, tmp_path):
-    ca, cert, key = stand_in_certs
-    token = tmp_path / "token"
-    token.write_text(TOKEN + "\n")
-    return ca, server_context(cert, key), token
+TOKEN = STAND_IN_TOKEN
 
 
 def post_a_run(sink) -> None:
@@ -34,14 +26,10 @@ def post_a_run(sink) -> None:
     sink.close()
 
 
-def env_for(url: str, token, ca) -> dict:
-    return {trainjob.URL_ENV: url, trainjob.TOKEN_ENV: str(token), trainjob.CA_ENV: str(ca)}
-
-
 def test_an_http_status_url_is_refused_in_one_line_and_nothing_is_sent(tls, capsys):
     ca, _, token = tls
     with recording() as plain:
-        assert trainjob.from_env(env_for(plain.url + "/status", token, ca)) is None
+        assert trainjob.from_env(trainjob_env(plain.url + "/status", token, ca)) is None
     assert plain.requests == []
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and trainjob.URL_ENV in err and "https" in err and TOKEN not in err
@@ -51,7 +39,7 @@ def test_a_redirect_to_another_origin_over_http_receives_no_token(tls, capsys):
     ca, server, token = tls
     with recording() as elsewhere, recording(status=302, location=None, context=server) as https_stub:
         https_stub.location = elsewhere.url + "/steal"
-        sink = trainjob.from_env(env_for(https_stub.url + "/status", token, ca))
+        sink = trainjob.from_env(trainjob_env(https_stub.url + "/status", token, ca))
         assert sink is not None
         post_a_run(sink)
     assert https_stub.requests and elsewhere.requests == []  # asked, and the redirect not followed
@@ -64,7 +52,7 @@ def test_a_token_with_an_interior_newline_is_refused_and_never_shown(tls, capsys
     ca, server, token = tls
     token.write_text("eyJ-first-half\nX-Injected: second-half\n")
     with recording(context=server) as https_stub:
-        post_a_run(trainjob.from_env(env_for(https_stub.url + "/status", token, ca)))
+        post_a_run(trainjob.from_env(trainjob_env(https_stub.url + "/status", token, ca)))
     assert https_stub.requests == []
     err = capsys.readouterr().err
     assert err.count("posting the TrainJob status") == 1 and trainjob.TOKEN_ENV in err and str(token) in err
@@ -79,7 +67,7 @@ def test_a_bad_ca_variable_is_one_warning_naming_variable_and_file(tls, tmp_path
         ca = tmp_path / "garbage.crt"
         ca.write_text("not a certificate\n")
     with recording(context=server) as https_stub:
-        assert trainjob.from_env(env_for(https_stub.url + "/status", token, ca)) is None
+        assert trainjob.from_env(trainjob_env(https_stub.url + "/status", token, ca)) is None
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and trainjob.CA_ENV in err and str(ca) in err and "training goes on" in err
 

@@ -12,25 +12,13 @@ import pytest
 from support.cli import amptui
 from support.records import events, only_run
 from support.waits import wait_until
-from support.webstub import recording, server_context
+from support.webstub import STAND_IN_TOKEN, recording, trainjob_env
 
 from amptui.telemetry import trainjob
 
-TOKEN = "eyJ-stand-in-projected-token-0123456789"
+TOKEN = STAND_IN_TOKEN
 TINY = ["--set", "run.max_steps=4", "--set", "log.every=2", "--set", "data.train_samples=256",
         "--set", "data.val_samples=64"]
-
-
-@pytest.fixture
-def tls(stand_in_certs, tmp_path):
-    ca, cert, key = stand_in_certs
-    token = tmp_path / "token"
-    token.write_text(TOKEN + "\n")
-    return ca, server_context(cert, key), token
-
-
-def env_for(url: str, token, ca) -> dict:
-    return {trainjob.URL_ENV: url, trainjob.TOKEN_ENV: str(token), trainjob.CA_ENV: str(ca)}
 
 
 @pytest.mark.slow
@@ -41,7 +29,7 @@ def test_a_run_with_a_garbage_ca_and_a_newline_token_trains_and_logs_no_token(ru
     garbage = tmp_path / "garbage.crt"
     garbage.write_text("not a certificate\n")
     with recording(context=server) as https_stub:
-        proc = amptui("run", "quickstart", *TINY, env=env_for(https_stub.url + "/status", token, garbage),
+        proc = amptui("run", "quickstart", *TINY, env=trainjob_env(https_stub.url + "/status", token, garbage),
                       timeout=250)
     assert proc.returncode == 0, proc.stderr
     run_dir = only_run(runs_dir)

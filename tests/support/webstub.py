@@ -130,6 +130,25 @@ def stand_in_certs(tmp_path_factory) -> tuple[Path, Path, Path]:
     return make_ca_and_server_cert(tmp_path_factory.mktemp("stand-in-ca"))
 
 
+STAND_IN_TOKEN = "eyJ-stand-in-projected-token-0123456789"  # the credential tests' token: never to be shown
+
+
+@pytest.fixture
+def tls(stand_in_certs, tmp_path):
+    """(the CA file, a server context with its certificate, a token file holding STAND_IN_TOKEN)."""
+    ca, cert, key = stand_in_certs
+    token = tmp_path / "token"
+    token.write_text(STAND_IN_TOKEN + "\n")
+    return ca, server_context(cert, key), token
+
+
+def trainjob_env(url: str, token, ca) -> dict:
+    """The variables the Kubeflow Trainer gives a trainer: status URL, token file, CA file."""
+    from amptui.telemetry import trainjob
+
+    return {trainjob.URL_ENV: url, trainjob.TOKEN_ENV: str(token), trainjob.CA_ENV: str(ca)}
+
+
 def server_context(cert: Path, key: Path) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
@@ -145,7 +164,6 @@ TRAINJOB_TOKEN = "eyJ-stand-in-projected-token"
 def trainjob_stub(stand_in_certs, tmp_path):
     """The Trainer's status endpoint, on 127.0.0.1 only, over TLS from a throwaway CA: records each POST
     (path, headers, body). Yields (the plugin's variables, the posts)."""
-    from amptui.telemetry import trainjob
 
     ca, cert, key = stand_in_certs
     posts: list[dict] = []
@@ -167,7 +185,7 @@ def trainjob_stub(stand_in_certs, tmp_path):
     token = tmp_path / "token"
     token.write_text(TRAINJOB_TOKEN + "\n")
     url = f"https://127.0.0.1:{server.server_address[1]}/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status"
-    env = {trainjob.URL_ENV: url, trainjob.TOKEN_ENV: str(token), trainjob.CA_ENV: str(ca)}
+    env = trainjob_env(url, token, ca)
     yield env, posts
     server.shutdown()
     server.server_close()
